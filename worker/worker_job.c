@@ -373,7 +373,8 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
 
     json_t *st;
     char *type = NULL;
-    static const char *const sallowed[] = {"type", "num_replicas", "partitioner", NULL};
+    static const char *const sallowed[] = {"type", "num_replicas", "partitioner", "collective_timeout_ms",
+                                           "bytes_per_pack", "lost_worker_wait_ms", NULL};
     if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
         (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
         goto out;
@@ -395,6 +396,20 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
     }
     if ((rc = s_str(st, "strategy", "partitioner", false, &job->partitioner, err)) < 0)
         goto out;
+    job->collective_timeout_ms = 30000;
+    job->lost_worker_wait_ms = 60000;
+    if ((rc = s_int(st, "strategy", "collective_timeout_ms", false, 100, INT64_C(86400000),
+                    &job->collective_timeout_ms, err)) < 0 ||
+        (rc = s_int(st, "strategy", "bytes_per_pack", false, 0, INT64_C(1) << 30, &job->bytes_per_pack, err)) < 0 ||
+        (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
+                    err)) < 0)
+        goto out;
+    if (job->strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED)
+        for (const char *const *k = &sallowed[3]; *k; k++)
+            if (json_object_get(st, *k)) {
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored has it; remove it", *k);
+                goto out;
+            }
     if (job->partitioner) {
         zdist_partitioner_t p;
         if ((rc = zdist_partitioner_parse(job->partitioner, &p, err)) < 0) {

@@ -20,6 +20,13 @@ typedef struct {
     worker_strategy_kind_t strategy;
     int num_replicas;
     char *partitioner; /* strategy.partitioner, NULL when absent */
+    /* multi_worker_mirrored (strategy.*): deadline of one collective, the
+       all-reduce's packing (TF's CommunicationOptions.bytes_per_pack; 0:
+       the communicator's default) and how long the coordinator waits for a
+       lost worker before going on with the others (-1: for ever). */
+    int64_t collective_timeout_ms;
+    int64_t bytes_per_pack;
+    int64_t lost_worker_wait_ms;
     char *model;
     char *model_params; /* JSON text, "{}" when absent */
     psd_optim_config_t optimizer;

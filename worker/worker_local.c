@@ -1,10 +1,12 @@
-/* worker_local: the in-process strategy backend — one_device, mirrored (a copy per replica thread) and central_storage. */
+/* worker_local: the copy-per-replica strategy backend — one_device, mirrored, central_storage, and
+   multi_worker_mirrored (mirrored whose reductions also cross workers through a ring communicator). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "worker_strategy.h"
+#include "zdist/collective.h"
 
 /* A barrier that can be aborted: a replica that fails releases the others
    instead of leaving them waiting for it forever. */
@@ -53,6 +55,13 @@ typedef struct {
     size_t ids_cap;
 } s_buf_t;
 
+/* A sparse gradient gathered from every worker (malloc'd by the communicator). */
+typedef struct {
+    int64_t *ids;
+    float *values;
+    int64_t n;
+} s_xsparse_t;
+
 typedef struct {
     worker_backend_t base;
     worker_strategy_kind_t kind;
@@ -71,6 +80,16 @@ typedef struct {
     int merge_rc;
     s_barrier_t bar;
     bool bar_ready;
+    /* multi_worker_mirrored: replica 0 runs the cross-worker collective of
+       each reduction and posts its result for the others. */
+    zdist_comm_t *comm; /* borrowed */
+    int num_workers;
+    int64_t comm_timeout_ms;
+    int comm_rc;
+    zdist_error_t comm_err;
+    s_xsparse_t *xs; /* [xs_cap]: apply's sparse gradients of every worker */
+    int xs_cap;
+    zdist_shape_t xshape; /* all_gather's result across workers */
 } s_local_t;
 
 static const worker_backend_ops_t s_ops;
@@ -143,6 +162,11 @@ s_destroy(worker_backend_t **be_p)
             free(self->bufs[r].buf);
             free(self->bufs[r].ids);
         }
+    for (int i = 0; i < self->xs_cap; i++) {
+        free(self->xs[i].ids);
+        free(self->xs[i].values);
+    }
+    free(self->xs);
     free(self->w);
     free(self->slots);
     free(self->iterations);
@@ -171,7 +195,7 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
                  const psd_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
 {
     if (kind != WORKER_STRATEGY_ONE_DEVICE && kind != WORKER_STRATEGY_MIRRORED &&
-        kind != WORKER_STRATEGY_CENTRAL_STORAGE) {
+        kind != WORKER_STRATEGY_CENTRAL_STORAGE && kind != WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
         zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", worker_strategy_name(kind));
         return NULL;
     }
@@ -191,6 +215,7 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
     self->n = num_replicas;
     self->nv = vars->n;
     self->central = kind == WORKER_STRATEGY_CENTRAL_STORAGE;
+    self->num_workers = 1;
     self->vars = vars;
     self->optim = *optim;
     self->nslots = psd_optim_num_slots(optim->kind);
@@ -252,6 +277,76 @@ worker_local_copy(worker_backend_t *be, int replica, int var)
     if (be->ops != &s_ops || replica < 0 || replica >= self->n || var < 0 || var >= self->nv)
         return NULL;
     return s_w(self, replica, var);
+}
+
+void
+worker_local_set_comm(worker_backend_t *be, zdist_comm_t *comm, int num_workers, int64_t timeout_ms)
+{
+    s_local_t *self = (s_local_t *)be;
+    self->comm = comm;
+    self->num_workers = comm ? num_workers : 1;
+    self->comm_timeout_ms = timeout_ms;
+}
+
+const char *
+worker_local_last_error(worker_backend_t *be)
+{
+    s_local_t *self = (s_local_t *)be;
+    return be && be->ops == &s_ops ? self->comm_err.text : "";
+}
+
+bool
+worker_local_is(const worker_backend_t *be)
+{
+    return be && be->ops == &s_ops;
+}
+
+int
+worker_local_num_slots(const worker_backend_t *be)
+{
+    return ((const s_local_t *)be)->nslots;
+}
+
+int64_t
+worker_local_iterations(const worker_backend_t *be)
+{
+    return ((const s_local_t *)be)->iterations[0];
+}
+
+const float *
+worker_local_slot(worker_backend_t *be, int var, int slot)
+{
+    s_local_t *self = (s_local_t *)be;
+    if (var < 0 || var >= self->nv || slot < 0 || slot >= self->nslots)
+        return NULL;
+    return s_slots(self, 0, var)[slot];
+}
+
+int
+worker_local_set_state(worker_backend_t *be, int var, const float *values, const float *const *slots)
+{
+    s_local_t *self = (s_local_t *)be;
+    if (var < 0 || var >= self->nv)
+        return -EINVAL;
+    const worker_var_t *v = &self->vars->vars[var];
+    for (int r = 0; r < self->n; r++) {
+        if (s_copy(self, r, var) != r)
+            continue;
+        memcpy(s_w(self, r, var), values, (size_t)v->n * sizeof(float));
+        float **sl = s_slots(self, r, var);
+        for (int k = 0; k < self->nslots && slots; k++)
+            if (sl[k] && slots[k])
+                memcpy(sl[k], slots[k], (size_t)v->n * sizeof(float));
+    }
+    return 0;
+}
+
+void
+worker_local_set_iterations(worker_backend_t *be, int64_t iterations)
+{
+    s_local_t *self = (s_local_t *)be;
+    for (int r = 0; r < self->n; r++)
+        self->iterations[r] = iterations;
 }
 
 static int
@@ -323,6 +418,67 @@ s_concat_sparse(s_local_t *self, int replica, int64_t i, int64_t width, const in
     return 0;
 }
 
+/* Replica 0, after the local reduction of apply: the dense gradients summed
+   across workers in one packed all-reduce, the sparse ones gathered from
+   every worker (ids and rows) into self->xs. */
+static int
+s_cross_apply(s_local_t *self, int n)
+{
+    const zdist_grad_t *g0 = self->posts[0].a;
+    float **bufs = malloc((size_t)n * sizeof *bufs + 1);
+    int64_t *lens = malloc((size_t)n * sizeof *lens + 1);
+    int rc = 0, nd = 0;
+    if (!bufs || !lens) {
+        rc = zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (!g0[i].ids) {
+            bufs[nd] = g0[i].values;
+            lens[nd++] = self->vars->vars[g0[i].var].n;
+        }
+    if (nd > 0 && (rc = zdist_comm_all_reduce(self->comm, ZDIST_REDUCE_SUM, bufs, lens, nd, self->comm_timeout_ms,
+                                              &self->comm_err)) < 0)
+        goto out;
+    if (n > self->xs_cap) {
+        s_xsparse_t *xs = realloc(self->xs, (size_t)n * sizeof *xs);
+        if (!xs) {
+            rc = zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
+            goto out;
+        }
+        memset(xs + self->xs_cap, 0, (size_t)(n - self->xs_cap) * sizeof *xs);
+        self->xs = xs;
+        self->xs_cap = n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!g0[i].ids)
+            continue;
+        int64_t width = self->vars->vars[g0[i].var].width, nids, nvals;
+        const int64_t *ids;
+        const float *vals;
+        s_xsparse_t *x = &self->xs[i];
+        free(x->ids);
+        free(x->values);
+        *x = (s_xsparse_t){0};
+        if ((rc = s_concat_sparse(self, 0, i, width, &ids, &vals, &nids)) < 0 ||
+            (rc = zdist_comm_all_gather(self->comm, ids, nids, sizeof *ids, (void **)&x->ids, &x->n, NULL,
+                                        self->comm_timeout_ms, &self->comm_err)) < 0 ||
+            (rc = zdist_comm_all_gather(self->comm, vals, nids, (size_t)width * sizeof *vals, (void **)&x->values,
+                                        &nvals, NULL, self->comm_timeout_ms, &self->comm_err)) < 0)
+            goto out;
+        if (nvals != x->n) {
+            rc = zdist_error_set(&self->comm_err, -EPROTO, "workers disagree on sparse gradient %d's rows", i);
+            goto out;
+        }
+    }
+out:
+    if (rc == -ENOMEM && !self->comm_err.text[0])
+        zdist_error_set(&self->comm_err, rc, "out of memory");
+    free(bufs);
+    free(lens);
+    return rc;
+}
+
 static int
 s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
 {
@@ -353,6 +509,15 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         return rc;
     if (bad)
         goto done;
+    if (self->comm) {
+        if (replica == 0)
+            self->comm_rc = s_cross_apply(self, n);
+        rc = s_barrier_wait(&self->bar);
+        if (rc < 0)
+            return rc;
+        if (self->comm_rc < 0)
+            return self->comm_rc; /* every replica, before any copy changed */
+    }
     const zdist_grad_t *red = self->posts[0].a;
     for (int i = 0; i < n; i++) {
         const worker_var_t *var = &self->vars->vars[red[i].var];
@@ -371,10 +536,15 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         } else {
             if (self->central && i % self->n != replica)
                 continue;
-            const int64_t *ids;
-            const float *vals;
-            int64_t nids;
-            if (s_concat_sparse(self, replica, i, var->width, &ids, &vals, &nids) < 0 ||
+            const int64_t *ids = NULL;
+            const float *vals = NULL;
+            int64_t nids = 0;
+            if (self->comm) {
+                ids = self->xs[i].ids;
+                vals = self->xs[i].values;
+                nids = self->xs[i].n;
+            }
+            if ((!self->comm && s_concat_sparse(self, replica, i, var->width, &ids, &vals, &nids) < 0) ||
                 psd_optim_apply_sparse(&self->optim, ZDIST_DTYPE_FLOAT32, t, w, (void *const *)slots, 0,
                                        var->rows, var->width, ids, (size_t)nids, vals,
                                        &self->scratch[replica]) < 0) {
@@ -395,6 +565,48 @@ done:
     return bad;
 }
 
+/* assign of an ON_WRITE variable under multi_worker_mirrored: replica 0
+   aggregates the local values, then across workers (SUM and MEAN by an
+   all-reduce, ONLY_FIRST_REPLICA by worker 0's broadcast); every copy then
+   takes the result. Called after the posting barrier. */
+static int
+s_assign_cross(s_local_t *self, int replica, int var, bool add)
+{
+    const worker_var_t *v = &self->vars->vars[var];
+    if (replica == 0) {
+        self->comm_rc = s_grow(&self->bufs[0], (size_t)v->n + 1, 0);
+        float *acc = self->bufs[0].buf;
+        for (int64_t j = 0; j < v->n && self->comm_rc == 0; j++) {
+            acc[j] = ((const float *)self->posts[0].a)[j];
+            if (v->aggregation == ZDIST_AGG_SUM || v->aggregation == ZDIST_AGG_MEAN) {
+                for (int q = 1; q < self->n; q++)
+                    acc[j] += ((const float *)self->posts[q].a)[j];
+                if (v->aggregation == ZDIST_AGG_MEAN)
+                    acc[j] /= (float)self->n;
+            }
+        }
+        if (self->comm_rc == 0) {
+            if (v->aggregation == ZDIST_AGG_ONLY_FIRST_REPLICA)
+                self->comm_rc = zdist_comm_broadcast(self->comm, 0, acc, (size_t)v->n * sizeof *acc,
+                                                     self->comm_timeout_ms, &self->comm_err);
+            else
+                self->comm_rc = zdist_comm_all_reduce(
+                    self->comm, v->aggregation == ZDIST_AGG_MEAN ? ZDIST_REDUCE_MEAN : ZDIST_REDUCE_SUM, &acc,
+                    &v->n, 1, self->comm_timeout_ms, &self->comm_err);
+        }
+    }
+    int rc = s_barrier_wait(&self->bar);
+    if (rc < 0)
+        return rc;
+    if (self->comm_rc < 0)
+        return self->comm_rc;
+    float *w = s_w(self, replica, var);
+    const float *acc = self->bufs[0].buf;
+    for (int64_t j = 0; j < v->n; j++)
+        w[j] = add ? w[j] + acc[j] : acc[j];
+    return s_barrier_wait(&self->bar);
+}
+
 static int
 s_assign(worker_backend_t *be, int replica, int var, const float *values, bool add)
 {
@@ -406,12 +618,14 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
             w[j] = add ? w[j] + values[j] : values[j];
         return 0;
     }
-    if (self->n > 1 && v->aggregation == ZDIST_AGG_NONE)
+    if (self->n * self->num_workers > 1 && v->aggregation == ZDIST_AGG_NONE)
         return -EINVAL;
     self->posts[replica] = (s_post_t){.a = values};
     int rc = s_barrier_wait(&self->bar);
     if (rc < 0)
         return rc;
+    if (self->comm)
+        return s_assign_cross(self, replica, var, add);
     float *w = s_w(self, replica, var);
     int64_t lo = 0, hi = v->n;
     if (self->central)
@@ -434,7 +648,7 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
              int n)
 {
     s_local_t *self = (s_local_t *)be;
-    if (self->n == 1)
+    if (self->n == 1 && !self->comm)
         return 0; /* the sum and the mean of one value are the value */
     self->posts[replica] = (s_post_t){.a = bufs, .b = lens, .n = n};
     int rc = s_barrier_wait(&self->bar);
@@ -465,11 +679,77 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
     rc = s_barrier_wait(&self->bar);
     if (rc < 0)
         return rc;
+    if (self->comm && !bad) {
+        /* The mean of the workers' means is the mean: every worker has n replicas. */
+        if (replica == 0)
+            self->comm_rc = zdist_comm_all_reduce(self->comm, op, (float *const *)self->posts[0].a, lens, n,
+                                                  self->comm_timeout_ms, &self->comm_err);
+        rc = s_barrier_wait(&self->bar);
+        if (rc < 0)
+            return rc;
+        if (self->comm_rc < 0)
+            return self->comm_rc;
+    }
     if (!bad && replica != 0)
         for (int i = 0; i < n; i++)
             memcpy(bufs[i], ((float *const *)self->posts[0].a)[i], (size_t)lens[i] * sizeof(float));
     rc = s_barrier_wait(&self->bar);
     return rc < 0 ? rc : bad;
+}
+
+/* Replica 0: its local gather (bufs[0], shape *local) concatenated along
+   axis with every other worker's, in worker order, into bufs[0]; the
+   result's shape goes to self->xshape. */
+static int
+s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
+{
+    int64_t total = 0, outer = 1, inner = 1, rows = 0;
+    zdist_shape_num_elements(local, &total);
+    for (int d = 0; d < axis; d++)
+        outer *= local->dims[d];
+    for (int d = axis + 1; d < local->rank; d++)
+        inner *= local->dims[d];
+    int64_t *rank_rows = calloc((size_t)self->num_workers, sizeof *rank_rows);
+    float *all = NULL;
+    if (!rank_rows)
+        return zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
+    int rc = zdist_comm_all_gather(self->comm, self->bufs[0].buf, total, sizeof(float), (void **)&all, &rows,
+                                   rank_rows, self->comm_timeout_ms, &self->comm_err);
+    if (rc < 0)
+        goto out;
+    zdist_shape_t out = *local;
+    out.dims[axis] = 0;
+    for (int q = 0; q < self->num_workers; q++) {
+        if (outer * inner == 0 || rank_rows[q] % (outer * inner) != 0) {
+            rc = outer * inner == 0 ? 0 : zdist_error_set(&self->comm_err, -EPROTO,
+                                                          "all_gather: worker %d's values do not match this "
+                                                          "worker's shape outside axis %d", q, axis);
+            if (rc < 0)
+                goto out;
+            out.dims[axis] = local->dims[axis] * self->num_workers;
+            break;
+        }
+        out.dims[axis] += rank_rows[q] / (outer * inner);
+    }
+    if ((rc = s_grow(&self->bufs[0], (size_t)rows + 1, 0)) < 0) {
+        zdist_error_set(&self->comm_err, rc, "out of memory");
+        goto out;
+    }
+    float *dst = self->bufs[0].buf;
+    for (int64_t o = 0; o < outer && rows > 0; o++) {
+        int64_t at = 0;
+        for (int q = 0; q < self->num_workers; q++) {
+            int64_t len = rank_rows[q] / outer;
+            memcpy(dst, all + at + o * len, (size_t)len * sizeof *dst);
+            dst += len;
+            at += rank_rows[q];
+        }
+    }
+    self->xshape = out;
+out:
+    free(all);
+    free(rank_rows);
+    return rc;
 }
 
 static int
@@ -517,6 +797,29 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
         return rc;
     if (bad)
         return bad;
+    if (self->comm) {
+        if (replica == 0)
+            self->comm_rc = s_cross_gather(self, axis, &out);
+        rc = s_barrier_wait(&self->bar);
+        if (rc < 0)
+            return rc;
+        if (self->comm_rc < 0)
+            return self->comm_rc;
+        out = self->xshape;
+        if (replica != 0) {
+            int64_t all = 0;
+            zdist_shape_num_elements(&out, &all);
+            if (s_grow(&self->bufs[replica], (size_t)all + 1, 0) < 0)
+                bad = -ENOMEM;
+            else
+                memcpy(self->bufs[replica].buf, self->bufs[0].buf, (size_t)all * sizeof(float));
+        }
+        rc = s_barrier_wait(&self->bar);
+        if (rc < 0)
+            return rc;
+        if (bad)
+            return bad;
+    }
     *ret = self->bufs[replica].buf;
     *ret_shape = out;
     return 0;

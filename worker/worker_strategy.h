@@ -16,8 +16,10 @@
      local  (worker_local.c): one_device, mirrored (a copy per replica thread,
             in-process all-reduce, every copy applies the same update) and
             central_storage (one copy, the reduced update applied once);
-     later: psd (parameter_server: reads are pulls, applies are pushes) and
-            ring (multi_worker_mirrored: peer collectives).
+            multi_worker_mirrored is the mirrored backend given a ring
+            communicator: each reduction runs locally, then across workers;
+     psd    (worker_psd.c): parameter_server (reads are pulls, applies are
+            pushes).
    Every function takes the calling replica's index; collectives are called
    by all replicas in the same order. They return 0 or a negative errno; after
    `abort` every pending and later collective returns -ECANCELED. */
@@ -69,5 +71,26 @@ worker_backend_t *worker_local_new(worker_strategy_kind_t kind, int num_replicas
                                    const psd_optim_config_t *optim, uint64_t seed, zdist_error_t *err);
 /* Test hook: replica r's copy of var (the one copy under central storage). */
 const float *worker_local_copy(worker_backend_t *be, int replica, int var);
+bool worker_local_is(const worker_backend_t *be);
+
+typedef struct zdist_comm_t zdist_comm_t;
+/* multi_worker_mirrored: comm (borrowed, connected; NULL detaches) joins
+   this worker's replicas to num_workers workers. Every reduction (apply,
+   all_reduce, all_gather, ON_WRITE assign) then also runs across workers
+   with a deadline of timeout_ms; a failure fails the step on every local
+   replica before any copy changed, and worker_local_last_error says why.
+   merge_call and cross-replica reads of ON_READ variables stay local. */
+void worker_local_set_comm(worker_backend_t *be, zdist_comm_t *comm, int num_workers, int64_t timeout_ms);
+/* The last collective failure's text ("" when none). */
+const char *worker_local_last_error(worker_backend_t *be);
+
+/* Checkpoint state: copy 0's values come from the read op; slots and the
+   optimizer's apply count from these. set_state writes every copy. */
+int worker_local_num_slots(const worker_backend_t *be);
+int64_t worker_local_iterations(const worker_backend_t *be);
+/* NULL for a non-trainable variable (no slots) or out of range. */
+const float *worker_local_slot(worker_backend_t *be, int var, int slot);
+int worker_local_set_state(worker_backend_t *be, int var, const float *values, const float *const *slots);
+void worker_local_set_iterations(worker_backend_t *be, int64_t iterations);
 
 #endif

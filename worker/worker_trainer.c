@@ -44,6 +44,7 @@ struct worker_trainer_t {
     worker_vars_t vars;
     worker_backend_t *backend;
     int n;
+    int num_workers, worker_index;
     s_replica_t *replicas;
     /* The step the replica threads run */
     pthread_mutex_t mu;
@@ -92,13 +93,14 @@ s_fail(s_replica_t *r, int code, const char *fmt, ...)
 static int
 s_replica_id(zdist_replica_ctx_t *ctx)
 {
-    return s_rep(ctx)->replica;
+    s_replica_t *r = s_rep(ctx);
+    return r->trainer->worker_index * r->trainer->n + r->replica;
 }
 
 static int
 s_num_replicas(zdist_replica_ctx_t *ctx)
 {
-    return s_rep(ctx)->trainer->n;
+    return s_rep(ctx)->trainer->n * s_rep(ctx)->trainer->num_workers;
 }
 
 static int
@@ -384,7 +386,7 @@ s_run_replica(worker_trainer_t *self, s_replica_t *r)
     r->batch = (zdist_step_batch_t){
         .size = b->size,
         .dim = self->dim,
-        .global_size = self->step->size,
+        .global_size = self->eval ? self->step->size : self->step->size * self->num_workers,
         .features = b->features,
         .row_offsets = b->row_offsets,
         .feature_ids = b->feature_ids,
@@ -474,6 +476,8 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
     }
     self->model = model;
     self->n = cfg->num_replicas;
+    self->num_workers = cfg->num_workers > 0 ? cfg->num_workers : 1;
+    self->worker_index = cfg->worker_index;
     self->dim = info->input_dim;
     self->label_dtype = info->label_dtype;
     if (model->init) {

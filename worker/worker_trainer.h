@@ -21,6 +21,11 @@ typedef struct {
     int num_replicas;
     psd_optim_config_t optim;
     uint64_t seed; /* variables' initial values */
+    /* multi_worker_mirrored: this worker's replicas are global replicas
+       worker_index * num_replicas + r of num_workers * num_replicas, and a
+       training step's loss is scaled by the batch of all workers (local
+       examples x num_workers, as tf.nn.compute_average_loss). 0 means 1. */
+    int num_workers, worker_index;
     worker_backend_factory_fn *make_backend; /* NULL: worker_local_new */
     void *make_backend_arg;
 } worker_trainer_config_t;
