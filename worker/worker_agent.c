@@ -14,6 +14,7 @@
 #include "worker_psd.h"
 #include "worker_registry.h"
 #include "worker_trainer.h"
+#include "zdist/collective.h"
 #include "zdist/input.h"
 #include "zdist/daemon.h"
 #include "zdist/rpc.h"
@@ -38,6 +39,10 @@ typedef struct {
     double last_loss;
     bool end_of_data;
     worker_psd_config_t psd; /* valid during START_JOB only (borrowed strings) */
+    /* multi_worker_mirrored with more than one worker */
+    zdist_comm_t *comm;
+    bool connected;
+    int64_t collective_timeout_ms;
 } s_job_t;
 
 typedef struct {
@@ -68,6 +73,7 @@ s_job_release(s_job_t *j)
     zdist_input_destroy(&j->in);
     zdist_input_context_destroy(&j->ictx);
     worker_trainer_destroy(&j->tr);
+    zdist_comm_destroy(&j->comm); /* after the trainer: its backend borrows it */
     zdist_dataset_destroy(&j->train);
     zdist_dataset_destroy(&j->test);
     worker_registry_destroy(&j->reg);
@@ -99,7 +105,9 @@ static void
 s_step_error(s_job_t *j, const zdist_error_t *err)
 {
     worker_backend_t *be = j->tr ? worker_trainer_backend(j->tr) : NULL;
-    const char *ps = be && worker_psd_is(be) ? worker_psd_last_error(be) : "";
+    const char *ps = be && worker_psd_is(be) ? worker_psd_last_error(be)
+                     : worker_local_is(be)   ? worker_local_last_error(be)
+                                             : "";
     snprintf(j->error, sizeof j->error, "%s%s%s", err->text, ps[0] ? ": " : "", ps);
 }
 
@@ -117,7 +125,29 @@ s_start_reply(zdist_rpc_call_t *call, const s_job_t *j, bool created)
     worker_backend_t *be = worker_trainer_backend(j->tr);
     reply.num_shards = worker_psd_is(be) ? worker_psd_num_shards(be) : 0;
     reply.created = created;
+    reply.collective_endpoint = j->comm ? (char *)zdist_comm_endpoint(j->comm) : "";
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+}
+
+/* multi_worker_mirrored: binds this rank's end of the ring on the host the
+   worker serves on (a fresh port); CONNECT joins it to the others. */
+static int
+s_comm_new(self_t *self, s_job_t *j, int64_t timeout_ms, zdist_error_t *err)
+{
+    char bind[WORKER_AGENT_ENDPOINT_MAX + 8];
+    snprintf(bind, sizeof bind, "%s", self->config.endpoint);
+    char *colon = strrchr(bind, ':');
+    if (!colon || colon < bind + 6)
+        return zdist_error_set(err, -EINVAL, "cannot derive a bind address from '%s'", self->config.endpoint);
+    strcpy(colon, ":*");
+    j->collective_timeout_ms = timeout_ms > 0 ? timeout_ms : j->job.collective_timeout_ms;
+    zdist_comm_config_t cc = {.rank = j->worker_index,
+                              .size = j->num_workers,
+                              .bind = bind,
+                              .bytes_per_pack = (size_t)j->job.bytes_per_pack,
+                              .timeout_ms = j->collective_timeout_ms};
+    j->comm = zdist_comm_new(&cc, err);
+    return j->comm ? 0 : (err->code ? err->code : -EINVAL);
 }
 
 static int
@@ -153,11 +183,6 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         goto fail;
     }
     const worker_job_t *job = &nj.job;
-    if (job->strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
-        s_refuse(call, ZDIST_STATUS_UNIMPLEMENTED,
-                 "strategy.type: multi_worker_mirrored is not served by zdist-worker yet; use parameter_server");
-        goto fail;
-    }
     const char *eps[WORKER_AGENT_MAX_PS];
     int nps = 0;
     if (job->strategy == WORKER_STRATEGY_PARAMETER_SERVER) {
@@ -217,6 +242,10 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         info.num_classes = zdist_dataset_num_classes(nj.test);
     worker_trainer_config_t cfg = {.strategy = job->strategy, .num_replicas = job->num_replicas,
                                    .optim = job->optimizer, .seed = job->seed};
+    if (job->strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
+        cfg.num_workers = nj.num_workers;
+        cfg.worker_index = nj.worker_index;
+    }
     if (job->strategy == WORKER_STRATEGY_PARAMETER_SERVER) {
         cfg.make_backend = s_make_psd;
         cfg.make_backend_arg = &nj.psd;
@@ -224,6 +253,11 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     nj.tr = worker_trainer_new(model, job->model_params, &info, &cfg, &err);
     if (!nj.tr) {
         s_refuse(call, zdist_status_from_errno(err.code ? err.code : -ENOMEM), "%s", err.text);
+        goto fail;
+    }
+    if (job->strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED && nj.num_workers > 1 &&
+        (rc = s_comm_new(self, &nj, req->collective_timeout_ms, &err)) < 0) {
+        s_refuse(call, zdist_status_from_errno(rc), "the collective ring: %s", err.text);
         goto fail;
     }
     bool created = false;
@@ -300,6 +334,10 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
                         "job '%s' failed at step %lld (%s); STOP_JOB and START_JOB it again", j->job.name,
                         (long long)j->steps + 1, j->error);
+    if (j->comm && !j->connected)
+        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                        "job '%s' is multi_worker_mirrored over %d workers: CONNECT the ring before RUN_STEPS",
+                        j->job.name, j->num_workers);
     int64_t n = req->steps > 0 ? req->steps : j->job.steps_per_execution;
     if (n < 1)
         n = 1;
@@ -486,6 +524,179 @@ out:
     return rc;
 }
 
+/* ---- CONNECT, GET_STATE, SET_STATE ---- */
+
+static int
+s_connect(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const Zdist__Worker__ConnectRequest *req = (const Zdist__Worker__ConnectRequest *)zdist_rpc_call_body(call);
+    s_job_t *j = s_the_job(self, call, req->job);
+    if (!j)
+        return -ENOENT;
+    if (j->job.strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED)
+        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored connects "
+                        "a ring", j->job.name, worker_strategy_name(j->job.strategy));
+    if (req->n_endpoints != (size_t)j->num_workers)
+        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                        "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
+                        "order", req->n_endpoints, j->num_workers);
+    for (size_t i = 0; i < req->n_endpoints; i++)
+        if (!req->endpoints[i] || strncmp(req->endpoints[i], "tcp://", 6) != 0 || strchr(req->endpoints[i], '*'))
+            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                            "endpoints[%zu]: '%s' is not a tcp://HOST:PORT endpoint", i,
+                            req->endpoints[i] ? req->endpoints[i] : "");
+    Zdist__Worker__ConnectReply reply = ZDIST__WORKER__CONNECT_REPLY__INIT;
+    if (!j->comm || j->connected) /* one worker: no ring; or a retried CONNECT */
+        return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    zdist_error_t err = {0};
+    if (zdist_comm_connect(j->comm, (const char *const *)req->endpoints, &err) < 0)
+        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s", err.text);
+    worker_local_set_comm(worker_trainer_backend(j->tr), j->comm, j->num_workers, j->collective_timeout_ms);
+    j->connected = true;
+    zsys_info("job '%s': rank %d of %d in the ring, right neighbour %s", j->job.name, j->worker_index, j->num_workers,
+              req->endpoints[(j->worker_index + 1) % j->num_workers]);
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+}
+
+/* The job whose variables live in this worker (not on psds), or a refusal. */
+static s_job_t *
+s_local_job(self_t *self, zdist_rpc_call_t *call, const char *name)
+{
+    s_job_t *j = s_the_job(self, call, name);
+    if (j && !worker_local_is(worker_trainer_backend(j->tr))) {
+        s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                 "job '%s' keeps its variables on the ps tasks: checkpoint them there (PS_SAVE)", j->job.name);
+        return NULL;
+    }
+    return j;
+}
+
+static int
+s_get_state(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const Zdist__Worker__GetStateRequest *req = (const Zdist__Worker__GetStateRequest *)zdist_rpc_call_body(call);
+    s_job_t *j = s_local_job(self, call, req->job);
+    if (!j)
+        return -ENOENT;
+    if (j->failed)
+        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                        "job '%s' failed (%s): its variables may be half updated", j->job.name, j->error);
+    worker_backend_t *be = worker_trainer_backend(j->tr);
+    const worker_vars_t *vars = worker_trainer_vars(j->tr);
+    zdist_msg_t *reply = zdist_rpc_call_reply(call);
+    int nslots = worker_local_num_slots(be);
+    for (int v = 0; v < vars->n; v++) {
+        const worker_var_t *var = &vars->vars[v];
+        zdist_shape_t shape = {.rank = 1, .dims = {var->n}};
+        size_t bytes = (size_t)var->n * sizeof(float);
+        const float *w = NULL;
+        int rc = be->ops->read(be, 0, v, &w);
+        /* Copies: the next step changes the variables while the reply may
+           still be queued. */
+        if (rc == 0)
+            rc = zdist_msg_add_tensor_copy(reply, var->name, ZDIST_DTYPE_FLOAT32, &shape, w, bytes);
+        for (int k = 0; k < nslots && rc == 0; k++) {
+            const float *slot = worker_local_slot(be, v, k);
+            char name[512];
+            snprintf(name, sizeof name, "%s/slot%d", var->name, k);
+            if (slot)
+                rc = zdist_msg_add_tensor_copy(reply, name, ZDIST_DTYPE_FLOAT32, &shape, slot, bytes);
+        }
+        if (rc < 0)
+            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s", var->name,
+                            strerror(-rc));
+    }
+    Zdist__Worker__State body = ZDIST__WORKER__STATE__INIT;
+    body.job = j->job.name;
+    body.step = j->steps;
+    body.iterations = worker_local_iterations(be);
+    return zdist_msg_set_body(reply, &body.base);
+}
+
+/* The request's tensor named `name` with n float32 elements, or NULL. */
+static const zdist_tensor_t *
+s_state_tensor(const zdist_msg_t *msg, const char *name, int64_t n, bool *ret_bad)
+{
+    for (size_t i = 0; i < zdist_msg_tensor_count(msg); i++) {
+        const zdist_tensor_t *t = zdist_msg_tensor(msg, i);
+        if (!t->name || strcmp(t->name, name) != 0)
+            continue;
+        *ret_bad = t->dtype != ZDIST_DTYPE_FLOAT32 || t->nbytes != (size_t)n * sizeof(float);
+        return t;
+    }
+    return NULL;
+}
+
+static int
+s_set_state(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const Zdist__Worker__State *req = (const Zdist__Worker__State *)zdist_rpc_call_body(call);
+    s_job_t *j = s_local_job(self, call, req->job);
+    if (!j)
+        return -ENOENT;
+    if (req->skip_steps < 0 || req->step < 0 || req->iterations < 0)
+        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "step, iterations and skip_steps must be >= 0");
+    const zdist_msg_t *msg = zdist_rpc_call_request(call);
+    worker_backend_t *be = worker_trainer_backend(j->tr);
+    const worker_vars_t *vars = worker_trainer_vars(j->tr);
+    int nslots = worker_local_num_slots(be), used = 0;
+    /* Everything is checked before anything is written. */
+    for (int v = 0; v < vars->n; v++) {
+        const worker_var_t *var = &vars->vars[v];
+        bool bad = false;
+        if (!s_state_tensor(msg, var->name, var->n, &bad) || bad)
+            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                            "variable '%s' (float32, %lld elements) is %s in the state; send every variable of "
+                            "model '%s'", var->name, (long long)var->n, bad ? "of another dtype or size" : "missing",
+                            j->job.model);
+        used++;
+        for (int k = 0; k < nslots && worker_local_slot(be, v, k); k++) {
+            char name[512];
+            snprintf(name, sizeof name, "%s/slot%d", var->name, k);
+            if (!s_state_tensor(msg, name, var->n, &bad) || bad)
+                return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                "optimizer slot '%s' is %s in the state (the job's optimizer has %d slots)", name,
+                                bad ? "of another dtype or size" : "missing", nslots);
+            used++;
+        }
+    }
+    if ((size_t)used != zdist_msg_tensor_count(msg))
+        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                        "the state has %zu tensors, model '%s' with its optimizer has %d; was it saved by another "
+                        "job?", zdist_msg_tensor_count(msg), j->job.model, used);
+    for (int v = 0; v < vars->n; v++) {
+        const worker_var_t *var = &vars->vars[v];
+        bool bad;
+        const float *slots[PSD_OPTIM_MAX_SLOTS] = {0};
+        for (int k = 0; k < nslots && worker_local_slot(be, v, k); k++) {
+            char name[512];
+            snprintf(name, sizeof name, "%s/slot%d", var->name, k);
+            slots[k] = s_state_tensor(msg, name, var->n, &bad)->data;
+        }
+        worker_local_set_state(be, v, s_state_tensor(msg, var->name, var->n, &bad)->data, slots);
+    }
+    worker_local_set_iterations(be, req->iterations);
+    for (int64_t i = 0; i < req->skip_steps; i++) {
+        const zdist_input_step_t *st;
+        int more = zdist_input_next(j->in, &st);
+        if (more < 0)
+            return s_refuse(call, ZDIST_STATUS_INTERNAL, "skipping to step %lld: %s", (long long)req->skip_steps,
+                            strerror(-more));
+        if (more == 0)
+            break;
+    }
+    j->steps = req->step;
+    zsys_info("job '%s': state of step %lld set (%zu tensors, %lld batches skipped)", j->job.name,
+              (long long)req->step, zdist_msg_tensor_count(msg), (long long)req->skip_steps);
+    Zdist__Worker__SetStateReply reply = ZDIST__WORKER__SET_STATE_REPLY__INIT;
+    reply.num_tensors = used;
+    s_notify(self);
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+}
+
 /* ---- STOP_JOB, STATUS ---- */
 
 static int
@@ -534,6 +745,10 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, "stop_job", &zdist__worker__stop_job_request__descriptor, s_stop_job,
      0, 0},
     {ZDIST__WORKER__METHOD__WORKER_STATUS, "status", &zdist__worker__status_request__descriptor, s_status, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &zdist__worker__connect_request__descriptor, s_connect, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_GET_STATE, "get_state", &zdist__worker__get_state_request__descriptor,
+     s_get_state, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &zdist__worker__state__descriptor, s_set_state, 0, 1024},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
