@@ -292,11 +292,26 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
     const char *e = json_string_value(json_object_get(st, "error"));
     if (e && *e)
         fprintf(out, "  error: %s\n", e);
+    const char *rf = json_string_value(json_object_get(st, "ring_reformed_because"));
+    if (rf && *rf && tasks)
+        fprintf(out, "  ring last re-formed: %s\n", rf);
     if (!tasks)
         return;
     size_t i;
     json_t *w;
     json_array_foreach(json_object_get(st, "workers"), i, w) {
+        if (json_object_get(w, "in_ring")) { /* multi_worker_mirrored */
+            fprintf(out, "  worker %lld %s: %s, ", (long long)json_integer_value(json_object_get(w, "task")),
+                    json_string_value(json_object_get(w, "endpoint")),
+                    json_is_true(json_object_get(w, "up")) ? "up" : "down");
+            if (json_is_true(json_object_get(w, "in_ring")))
+                fprintf(out, "rank %lld of the ring at %s", (long long)json_integer_value(json_object_get(w, "rank")),
+                        json_string_value(json_object_get(w, "ring_endpoint")));
+            else
+                fprintf(out, "not in the ring");
+            fprintf(out, ", %lld restarts\n", (long long)json_integer_value(json_object_get(w, "restarts")));
+            continue;
+        }
         long long ago = (long long)json_integer_value(json_object_get(w, "last_heartbeat_ms_ago"));
         char heard[64];
         if (ago < 0)

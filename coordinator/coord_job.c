@@ -107,13 +107,16 @@ coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_
     free(stripped);
     if (rc < 0)
         goto out;
-    if (wj.strategy != WORKER_STRATEGY_PARAMETER_SERVER) {
+    if (wj.strategy != WORKER_STRATEGY_PARAMETER_SERVER && wj.strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
         rc = zdist_error_set(err, -EINVAL,
-                             "strategy.type: zdist-coordinator runs parameter_server jobs, got '%s'; use "
-                             "\"parameter_server\" (or 'zdist run' for %s)",
+                             "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
+                             "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
                              worker_strategy_name(wj.strategy), worker_strategy_name(wj.strategy));
         goto out;
     }
+    ret->strategy = wj.strategy;
+    ret->collective_timeout_ms = wj.collective_timeout_ms;
+    ret->lost_worker_wait_ms = wj.lost_worker_wait_ms;
     ret->has_test = wj.has_test || (wj.format == ZDIST_INPUT_FORMAT_SYNTHETIC && wj.synthetic_test_n > 0);
     if (eval == 1 && !ret->has_test) {
         rc = zdist_error_set(err, -EINVAL,

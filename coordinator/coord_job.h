@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "worker_strategy.h"
 #include "zdist/error.h"
 
 typedef struct {
@@ -18,11 +19,15 @@ typedef struct {
     int64_t ckpt_keep;
     bool evaluate;       /* at the end, on the test set */
     bool has_test;
+    worker_strategy_kind_t strategy; /* parameter_server or multi_worker_mirrored */
+    int64_t collective_timeout_ms;   /* multi_worker_mirrored: strategy.* */
+    int64_t lost_worker_wait_ms;
 } coord_job_t;
 
 /* Parses text strictly: the fields of worker_job (worker/worker_job.h) plus
    "checkpoint": {"every_steps": N, "keep": K} and "evaluation": {"at_end":
-   bool}. Only parameter_server jobs. -EINVAL with err naming the field. */
+   bool}. parameter_server and multi_worker_mirrored jobs. -EINVAL with err
+   naming the field. */
 int coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_error_t *err);
 void coord_job_release(coord_job_t *job);
 

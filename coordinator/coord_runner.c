@@ -11,40 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coord_runner.h"
+#include "coord_run.h"
 #include "zdist/coordinator.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
 
-#define S_MAX_POINTS 4096
-
-typedef struct {
-    coord_runner_config_t *cfg;
-    zsock_t *pipe;
-    zdist_coordinator_t *coord;
-    zdist_ps_client_t *ps[COORD_MAX_TASKS];
-    uint64_t ps_inc[COORD_MAX_TASKS];
-    uint64_t ps_bytes[COORD_MAX_TASKS], ps_requests[COORD_MAX_TASKS];
-    int64_t step, steps, scheduled;
-    int64_t ckpt_step; /* last complete checkpoint, -1 none */
-    const char *state;
-    char error[1024];
-    double loss;       /* mean loss of the latest window */
-    double ex_per_s;
-    double test_accuracy, test_loss;
-    bool evaluated;
-    int64_t started_ms;
-    /* metrics window */
-    int64_t win_start_ms, win_steps;
-    double win_loss, win_examples;
-    int64_t last_line_step;
-    FILE *metrics;
-    int npoints;
-    double pt_step[S_MAX_POINTS], pt_loss[S_MAX_POINTS];
-    int64_t last_status_ms, last_stats_ms;
-    bool cancel, term;
-    unsigned psd_recoveries;
-} s_run_t;
 
 void
 coord_runner_config_destroy(coord_runner_config_t **self_p)
@@ -60,7 +31,7 @@ coord_runner_config_destroy(coord_runner_config_t **self_p)
 /* ---- status ---- */
 
 static void
-s_ps_stats(s_run_t *r)
+s_ps_stats(coord_run_t *r)
 {
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
@@ -76,7 +47,7 @@ s_ps_stats(s_run_t *r)
 }
 
 static void
-s_status_as(s_run_t *r, bool force, const char *kind)
+s_status_as(coord_run_t *r, bool force, const char *kind)
 {
     int64_t now = zdist_clock_now_ms();
     if (!force && now - r->last_status_ms < 250)
@@ -94,7 +65,7 @@ s_status_as(s_run_t *r, bool force, const char *kind)
         json_object_set_new(metrics, "test_accuracy", json_real(r->test_accuracy));
         json_object_set_new(metrics, "test_loss", json_real(r->test_loss));
     }
-    json_t *workers = json_array();
+    json_t *workers = r->mwm ? coord_mwm_workers_json(r) : json_array();
     for (size_t i = 0; r->coord && i < zdist_coordinator_num_workers(r->coord); i++) {
         zdist_coordinator_worker_info_t wi;
         if (zdist_coordinator_worker_info(r->coord, i, &wi) < 0)
@@ -114,6 +85,8 @@ s_status_as(s_run_t *r, bool force, const char *kind)
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", (int)r->psd_recoveries,
                                "dir", r->cfg->job_dir);
+    if (r->mwm)
+        json_object_set_new(detail, "ring_reformed_because", json_string(coord_mwm_last_failure(r)));
     json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:o}", "state", r->state, "step", (json_int_t)r->step, "steps",
                            (json_int_t)r->steps, "error", r->error, "detail", detail);
     char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
@@ -125,8 +98,8 @@ s_status_as(s_run_t *r, bool force, const char *kind)
     free(text);
 }
 
-static void
-s_status(s_run_t *r, bool force)
+void
+coord_run_status(coord_run_t *r, bool force)
 {
     s_status_as(r, force, "STATUS");
 }
@@ -134,7 +107,7 @@ s_status(s_run_t *r, bool force)
 /* ---- metrics ---- */
 
 static void
-s_svg(s_run_t *r)
+s_svg(coord_run_t *r)
 {
     if (r->npoints < 1)
         return;
@@ -172,8 +145,8 @@ s_svg(s_run_t *r)
     rename(tmp, path);
 }
 
-static void
-s_account(s_run_t *r, const zdist_closure_result_t *res)
+void
+coord_run_account(coord_run_t *r, const zdist_closure_result_t *res)
 {
     r->step += res->steps;
     r->win_steps += res->steps;
@@ -244,8 +217,8 @@ s_ckpt_list(const char *job_dir, int64_t *steps, int max, bool complete)
     return n;
 }
 
-static int64_t
-s_ckpt_last(const char *job_dir)
+int64_t
+coord_run_ckpt_last(const char *job_dir)
 {
     int64_t steps[1024];
     int n = s_ckpt_list(job_dir, steps, 1024, true);
@@ -268,28 +241,20 @@ s_write_atomic(const char *path, const char *text)
     return rc;
 }
 
-static int
-s_ckpt_save(s_run_t *r, int64_t step)
+void
+coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t size)
 {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
+    snprintf(dir, size, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
     mkdir(dir, 0755);
-    uint64_t total = 0;
-    for (int i = 0; i < r->cfg->num_ps; i++) {
-        uint64_t bytes = 0;
-        zdist_error_t err = {0};
-        int rc = zdist_ps_client_save(r->ps[i], dir, step, i, &bytes, &err);
-        if (rc < 0) {
-            zsys_warning("job %s: checkpoint at step %lld: ps %d: %s", r->cfg->job_id, (long long)step, i, err.text);
-            return rc;
-        }
-        total += bytes;
-    }
-    char manifest[512], path[1200];
-    snprintf(manifest, sizeof manifest,
-             "{\"job_id\": \"%s\", \"step\": %lld, \"num_ps\": %d, \"bytes\": %llu, \"time\": %.3f}\n",
-             r->cfg->job_id, (long long)step, r->cfg->num_ps, (unsigned long long)total,
-             (double)zdist_clock_now_ms() / 1000.0);
+}
+
+int
+coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where)
+{
+    char dir[1100], manifest[1024], path[1200];
+    coord_run_ckpt_dir(r, step, dir, sizeof dir);
+    snprintf(manifest, sizeof manifest, "{\"job_id\": \"%s\", \"step\": %lld, %s, \"bytes\": %llu, \"time\": %.3f}\n",
+             r->cfg->job_id, (long long)step, fields, (unsigned long long)bytes, (double)zdist_clock_now_ms() / 1000.0);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     int rc = s_write_atomic(path, manifest);
     if (rc < 0)
@@ -315,14 +280,36 @@ s_ckpt_save(s_run_t *r, int64_t step)
         snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->job_dir, (long long)steps[i]);
         nftw(old, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     }
-    zsys_info("job %s: checkpoint at step %lld (%llu bytes over %d ps)", r->cfg->job_id, (long long)step,
-              (unsigned long long)total, r->cfg->num_ps);
+    zsys_info("job %s: checkpoint at step %lld (%llu bytes %s)", r->cfg->job_id, (long long)step,
+              (unsigned long long)bytes, where);
     s_svg(r);
     return 0;
 }
 
 static int
-s_ckpt_restore(s_run_t *r, int64_t step, zdist_error_t *err)
+s_ckpt_save(coord_run_t *r, int64_t step)
+{
+    char dir[1100];
+    coord_run_ckpt_dir(r, step, dir, sizeof dir);
+    uint64_t total = 0;
+    for (int i = 0; i < r->cfg->num_ps; i++) {
+        uint64_t bytes = 0;
+        zdist_error_t err = {0};
+        int rc = zdist_ps_client_save(r->ps[i], dir, step, i, &bytes, &err);
+        if (rc < 0) {
+            zsys_warning("job %s: checkpoint at step %lld: ps %d: %s", r->cfg->job_id, (long long)step, i, err.text);
+            return rc;
+        }
+        total += bytes;
+    }
+    char fields[64], where[64];
+    snprintf(fields, sizeof fields, "\"num_ps\": %d", r->cfg->num_ps);
+    snprintf(where, sizeof where, "over %d ps", r->cfg->num_ps);
+    return coord_run_ckpt_commit(r, step, fields, total, where);
+}
+
+static int
+s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
 {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
@@ -338,7 +325,7 @@ s_ckpt_restore(s_run_t *r, int64_t step, zdist_error_t *err)
 /* ---- ps health ---- */
 
 static bool
-s_ps_changed(s_run_t *r)
+s_ps_changed(coord_run_t *r)
 {
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
@@ -353,7 +340,7 @@ s_ps_changed(s_run_t *r)
 }
 
 static void
-s_ps_record(s_run_t *r)
+s_ps_record(coord_run_t *r)
 {
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
@@ -366,8 +353,8 @@ s_ps_record(s_run_t *r)
 
 /* ---- control ---- */
 
-static void
-s_check_pipe(s_run_t *r)
+void
+coord_run_check_pipe(coord_run_t *r)
 {
     while (zsock_events(r->pipe) & ZMQ_POLLIN) {
         char *cmd = zstr_recv(r->pipe);
@@ -383,10 +370,10 @@ s_check_pipe(s_run_t *r)
 
 /* Waits until every ps answers; false when cancelled or stopped meanwhile. */
 static bool
-s_wait_ps(s_run_t *r)
+s_wait_ps(coord_run_t *r)
 {
     for (;;) {
-        s_check_pipe(r);
+        coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return false;
         bool all = true;
@@ -398,7 +385,7 @@ s_wait_ps(s_run_t *r)
         }
         if (all)
             return true;
-        s_status(r, false);
+        coord_run_status(r, false);
         zclock_sleep(200);
     }
 }
@@ -407,7 +394,7 @@ s_wait_ps(s_run_t *r)
    the steps are done. 0 done, -EAGAIN a psd was lost (try again), other
    negative errno failed (error set), 1 stopped (cancel or term). */
 static int
-s_attempt(s_run_t *r)
+s_attempt(coord_run_t *r)
 {
     coord_runner_config_t *cfg = r->cfg;
     zdist_error_t err = {0};
@@ -450,7 +437,7 @@ s_attempt(s_run_t *r)
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
     }
-    int64_t last = s_ckpt_last(cfg->job_dir);
+    int64_t last = coord_run_ckpt_last(cfg->job_dir);
     if (last >= 0) {
         if ((rc = s_ckpt_restore(r, last, &err)) < 0) {
             if (s_ps_changed(r))
@@ -477,7 +464,7 @@ s_attempt(s_run_t *r)
     int64_t spe = cfg->job.steps_per_execution > 0 ? cfg->job.steps_per_execution : 1;
     int64_t every = cfg->job.ckpt_every;
     while (r->step < r->steps) {
-        s_check_pipe(r);
+        coord_run_check_pipe(r);
         if (r->cancel || r->term)
             break;
         int64_t target = r->steps;
@@ -499,7 +486,7 @@ s_attempt(s_run_t *r)
         zdist_coordinator_poll(r->coord, 20);
         zdist_closure_result_t res;
         while (zdist_coordinator_next_result(r->coord, &res))
-            s_account(r, &res);
+            coord_run_account(r, &res);
         if (zdist_coordinator_error(r->coord, &err) < 0) {
             zdist_coordinator_join(r->coord, &err);
             if (s_ps_changed(r)) {
@@ -517,7 +504,7 @@ s_attempt(s_run_t *r)
             if (r->ckpt_step != r->step)
                 r->ckpt_step = r->step;
         }
-        s_status(r, false);
+        coord_run_status(r, false);
     }
     if (r->cancel || r->term) {
         zdist_coordinator_cancel_queued(r->coord);
@@ -527,7 +514,7 @@ s_attempt(s_run_t *r)
             zdist_coordinator_poll(r->coord, 50);
         zdist_closure_result_t res;
         while (zdist_coordinator_next_result(r->coord, &res))
-            s_account(r, &res);
+            coord_run_account(r, &res);
         if (r->term && !r->cancel)
             s_ckpt_save(r, r->step);
         return 1;
@@ -538,7 +525,7 @@ s_attempt(s_run_t *r)
 void
 coord_runner_actor(zsock_t *pipe, void *args)
 {
-    s_run_t *r = calloc(1, sizeof *r);
+    coord_run_t *r = calloc(1, sizeof *r);
     coord_runner_config_t *cfg = args;
     zsock_signal(pipe, 0);
     if (!r) {
@@ -561,15 +548,17 @@ coord_runner_actor(zsock_t *pipe, void *args)
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->job_dir);
     r->metrics = fopen(path, "ae");
-    s_status(r, true);
+    coord_run_status(r, true);
     int rc;
+    bool mwm = cfg->job.strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED;
     for (;;) {
-        rc = s_attempt(r);
+        rc = mwm ? coord_mwm_attempt(r) : s_attempt(r);
         if (rc != -EAGAIN)
             break;
-        r->psd_recoveries++;
-        s_status(r, true);
-        if (!s_wait_ps(r)) {
+        if (!mwm)
+            r->psd_recoveries++;
+        coord_run_status(r, true);
+        if (!(mwm ? coord_mwm_wait(r) : s_wait_ps(r))) {
             rc = 1;
             break;
         }
@@ -577,7 +566,8 @@ coord_runner_actor(zsock_t *pipe, void *args)
     if (rc == 0 && cfg->job.evaluate) {
         zdist_evaluation_t ev;
         zdist_error_t err = {0};
-        if (zdist_coordinator_evaluate(r->coord, &ev, &err) == 0 && ev.total > 0) {
+        if ((mwm ? coord_mwm_evaluate(r, &ev, &err) : zdist_coordinator_evaluate(r->coord, &ev, &err)) == 0 &&
+            ev.total > 0) {
             r->evaluated = true;
             r->test_accuracy = ev.has_correct ? (double)ev.correct / (double)ev.total : NAN;
             r->test_loss = ev.loss_sum / (double)ev.total;
@@ -588,8 +578,8 @@ coord_runner_actor(zsock_t *pipe, void *args)
         }
     }
     if (rc == 0) {
-        if (r->ckpt_step != r->step)
-            s_ckpt_save(r, r->step);
+        if (!mwm && r->ckpt_step != r->step)
+            s_ckpt_save(r, r->step); /* multi_worker_mirrored saved its own */
         r->state = "done";
     } else if (rc == 1) {
         r->state = r->cancel ? "cancelled" : "running";
@@ -598,11 +588,14 @@ coord_runner_actor(zsock_t *pipe, void *args)
     }
     if (r->coord && !(rc == 1 && !r->cancel))
         zdist_coordinator_stop_job(r->coord, 2000);
+    if (r->mwm && !(rc == 1 && !r->cancel))
+        coord_mwm_stop(r);
     s_svg(r);
     if (r->metrics)
         fclose(r->metrics);
     s_status_as(r, true, "END");
     zdist_coordinator_destroy(&r->coord);
+    coord_mwm_destroy(r);
     for (int i = 0; i < cfg->num_ps; i++)
         zdist_ps_client_destroy(&r->ps[i]);
     free(r);

@@ -100,9 +100,10 @@ main(int argc, char **argv)
     const char *jobs[2] = {"worker", "ps"};
     for (int k = 0; k < 2; k++) {
         size_t n = zdist_cluster_num_tasks(cluster, jobs[k]);
-        if (n == 0 || n > COORD_MAX_TASKS) {
-            fprintf(stderr, "zdist-coordinator: the cluster has %zu '%s' tasks; parameter_server needs 1..%d\n", n,
-                    jobs[k], COORD_MAX_TASKS);
+        /* No ps tasks is a multi_worker_mirrored cluster. */
+        if ((n == 0 && k == 0) || n > COORD_MAX_TASKS) {
+            fprintf(stderr, "zdist-coordinator: the cluster has %zu '%s' tasks; it needs %d..%d\n", n, jobs[k],
+                    k == 0, COORD_MAX_TASKS);
             zdist_cluster_destroy(&cluster);
             return 2;
         }
