@@ -710,27 +710,32 @@ s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
     for (int d = axis + 1; d < local->rank; d++)
         inner *= local->dims[d];
     int64_t *rank_rows = calloc((size_t)self->num_workers, sizeof *rank_rows);
+    int64_t mine[ZDIST_MAX_RANK + 1] = {local->rank}, *shapes = NULL, nshapes = 0;
+    memcpy(mine + 1, local->dims, sizeof local->dims);
     float *all = NULL;
     if (!rank_rows)
         return zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
-    int rc = zdist_comm_all_gather(self->comm, self->bufs[0].buf, total, sizeof(float), (void **)&all, &rows,
-                                   rank_rows, self->comm_timeout_ms, &self->comm_err);
+    /* Every worker sees every shape first, so all decide alike. */
+    int rc = zdist_comm_all_gather(self->comm, mine, 1, sizeof mine, (void **)&shapes, &nshapes, NULL,
+                                   self->comm_timeout_ms, &self->comm_err);
     if (rc < 0)
         goto out;
     zdist_shape_t out = *local;
     out.dims[axis] = 0;
     for (int q = 0; q < self->num_workers; q++) {
-        if (outer * inner == 0 || rank_rows[q] % (outer * inner) != 0) {
-            rc = outer * inner == 0 ? 0 : zdist_error_set(&self->comm_err, -EPROTO,
-                                                          "all_gather: worker %d's values do not match this "
-                                                          "worker's shape outside axis %d", q, axis);
-            if (rc < 0)
-                goto out;
-            out.dims[axis] = local->dims[axis] * self->num_workers;
-            break;
+        const int64_t *sq = shapes + q * (ZDIST_MAX_RANK + 1);
+        for (int d = 0; d < local->rank && sq[0] == local->rank; d++)
+            if (d != axis && sq[1 + d] != local->dims[d])
+                rc = -EINVAL;
+        if (rc < 0 || sq[0] != local->rank) {
+            rc = -EINVAL; /* the shapes' fault, as the local check's: not the ring's */
+            goto out;
         }
-        out.dims[axis] += rank_rows[q] / (outer * inner);
+        out.dims[axis] += sq[1 + axis];
     }
+    if ((rc = zdist_comm_all_gather(self->comm, self->bufs[0].buf, total, sizeof(float), (void **)&all, &rows,
+                                    rank_rows, self->comm_timeout_ms, &self->comm_err)) < 0)
+        goto out;
     if ((rc = s_grow(&self->bufs[0], (size_t)rows + 1, 0)) < 0) {
         zdist_error_set(&self->comm_err, rc, "out of memory");
         goto out;
@@ -747,6 +752,7 @@ s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
     }
     self->xshape = out;
 out:
+    free(shapes);
     free(all);
     free(rank_rows);
     return rc;

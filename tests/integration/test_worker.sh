@@ -71,6 +71,11 @@ PY
 "$D" sparse "$W1" "$PS0" "$PS1" "$ZD_TMP/train.svm"
 zd_ok "sparse_logreg under parameter_server"
 
+# ---- multi_worker_mirrored over the two workers: a ring, lockstep, identical copies ----
+"$D" mwm "$W0" "$W1" "$ZD_TMP/train.svm"
+grep -q "job 'mwm': rank 1 of 2 in the ring" "$ZD_TMP/worker1.log" || zd_fail "worker 1 did not log its place in the ring"
+zd_ok "multi_worker_mirrored: ring, lockstep, bitwise-identical copies, state, a missing peer's deadline"
+
 # ---- an unreachable ps task ----
 DEAD=127.0.0.1:$(zd_free_port)
 "$D" unreachable "$W1" "$PS0" "$DEAD"

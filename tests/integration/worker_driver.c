@@ -11,7 +11,13 @@
                                          and 1) sharing the psd variables
      unreachable WORKER PS0 DEAD         a ps task nobody serves: UNAVAILABLE naming it
      sparse WORKER PS0 PS1 SVM_FILE      sparse_logreg on a libsvm file: embedding rows
-                                         pulled by id, sparse pushes, across 3 shards */
+                                         pulled by id, sparse pushes, across 3 shards
+     mwm WORKER0 WORKER1 [SVM_FILE]      multi_worker_mirrored over two workers: ring set
+                                         up, lockstep steps, copies bitwise identical,
+                                         state get/set, bad requests, a collective whose
+                                         peer never comes failing within its deadline;
+                                         with SVM_FILE, sparse_logreg too (sparse
+                                         gradients gathered across the workers) */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -23,6 +29,7 @@
 #include "worker.pb-c.h"
 #include "zdist/ps_client.h"
 #include "zdist/rpc.h"
+#include "zdist/sys.h"
 
 static int s_failures;
 
@@ -481,6 +488,322 @@ s_sparse(const char *waddr, const char *const *ps, const char *svm)
     return s_failures ? 1 : 0;
 }
 
+/* ---- multi_worker_mirrored ---- */
+
+/* A worker's state: its tensors copied out of a GET_STATE reply. */
+typedef struct {
+    int n;
+    char names[64][128];
+    float *data[64];
+    size_t bytes[64];
+    int64_t step, iterations;
+} s_state_t;
+
+static void
+s_state_free(s_state_t *st)
+{
+    for (int i = 0; i < st->n; i++)
+        free(st->data[i]);
+    memset(st, 0, sizeof *st);
+}
+
+static int
+s_get_state(zdist_rpc_client_t *c, const char *job, s_state_t *ret, char *msg, size_t size)
+{
+    memset(ret, 0, sizeof *ret);
+    Zdist__Worker__GetStateRequest req = ZDIST__WORKER__GET_STATE_REQUEST__INIT;
+    req.job = (char *)job;
+    zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_GET_STATE), *reply = NULL;
+    zdist_msg_set_body(q, &req.base);
+    if (zdist_rpc_client_call(c, &q, 60000, &reply) < 0)
+        return -1;
+    int status = zdist_msg_status(reply);
+    snprintf(msg, size, "%s", zdist_msg_status_message(reply));
+    Zdist__Worker__State *body = NULL;
+    if (status == ZDIST_STATUS_OK &&
+        zdist_msg_unpack_body(reply, &zdist__worker__state__descriptor, (ProtobufCMessage **)&body, NULL) == 0) {
+        ret->step = body->step;
+        ret->iterations = body->iterations;
+        protobuf_c_message_free_unpacked(&body->base, NULL);
+        for (size_t i = 0; i < zdist_msg_tensor_count(reply) && i < 64; i++) {
+            const zdist_tensor_t *t = zdist_msg_tensor(reply, i);
+            snprintf(ret->names[i], sizeof ret->names[i], "%s", t->name ? t->name : "");
+            ret->data[i] = malloc(t->nbytes + 1);
+            memcpy(ret->data[i], t->data, t->nbytes);
+            ret->bytes[i] = t->nbytes;
+            ret->n++;
+        }
+    }
+    zdist_msg_destroy(&reply);
+    return status;
+}
+
+/* SET_STATE from st, leaving out tensor `skip` (-1: none). */
+static int
+s_set_state(zdist_rpc_client_t *c, const char *job, const s_state_t *st, int skip, char *msg, size_t size)
+{
+    Zdist__Worker__State body = ZDIST__WORKER__STATE__INIT;
+    body.job = (char *)job;
+    body.step = st->step;
+    body.iterations = st->iterations;
+    zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_SET_STATE), *reply = NULL;
+    zdist_msg_set_body(q, &body.base);
+    for (int i = 0; i < st->n; i++) {
+        zdist_shape_t shape = {.rank = 1, .dims = {(int64_t)(st->bytes[i] / sizeof(float))}};
+        if (i != skip)
+            zdist_msg_add_tensor_copy(q, st->names[i], ZDIST_DTYPE_FLOAT32, &shape, st->data[i], st->bytes[i]);
+    }
+    if (zdist_rpc_client_call(c, &q, 60000, &reply) < 0)
+        return -1;
+    int status = zdist_msg_status(reply);
+    snprintf(msg, size, "%s", zdist_msg_status_message(reply));
+    zdist_msg_destroy(&reply);
+    return status;
+}
+
+/* -1 when a and b hold the same tensors bitwise, else the first that differs. */
+static int
+s_state_diff(const s_state_t *a, const s_state_t *b)
+{
+    if (a->n != b->n || a->n == 0)
+        return 0;
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->names[i], b->names[i]) != 0 || a->bytes[i] != b->bytes[i] ||
+            memcmp(a->data[i], b->data[i], a->bytes[i]) != 0)
+            return i;
+    return -1;
+}
+
+static int
+s_connect(zdist_rpc_client_t *c, const char *job, char **eps, size_t n, char *msg, size_t size)
+{
+    Zdist__Worker__ConnectRequest req = ZDIST__WORKER__CONNECT_REQUEST__INIT;
+    req.job = (char *)job;
+    req.endpoints = eps;
+    req.n_endpoints = n;
+    return s_call(c, ZDIST__WORKER__METHOD__WORKER_CONNECT, &req.base, NULL, NULL, msg, size);
+}
+
+/* RUN_STEPS on both workers at once (each blocks in the ring until the other
+   joins); the summed loss into *ret_loss. */
+static int
+s_run_both(zdist_rpc_client_t *const *w, const char *job, int64_t steps, double *ret_loss, char *msg, size_t size)
+{
+    Zdist__Worker__RunStepsRequest req = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
+    req.job = (char *)job;
+    req.steps = steps;
+    for (int i = 0; i < 2; i++) {
+        zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_RUN_STEPS);
+        zdist_msg_set_body(q, &req.base);
+        if (zdist_rpc_client_send(w[i], &q, 120000, NULL) < 0)
+            return -1;
+    }
+    int status = ZDIST_STATUS_OK;
+    *ret_loss = 0;
+    for (int i = 0; i < 2; i++) {
+        zdist_msg_t *reply = NULL;
+        if (zdist_rpc_client_recv(w[i], 130000, &reply) < 0)
+            return -1;
+        Zdist__Worker__RunStepsReply *r = NULL;
+        if (zdist_msg_status(reply) != ZDIST_STATUS_OK) {
+            status = zdist_msg_status(reply);
+            snprintf(msg, size, "worker %d: %s", i, zdist_msg_status_message(reply));
+        } else if (zdist_msg_unpack_body(reply, &zdist__worker__run_steps_reply__descriptor,
+                                         (ProtobufCMessage **)&r, NULL) == 0) {
+            *ret_loss += s_mean_loss(r);
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+        }
+        zdist_msg_destroy(&reply);
+    }
+    return status;
+}
+
+/* sparse_logreg on a libsvm file over both workers: the embedding's sparse
+   gradients gathered from both, copies identical. */
+static void
+s_mwm_sparse(zdist_rpc_client_t *const *w, const char *svm)
+{
+    char job[2048], msg[2048];
+    snprintf(job, sizeof job,
+             "{\"name\": \"mwm-svm\", \"strategy\": {\"type\": \"multi_worker_mirrored\", \"num_replicas\": 2},"
+             " \"model\": {\"name\": \"sparse_logreg\"}, \"optimizer\": {\"type\": \"adagrad\", \"learning_rate\": 0.5},"
+             " \"dataset\": {\"format\": \"libsvm\", \"dim\": 2048, \"train\": {\"path\": \"%s\"},"
+             " \"global_batch_size\": 64, \"shard_policy\": \"data\"}, \"steps\": 1, \"steps_per_execution\": 5}", svm);
+    Zdist__Worker__StartJobReply *sr[2] = {0};
+    char *eps[2];
+    for (int i = 0; i < 2; i++) {
+        int st = s_start(w[i], job, i, 2, NULL, 0, false, 0, &sr[i], msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "sparse START_JOB worker %d: %s", i, msg);
+        if (st != ZDIST_STATUS_OK)
+            return;
+        eps[i] = sr[i]->collective_endpoint;
+    }
+    for (int i = 0; i < 2; i++)
+        CHECK(s_connect(w[i], "mwm-svm", eps, 2, msg, sizeof msg) == ZDIST_STATUS_OK, "sparse CONNECT: %s", msg);
+    double first = 0, last = 0, loss;
+    for (int k = 0; k < 12; k++) {
+        int st = s_run_both(w, "mwm-svm", 0, &loss, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "sparse round %d: %s", k, msg);
+        if (st != ZDIST_STATUS_OK)
+            return;
+        if (k == 0)
+            first = loss;
+        last = loss;
+    }
+    s_state_t a, b;
+    s_get_state(w[0], "mwm-svm", &a, msg, sizeof msg);
+    s_get_state(w[1], "mwm-svm", &b, msg, sizeof msg);
+    CHECK(s_state_diff(&a, &b) < 0, "sparse_logreg: the workers' copies differ");
+    CHECK(last < first, "sparse_logreg loss did not fall: %.4f -> %.4f", first, last);
+    s_ok("sparse_logreg over 2 workers x 2 replicas: loss %.3f -> %.3f, copies bitwise identical (%d tensors)", first,
+         last, a.n);
+    s_state_free(&a);
+    s_state_free(&b);
+    for (int i = 0; i < 2; i++) {
+        s_stop(w[i], "mwm-svm", msg, sizeof msg);
+        zdist__worker__start_job_reply__free_unpacked(sr[i], NULL);
+    }
+}
+
+static int
+s_mwm(const char *w0addr, const char *w1addr, const char *svm)
+{
+    zdist_rpc_client_t *w[2] = {s_worker(w0addr), s_worker(w1addr)};
+    const char *job = "{\"name\": \"mwm\", \"strategy\": {\"type\": \"multi_worker_mirrored\", "
+                      "\"collective_timeout_ms\": 2000, \"bytes_per_pack\": 4096},"
+                      " \"model\": {\"name\": \"mlp\", \"params\": {\"hidden\": [32, 16]}},"
+                      " \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.01},"
+                      " \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 4096, \"test_n\": 512,"
+                      " \"dim\": 24, \"classes\": 4, \"seed\": 5}, \"global_batch_size\": 64},"
+                      " \"steps\": 1, \"steps_per_execution\": 3, \"seed\": 9}";
+    char msg[2048];
+    int st;
+    Zdist__Worker__StartJobReply *sr[2] = {0};
+    char *eps[2];
+    for (int i = 0; i < 2; i++) {
+        st = s_start(w[i], job, i, 2, NULL, 0, false, 0, &sr[i], msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "START_JOB on worker %d: %s", i, msg);
+        if (st != ZDIST_STATUS_OK)
+            return 1;
+        CHECK(strcmp(sr[i]->strategy, "multi_worker_mirrored") == 0 && strncmp(sr[i]->collective_endpoint, "tcp://", 6) == 0,
+              "worker %d: strategy '%s', ring endpoint '%s'", i, sr[i]->strategy, sr[i]->collective_endpoint);
+        eps[i] = sr[i]->collective_endpoint;
+    }
+    s_ok("started on two workers; their ends of the ring: %s, %s", eps[0], eps[1]);
+
+    double loss;
+    st = s_run_both(w, "mwm", 1, &loss, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_FAILED_PRECONDITION && strstr(msg, "CONNECT the ring before RUN_STEPS"),
+          "RUN_STEPS before CONNECT: %s %s", zdist_status_name(st), msg);
+    st = s_connect(w[0], "mwm", eps, 1, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "1 given, the job was started over 2 workers"),
+          "CONNECT with one endpoint: %s %s", zdist_status_name(st), msg);
+    char *bad[2] = {eps[0], "tcp://*:5"};
+    st = s_connect(w[0], "mwm", bad, 2, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "endpoints[1]"), "CONNECT with a wildcard: %s %s",
+          zdist_status_name(st), msg);
+    st = s_connect(w[0], "other", eps, 2, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_NOT_FOUND, "CONNECT for another job: %s %s", zdist_status_name(st), msg);
+    s_ok("refused: RUN_STEPS before CONNECT, CONNECT with a wrong count, a wildcard host, another job");
+
+    for (int i = 0; i < 2; i++) {
+        st = s_connect(w[i], "mwm", eps, 2, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "CONNECT worker %d: %s", i, msg);
+    }
+    s_state_t init[2], after[2];
+    for (int i = 0; i < 2; i++) {
+        st = s_get_state(w[i], "mwm", &init[i], msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK && init[i].n > 0, "GET_STATE worker %d: %s", i, msg);
+    }
+    /* mlp [32, 16]: 3 kernels + 3 biases, each with Adam's m and v. */
+    CHECK(init[0].n == 18, "initial state: %d tensors, want 18 (6 variables + 12 Adam slots)", init[0].n);
+    CHECK(s_state_diff(&init[0], &init[1]) < 0, "the workers start from different values");
+
+    double first = 0, last = 0;
+    const int rounds = 40;
+    for (int k = 0; k < rounds; k++) {
+        st = s_run_both(w, "mwm", 0, &loss, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK && isfinite(loss), "round %d: %s %s", k, zdist_status_name(st), msg);
+        if (st != ZDIST_STATUS_OK)
+            return 1;
+        if (k < 3)
+            first += loss / 3;
+        if (k >= rounds - 3)
+            last += loss / 3;
+    }
+    CHECK(last < 0.7 * first, "loss did not fall: %.4f -> %.4f", first, last);
+    for (int i = 0; i < 2; i++) {
+        st = s_get_state(w[i], "mwm", &after[i], msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "GET_STATE worker %d: %s", i, msg);
+    }
+    int d = s_state_diff(&after[0], &after[1]);
+    CHECK(d < 0, "after %d steps the workers' copies differ, first in '%s'", rounds * 3, d >= 0 ? after[0].names[d] : "?");
+    CHECK(after[0].iterations == rounds * 3 && after[1].iterations == rounds * 3 && after[0].step == rounds * 3,
+          "iterations %lld / %lld, step %lld; want %d", (long long)after[0].iterations,
+          (long long)after[1].iterations, (long long)after[0].step, rounds * 3);
+    CHECK(s_state_diff(&init[0], &after[0]) >= 0, "training changed no variable");
+    size_t bytes = 0;
+    for (int i = 0; i < after[0].n; i++)
+        bytes += after[0].bytes[i];
+    s_ok("%d lockstep steps over 2 worker processes: loss %.3f -> %.3f, both copies bitwise identical (%d tensors, "
+         "%zu bytes, %lld optimizer iterations)", rounds * 3, first, last, after[0].n, bytes,
+         (long long)after[0].iterations);
+
+    /* A state missing one tensor is refused whole; the variables stay. */
+    st = s_set_state(w[0], "mwm", &init[0], 3, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "missing in the state"), "SET_STATE without '%s': %s %s",
+          init[0].names[3], zdist_status_name(st), msg);
+    s_state_t now;
+    st = s_get_state(w[0], "mwm", &now, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_OK && s_state_diff(&now, &after[0]) < 0, "a refused SET_STATE changed the variables");
+    s_state_free(&now);
+    /* Both back to the initial values: then equal to them, and in step. */
+    for (int i = 0; i < 2; i++) {
+        st = s_set_state(w[i], "mwm", &init[0], -1, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "SET_STATE worker %d: %s", i, msg);
+        st = s_get_state(w[i], "mwm", &now, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK && s_state_diff(&now, &init[0]) < 0, "worker %d: state not restored", i);
+        s_state_free(&now);
+    }
+    st = s_run_both(w, "mwm", 2, &loss, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_OK, "a round after SET_STATE: %s", msg);
+    s_state_t b[2];
+    for (int i = 0; i < 2; i++)
+        s_get_state(w[i], "mwm", &b[i], msg, sizeof msg);
+    CHECK(s_state_diff(&b[0], &b[1]) < 0 && s_state_diff(&b[0], &init[0]) >= 0,
+          "after SET_STATE and 2 steps the copies are not identical (or did not move)");
+    s_ok("SET_STATE: a state missing '%s' refused with nothing changed; the initial state restored on both, "
+         "copies identical after 2 more steps", init[0].names[3]);
+
+    /* Worker 1 never joins: worker 0's step fails within the deadline,
+       naming rank 1 and its endpoint. */
+    int64_t t0 = zdist_clock_now_ms();
+    Zdist__Worker__RunStepsReply *rr = NULL;
+    st = s_run(w[0], "mwm", 1, &rr, msg, sizeof msg);
+    int64_t took = zdist_clock_now_ms() - t0;
+    CHECK(st == ZDIST_STATUS_DEADLINE_EXCEEDED && strstr(msg, "rank 1") && strstr(msg, eps[1]),
+          "a step without worker 1: %s %s", zdist_status_name(st), msg);
+    CHECK(took >= 1500 && took < 60000, "failed after %lld ms with a 2000 ms deadline", (long long)took);
+    s_ok("a step without worker 1 failed after %lld ms (deadline 2000 ms): %s", (long long)took, msg);
+    st = s_run(w[0], "mwm", 1, &rr, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_FAILED_PRECONDITION && strstr(msg, "STOP_JOB and START_JOB"),
+          "a step after the failure: %s %s", zdist_status_name(st), msg);
+    for (int i = 0; i < 2; i++) {
+        st = s_stop(w[i], "mwm", msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "STOP_JOB worker %d: %s", i, msg);
+    }
+    if (svm)
+        s_mwm_sparse(w, svm);
+    for (int i = 0; i < 2; i++) {
+        s_state_free(&init[i]);
+        s_state_free(&after[i]);
+        s_state_free(&b[i]);
+        zdist__worker__start_job_reply__free_unpacked(sr[i], NULL);
+        zdist_rpc_client_destroy(&w[i]);
+    }
+    return s_failures ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -498,7 +821,9 @@ main(int argc, char **argv)
     }
     if (argc == 5 && strcmp(argv[1], "unreachable") == 0)
         return s_unreachable(argv[2], argv[3], argv[4]);
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "mwm") == 0)
+        return s_mwm(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: worker_driver train WORKER PS0 PS1 [FMNIST_DIR] | two W0 W1 PS0 PS1 | "
-                    "unreachable WORKER PS0 DEAD_ADDR\n");
+                    "unreachable WORKER PS0 DEAD_ADDR | mwm W0 W1 [SVM_FILE]\n");
     return 2;
 }

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "models/models.h"
 #include "testutil.h"
+#include "zdist/collective.h"
 #include "worker_registry.h"
 #include "worker_trainer.h"
 
@@ -522,6 +525,123 @@ test_plugin_abi_mismatch(void)
     worker_registry_destroy(&reg);
 }
 
+/* ---- multi_worker_mirrored: two "workers" (trainers with their own ring
+   ends, over loopback TCP) stepping together on threads ---- */
+
+typedef struct {
+    worker_trainer_t *t;
+    int mode;
+    double ok;
+    int rc;
+    zdist_error_t err;
+} s_mw_t;
+
+static void *
+s_mw_step(void *arg)
+{
+    s_mw_t *w = arg;
+    w->ok = s_run_probe(w->t, w->mode, false, &w->rc, &w->err);
+    return NULL;
+}
+
+/* Runs probe mode on both workers at once; ok values into ok[2]. */
+static void
+s_mw_run(s_mw_t *w, int mode)
+{
+    pthread_t th;
+    w[0].mode = w[1].mode = mode;
+    pthread_create(&th, NULL, s_mw_step, &w[1]);
+    s_mw_step(&w[0]);
+    pthread_join(th, NULL);
+}
+
+static void
+test_multi_worker_collectives(void)
+{
+    for (int local = 1; local <= 2; local++) {
+        s_mw_t w[2] = {0};
+        zdist_comm_t *comm[2] = {0};
+        const char *eps[2];
+        for (int i = 0; i < 2; i++) {
+            worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = local,
+                                           .seed = 3, .num_workers = 2, .worker_index = i};
+            psd_optim_config_default(&cfg.optim, PSD_OPTIM_SGD);
+            zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
+            zdist_error_t err = {0};
+            w[i].t = worker_trainer_new(&s_probe_model, NULL, &info, &cfg, &err);
+            zdist_comm_config_t cc = {.rank = i, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 20000};
+            comm[i] = zdist_comm_new(&cc, &err);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(w[i].t);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(comm[i]);
+            eps[i] = zdist_comm_endpoint(comm[i]);
+        }
+        for (int i = 0; i < 2; i++) {
+            CU_ASSERT_EQUAL(zdist_comm_connect(comm[i], eps, NULL), 0);
+            worker_local_set_comm(worker_trainer_backend(w[i].t), comm[i], 2, 20000);
+        }
+        /* The probe checks against the global replicas (ids worker-major),
+           so each worker's local sum of "ok" is its replica count. */
+        int modes[] = {M_ALL_REDUCE, M_ALL_GATHER, M_ON_WRITE_SUM, M_READ_ROWS};
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            s_mw_run(w, modes[m]);
+            for (int i = 0; i < 2; i++) {
+                CU_ASSERT_EQUAL(w[i].rc, 0);
+                CU_ASSERT_EQUAL(w[i].ok, local);
+                if (w[i].rc != 0 || w[i].ok != local)
+                    fprintf(stderr, "\n%d local replicas, mode %d, worker %d: rc %d ok %g %s\n", local, modes[m], i,
+                            w[i].rc, w[i].ok, w[i].err.text);
+            }
+        }
+        /* ON_WRITE NONE cannot be assigned by more than one replica in all. */
+        s_mw_run(w, M_ASSIGN_NONE);
+        CU_ASSERT_EQUAL(w[0].rc, -EINVAL);
+        CU_ASSERT_EQUAL(w[1].rc, -EINVAL);
+        /* Copies of the ON_WRITE variable agree across the workers. */
+        float a[2], b[2];
+        CU_ASSERT_EQUAL(worker_trainer_read_variable(w[0].t, "wr_sum", a, NULL), 0);
+        CU_ASSERT_EQUAL(worker_trainer_read_variable(w[1].t, "wr_sum", b, NULL), 0);
+        CU_ASSERT(memcmp(a, b, sizeof a) == 0 && a[1] == (float)(4 * local));
+        for (int i = 0; i < 2; i++) {
+            worker_trainer_destroy(&w[i].t);
+            zdist_comm_destroy(&comm[i]);
+        }
+    }
+}
+
+/* A worker whose peer never steps: the step fails within the deadline on
+   every local replica, naming the missing rank, and nothing is applied. */
+static void
+test_multi_worker_peer_missing(void)
+{
+    worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 2, .seed = 3,
+                                   .num_workers = 2, .worker_index = 0};
+    psd_optim_config_default(&cfg.optim, PSD_OPTIM_SGD);
+    zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
+    zdist_error_t err = {0};
+    worker_trainer_t *t = worker_trainer_new(&s_probe_model, NULL, &info, &cfg, &err);
+    zdist_comm_config_t c0 = {.rank = 0, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 300};
+    zdist_comm_config_t c1 = {.rank = 1, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 300};
+    zdist_comm_t *comm = zdist_comm_new(&c0, &err), *peer = zdist_comm_new(&c1, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(comm);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(peer);
+    const char *eps[2] = {zdist_comm_endpoint(comm), zdist_comm_endpoint(peer)};
+    CU_ASSERT_EQUAL(zdist_comm_connect(comm, eps, NULL), 0);
+    worker_local_set_comm(worker_trainer_backend(t), comm, 2, 300);
+    float before[2];
+    CU_ASSERT_EQUAL(worker_trainer_read_variable(t, "wr_sum", before, NULL), 0);
+    int rc;
+    s_run_probe(t, M_ON_WRITE_SUM, false, &rc, &err);
+    CU_ASSERT_EQUAL(rc, -ETIMEDOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(worker_local_last_error(worker_trainer_backend(t)), "rank 1"));
+    float after[2];
+    CU_ASSERT_EQUAL(worker_trainer_read_variable(t, "wr_sum", after, NULL), 0);
+    CU_ASSERT(memcmp(before, after, sizeof before) == 0);
+    worker_trainer_destroy(&t);
+    zdist_comm_destroy(&comm);
+    zdist_comm_destroy(&peer);
+}
+
 void
 zdist_test_step_register(void)
 {
@@ -533,6 +653,10 @@ zdist_test_step_register(void)
                 {"mirrored (with empty replicas) trains as one device", test_mirrored_matches_one_device},
                 {"mirrored copies bitwise identical; central storage the same", test_mirrored_copies_identical},
                 {"sparse gradients under mirrored", test_sparse_mirrored},
+                {"multi_worker_mirrored: reductions across two workers (1 and 2 local replicas)",
+                 test_multi_worker_collectives},
+                {"multi_worker_mirrored: a missing peer fails the step within the deadline",
+                 test_multi_worker_peer_missing},
                 {"plugin loaded from a path and trained", test_plugin_load_and_train},
                 {"plugin with another ABI version refused", test_plugin_abi_mismatch});
 }
