@@ -39,7 +39,8 @@ struct coord_mwm_t {
     int n;
     int ring; /* workers in the ring */
     unsigned reforms;
-    char last_failure[2048];
+    char last_failure[2048]; /* of the latest ring call */
+    char reason[2048];       /* why the ring was last re-formed */
     int64_t round_steps;      /* RUN_STEPS size of the current round */
     const struct s_state_file *loaded; /* during a restore */
     int64_t loaded_skip;
@@ -732,6 +733,7 @@ coord_mwm_wait(coord_run_t *r)
     coord_mwm_t *m = r->mwm;
     if (!m)
         return true;
+    snprintf(m->reason, sizeof m->reason, "%s", m->last_failure);
     if (++m->reforms > 1000) {
         snprintf(r->error, sizeof r->error, "the ring was re-formed 1000 times: giving up (%s)", m->last_failure);
         return false;
@@ -815,7 +817,7 @@ coord_mwm_stop(coord_run_t *r)
 const char *
 coord_mwm_last_failure(const coord_run_t *r)
 {
-    return r->mwm ? r->mwm->last_failure : "";
+    return r->mwm ? r->mwm->reason : "";
 }
 
 json_t *
