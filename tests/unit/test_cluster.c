@@ -643,6 +643,7 @@ test_examples_parse(void)
         {"cluster-ps.json", ZDIST_STRATEGY_PARAMETER_SERVER},
         {"cluster-ps-sparse.json", ZDIST_STRATEGY_PARAMETER_SERVER},
         {"cluster-mwm.json", ZDIST_STRATEGY_MULTI_WORKER_MIRRORED},
+        {"cluster-mwm-chief.json", ZDIST_STRATEGY_MULTI_WORKER_MIRRORED},
         {"cluster-local.json", ZDIST_STRATEGY_MIRRORED},
     };
     for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
