@@ -44,6 +44,10 @@ typedef struct {
     bool cancel, term;
     unsigned psd_recoveries;
     coord_mwm_t *mwm;     /* multi_worker_mirrored jobs */
+    /* Per worker, over the ClusterCoordinators of earlier attempts. */
+    unsigned worker_restarts[COORD_MAX_TASKS];
+    int64_t worker_closures[COORD_MAX_TASKS];
+    char lost_why[1024];  /* why the attempt ended with -EAGAIN */
 } coord_run_t;
 
 /* Counts a result's steps, loss and examples; writes metrics lines. */

@@ -72,10 +72,12 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
             continue;
         json_array_append_new(
             workers, json_pack("{s:i, s:s, s:b, s:I, s:i, s:I, s:I, s:i}", "task", (int)i, "endpoint", wi.endpoint,
-                               "up", wi.up, "closures_done", (json_int_t)wi.closures_done, "in_flight", wi.in_flight,
+                               "up", wi.up, "closures_done",
+                               (json_int_t)(wi.closures_done + (i < COORD_MAX_TASKS ? r->worker_closures[i] : 0)),
+                               "in_flight", wi.in_flight,
                                "in_flight_ms", (json_int_t)wi.oldest_in_flight_ms, "last_heartbeat_ms_ago",
                                (json_int_t)(wi.last_heard_ms ? now - wi.last_heard_ms : -1), "restarts",
-                               (int)wi.restarts));
+                               (int)(wi.restarts + (i < COORD_MAX_TASKS ? r->worker_restarts[i] : 0))));
     }
     json_t *ps = json_array();
     for (int i = 0; i < r->cfg->num_ps; i++)
@@ -390,9 +392,28 @@ s_wait_ps(coord_run_t *r)
     }
 }
 
+static void
+s_worker_event(void *arg, bool problem, const char *line)
+{
+    coord_run_t *r = arg;
+    if (problem)
+        zsys_warning("job %s: %s", r->cfg->job_id, line);
+    else
+        zsys_info("job %s: %s", r->cfg->job_id, line);
+}
+
 /* One attempt: start the workers, restore the last checkpoint, train until
    the steps are done. 0 done, -EAGAIN a psd was lost (try again), other
    negative errno failed (error set), 1 stopped (cancel or term). */
+/* The attempt ends because a psd restarted or went away: why, for the log line. */
+static int
+s_ps_lost(coord_run_t *r, const char *when, const zdist_error_t *err)
+{
+    snprintf(r->lost_why, sizeof r->lost_why, "%s%s%s", when, err && err->text[0] ? ": " : "",
+             err && err->text[0] ? err->text : "");
+    return -EAGAIN;
+}
+
 static int
 s_attempt(coord_run_t *r)
 {
@@ -417,7 +438,17 @@ s_attempt(coord_run_t *r)
     o.variable_prefix = prefix;
     if (cfg->closure_timeout_ms > 0)
         o.closure_timeout_ms = cfg->closure_timeout_ms;
+    /* A new ClusterCoordinator per attempt: keep the workers' totals. */
+    for (size_t i = 0; r->coord && i < zdist_coordinator_num_workers(r->coord) && i < COORD_MAX_TASKS; i++) {
+        zdist_coordinator_worker_info_t wi;
+        if (zdist_coordinator_worker_info(r->coord, i, &wi) == 0) {
+            r->worker_restarts[i] += wi.restarts;
+            r->worker_closures[i] += wi.closures_done;
+        }
+    }
     zdist_coordinator_destroy(&r->coord);
+    o.on_event = s_worker_event;
+    o.on_event_arg = r;
     r->coord = zdist_coordinator_new(&o, &err);
     if (!r->coord) {
         snprintf(r->error, sizeof r->error, "%s", err.text);
@@ -427,7 +458,7 @@ s_attempt(coord_run_t *r)
     int rc = zdist_coordinator_start(r->coord, true, &err);
     if (rc < 0) {
         if (s_ps_changed(r))
-            return -EAGAIN;
+            return s_ps_lost(r, "while starting the job", &err);
         snprintf(r->error, sizeof r->error, "starting the job: %s", err.text);
         return rc;
     }
@@ -441,7 +472,7 @@ s_attempt(coord_run_t *r)
     if (last >= 0) {
         if ((rc = s_ckpt_restore(r, last, &err)) < 0) {
             if (s_ps_changed(r))
-                return -EAGAIN;
+                return s_ps_lost(r, "while restoring the checkpoint", &err);
             snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
             return rc;
         }
@@ -452,7 +483,7 @@ s_attempt(coord_run_t *r)
         r->step = 0;
         if ((rc = s_ckpt_save(r, 0)) < 0) {
             snprintf(r->error, sizeof r->error, "checkpoint at step 0 failed (is the state dir writable by the psd?)");
-            return s_ps_changed(r) ? -EAGAIN : rc;
+            return s_ps_changed(r) ? s_ps_lost(r, "during the checkpoint at step 0", NULL) : rc;
         }
     }
     s_ps_record(r);
@@ -489,17 +520,14 @@ s_attempt(coord_run_t *r)
             coord_run_account(r, &res);
         if (zdist_coordinator_error(r->coord, &err) < 0) {
             zdist_coordinator_join(r->coord, &err);
-            if (s_ps_changed(r)) {
-                zsys_warning("job %s: a ps task was lost (%s); waiting for it, then restoring step %lld",
-                             cfg->job_id, err.text, (long long)r->ckpt_step);
-                return -EAGAIN;
-            }
+            if (s_ps_changed(r))
+                return s_ps_lost(r, "during a step", &err);
             snprintf(r->error, sizeof r->error, "%s", err.text);
             return -EIO;
         }
         if (r->step >= target && target < r->steps && zdist_coordinator_done(r->coord)) {
             if (s_ckpt_save(r, r->step) < 0 && s_ps_changed(r))
-                return -EAGAIN;
+                return s_ps_lost(r, "during a checkpoint", NULL);
             /* A failed save keeps the previous one as the last complete. */
             if (r->ckpt_step != r->step)
                 r->ckpt_step = r->step;
@@ -555,8 +583,11 @@ coord_runner_actor(zsock_t *pipe, void *args)
         rc = mwm ? coord_mwm_attempt(r) : s_attempt(r);
         if (rc != -EAGAIN)
             break;
-        if (!mwm)
+        if (!mwm) {
             r->psd_recoveries++;
+            zsys_warning("job %s: a ps task was lost (%s); waiting for it, then restoring step %lld", cfg->job_id,
+                         r->lost_why, (long long)r->ckpt_step);
+        }
         coord_run_status(r, true);
         if (!(mwm ? coord_mwm_wait(r) : s_wait_ps(r))) {
             rc = 1;

@@ -1,6 +1,7 @@
 /* zdist ClusterCoordinator: closures (RUN_STEPS) queued, pipelined onto workers, put back when a worker is lost. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,8 @@ struct zdist_coordinator_t {
     int first_rc;
     zdist_error_t first_err;
     bool error_raised;
+    void (*on_event)(void *arg, bool problem, const char *line);
+    void *on_event_arg;
 };
 
 void
@@ -130,6 +133,8 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
     self->base_dir = strdup(opts->base_dir ? opts->base_dir : "");
     self->prefix = strdup(opts->variable_prefix ? opts->variable_prefix : "");
     self->create_variables = opts->create_variables;
+    self->on_event = opts->on_event;
+    self->on_event_arg = opts->on_event_arg;
     self->k = opts->max_in_flight_per_worker > 0 ? opts->max_in_flight_per_worker : 2;
     if (self->k > S_MAX_K)
         self->k = S_MAX_K;
@@ -298,9 +303,28 @@ zdist_coordinator_cancel_queued(zdist_coordinator_t *self)
 
 /* The worker is lost: its closures go back to the front of the queue. */
 static void
+s_event(zdist_coordinator_t *self, bool problem, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void
+s_event(zdist_coordinator_t *self, bool problem, const char *fmt, ...)
+{
+    if (!self->on_event)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    self->on_event(self->on_event_arg, problem, line);
+}
+
+/* The worker is lost: its closures go back to the front of the queue.
+   why NULL: a deliberate reset (start, stop), not worth a line. */
+static void
 s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
 {
-    (void)why;
+    if (why && w->state == W_UP)
+        s_event(self, true, "worker %zu (%s) %s; %d closure%s put back in the queue", (size_t)(w - self->workers),
+                w->endpoint, why, w->nflight, w->nflight == 1 ? "" : "s");
     for (int k = w->nflight - 1; k >= 0; k--) {
         zdist_remote_value_t *v = w->flight[k];
         v->result.attempts++;
@@ -350,7 +374,13 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
     int status = zdist_msg_status(reply);
     uint64_t inc = zdist_msg_incarnation(reply);
     if (s_transient(status) || (status != ZDIST_STATUS_OK && inc != 0 && inc != w->incarnation)) {
-        s_lose(self, w, zdist_msg_status_message(reply));
+        /* A reply the client made (no incarnation) or from a restarted
+           worker means the worker is gone; else it failed transiently. */
+        char why[600];
+        snprintf(why, sizeof why, "%s: %s%s%s", inc == 0 || inc != w->incarnation ? "lost" : "failed a closure",
+                 zdist_status_name(status), *zdist_msg_status_message(reply) ? ": " : "",
+                 zdist_msg_status_message(reply));
+        s_lose(self, w, why);
         return;
     }
     memmove(&w->flight[k], &w->flight[k + 1], (size_t)(w->nflight - k - 1) * sizeof w->flight[0]);
@@ -420,8 +450,11 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
                 protobuf_c_message_free_unpacked(&r->base, NULL);
             }
             w->incarnation = zdist_msg_incarnation(reply);
-            if (w->ever_up)
+            if (w->ever_up) {
                 w->restarts++;
+                s_event(self, false, "worker %zu (%s) is back (rejoin %u): running closures again", wi, w->endpoint,
+                        w->restarts);
+            }
             w->ever_up = true;
             w->state = W_UP;
         } else if (s_transient(status)) {
@@ -537,7 +570,7 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
     (void)stop_first; /* a STOP_JOB always precedes START_JOB: harmless when none runs */
     int64_t until = zdist_clock_now_ms() + self->start_timeout_ms;
     for (size_t i = 0; i < self->nworkers; i++)
-        s_lose(self, &self->workers[i], "restart");
+        s_lose(self, &self->workers[i], NULL);
     self->first_rc = 0;
     /* The first worker that answers creates the variables; the others
        start once they exist. */
@@ -751,7 +784,7 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
             }
             int st = zdist_msg_status(reply);
             if (s_transient(st)) {
-                s_lose(self, w, "evaluate");
+                s_lose(self, w, "lost: no answer to EVALUATE");
             } else if (st != ZDIST_STATUS_OK) {
                 rc = zdist_error_set(err, zdist_status_to_errno(st), "worker %zu (%s): evaluation: %s: %s", i,
                                      w->endpoint, zdist_status_name(st), zdist_msg_status_message(reply));
@@ -803,7 +836,7 @@ zdist_coordinator_stop_job(zdist_coordinator_t *self, int64_t timeout_ms)
             if (stop)
                 break;
         }
-        s_lose(self, &self->workers[i], "stopped");
+        s_lose(self, &self->workers[i], NULL);
         self->workers[i].next_ping_ms = INT64_MAX; /* stays away */
     }
     zdist_coordinator_cancel_queued(self);

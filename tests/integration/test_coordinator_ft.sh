@@ -30,7 +30,9 @@ coord_start_worker 1
 coord_wait_state "$JOB" done 300
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" 'j["step"] == 1500 and j["steps"] == 1500 and j["workers"][1]["restarts"] >= 1 and j["workers"][1]["closures_done"] > 0'
-zd_ok "worker kill -9: job done with exactly 1500 steps, the worker rejoined"
+[[ $(grep -cE "job $JOB: worker 1 \(.*\) lost: " "$ZD_TMP/chief.log") -eq 1 ]] || zd_fail "not one 'worker 1 lost' line in the chief's log"
+[[ $(grep -cE "job $JOB: worker 1 \(.*\) is back \(rejoin 1\)" "$ZD_TMP/chief.log") -eq 1 ]] || zd_fail "not one 'worker 1 is back' line"
+zd_ok "worker kill -9: job done with exactly 1500 steps, the worker rejoined (one line each in the chief's log)"
 
 # ---- a psd killed -9 and restarted: every ps restored from the last checkpoint ----
 slow_job "$ZD_TMP/job2.json" 1500

@@ -206,6 +206,9 @@ awk '/worker task 1 serving at/ { n++ } n == 2 && /job .fmnist-systemd. started:
 # The coordinator: the job's life, the lost psd and the recovery.
 expect zdist-coordinator 1 "job $job \('fmnist-systemd'\): running on 2 workers and 2 ps$"
 expect zdist-coordinator 1 "job $job \('fmnist-systemd'\) submitted$"
+expect zdist-coordinator 1 "job $job: worker 1 \(tcp://127.0.0.1:${port[worker1]}\) lost: "
+expect zdist-coordinator 1 "job $job: worker 1 \(tcp://127.0.0.1:${port[worker1]}\) is back \(rejoin 1\): running closures again$"
+expect zdist-coordinator 0 "job $job: worker 0 \(.*\) lost: "
 expect zdist-coordinator 1 "job $job: a ps task was lost \(.*\); waiting for it, then restoring step [0-9]+$"
 expect zdist-coordinator 1 "job $job: restored every ps from the checkpoint at step [0-9]+$"
 expect zdist-coordinator 1 "job $job: test accuracy "

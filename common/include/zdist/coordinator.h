@@ -59,6 +59,11 @@ typedef struct {
     int64_t closure_timeout_ms;    /* deadline of one RUN_STEPS (default 120000) */
     int64_t start_timeout_ms;      /* deadline of START_JOB (default 60000) */
     int64_t ping_interval_ms;      /* PING of a lost worker (default 300) */
+    /* Called (on the polling thread) when a worker that was running closures
+       is lost (problem true) and when it is back running them: one line
+       each, e.g. for the daemon's log. NULL: silent. */
+    void (*on_event)(void *arg, bool problem, const char *line);
+    void *on_event_arg;
 } zdist_coordinator_options_t;
 
 ZDIST_EXPORT void zdist_coordinator_options_default(zdist_coordinator_options_t *opts);
