@@ -28,6 +28,34 @@ s_usage(FILE *out)
             "  --help, --version\n");
 }
 
+/* The host part of "tcp://HOST:PORT" into buf. */
+static void
+s_host(const char *endpoint, char *buf, size_t size)
+{
+    const char *h = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : endpoint;
+    const char *colon = strrchr(h, ':');
+    snprintf(buf, size, "%.*s", colon ? (int)(colon - h) : (int)strlen(h), h);
+}
+
+/* How many of the cluster's worker tasks share this worker's host. */
+static int
+s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
+{
+    char mine[256], ep[256], host[256];
+    s_host(endpoint, mine, sizeof mine);
+    int n = 0;
+    size_t nw = zdist_cluster_num_tasks(cluster, "worker");
+    for (size_t i = 0; i < nw; i++) {
+        int index;
+        if (zdist_cluster_job_task(cluster, "worker", i, &index, NULL) < 0 ||
+            zdist_cluster_endpoint(cluster, "worker", index, ep, sizeof ep) < 0)
+            continue;
+        s_host(ep, host, sizeof host);
+        n += strcmp(host, mine) == 0;
+    }
+    return n > 0 ? n : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -114,6 +142,7 @@ main(int argc, char **argv)
                 break;
             config.num_ps = (int)i + 1;
         }
+        config.host_workers = s_workers_on_host(cluster, config.endpoint);
         zdist_cluster_destroy(&cluster);
     }
     if (config.evaluator)

@@ -1,4 +1,5 @@
 /* worker_agent: worker.proto handlers — one job at a time, its steps run on the actor's thread — as a czmq actor. */
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 
 #include "worker.pb-c.h"
@@ -109,6 +111,25 @@ s_step_error(s_job_t *j, const zdist_error_t *err)
                      : worker_local_is(be)   ? worker_local_last_error(be)
                                              : "";
     snprintf(j->error, sizeof j->error, "%s%s%s", err->text, ps[0] ? ": " : "", ps);
+}
+
+/* OpenBLAS's threads spin (sched_yield) while they wait for work: more of
+   them than cores, over the workers on this host and their replica threads,
+   slows every step (2.5x for two workers on two cores). The environment's
+   OPENBLAS_NUM_THREADS / OMP_NUM_THREADS win. */
+static void
+s_blas_threads(self_t *self, int replicas)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+        return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int share = self->config.host_workers > 0 ? self->config.host_workers : 1;
+    int n = cores > 0 ? (int)(cores / ((long)share * (replicas > 0 ? replicas : 1))) : 1;
+    if (n < 1)
+        n = 1;
+    openblas_set_num_threads(n);
+    zsys_info("BLAS threads per replica: %d (%ld cores, %d worker%s on this host, %d replica%s each)", n, cores,
+              share, share == 1 ? "" : "s", replicas, replicas == 1 ? "" : "s");
 }
 
 /* ---- START_JOB ---- */
@@ -250,6 +271,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         cfg.make_backend = s_make_psd;
         cfg.make_backend_arg = &nj.psd;
     }
+    s_blas_threads(self, job->num_replicas);
     nj.tr = worker_trainer_new(model, job->model_params, &info, &cfg, &err);
     if (!nj.tr) {
         s_refuse(call, zdist_status_from_errno(err.code ? err.code : -ENOMEM), "%s", err.text);

@@ -19,6 +19,7 @@ typedef struct {
     int num_ps;
     char ps_endpoints[WORKER_AGENT_MAX_PS][WORKER_AGENT_ENDPOINT_MAX];
     int64_t ps_timeout_ms; /* per psd call attempt, when START_JOB gives none */
+    int host_workers;      /* worker tasks of the cluster on this host (BLAS threads are shared out); 0 = 1 */
     zdist_wire_limits_t limits;
 } worker_agent_config_t;
 
