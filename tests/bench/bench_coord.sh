@@ -8,11 +8,12 @@
 #      same job on one device (the cost of the step itself);
 #  (b) examples/s of the Fashion-MNIST mlp (deploy/examples/fmnist-mlp-ps.json,
 #      STEPS steps, no intermediate checkpoint, no evaluation) submitted to
-#      zdist-coordinator with 2 ps and 1, then 2 workers, against `zdist run`
-#      of deploy/examples/fmnist-mlp-run.json (one_device, same model and batch)
-#      for the same number of steps.
+#      zdist-coordinator with 2 ps and 1, then 2 workers, and the same model
+#      under multi_worker_mirrored (deploy/examples/fmnist-mlp-mwm.json) on the
+#      2 workers, against `zdist run` of deploy/examples/fmnist-mlp-run.json
+#      (one_device, same model and batch) for the same number of steps.
 #
-# examples/s under parameter_server is the training rate from the job's
+# examples/s under the coordinator is the training rate from the job's
 # metrics.jsonl (examples over the time between its first and last line:
 # START_JOB, variable creation and the final checkpoint are left out, as
 # `zdist run` leaves out loading and evaluation); the wall column is the whole
@@ -104,7 +105,7 @@ j = json.load(open(src))
 j.pop("epochs", None)
 j.pop("comment", None)
 j["steps"] = steps
-if j["strategy"]["type"] == "parameter_server":
+if j["strategy"]["type"] in ("parameter_server", "multi_worker_mirrored"):
     j["checkpoint"] = {"every_steps": steps * 10, "keep": 1}
     j["evaluation"] = {"at_end": False}
 ds = j["dataset"]
@@ -145,13 +146,14 @@ else:
 PY
 }
 
-# ps_job NWORKERS: submits the Fashion-MNIST job to the running cluster, once.
+# ps_job NWORKERS [STRATEGY]: submits the Fashion-MNIST job of that strategy
+# (default parameter_server) to the running cluster, once.
 ps_job() {
-    local job
-    zd_log "parameter_server, $1 worker(s), 2 ps: $STEPS steps"
+    local job kind=${2:-parameter_server}
+    zd_log "$kind, $1 worker(s): $STEPS steps"
     local start
     start=$(date +%s.%N)
-    zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$CLUSTER" --json
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/$kind.json" --cluster "$CLUSTER" --json
     local wall
     wall=$(python3 -c 'import sys, time; print("%.1f" % (time.time() - float(sys.argv[1])))' "$start")
     zd_json_check "$OUT" "j['state'] == 'done' and j['step'] == $STEPS"
@@ -160,7 +162,7 @@ ps_job() {
     [[ -s $m ]] || zd_fail "no $m"
     local rate
     read -r -a rate <<<"$(train_rate "$m")"
-    result "parameter_server" "$1" "$STEPS" "${rate[0]}" "${rate[1]}" "$wall"
+    result "$kind" "$1" "$STEPS" "${rate[0]}" "${rate[1]}" "$wall"
 }
 
 # ---- (a) dispatch overhead ----
@@ -187,9 +189,12 @@ for ((r = 0; r < REPEAT; r++)); do
 done
 
 # ---- (b) Fashion-MNIST mlp ----
-FORMAT=$(fmnist_job "$EXAMPLES/fmnist-mlp-ps.json" "$ZD_TMP/ps.json" "$STEPS")
+FORMAT=$(fmnist_job "$EXAMPLES/fmnist-mlp-ps.json" "$ZD_TMP/parameter_server.json" "$STEPS")
+fmnist_job "$EXAMPLES/fmnist-mlp-mwm.json" "$ZD_TMP/multi_worker_mirrored.json" "$STEPS" >/dev/null
 fmnist_job "$EXAMPLES/fmnist-mlp-run.json" "$ZD_TMP/run.json" "$STEPS" >/dev/null
 for ((r = 0; r < REPEAT; r++)); do ps_job 2; done
+# multi_worker_mirrored on the same two workers (the ps tasks sit idle).
+for ((r = 0; r < REPEAT; r++)); do ps_job 2 multi_worker_mirrored; done
 bench_up 2 1
 for ((r = 0; r < REPEAT; r++)); do ps_job 1; done
 bench_down
@@ -231,10 +236,11 @@ base = next(v[1] for k, v in b.items() if k[0].startswith("one_device"))
 one = b.get(("parameter_server", "1"), [None] * 4)[1]
 print()
 print("(b) mlp 784-256-128-10, adam, global batch 128, %s steps, data: %s, median of %s" % (steps, fmt, repeat))
-print("    (under parameter_server a worker's step is its share of the global batch: 128 / workers examples)")
+print("    (a worker's step is its share of the global batch: 128 / workers examples; vs_1_worker against")
+print("    parameter_server with 1 worker)")
 print("%-24s %7s %9s %11s %10s %11s %7s" % ("strategy", "workers", "steps/s", "examples/s", "vs_one_dev", "vs_1_worker",
                                           "wall_s"))
 for (kind, nw), (_, eps, sps, wall) in sorted(b.items(), key=lambda kv: (not kv[0][0].startswith("one_device"), kv[0][1])):
-    vs1 = "%.2f" % (eps / one) if kind == "parameter_server" and one else "-"
+    vs1 = "%.2f" % (eps / one) if kind != "one_device (zdist run)" and one else "-"
     print("%-24s %7s %9.0f %11.0f %10.2f %11s %7.1f" % (kind, nw, sps, eps, eps / base if base else 0, vs1, wall))
 PY
