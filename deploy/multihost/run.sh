@@ -3,12 +3,17 @@
 # joined to the others by a veth pair on one bridge, with addresses that exist
 # only inside those namespaces. Runs ps x2, worker x2 and the chief from one
 # cluster file, submits the Fashion-MNIST mlp, takes worker 1's link down
-# mid-job and brings it back: the job must complete with its accuracy.
+# mid-job and brings it back: the job must complete with its accuracy. Then
+# the same outage under a multi_worker_mirrored job (ZDIST_MULTIHOST_MWM_JOB,
+# default deploy/examples/fmnist-mlp-mwm.json; "" skips it): the ring's step
+# fails on its collective deadline, the ring is re-formed from the last
+# checkpoint when the link is back, and the job completes.
 # Exit 77 (skip), saying why, only where namespaces cannot be created.
 set -euo pipefail
 : "${ZDIST_BIN:?}" "${ZDIST_PSD_BIN:?}" "${ZDIST_WORKER_BIN:?}" "${ZDIST_COORDINATOR_BIN:?}"
 here=$(cd "$(dirname "$0")" && pwd)
 job=${ZDIST_MULTIHOST_JOB:-$here/../examples/fmnist-mlp-ps.json}
+mwm_job=${ZDIST_MULTIHOST_MWM_JOB-$here/../examples/fmnist-mlp-mwm.json}
 min_accuracy=${ZDIST_MULTIHOST_MIN_ACCURACY:-0.85}
 tag=zd$$
 subnet=10.213.$((RANDOM % 200 + 20))
@@ -77,32 +82,31 @@ for h in "${hosts[@]}"; do
 done
 echo "ok: 5 hosts serving on $subnet.0/24 (chief ${addr[chief]})"
 
-# The client runs on the chief's host; the job goes on in the background.
-on chief "$ZDIST_BIN" submit "$job" --cluster "$work/cluster.json" --detach --json >"$work/submit.json"
-id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$work/submit.json")
-status() { on chief "$ZDIST_BIN" status "$id" --cluster "$work/cluster.json" --json; }
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1]])' "$1"; }
-
-# Mid-job: worker 1's link goes down, then comes back.
-for _ in $(seq 600); do
-    step=$(status | field step)
-    ((step >= ${ZDIST_MULTIHOST_OUTAGE_STEP:-200})) && break
-    sleep 0.1
-done
-ip link set "$tag-13" down
-echo "ok: worker1's link down at step $step"
-sleep 8
-step_down=$(status | field step)
-ip link set "$tag-13" up
-echo "ok: worker1's link up again at step $step_down"
-
-for _ in $(seq 1800); do
-    state=$(status | field state)
-    [[ $state == done || $state == failed || $state == cancelled ]] && break
-    sleep 0.2
-done
-status >"$work/final.json"
-python3 - "$work/final.json" "$min_accuracy" <<'PY'
+# outage_job JOB: submitted from the chief's host; worker 1's link goes down
+# mid-job for 8 s and comes back; the job must end done, with exactly its
+# steps and its accuracy.
+outage_job() {
+    local job=$1 step step_down state
+    on chief "$ZDIST_BIN" submit "$job" --cluster "$work/cluster.json" --detach --json >"$work/submit.json"
+    id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$work/submit.json")
+    for _ in $(seq 600); do
+        step=$(status | field step)
+        ((step >= ${ZDIST_MULTIHOST_OUTAGE_STEP:-200})) && break
+        sleep 0.1
+    done
+    ip link set "$tag-13" down
+    echo "ok: worker1's link down at step $step"
+    sleep 8
+    step_down=$(status | field step)
+    ip link set "$tag-13" up
+    echo "ok: worker1's link up again at step $step_down"
+    for _ in $(seq 1800); do
+        state=$(status | field state)
+        [[ $state == done || $state == failed || $state == cancelled ]] && break
+        sleep 0.2
+    done
+    status >"$work/final.json"
+    python3 - "$work/final.json" "$min_accuracy" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 acc = d.get("metrics", {}).get("test_accuracy")
@@ -111,4 +115,17 @@ assert d["state"] == "done", "job did not finish"
 assert d["step"] == d["steps"], "job did not run exactly its steps"
 assert acc is not None and acc >= float(sys.argv[2]), "accuracy below the target"
 PY
+}
+status() { on chief "$ZDIST_BIN" status "$id" --cluster "$work/cluster.json" --json; }
+field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1]])' "$1"; }
+
+outage_job "$job"
 echo "ok: multi-host job completed through a link outage"
+if [[ -n $mwm_job ]]; then
+    outage_job "$mwm_job"
+    grep -qE "job $id: step [0-9]+ failed: .*worker task 1 \(tcp://${addr[worker1]}:[0-9]+\)" "$work/chief.log" ||
+        { echo "FAIL: the ring's step did not fail naming worker 1"; tail -20 "$work/chief.log"; exit 1; }
+    grep -qE "job $id: 2 workers in the ring, restored from the checkpoint at step" "$work/chief.log" ||
+        { echo "FAIL: the ring was not re-formed from a checkpoint"; tail -20 "$work/chief.log"; exit 1; }
+    echo "ok: multi_worker_mirrored job: the step failed on the collective deadline naming worker 1, the ring re-formed from the last checkpoint, completed"
+fi
