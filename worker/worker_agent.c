@@ -162,6 +162,16 @@ s_comm_new(self_t *self, s_job_t *j, int64_t timeout_ms, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "cannot derive a bind address from '%s'", self->config.endpoint);
     strcpy(colon, ":*");
     j->collective_timeout_ms = timeout_ms > 0 ? timeout_ms : j->job.collective_timeout_ms;
+    /* Steps block the event loop that feeds systemd's watchdog: a step
+       waiting out the deadline for a lost peer must not get us killed. */
+    uint64_t wd_us = 0;
+    if (sd_watchdog_enabled(0, &wd_us) > 0 && wd_us > 0 &&
+        (uint64_t)j->collective_timeout_ms * 1000 * 4 >= wd_us * 3)
+        return zdist_error_set(err, -EINVAL,
+                               "strategy.collective_timeout_ms %lld is not under 3/4 of this worker's watchdog "
+                               "interval (%llu ms, WatchdogSec= of its unit): a step waiting that long for a lost "
+                               "peer would get the worker restarted; lower it or raise WatchdogSec",
+                               (long long)j->collective_timeout_ms, (unsigned long long)(wd_us / 1000));
     zdist_comm_config_t cc = {.rank = j->worker_index,
                               .size = j->num_workers,
                               .bind = bind,

@@ -76,6 +76,14 @@ zd_ok "sparse_logreg under parameter_server"
 grep -q "job 'mwm': rank 1 of 2 in the ring" "$ZD_TMP/worker1.log" || zd_fail "worker 1 did not log its place in the ring"
 zd_ok "multi_worker_mirrored: ring, lockstep, bitwise-identical copies, state, a missing peer's deadline"
 
+# ---- a worker under a systemd watchdog shorter than the collective deadline ----
+W2=127.0.0.1:$(zd_free_port)
+zd_start worker2 env WATCHDOG_USEC=20000000 "$W" --bind "tcp://$W2"
+zd_wait_log worker2 "serving at tcp://$W2"
+"$D" mwm_watchdog "$W2"
+zd_stop worker2
+zd_ok "multi_worker_mirrored: a collective deadline the watchdog would not survive is refused"
+
 # ---- an unreachable ps task ----
 DEAD=127.0.0.1:$(zd_free_port)
 "$D" unreachable "$W1" "$PS0" "$DEAD"

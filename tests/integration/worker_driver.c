@@ -804,6 +804,41 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
     return s_failures ? 1 : 0;
 }
 
+/* A worker under a systemd watchdog shorter than the job's collective
+   deadline refuses the job, naming both. */
+static int
+s_mwm_watchdog(const char *waddr)
+{
+    zdist_rpc_client_t *w = s_worker(waddr);
+    const char *job = "{\"name\": \"mwm-wd\", \"strategy\": {\"type\": \"multi_worker_mirrored\"},"
+                      " \"model\": {\"name\": \"softmax_regression\"}, \"optimizer\": {\"type\": \"sgd\"},"
+                      " \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 256, \"dim\": 4,"
+                      " \"classes\": 2}, \"global_batch_size\": 8}, \"steps\": 1}";
+    char msg[2048];
+    Zdist__Worker__StartJobReply *sr = NULL;
+    int st = s_start(w, job, 0, 2, NULL, 0, false, 0, &sr, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "collective_timeout_ms 30000") &&
+              strstr(msg, "watchdog interval (20000 ms"),
+          "START_JOB under a 20 s watchdog: %s %s", zdist_status_name(st), msg);
+    if (sr)
+        zdist__worker__start_job_reply__free_unpacked(sr, NULL);
+    /* A deadline well under the watchdog is taken. */
+    const char *ok = "{\"name\": \"mwm-wd\", \"strategy\": {\"type\": \"multi_worker_mirrored\","
+                     " \"collective_timeout_ms\": 5000}, \"model\": {\"name\": \"softmax_regression\"},"
+                     " \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": \"synthetic\","
+                     " \"synthetic\": {\"n\": 256, \"dim\": 4, \"classes\": 2}, \"global_batch_size\": 8},"
+                     " \"steps\": 1}";
+    st = s_start(w, ok, 0, 2, NULL, 0, false, 0, &sr, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_OK, "START_JOB with a 5 s deadline: %s %s", zdist_status_name(st), msg);
+    if (sr)
+        zdist__worker__start_job_reply__free_unpacked(sr, NULL);
+    s_stop(w, "mwm-wd", msg, sizeof msg);
+    if (!s_failures)
+        s_ok("under a 20 s watchdog: a 30 s collective deadline refused naming both, 5 s taken");
+    zdist_rpc_client_destroy(&w);
+    return s_failures ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -821,6 +856,8 @@ main(int argc, char **argv)
     }
     if (argc == 5 && strcmp(argv[1], "unreachable") == 0)
         return s_unreachable(argv[2], argv[3], argv[4]);
+    if (argc == 3 && strcmp(argv[1], "mwm_watchdog") == 0)
+        return s_mwm_watchdog(argv[2]);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "mwm") == 0)
         return s_mwm(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: worker_driver train WORKER PS0 PS1 [FMNIST_DIR] | two W0 W1 PS0 PS1 | "
