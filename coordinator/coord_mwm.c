@@ -32,6 +32,7 @@ typedef struct {
     bool has_job;         /* ... and runs this job */
     int rank;             /* in the ring; -1 outside */
     char ring_ep[300];    /* its end of the ring */
+    uint64_t pending;     /* request id of the call in flight, 0 none */
 } s_worker_t;
 
 struct coord_mwm_t {
@@ -58,24 +59,50 @@ s_request(uint32_t method, const ProtobufCMessage *body)
     return m;
 }
 
-/* Sends one request (destroyed) to worker i; false when it could not be sent. */
+/* A fresh client for worker i: calls given up on are dropped with the old
+   one (they would hold its in-flight slots until their deadlines). */
+static int
+s_client(coord_mwm_t *m, int i, zdist_error_t *err)
+{
+    zdist_rpc_client_options_t o;
+    zdist_rpc_client_options_default(&o);
+    o.max_in_flight = 4;
+    zdist_rpc_client_destroy(&m->w[i].cl);
+    m->w[i].pending = 0;
+    m->w[i].cl = zdist_rpc_client_new(m->w[i].endpoint, &o, err);
+    return m->w[i].cl ? 0 : -EINVAL;
+}
+
+/* Sends one request (destroyed) to worker i, its only call in flight (one
+   given up on is dropped first); false when it could not be sent. */
 static bool
 s_send(coord_mwm_t *m, int i, zdist_msg_t **req, int64_t timeout_ms)
 {
+    if (m->w[i].pending && s_client(m, i, NULL) < 0)
+        zdist_msg_destroy(req);
     if (!*req)
         return false;
-    return zdist_rpc_client_send(m->w[i].cl, req, timeout_ms, NULL) == 0;
+    return zdist_rpc_client_send(m->w[i].cl, req, timeout_ms, &m->w[i].pending) == 0;
 }
 
-/* The reply of worker i's one pending call, waiting up to wait_ms; NULL
-   when none came in that time. */
+/* The reply to worker i's call in flight, waiting up to wait_ms; NULL when
+   none came in that time (the call stays pending). */
 static zdist_msg_t *
 s_recv(coord_mwm_t *m, int i, int64_t wait_ms)
 {
-    zdist_msg_t *reply = NULL;
-    if (zdist_rpc_client_recv(m->w[i].cl, wait_ms, &reply) < 0)
-        return NULL;
-    return reply;
+    int64_t until = zdist_clock_now_ms() + wait_ms;
+    while (m->w[i].pending) {
+        zdist_msg_t *reply = NULL;
+        int64_t left = until - zdist_clock_now_ms();
+        if (zdist_rpc_client_recv(m->w[i].cl, left > 0 ? left : 0, &reply) < 0)
+            return NULL;
+        if (zdist_msg_request_id(reply) == m->w[i].pending) {
+            m->w[i].pending = 0;
+            return reply;
+        }
+        zdist_msg_destroy(&reply); /* a call given up on earlier */
+    }
+    return NULL;
 }
 
 /* A reply's failure as "STATUS: message" into buf; NULL reply = no answer. */
@@ -470,14 +497,11 @@ s_init(coord_run_t *r)
     r->mwm = m;
     m->n = r->cfg->num_workers;
     m->job_name = r->cfg->job.name;
-    zdist_rpc_client_options_t o;
-    zdist_rpc_client_options_default(&o);
-    o.max_in_flight = 4;
     for (int i = 0; i < m->n; i++) {
         zdist_error_t err = {0};
         m->w[i].endpoint = r->cfg->workers[i];
         m->w[i].rank = -1;
-        if (!(m->w[i].cl = zdist_rpc_client_new(m->w[i].endpoint, &o, &err))) {
+        if (s_client(m, i, &err) < 0) {
             snprintf(r->error, sizeof r->error, "worker task %d: %s", i, err.text);
             return -EINVAL;
         }
