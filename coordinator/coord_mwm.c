@@ -206,6 +206,8 @@ s_ring_failures(coord_run_t *r, zdist_msg_t **replies, const char *what)
         /* FAILED_PRECONDITION: the worker still runs the ring before's
            step (its collective not yet timed out); retry after the wait. */
         loss = loss || s_is_loss(replies[i]) || zdist_msg_status(replies[i]) == ZDIST_STATUS_FAILED_PRECONDITION;
+        if (gone)
+            m->w[i].up = false; /* until a probe hears from it */
     }
     return loss;
 }
@@ -852,7 +854,7 @@ coord_mwm_workers_json(coord_run_t *r)
     for (int i = 0; m && i < m->n; i++) {
         const s_worker_t *w = &m->w[i];
         json_array_append_new(a, json_pack("{s:i, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
-                                           "up", w->in_ring || w->up, "in_ring", w->in_ring, "rank", w->rank,
+                                           "up", w->up, "in_ring", w->in_ring, "rank", w->rank,
                                            "ring_endpoint", w->ring_ep, "restarts",
                                            (int)zdist_rpc_client_peer_restarts(w->cl)));
     }
