@@ -13,6 +13,7 @@
 
 #include "coord_run.h"
 #include "worker.pb-c.h"
+#include "zdist/cluster.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -462,22 +463,22 @@ out:
 
 /* ---- the ring ---- */
 
-/* "tcp://0.0.0.0:5" as bound by worker i -> its host as the cluster names it. */
+/* The ring endpoint worker w bound ("tcp://0.0.0.0:5" when it serves on
+   every interface) as its peers reach it: a wildcard host becomes the host
+   the cluster names the worker by. */
 static void
 s_ring_endpoint(const s_worker_t *w, const char *bound, char *out, size_t size)
 {
-    const char *port = strrchr(bound, ':');
-    const char *host = strncmp(bound, "tcp://", 6) == 0 ? bound + 6 : bound;
-    bool wildcard = port && (strncmp(host, "0.0.0.0:", 8) == 0 || strncmp(host, "*:", 2) == 0 ||
-                             strncmp(host, "[::]:", 5) == 0 || strncmp(host, "[::0]:", 6) == 0);
-    if (!wildcard || !port) {
+    char host[256], whost[256];
+    const char *port;
+    if (zdist_endpoint_split(bound, host, sizeof host, &port) < 0 ||
+        (strcmp(host, "0.0.0.0") != 0 && strcmp(host, "*") != 0 && strcmp(host, "[::]") != 0 &&
+         strcmp(host, "[::0]") != 0) ||
+        zdist_endpoint_split(w->endpoint, whost, sizeof whost, NULL) < 0) {
         snprintf(out, size, "%s", bound);
         return;
     }
-    const char *whost = strncmp(w->endpoint, "tcp://", 6) == 0 ? w->endpoint + 6 : w->endpoint;
-    const char *wport = strrchr(whost, ':');
-    int hl = wport ? (int)(wport - whost) : (int)strlen(whost);
-    snprintf(out, size, "tcp://%.*s%s", hl, whost, port);
+    snprintf(out, size, "tcp://%s:%s", whost, port);
 }
 
 static void

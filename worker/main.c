@@ -28,29 +28,21 @@ s_usage(FILE *out)
             "  --help, --version\n");
 }
 
-/* The host part of "tcp://HOST:PORT" into buf. */
-static void
-s_host(const char *endpoint, char *buf, size_t size)
-{
-    const char *h = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : endpoint;
-    const char *colon = strrchr(h, ':');
-    snprintf(buf, size, "%.*s", colon ? (int)(colon - h) : (int)strlen(h), h);
-}
-
 /* How many of the cluster's worker tasks share this worker's host. */
 static int
 s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
 {
     char mine[256], ep[256], host[256];
-    s_host(endpoint, mine, sizeof mine);
+    if (zdist_endpoint_split(endpoint, mine, sizeof mine, NULL) < 0)
+        return 1;
     int n = 0;
     size_t nw = zdist_cluster_num_tasks(cluster, "worker");
     for (size_t i = 0; i < nw; i++) {
         int index;
         if (zdist_cluster_job_task(cluster, "worker", i, &index, NULL) < 0 ||
-            zdist_cluster_endpoint(cluster, "worker", index, ep, sizeof ep) < 0)
+            zdist_cluster_endpoint(cluster, "worker", index, ep, sizeof ep) < 0 ||
+            zdist_endpoint_split(ep, host, sizeof host, NULL) < 0)
             continue;
-        s_host(ep, host, sizeof host);
         n += strcmp(host, mine) == 0;
     }
     return n > 0 ? n : 1;

@@ -16,6 +16,7 @@
 #include "worker_psd.h"
 #include "worker_registry.h"
 #include "worker_trainer.h"
+#include "zdist/cluster.h"
 #include "zdist/collective.h"
 #include "zdist/input.h"
 #include "zdist/daemon.h"
@@ -155,12 +156,10 @@ s_start_reply(zdist_rpc_call_t *call, const s_job_t *j, bool created)
 static int
 s_comm_new(self_t *self, s_job_t *j, int64_t timeout_ms, zdist_error_t *err)
 {
-    char bind[WORKER_AGENT_ENDPOINT_MAX + 8];
-    snprintf(bind, sizeof bind, "%s", self->config.endpoint);
-    char *colon = strrchr(bind, ':');
-    if (!colon || colon < bind + 6)
+    char host[WORKER_AGENT_ENDPOINT_MAX], bind[WORKER_AGENT_ENDPOINT_MAX + 16];
+    if (zdist_endpoint_split(self->config.endpoint, host, sizeof host, NULL) < 0)
         return zdist_error_set(err, -EINVAL, "cannot derive a bind address from '%s'", self->config.endpoint);
-    strcpy(colon, ":*");
+    snprintf(bind, sizeof bind, "tcp://%s:*", host);
     j->collective_timeout_ms = timeout_ms > 0 ? timeout_ms : j->job.collective_timeout_ms;
     /* Steps block the event loop that feeds systemd's watchdog: a step
        waiting out the deadline for a lost peer must not get us killed. */

@@ -1378,3 +1378,22 @@ zdist_cluster_to_json(const zdist_cluster_t *self)
     json_decref(root);
     return text;
 }
+
+int
+zdist_endpoint_split(const char *endpoint, char *host, size_t host_size, const char **ret_port)
+{
+    if (!endpoint)
+        return -EINVAL;
+    const char *h = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : endpoint;
+    const char *colon = strrchr(h, ':');
+    if (!colon || colon == h)
+        return -EINVAL;
+    size_t len = (size_t)(colon - h);
+    if (len >= host_size)
+        return -ENOSPC;
+    memcpy(host, h, len);
+    host[len] = '\0';
+    if (ret_port)
+        *ret_port = colon + 1;
+    return 0;
+}
