@@ -88,6 +88,8 @@ typedef struct {
     int comm_rc;
     zdist_error_t comm_err;
     s_xsparse_t *xs; /* [xs_cap]: apply's sparse gradients of every worker */
+    float **xbufs;   /* [xs_cap]: apply's dense gradients, for the all-reduce */
+    int64_t *xlens;  /* [xs_cap] */
     int xs_cap;
     zdist_shape_t xshape; /* all_gather's result across workers */
 } s_local_t;
@@ -167,6 +169,8 @@ s_destroy(worker_backend_t **be_p)
         free(self->xs[i].values);
     }
     free(self->xs);
+    free(self->xbufs);
+    free(self->xlens);
     free(self->w);
     free(self->slots);
     free(self->iterations);
@@ -425,13 +429,25 @@ static int
 s_cross_apply(s_local_t *self, int n)
 {
     const zdist_grad_t *g0 = self->posts[0].a;
-    float **bufs = malloc((size_t)n * sizeof *bufs + 1);
-    int64_t *lens = malloc((size_t)n * sizeof *lens + 1);
     int rc = 0, nd = 0;
-    if (!bufs || !lens) {
-        rc = zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
-        goto out;
+    if (n > self->xs_cap) {
+        s_xsparse_t *xs = realloc(self->xs, (size_t)n * sizeof *xs);
+        float **xbufs = xs ? realloc(self->xbufs, (size_t)n * sizeof *xbufs) : NULL;
+        int64_t *xlens = xbufs ? realloc(self->xlens, (size_t)n * sizeof *xlens) : NULL;
+        if (xs)
+            self->xs = xs;
+        if (xbufs)
+            self->xbufs = xbufs;
+        if (xlens)
+            self->xlens = xlens;
+        if (!xlens)
+            return zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
+        memset(xs + self->xs_cap, 0, (size_t)(n - self->xs_cap) * sizeof *xs);
+        self->xs_cap = n;
     }
+    /* Buffers kept from step to step: no allocation on this path. */
+    float **bufs = self->xbufs;
+    int64_t *lens = self->xlens;
     for (int i = 0; i < n; i++)
         if (!g0[i].ids) {
             bufs[nd] = g0[i].values;
@@ -439,17 +455,7 @@ s_cross_apply(s_local_t *self, int n)
         }
     if (nd > 0 && (rc = zdist_comm_all_reduce(self->comm, ZDIST_REDUCE_SUM, bufs, lens, nd, self->comm_timeout_ms,
                                               &self->comm_err)) < 0)
-        goto out;
-    if (n > self->xs_cap) {
-        s_xsparse_t *xs = realloc(self->xs, (size_t)n * sizeof *xs);
-        if (!xs) {
-            rc = zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
-            goto out;
-        }
-        memset(xs + self->xs_cap, 0, (size_t)(n - self->xs_cap) * sizeof *xs);
-        self->xs = xs;
-        self->xs_cap = n;
-    }
+        return rc;
     for (int i = 0; i < n; i++) {
         if (!g0[i].ids)
             continue;
@@ -464,19 +470,15 @@ s_cross_apply(s_local_t *self, int n)
             (rc = zdist_comm_all_gather(self->comm, ids, nids, sizeof *ids, (void **)&x->ids, &x->n, NULL,
                                         self->comm_timeout_ms, &self->comm_err)) < 0 ||
             (rc = zdist_comm_all_gather(self->comm, vals, nids, (size_t)width * sizeof *vals, (void **)&x->values,
-                                        &nvals, NULL, self->comm_timeout_ms, &self->comm_err)) < 0)
-            goto out;
-        if (nvals != x->n) {
-            rc = zdist_error_set(&self->comm_err, -EPROTO, "workers disagree on sparse gradient %d's rows", i);
-            goto out;
+                                        &nvals, NULL, self->comm_timeout_ms, &self->comm_err)) < 0) {
+            if (rc == -ENOMEM && !self->comm_err.text[0])
+                zdist_error_set(&self->comm_err, rc, "out of memory");
+            return rc;
         }
+        if (nvals != x->n)
+            return zdist_error_set(&self->comm_err, -EPROTO, "workers disagree on sparse gradient %d's rows", i);
     }
-out:
-    if (rc == -ENOMEM && !self->comm_err.text[0])
-        zdist_error_set(&self->comm_err, rc, "out of memory");
-    free(bufs);
-    free(lens);
-    return rc;
+    return 0;
 }
 
 static int
