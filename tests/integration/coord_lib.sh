@@ -31,33 +31,26 @@ coord_up() {
     zd_wait_log chief "chief serving at" 60
 }
 
-# coord_wait_state JOB STATE [SECONDS]: until zdist status says STATE.
-coord_wait_state() {
-    local job=$1 want=$2 secs=${3:-120} deadline=$((SECONDS + ${3:-120}))
+# coord_wait_json JOB PYTHON_EXPR [SECONDS]: until zdist status --json of JOB
+# satisfies PYTHON_EXPR (over j); the last status stays in $ZD_TMP/st.json.
+coord_wait_json() {
+    local job=$1 expr=$2 secs=${3:-120} deadline=$((SECONDS + ${3:-120}))
     while :; do
         if "$ZDIST_BIN" status "$job" --cluster "$CLUSTER" --json >"$ZD_TMP/st.json" 2>/dev/null &&
-            python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["state"] == sys.argv[2] else 1)' \
-                "$ZD_TMP/st.json" "$want"; then
+            python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+                "$ZD_TMP/st.json" "$expr"; then
             return 0
         fi
-        ((SECONDS < deadline)) || zd_fail "job $job not '$want' within ${secs}s: $(cat "$ZD_TMP/st.json" 2>/dev/null)"
-        sleep 0.2
-    done
-}
-
-# coord_wait_step JOB N [SECONDS]: until the job's step is at least N.
-coord_wait_step() {
-    local job=$1 want=$2 secs=${3:-120} deadline=$((SECONDS + ${3:-120}))
-    while :; do
-        if "$ZDIST_BIN" status "$job" --cluster "$CLUSTER" --json >"$ZD_TMP/st.json" 2>/dev/null &&
-            python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["step"] >= int(sys.argv[2]) else 1)' \
-                "$ZD_TMP/st.json" "$want"; then
-            return 0
-        fi
-        ((SECONDS < deadline)) || zd_fail "job $job not at step $want within ${secs}s: $(cat "$ZD_TMP/st.json" 2>/dev/null)"
+        ((SECONDS < deadline)) || zd_fail "job $job: not '$expr' within ${secs}s: $(cat "$ZD_TMP/st.json" 2>/dev/null)"
         sleep 0.1
     done
 }
+
+# coord_wait_state JOB STATE [SECONDS]: until zdist status says STATE.
+coord_wait_state() { coord_wait_json "$1" "j['state'] == '$2'" "${3:-120}"; }
+
+# coord_wait_step JOB N [SECONDS]: until the job's step is at least N.
+coord_wait_step() { coord_wait_json "$1" "j['step'] >= $2" "${3:-120}"; }
 
 # coord_softmax_job FILE STEPS [EXTRA_JSON]: a synthetic softmax_regression job under parameter_server.
 coord_softmax_job() {

@@ -93,12 +93,7 @@ zd_stop worker1 KILL
 zd_wait_log chief "job $JOB: worker task 1 \(.*\) did not come back within 2000 ms: going on with 1 workers" 60
 zd_wait_log chief "job $JOB: 1 workers in the ring, restored from the checkpoint" 60
 # The status reaches the server on its next update: poll it.
-for _ in $(seq 100); do
-    "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json >"$OUT" 2>/dev/null &&
-        python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if not j["workers"][1]["in_ring"] else 1)' "$OUT" && break
-    sleep 0.1
-done
-zd_json_check "$OUT" 'not j["workers"][1]["in_ring"] and j["workers"][0]["in_ring"] and j["workers"][0]["rank"] == 0'
+coord_wait_json "$JOB" 'not j["workers"][1]["in_ring"] and j["workers"][0]["in_ring"] and j["workers"][0]["rank"] == 0' 30
 grep -q "job 'mwm-ft' started: .*input pipeline 0 of 1" "$ZD_TMP/worker0.log" || zd_fail "worker 0 not restarted as the only pipeline"
 coord_start_worker 1
 zd_wait_log chief "job $JOB: worker task 1 \(.*\) is back: re-forming the ring" 120
