@@ -131,4 +131,23 @@ zd_json_check "$OUT" 'j["step"] == j["steps"] == 800'
 grep -qE "job $JOB: 2 workers in the ring, restored from the checkpoint at step [1-9]" "$ZD_TMP/chief2.log" ||
     zd_fail "no restore after the coordinator restart"
 zd_ok "coordinator kill -9: the multi_worker_mirrored job resumed from its last checkpoint, exactly 800 steps"
+# ---- a damaged checkpoint: the resume fails saying which file, nothing half-restored ----
+slow_job "$ZD_TMP/job5.json" 800 -1
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job5.json" --cluster "$CLUSTER" --detach
+JOB=$(cat "$OUT")
+coord_wait_step "$JOB" 250
+zd_stop chief2 KILL
+last=$(ls -d "$ZD_TMP/state/jobs/$JOB"/ckpt-* | sort -t- -k2 -n | tail -1)
+python3 - "$last/workers-state.bin" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) // 2] ^= 0xFF
+open(p, "wb").write(b)
+PY
+coord_start_chief chief3
+zd_wait_log chief3 "chief serving at" 60
+coord_wait_state "$JOB" failed 120
+zd_json_check "$ZD_TMP/st.json" '"not a complete zdist worker-state file" in j["error"] and "workers-state.bin" in j["error"]'
+zd_ok "a damaged checkpoint: the resume failed naming $(basename "$last")/workers-state.bin and how to go back one"
 echo "all $ZD_PASSED checks passed"

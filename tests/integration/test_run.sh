@@ -141,6 +141,15 @@ expect_error 2 "give exactly one of them" "$TMP/both.json"
 job ps '{"name": "x", "strategy": {"type": "parameter_server"}, "model": {"name": "mlp"}, "optimizer": {"type": "adam"},
   '"$SYN_CLS"', "epochs": 1}'
 expect_error 2 "needs a cluster" "$TMP/ps.json"
+job mwm '{"name": "x", "strategy": {"type": "multi_worker_mirrored"}, "model": {"name": "mlp"}, "optimizer": {"type": "adam"},
+  '"$SYN_CLS"', "epochs": 1}'
+expect_error 2 "'multi_worker_mirrored' needs a cluster" "$TMP/mwm.json"
+job mwmfield '{"name": "x", "strategy": {"type": "mirrored", "collective_timeout_ms": 5000}, "model": {"name": "mlp"},
+  "optimizer": {"type": "adam"}, '"$SYN_CLS"', "epochs": 1}'
+expect_error 2 "strategy.collective_timeout_ms: only multi_worker_mirrored has it; remove it" "$TMP/mwmfield.json"
+job mwmrange '{"name": "x", "strategy": {"type": "multi_worker_mirrored", "collective_timeout_ms": 5}, "model": {"name": "mlp"},
+  "optimizer": {"type": "adam"}, '"$SYN_CLS"', "epochs": 1}'
+expect_error 2 "strategy.collective_timeout_ms: must be an integer in 100..86400000, got 5" "$TMP/mwmrange.json"
 printf '{"name": "x",\n "strategy": }\n' >"$TMP/syntax.json"
 expect_error 2 "line 2" "$TMP/syntax.json"
 job nofile '{"name": "x", "strategy": {"type": "one_device"}, "model": {"name": "softmax_regression"}, "optimizer": {"type": "adam"},
