@@ -168,17 +168,17 @@ s_shape_json(const zdist_shape_t *shape)
 }
 
 static json_t *
-s_optim_config_json(const psd_optim_config_t *c)
+s_optim_config_json(const zdist_optim_config_t *c)
 {
     switch (c->kind) {
-    case PSD_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_MOMENTUM:
         return json_pack("{s:f, s:f, s:b}", "learning_rate", c->learning_rate, "momentum",
                          c->momentum, "nesterov", c->nesterov);
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_ADAGRAD:
         return json_pack("{s:f, s:f, s:f}", "learning_rate", c->learning_rate,
                          "initial_accumulator_value", c->initial_accumulator_value, "epsilon",
                          c->epsilon);
-    case PSD_OPTIM_ADAM:
+    case ZDIST_OPTIM_ADAM:
         return json_pack("{s:f, s:f, s:f, s:f, s:b}", "learning_rate", c->learning_rate, "beta_1",
                          c->beta1, "beta_2", c->beta2, "epsilon", c->epsilon, "lazy", c->lazy);
     default:
@@ -258,7 +258,7 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
 
         psd_shard_view_t view;
         psd_shard_view_begin(shards[i], &view);
-        s_piece_t pieces[1 + PSD_OPTIM_MAX_SLOTS] = {{view.values, view.value_bytes}};
+        s_piece_t pieces[1 + ZDIST_OPTIM_MAX_SLOTS] = {{view.values, view.value_bytes}};
         for (int k = 0; k < view.nslots; k++)
             pieces[1 + k] = (s_piece_t){view.slots[k], view.value_bytes};
         uint32_t crc = 0;
@@ -269,13 +269,13 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
 
         json_t *slots = json_array();
         for (int k = 0; k < view.nslots; k++)
-            json_array_append_new(slots, json_string(psd_optim_slot_name(view.optim.kind, k)));
+            json_array_append_new(slots, json_string(zdist_optim_slot_name(view.optim.kind, k)));
         json_t *entry = json_pack(
             "{s:s, s:i, s:I, s:I, s:I, s:I, s:{s:s, s:I, s:o, s:o}}", "file", fname,
             "shard_index", (int) s->shard_index, "row_start", (json_int_t) s->row_offset,
             "row_end", (json_int_t) (s->row_offset + s->rows), "bytes",
             (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32",
-            (json_int_t) crc, "optimizer", "kind", psd_optim_kind_name(view.optim.kind), "step",
+            (json_int_t) crc, "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step",
             (json_int_t) view.step, "slots", slots, "config", s_optim_config_json(&view.optim));
         if (!entry || json_array_append_new(files, entry) < 0) {
             rc = zdist_error_set(err, -ENOMEM, "out of memory");
@@ -336,7 +336,7 @@ typedef struct {
     int64_t row_start, row_end;
     uint64_t bytes;
     uint32_t crc;
-    psd_optim_kind_t kind; /* 0 when the file has no slots */
+    zdist_optim_kind_t kind; /* 0 when the file has no slots */
     int nslots;
     int64_t opt_step;
 } s_entry_t;
@@ -345,10 +345,10 @@ typedef struct {
 typedef struct {
     psd_shard_t *shard;
     const psd_shard_spec_t *spec;
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
     size_t row_bytes, value_bytes;
     void *values;
-    void *slots[PSD_OPTIM_MAX_SLOTS];
+    void *slots[ZDIST_OPTIM_MAX_SLOTS];
     int nslots; /* allocated slot buffers (the optimizer's count) or 0 */
     bool got_slots;
     int64_t step;
@@ -377,7 +377,7 @@ s_restore_free(s_restore_t *r)
     free(r->entries);
     for (size_t i = 0; i < r->ntargets; i++) {
         free(r->targets[i].values);
-        for (int k = 0; k < PSD_OPTIM_MAX_SLOTS; k++)
+        for (int k = 0; k < ZDIST_OPTIM_MAX_SLOTS; k++)
             free(r->targets[i].slots[k]);
     }
     free(r->targets);
@@ -461,9 +461,9 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
             e.bytes = (uint64_t) bytes;
             e.opt_step = ostep;
             e.nslots = (int) json_array_size(slots);
-            if (psd_optim_kind_from_name(kind_name, &e.kind) < 0)
+            if (zdist_optim_kind_from_name(kind_name, &e.kind) < 0)
                 return s_bad(err, r->dir, mname, "unknown optimizer kind");
-            if (e.nslots != 0 && e.nslots != psd_optim_num_slots(e.kind))
+            if (e.nslots != 0 && e.nslots != zdist_optim_num_slots(e.kind))
                 return s_bad(err, r->dir, mname, "slot count does not match the optimizer");
             if (e.bytes != (uint64_t) (re - rs) * row_bytes * (uint64_t) (1 + e.nslots))
                 return s_bad(err, r->dir, mname, "'bytes' does not match rows and slots");
@@ -633,7 +633,7 @@ s_plan_targets(s_restore_t *r, psd_store_t *store, zdist_error_t *err)
             break;
         }
         if (t->got_slots) {
-            t->nslots = psd_optim_num_slots(t->optim.kind);
+            t->nslots = zdist_optim_num_slots(t->optim.kind);
             for (int k = 0; k < t->nslots; k++) {
                 t->slots[k] = malloc(alloc);
                 if (!t->slots[k]) {
@@ -641,7 +641,7 @@ s_plan_targets(s_restore_t *r, psd_store_t *store, zdist_error_t *err)
                     break;
                 }
                 /* rows from files without matching slots keep fresh values */
-                psd_optim_slot_fill(&t->optim, k, s->dtype, t->slots[k],
+                zdist_optim_slot_fill(&t->optim, k, s->dtype, t->slots[k],
                                     t->value_bytes / zdist_dtype_size(s->dtype));
             }
         }

@@ -83,10 +83,10 @@ s_create(zdist_rpc_call_t *call, void *state)
     spec.row_offset = req->row_offset;
     spec.rows = req->row_count;
     spec.seed = req->seed;
-    spec.init.kind = PSD_INIT_ZEROS;
+    spec.init.kind = ZDIST_INIT_ZEROS;
     if (req->initializer && req->initializer->kind && *req->initializer->kind) {
-        psd_init_kind_t kind;
-        if (psd_init_kind_from_name(req->initializer->kind, &kind) < 0)
+        zdist_init_kind_t kind;
+        if (zdist_init_kind_from_name(req->initializer->kind, &kind) < 0)
             return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                             "create '%s': unknown initializer '%s'; use zeros, ones, constant, random_uniform, "
                             "random_normal, truncated_normal or glorot_uniform",
@@ -337,12 +337,12 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const Zdist__Ps__Optimizer *req = (const Zdist__Ps__Optimizer *) zdist_rpc_call_body(call);
-    psd_optim_kind_t kind;
-    if (psd_optim_kind_from_name(req->kind, &kind) < 0)
+    zdist_optim_kind_t kind;
+    if (zdist_optim_kind_from_name(req->kind, &kind) < 0)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "optimizer '%s' is unknown; use sgd, momentum, adagrad or adam", req->kind);
-    psd_optim_config_t cfg;
-    psd_optim_config_default(&cfg, kind);
+    zdist_optim_config_t cfg;
+    zdist_optim_config_default(&cfg, kind);
     /* Zero means "not given": keep the Keras default. */
     if (req->learning_rate != 0)
         cfg.learning_rate = req->learning_rate;
@@ -362,7 +362,7 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
     int rc = psd_store_set_optimizer(self->store, &cfg, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("optimizer %s, learning rate %g", psd_optim_kind_name(kind), cfg.learning_rate);
+    zsys_info("optimizer %s, learning rate %g", zdist_optim_kind_name(kind), cfg.learning_rate);
     Zdist__Ps__WriteReply reply = ZDIST__PS__WRITE_REPLY__INIT;
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
 }
@@ -400,9 +400,9 @@ s_stats(zdist_rpc_call_t *call, void *state)
     reply.uptime_ms = zdist_clock_now_ms() - self->started_ms;
     reply.incarnation = zdist_rpc_server_incarnation(self->rpc);
     reply.ps_task = self->config.ps_task;
-    psd_optim_config_t cfg;
+    zdist_optim_config_t cfg;
     psd_store_get_optimizer(self->store, &cfg);
-    reply.optimizer = (char *) psd_optim_kind_name(cfg.kind);
+    reply.optimizer = (char *) zdist_optim_kind_name(cfg.kind);
 
     Zdist__Ps__MethodStats ms[S_NMETHODS + 1];
     Zdist__Ps__MethodStats *msp[S_NMETHODS + 1];

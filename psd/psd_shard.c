@@ -25,11 +25,11 @@ struct _psd_shard_t {
     bool lock_ready;
     /* guarded by lock */
     void *values;
-    void *slots[PSD_OPTIM_MAX_SLOTS];
+    void *slots[ZDIST_OPTIM_MAX_SLOTS];
     int nslots; /* allocated slots: 0 or the optimizer's count */
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
     int64_t step;
-    psd_optim_scratch_t scratch;
+    zdist_optim_scratch_t scratch;
     s_client_t *clients;
     size_t nclients, clients_cap;
     uint64_t tick;
@@ -39,7 +39,7 @@ struct _psd_store_t {
     pthread_rwlock_t lock;
     psd_shard_t **shards; /* sorted by (name, shard_index) */
     size_t nshards, cap;
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
 };
 
 /* ---------------------------------------------------------------- shard */
@@ -53,9 +53,9 @@ s_shard_destroy(psd_shard_t **self_p)
     if (self->lock_ready)
         pthread_rwlock_destroy(&self->lock);
     free(self->values);
-    for (int i = 0; i < PSD_OPTIM_MAX_SLOTS; i++)
+    for (int i = 0; i < ZDIST_OPTIM_MAX_SLOTS; i++)
         free(self->slots[i]);
-    psd_optim_scratch_release(&self->scratch);
+    zdist_optim_scratch_release(&self->scratch);
     free(self->clients);
     free(self);
     *self_p = NULL;
@@ -64,7 +64,7 @@ s_shard_destroy(psd_shard_t **self_p)
 static void
 s_free_slots(psd_shard_t *self)
 {
-    for (int i = 0; i < PSD_OPTIM_MAX_SLOTS; i++) {
+    for (int i = 0; i < ZDIST_OPTIM_MAX_SLOTS; i++) {
         free(self->slots[i]);
         self->slots[i] = NULL;
     }
@@ -78,7 +78,7 @@ s_describe(const psd_shard_spec_t *s, char *buf, size_t size)
     zdist_shape_format(&s->shape, shape, sizeof shape);
     snprintf(buf, size, "part %d rows [%" PRId64 ", %" PRId64 ") of %s %s, %s initializer, seed %" PRIu64,
              (int) s->shard_index, s->row_offset, s->row_offset + s->rows, shape,
-             zdist_dtype_name(s->dtype), psd_init_kind_name(s->init.kind), s->seed);
+             zdist_dtype_name(s->dtype), zdist_init_kind_name(s->init.kind), s->seed);
     return buf;
 }
 
@@ -88,7 +88,7 @@ s_spec_equal(const psd_shard_spec_t *a, const psd_shard_spec_t *b)
     return strcmp(a->name, b->name) == 0 && zdist_shape_equal(&a->shape, &b->shape)
            && a->dtype == b->dtype && a->shard_index == b->shard_index
            && a->row_offset == b->row_offset && a->rows == b->rows
-           && psd_init_equal(&a->init, &b->init) && a->seed == b->seed;
+           && zdist_init_equal(&a->init, &b->init) && a->seed == b->seed;
 }
 
 /* Checks a spec on its own and computes its sizes. */
@@ -126,7 +126,7 @@ s_spec_validate(const psd_shard_spec_t *spec, int64_t *ret_width, size_t *ret_va
                                ") are outside its %" PRId64 " rows", spec->name,
                                (int) spec->shard_index, spec->row_offset,
                                spec->row_offset + spec->rows, total);
-    int rc = psd_init_validate(&spec->init, spec->dtype, err);
+    int rc = zdist_init_validate(&spec->init, spec->dtype, err);
     if (rc < 0) {
         zdist_error_prefix(err, "variable '%s'", spec->name);
         return rc;
@@ -138,7 +138,7 @@ s_spec_validate(const psd_shard_spec_t *spec, int64_t *ret_width, size_t *ret_va
 
 static psd_shard_t *
 s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
-            const psd_optim_config_t *optim, int *ret_rc, zdist_error_t *err)
+            const zdist_optim_config_t *optim, int *ret_rc, zdist_error_t *err)
 {
     *ret_rc = -ENOMEM;
     psd_shard_t *self = calloc(1, sizeof *self);
@@ -164,7 +164,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
     self->values = malloc(value_bytes ? value_bytes : 1);
     if (!self->values)
         goto fail;
-    if ((*ret_rc = psd_init_fill(&spec->init, spec->seed, spec->name, spec->dtype, &spec->shape,
+    if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->name, spec->dtype, &spec->shape,
                                  spec->row_offset, spec->rows, self->values, value_bytes, err)) < 0)
         goto fail;
     return self;
@@ -207,7 +207,7 @@ psd_shard_step(psd_shard_t *self)
 }
 
 void
-psd_shard_get_optimizer(psd_shard_t *self, psd_optim_config_t *ret_cfg)
+psd_shard_get_optimizer(psd_shard_t *self, zdist_optim_config_t *ret_cfg)
 {
     pthread_rwlock_rdlock(&self->lock);
     *ret_cfg = self->optim;
@@ -215,9 +215,9 @@ psd_shard_get_optimizer(psd_shard_t *self, psd_optim_config_t *ret_cfg)
 }
 
 int
-psd_shard_set_optimizer(psd_shard_t *self, const psd_optim_config_t *cfg, zdist_error_t *err)
+psd_shard_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err)
 {
-    int rc = psd_optim_config_validate(cfg, err);
+    int rc = zdist_optim_config_validate(cfg, err);
     if (rc < 0)
         return rc;
     pthread_rwlock_wrlock(&self->lock);
@@ -336,17 +336,17 @@ psd_shard_read_slot(psd_shard_t *self, int slot, int64_t row_start, int64_t nrow
     if (rc < 0 || (rc = s_check_buf(self, (uint64_t) n, buf_bytes, err)) < 0)
         return rc;
     pthread_rwlock_rdlock(&self->lock);
-    int count = psd_optim_num_slots(self->optim.kind);
+    int count = zdist_optim_num_slots(self->optim.kind);
     if (slot < 0 || slot >= count || !s_is_float(self->spec.dtype)) {
         pthread_rwlock_unlock(&self->lock);
         return zdist_error_set(err, -EINVAL, "shard '%s' has no optimizer slot %d (%s has %d)",
-                               self->name, slot, psd_optim_kind_name(self->optim.kind), count);
+                               self->name, slot, zdist_optim_kind_name(self->optim.kind), count);
     }
     size_t off = (size_t) local * self->row_bytes, len = (size_t) n * self->row_bytes;
     if (self->nslots)
         memcpy(buf, (char *) self->slots[slot] + off, len);
     else
-        psd_optim_slot_fill(&self->optim, slot, self->spec.dtype, buf, len / self->esize);
+        zdist_optim_slot_fill(&self->optim, slot, self->spec.dtype, buf, len / self->esize);
     pthread_rwlock_unlock(&self->lock);
     return 0;
 }
@@ -478,10 +478,10 @@ s_op_name(psd_op_t op)
 static int
 s_ensure_slots(psd_shard_t *self)
 {
-    int count = psd_optim_num_slots(self->optim.kind);
+    int count = zdist_optim_num_slots(self->optim.kind);
     if (self->nslots == count)
         return 0;
-    void *fresh[PSD_OPTIM_MAX_SLOTS] = {0};
+    void *fresh[ZDIST_OPTIM_MAX_SLOTS] = {0};
     size_t n = self->value_bytes / self->esize;
     for (int i = 0; i < count; i++) {
         fresh[i] = malloc(self->value_bytes ? self->value_bytes : 1);
@@ -490,7 +490,7 @@ s_ensure_slots(psd_shard_t *self)
                 free(fresh[k]);
             return -ENOMEM;
         }
-        psd_optim_slot_fill(&self->optim, i, self->spec.dtype, fresh[i], n);
+        zdist_optim_slot_fill(&self->optim, i, self->spec.dtype, fresh[i], n);
     }
     s_free_slots(self);
     for (int i = 0; i < count; i++)
@@ -588,13 +588,13 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
             goto out;
         int64_t step = self->step + 1;
         if (w->op == PSD_OP_APPLY_DENSE) {
-            void *row_slots[PSD_OPTIM_MAX_SLOTS] = {0};
+            void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
             for (int i = 0; i < self->nslots; i++)
                 row_slots[i] = (char *) self->slots[i] + (size_t) local * self->row_bytes;
-            rc = psd_optim_apply_dense(&self->optim, s->dtype, step, base, row_slots, w->data,
+            rc = zdist_optim_apply_dense(&self->optim, s->dtype, step, base, row_slots, w->data,
                                        nelem);
         } else {
-            rc = psd_optim_apply_sparse(&self->optim, s->dtype, step, self->values, self->slots,
+            rc = zdist_optim_apply_sparse(&self->optim, s->dtype, step, self->values, self->slots,
                                         s->row_offset, s->rows, self->width, w->ids, w->nids,
                                         w->data, &self->scratch);
         }
@@ -638,7 +638,7 @@ psd_shard_view_end(psd_shard_t *self)
 
 void
 psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots,
-                  psd_optim_kind_t kind, int64_t step)
+                  zdist_optim_kind_t kind, int64_t step)
 {
     pthread_rwlock_wrlock(&self->lock);
     void *old = self->values;
@@ -646,7 +646,7 @@ psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots
     *values_p = NULL;
     s_free_slots(self);
     bool install = nslots > 0 && kind == self->optim.kind
-                   && nslots == psd_optim_num_slots(self->optim.kind);
+                   && nslots == zdist_optim_num_slots(self->optim.kind);
     for (int i = 0; i < nslots; i++) {
         if (install)
             self->slots[i] = slots_p[i];
@@ -672,7 +672,7 @@ psd_store_new(void)
         free(self);
         return NULL;
     }
-    psd_optim_config_default(&self->optim, PSD_OPTIM_SGD);
+    zdist_optim_config_default(&self->optim, ZDIST_OPTIM_SGD);
     return self;
 }
 
@@ -691,9 +691,9 @@ psd_store_destroy(psd_store_t **self_p)
 }
 
 int
-psd_store_set_optimizer(psd_store_t *self, const psd_optim_config_t *cfg, zdist_error_t *err)
+psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err)
 {
-    int rc = psd_optim_config_validate(cfg, err);
+    int rc = zdist_optim_config_validate(cfg, err);
     if (rc < 0)
         return rc;
     pthread_rwlock_wrlock(&self->lock);
@@ -705,7 +705,7 @@ psd_store_set_optimizer(psd_store_t *self, const psd_optim_config_t *cfg, zdist_
 }
 
 void
-psd_store_get_optimizer(psd_store_t *self, psd_optim_config_t *ret_cfg)
+psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg)
 {
     pthread_rwlock_rdlock(&self->lock);
     *ret_cfg = self->optim;
@@ -782,7 +782,7 @@ psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **
     psd_shard_t *same;
     pthread_rwlock_rdlock(&self->lock);
     rc = s_conflicts(self, spec, &same, err);
-    psd_optim_config_t optim = self->optim;
+    zdist_optim_config_t optim = self->optim;
     pthread_rwlock_unlock(&self->lock);
     if (rc < 0)
         return rc;

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "psd_init.h"
-#include "psd_optim.h"
+#include "zdist/init.h"
+#include "zdist/optim.h"
 #include "zdist/error.h"
 #include "zdist/tensor.h"
 
@@ -37,7 +37,7 @@ typedef struct {
     int32_t shard_index;
     int64_t row_offset;
     int64_t rows;
-    psd_init_t init;
+    zdist_initializer_t init;
     uint64_t seed;
 } psd_shard_spec_t;
 
@@ -58,8 +58,8 @@ void psd_store_destroy(psd_store_t **self_p);
 /* Optimizer every shard uses (default: sgd, lr 0.01). Applied to existing
    shards too; a shard whose kind changes drops its slots and step counter.
    -EINVAL (message) for a bad config. */
-int psd_store_set_optimizer(psd_store_t *self, const psd_optim_config_t *cfg, zdist_error_t *err);
-void psd_store_get_optimizer(psd_store_t *self, psd_optim_config_t *ret_cfg);
+int psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
+void psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg);
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,
@@ -105,8 +105,8 @@ size_t psd_shard_value_bytes(const psd_shard_t *self);
 /* Applies so far (the optimizer's step counter). */
 int64_t psd_shard_step(psd_shard_t *self);
 /* The shard's optimizer; setting another kind drops slots and the step. */
-void psd_shard_get_optimizer(psd_shard_t *self, psd_optim_config_t *ret_cfg);
-int psd_shard_set_optimizer(psd_shard_t *self, const psd_optim_config_t *cfg, zdist_error_t *err);
+void psd_shard_get_optimizer(psd_shard_t *self, zdist_optim_config_t *ret_cfg);
+int psd_shard_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
 
 /* Reads nrows global rows from row_start (PSD_WHOLE_SHARD: all) into buf.
    -EINVAL (message names the shard's range) if outside the shard or
@@ -117,7 +117,7 @@ int psd_shard_read(psd_shard_t *self, int64_t row_start, int64_t nrows, void *bu
    outside the shard and the shard's range. */
 int psd_shard_read_ids(psd_shard_t *self, const int64_t *ids, size_t nids, void *buf,
                        size_t buf_bytes, zdist_error_t *err);
-/* Copies one optimizer slot (i < psd_optim_num_slots) for rows like
+/* Copies one optimizer slot (i < zdist_optim_num_slots) for rows like
    psd_shard_read. A slot not yet allocated reads as its initial value. */
 int psd_shard_read_slot(psd_shard_t *self, int slot, int64_t row_start, int64_t nrows, void *buf,
                         size_t buf_bytes, zdist_error_t *err);
@@ -163,9 +163,9 @@ int psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
 typedef struct {
     const void *values;
     size_t value_bytes;
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
     int nslots;                              /* 0 when slots are not allocated */
-    const void *slots[PSD_OPTIM_MAX_SLOTS];  /* each value_bytes long */
+    const void *slots[ZDIST_OPTIM_MAX_SLOTS];  /* each value_bytes long */
     int64_t step;
 } psd_shard_view_t;
 /* Takes the read lock and fills view; pair with psd_shard_view_end. */
@@ -180,7 +180,7 @@ void psd_shard_view_end(psd_shard_t *self);
    are freed and the shard starts fresh slots on its next apply. The old
    buffers are freed. Cannot fail. */
 void psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots,
-                       psd_optim_kind_t kind, int64_t step);
+                       zdist_optim_kind_t kind, int64_t step);
 
 #ifdef __cplusplus
 }

@@ -701,7 +701,7 @@ s_set_state(zdist_rpc_call_t *call, void *state)
     for (int v = 0; v < vars->n; v++) {
         const worker_var_t *var = &vars->vars[v];
         bool bad;
-        const float *slots[PSD_OPTIM_MAX_SLOTS] = {0};
+        const float *slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
         for (int k = 0; k < nslots && worker_local_slot(be, v, k); k++) {
             char name[512];
             snprintf(name, sizeof name, "%s/slot%d", var->name, k);

@@ -205,8 +205,8 @@ s_optimizer(json_t *root, worker_job_t *job, zdist_error_t *err)
     char *type = NULL;
     if ((rc = s_str(o, "optimizer", "type", true, &type, err)) < 0)
         return rc;
-    psd_optim_kind_t kind;
-    if (psd_optim_kind_from_name(type, &kind) < 0) {
+    zdist_optim_kind_t kind;
+    if (zdist_optim_kind_from_name(type, &kind) < 0) {
         rc = zdist_error_set(err, -EINVAL, "optimizer.type: unknown optimizer '%s'; use sgd, momentum, adagrad or adam",
                              type);
         free(type);
@@ -217,12 +217,12 @@ s_optimizer(json_t *root, worker_job_t *job, zdist_error_t *err)
     static const char *const momentum[] = {"type", "learning_rate", "momentum", "nesterov", NULL};
     static const char *const adagrad[] = {"type", "learning_rate", "initial_accumulator_value", "epsilon", NULL};
     static const char *const adam[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon", "lazy", NULL};
-    const char *const *allowed = kind == PSD_OPTIM_SGD ? sgd : kind == PSD_OPTIM_MOMENTUM ? momentum
-                                 : kind == PSD_OPTIM_ADAGRAD ? adagrad : adam;
+    const char *const *allowed = kind == ZDIST_OPTIM_SGD ? sgd : kind == ZDIST_OPTIM_MOMENTUM ? momentum
+                                 : kind == ZDIST_OPTIM_ADAGRAD ? adagrad : adam;
     if ((rc = s_keys(o, "optimizer", allowed, err)) < 0)
         return rc;
-    psd_optim_config_t *c = &job->optimizer;
-    psd_optim_config_default(c, kind);
+    zdist_optim_config_t *c = &job->optimizer;
+    zdist_optim_config_default(c, kind);
     if ((rc = s_num(o, "optimizer", "learning_rate", &c->learning_rate, err)) < 0 ||
         (rc = s_num(o, "optimizer", "momentum", &c->momentum, err)) < 0 ||
         (rc = s_bool(o, "optimizer", "nesterov", &c->nesterov, err)) < 0 ||
@@ -232,7 +232,7 @@ s_optimizer(json_t *root, worker_job_t *job, zdist_error_t *err)
         (rc = s_num(o, "optimizer", "epsilon", &c->epsilon, err)) < 0 ||
         (rc = s_bool(o, "optimizer", "lazy", &c->lazy, err)) < 0)
         return rc;
-    if (psd_optim_config_validate(c, err) < 0) {
+    if (zdist_optim_config_validate(c, err) < 0) {
         zdist_error_prefix(err, "optimizer");
         return -EINVAL;
     }

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 #include "worker_strategy.h"
 #include "zdist/error.h"
 #include "zdist/input.h"
@@ -29,7 +29,7 @@ typedef struct {
     int64_t lost_worker_wait_ms;
     char *model;
     char *model_params; /* JSON text, "{}" when absent */
-    psd_optim_config_t optimizer;
+    zdist_optim_config_t optimizer;
     /* dataset */
     zdist_input_format_t format;
     worker_job_files_t train, test;

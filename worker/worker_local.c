@@ -69,12 +69,12 @@ typedef struct {
     int nv;     /* variables */
     bool central;
     const worker_vars_t *vars;
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
     int nslots;
     float **w;         /* [n * nv]: copy r of var v at r*nv+v (NULL when not held) */
-    float **slots;     /* [n * nv * PSD_OPTIM_MAX_SLOTS] */
+    float **slots;     /* [n * nv * ZDIST_OPTIM_MAX_SLOTS] */
     int64_t *iterations; /* [n]: apply count of copy r (Keras optimizer.iterations) */
-    psd_optim_scratch_t *scratch; /* [n] */
+    zdist_optim_scratch_t *scratch; /* [n] */
     s_buf_t *bufs;     /* [n] gather / concat buffers */
     s_post_t *posts;   /* [n] */
     int merge_rc;
@@ -113,7 +113,7 @@ s_w(const s_local_t *self, int replica, int var)
 static float **
 s_slots(const s_local_t *self, int replica, int var)
 {
-    return &self->slots[((size_t)s_copy(self, replica, var) * self->nv + var) * PSD_OPTIM_MAX_SLOTS];
+    return &self->slots[((size_t)s_copy(self, replica, var) * self->nv + var) * ZDIST_OPTIM_MAX_SLOTS];
 }
 
 /* Chunk [lo, hi) of a total of len elements that replica r works on. */
@@ -154,11 +154,11 @@ s_destroy(worker_backend_t **be_p)
         for (size_t i = 0; i < (size_t)self->n * self->nv; i++)
             free(self->w[i]);
     if (self->slots)
-        for (size_t i = 0; i < (size_t)self->n * self->nv * PSD_OPTIM_MAX_SLOTS; i++)
+        for (size_t i = 0; i < (size_t)self->n * self->nv * ZDIST_OPTIM_MAX_SLOTS; i++)
             free(self->slots[i]);
     if (self->scratch)
         for (int r = 0; r < self->n; r++)
-            psd_optim_scratch_release(&self->scratch[r]);
+            zdist_optim_scratch_release(&self->scratch[r]);
     if (self->bufs)
         for (int r = 0; r < self->n; r++) {
             free(self->bufs[r].buf);
@@ -196,7 +196,7 @@ s_alloc_floats(int64_t n)
 
 worker_backend_t *
 worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_vars_t *vars,
-                 const psd_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
+                 const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
 {
     if (kind != WORKER_STRATEGY_ONE_DEVICE && kind != WORKER_STRATEGY_MIRRORED &&
         kind != WORKER_STRATEGY_CENTRAL_STORAGE && kind != WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
@@ -207,7 +207,7 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
         zdist_error_set(err, -EINVAL, "num_replicas %d: one_device has 1 replica, others 1..64", num_replicas);
         return NULL;
     }
-    if (psd_optim_config_validate(optim, err) < 0)
+    if (zdist_optim_config_validate(optim, err) < 0)
         return NULL;
     s_local_t *self = calloc(1, sizeof *self);
     if (!self) {
@@ -222,10 +222,10 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
     self->num_workers = 1;
     self->vars = vars;
     self->optim = *optim;
-    self->nslots = psd_optim_num_slots(optim->kind);
+    self->nslots = zdist_optim_num_slots(optim->kind);
     size_t ncopies = (size_t)self->n * self->nv;
     self->w = calloc(ncopies, sizeof *self->w);
-    self->slots = calloc(ncopies * PSD_OPTIM_MAX_SLOTS, sizeof *self->slots);
+    self->slots = calloc(ncopies * ZDIST_OPTIM_MAX_SLOTS, sizeof *self->slots);
     self->iterations = calloc((size_t)self->n, sizeof *self->iterations);
     self->scratch = calloc((size_t)self->n, sizeof *self->scratch);
     self->bufs = calloc((size_t)self->n, sizeof *self->bufs);
@@ -260,8 +260,8 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
                 float *slot = s_alloc_floats(var->n);
                 if (!slot)
                     goto oom;
-                psd_optim_slot_fill(optim, s, ZDIST_DTYPE_FLOAT32, slot, (size_t)var->n);
-                self->slots[((size_t)r * self->nv + v) * PSD_OPTIM_MAX_SLOTS + s] = slot;
+                zdist_optim_slot_fill(optim, s, ZDIST_DTYPE_FLOAT32, slot, (size_t)var->n);
+                self->slots[((size_t)r * self->nv + v) * ZDIST_OPTIM_MAX_SLOTS + s] = slot;
             }
         }
     }
@@ -529,11 +529,11 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
             int64_t lo = 0, hi = var->n;
             if (self->central)
                 s_chunk(var->n, self->n, replica, &lo, &hi);
-            void *sl[PSD_OPTIM_MAX_SLOTS] = {0};
+            void *sl[ZDIST_OPTIM_MAX_SLOTS] = {0};
             for (int s = 0; s < self->nslots; s++)
                 sl[s] = slots[s] + lo;
             if (hi > lo)
-                psd_optim_apply_dense(&self->optim, ZDIST_DTYPE_FLOAT32, t, w + lo, sl, red[i].values + lo,
+                zdist_optim_apply_dense(&self->optim, ZDIST_DTYPE_FLOAT32, t, w + lo, sl, red[i].values + lo,
                                       (size_t)(hi - lo));
         } else {
             if (self->central && i % self->n != replica)
@@ -547,7 +547,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
                 nids = self->xs[i].n;
             }
             if ((!self->comm && s_concat_sparse(self, replica, i, var->width, &ids, &vals, &nids) < 0) ||
-                psd_optim_apply_sparse(&self->optim, ZDIST_DTYPE_FLOAT32, t, w, (void *const *)slots, 0,
+                zdist_optim_apply_sparse(&self->optim, ZDIST_DTYPE_FLOAT32, t, w, (void *const *)slots, 0,
                                        var->rows, var->width, ids, (size_t)nids, vals,
                                        &self->scratch[replica]) < 0) {
                 /* Copies would diverge: nothing sensible can follow. */

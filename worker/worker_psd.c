@@ -659,24 +659,13 @@ fail:
 }
 
 int
-worker_psd_create_variables(worker_backend_t *be, const psd_optim_config_t *optim, uint64_t seed,
+worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *optim, uint64_t seed,
                             bool *ret_created, zdist_error_t *err)
 {
     s_psd_t *self = (s_psd_t *)be;
-    zdist_ps_optimizer_t opt = {
-        .kind = psd_optim_kind_name(optim->kind),
-        .learning_rate = optim->learning_rate,
-        .momentum = optim->momentum,
-        .nesterov = optim->nesterov,
-        .initial_accumulator_value = optim->initial_accumulator_value,
-        .beta1 = optim->beta1,
-        .beta2 = optim->beta2,
-        .epsilon = optim->epsilon,
-        .lazy = optim->lazy,
-    };
     int rc;
     for (int p = 0; p < self->num_ps; p++)
-        if ((rc = zdist_ps_client_set_optimizer(self->clients[p], &opt, err)) < 0) {
+        if ((rc = zdist_ps_client_set_optimizer(self->clients[p], optim, err)) < 0) {
             s_fail(self, rc, p, "set_optimizer: %s", err && err->text[0] ? err->text : strerror(-rc));
             return zdist_error_set(err, s_unanswered(rc) ? -ENOTCONN : rc, "%s", self->last_error);
         }
@@ -692,12 +681,7 @@ worker_psd_create_variables(worker_backend_t *be, const psd_optim_config_t *opti
                 .shard_index = s,
                 .row_offset = L->shards[s].offset,
                 .row_count = L->shards[s].rows,
-                .init = {.kind = worker_init_kind_name(var->init.kind),
-                         .value = var->init.value,
-                         .minval = var->init.minval,
-                         .maxval = var->init.maxval,
-                         .mean = var->init.mean,
-                         .stddev = var->init.stddev},
+                .init = var->init,
                 .seed = seed,
             };
             bool c = false;

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 #include "worker_strategy.h"
 #include "worker_vars.h"
 #include "zdist/error.h"
@@ -37,7 +37,7 @@ worker_backend_t *worker_psd_new(const worker_vars_t *vars, const worker_psd_con
    not an error. *ret_created (may be NULL): whether any shard was new.
    -ENOTCONN when a psd does not answer (err names the task and endpoint),
    the psd's errno otherwise (e.g. -EEXIST for a shard with another spec). */
-int worker_psd_create_variables(worker_backend_t *be, const psd_optim_config_t *optim, uint64_t seed,
+int worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *optim, uint64_t seed,
                                 bool *ret_created, zdist_error_t *err);
 
 /* Shards over all variables. */

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 #include "worker_vars.h"
 #include "zdist/error.h"
 #include "zdist/step.h"
@@ -68,7 +68,7 @@ struct worker_backend_t {
    values come from worker_vars_init_values(seed). kind: ONE_DEVICE (then
    num_replicas must be 1), MIRRORED or CENTRAL_STORAGE. NULL with err. */
 worker_backend_t *worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_vars_t *vars,
-                                   const psd_optim_config_t *optim, uint64_t seed, zdist_error_t *err);
+                                   const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err);
 /* Test hook: replica r's copy of var (the one copy under central storage). */
 const float *worker_local_copy(worker_backend_t *be, int replica, int var);
 bool worker_local_is(const worker_backend_t *be);

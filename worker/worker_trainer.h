@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 #include "worker_strategy.h"
 #include "worker_vars.h"
 #include "zdist/error.h"
@@ -19,7 +19,7 @@ typedef worker_backend_t *(worker_backend_factory_fn)(const worker_vars_t *vars,
 typedef struct {
     worker_strategy_kind_t strategy; /* one_device, mirrored, central_storage */
     int num_replicas;
-    psd_optim_config_t optim;
+    zdist_optim_config_t optim;
     uint64_t seed; /* variables' initial values */
     /* multi_worker_mirrored: this worker's replicas are global replicas
        worker_index * num_replicas + r of num_workers * num_replicas, and a

@@ -3,26 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "psd_init.h"
+#include "zdist/init.h"
 #include "worker_vars.h"
 #include "zdist/partition.h"
-
-/* step.h's initializer kinds are psd_init's, in the same order. */
-_Static_assert((int)ZDIST_INIT_ZEROS == (int)PSD_INIT_ZEROS, "init kinds");
-_Static_assert((int)ZDIST_INIT_GLOROT_UNIFORM == (int)PSD_INIT_GLOROT_UNIFORM, "init kinds");
 
 typedef struct {
     zdist_model_builder_t base;
     worker_vars_t *vars;
 } s_builder_t;
-
-static psd_init_t
-s_psd_init(const zdist_initializer_t *in)
-{
-    psd_init_t out = {.kind = (psd_init_kind_t)in->kind, .value = in->value, .minval = in->minval,
-                      .maxval = in->maxval, .mean = in->mean, .stddev = in->stddev};
-    return out;
-}
 
 static bool
 s_name_ok(const char *name)
@@ -53,10 +41,9 @@ s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_err
         zdist_shape_num_elements(&spec->shape, &n) < 0 || n < 1 || n > (INT64_C(1) << 34))
         return zdist_error_set(err, -EINVAL, "variable '%s': shape must have 1 to 2^34 elements and no negative dim",
                                spec->name);
-    psd_init_t init = s_psd_init(&spec->init);
     if ((unsigned)spec->init.kind > (unsigned)ZDIST_INIT_GLOROT_UNIFORM)
         return zdist_error_set(err, -EINVAL, "variable '%s': unknown initializer %d", spec->name, (int)spec->init.kind);
-    if (psd_init_validate(&init, spec->dtype, err) < 0) {
+    if (zdist_init_validate(&spec->init, spec->dtype, err) < 0) {
         zdist_error_prefix(err, "variable '%s'", spec->name);
         return -EINVAL;
     }
@@ -155,24 +142,6 @@ worker_vars_find(const worker_vars_t *vars, const char *name)
 int
 worker_vars_init_values(const worker_var_t *var, uint64_t seed, float *buf, zdist_error_t *err)
 {
-    psd_init_t init = s_psd_init(&var->init);
-    return psd_init_fill(&init, seed, var->name, var->dtype, &var->shape, 0, var->rows, buf,
+    return zdist_init_fill(&var->init, seed, var->name, var->dtype, &var->shape, 0, var->rows, buf,
                          (size_t)var->n * sizeof(float), err);
-}
-
-const char *
-worker_init_kind_name(zdist_init_kind_t kind)
-{
-    return psd_init_kind_name((psd_init_kind_t)kind);
-}
-
-int
-worker_init_kind_from_name(const char *name, zdist_init_kind_t *ret)
-{
-    psd_init_kind_t k;
-    int rc = psd_init_kind_from_name(name, &k);
-    if (rc < 0)
-        return rc;
-    *ret = (zdist_init_kind_t)k;
-    return 0;
 }

@@ -37,10 +37,7 @@ void worker_vars_release(worker_vars_t *vars);
 /* Index by name, -ENOENT. */
 int worker_vars_find(const worker_vars_t *vars, const char *name);
 /* Fills buf (var->n floats) with the variable's initial values for seed:
-   the psd's initializer (psd_init_fill), so every strategy starts alike. */
+   the psd's initializer (zdist_init_fill), so every strategy starts alike. */
 int worker_vars_init_values(const worker_var_t *var, uint64_t seed, float *buf, zdist_error_t *err);
-/* Name of an initializer kind, "invalid" when unknown; and back (-EINVAL). */
-const char *worker_init_kind_name(zdist_init_kind_t kind);
-int worker_init_kind_from_name(const char *name, zdist_init_kind_t *ret);
 
 #endif

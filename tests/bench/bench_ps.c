@@ -327,7 +327,7 @@ s_create(zdist_ps_client_t *c, const char *name, int64_t rows, int64_t cols)
     spec.dtype = ZDIST_DTYPE_FLOAT32;
     spec.shape = (zdist_shape_t){2, {rows, cols}};
     spec.row_count = rows;
-    spec.init.kind = "zeros";
+    spec.init.kind = ZDIST_INIT_ZEROS;
     zdist_error_t err = {0};
     int rc = zdist_ps_client_create(c, &spec, NULL, &err);
     if (rc < 0)
@@ -416,7 +416,7 @@ main(int argc, char **argv)
     zdist_ps_client_options_default(&copts);
     copts.timeout_ms = 60000;
     zdist_ps_client_t *client = zdist_ps_client_new(psd_ep, &copts, &err);
-    zdist_ps_optimizer_t sgd = {.kind = "sgd", .learning_rate = 0.01};
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 0.01};
     int failed = !client || zdist_ps_client_set_optimizer(client, &sgd, &err) < 0;
 
     static const size_t sizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};

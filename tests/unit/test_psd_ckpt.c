@@ -28,8 +28,8 @@
 static void
 s_populate(psd_store_t *store, int k, int first, int count, bool train)
 {
-    psd_optim_config_t adam;
-    psd_optim_config_default(&adam, PSD_OPTIM_ADAM);
+    zdist_optim_config_t adam;
+    zdist_optim_config_default(&adam, ZDIST_OPTIM_ADAM);
     adam.learning_rate = 0.05;
     CU_ASSERT_EQUAL(psd_store_set_optimizer(store, &adam, NULL), 0);
     for (int var = 0; var < 2; var++) {
@@ -45,7 +45,7 @@ s_populate(psd_store_t *store, int k, int first, int count, bool train)
                     .name = var ? BIAS : EMB,
                     .shape = {.rank = var ? 1 : 2, .dims = {rows, cols}},
                     .dtype = dtype, .shard_index = i, .row_offset = off, .rows = n,
-                    .init = {.kind = PSD_INIT_GLOROT_UNIFORM}, .seed = 5,
+                    .init = {.kind = ZDIST_INIT_GLOROT_UNIFORM}, .seed = 5,
                 };
                 psd_shard_t *sh = NULL;
                 zdist_error_t err = {0};
@@ -497,8 +497,8 @@ test_slots_follow_optimizer(void)
     psd_store_t *a = psd_store_new(), *b = psd_store_new();
     s_populate(a, 2, 0, 2, true); /* adam, step 2 */
     zdist_error_t err = {0};
-    psd_optim_config_t sgd;
-    psd_optim_config_default(&sgd, PSD_OPTIM_SGD);
+    zdist_optim_config_t sgd;
+    zdist_optim_config_default(&sgd, ZDIST_OPTIM_SGD);
     s_populate(b, 1, 0, 1, false);
     CU_ASSERT_EQUAL(psd_store_set_optimizer(b, &sgd, NULL), 0);
     CU_ASSERT_EQUAL(psd_ckpt_save(a, dir, 1, 0, &err), 0);

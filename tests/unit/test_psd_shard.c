@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "psd_init.h"
+#include "zdist/init.h"
 #include "psd_shard.h"
 #include "testutil.h"
 
@@ -20,7 +20,7 @@ s_spec(const char *name, int64_t d0, int64_t d1, zdist_dtype_t dtype, int index,
         .shard_index = index,
         .row_offset = off,
         .rows = rows,
-        .init = {.kind = PSD_INIT_ZEROS},
+        .init = {.kind = ZDIST_INIT_ZEROS},
         .seed = 42,
     };
     return s;
@@ -70,7 +70,7 @@ test_create_idempotent(void)
 
     /* same key, other spec */
     psd_shard_spec_t b = a;
-    b.init.kind = PSD_INIT_ONES;
+    b.init.kind = ZDIST_INIT_ONES;
     CU_ASSERT_EQUAL(psd_store_create(store, &b, NULL, &err), -EEXIST);
     CU_ASSERT_EQUAL(zdist_status_from_errno(-EEXIST), ZDIST_STATUS_ALREADY_EXISTS);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "already exists"));
@@ -100,7 +100,7 @@ test_create_idempotent(void)
     b = s_spec("x", 13, 4, ZDIST_DTYPE_STRING, 0, 0, 4);
     CU_ASSERT_EQUAL(psd_store_create(store, &b, NULL, &err), -EINVAL);
     b = s_spec("x", 13, 4, ZDIST_DTYPE_INT32, 0, 0, 4);
-    b.init.kind = PSD_INIT_RANDOM_NORMAL;
+    b.init.kind = ZDIST_INIT_RANDOM_NORMAL;
     b.init.stddev = 1;
     CU_ASSERT_EQUAL(psd_store_create(store, &b, NULL, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "float32 or float64"));
@@ -205,7 +205,7 @@ test_writes(void)
     psd_store_t *store = psd_store_new();
     zdist_error_t err = {0};
     psd_shard_spec_t a = s_spec("w", 6, 2, ZDIST_DTYPE_FLOAT32, 0, 0, 6);
-    a.init = (psd_init_t){.kind = PSD_INIT_CONSTANT, .value = 1.5};
+    a.init = (zdist_initializer_t){.kind = ZDIST_INIT_CONSTANT, .value = 1.5};
     psd_shard_t *sh = NULL;
     CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &a, &sh, &err), 0);
     float v[12];
@@ -264,7 +264,7 @@ test_writes(void)
 
     /* integer shards wrap like TF and refuse optimizers */
     psd_shard_spec_t ci = s_spec("counts", 2, 2, ZDIST_DTYPE_INT32, 0, 0, 2);
-    ci.init = (psd_init_t){.kind = PSD_INIT_CONSTANT, .value = 2147483647.0};
+    ci.init = (zdist_initializer_t){.kind = ZDIST_INIT_CONSTANT, .value = 2147483647.0};
     psd_shard_t *si = NULL;
     CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &ci, &si, &err), 0);
     int32_t one[4] = {1, 1, 1, -1};
@@ -426,7 +426,7 @@ test_concurrent_assign_add(void)
 
 /* Fills a [rows, cols] float64 variable through a Div partition into n shards. */
 static void
-s_fill_sharded(const psd_init_t *init, const char *name, int64_t rows, int64_t cols, int nshards,
+s_fill_sharded(const zdist_initializer_t *init, const char *name, int64_t rows, int64_t cols, int nshards,
                double *out)
 {
     psd_store_t *store = psd_store_new();
@@ -449,12 +449,12 @@ s_fill_sharded(const psd_init_t *init, const char *name, int64_t rows, int64_t c
 static void
 test_init_sharding_determinism(void)
 {
-    psd_init_t inits[] = {
-        {.kind = PSD_INIT_RANDOM_UNIFORM, .minval = -2, .maxval = 3},
-        {.kind = PSD_INIT_RANDOM_NORMAL, .mean = 1, .stddev = 0.5},
-        {.kind = PSD_INIT_TRUNCATED_NORMAL, .mean = 0, .stddev = 2},
-        {.kind = PSD_INIT_GLOROT_UNIFORM},
-        {.kind = PSD_INIT_CONSTANT, .value = 0.25},
+    zdist_initializer_t inits[] = {
+        {.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = -2, .maxval = 3},
+        {.kind = ZDIST_INIT_RANDOM_NORMAL, .mean = 1, .stddev = 0.5},
+        {.kind = ZDIST_INIT_TRUNCATED_NORMAL, .mean = 0, .stddev = 2},
+        {.kind = ZDIST_INIT_GLOROT_UNIFORM},
+        {.kind = ZDIST_INIT_CONSTANT, .value = 0.25},
     };
     enum { R = 13, C = 7 };
     for (size_t k = 0; k < sizeof inits / sizeof inits[0]; k++) {
@@ -464,7 +464,7 @@ test_init_sharding_determinism(void)
         s_fill_sharded(&inits[k], "layer/kernel", R, C, 5, five);
         CU_ASSERT_EQUAL(memcmp(one, three, sizeof one), 0);
         CU_ASSERT_EQUAL(memcmp(one, five, sizeof one), 0);
-        if (inits[k].kind != PSD_INIT_CONSTANT) {
+        if (inits[k].kind != ZDIST_INIT_CONSTANT) {
             /* random: elements differ from each other, and by name */
             int same = 0;
             for (int i = 1; i < R * C; i++)
@@ -477,14 +477,14 @@ test_init_sharding_determinism(void)
     }
     /* another seed gives other values */
     zdist_shape_t shape = {.rank = 2, .dims = {4, 4}};
-    psd_init_t u = {.kind = PSD_INIT_RANDOM_UNIFORM, .minval = 0, .maxval = 1};
+    zdist_initializer_t u = {.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = 0, .maxval = 1};
     double a[16], b[16];
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 1, "v", ZDIST_DTYPE_FLOAT64, &shape, 0, 4, a, sizeof a, NULL), 0);
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 2, "v", ZDIST_DTYPE_FLOAT64, &shape, 0, 4, b, sizeof b, NULL), 0);
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 1, "v", ZDIST_DTYPE_FLOAT64, &shape, 0, 4, a, sizeof a, NULL), 0);
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 2, "v", ZDIST_DTYPE_FLOAT64, &shape, 0, 4, b, sizeof b, NULL), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof a), 0);
     /* float32 is the float64 value rounded */
     float f[16];
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 1, "v", ZDIST_DTYPE_FLOAT32, &shape, 0, 4, f, sizeof f, NULL), 0);
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 1, "v", ZDIST_DTYPE_FLOAT32, &shape, 0, 4, f, sizeof f, NULL), 0);
     CU_ASSERT_EQUAL(f[5], (float) a[5]);
 }
 
@@ -496,8 +496,8 @@ test_init_distributions(void)
     double *x = malloc(N * sizeof *x);
     zdist_error_t err = {0};
 
-    psd_init_t u = {.kind = PSD_INIT_RANDOM_UNIFORM, .minval = -2, .maxval = 3};
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
+    zdist_initializer_t u = {.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = -2, .maxval = 3};
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
     double sum = 0, sq = 0;
     int out = 0;
     for (int i = 0; i < N; i++) {
@@ -507,8 +507,8 @@ test_init_distributions(void)
     CU_ASSERT_EQUAL(out, 0);
     CU_ASSERT_DOUBLE_EQUAL(sum / N, 0.5, 0.05); /* sd of the mean ~ 0.01 */
 
-    psd_init_t nrm = {.kind = PSD_INIT_RANDOM_NORMAL, .mean = 1, .stddev = 2};
-    CU_ASSERT_EQUAL(psd_init_fill(&nrm, 7, "n", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
+    zdist_initializer_t nrm = {.kind = ZDIST_INIT_RANDOM_NORMAL, .mean = 1, .stddev = 2};
+    CU_ASSERT_EQUAL(zdist_init_fill(&nrm, 7, "n", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
     sum = sq = 0;
     int beyond = 0;
     for (int i = 0; i < N; i++) {
@@ -522,8 +522,8 @@ test_init_distributions(void)
     CU_ASSERT_DOUBLE_EQUAL(sqrt(sq / N), 2.0, 0.1);
     CU_ASSERT(beyond > N / 50); /* ~4.6% lie beyond 2 sd */
 
-    psd_init_t tn = {.kind = PSD_INIT_TRUNCATED_NORMAL, .mean = 1, .stddev = 2};
-    CU_ASSERT_EQUAL(psd_init_fill(&tn, 7, "t", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
+    zdist_initializer_t tn = {.kind = ZDIST_INIT_TRUNCATED_NORMAL, .mean = 1, .stddev = 2};
+    CU_ASSERT_EQUAL(zdist_init_fill(&tn, 7, "t", ZDIST_DTYPE_FLOAT64, &shape, 0, N, x, N * 8, &err), 0);
     beyond = 0;
     sum = sq = 0;
     for (int i = 0; i < N; i++) {
@@ -543,21 +543,21 @@ test_init_distributions(void)
     zdist_shape_t s4 = {.rank = 4, .dims = {3, 3, 4, 8}};
     zdist_shape_t s0 = {.rank = 0};
     double fi, fo;
-    psd_init_compute_fans(&s4, &fi, &fo);
+    zdist_init_compute_fans(&s4, &fi, &fo);
     CU_ASSERT_EQUAL(fi, 36);
     CU_ASSERT_EQUAL(fo, 72);
-    psd_init_compute_fans(&s1, &fi, &fo);
+    zdist_init_compute_fans(&s1, &fi, &fo);
     CU_ASSERT_EQUAL(fi, 7);
     CU_ASSERT_EQUAL(fo, 7);
-    CU_ASSERT_DOUBLE_EQUAL(psd_init_glorot_limit(&s2), sqrt(6.0 / 8), 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(psd_init_glorot_limit(&s1), sqrt(6.0 / 14), 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(psd_init_glorot_limit(&s4), sqrt(6.0 / 108), 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(psd_init_glorot_limit(&s0), sqrt(3.0), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(zdist_init_glorot_limit(&s2), sqrt(6.0 / 8), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(zdist_init_glorot_limit(&s1), sqrt(6.0 / 14), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(zdist_init_glorot_limit(&s4), sqrt(6.0 / 108), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(zdist_init_glorot_limit(&s0), sqrt(3.0), 1e-15);
     zdist_shape_t big = {.rank = 2, .dims = {400, 100}};
     double *g = malloc(400 * 100 * sizeof *g);
-    psd_init_t gl = {.kind = PSD_INIT_GLOROT_UNIFORM};
+    zdist_initializer_t gl = {.kind = ZDIST_INIT_GLOROT_UNIFORM};
     /* rows 100..300 only: the limit still comes from [400, 100] */
-    CU_ASSERT_EQUAL(psd_init_fill(&gl, 3, "g", ZDIST_DTYPE_FLOAT64, &big, 100, 200, g,
+    CU_ASSERT_EQUAL(zdist_init_fill(&gl, 3, "g", ZDIST_DTYPE_FLOAT64, &big, 100, 200, g,
                                   200 * 100 * 8, &err), 0);
     double lim = sqrt(6.0 / 500), maxabs = 0;
     for (int i = 0; i < 200 * 100; i++)
@@ -567,23 +567,23 @@ test_init_distributions(void)
     free(g);
 
     /* refusals */
-    CU_ASSERT_EQUAL(psd_init_fill(&gl, 3, "g", ZDIST_DTYPE_INT64, &big, 0, 1, x, 800, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_init_fill(&gl, 3, "g", ZDIST_DTYPE_INT64, &big, 0, 1, x, 800, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "glorot_uniform needs a float32 or float64"));
-    psd_init_t badu = {.kind = PSD_INIT_RANDOM_UNIFORM, .minval = 2, .maxval = 1};
-    CU_ASSERT_EQUAL(psd_init_validate(&badu, ZDIST_DTYPE_FLOAT32, &err), -EINVAL);
-    psd_init_t badn = {.kind = PSD_INIT_RANDOM_NORMAL, .stddev = -1};
-    CU_ASSERT_EQUAL(psd_init_validate(&badn, ZDIST_DTYPE_FLOAT32, &err), -EINVAL);
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, N - 1, 2, x, 16, &err), -EINVAL);
-    CU_ASSERT_EQUAL(psd_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, 0, 2, x, 8, &err), -EINVAL);
-    psd_init_kind_t kind;
-    CU_ASSERT_EQUAL(psd_init_kind_from_name("truncated_normal", &kind), 0);
-    CU_ASSERT_EQUAL(kind, PSD_INIT_TRUNCATED_NORMAL);
-    CU_ASSERT_EQUAL(psd_init_kind_from_name("he_normal", &kind), -EINVAL);
+    zdist_initializer_t badu = {.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = 2, .maxval = 1};
+    CU_ASSERT_EQUAL(zdist_init_validate(&badu, ZDIST_DTYPE_FLOAT32, &err), -EINVAL);
+    zdist_initializer_t badn = {.kind = ZDIST_INIT_RANDOM_NORMAL, .stddev = -1};
+    CU_ASSERT_EQUAL(zdist_init_validate(&badn, ZDIST_DTYPE_FLOAT32, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, N - 1, 2, x, 16, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_init_fill(&u, 7, "u", ZDIST_DTYPE_FLOAT64, &shape, 0, 2, x, 8, &err), -EINVAL);
+    zdist_init_kind_t kind;
+    CU_ASSERT_EQUAL(zdist_init_kind_from_name("truncated_normal", &kind), 0);
+    CU_ASSERT_EQUAL(kind, ZDIST_INIT_TRUNCATED_NORMAL);
+    CU_ASSERT_EQUAL(zdist_init_kind_from_name("he_normal", &kind), -EINVAL);
     /* ones/constant fill int dtypes */
     int64_t iv[4];
-    psd_init_t c = {.kind = PSD_INIT_CONSTANT, .value = -3};
+    zdist_initializer_t c = {.kind = ZDIST_INIT_CONSTANT, .value = -3};
     zdist_shape_t s22 = {.rank = 2, .dims = {2, 2}};
-    CU_ASSERT_EQUAL(psd_init_fill(&c, 0, "c", ZDIST_DTYPE_INT64, &s22, 0, 2, iv, sizeof iv, &err), 0);
+    CU_ASSERT_EQUAL(zdist_init_fill(&c, 0, "c", ZDIST_DTYPE_INT64, &s22, 0, 2, iv, sizeof iv, &err), 0);
     CU_ASSERT_EQUAL(iv[3], -3);
     free(x);
 }

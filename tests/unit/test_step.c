@@ -192,7 +192,7 @@ static worker_trainer_t *
 s_probe_trainer(worker_strategy_kind_t kind, int n)
 {
     worker_trainer_config_t cfg = {.strategy = kind, .num_replicas = n, .seed = 3};
-    psd_optim_config_default(&cfg.optim, PSD_OPTIM_SGD);
+    zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
     zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
     zdist_error_t err = {0};
     worker_trainer_t *t = worker_trainer_new(&s_probe_model, NULL, &info, &cfg, &err);
@@ -322,10 +322,10 @@ test_bad_variables(void)
 
 static worker_trainer_t *
 s_trainer(const zdist_model_t *model, const char *params, const zdist_dataset_t *ds, worker_strategy_kind_t kind,
-          int n, psd_optim_kind_t opt)
+          int n, zdist_optim_kind_t opt)
 {
     worker_trainer_config_t cfg = {.strategy = kind, .num_replicas = n, .seed = 11};
-    psd_optim_config_default(&cfg.optim, opt);
+    zdist_optim_config_default(&cfg.optim, opt);
     cfg.optim.learning_rate = 0.05;
     zdist_model_info_t info = {.input_dim = zdist_dataset_dim(ds), .num_classes = zdist_dataset_num_classes(ds),
                                .sparse = zdist_dataset_is_sparse(ds), .label_dtype = zdist_dataset_label_dtype(ds),
@@ -377,9 +377,9 @@ test_mirrored_matches_one_device(void)
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(50, 6, 3, 5, &ds, &err), 0);
     /* Batch 4 over 3 replicas: 2,1,1 -- and the last partial batch of 2 (50 = 12*4 + 2) gives 1,1,0. */
     worker_trainer_t *one = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, WORKER_STRATEGY_ONE_DEVICE, 1,
-                                      PSD_OPTIM_SGD);
+                                      ZDIST_OPTIM_SGD);
     worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, WORKER_STRATEGY_MIRRORED, 3,
-                                      PSD_OPTIM_SGD);
+                                      ZDIST_OPTIM_SGD);
     if (one && mir) {
         double l1, l3;
         CU_ASSERT_EQUAL(s_train(one, ds, 4, 13, &l1), 0);
@@ -410,9 +410,9 @@ test_mirrored_copies_identical(void)
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(200, 8, 4, 9, &ds, &err), 0);
     worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [16, 8]}", ds, WORKER_STRATEGY_MIRRORED, 3,
-                                      PSD_OPTIM_ADAM);
+                                      ZDIST_OPTIM_ADAM);
     worker_trainer_t *cen = s_trainer(&worker_model_mlp, "{\"hidden\": [16, 8]}", ds,
-                                      WORKER_STRATEGY_CENTRAL_STORAGE, 3, PSD_OPTIM_ADAM);
+                                      WORKER_STRATEGY_CENTRAL_STORAGE, 3, ZDIST_OPTIM_ADAM);
     if (mir && cen) {
         double first, last;
         CU_ASSERT_EQUAL(s_train(mir, ds, 10, 1, &first), 0);
@@ -451,7 +451,7 @@ test_sparse_mirrored(void)
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_read_libsvm(path, 16, &ds, &err), 0);
     worker_trainer_t *mir = s_trainer(&worker_model_sparse_logreg, "{\"dim\": 12}", ds, WORKER_STRATEGY_MIRRORED, 2,
-                                      PSD_OPTIM_ADAGRAD);
+                                      ZDIST_OPTIM_ADAGRAD);
     if (mir) {
         double first, last;
         CU_ASSERT_EQUAL(s_train(mir, ds, 8, 1, &first), 0);
@@ -481,7 +481,7 @@ test_plugin_load_and_train(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     zdist_dataset_t *ds = NULL;
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_regression(256, 4, 2, 0.01, &ds, &err), 0);
-    worker_trainer_t *t = s_trainer(m, NULL, ds, WORKER_STRATEGY_MIRRORED, 2, PSD_OPTIM_SGD);
+    worker_trainer_t *t = s_trainer(m, NULL, ds, WORKER_STRATEGY_MIRRORED, 2, ZDIST_OPTIM_SGD);
     if (t) {
         double first, last;
         CU_ASSERT_EQUAL(s_train(t, ds, 16, 1, &first), 0);
@@ -565,7 +565,7 @@ test_multi_worker_collectives(void)
         for (int i = 0; i < 2; i++) {
             worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = local,
                                            .seed = 3, .num_workers = 2, .worker_index = i};
-            psd_optim_config_default(&cfg.optim, PSD_OPTIM_SGD);
+            zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
             zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
             zdist_error_t err = {0};
             w[i].t = worker_trainer_new(&s_probe_model, NULL, &info, &cfg, &err);
@@ -615,7 +615,7 @@ test_multi_worker_peer_missing(void)
 {
     worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 2, .seed = 3,
                                    .num_workers = 2, .worker_index = 0};
-    psd_optim_config_default(&cfg.optim, PSD_OPTIM_SGD);
+    zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
     zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
     zdist_error_t err = {0};
     worker_trainer_t *t = worker_trainer_new(&s_probe_model, NULL, &info, &cfg, &err);

@@ -48,6 +48,8 @@
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
+#include "zdist/init.h"
+#include "zdist/optim.h"
 #include "zdist/rpc.h"
 #include "zdist/tensor.h"
 #include "zdist/wire.h"
@@ -76,17 +78,6 @@ typedef enum {
 /* "pull", "assign_add"...; "unknown" for other values. */
 ZDIST_EXPORT const char *zdist_ps_method_name(uint32_t method);
 
-/* An initializer (kind NULL or "" = zeros). Fields a kind does not use are
-   ignored: constant uses value; random_uniform minval/maxval;
-   random_normal and truncated_normal mean/stddev; glorot_uniform none. */
-typedef struct {
-    const char *kind; /* zeros, ones, constant, random_uniform, random_normal,
-                         truncated_normal, glorot_uniform */
-    double value;
-    double minval, maxval;
-    double mean, stddev;
-} zdist_ps_initializer_t;
-
 /* One shard of a variable, as created on a psd. Strings are borrowed. */
 typedef struct {
     const char *name;
@@ -95,23 +86,14 @@ typedef struct {
     int32_t shard_index;
     int64_t row_offset;    /* first global row of the shard */
     int64_t row_count;     /* rows of the shard */
-    zdist_ps_initializer_t init;
+    zdist_initializer_t init; /* zdist/init.h; a zeroed one is zeros */
     uint64_t seed;         /* values depend only on (seed, name, global row) */
 } zdist_ps_var_spec_t;
 
-/* The psd's optimizer. Zero fields take Keras's defaults for the kind
-   (sgd lr 0.01; momentum 0.01/0.9; adagrad 0.001, accumulator 0.1,
-   epsilon 1e-7; adam 0.001, 0.9, 0.999, 1e-7). */
-typedef struct {
-    const char *kind; /* sgd, momentum, adagrad, adam */
-    double learning_rate;
-    double momentum;
-    bool nesterov;
-    double initial_accumulator_value;
-    double beta1, beta2;
-    double epsilon;
-    bool lazy; /* adam: sparse pushes update only their rows */
-} zdist_ps_optimizer_t;
+/* The psd's optimizer is a zdist_optim_config_t (zdist/optim.h). Zero
+   fields take Keras's defaults for the kind (sgd lr 0.01; momentum
+   0.01/0.9; adagrad 0.001, accumulator 0.1, epsilon 1e-7; adam 0.001, 0.9,
+   0.999, 1e-7). */
 
 /* ---- request builders ----
    Each returns a new request the caller sends (zdist_rpc_client_send takes
@@ -163,7 +145,7 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, i
    row range: any sharding onto any other. */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
-ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_ps_optimizer_t *opt);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt);
 
 /* ---- reply parsers ----
    All check the reply's status first: a refusal (or a completion made by
@@ -332,7 +314,7 @@ ZDIST_EXPORT int zdist_ps_client_restore(zdist_ps_client_t *self, const char *di
                                          zdist_error_t *err);
 /* *ret_stats is the caller's (zdist_ps_stats_destroy). */
 ZDIST_EXPORT int zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdist_error_t *err);
-ZDIST_EXPORT int zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_ps_optimizer_t *opt,
+ZDIST_EXPORT int zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
                                                zdist_error_t *err);
 
 /* "host:port" or "tcp://host:port" -> "tcp://host:port" in buf. -EINVAL

@@ -11,7 +11,7 @@
    (parameter_server), or peer collectives.
 
    This header is the whole ABI. It is self-contained on purpose: a plugin
-   includes it (plus zdist/tensor.h and zdist/error.h for plain types) and
+   includes it (plus zdist/tensor.h, zdist/error.h and zdist/init.h for plain types) and
    needs no symbol from libzdist or from the process that loads it — every
    call into the host goes through the function tables below, wrapped in
    static inline accessors.
@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "zdist/error.h"
+#include "zdist/init.h"
 #include "zdist/tensor.h"
 
 #ifdef __cplusplus
@@ -70,26 +71,7 @@ typedef enum {
     ZDIST_AGG_ONLY_FIRST_REPLICA = 3,
 } zdist_var_agg_t;
 
-/* Initializers, the names the psd and job JSON use ("zeros", "ones",
-   "constant", "random_uniform", "random_normal", "truncated_normal",
-   "glorot_uniform"). Values depend only on (seed, variable name, global row,
-   column): the same variable whatever its partitioning or strategy. */
-typedef enum {
-    ZDIST_INIT_ZEROS = 0,
-    ZDIST_INIT_ONES,
-    ZDIST_INIT_CONSTANT,         /* value */
-    ZDIST_INIT_RANDOM_UNIFORM,   /* [minval, maxval) */
-    ZDIST_INIT_RANDOM_NORMAL,    /* mean, stddev */
-    ZDIST_INIT_TRUNCATED_NORMAL, /* mean, stddev; redrawn beyond 2 stddev */
-    ZDIST_INIT_GLOROT_UNIFORM,   /* fans from the full shape, as Keras */
-} zdist_init_kind_t;
-
-typedef struct {
-    zdist_init_kind_t kind;
-    double value;
-    double minval, maxval;
-    double mean, stddev;
-} zdist_initializer_t;
+/* Initializers (zdist_initializer_t): zdist/init.h. */
 
 /* One variable, declared in `build`. Strings are copied by the host. */
 typedef struct {

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 #include "psd_shard.h"
 #include "testutil.h"
 
 /* A store with one [rows, cols] shard at row_offset, constant-initialized. */
 static psd_store_t *
-s_store(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t total_rows, int64_t cols,
+s_store(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t total_rows, int64_t cols,
         int64_t off, int64_t rows, double init, psd_shard_t **ret_shard)
 {
     psd_store_t *store = psd_store_new();
@@ -21,7 +21,7 @@ s_store(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t total_rows, 
         .dtype = dtype,
         .row_offset = off,
         .rows = rows,
-        .init = {.kind = PSD_INIT_CONSTANT, .value = init},
+        .init = {.kind = ZDIST_INIT_CONSTANT, .value = init},
     };
     CU_ASSERT_EQUAL(psd_store_create(store, &s, ret_shard, NULL), 0);
     return store;
@@ -63,8 +63,8 @@ s_slot(psd_shard_t *sh, int slot, int64_t row, int col)
 static void
 test_sgd(void)
 {
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_SGD);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_SGD);
     CU_ASSERT_EQUAL(c.learning_rate, 0.01);
     c.learning_rate = 0.1;
     psd_shard_t *sh;
@@ -97,8 +97,8 @@ test_momentum(void)
     const double nest[3] = {0.81, 0.539, 0.1951};
     const double vel[3] = {-0.1, -0.19, -0.271};
     for (int nesterov = 0; nesterov < 2; nesterov++) {
-        psd_optim_config_t c;
-        psd_optim_config_default(&c, PSD_OPTIM_MOMENTUM);
+        zdist_optim_config_t c;
+        zdist_optim_config_default(&c, ZDIST_OPTIM_MOMENTUM);
         c.learning_rate = 0.1;
         c.momentum = 0.9;
         c.nesterov = nesterov;
@@ -121,8 +121,8 @@ test_momentum(void)
 static void
 test_adagrad(void)
 {
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_ADAGRAD);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_ADAGRAD);
     CU_ASSERT_EQUAL(c.initial_accumulator_value, 0.1);
     CU_ASSERT_EQUAL(c.epsilon, 1e-7);
     c.learning_rate = 0.1;
@@ -146,8 +146,8 @@ test_adagrad(void)
 static void
 test_adam(void)
 {
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_ADAM);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_ADAM);
     CU_ASSERT_EQUAL(c.beta1, 0.9);
     CU_ASSERT_EQUAL(c.beta2, 0.999);
     CU_ASSERT_EQUAL(c.epsilon, 1e-7);
@@ -197,8 +197,8 @@ test_adam(void)
         psd_store_stats(store, &st);
         CU_ASSERT_EQUAL(st.slot_bytes, 2 * st.value_bytes);
         /* changing the kind drops slots and the step counter */
-        psd_optim_config_t sgd;
-        psd_optim_config_default(&sgd, PSD_OPTIM_SGD);
+        zdist_optim_config_t sgd;
+        zdist_optim_config_default(&sgd, ZDIST_OPTIM_SGD);
         CU_ASSERT_EQUAL(psd_store_set_optimizer(store, &sgd, NULL), 0);
         CU_ASSERT_EQUAL(psd_shard_step(sh), 0);
         psd_store_stats(store, &st);
@@ -210,8 +210,8 @@ test_adam(void)
 static void
 test_dense_row_range(void)
 {
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_MOMENTUM);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_MOMENTUM);
     c.learning_rate = 1;
     c.momentum = 0.5;
     psd_shard_t *sh;
@@ -244,8 +244,8 @@ static void
 test_sparse_duplicates_summed(void)
 {
     /* sgd lr 1 on rows [10, 14) x 2: ids 11, 13, 11 */
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_SGD);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_SGD);
     c.learning_rate = 1;
     psd_shard_t *sh;
     psd_store_t *store = s_store(&c, ZDIST_DTYPE_FLOAT64, 14, 2, 10, 4, 0.0, &sh);
@@ -271,7 +271,7 @@ test_sparse_duplicates_summed(void)
 
     /* adagrad: summing first differs from applying twice.
        a = 0.1 + (1 + 2)^2 = 9.1; w = 1 - 0.1 * 3 / (sqrt(9.1) + 1e-7) = 0.90055141 */
-    psd_optim_config_default(&c, PSD_OPTIM_ADAGRAD);
+    zdist_optim_config_default(&c, ZDIST_OPTIM_ADAGRAD);
     c.learning_rate = 0.1;
     store = s_store(&c, ZDIST_DTYPE_FLOAT32, 4, 1, 0, 4, 1.0, &sh);
     int64_t dup[2] = {2, 2};
@@ -297,8 +297,8 @@ test_sparse_adam(void)
          row 1: m = 0.19, v = 0.001999      w -= lr_t 0.19/(sqrt(0.001999)+eps)
        lazy: row 0 unchanged after step 1 (m 0.1, v 0.001). */
     for (int lazy = 0; lazy < 2; lazy++) {
-        psd_optim_config_t c;
-        psd_optim_config_default(&c, PSD_OPTIM_ADAM);
+        zdist_optim_config_t c;
+        zdist_optim_config_default(&c, ZDIST_OPTIM_ADAM);
         c.learning_rate = 0.01;
         c.lazy = lazy;
         psd_shard_t *sh;
@@ -339,8 +339,8 @@ static void
 test_sparse_matches_dense(void)
 {
     /* For momentum, a sparse push touching every row once equals the dense push. */
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_MOMENTUM);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_MOMENTUM);
     c.nesterov = true;
     psd_shard_t *d, *s;
     psd_store_t *sd = s_store(&c, ZDIST_DTYPE_FLOAT32, 64, 8, 0, 64, 0.5, &d);
@@ -375,53 +375,53 @@ static void
 test_config(void)
 {
     zdist_error_t err = {0};
-    psd_optim_config_t c;
-    psd_optim_config_default(&c, PSD_OPTIM_ADAM);
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), 0);
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_ADAM);
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), 0);
     c.beta1 = 1.0;
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "beta_1"));
-    psd_optim_config_default(&c, PSD_OPTIM_SGD);
+    zdist_optim_config_default(&c, ZDIST_OPTIM_SGD);
     c.learning_rate = -1;
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "learning_rate"));
     c.learning_rate = NAN;
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), -EINVAL);
-    psd_optim_config_default(&c, PSD_OPTIM_MOMENTUM);
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), -EINVAL);
+    zdist_optim_config_default(&c, ZDIST_OPTIM_MOMENTUM);
     c.momentum = 1.5;
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), -EINVAL);
     psd_store_t *store = psd_store_new();
     CU_ASSERT_EQUAL(psd_store_set_optimizer(store, &c, &err), -EINVAL);
-    psd_optim_config_t got;
+    zdist_optim_config_t got;
     psd_store_get_optimizer(store, &got);
-    CU_ASSERT_EQUAL(got.kind, PSD_OPTIM_SGD); /* unchanged */
+    CU_ASSERT_EQUAL(got.kind, ZDIST_OPTIM_SGD); /* unchanged */
     psd_store_destroy(&store);
-    c.kind = (psd_optim_kind_t) 77;
-    CU_ASSERT_EQUAL(psd_optim_config_validate(&c, &err), -EINVAL);
-    psd_optim_kind_t k;
-    CU_ASSERT_EQUAL(psd_optim_kind_from_name("adagrad", &k), 0);
-    CU_ASSERT_EQUAL(k, PSD_OPTIM_ADAGRAD);
-    CU_ASSERT_EQUAL(psd_optim_kind_from_name("rmsprop", &k), -EINVAL);
-    CU_ASSERT_STRING_EQUAL(psd_optim_slot_name(PSD_OPTIM_ADAM, 1), "v");
-    CU_ASSERT_STRING_EQUAL(psd_optim_slot_name(PSD_OPTIM_ADAGRAD, 0), "accumulator");
-    CU_ASSERT_PTR_NULL(psd_optim_slot_name(PSD_OPTIM_SGD, 0));
-    CU_ASSERT_EQUAL(psd_optim_num_slots(PSD_OPTIM_MOMENTUM), 1);
-    psd_optim_config_t a, b;
-    psd_optim_config_default(&a, PSD_OPTIM_ADAM);
+    c.kind = (zdist_optim_kind_t) 77;
+    CU_ASSERT_EQUAL(zdist_optim_config_validate(&c, &err), -EINVAL);
+    zdist_optim_kind_t k;
+    CU_ASSERT_EQUAL(zdist_optim_kind_from_name("adagrad", &k), 0);
+    CU_ASSERT_EQUAL(k, ZDIST_OPTIM_ADAGRAD);
+    CU_ASSERT_EQUAL(zdist_optim_kind_from_name("rmsprop", &k), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(zdist_optim_slot_name(ZDIST_OPTIM_ADAM, 1), "v");
+    CU_ASSERT_STRING_EQUAL(zdist_optim_slot_name(ZDIST_OPTIM_ADAGRAD, 0), "accumulator");
+    CU_ASSERT_PTR_NULL(zdist_optim_slot_name(ZDIST_OPTIM_SGD, 0));
+    CU_ASSERT_EQUAL(zdist_optim_num_slots(ZDIST_OPTIM_MOMENTUM), 1);
+    zdist_optim_config_t a, b;
+    zdist_optim_config_default(&a, ZDIST_OPTIM_ADAM);
     b = a;
     b.momentum = 0.3; /* a field adam does not use */
-    CU_ASSERT_TRUE(psd_optim_config_equal(&a, &b));
+    CU_ASSERT_TRUE(zdist_optim_config_equal(&a, &b));
     b.lazy = true;
-    CU_ASSERT_FALSE(psd_optim_config_equal(&a, &b));
+    CU_ASSERT_FALSE(zdist_optim_config_equal(&a, &b));
     /* the kernels refuse integer dtypes */
     int32_t wi = 0, gi = 1;
-    CU_ASSERT_EQUAL(psd_optim_apply_dense(&a, ZDIST_DTYPE_INT32, 1, &wi, NULL, &gi, 1), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_optim_apply_dense(&a, ZDIST_DTYPE_INT32, 1, &wi, NULL, &gi, 1), -EINVAL);
 }
 
 void
-zdist_test_psd_optim_register(void)
+zdist_test_optim_register(void)
 {
-    ZDIST_SUITE("psd_optim",
+    ZDIST_SUITE("optim",
                 {"sgd", test_sgd},
                 {"momentum and nesterov (Keras)", test_momentum},
                 {"adagrad (Keras defaults)", test_adagrad},

@@ -1,11 +1,12 @@
-/* psd_optim: optimizer configs and update kernels (Keras/TF semantics) applied to shard memory. */
-#ifndef PSD_OPTIM_H
-#define PSD_OPTIM_H
+/* zdist optim: optimizer configs and update kernels (Keras/TF semantics), one for psd shards and local copies. */
+#ifndef ZDIST_OPTIM_H
+#define ZDIST_OPTIM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/tensor.h"
 
@@ -13,7 +14,7 @@
 extern "C" {
 #endif
 
-#define PSD_OPTIM_MAX_SLOTS 2
+#define ZDIST_OPTIM_MAX_SLOTS 2
 
 /* Update rules, per element, with g the gradient and t the step counter
    after its increment (1 on the first apply):
@@ -32,14 +33,14 @@ extern "C" {
    gradient rows; that is the default here. `lazy` gives LazyAdam semantics
    instead: only touched rows' m, v and w change (cheaper for big tables). */
 typedef enum {
-    PSD_OPTIM_SGD = 1,
-    PSD_OPTIM_MOMENTUM,
-    PSD_OPTIM_ADAGRAD,
-    PSD_OPTIM_ADAM,
-} psd_optim_kind_t;
+    ZDIST_OPTIM_SGD = 1,
+    ZDIST_OPTIM_MOMENTUM,
+    ZDIST_OPTIM_ADAGRAD,
+    ZDIST_OPTIM_ADAM,
+} zdist_optim_kind_t;
 
 typedef struct {
-    psd_optim_kind_t kind;
+    zdist_optim_kind_t kind;
     double learning_rate;
     double momentum; /* momentum */
     bool nesterov;   /* momentum */
@@ -47,38 +48,38 @@ typedef struct {
     double beta1, beta2;              /* adam */
     double epsilon;                   /* adagrad, adam */
     bool lazy;                        /* adam: sparse updates touch only their rows */
-} psd_optim_config_t;
+} zdist_optim_config_t;
 
 /* Keras defaults: sgd lr 0.01; momentum lr 0.01 momentum 0.9; adagrad
    lr 0.001, initial accumulator 0.1, epsilon 1e-7; adam lr 0.001, beta1 0.9,
    beta2 0.999, epsilon 1e-7. An unknown kind yields sgd. */
-void psd_optim_config_default(psd_optim_config_t *ret_cfg, psd_optim_kind_t kind);
+ZDIST_EXPORT void zdist_optim_config_default(zdist_optim_config_t *ret_cfg, zdist_optim_kind_t kind);
 /* -EINVAL with a message naming the field: lr > 0 finite, momentum in
    [0, 1], betas in [0, 1), epsilon >= 0, accumulator >= 0. */
-int psd_optim_config_validate(const psd_optim_config_t *cfg, zdist_error_t *err);
+ZDIST_EXPORT int zdist_optim_config_validate(const zdist_optim_config_t *cfg, zdist_error_t *err);
 /* Same kind and same values of the fields that kind uses. */
-bool psd_optim_config_equal(const psd_optim_config_t *a, const psd_optim_config_t *b);
+ZDIST_EXPORT bool zdist_optim_config_equal(const zdist_optim_config_t *a, const zdist_optim_config_t *b);
 
 /* "sgd", "momentum", "adagrad", "adam"; "invalid" otherwise. */
-const char *psd_optim_kind_name(psd_optim_kind_t kind);
+ZDIST_EXPORT const char *zdist_optim_kind_name(zdist_optim_kind_t kind);
 /* Name -> kind; -EINVAL if unknown. */
-int psd_optim_kind_from_name(const char *name, psd_optim_kind_t *ret_kind);
+ZDIST_EXPORT int zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind);
 
 /* Slot variables beside the values, same shape and dtype: momentum has
    "momentum", adagrad "accumulator", adam "m" and "v"; sgd none. */
-int psd_optim_num_slots(psd_optim_kind_t kind);
+ZDIST_EXPORT int zdist_optim_num_slots(zdist_optim_kind_t kind);
 /* Slot name (Keras's), NULL when i is out of range. */
-const char *psd_optim_slot_name(psd_optim_kind_t kind, int i);
+ZDIST_EXPORT const char *zdist_optim_slot_name(zdist_optim_kind_t kind, int i);
 /* Value a fresh slot holds: adagrad's initial accumulator, else 0. */
-double psd_optim_slot_initial(const psd_optim_config_t *cfg, int i);
+ZDIST_EXPORT double zdist_optim_slot_initial(const zdist_optim_config_t *cfg, int i);
 /* Fills n elements of a slot with its initial value. */
-void psd_optim_slot_fill(const psd_optim_config_t *cfg, int i, zdist_dtype_t dtype, void *slot,
+ZDIST_EXPORT void zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtype, void *slot,
                          size_t n);
 
 /* Dense apply on n contiguous elements: w and slots[i] point at the same
    element offset. dtype float32 or float64 (-EINVAL otherwise). step is the
    step counter after its increment. g NULL means a zero gradient. */
-int psd_optim_apply_dense(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+ZDIST_EXPORT int zdist_optim_apply_dense(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                           void *w, void *const *slots, const void *g, size_t n);
 
 /* Growable scratch for summing duplicate ids; one per shard, used under
@@ -88,18 +89,18 @@ typedef struct {
     size_t pairs_cap;
     void *grad;
     size_t grad_cap;
-} psd_optim_scratch_t;
-void psd_optim_scratch_release(psd_optim_scratch_t *scratch);
+} zdist_optim_scratch_t;
+ZDIST_EXPORT void zdist_optim_scratch_release(zdist_optim_scratch_t *scratch);
 
 /* Sparse apply on a shard of `rows` rows x `width` elements starting at
    global row `row_offset`: ids are global and must lie in the shard
    (checked by the caller), g holds nids rows. Duplicate ids are summed (in
    request order) before the update. -ENOMEM before anything changes if the
    scratch cannot grow; -EINVAL for a non-float dtype. */
-int psd_optim_apply_sparse(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+ZDIST_EXPORT int zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                            void *w, void *const *slots, int64_t row_offset, int64_t rows,
                            int64_t width, const int64_t *ids, size_t nids, const void *g,
-                           psd_optim_scratch_t *scratch);
+                           zdist_optim_scratch_t *scratch);
 
 #ifdef __cplusplus
 }

@@ -1,23 +1,23 @@
-/* psd_init: counter-based initializers, identical values under any sharding. */
+/* init: counter-based initializers, identical values under any sharding. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
-#include "psd_init.h"
+#include "zdist/init.h"
 
 static const char *s_kind_names[] = {
-    [PSD_INIT_ZEROS] = "zeros",
-    [PSD_INIT_ONES] = "ones",
-    [PSD_INIT_CONSTANT] = "constant",
-    [PSD_INIT_RANDOM_UNIFORM] = "random_uniform",
-    [PSD_INIT_RANDOM_NORMAL] = "random_normal",
-    [PSD_INIT_TRUNCATED_NORMAL] = "truncated_normal",
-    [PSD_INIT_GLOROT_UNIFORM] = "glorot_uniform",
+    [ZDIST_INIT_ZEROS] = "zeros",
+    [ZDIST_INIT_ONES] = "ones",
+    [ZDIST_INIT_CONSTANT] = "constant",
+    [ZDIST_INIT_RANDOM_UNIFORM] = "random_uniform",
+    [ZDIST_INIT_RANDOM_NORMAL] = "random_normal",
+    [ZDIST_INIT_TRUNCATED_NORMAL] = "truncated_normal",
+    [ZDIST_INIT_GLOROT_UNIFORM] = "glorot_uniform",
 };
 #define S_NKINDS (sizeof s_kind_names / sizeof s_kind_names[0])
 
 const char *
-psd_init_kind_name(psd_init_kind_t kind)
+zdist_init_kind_name(zdist_init_kind_t kind)
 {
     if ((unsigned) kind < S_NKINDS)
         return s_kind_names[kind];
@@ -25,27 +25,27 @@ psd_init_kind_name(psd_init_kind_t kind)
 }
 
 int
-psd_init_kind_from_name(const char *name, psd_init_kind_t *ret_kind)
+zdist_init_kind_from_name(const char *name, zdist_init_kind_t *ret_kind)
 {
     if (!name)
         return -EINVAL;
     for (size_t i = 0; i < S_NKINDS; i++)
         if (strcmp(s_kind_names[i], name) == 0) {
-            *ret_kind = (psd_init_kind_t) i;
+            *ret_kind = (zdist_init_kind_t) i;
             return 0;
         }
     return -EINVAL;
 }
 
 static bool
-s_is_random(psd_init_kind_t kind)
+s_is_random(zdist_init_kind_t kind)
 {
-    return kind == PSD_INIT_RANDOM_UNIFORM || kind == PSD_INIT_RANDOM_NORMAL
-           || kind == PSD_INIT_TRUNCATED_NORMAL || kind == PSD_INIT_GLOROT_UNIFORM;
+    return kind == ZDIST_INIT_RANDOM_UNIFORM || kind == ZDIST_INIT_RANDOM_NORMAL
+           || kind == ZDIST_INIT_TRUNCATED_NORMAL || kind == ZDIST_INIT_GLOROT_UNIFORM;
 }
 
 int
-psd_init_validate(const psd_init_t *init, zdist_dtype_t dtype, zdist_error_t *err)
+zdist_init_validate(const zdist_initializer_t *init, zdist_dtype_t dtype, zdist_error_t *err)
 {
     if ((unsigned) init->kind >= S_NKINDS)
         return zdist_error_set(err, -EINVAL, "unknown initializer %d; use one of zeros, ones, "
@@ -58,9 +58,9 @@ psd_init_validate(const psd_init_t *init, zdist_dtype_t dtype, zdist_error_t *er
     if (s_is_random(init->kind) && !is_float)
         return zdist_error_set(err, -EINVAL, "initializer %s needs a float32 or float64 variable, "
                                "not %s; use zeros, ones or constant",
-                               psd_init_kind_name(init->kind), zdist_dtype_name(dtype));
+                               zdist_init_kind_name(init->kind), zdist_dtype_name(dtype));
     switch (init->kind) {
-    case PSD_INIT_CONSTANT:
+    case ZDIST_INIT_CONSTANT:
         if (!isfinite(init->value))
             return zdist_error_set(err, -EINVAL, "constant initializer value must be finite");
         if (!is_float) {
@@ -73,16 +73,16 @@ psd_init_validate(const psd_init_t *init, zdist_dtype_t dtype, zdist_error_t *er
                                        zdist_dtype_name(dtype));
         }
         break;
-    case PSD_INIT_RANDOM_UNIFORM:
+    case ZDIST_INIT_RANDOM_UNIFORM:
         if (!isfinite(init->minval) || !isfinite(init->maxval) || init->minval > init->maxval)
             return zdist_error_set(err, -EINVAL, "random_uniform needs finite minval <= maxval, "
                                    "got [%g, %g)", init->minval, init->maxval);
         break;
-    case PSD_INIT_RANDOM_NORMAL:
-    case PSD_INIT_TRUNCATED_NORMAL:
+    case ZDIST_INIT_RANDOM_NORMAL:
+    case ZDIST_INIT_TRUNCATED_NORMAL:
         if (!isfinite(init->mean) || !isfinite(init->stddev) || init->stddev < 0)
             return zdist_error_set(err, -EINVAL, "%s needs a finite mean and stddev >= 0, got "
-                                   "mean %g stddev %g", psd_init_kind_name(init->kind),
+                                   "mean %g stddev %g", zdist_init_kind_name(init->kind),
                                    init->mean, init->stddev);
         break;
     default:
@@ -92,17 +92,17 @@ psd_init_validate(const psd_init_t *init, zdist_dtype_t dtype, zdist_error_t *er
 }
 
 bool
-psd_init_equal(const psd_init_t *a, const psd_init_t *b)
+zdist_init_equal(const zdist_initializer_t *a, const zdist_initializer_t *b)
 {
     if (a->kind != b->kind)
         return false;
     switch (a->kind) {
-    case PSD_INIT_CONSTANT:
+    case ZDIST_INIT_CONSTANT:
         return a->value == b->value;
-    case PSD_INIT_RANDOM_UNIFORM:
+    case ZDIST_INIT_RANDOM_UNIFORM:
         return a->minval == b->minval && a->maxval == b->maxval;
-    case PSD_INIT_RANDOM_NORMAL:
-    case PSD_INIT_TRUNCATED_NORMAL:
+    case ZDIST_INIT_RANDOM_NORMAL:
+    case ZDIST_INIT_TRUNCATED_NORMAL:
         return a->mean == b->mean && a->stddev == b->stddev;
     default:
         return true;
@@ -110,7 +110,7 @@ psd_init_equal(const psd_init_t *a, const psd_init_t *b)
 }
 
 void
-psd_init_compute_fans(const zdist_shape_t *shape, double *ret_fan_in, double *ret_fan_out)
+zdist_init_compute_fans(const zdist_shape_t *shape, double *ret_fan_in, double *ret_fan_out)
 {
     double fan_in, fan_out;
     if (shape->rank < 1) {
@@ -132,10 +132,10 @@ psd_init_compute_fans(const zdist_shape_t *shape, double *ret_fan_in, double *re
 }
 
 double
-psd_init_glorot_limit(const zdist_shape_t *shape)
+zdist_init_glorot_limit(const zdist_shape_t *shape)
 {
     double fan_in, fan_out;
-    psd_init_compute_fans(shape, &fan_in, &fan_out);
+    zdist_init_compute_fans(shape, &fan_in, &fan_out);
     /* VarianceScaling(scale=1, mode="fan_avg", distribution="uniform") */
     double scale = 1.0 / fmax(1.0, (fan_in + fan_out) / 2.0);
     return sqrt(3.0 * scale);
@@ -180,22 +180,22 @@ s_normal(uint64_t row_key, uint64_t col, uint64_t k)
 }
 
 static double
-s_value(const psd_init_t *init, double glorot_limit, uint64_t row_key, uint64_t col)
+s_value(const zdist_initializer_t *init, double glorot_limit, uint64_t row_key, uint64_t col)
 {
     switch (init->kind) {
-    case PSD_INIT_ZEROS:
+    case ZDIST_INIT_ZEROS:
         return 0.0;
-    case PSD_INIT_ONES:
+    case ZDIST_INIT_ONES:
         return 1.0;
-    case PSD_INIT_CONSTANT:
+    case ZDIST_INIT_CONSTANT:
         return init->value;
-    case PSD_INIT_RANDOM_UNIFORM:
+    case ZDIST_INIT_RANDOM_UNIFORM:
         return init->minval + (init->maxval - init->minval) * s_uniform(row_key, col, 0);
-    case PSD_INIT_GLOROT_UNIFORM:
+    case ZDIST_INIT_GLOROT_UNIFORM:
         return -glorot_limit + 2.0 * glorot_limit * s_uniform(row_key, col, 0);
-    case PSD_INIT_RANDOM_NORMAL:
+    case ZDIST_INIT_RANDOM_NORMAL:
         return init->mean + init->stddev * s_normal(row_key, col, 0);
-    case PSD_INIT_TRUNCATED_NORMAL:
+    case ZDIST_INIT_TRUNCATED_NORMAL:
         for (uint64_t k = 0;; k++) {
             double z = s_normal(row_key, col, k);
             if (fabs(z) <= 2.0)
@@ -206,11 +206,11 @@ s_value(const psd_init_t *init, double glorot_limit, uint64_t row_key, uint64_t 
 }
 
 int
-psd_init_fill(const psd_init_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
+zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
               const zdist_shape_t *shape, int64_t row_offset, int64_t rows, void *buf,
               size_t buf_bytes, zdist_error_t *err)
 {
-    int rc = psd_init_validate(init, dtype, err);
+    int rc = zdist_init_validate(init, dtype, err);
     if (rc < 0)
         return rc;
     int64_t total_rows = shape->rank > 0 ? shape->dims[0] : 1;
@@ -229,11 +229,11 @@ psd_init_fill(const psd_init_t *init, uint64_t seed, const char *name, zdist_dty
         return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
                                buf_bytes, need);
 
-    if (init->kind == PSD_INIT_ZEROS) {
+    if (init->kind == ZDIST_INIT_ZEROS) {
         memset(buf, 0, need);
         return 0;
     }
-    double limit = init->kind == PSD_INIT_GLOROT_UNIFORM ? psd_init_glorot_limit(shape) : 0.0;
+    double limit = init->kind == ZDIST_INIT_GLOROT_UNIFORM ? zdist_init_glorot_limit(shape) : 0.0;
     uint64_t var_key = s_mix(s_mix(seed) ^ s_name_hash(name ? name : ""));
     for (int64_t r = 0; r < rows; r++) {
         uint64_t row_key = s_mix(var_key ^ (uint64_t) (row_offset + r));

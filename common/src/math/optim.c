@@ -1,61 +1,61 @@
-/* psd_optim: Keras/TF optimizer updates as plain loops the compiler vectorizes. */
+/* optim: Keras/TF optimizer updates as plain loops the compiler vectorizes. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "psd_optim.h"
+#include "zdist/optim.h"
 
 static const char *s_kind_names[] = {
-    [PSD_OPTIM_SGD] = "sgd",
-    [PSD_OPTIM_MOMENTUM] = "momentum",
-    [PSD_OPTIM_ADAGRAD] = "adagrad",
-    [PSD_OPTIM_ADAM] = "adam",
+    [ZDIST_OPTIM_SGD] = "sgd",
+    [ZDIST_OPTIM_MOMENTUM] = "momentum",
+    [ZDIST_OPTIM_ADAGRAD] = "adagrad",
+    [ZDIST_OPTIM_ADAM] = "adam",
 };
 
 const char *
-psd_optim_kind_name(psd_optim_kind_t kind)
+zdist_optim_kind_name(zdist_optim_kind_t kind)
 {
-    if (kind >= PSD_OPTIM_SGD && kind <= PSD_OPTIM_ADAM)
+    if (kind >= ZDIST_OPTIM_SGD && kind <= ZDIST_OPTIM_ADAM)
         return s_kind_names[kind];
     return "invalid";
 }
 
 int
-psd_optim_kind_from_name(const char *name, psd_optim_kind_t *ret_kind)
+zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind)
 {
     if (!name)
         return -EINVAL;
-    for (int k = PSD_OPTIM_SGD; k <= PSD_OPTIM_ADAM; k++)
+    for (int k = ZDIST_OPTIM_SGD; k <= ZDIST_OPTIM_ADAM; k++)
         if (strcmp(s_kind_names[k], name) == 0) {
-            *ret_kind = (psd_optim_kind_t) k;
+            *ret_kind = (zdist_optim_kind_t) k;
             return 0;
         }
     return -EINVAL;
 }
 
 void
-psd_optim_config_default(psd_optim_config_t *ret_cfg, psd_optim_kind_t kind)
+zdist_optim_config_default(zdist_optim_config_t *ret_cfg, zdist_optim_kind_t kind)
 {
-    psd_optim_config_t c = {.kind = kind};
+    zdist_optim_config_t c = {.kind = kind};
     switch (kind) {
-    case PSD_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_MOMENTUM:
         c.learning_rate = 0.01;
         c.momentum = 0.9;
         break;
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_ADAGRAD:
         c.learning_rate = 0.001;
         c.initial_accumulator_value = 0.1;
         c.epsilon = 1e-7;
         break;
-    case PSD_OPTIM_ADAM:
+    case ZDIST_OPTIM_ADAM:
         c.learning_rate = 0.001;
         c.beta1 = 0.9;
         c.beta2 = 0.999;
         c.epsilon = 1e-7;
         break;
     default:
-        c.kind = PSD_OPTIM_SGD;
+        c.kind = ZDIST_OPTIM_SGD;
         c.learning_rate = 0.01;
         break;
     }
@@ -63,22 +63,22 @@ psd_optim_config_default(psd_optim_config_t *ret_cfg, psd_optim_kind_t kind)
 }
 
 int
-psd_optim_config_validate(const psd_optim_config_t *cfg, zdist_error_t *err)
+zdist_optim_config_validate(const zdist_optim_config_t *cfg, zdist_error_t *err)
 {
-    if (cfg->kind < PSD_OPTIM_SGD || cfg->kind > PSD_OPTIM_ADAM)
+    if (cfg->kind < ZDIST_OPTIM_SGD || cfg->kind > ZDIST_OPTIM_ADAM)
         return zdist_error_set(err, -EINVAL, "unknown optimizer %d; use sgd, momentum, adagrad "
                                "or adam", (int) cfg->kind);
-    const char *k = psd_optim_kind_name(cfg->kind);
+    const char *k = zdist_optim_kind_name(cfg->kind);
     if (!isfinite(cfg->learning_rate) || cfg->learning_rate <= 0)
         return zdist_error_set(err, -EINVAL, "%s: learning_rate must be a positive number, got %g",
                                k, cfg->learning_rate);
     switch (cfg->kind) {
-    case PSD_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_MOMENTUM:
         if (!(cfg->momentum >= 0 && cfg->momentum <= 1))
             return zdist_error_set(err, -EINVAL, "momentum: momentum must be in [0, 1], got %g",
                                    cfg->momentum);
         break;
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_ADAGRAD:
         if (!(cfg->initial_accumulator_value >= 0) || !isfinite(cfg->initial_accumulator_value))
             return zdist_error_set(err, -EINVAL, "adagrad: initial_accumulator_value must be >= 0, "
                                    "got %g", cfg->initial_accumulator_value);
@@ -86,7 +86,7 @@ psd_optim_config_validate(const psd_optim_config_t *cfg, zdist_error_t *err)
             return zdist_error_set(err, -EINVAL, "adagrad: epsilon must be >= 0, got %g",
                                    cfg->epsilon);
         break;
-    case PSD_OPTIM_ADAM:
+    case ZDIST_OPTIM_ADAM:
         if (!(cfg->beta1 >= 0 && cfg->beta1 < 1))
             return zdist_error_set(err, -EINVAL, "adam: beta_1 must be in [0, 1), got %g",
                                    cfg->beta1);
@@ -103,17 +103,17 @@ psd_optim_config_validate(const psd_optim_config_t *cfg, zdist_error_t *err)
 }
 
 bool
-psd_optim_config_equal(const psd_optim_config_t *a, const psd_optim_config_t *b)
+zdist_optim_config_equal(const zdist_optim_config_t *a, const zdist_optim_config_t *b)
 {
     if (a->kind != b->kind || a->learning_rate != b->learning_rate)
         return false;
     switch (a->kind) {
-    case PSD_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_MOMENTUM:
         return a->momentum == b->momentum && a->nesterov == b->nesterov;
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_ADAGRAD:
         return a->initial_accumulator_value == b->initial_accumulator_value
                && a->epsilon == b->epsilon;
-    case PSD_OPTIM_ADAM:
+    case ZDIST_OPTIM_ADAM:
         return a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->epsilon == b->epsilon
                && a->lazy == b->lazy;
     default:
@@ -122,13 +122,13 @@ psd_optim_config_equal(const psd_optim_config_t *a, const psd_optim_config_t *b)
 }
 
 int
-psd_optim_num_slots(psd_optim_kind_t kind)
+zdist_optim_num_slots(zdist_optim_kind_t kind)
 {
     switch (kind) {
-    case PSD_OPTIM_MOMENTUM:
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_ADAGRAD:
         return 1;
-    case PSD_OPTIM_ADAM:
+    case ZDIST_OPTIM_ADAM:
         return 2;
     default:
         return 0;
@@ -136,14 +136,14 @@ psd_optim_num_slots(psd_optim_kind_t kind)
 }
 
 const char *
-psd_optim_slot_name(psd_optim_kind_t kind, int i)
+zdist_optim_slot_name(zdist_optim_kind_t kind, int i)
 {
-    if (i < 0 || i >= psd_optim_num_slots(kind))
+    if (i < 0 || i >= zdist_optim_num_slots(kind))
         return NULL;
     switch (kind) {
-    case PSD_OPTIM_MOMENTUM:
+    case ZDIST_OPTIM_MOMENTUM:
         return "momentum";
-    case PSD_OPTIM_ADAGRAD:
+    case ZDIST_OPTIM_ADAGRAD:
         return "accumulator";
     default:
         return i == 0 ? "m" : "v";
@@ -151,18 +151,18 @@ psd_optim_slot_name(psd_optim_kind_t kind, int i)
 }
 
 double
-psd_optim_slot_initial(const psd_optim_config_t *cfg, int i)
+zdist_optim_slot_initial(const zdist_optim_config_t *cfg, int i)
 {
-    if (cfg->kind == PSD_OPTIM_ADAGRAD && i == 0)
+    if (cfg->kind == ZDIST_OPTIM_ADAGRAD && i == 0)
         return cfg->initial_accumulator_value;
     return 0.0;
 }
 
 void
-psd_optim_slot_fill(const psd_optim_config_t *cfg, int i, zdist_dtype_t dtype, void *slot,
+zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtype, void *slot,
                     size_t n)
 {
-    double init = psd_optim_slot_initial(cfg, i);
+    double init = zdist_optim_slot_initial(cfg, i);
     if (init == 0.0) {
         memset(slot, 0, n * zdist_dtype_size(dtype));
     } else if (dtype == ZDIST_DTYPE_FLOAT32) {
@@ -226,24 +226,24 @@ psd_optim_slot_fill(const psd_optim_config_t *cfg, int i, zdist_dtype_t dtype, v
             w[i] -= lr_t * m[i] / (SQRT(v[i]) + eps);                                      \
         }                                                                                  \
     }                                                                                      \
-    static void s_apply_##SUF(const psd_optim_config_t *c, double lr_t, T *w,              \
+    static void s_apply_##SUF(const zdist_optim_config_t *c, double lr_t, T *w,              \
                               void *const *slots, const T *g, size_t n)                    \
     {                                                                                      \
         switch (c->kind) {                                                                 \
-        case PSD_OPTIM_SGD:                                                                \
+        case ZDIST_OPTIM_SGD:                                                                \
             if (g)                                                                         \
                 s_sgd_##SUF(w, g, n, (T) c->learning_rate);                                \
             break;                                                                         \
-        case PSD_OPTIM_MOMENTUM:                                                           \
+        case ZDIST_OPTIM_MOMENTUM:                                                           \
             if (g)                                                                         \
                 s_momentum_##SUF(w, slots[0], g, n, (T) c->learning_rate, (T) c->momentum, \
                                  c->nesterov);                                             \
             break;                                                                         \
-        case PSD_OPTIM_ADAGRAD:                                                            \
+        case ZDIST_OPTIM_ADAGRAD:                                                            \
             if (g)                                                                         \
                 s_adagrad_##SUF(w, slots[0], g, n, (T) c->learning_rate, (T) c->epsilon);  \
             break;                                                                         \
-        case PSD_OPTIM_ADAM:                                                               \
+        case ZDIST_OPTIM_ADAM:                                                               \
             if (g)                                                                         \
                 s_adam_##SUF(w, slots[0], slots[1], g, n, (T) lr_t, (T) c->beta1,          \
                              (T) c->beta2, (T) c->epsilon);                                \
@@ -258,9 +258,9 @@ S_KERNELS(float, f32, sqrtf)
 S_KERNELS(double, f64, sqrt)
 
 static double
-s_adam_lr_t(const psd_optim_config_t *c, int64_t step)
+s_adam_lr_t(const zdist_optim_config_t *c, int64_t step)
 {
-    if (c->kind != PSD_OPTIM_ADAM)
+    if (c->kind != ZDIST_OPTIM_ADAM)
         return c->learning_rate;
     double t = (double) step;
     return c->learning_rate * sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
@@ -273,7 +273,7 @@ s_check_dtype(zdist_dtype_t dtype)
 }
 
 int
-psd_optim_apply_dense(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+zdist_optim_apply_dense(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                       void *w, void *const *slots, const void *g, size_t n)
 {
     if (s_check_dtype(dtype) < 0)
@@ -287,7 +287,7 @@ psd_optim_apply_dense(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_
 }
 
 void
-psd_optim_scratch_release(psd_optim_scratch_t *scratch)
+zdist_optim_scratch_release(zdist_optim_scratch_t *scratch)
 {
     free(scratch->pairs);
     free(scratch->grad);
@@ -333,10 +333,10 @@ s_slots_at(void *const *slots, int nslots, size_t off, size_t esize, void **ret)
 }
 
 int
-psd_optim_apply_sparse(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                        void *w, void *const *slots, int64_t row_offset, int64_t rows,
                        int64_t width, const int64_t *ids, size_t nids, const void *g,
-                       psd_optim_scratch_t *scratch)
+                       zdist_optim_scratch_t *scratch)
 {
     if (s_check_dtype(dtype) < 0)
         return -EINVAL;
@@ -381,10 +381,10 @@ psd_optim_apply_sparse(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64
         }
     }
 
-    int nslots = psd_optim_num_slots(cfg->kind);
-    void *row_slots[PSD_OPTIM_MAX_SLOTS] = {0};
+    int nslots = zdist_optim_num_slots(cfg->kind);
+    void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
     size_t w_width = (size_t) width;
-    if (cfg->kind == PSD_OPTIM_ADAM && !cfg->lazy) {
+    if (cfg->kind == ZDIST_OPTIM_ADAM && !cfg->lazy) {
         /* TF semantics: every row moves; untouched rows see a zero gradient. */
         int64_t r = 0;
         for (size_t u = 0; u <= nuniq; u++) {
@@ -392,13 +392,13 @@ psd_optim_apply_sparse(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64
             if (next > r) {
                 size_t off = (size_t) r * w_width;
                 s_slots_at(slots, nslots, off, esize, row_slots);
-                psd_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots, NULL,
+                zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots, NULL,
                                       (size_t) (next - r) * w_width);
             }
             if (u < nuniq) {
                 size_t off = (size_t) next * w_width;
                 s_slots_at(slots, nslots, off, esize, row_slots);
-                psd_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
+                zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
                                       ug + u * row_bytes, w_width);
                 r = next + 1;
             }
@@ -408,7 +408,7 @@ psd_optim_apply_sparse(const psd_optim_config_t *cfg, zdist_dtype_t dtype, int64
     for (size_t u = 0; u < nuniq; u++) {
         size_t off = (size_t) (pairs[u].id - row_offset) * w_width;
         s_slots_at(slots, nslots, off, esize, row_slots);
-        psd_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
+        zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
                               ug + u * row_bytes, w_width);
     }
     return 0;

@@ -92,7 +92,7 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
     req.row_offset = spec->row_offset;
     req.row_count = spec->row_count;
     req.seed = spec->seed;
-    init.kind = (char *) (spec->init.kind ? spec->init.kind : "zeros");
+    init.kind = (char *) zdist_init_kind_name(spec->init.kind);
     init.value = spec->init.value;
     init.minval = spec->init.minval;
     init.maxval = spec->init.maxval;
@@ -228,12 +228,12 @@ zdist_ps_request_stats(void)
 }
 
 zdist_msg_t *
-zdist_ps_request_set_optimizer(const zdist_ps_optimizer_t *opt)
+zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt)
 {
-    if (!opt || !opt->kind)
+    if (!opt)
         return NULL;
     Zdist__Ps__Optimizer req = ZDIST__PS__OPTIMIZER__INIT;
-    req.kind = (char *) opt->kind;
+    req.kind = (char *) zdist_optim_kind_name(opt->kind);
     req.learning_rate = opt->learning_rate;
     req.momentum = opt->momentum;
     req.nesterov = opt->nesterov;
@@ -841,14 +841,14 @@ s_build_set_optimizer(const void *args)
 }
 
 int
-zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_ps_optimizer_t *opt, zdist_error_t *err)
+zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt, zdist_error_t *err)
 {
     zdist_msg_t *reply = NULL;
     int rc = s_call_retry(self, ZDIST_PS_SET_OPTIMIZER, s_build_set_optimizer, opt, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_write(reply, NULL, NULL, err);
     zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_SET_OPTIMIZER, opt ? opt->kind : NULL, err);
+    return s_context(self, rc, ZDIST_PS_SET_OPTIMIZER, opt ? zdist_optim_kind_name(opt->kind) : NULL, err);
 }
 
 /* ---- endpoints ---- */
