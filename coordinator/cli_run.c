@@ -211,10 +211,10 @@ cli_run_main(int argc, char **argv)
     zdist_input_t *in = NULL;
     char *plugin_path = NULL;
 
-    if (job.strategy != WORKER_STRATEGY_ONE_DEVICE && job.strategy != WORKER_STRATEGY_MIRRORED &&
-        job.strategy != WORKER_STRATEGY_CENTRAL_STORAGE) {
+    if (job.strategy != ZDIST_STRATEGY_ONE_DEVICE && job.strategy != ZDIST_STRATEGY_MIRRORED &&
+        job.strategy != ZDIST_STRATEGY_CENTRAL_STORAGE) {
         fprintf(stderr, "zdist run: %s: strategy.type: '%s' needs a cluster: use 'zdist submit', or one_device, "
-                "mirrored or central_storage here\n", job_path, worker_strategy_name(job.strategy));
+                "mirrored or central_storage here\n", job_path, zdist_strategy_name(job.strategy));
         status = CLI_EXIT_USAGE;
         goto out;
     }
@@ -277,7 +277,7 @@ cli_run_main(int argc, char **argv)
     int64_t log_every = job.log_every > 0 ? job.log_every : (total >= 10 ? total / 10 : 1);
     if (!o.quiet && !o.json)
         fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s, %lld steps (%lld per epoch), batch %lld\n",
-                job.name, job.model, worker_strategy_name(job.strategy), job.num_replicas,
+                job.name, job.model, zdist_strategy_name(job.strategy), job.num_replicas,
                 job.num_replicas == 1 ? "" : "s", (long long)total, (long long)per_epoch,
                 (long long)job.global_batch_size);
 
@@ -329,7 +329,7 @@ cli_run_main(int argc, char **argv)
         json_t *j = json_object();
         json_object_set_new(j, "job", json_string(job.name));
         json_object_set_new(j, "model", json_string(job.model));
-        json_object_set_new(j, "strategy", json_string(worker_strategy_name(job.strategy)));
+        json_object_set_new(j, "strategy", json_string(zdist_strategy_name(job.strategy)));
         json_object_set_new(j, "num_replicas", json_integer(job.num_replicas));
         json_object_set_new(j, "steps", json_integer(step));
         json_object_set_new(j, "examples", json_integer((json_int_t)examples));

@@ -107,11 +107,11 @@ coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_
     free(stripped);
     if (rc < 0)
         goto out;
-    if (wj.strategy != WORKER_STRATEGY_PARAMETER_SERVER && wj.strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
+    if (wj.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && wj.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
         rc = zdist_error_set(err, -EINVAL,
                              "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
                              "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
-                             worker_strategy_name(wj.strategy), worker_strategy_name(wj.strategy));
+                             zdist_strategy_name(wj.strategy), zdist_strategy_name(wj.strategy));
         goto out;
     }
     ret->strategy = wj.strategy;

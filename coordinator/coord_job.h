@@ -19,7 +19,7 @@ typedef struct {
     int64_t ckpt_keep;
     bool evaluate;       /* at the end, on the test set */
     bool has_test;
-    worker_strategy_kind_t strategy; /* parameter_server or multi_worker_mirrored */
+    zdist_strategy_t strategy; /* parameter_server or multi_worker_mirrored */
     int64_t collective_timeout_ms;   /* multi_worker_mirrored: strategy.* */
     int64_t lost_worker_wait_ms;
 } coord_job_t;

@@ -578,7 +578,7 @@ coord_runner_actor(zsock_t *pipe, void *args)
     r->metrics = fopen(path, "ae");
     coord_run_status(r, true);
     int rc;
-    bool mwm = cfg->job.strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED;
+    bool mwm = cfg->job.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
     for (;;) {
         rc = mwm ? coord_mwm_attempt(r) : s_attempt(r);
         if (rc != -EAGAIN)

@@ -419,7 +419,7 @@ s_submit(zdist_rpc_call_t *call, void *state)
     const char *base = req->base_dir && *req->base_dir ? req->base_dir : NULL;
     if (coord_job_parse(req->job_json, base, &job, &err) < 0)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
-    if (job.strategy == WORKER_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0) {
+    if (job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0) {
         coord_job_release(&job);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION,
                                    "strategy.type: parameter_server needs ps tasks and the cluster has none; add "

@@ -140,7 +140,7 @@ s_start_reply(zdist_rpc_call_t *call, const s_job_t *j, bool created)
 {
     Zdist__Worker__StartJobReply reply = ZDIST__WORKER__START_JOB_REPLY__INIT;
     reply.job = j->job.name;
-    reply.strategy = (char *)worker_strategy_name(j->job.strategy);
+    reply.strategy = (char *)zdist_strategy_name(j->job.strategy);
     reply.num_replicas = worker_trainer_num_replicas(j->tr);
     reply.steps_per_epoch = zdist_input_steps_per_epoch(j->in);
     reply.num_variables = worker_trainer_vars(j->tr)->n;
@@ -215,7 +215,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     const worker_job_t *job = &nj.job;
     const char *eps[WORKER_AGENT_MAX_PS];
     int nps = 0;
-    if (job->strategy == WORKER_STRATEGY_PARAMETER_SERVER) {
+    if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
         if (job->num_replicas != 1) {
             s_refuse(call, status,
                      "strategy.num_replicas: parameter_server runs 1 replica per worker, got %d; add workers instead",
@@ -272,11 +272,11 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         info.num_classes = zdist_dataset_num_classes(nj.test);
     worker_trainer_config_t cfg = {.strategy = job->strategy, .num_replicas = job->num_replicas,
                                    .optim = job->optimizer, .seed = job->seed};
-    if (job->strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
+    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
         cfg.num_workers = nj.num_workers;
         cfg.worker_index = nj.worker_index;
     }
-    if (job->strategy == WORKER_STRATEGY_PARAMETER_SERVER) {
+    if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
         cfg.make_backend = s_make_psd;
         cfg.make_backend_arg = &nj.psd;
     }
@@ -286,7 +286,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         s_refuse(call, zdist_status_from_errno(err.code ? err.code : -ENOMEM), "%s", err.text);
         goto fail;
     }
-    if (job->strategy == WORKER_STRATEGY_MULTI_WORKER_MIRRORED && nj.num_workers > 1 &&
+    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && nj.num_workers > 1 &&
         (rc = s_comm_new(self, &nj, req->collective_timeout_ms, &err)) < 0) {
         s_refuse(call, zdist_status_from_errno(rc), "the collective ring: %s", err.text);
         goto fail;
@@ -322,7 +322,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     nj.last_loss = NAN;
     *j = nj;
     zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d, %lld steps per epoch%s", j->job.name,
-              j->job.model, worker_strategy_name(j->job.strategy), j->worker_index, j->num_workers,
+              j->job.model, zdist_strategy_name(j->job.strategy), j->worker_index, j->num_workers,
               (long long)zdist_input_steps_per_epoch(j->in),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
     s_notify(self);
@@ -565,9 +565,9 @@ s_connect(zdist_rpc_call_t *call, void *state)
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
-    if (j->job.strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED)
+    if (j->job.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
         return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored connects "
-                        "a ring", j->job.name, worker_strategy_name(j->job.strategy));
+                        "a ring", j->job.name, zdist_strategy_name(j->job.strategy));
     if (req->n_endpoints != (size_t)j->num_workers)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
@@ -759,7 +759,7 @@ s_status(zdist_rpc_call_t *call, void *state)
         reply.running = !j->failed;
         reply.steps = j->steps;
         reply.last_loss = j->last_loss;
-        reply.strategy = (char *)worker_strategy_name(j->job.strategy);
+        reply.strategy = (char *)zdist_strategy_name(j->job.strategy);
         reply.failed = j->failed;
         reply.error = j->error;
     }

@@ -378,7 +378,8 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
     if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
         (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
         goto out;
-    rc = worker_strategy_from_name(type, &job->strategy);
+    job->strategy = zdist_strategy_from_name(type);
+    rc = job->strategy == ZDIST_STRATEGY_INVALID ? -EINVAL : 0;
     if (rc < 0)
         zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy '%s'; use one_device, mirrored, "
                         "central_storage, parameter_server or multi_worker_mirrored", type);
@@ -389,7 +390,7 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
     if ((rc = s_int(st, "strategy", "num_replicas", false, 1, 64, &nrep, err)) < 0)
         goto out;
     job->num_replicas = (int)nrep;
-    if (job->strategy == WORKER_STRATEGY_ONE_DEVICE && nrep != 1) {
+    if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && nrep != 1) {
         rc = zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
                              "for %lld", (long long)nrep);
         goto out;
@@ -404,7 +405,7 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
         (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
                     err)) < 0)
         goto out;
-    if (job->strategy != WORKER_STRATEGY_MULTI_WORKER_MIRRORED)
+    if (job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
         for (const char *const *k = &sallowed[3]; *k; k++)
             if (json_object_get(st, *k)) {
                 rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored has it; remove it", *k);

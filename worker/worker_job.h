@@ -17,7 +17,7 @@ typedef struct {
 
 typedef struct {
     char *name;
-    worker_strategy_kind_t strategy;
+    zdist_strategy_t strategy;
     int num_replicas;
     char *partitioner; /* strategy.partitioner, NULL when absent */
     /* multi_worker_mirrored (strategy.*): deadline of one collective, the

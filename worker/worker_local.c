@@ -64,7 +64,7 @@ typedef struct {
 
 typedef struct {
     worker_backend_t base;
-    worker_strategy_kind_t kind;
+    zdist_strategy_t kind;
     int n;      /* replicas */
     int nv;     /* variables */
     bool central;
@@ -195,15 +195,15 @@ s_alloc_floats(int64_t n)
 }
 
 worker_backend_t *
-worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_vars_t *vars,
+worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *vars,
                  const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
 {
-    if (kind != WORKER_STRATEGY_ONE_DEVICE && kind != WORKER_STRATEGY_MIRRORED &&
-        kind != WORKER_STRATEGY_CENTRAL_STORAGE && kind != WORKER_STRATEGY_MULTI_WORKER_MIRRORED) {
-        zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", worker_strategy_name(kind));
+    if (kind != ZDIST_STRATEGY_ONE_DEVICE && kind != ZDIST_STRATEGY_MIRRORED &&
+        kind != ZDIST_STRATEGY_CENTRAL_STORAGE && kind != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", zdist_strategy_name(kind));
         return NULL;
     }
-    if (num_replicas < 1 || num_replicas > 64 || (kind == WORKER_STRATEGY_ONE_DEVICE && num_replicas != 1)) {
+    if (num_replicas < 1 || num_replicas > 64 || (kind == ZDIST_STRATEGY_ONE_DEVICE && num_replicas != 1)) {
         zdist_error_set(err, -EINVAL, "num_replicas %d: one_device has 1 replica, others 1..64", num_replicas);
         return NULL;
     }
@@ -218,7 +218,7 @@ worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_var
     self->kind = kind;
     self->n = num_replicas;
     self->nv = vars->n;
-    self->central = kind == WORKER_STRATEGY_CENTRAL_STORAGE;
+    self->central = kind == ZDIST_STRATEGY_CENTRAL_STORAGE;
     self->num_workers = 1;
     self->vars = vars;
     self->optim = *optim;
@@ -896,30 +896,3 @@ static const worker_backend_ops_t s_ops = {
     .abort = s_abort,
     .destroy = s_destroy,
 };
-
-static const char *const s_strategy_names[] = {
-    [WORKER_STRATEGY_ONE_DEVICE] = "one_device",
-    [WORKER_STRATEGY_MIRRORED] = "mirrored",
-    [WORKER_STRATEGY_CENTRAL_STORAGE] = "central_storage",
-    [WORKER_STRATEGY_PARAMETER_SERVER] = "parameter_server",
-    [WORKER_STRATEGY_MULTI_WORKER_MIRRORED] = "multi_worker_mirrored",
-};
-
-int
-worker_strategy_from_name(const char *name, worker_strategy_kind_t *ret)
-{
-    for (size_t i = 0; name && i < sizeof s_strategy_names / sizeof s_strategy_names[0]; i++)
-        if (strcmp(name, s_strategy_names[i]) == 0) {
-            *ret = (worker_strategy_kind_t)i;
-            return 0;
-        }
-    return -EINVAL;
-}
-
-const char *
-worker_strategy_name(worker_strategy_kind_t kind)
-{
-    if ((unsigned)kind < sizeof s_strategy_names / sizeof s_strategy_names[0])
-        return s_strategy_names[kind];
-    return "invalid";
-}

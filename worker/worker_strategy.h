@@ -1,12 +1,13 @@
 /* worker_strategy: the strategy backend a replica context calls into — where variables live, how replicas meet. */
-#ifndef WORKER_STRATEGY_H
-#define WORKER_STRATEGY_H
+#ifndef ZDIST_STRATEGY_H_GUARD
+#define ZDIST_STRATEGY_H_GUARD
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "zdist/optim.h"
 #include "worker_vars.h"
+#include "zdist/cluster.h"
 #include "zdist/error.h"
 #include "zdist/step.h"
 
@@ -23,17 +24,6 @@
    Every function takes the calling replica's index; collectives are called
    by all replicas in the same order. They return 0 or a negative errno; after
    `abort` every pending and later collective returns -ECANCELED. */
-typedef enum {
-    WORKER_STRATEGY_ONE_DEVICE = 0,
-    WORKER_STRATEGY_MIRRORED,
-    WORKER_STRATEGY_CENTRAL_STORAGE,
-    WORKER_STRATEGY_PARAMETER_SERVER,
-    WORKER_STRATEGY_MULTI_WORKER_MIRRORED,
-} worker_strategy_kind_t;
-
-/* "one_device", ...; -EINVAL for an unknown name. */
-int worker_strategy_from_name(const char *name, worker_strategy_kind_t *ret);
-const char *worker_strategy_name(worker_strategy_kind_t kind);
 
 typedef struct worker_backend_t worker_backend_t;
 
@@ -67,7 +57,7 @@ struct worker_backend_t {
 /* The local backend. vars is borrowed (must outlive the backend); initial
    values come from worker_vars_init_values(seed). kind: ONE_DEVICE (then
    num_replicas must be 1), MIRRORED or CENTRAL_STORAGE. NULL with err. */
-worker_backend_t *worker_local_new(worker_strategy_kind_t kind, int num_replicas, const worker_vars_t *vars,
+worker_backend_t *worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *vars,
                                    const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err);
 /* Test hook: replica r's copy of var (the one copy under central storage). */
 const float *worker_local_copy(worker_backend_t *be, int replica, int var);

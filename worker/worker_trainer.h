@@ -17,7 +17,7 @@
 typedef worker_backend_t *(worker_backend_factory_fn)(const worker_vars_t *vars, void *arg, zdist_error_t *err);
 
 typedef struct {
-    worker_strategy_kind_t strategy; /* one_device, mirrored, central_storage */
+    zdist_strategy_t strategy; /* one_device, mirrored, central_storage */
     int num_replicas;
     zdist_optim_config_t optim;
     uint64_t seed; /* variables' initial values */

@@ -189,7 +189,7 @@ s_fake_step(zdist_batch_t *reps, int n, const int64_t *sizes)
 }
 
 static worker_trainer_t *
-s_probe_trainer(worker_strategy_kind_t kind, int n)
+s_probe_trainer(zdist_strategy_t kind, int n)
 {
     worker_trainer_config_t cfg = {.strategy = kind, .num_replicas = n, .seed = 3};
     zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
@@ -215,7 +215,7 @@ static void
 test_collectives(void)
 {
     for (int n = 1; n <= 3; n++) {
-        worker_trainer_t *t = s_probe_trainer(n == 1 ? WORKER_STRATEGY_ONE_DEVICE : WORKER_STRATEGY_MIRRORED, n);
+        worker_trainer_t *t = s_probe_trainer(n == 1 ? ZDIST_STRATEGY_ONE_DEVICE : ZDIST_STRATEGY_MIRRORED, n);
         if (!t)
             return;
         int rc;
@@ -233,7 +233,7 @@ test_collectives(void)
 static void
 test_on_read_aggregation(void)
 {
-    worker_trainer_t *t = s_probe_trainer(WORKER_STRATEGY_MIRRORED, 3);
+    worker_trainer_t *t = s_probe_trainer(ZDIST_STRATEGY_MIRRORED, 3);
     if (!t)
         return;
     int rc;
@@ -263,7 +263,7 @@ test_on_read_aggregation(void)
 static void
 test_failure_releases_replicas(void)
 {
-    worker_trainer_t *t = s_probe_trainer(WORKER_STRATEGY_MIRRORED, 3);
+    worker_trainer_t *t = s_probe_trainer(ZDIST_STRATEGY_MIRRORED, 3);
     if (!t)
         return;
     int rc;
@@ -321,7 +321,7 @@ test_bad_variables(void)
 /* ---- real models through real inputs ---- */
 
 static worker_trainer_t *
-s_trainer(const zdist_model_t *model, const char *params, const zdist_dataset_t *ds, worker_strategy_kind_t kind,
+s_trainer(const zdist_model_t *model, const char *params, const zdist_dataset_t *ds, zdist_strategy_t kind,
           int n, zdist_optim_kind_t opt)
 {
     worker_trainer_config_t cfg = {.strategy = kind, .num_replicas = n, .seed = 11};
@@ -376,9 +376,9 @@ test_mirrored_matches_one_device(void)
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(50, 6, 3, 5, &ds, &err), 0);
     /* Batch 4 over 3 replicas: 2,1,1 -- and the last partial batch of 2 (50 = 12*4 + 2) gives 1,1,0. */
-    worker_trainer_t *one = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, WORKER_STRATEGY_ONE_DEVICE, 1,
+    worker_trainer_t *one = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, ZDIST_STRATEGY_ONE_DEVICE, 1,
                                       ZDIST_OPTIM_SGD);
-    worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, WORKER_STRATEGY_MIRRORED, 3,
+    worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [5]}", ds, ZDIST_STRATEGY_MIRRORED, 3,
                                       ZDIST_OPTIM_SGD);
     if (one && mir) {
         double l1, l3;
@@ -409,10 +409,10 @@ test_mirrored_copies_identical(void)
     zdist_dataset_t *ds = NULL;
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(200, 8, 4, 9, &ds, &err), 0);
-    worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [16, 8]}", ds, WORKER_STRATEGY_MIRRORED, 3,
+    worker_trainer_t *mir = s_trainer(&worker_model_mlp, "{\"hidden\": [16, 8]}", ds, ZDIST_STRATEGY_MIRRORED, 3,
                                       ZDIST_OPTIM_ADAM);
     worker_trainer_t *cen = s_trainer(&worker_model_mlp, "{\"hidden\": [16, 8]}", ds,
-                                      WORKER_STRATEGY_CENTRAL_STORAGE, 3, ZDIST_OPTIM_ADAM);
+                                      ZDIST_STRATEGY_CENTRAL_STORAGE, 3, ZDIST_OPTIM_ADAM);
     if (mir && cen) {
         double first, last;
         CU_ASSERT_EQUAL(s_train(mir, ds, 10, 1, &first), 0);
@@ -450,7 +450,7 @@ test_sparse_mirrored(void)
     zdist_dataset_t *ds = NULL;
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_read_libsvm(path, 16, &ds, &err), 0);
-    worker_trainer_t *mir = s_trainer(&worker_model_sparse_logreg, "{\"dim\": 12}", ds, WORKER_STRATEGY_MIRRORED, 2,
+    worker_trainer_t *mir = s_trainer(&worker_model_sparse_logreg, "{\"dim\": 12}", ds, ZDIST_STRATEGY_MIRRORED, 2,
                                       ZDIST_OPTIM_ADAGRAD);
     if (mir) {
         double first, last;
@@ -481,7 +481,7 @@ test_plugin_load_and_train(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     zdist_dataset_t *ds = NULL;
     CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_regression(256, 4, 2, 0.01, &ds, &err), 0);
-    worker_trainer_t *t = s_trainer(m, NULL, ds, WORKER_STRATEGY_MIRRORED, 2, ZDIST_OPTIM_SGD);
+    worker_trainer_t *t = s_trainer(m, NULL, ds, ZDIST_STRATEGY_MIRRORED, 2, ZDIST_OPTIM_SGD);
     if (t) {
         double first, last;
         CU_ASSERT_EQUAL(s_train(t, ds, 16, 1, &first), 0);
@@ -563,7 +563,7 @@ test_multi_worker_collectives(void)
         zdist_comm_t *comm[2] = {0};
         const char *eps[2];
         for (int i = 0; i < 2; i++) {
-            worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = local,
+            worker_trainer_config_t cfg = {.strategy = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = local,
                                            .seed = 3, .num_workers = 2, .worker_index = i};
             zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
             zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};
@@ -613,7 +613,7 @@ test_multi_worker_collectives(void)
 static void
 test_multi_worker_peer_missing(void)
 {
-    worker_trainer_config_t cfg = {.strategy = WORKER_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 2, .seed = 3,
+    worker_trainer_config_t cfg = {.strategy = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 2, .seed = 3,
                                    .num_workers = 2, .worker_index = 0};
     zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
     zdist_model_info_t info = {.input_dim = 1, .label_dtype = ZDIST_DTYPE_INT32};

@@ -1,0 +1,52 @@
+/* zdist file: crash-safe writes (temp file, fsync, rename, directory fsync) with a CRC-32, and bounded whole-file reads.
+
+   Every checkpoint, manifest and state file of every daemon is written
+   through zdist_file_write: a reader sees the old file or the new one,
+   never half of one, and a write that fails (a full disk) leaves the old
+   file in place. Errors are negative errno with err naming the path. */
+#ifndef ZDIST_FILE_H
+#define ZDIST_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zdist/defs.h"
+#include "zdist/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One contiguous part of a file's contents (borrowed). */
+typedef struct {
+    const void *buf;
+    size_t len;
+} zdist_file_piece_t;
+
+/* CRC-32 (zlib's polynomial) of len bytes continuing crc; start with 0.
+   Any length (zlib's 32-bit length limit is split internally). */
+ZDIST_EXPORT uint32_t zdist_crc32(uint32_t crc, const void *buf, size_t len);
+
+/* Writes the pieces, in order, to `path` atomically: a temp file beside it
+   (".NAME.tmp-PID"), fsync, rename over path, fsync of the directory. The
+   file gets `mode` (e.g. 0644; the umask applies). ret_crc (may be NULL)
+   receives the CRC-32 of everything written. On failure nothing at path
+   changed and the temp file is gone. */
+ZDIST_EXPORT int zdist_file_write(const char *path, const zdist_file_piece_t *pieces, int npieces, unsigned mode,
+                                  uint32_t *ret_crc, zdist_error_t *err);
+/* The same for one NUL-terminated text (without its NUL). */
+ZDIST_EXPORT int zdist_file_write_text(const char *path, const char *text, zdist_error_t *err);
+
+/* Reads the whole file into a new buffer (the caller frees it), NUL
+   terminated after len bytes for text use. -ENOENT when it does not exist,
+   -EFBIG when it is larger than max_bytes. */
+ZDIST_EXPORT int zdist_file_read(const char *path, size_t max_bytes, void **ret_buf, size_t *ret_len,
+                                 zdist_error_t *err);
+
+/* fsync of a directory, so a rename or unlink in it survives a crash. */
+ZDIST_EXPORT int zdist_file_sync_dir(const char *dir, zdist_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

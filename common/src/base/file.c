@@ -1,0 +1,175 @@
+/* file: crash-safe writes (temp + fsync + rename + directory fsync) with a CRC-32, and bounded reads. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "zdist/file.h"
+
+#define S_PATH_MAX 4096
+/* write(2) moves at most this much at once on Linux anyway. */
+#define S_IO_CHUNK ((size_t)1 << 30)
+
+uint32_t
+zdist_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        uInt n = len > S_IO_CHUNK ? (uInt)S_IO_CHUNK : (uInt)len;
+        crc = (uint32_t)crc32(crc, p, n);
+        p += n;
+        len -= n;
+    }
+    return crc;
+}
+
+static int
+s_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len > S_IO_CHUNK ? S_IO_CHUNK : len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Splits path into its directory and base name (into caller buffers). */
+static int
+s_split(const char *path, char *dir, char *base, zdist_error_t *err)
+{
+    size_t len = path ? strlen(path) : 0;
+    if (len == 0 || len >= S_PATH_MAX || path[len - 1] == '/')
+        return zdist_error_set(err, -EINVAL, "'%s': not a file path", path ? path : "");
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        strcpy(dir, ".");
+        strcpy(base, path);
+    } else {
+        size_t dlen = slash == path ? 1 : (size_t)(slash - path);
+        memcpy(dir, path, dlen);
+        dir[dlen] = 0;
+        strcpy(base, slash + 1);
+    }
+    return 0;
+}
+
+int
+zdist_file_sync_dir(const char *dir, zdist_error_t *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return zdist_error_set(err, -errno, "cannot open directory %s: %s", dir, strerror(errno));
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    if (rc < 0)
+        return zdist_error_set(err, rc, "cannot fsync directory %s: %s", dir, strerror(-rc));
+    return 0;
+}
+
+int
+zdist_file_write(const char *path, const zdist_file_piece_t *pieces, int npieces, unsigned mode, uint32_t *ret_crc,
+                 zdist_error_t *err)
+{
+    char dir[S_PATH_MAX], base[S_PATH_MAX], tmp[2 * S_PATH_MAX + 64];
+    int rc = s_split(path, dir, base, err);
+    if (rc < 0)
+        return rc;
+    if (npieces < 0 || (npieces > 0 && !pieces))
+        return zdist_error_set(err, -EINVAL, "%s: no contents given", path);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, base, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return zdist_error_set(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
+    uint32_t crc = 0;
+    for (int i = 0; i < npieces && rc == 0; i++) {
+        crc = zdist_crc32(crc, pieces[i].buf, pieces[i].len);
+        rc = s_write_all(fd, pieces[i].buf, pieces[i].len);
+    }
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(tmp);
+        return zdist_error_set(err, rc, "cannot write %s: %s", path, strerror(-rc));
+    }
+    if ((rc = zdist_file_sync_dir(dir, err)) < 0)
+        return rc;
+    if (ret_crc)
+        *ret_crc = crc;
+    return 0;
+}
+
+int
+zdist_file_write_text(const char *path, const char *text, zdist_error_t *err)
+{
+    zdist_file_piece_t piece = {text, text ? strlen(text) : 0};
+    return zdist_file_write(path, &piece, 1, 0644, NULL, err);
+}
+
+int
+zdist_file_read(const char *path, size_t max_bytes, void **ret_buf, size_t *ret_len, zdist_error_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return zdist_error_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        int e = errno;
+        close(fd);
+        return zdist_error_set(err, -e, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return zdist_error_set(err, -EINVAL, "%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)max_bytes) {
+        close(fd);
+        return zdist_error_set(err, -EFBIG, "%s: %lld bytes, more than the %zu allowed", path,
+                               (long long)sb.st_size, max_bytes);
+    }
+    size_t len = (size_t)sb.st_size;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        close(fd);
+        return zdist_error_set(err, -ENOMEM, "%s: out of memory for %zu bytes", path, len);
+    }
+    size_t got = 0;
+    int rc = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        if (n == 0) {
+            rc = -EBADMSG; /* shrank while read */
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    if (rc < 0) {
+        free(buf);
+        return zdist_error_set(err, rc, "cannot read %s: %s", path, strerror(-rc));
+    }
+    buf[len] = 0;
+    *ret_buf = buf;
+    *ret_len = len;
+    return 0;
+}
