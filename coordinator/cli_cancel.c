@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "cli_coord.h"
 #include "coordinator.pb-c.h"
+#include "wire/body.h"
 
 int
 cli_cancel_main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cli_coord.h"
 #include "coordinator.pb-c.h"
+#include "wire/body.h"
 #include "zdist/cluster.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_coord.h"
 #include "coordinator.pb-c.h"
+#include "wire/body.h"
 
 static void
 s_usage(FILE *out)

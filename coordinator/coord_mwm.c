@@ -13,6 +13,7 @@
 
 #include "coord_run.h"
 #include "worker.pb-c.h"
+#include "wire/body.h"
 #include "zdist/cluster.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"

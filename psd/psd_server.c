@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ps.pb-c.h"
+#include "wire/body.h"
 #include "psd_ckpt.h"
 #include "psd_server.h"
 #include "psd_shard.h"
@@ -369,20 +370,30 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
 
 static int s_stats(zdist_rpc_call_t *call, void *state);
 
+/* Transitional: bodies passed through undecoded until this service has typed ones. */
+static const zdist_rpc_body_t s_body_ps_create_request = {&zdist__ps__create_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_optimizer = {&zdist__ps__optimizer__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_pull_request = {&zdist__ps__pull_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_pull_rows_request = {&zdist__ps__pull_rows_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_restore_request = {&zdist__ps__restore_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_save_request = {&zdist__ps__save_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_stats_request = {&zdist__ps__stats_request__descriptor, 0, NULL, NULL};
+static const zdist_rpc_body_t s_body_ps_write_request = {&zdist__ps__write_request__descriptor, 0, NULL, NULL};
+
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST__PS__METHOD__PS_CREATE, "create", &zdist__ps__create_request__descriptor, s_create, 0, 0},
-    {ZDIST__PS__METHOD__PS_PULL, "pull", &zdist__ps__pull_request__descriptor, s_pull, 0, 0},
-    {ZDIST__PS__METHOD__PS_PULL_ROWS, "pull_rows", &zdist__ps__pull_rows_request__descriptor, s_pull_rows, 1, 1},
-    {ZDIST__PS__METHOD__PS_PUSH, "push", &zdist__ps__write_request__descriptor, s_write, 1, 2},
-    {ZDIST__PS__METHOD__PS_ASSIGN, "assign", &zdist__ps__write_request__descriptor, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_ASSIGN_ADD, "assign_add", &zdist__ps__write_request__descriptor, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_ASSIGN_SUB, "assign_sub", &zdist__ps__write_request__descriptor, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_SCATTER_ADD, "scatter_add", &zdist__ps__write_request__descriptor, s_write, 2, 2},
-    {ZDIST__PS__METHOD__PS_SCATTER_UPDATE, "scatter_update", &zdist__ps__write_request__descriptor, s_write, 2, 2},
-    {ZDIST__PS__METHOD__PS_SAVE, "save", &zdist__ps__save_request__descriptor, s_save, 0, 0},
-    {ZDIST__PS__METHOD__PS_RESTORE, "restore", &zdist__ps__restore_request__descriptor, s_restore, 0, 0},
-    {ZDIST__PS__METHOD__PS_STATS, "stats", &zdist__ps__stats_request__descriptor, s_stats, 0, 0},
-    {ZDIST__PS__METHOD__PS_SET_OPTIMIZER, "set_optimizer", &zdist__ps__optimizer__descriptor, s_set_optimizer, 0, 0},
+    {ZDIST__PS__METHOD__PS_CREATE, "create", &s_body_ps_create_request, s_create, 0, 0},
+    {ZDIST__PS__METHOD__PS_PULL, "pull", &s_body_ps_pull_request, s_pull, 0, 0},
+    {ZDIST__PS__METHOD__PS_PULL_ROWS, "pull_rows", &s_body_ps_pull_rows_request, s_pull_rows, 1, 1},
+    {ZDIST__PS__METHOD__PS_PUSH, "push", &s_body_ps_write_request, s_write, 1, 2},
+    {ZDIST__PS__METHOD__PS_ASSIGN, "assign", &s_body_ps_write_request, s_write, 1, 1},
+    {ZDIST__PS__METHOD__PS_ASSIGN_ADD, "assign_add", &s_body_ps_write_request, s_write, 1, 1},
+    {ZDIST__PS__METHOD__PS_ASSIGN_SUB, "assign_sub", &s_body_ps_write_request, s_write, 1, 1},
+    {ZDIST__PS__METHOD__PS_SCATTER_ADD, "scatter_add", &s_body_ps_write_request, s_write, 2, 2},
+    {ZDIST__PS__METHOD__PS_SCATTER_UPDATE, "scatter_update", &s_body_ps_write_request, s_write, 2, 2},
+    {ZDIST__PS__METHOD__PS_SAVE, "save", &s_body_ps_save_request, s_save, 0, 0},
+    {ZDIST__PS__METHOD__PS_RESTORE, "restore", &s_body_ps_restore_request, s_restore, 0, 0},
+    {ZDIST__PS__METHOD__PS_STATS, "stats", &s_body_ps_stats_request, s_stats, 0, 0},
+    {ZDIST__PS__METHOD__PS_SET_OPTIMIZER, "set_optimizer", &s_body_ps_optimizer, s_set_optimizer, 0, 0},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

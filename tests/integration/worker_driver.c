@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "worker.pb-c.h"
+#include "wire/body.h"
 #include "zdist/ps_client.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"

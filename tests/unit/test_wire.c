@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include "common.pb-c.h"
+#include "wire/body.h"
 #include "testutil.h"
 #include "zdist/wire.h"
 

@@ -43,10 +43,17 @@ typedef struct zdist_rpc_call_t zdist_rpc_call_t;
    zdist_rpc_call_defer() and return 0. */
 typedef int(zdist_rpc_handler_fn)(zdist_rpc_call_t *call, void *state);
 
+/* A request body type: how a method's body decodes into a typed, validated
+   C struct. Opaque; libzdist defines one per method of each service
+   (zdist/ps_client.h, zdist/worker_client.h, zdist/coord_client.h name them
+   zdist_<service>_body_<method>). A body that does not decode or whose
+   values are invalid is answered INVALID_ARGUMENT before any handler runs. */
+typedef struct zdist_rpc_body_t zdist_rpc_body_t;
+
 typedef struct {
     uint32_t method;
     const char *name;
-    const ProtobufCMessageDescriptor *request; /* body type; NULL: no body expected */
+    const zdist_rpc_body_t *request; /* body type; NULL: no body expected */
     zdist_rpc_handler_fn *handler;
     uint32_t min_tensors;
     uint32_t max_tensors;
@@ -99,8 +106,9 @@ ZDIST_EXPORT int zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, u
 
 /* In a handler: */
 ZDIST_EXPORT uint32_t zdist_rpc_call_method(const zdist_rpc_call_t *call);
-/* The decoded body (cast to the table's request type); NULL without one. */
-ZDIST_EXPORT const ProtobufCMessage *zdist_rpc_call_body(const zdist_rpc_call_t *call);
+/* The decoded, validated body: the typed struct of the table's body type
+   (see its declaration); NULL without one. Borrowed like the request. */
+ZDIST_EXPORT const void *zdist_rpc_call_body(const zdist_rpc_call_t *call);
 /* The request: tensors, client id... Borrowed for the handler's duration
    (or until zdist_rpc_call_finish for a deferred call). */
 ZDIST_EXPORT const zdist_msg_t *zdist_rpc_call_request(const zdist_rpc_call_t *call);

@@ -13,8 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <protobuf-c/protobuf-c.h>
-
 #include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/tensor.h"
@@ -60,15 +58,10 @@ ZDIST_EXPORT const char *zdist_msg_status_message(const zdist_msg_t *self);
 ZDIST_EXPORT void zdist_msg_set_status(zdist_msg_t *self, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Packs body (any protobuf-c message; NULL clears) into the message.
-   -ENOMEM on allocation failure. */
-ZDIST_EXPORT int zdist_msg_set_body(zdist_msg_t *self, const ProtobufCMessage *body);
-/* Raw body bytes (borrowed). */
+/* Raw body bytes (borrowed). Bodies are set and read by the service
+   classes of libzdist (ps, worker, coordinator), which give callers typed
+   C structs; the protobuf-c types never leave the library. */
 ZDIST_EXPORT const uint8_t *zdist_msg_body(const zdist_msg_t *self, size_t *ret_len);
-/* Unpacks the body as `desc`; the caller frees it with
-   protobuf_c_message_free_unpacked. -EPROTO (and err) when it does not decode. */
-ZDIST_EXPORT int zdist_msg_unpack_body(const zdist_msg_t *self, const ProtobufCMessageDescriptor *desc,
-                                       ProtobufCMessage **ret_body, zdist_error_t *err);
 
 /* Attaches a payload without copying: data stays the caller's until `ffn`
    is called (ffn NULL: the caller guarantees data outlives the send, as for

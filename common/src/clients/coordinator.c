@@ -10,6 +10,7 @@
 
 #include "common.pb-c.h"
 #include "worker.pb-c.h"
+#include "wire/body.h"
 #include "zdist/coordinator.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ps.pb-c.h"
+#include "wire/body.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.pb-c.h"
+#include "wire/body.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -39,7 +40,8 @@ struct zdist_rpc_call_t {
     zdist_rpc_server_t *server;
     zdist_msg_t *request;
     zdist_msg_t *reply;
-    ProtobufCMessage *body;
+    ProtobufCMessage *pb; /* the unpacked body */
+    void *body;           /* its typed form (pb itself without a decode) */
     const zdist_rpc_method_t *method;
     s_method_stats_t *stats;
     int64_t received_us;
@@ -230,7 +232,7 @@ zdist_rpc_call_method(const zdist_rpc_call_t *call)
     return zdist_msg_method(call->request);
 }
 
-const ProtobufCMessage *
+const void *
 zdist_rpc_call_body(const zdist_rpc_call_t *call)
 {
     return call->body;
@@ -289,8 +291,13 @@ s_call_free(zdist_rpc_call_t **call_p)
         return;
     zdist_msg_destroy(&call->request);
     zdist_msg_destroy(&call->reply);
-    if (call->body)
-        protobuf_c_message_free_unpacked(call->body, NULL);
+    if (call->body && call->body != call->pb) {
+        if (call->method && call->method->request->release)
+            call->method->request->release(call->body);
+        free(call->body);
+    }
+    if (call->pb)
+        protobuf_c_message_free_unpacked(call->pb, NULL);
     free(call);
     *call_p = NULL;
 }
@@ -379,6 +386,30 @@ s_ping(zdist_rpc_server_t *self, zdist_rpc_call_t *call)
     return zdist_msg_set_body(call->reply, &r.base);
 }
 
+/* Unpacks and validates a request body into its typed struct. */
+static int
+s_decode(const zdist_rpc_body_t *type, const zdist_msg_t *request, zdist_rpc_call_t *call, zdist_error_t *err)
+{
+    int rc = zdist_msg_unpack_body(request, type->desc, &call->pb, err);
+    if (rc < 0)
+        return rc;
+    if (!type->decode) {
+        call->body = call->pb;
+        return 0;
+    }
+    call->body = calloc(1, type->size ? type->size : 1);
+    if (!call->body)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    rc = type->decode(call->pb, request, call->body, err);
+    if (rc < 0) {
+        if (type->release)
+            type->release(call->body);
+        free(call->body);
+        call->body = NULL;
+    }
+    return rc;
+}
+
 static void
 s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
 {
@@ -430,7 +461,7 @@ s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
     }
     if (m && m->request) {
         zdist_error_t err = {0};
-        if (zdist_msg_unpack_body(request, m->request, &call->body, &err) < 0) {
+        if (s_decode(m->request, request, call, &err) < 0) {
             call->request = NULL;
             s_call_free(&call);
             char reason[ZDIST_ERROR_TEXT_MAX + 64];

@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "common.pb-c.h"
+#include "wire/body.h"
 #include "zdist/wire.h"
 
 struct zdist_msg_t {
@@ -110,6 +111,20 @@ zdist_msg_set_status(zdist_msg_t *self, int status, const char *fmt, ...)
     if (vasprintf(&self->status_message, fmt, ap) < 0)
         self->status_message = NULL;
     va_end(ap);
+}
+
+int
+zdist_msg_read_body(const zdist_msg_t *self, const ProtobufCMessageDescriptor *desc,
+                    int (*read)(const ProtobufCMessage *pb, void *arg, zdist_error_t *err), void *arg,
+                    zdist_error_t *err)
+{
+    ProtobufCMessage *pb = NULL;
+    int rc = zdist_msg_unpack_body(self, desc, &pb, err);
+    if (rc < 0)
+        return rc;
+    rc = read(pb, arg, err);
+    protobuf_c_message_free_unpacked(pb, NULL);
+    return rc;
 }
 
 int
