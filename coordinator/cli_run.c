@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "worker_job.h"
+#include "zdist/job.h"
 #include "worker_registry.h"
 #include "worker_trainer.h"
 #include "zdist/defs.h"
@@ -99,7 +99,7 @@ s_gcd(int64_t a, int64_t b)
 /* Runs eval_step over a dataset (one epoch, no shuffle), skipping its first
    `skip` examples (the synthetic training set). */
 static int
-s_evaluate(worker_trainer_t *tr, const worker_job_t *job, const zdist_dataset_t *ds, int64_t skip,
+s_evaluate(worker_trainer_t *tr, const zdist_job_t *job, const zdist_dataset_t *ds, int64_t skip,
            double *ret_loss, double *ret_acc, int64_t *ret_n, zdist_error_t *err)
 {
     /* A batch that divides skip, so skipped steps end exactly at it. */
@@ -198,8 +198,8 @@ cli_run_main(int argc, char **argv)
     double t0 = s_now();
 
     zdist_error_t err = {0};
-    worker_job_t job;
-    if (worker_job_load(job_path, &job, &err) < 0) {
+    zdist_job_t job;
+    if (zdist_job_load(job_path, &job, &err) < 0) {
         fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
         return err.code == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
@@ -219,8 +219,8 @@ cli_run_main(int argc, char **argv)
         goto out;
     }
     zdist_auto_shard_policy_t applied;
-    if (worker_job_load_dataset(&job, false, NULL, job.shard_policy, &train, &applied, &err) < 0 ||
-        (job.has_test && worker_job_load_dataset(&job, true, NULL, job.shard_policy, &test, NULL, &err) < 0)) {
+    if (zdist_job_load_dataset(&job, false, NULL, job.shard_policy, &train, &applied, &err) < 0 ||
+        (job.has_test && zdist_job_load_dataset(&job, true, NULL, job.shard_policy, &test, NULL, &err) < 0)) {
         fprintf(stderr, "zdist run: %s: dataset: %s\n", job_path, err.text);
         goto out;
     }
@@ -361,6 +361,6 @@ out:
     zdist_dataset_destroy(&train);
     zdist_dataset_destroy(&test);
     free(plugin_path);
-    worker_job_release(&job);
+    zdist_job_release(&job);
     return status;
 }

@@ -13,7 +13,7 @@
 #include "worker.pb-c.h"
 #include "wire/body.h"
 #include "worker_agent.h"
-#include "worker_job.h"
+#include "zdist/job.h"
 #include "worker_psd.h"
 #include "worker_registry.h"
 #include "worker_trainer.h"
@@ -32,7 +32,7 @@ typedef struct {
     bool failed;
     char error[2 * ZDIST_ERROR_TEXT_MAX + 4];
     char *json; /* the START_JOB text, to recognise a repeated start */
-    worker_job_t job;
+    zdist_job_t job;
     worker_registry_t *reg;
     worker_trainer_t *tr;
     zdist_dataset_t *train, *test;
@@ -82,7 +82,7 @@ s_job_release(s_job_t *j)
     zdist_dataset_destroy(&j->test);
     worker_registry_destroy(&j->reg);
     if (j->active || j->job.name)
-        worker_job_release(&j->job);
+        zdist_job_release(&j->job);
     free(j->json);
     memset(j, 0, sizeof *j);
 }
@@ -202,7 +202,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         s_refuse(call, status, "job_json: empty; send the job document");
         goto fail;
     }
-    if (worker_job_parse(req->job_json, req->base_dir && *req->base_dir ? req->base_dir : NULL, &nj.job, &err) < 0) {
+    if (zdist_job_parse(req->job_json, req->base_dir && *req->base_dir ? req->base_dir : NULL, &nj.job, &err) < 0) {
         s_refuse(call, status, "job_json: %s", err.text);
         goto fail;
     }
@@ -213,7 +213,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                  nj.num_workers - 1, nj.num_workers);
         goto fail;
     }
-    const worker_job_t *job = &nj.job;
+    const zdist_job_t *job = &nj.job;
     const char *eps[WORKER_AGENT_MAX_PS];
     int nps = 0;
     if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
@@ -247,8 +247,8 @@ s_start_job(zdist_rpc_call_t *call, void *state)
 
     nj.ictx = zdist_input_context_new(nj.num_workers, nj.worker_index, nj.num_workers * job->num_replicas, &err);
     zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_DATA;
-    if (!nj.ictx || (rc = worker_job_load_dataset(job, false, nj.ictx, job->shard_policy, &nj.train, &applied, &err)) < 0 ||
-        (job->has_test && (rc = worker_job_load_dataset(job, true, NULL, ZDIST_AUTO_SHARD_OFF, &nj.test, NULL, &err)) < 0)) {
+    if (!nj.ictx || (rc = zdist_job_load_dataset(job, false, nj.ictx, job->shard_policy, &nj.train, &applied, &err)) < 0 ||
+        (job->has_test && (rc = zdist_job_load_dataset(job, true, NULL, ZDIST_AUTO_SHARD_OFF, &nj.test, NULL, &err)) < 0)) {
         s_refuse(call, err.code == -ENOENT ? ZDIST_STATUS_NOT_FOUND : status, "dataset: %s", err.text);
         goto fail;
     }
@@ -489,7 +489,7 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
     if (!j->test)
         return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
                         "job '%s' has no test set; add dataset.test (or dataset.synthetic.test_n)", j->job.name);
-    const worker_job_t *job = &j->job;
+    const zdist_job_t *job = &j->job;
     /* Synthetic: the test examples follow the training ones. Batches are
        dealt round robin over the workers: each evaluates its shard. */
     int64_t skip = job->format == ZDIST_INPUT_FORMAT_SYNTHETIC ? job->synthetic_n : 0;

@@ -1,14 +1,16 @@
-/* worker_job: a job JSON (DESIGN.md §4) parsed strictly into a plain struct, for `zdist run` and the worker. */
+/* job: a job document parsed once, strictly, into zdist_job_t (the fields, their ranges and the messages naming them). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker_job.h"
+#include "zdist/file.h"
+#include "zdist/job.h"
 #include "zdist/partition.h"
 
 #define S_MAX_BATCH (INT64_C(1) << 24)
+#define S_MAX_JOB_BYTES (16 << 20)
 
 /* "got 128 (an integer)" style description of a value, for messages. */
 static const char *
@@ -170,7 +172,7 @@ s_resolve_list(char **list, const char *base_dir)
 }
 
 static int
-s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format, worker_job_files_t *ret,
+s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format, zdist_job_files_t *ret,
         const char *base_dir, zdist_error_t *err)
 {
     json_t *o;
@@ -196,7 +198,7 @@ s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format,
 }
 
 static int
-s_optimizer(json_t *root, worker_job_t *job, zdist_error_t *err)
+s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
 {
     json_t *o;
     int rc = s_obj(root, "", "optimizer", true, &o, err);
@@ -240,7 +242,7 @@ s_optimizer(json_t *root, worker_job_t *job, zdist_error_t *err)
 }
 
 static int
-s_dataset(json_t *root, const char *base_dir, worker_job_t *job, zdist_error_t *err)
+s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
     json_t *ds;
     int rc = s_obj(root, "", "dataset", true, &ds, err);
@@ -343,8 +345,35 @@ s_dataset(json_t *root, const char *base_dir, worker_job_t *job, zdist_error_t *
     return 0;
 }
 
+/* checkpoint {every_steps, keep} and evaluation {at_end}: what the coordinator does around the steps. */
+static int
+s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
+{
+    json_t *ck, *ev;
+    static const char *const callowed[] = {"every_steps", "keep", NULL};
+    static const char *const eallowed[] = {"at_end", NULL};
+    int rc;
+    job->ckpt_keep = 3;
+    if ((rc = s_obj(root, "", "checkpoint", false, &ck, err)) < 0)
+        return rc;
+    if (ck && ((rc = s_keys(ck, "checkpoint", callowed, err)) < 0 ||
+               (rc = s_int(ck, "checkpoint", "every_steps", false, 1, INT64_C(1) << 40, &job->ckpt_every, err)) < 0 ||
+               (rc = s_int(ck, "checkpoint", "keep", false, 1, 1000, &job->ckpt_keep, err)) < 0))
+        return rc;
+    job->evaluate = job->has_test;
+    if ((rc = s_obj(root, "", "evaluation", false, &ev, err)) < 0)
+        return rc;
+    if (ev && ((rc = s_keys(ev, "evaluation", eallowed, err)) < 0 ||
+               (rc = s_bool(ev, "evaluation", "at_end", &job->evaluate, err)) < 0))
+        return rc;
+    if (job->evaluate && !job->has_test)
+        return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "
+                               "dataset.synthetic.test_n) or set it to false");
+    return 0;
+}
+
 int
-worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdist_error_t *err)
+zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
     memset(job, 0, sizeof *job);
     json_error_t jerr;
@@ -363,7 +392,8 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
         goto out;
     }
     static const char *const top[] = {"name", "strategy", "model", "optimizer", "dataset", "steps", "epochs",
-                                      "steps_per_execution", "seed", "plugin_path", "log_every", NULL};
+                                      "steps_per_execution", "seed", "plugin_path", "log_every", "checkpoint",
+                                      "evaluation", NULL};
     if ((rc = s_keys(root, "", top, err)) < 0 || (rc = s_str(root, "", "name", true, &job->name, err)) < 0)
         goto out;
     int64_t seed = 1;
@@ -446,68 +476,138 @@ worker_job_parse(const char *text, const char *base_dir, worker_job_t *job, zdis
         (rc = s_int(root, "", "steps_per_execution", false, 1, 1 << 20, &job->steps_per_execution, err)) < 0 ||
         (rc = s_int(root, "", "log_every", false, 1, INT64_C(1) << 40, &job->log_every, err)) < 0 ||
         (rc = s_str(root, "", "plugin_path", false, &job->plugin_path, err)) < 0 ||
-        (rc = s_resolve_list(&job->plugin_path, base_dir)) < 0)
+        (rc = s_resolve_list(&job->plugin_path, base_dir)) < 0 || (rc = s_checkpoint(root, job, err)) < 0)
         goto out;
-    rc = 0;
+    /* The same rules a job received as a message is held to. */
+    rc = zdist_job_validate(job, err);
 out:
     json_decref(root);
     if (rc < 0)
-        worker_job_release(job);
+        zdist_job_release(job);
     return rc;
 }
 
 int
-worker_job_load(const char *path, worker_job_t *ret, zdist_error_t *err)
+zdist_job_load(const char *path, zdist_job_t *ret, zdist_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return zdist_error_set(err, -errno, "cannot read '%s': %s", path, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            if (cap > (16u << 20)) {
-                free(text);
-                fclose(f);
-                return zdist_error_set(err, -EFBIG, "'%s': a job file is at most 16 MiB", path);
-            }
-            char *nt = realloc(text, cap);
-            if (!nt) {
-                free(text);
-                fclose(f);
-                return -ENOMEM;
-            }
-            text = nt;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    fclose(f);
-    text[len] = '\0';
+    void *text = NULL;
+    size_t len = 0;
+    int rc = zdist_file_read(path, S_MAX_JOB_BYTES, &text, &len, err);
+    if (rc == -EFBIG)
+        return zdist_error_set(err, rc, "'%s': a job file is at most %d MiB", path, S_MAX_JOB_BYTES >> 20);
+    if (rc < 0)
+        return zdist_error_set(err, rc, "cannot read '%s': %s", path, strerror(-rc));
     char *dir = strdup(path);
     char *slash = dir ? strrchr(dir, '/') : NULL;
     if (slash)
         *slash = '\0';
-    int rc = worker_job_parse(text, slash ? dir : ".", ret, err);
+    rc = zdist_job_parse(text, slash ? dir : ".", ret, err);
     free(dir);
     free(text);
     return rc;
 }
 
 static void
-s_files_release(worker_job_files_t *f)
+s_files_release(zdist_job_files_t *f)
 {
     free(f->images);
     free(f->labels);
     free(f->path);
 }
 
+/* One range check of zdist_job_validate: -EINVAL naming the field. */
+static int
+s_range(const char *field, int64_t v, int64_t min, int64_t max, zdist_error_t *err)
+{
+    if (v < min || v > max)
+        return zdist_error_set(err, -EINVAL, "%s: must be in %lld..%lld, got %lld", field, (long long)min,
+                               (long long)max, (long long)v);
+    return 0;
+}
+
+int
+zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
+{
+    int rc;
+    if (!job->name || !*job->name)
+        return zdist_error_set(err, -EINVAL, "name: missing; add a string");
+    if (!zdist_strategy_name(job->strategy))
+        return zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy; use one_device, mirrored, "
+                               "central_storage, parameter_server or multi_worker_mirrored");
+    if (!job->model || !*job->model || !job->model_params)
+        return zdist_error_set(err, -EINVAL, "model.name: missing; add a string");
+    if ((rc = s_range("strategy.num_replicas", job->num_replicas, 1, 64, err)) < 0 ||
+        (rc = s_range("strategy.collective_timeout_ms", job->collective_timeout_ms, 100, INT64_C(86400000), err)) < 0 ||
+        (rc = s_range("strategy.bytes_per_pack", job->bytes_per_pack, 0, INT64_C(1) << 30, err)) < 0 ||
+        (rc = s_range("strategy.lost_worker_wait_ms", job->lost_worker_wait_ms, -1, INT64_C(86400000), err)) < 0 ||
+        (rc = s_range("dataset.global_batch_size", job->global_batch_size, 1, S_MAX_BATCH, err)) < 0 ||
+        (rc = s_range("dataset.prefetch", job->prefetch, 0, 64, err)) < 0 ||
+        (rc = s_range("steps", job->steps, 0, INT64_C(1) << 40, err)) < 0 ||
+        (rc = s_range("epochs", job->epochs, 0, 1 << 20, err)) < 0 ||
+        (rc = s_range("steps_per_execution", job->steps_per_execution, 1, 1 << 20, err)) < 0 ||
+        (rc = s_range("log_every", job->log_every, 0, INT64_C(1) << 40, err)) < 0 ||
+        (rc = s_range("checkpoint.every_steps", job->ckpt_every, 0, INT64_C(1) << 40, err)) < 0 ||
+        (rc = s_range("checkpoint.keep", job->ckpt_keep, 1, 1000, err)) < 0)
+        return rc;
+    if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && job->num_replicas != 1)
+        return zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
+                               "for %d", job->num_replicas);
+    if (job->partitioner) {
+        zdist_partitioner_t p;
+        if (zdist_partitioner_parse(job->partitioner, &p, err) < 0) {
+            zdist_error_prefix(err, "strategy.partitioner");
+            return -EINVAL;
+        }
+    }
+    if (zdist_optim_config_validate(&job->optimizer, err) < 0) {
+        zdist_error_prefix(err, "optimizer");
+        return -EINVAL;
+    }
+    if (job->shard_policy < ZDIST_AUTO_SHARD_OFF || job->shard_policy > ZDIST_AUTO_SHARD_DATA)
+        return zdist_error_set(err, -EINVAL, "dataset.shard_policy: use auto, file, data or off");
+    if ((job->steps > 0) == (job->epochs > 0))
+        return zdist_error_set(err, -EINVAL, "steps / epochs: give exactly one of them (\"epochs\": 2 or \"steps\": 1000)");
+    switch (job->format) {
+    case ZDIST_INPUT_FORMAT_SYNTHETIC:
+        if ((rc = s_range("dataset.synthetic.n", job->synthetic_n, 1, INT64_C(1) << 26, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.test_n", job->synthetic_test_n, 0, INT64_C(1) << 26, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.dim", job->synthetic_dim, 1, 1 << 20, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.classes", job->synthetic_classes, 0, 1 << 16, err)) < 0)
+            return rc;
+        if (job->synthetic_classes == 1)
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.classes: 0 for regression, >= 2 for classification");
+        if (!(job->synthetic_noise_std >= 0))
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.noise_std: must be >= 0");
+        if (job->has_test != (job->synthetic_test_n > 0))
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.test_n: disagrees with the job's test set");
+        break;
+    case ZDIST_INPUT_FORMAT_IDX:
+        if (!job->train.images || !job->train.labels || (job->has_test && (!job->test.images || !job->test.labels)))
+            return zdist_error_set(err, -EINVAL, "dataset.train: idx data needs images and labels");
+        break;
+    case ZDIST_INPUT_FORMAT_CSV:
+    case ZDIST_INPUT_FORMAT_LIBSVM:
+        if (!job->train.path || (job->has_test && !job->test.path))
+            return zdist_error_set(err, -EINVAL, "dataset.train.path: missing; add the data file");
+        if (job->format == ZDIST_INPUT_FORMAT_CSV && job->csv.label_dtype != ZDIST_DTYPE_INT32 &&
+            job->csv.label_dtype != ZDIST_DTYPE_FLOAT32)
+            return zdist_error_set(err, -EINVAL, "dataset.label_dtype: use int32 (classes) or float32 (regression)");
+        if (job->format == ZDIST_INPUT_FORMAT_LIBSVM &&
+            (rc = s_range("dataset.dim", job->libsvm_dim, 1, INT64_C(1) << 32, err)) < 0)
+            return rc;
+        break;
+    default:
+        return zdist_error_set(err, -EINVAL, "dataset.format: unknown format; use idx, csv, libsvm or synthetic");
+    }
+    if (job->evaluate && !job->has_test)
+        return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "
+                               "dataset.synthetic.test_n) or set it to false");
+    return 0;
+}
+
 void
-worker_job_release(worker_job_t *job)
+zdist_job_release(zdist_job_t *job)
 {
     if (!job)
         return;
@@ -522,11 +622,11 @@ worker_job_release(worker_job_t *job)
 }
 
 int
-worker_job_load_dataset(const worker_job_t *job, bool test, const zdist_input_context_t *ictx,
+zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_context_t *ictx,
                         zdist_auto_shard_policy_t policy, zdist_dataset_t **ret,
                         zdist_auto_shard_policy_t *ret_applied, zdist_error_t *err)
 {
-    const worker_job_files_t *f = test ? &job->test : &job->train;
+    const zdist_job_files_t *f = test ? &job->test : &job->train;
     const char *paths[2];
     zdist_input_spec_t spec = {.format = job->format, .paths = paths, .csv = job->csv, .libsvm_dim = job->libsvm_dim};
     if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC) {

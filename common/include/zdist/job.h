@@ -1,19 +1,26 @@
-/* worker_job: a job JSON (DESIGN.md §4) parsed strictly into a plain struct, for `zdist run` and the worker. */
-#ifndef WORKER_JOB_H
-#define WORKER_JOB_H
+/* zdist job: a job document (DESIGN.md §4) parsed once, strictly, into a plain C struct.
+
+   The one job class: `zdist submit` sends the text to the coordinator, which
+   parses it here (refusing bad specs with a message naming the field and
+   the fix), keeps the struct, and sends it to every worker as a typed
+   message (zdist/worker_client.h); the worker and `zdist run` train from
+   the same struct. */
+#ifndef ZDIST_JOB_H
+#define ZDIST_JOB_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "zdist/optim.h"
-#include "worker_strategy.h"
+#include "zdist/cluster.h"
+#include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/input.h"
+#include "zdist/optim.h"
 
 typedef struct {
     /* idx: images + labels; csv / libsvm: path. NULL when absent. */
     char *images, *labels, *path;
-} worker_job_files_t;
+} zdist_job_files_t;
 
 typedef struct {
     char *name;
@@ -32,7 +39,7 @@ typedef struct {
     zdist_optim_config_t optimizer;
     /* dataset */
     zdist_input_format_t format;
-    worker_job_files_t train, test;
+    zdist_job_files_t train, test;
     bool has_test;
     int64_t global_batch_size;
     bool shuffle;
@@ -52,7 +59,13 @@ typedef struct {
     uint64_t seed;
     char *plugin_path;
     int64_t log_every; /* 0: the CLI chooses */
-} worker_job_t;
+    /* checkpoint: every N steps (0: only step 0 and the final one), keep K
+       complete ones (default 3) besides the final one. */
+    int64_t ckpt_every, ckpt_keep;
+    /* evaluation.at_end: on the test set at the end (default: when the
+       job has a test set; true without one is refused). */
+    bool evaluate;
+} zdist_job_t;
 
 /* Parses the job file at `path` (relative data paths are taken from the
    file's directory). Strict: unknown fields, wrong types and bad values are
@@ -60,16 +73,20 @@ typedef struct {
    must be an integer >= 1, got \"128\""), and line/column for JSON syntax
    errors; -ENOENT when the file cannot be read. *ret is zeroed first and
    released on error. */
-int worker_job_load(const char *path, worker_job_t *ret, zdist_error_t *err);
+ZDIST_EXPORT int zdist_job_load(const char *path, zdist_job_t *ret, zdist_error_t *err);
 /* The same from JSON text; base_dir resolves relative paths (NULL: as given). */
-int worker_job_parse(const char *text, const char *base_dir, worker_job_t *ret, zdist_error_t *err);
-void worker_job_release(worker_job_t *job);
+ZDIST_EXPORT int zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *ret, zdist_error_t *err);
+ZDIST_EXPORT void zdist_job_release(zdist_job_t *job);
+/* Checks a job struct as the parser does (ranges, one of steps/epochs, the
+   optimizer, the dataset's files, evaluation with a test set): every job
+   parsed or received as a message passes it. -EINVAL naming the field. */
+ZDIST_EXPORT int zdist_job_validate(const zdist_job_t *job, zdist_error_t *err);
 /* Loads the job's train (test = false) or test set, sharded for ictx (may
    be NULL: one pipeline) by `policy`. Synthetic data: example i depends only
    on (seed, i), so the test set is generated as the test_n examples after
    the training set's n (evaluation skips the first n); applied is DATA.
    ret_applied may be NULL. Negative errno with err naming the file. */
-int worker_job_load_dataset(const worker_job_t *job, bool test, const zdist_input_context_t *ictx,
+ZDIST_EXPORT int zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_context_t *ictx,
                             zdist_auto_shard_policy_t policy, zdist_dataset_t **ret,
                             zdist_auto_shard_policy_t *ret_applied, zdist_error_t *err);
 

@@ -1,0 +1,152 @@
+/* CUnit suite: the job class — parsed once (checkpoint and evaluation included), validated, carried as a typed message. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/job_wire.h"
+#include "testutil.h"
+#include "zdist/job.h"
+
+#define S_SYN "\"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 64, \"test_n\": 16, \"dim\": 4, " \
+              "\"classes\": 3, \"seed\": 5}, \"global_batch_size\": 8, \"shard_policy\": \"data\"}"
+
+static const char *s_ps_job =
+    "{\"name\": \"syn\", \"strategy\": {\"type\": \"parameter_server\", \"partitioner\": \"fixed:2\"},"
+    " \"model\": {\"name\": \"mlp\", \"params\": {\"hidden\": [8]}},"
+    " \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.01, \"lazy\": true}, " S_SYN ","
+    " \"epochs\": 3, \"steps_per_execution\": 4, \"seed\": 9, \"log_every\": 10,"
+    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2}, \"evaluation\": {\"at_end\": true}}";
+
+static void
+test_parse_sections(void)
+{
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(s_ps_job, NULL, &job, &err), 0);
+    CU_ASSERT_STRING_EQUAL(job.name, "syn");
+    CU_ASSERT_EQUAL(job.strategy, ZDIST_STRATEGY_PARAMETER_SERVER);
+    CU_ASSERT_STRING_EQUAL(job.partitioner, "fixed:2");
+    CU_ASSERT_EQUAL(job.optimizer.kind, ZDIST_OPTIM_ADAM);
+    CU_ASSERT_DOUBLE_EQUAL(job.optimizer.learning_rate, 0.01, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(job.optimizer.beta2, 0.999, 1e-12); /* Keras default kept */
+    CU_ASSERT_TRUE(job.optimizer.lazy);
+    CU_ASSERT_EQUAL(job.epochs, 3);
+    CU_ASSERT_EQUAL(job.steps, 0);
+    CU_ASSERT_EQUAL(job.steps_per_execution, 4);
+    CU_ASSERT_EQUAL(job.ckpt_every, 50);
+    CU_ASSERT_EQUAL(job.ckpt_keep, 2);
+    CU_ASSERT_TRUE(job.evaluate);
+    CU_ASSERT_TRUE(job.has_test);
+    CU_ASSERT_EQUAL(job.shard_policy, ZDIST_AUTO_SHARD_DATA);
+    zdist_job_release(&job);
+
+    /* Defaults: keep 3, evaluate when there is a test set. */
+    const char *plain = "{\"name\": \"p\", \"strategy\": {\"type\": \"one_device\"}, \"model\": {\"name\": \"mlp\"},"
+                        " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5}";
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(plain, NULL, &job, &err), 0);
+    CU_ASSERT_EQUAL(job.ckpt_every, 0);
+    CU_ASSERT_EQUAL(job.ckpt_keep, 3);
+    CU_ASSERT_TRUE(job.evaluate);
+    zdist_job_release(&job);
+}
+
+/* parse(text) must fail with -EINVAL and a message containing want. */
+static void
+s_refused(const char *text, const char *want)
+{
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    int rc = zdist_job_parse(text, NULL, &job, &err);
+    CU_ASSERT_EQUAL(rc, -EINVAL);
+    if (!strstr(err.text, want)) {
+        fprintf(stderr, "\nwanted '%s' in '%s'\n", want, err.text);
+        CU_FAIL("message does not name the field");
+    }
+}
+
+static void
+test_bad_sections(void)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"checkpoint\": {\"every\": 5}}");
+    s_refused(text, "checkpoint.every: unknown field");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"checkpoint\": {\"keep\": 0}}");
+    s_refused(text, "checkpoint.keep: must be an integer in 1..1000, got 0");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 8,"
+             " \"dim\": 2, \"classes\": 2}, \"global_batch_size\": 4}, \"steps\": 5, \"evaluation\": {\"at_end\": true}}");
+    s_refused(text, "evaluation.at_end: the job has no test set");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"evaluation\": {\"at_end\": 1}}");
+    s_refused(text, "evaluation.at_end: must be true or false");
+    s_refused("{\"name\": \"x\",\n \"strategy\": }", "line 2");
+}
+
+static void
+test_typed_round_trip(void)
+{
+    zdist_job_t job, back;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(s_ps_job, NULL, &job, &err), 0);
+    zdist_job_pb_t pb;
+    zdist_job_to_pb(&job, &pb);
+    size_t len = protobuf_c_message_get_packed_size(&pb.job.base);
+    uint8_t *buf = malloc(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    protobuf_c_message_pack(&pb.job.base, buf);
+    Zdist__Job__Job *un = zdist__job__job__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(un);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_from_pb(un, &back, &err), 0);
+    CU_ASSERT_STRING_EQUAL(back.name, job.name);
+    CU_ASSERT_STRING_EQUAL(back.model, job.model);
+    CU_ASSERT_STRING_EQUAL(back.model_params, job.model_params);
+    CU_ASSERT_STRING_EQUAL(back.partitioner, job.partitioner);
+    CU_ASSERT_EQUAL(back.strategy, job.strategy);
+    CU_ASSERT_EQUAL(back.optimizer.kind, job.optimizer.kind);
+    CU_ASSERT_TRUE(zdist_optim_config_equal(&back.optimizer, &job.optimizer));
+    CU_ASSERT_EQUAL(back.format, job.format);
+    CU_ASSERT_EQUAL(back.shard_policy, job.shard_policy);
+    CU_ASSERT_EQUAL(back.synthetic_n, job.synthetic_n);
+    CU_ASSERT_EQUAL(back.synthetic_classes, job.synthetic_classes);
+    CU_ASSERT_EQUAL(back.epochs, job.epochs);
+    CU_ASSERT_EQUAL(back.steps_per_execution, job.steps_per_execution);
+    CU_ASSERT_EQUAL(back.seed, job.seed);
+    CU_ASSERT_EQUAL(back.ckpt_every, job.ckpt_every);
+    CU_ASSERT_EQUAL(back.ckpt_keep, job.ckpt_keep);
+    CU_ASSERT_EQUAL(back.evaluate, job.evaluate);
+    CU_ASSERT_PTR_NULL(back.plugin_path);
+    zdist_job_release(&back);
+
+    /* A received job is held to the parser's rules: each field named. */
+    un->global_batch_size = 0;
+    CU_ASSERT_EQUAL(zdist_job_from_pb(un, &back, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.global_batch_size"));
+    un->global_batch_size = 8;
+    un->steps = 10; /* and epochs 3 */
+    CU_ASSERT_EQUAL(zdist_job_from_pb(un, &back, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "give exactly one"));
+    un->steps = 0;
+    free(un->optimizer->kind);
+    un->optimizer->kind = strdup("rmsprop");
+    CU_ASSERT_EQUAL(zdist_job_from_pb(un, &back, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "optimizer"));
+    zdist__job__job__free_unpacked(un, NULL);
+    free(buf);
+    zdist_job_release(&job);
+}
+
+void
+zdist_test_job_register(void)
+{
+    ZDIST_SUITE("job",
+                {"parse: checkpoint and evaluation sections, defaults", test_parse_sections},
+                {"bad sections name the field", test_bad_sections},
+                {"typed message round trip, validated on arrival", test_typed_round_trip});
+}
