@@ -5,7 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "worker_strategy.h"
+#include "zdist/cluster.h"
+#include "zdist/step.h" /* output names (loss, examples, correct) */
 #include "zdist/error.h"
 
 typedef struct {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "worker_agent.h"
+#include "worker_run.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
 #include "zdist/parse.h"
@@ -16,6 +17,7 @@ s_usage(FILE *out)
 {
     fprintf(out,
             "usage: zdist-worker [OPTIONS]\n"
+            "       zdist-worker run JOB.json [--json] [--steps N] [--quiet]   (what `zdist run` runs)\n"
             "Runs step functions of a job on this worker (proto/worker.proto): start a job, run steps,\n"
             "evaluate, stop. Under parameter_server its variables live on the ps tasks.\n\n"
             "The task comes from TF_CONFIG (or --cluster/--task) and must be of type 'worker'.\n"
@@ -51,6 +53,10 @@ s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
 int
 main(int argc, char **argv)
 {
+    /* `zdist run`: the job in this process, through the same session START_JOB builds. */
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return worker_run_main(argc - 1, argv + 1);
+
     static const struct option longopts[] = {
         {"cluster", required_argument, NULL, 'c'},
         {"task", required_argument, NULL, 't'},

@@ -1,0 +1,264 @@
+/* worker_run: `zdist-worker run JOB` (what `zdist run` executes) — a job trained in this process through the same session a worker serves. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "worker_run.h"
+#include "worker_session.h"
+#include "zdist/defs.h"
+#include "zdist/job.h"
+#include "zdist/input.h"
+#include "zdist/parse.h"
+
+static void
+s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zdist run JOB.json [--json] [--steps N] [--quiet]\n\n"
+            "Trains the job in this process: strategy one_device, mirrored or central_storage with\n"
+            "num_replicas threads, running the same step functions a cluster runs. Shows a progress\n"
+            "bar on a terminal (plain lines otherwise) and the final test accuracy.\n\n"
+            "  --json      print one JSON object with the final metrics on stdout\n"
+            "  --steps N   stop after N steps (at most the job's length)\n"
+            "  --quiet     no progress output\n\n"
+            "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
+}
+
+static double
+s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+s_hms(double secs, char *buf, size_t size)
+{
+    if (!isfinite(secs) || secs < 0)
+        secs = 0;
+    long s = (long)(secs + 0.5);
+    if (s >= 3600)
+        snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else
+        snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
+}
+
+typedef struct {
+    bool json, quiet, tty;
+    double last_draw;
+} s_out_t;
+
+static void
+s_progress(s_out_t *o, int64_t step, int64_t total, double loss, double eps, double eta, bool force)
+{
+    if (o->quiet)
+        return;
+    char etab[32];
+    s_hms(eta, etab, sizeof etab);
+    if (o->tty) {
+        double now = s_now();
+        if (!force && now - o->last_draw < 0.1)
+            return;
+        o->last_draw = now;
+        int width = 24, fill = total > 0 ? (int)(width * step / total) : 0;
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r%*lld/%lld [%s] loss %.4f  %.0f examples/s  ETA %s \033[K", (int)snprintf(NULL, 0, "%lld",
+                (long long)total), (long long)step, (long long)total, bar, loss, eps, etab);
+        if (step == total)
+            fputc('\n', stderr);
+        fflush(stderr);
+    } else {
+        fprintf(stderr, "step %lld/%lld loss %.4f examples/s %.0f eta %s\n", (long long)step, (long long)total, loss,
+                eps, etab);
+    }
+}
+
+static void
+s_json_num(json_t *o, const char *key, double v)
+{
+    json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
+}
+
+/* "zdist run: --steps: ..." on stderr; the usage exit status. */
+static int
+s_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int
+s_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "zdist run: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return WORKER_RUN_USAGE;
+}
+
+int
+worker_run_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},   {"steps", required_argument, NULL, 's'},
+        {"quiet", no_argument, NULL, 'q'},  {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+    };
+    s_out_t o = {0};
+    int64_t max_steps = 0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "js:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            o.json = true;
+            break;
+        case 's':
+            if (zdist_parse_int64(optarg, 1, INT64_C(1) << 40, &max_steps) < 0)
+                return s_usage_error("--steps: '%s' is not a step count >= 1", optarg);
+            break;
+        case 'q':
+            o.quiet = true;
+            break;
+        case 'h':
+            s_usage(stdout);
+            return WORKER_RUN_OK;
+        case 'V':
+            printf("zdist %s (step ABI %d)\n", ZDIST_VERSION_STRING, ZDIST_STEP_ABI_VERSION);
+            return WORKER_RUN_OK;
+        default:
+            s_usage(stderr);
+            return WORKER_RUN_USAGE;
+        }
+    }
+    if (optind != argc - 1)
+        return s_usage_error("expected one job file, e.g. zdist run deploy/examples/fmnist-mlp-run.json");
+    const char *job_path = argv[optind];
+    o.tty = isatty(STDERR_FILENO);
+    double t0 = s_now();
+
+    zdist_error_t err = {0};
+    zdist_job_t job;
+    if (zdist_job_load(job_path, &job, &err) < 0) {
+        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
+        return err.code == -EINVAL ? WORKER_RUN_USAGE : WORKER_RUN_FAILED;
+    }
+    int status = WORKER_RUN_FAILED;
+    worker_session_t *sess = NULL;
+    if (job.strategy != ZDIST_STRATEGY_ONE_DEVICE && job.strategy != ZDIST_STRATEGY_MIRRORED &&
+        job.strategy != ZDIST_STRATEGY_CENTRAL_STORAGE) {
+        fprintf(stderr, "zdist run: %s: strategy.type: '%s' needs a cluster: use 'zdist submit', or one_device, "
+                "mirrored or central_storage here\n", job_path, zdist_strategy_name(job.strategy));
+        status = WORKER_RUN_USAGE;
+        goto out;
+    }
+    worker_session_config_t cfg = {.num_workers = 1};
+    worker_session_stage_t stage;
+    sess = worker_session_new(&job, &cfg, &stage, &err);
+    if (!sess) {
+        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
+        status = stage == WORKER_SESSION_DATASET || (stage == WORKER_SESSION_TRAINER && err.code != -EINVAL)
+                     ? WORKER_RUN_FAILED
+                     : WORKER_RUN_USAGE;
+        goto out;
+    }
+    const zdist_job_t *jb = worker_session_job(sess);
+    zdist_input_t *in = worker_session_input(sess);
+    int64_t per_epoch = zdist_input_steps_per_epoch(in);
+    int64_t total = jb->steps > 0 ? jb->steps : jb->epochs * per_epoch;
+    if (max_steps > 0 && max_steps < total)
+        total = max_steps;
+    int64_t log_every = jb->log_every > 0 ? jb->log_every : (total >= 10 ? total / 10 : 1);
+    if (!o.quiet && !o.json)
+        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s, %lld steps (%lld per epoch), batch %lld\n",
+                jb->name, jb->model, zdist_strategy_name(jb->strategy), jb->num_replicas,
+                jb->num_replicas == 1 ? "" : "s", (long long)total, (long long)per_epoch,
+                (long long)jb->global_batch_size);
+
+    double train_t0 = s_now(), examples = 0, epoch_loss = 0, epoch_ex = 0, last_loss = NAN;
+    int64_t step = 0, cur_epoch = -1;
+    while (step < total) {
+        worker_outputs_t out;
+        int64_t epoch = 0;
+        int more = worker_session_step(sess, &out, &epoch, &err);
+        if (more < 0) {
+            fprintf(stderr, "%szdist run: %s: step %lld: %s\n", o.tty && !o.quiet ? "\n" : "", job_path,
+                    (long long)step + 1, err.text);
+            goto out;
+        }
+        if (more == 0)
+            break;
+        if (epoch != cur_epoch) {
+            cur_epoch = epoch;
+            epoch_loss = epoch_ex = 0;
+        }
+        step++;
+        double ex = worker_outputs_get(&out, ZDIST_OUTPUT_EXAMPLES, 0);
+        double loss = worker_outputs_get(&out, ZDIST_OUTPUT_LOSS, NAN);
+        examples += ex;
+        epoch_loss += loss * ex;
+        epoch_ex += ex;
+        last_loss = epoch_ex > 0 ? epoch_loss / epoch_ex : loss;
+        double el = s_now() - train_t0;
+        double eps = el > 0 ? examples / el : 0;
+        double eta = step > 0 ? el / step * (total - step) : 0;
+        if (!o.json && (o.tty || step % log_every == 0 || step == total))
+            s_progress(&o, step, total, last_loss, eps, eta, step == total);
+    }
+    double train_secs = s_now() - train_t0;
+    double test_loss = NAN, test_acc = NAN;
+    int64_t test_n = 0;
+    bool has_test = worker_session_has_test(sess);
+    if (has_test) {
+        worker_eval_t ev;
+        if (worker_session_evaluate(sess, &ev, &err) < 0) {
+            fprintf(stderr, "zdist run: %s: evaluation: %s\n", job_path, err.text);
+            goto out;
+        }
+        test_loss = ev.total > 0 ? ev.loss_sum / ev.total : NAN;
+        test_acc = ev.has_correct && ev.total > 0 ? ev.correct / ev.total : NAN;
+        test_n = (int64_t)ev.total;
+    }
+    double wall = s_now() - t0;
+    double eps = train_secs > 0 ? examples / train_secs : 0;
+    if (o.json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "job", json_string(jb->name));
+        json_object_set_new(j, "model", json_string(jb->model));
+        json_object_set_new(j, "strategy", json_string(zdist_strategy_name(jb->strategy)));
+        json_object_set_new(j, "num_replicas", json_integer(jb->num_replicas));
+        json_object_set_new(j, "steps", json_integer(step));
+        json_object_set_new(j, "examples", json_integer((json_int_t)examples));
+        s_json_num(j, "final_loss", last_loss);
+        s_json_num(j, "test_loss", test_loss);
+        s_json_num(j, "test_accuracy", test_acc);
+        json_object_set_new(j, "test_examples", json_integer(test_n));
+        s_json_num(j, "examples_per_sec", eps);
+        s_json_num(j, "train_seconds", train_secs);
+        s_json_num(j, "wall_seconds", wall);
+        char *text = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(j);
+    } else {
+        printf("%s: %lld steps, final loss %.4f", jb->name, (long long)step, last_loss);
+        if (has_test && !isnan(test_acc))
+            printf(", test accuracy %.4f (%lld examples)", test_acc, (long long)test_n);
+        else if (has_test)
+            printf(", test loss %.4f (%lld examples)", test_loss, (long long)test_n);
+        printf(", %.0f examples/s, %.1f s\n", eps, wall);
+    }
+    status = WORKER_RUN_OK;
+out:
+    worker_session_destroy(&sess);
+    zdist_job_release(&job);
+    return status;
+}
