@@ -1,8 +1,10 @@
-/* worker_agent: worker.proto handlers — one job at a time, its steps run on the actor's thread — as a czmq actor. */
+/* worker_agent: worker.proto handlers — one job at a time, its steps on a thread of their own — as a czmq actor. */
 #include <cblas.h>
 #include <errno.h>
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +44,34 @@ typedef struct {
     int64_t collective_timeout_ms;
 } s_job_t;
 
+/* What STATUS and systemd are told: the job as the steps thread last left
+   it (the agent's thread never reads s_job_t while that thread runs). */
+typedef struct {
+    bool active, failed;
+    char job[256];
+    const char *strategy;
+    int64_t steps;
+    double last_loss;
+    char error[2 * ZDIST_ERROR_TEXT_MAX + 4];
+} s_snapshot_t;
+
 typedef struct {
     worker_agent_config_t config;
     zdist_rpc_server_t *rpc;
-    s_job_t job;
+    s_job_t job;             /* the steps thread's */
+    zactor_t *steps;         /* runs every request that touches the job */
+    atomic_bool stopping;    /* set before the steps thread is flushed */
+    s_snapshot_t snap;       /* the agent thread's */
 } self_t;
+
+/* A request handed to the steps thread: its handler runs there and fills
+   the reply; the agent's thread then sends it (only it may). */
+typedef struct {
+    zdist_rpc_call_t *call;
+    zdist_rpc_handler_fn *fn;
+    int rc;
+    s_snapshot_t snap;
+} s_work_t;
 
 /* Sets the reply's status and logs the refusal once, here. */
 static int
@@ -73,14 +98,29 @@ s_job_release(s_job_t *j)
 }
 
 static void
-s_notify(self_t *self)
+s_notify(const self_t *self)
 {
-    s_job_t *j = &self->job;
-    if (!j->active)
+    const s_snapshot_t *n = &self->snap;
+    if (!n->active)
         sd_notifyf(0, "STATUS=worker task %d serving, no job", self->config.worker_task);
     else
-        sd_notifyf(0, "STATUS=worker task %d: job '%s' step %lld loss %.4f%s", self->config.worker_task,
-                   j->job->name, (long long)j->steps, j->last_loss, j->failed ? " (failed)" : "");
+        sd_notifyf(0, "STATUS=worker task %d: job '%s' step %lld loss %.4f%s", self->config.worker_task, n->job,
+                   (long long)n->steps, n->last_loss, n->failed ? " (failed)" : "");
+}
+
+static void
+s_snapshot(const s_job_t *j, s_snapshot_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->active = j->active;
+    if (!j->active)
+        return;
+    ret->failed = j->failed;
+    snprintf(ret->job, sizeof ret->job, "%s", j->job->name);
+    ret->strategy = zdist_strategy_name(j->job->strategy);
+    ret->steps = j->steps;
+    ret->last_loss = j->last_loss;
+    snprintf(ret->error, sizeof ret->error, "%s", j->error);
 }
 
 /* ---- START_JOB ---- */
@@ -187,7 +227,6 @@ s_start_job(zdist_rpc_call_t *call, void *state)
               j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
               (long long)zdist_input_steps_per_epoch(worker_session_input(j->sess)),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
-    s_notify(self);
     return s_start_reply(call, j, created);
 }
 
@@ -245,7 +284,8 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     }
     int64_t done = 0;
     bool end = false;
-    while (done < n) {
+    /* A stopping worker answers with the steps it ran: $TERM waits one step, not a whole call. */
+    while (done < n && !atomic_load(&self->stopping)) {
         zdist_error_t err = {0};
         worker_outputs_t *o = &vals[done];
         int64_t epoch = 0;
@@ -256,7 +296,6 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
             zsys_error("job '%s' step %lld failed: %s", j->job->name, (long long)j->steps + 1, j->error);
             rc = s_refuse(call, zdist_status_from_errno(more), "job '%s' step %lld: %s", j->job->name,
                           (long long)j->steps + 1, j->error);
-            s_notify(self);
             goto out;
         }
         if (more == 0) {
@@ -288,7 +327,6 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     reply.worker_step = j->steps;
     reply.end_of_data = end;
     rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
-    s_notify(self);
 out:
     free(res);
     free(resp);
@@ -504,7 +542,6 @@ s_set_state(zdist_rpc_call_t *call, void *state)
               (long long)req->step, zdist_msg_tensor_count(msg), (long long)req->skip_steps);
     Zdist__Worker__SetStateReply reply = ZDIST__WORKER__SET_STATE_REPLY__INIT;
     reply.num_tensors = used;
-    s_notify(self);
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
 }
 
@@ -523,7 +560,6 @@ s_stop_job(zdist_rpc_call_t *call, void *state)
     int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
     zsys_info("job '%s' stopped after %lld steps", j->job->name, (long long)j->steps);
     s_job_release(j);
-    s_notify(self);
     return rc;
 }
 
@@ -531,19 +567,113 @@ static int
 s_status(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    s_job_t *j = &self->job;
+    const s_snapshot_t *n = &self->snap;
     Zdist__Worker__StatusReply reply = ZDIST__WORKER__STATUS_REPLY__INIT;
     reply.worker_task = self->config.worker_task;
-    if (j->active) {
-        reply.job = j->job->name;
-        reply.running = !j->failed;
-        reply.steps = j->steps;
-        reply.last_loss = j->last_loss;
-        reply.strategy = (char *)zdist_strategy_name(j->job->strategy);
-        reply.failed = j->failed;
-        reply.error = j->error;
+    if (n->active) {
+        reply.job = (char *)n->job;
+        reply.running = !n->failed;
+        reply.steps = n->steps;
+        reply.last_loss = n->last_loss;
+        reply.strategy = (char *)n->strategy;
+        reply.failed = n->failed;
+        reply.error = (char *)n->error;
     }
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+}
+
+/* ---- the steps thread ---- */
+
+/* Requests that touch the job run on the steps thread, in arrival order,
+   so a long RUN_STEPS or START_JOB (loading the data) never stops this
+   thread from answering STATUS, PING and $TERM. */
+static const struct {
+    uint32_t method;
+    zdist_rpc_handler_fn *fn;
+} s_offloaded[] = {
+    {ZDIST__WORKER__METHOD__WORKER_START_JOB, s_start_job},
+    {ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, s_run_steps},
+    {ZDIST__WORKER__METHOD__WORKER_EVALUATE, s_evaluate},
+    {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, s_stop_job},
+    {ZDIST__WORKER__METHOD__WORKER_CONNECT, s_connect},
+    {ZDIST__WORKER__METHOD__WORKER_GET_STATE, s_get_state},
+    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, s_set_state},
+};
+
+static int
+s_offload(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    s_work_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t i = 0; i < sizeof s_offloaded / sizeof s_offloaded[0]; i++)
+        if (s_offloaded[i].method == zdist_rpc_call_method(call))
+            w->fn = s_offloaded[i].fn;
+    assert(w->fn); /* the method table names s_offload only for these */
+    w->call = zdist_rpc_call_defer(call);
+    if (zsock_send(self->steps, "sp", "RUN", w) < 0) {
+        /* The call is ours now: answer it here. */
+        zdist_rpc_call_fail(w->call, ZDIST_STATUS_UNAVAILABLE, "worker task %d cannot run the request now",
+                            self->config.worker_task);
+        zdist_rpc_call_finish(&w->call);
+        free(w);
+    }
+    return 0;
+}
+
+static void
+s_steps_actor(zsock_t *pipe, void *args)
+{
+    self_t *self = args;
+    zsock_signal(pipe, 0);
+    for (;;) {
+        char *cmd = NULL;
+        void *ptr = NULL;
+        if (zsock_recv(pipe, "sp", &cmd, &ptr) < 0)
+            break;
+        bool term = !cmd || streq(cmd, "$TERM");
+        if (cmd && streq(cmd, "RUN") && ptr) {
+            s_work_t *w = ptr;
+            if (atomic_load(&self->stopping))
+                w->rc = zdist_rpc_call_fail(w->call, ZDIST_STATUS_UNAVAILABLE, "worker task %d is stopping",
+                                            self->config.worker_task);
+            else
+                w->rc = w->fn(w->call, self);
+            s_snapshot(&self->job, &w->snap);
+            zsock_send(pipe, "sp", "DONE", w);
+        } else if (cmd && streq(cmd, "FLUSH")) {
+            zsock_send(pipe, "sp", "FLUSHED", NULL);
+        }
+        free(cmd);
+        if (term)
+            break;
+    }
+}
+
+/* Sends a request the steps thread has run. */
+static void
+s_finish(self_t *self, s_work_t *w)
+{
+    zdist_msg_t *reply = zdist_rpc_call_reply(w->call);
+    if (w->rc < 0 && zdist_msg_status(reply) == ZDIST_STATUS_OK)
+        zdist_msg_set_status(reply, zdist_status_from_errno(w->rc), "method %u failed: %s",
+                             zdist_rpc_call_method(w->call), strerror(-w->rc));
+    zdist_rpc_call_finish(&w->call);
+    self->snap = w->snap;
+    free(w);
+    s_notify(self);
+}
+
+static int
+s_on_steps(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    char *cmd = NULL;
+    void *ptr = NULL;
+    if (zsock_recv(sock, "sp", &cmd, &ptr) == 0 && cmd && streq(cmd, "DONE") && ptr)
+        s_finish(arg, ptr);
+    free(cmd);
+    return 0;
 }
 
 /* Transitional: bodies passed through undecoded until this service has typed ones. */
@@ -558,18 +688,18 @@ static const zdist_rpc_body_t s_body_worker_stop_job_request = {&zdist__worker__
 
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST__WORKER__METHOD__WORKER_START_JOB, "start_job", &s_body_worker_start_job_request,
-     s_start_job, 0, 0},
+     s_offload, 0, 0},
     {ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, "run_steps", &s_body_worker_run_steps_request,
-     s_run_steps, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_EVALUATE, "evaluate", &s_body_worker_evaluate_request, s_evaluate,
+     s_offload, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_EVALUATE, "evaluate", &s_body_worker_evaluate_request, s_offload,
      0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, "stop_job", &s_body_worker_stop_job_request, s_stop_job,
+    {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, "stop_job", &s_body_worker_stop_job_request, s_offload,
      0, 0},
     {ZDIST__WORKER__METHOD__WORKER_STATUS, "status", &s_body_worker_status_request, s_status, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &s_body_worker_connect_request, s_connect, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &s_body_worker_connect_request, s_offload, 0, 0},
     {ZDIST__WORKER__METHOD__WORKER_GET_STATE, "get_state", &s_body_worker_get_state_request,
-     s_get_state, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &s_body_worker_state, s_set_state, 0, 1024},
+     s_offload, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &s_body_worker_state, s_offload, 0, 1024},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
@@ -599,11 +729,35 @@ worker_agent_actor(zsock_t *pipe, void *args)
     }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
 
-    zloop_t *loop = zloop_new();
-    /* One request per wake-up: a RUN_STEPS may take a while, and the pipe
-       ($TERM) gets its turn between requests. */
-    zdist_daemon_serve(loop, pipe, self->rpc, 1);
-    zloop_destroy(&loop);
+    self->steps = zactor_new(s_steps_actor, self);
+    zloop_t *loop = self->steps ? zloop_new() : NULL;
+    if (loop) {
+        zloop_reader(loop, zactor_sock(self->steps), s_on_steps, self);
+        zdist_daemon_serve(loop, pipe, self->rpc, 32);
+        zloop_reader_end(loop, zactor_sock(self->steps));
+        zloop_destroy(&loop);
+    } else {
+        zsys_error("cannot start the steps thread: out of memory");
+    }
+    /* Requests still queued for the steps thread are answered (UNAVAILABLE
+       past the one running) before the server goes. */
+    atomic_store(&self->stopping, true);
+    if (self->steps && zsock_send(self->steps, "sp", "FLUSH", NULL) == 0)
+        for (;;) {
+            char *cmd = NULL;
+            void *ptr = NULL;
+            if (zsock_recv(self->steps, "sp", &cmd, &ptr) < 0) {
+                free(cmd);
+                break;
+            }
+            bool flushed = cmd && streq(cmd, "FLUSHED");
+            if (cmd && streq(cmd, "DONE") && ptr)
+                s_finish(self, ptr);
+            free(cmd);
+            if (flushed)
+                break;
+        }
+    zactor_destroy(&self->steps);
     if (self->job.active)
         zsys_info("job '%s' dropped at step %lld by the stop", self->job.job->name, (long long)self->job.steps);
     s_job_release(&self->job);
