@@ -161,7 +161,29 @@ test_ping_echo_fail(void)
     CU_ASSERT_EQUAL(zdist_msg_incarnation(reply), zdist_rpc_server_incarnation(s->server));
     CU_ASSERT_EQUAL(zdist_rpc_client_peer_incarnation(c), zdist_rpc_server_incarnation(s->server));
     protobuf_c_message_free_unpacked(pb, NULL);
+    /* The same reply read through the library: no protobuf for callers. */
+    zdist_rpc_ping_t p;
+    CU_ASSERT_EQUAL_FATAL(zdist_rpc_ping_read(reply, &p, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(p.role, "test");
+    CU_ASSERT_STRING_EQUAL(p.version, ZDIST_VERSION_STRING);
+    CU_ASSERT_EQUAL(p.protocol, ZDIST_PROTOCOL_VERSION);
+    CU_ASSERT_EQUAL(p.incarnation, zdist_rpc_server_incarnation(s->server));
+    CU_ASSERT(p.uptime_ms >= 0);
     zdist_msg_destroy(&reply);
+    /* A role longer than its field, a body of another type: -EPROTO. */
+    Zdist__PingReply long_role = ZDIST__PING_REPLY__INIT;
+    long_role.role = "a-role-much-longer-than-thirty-one-bytes";
+    zdist_msg_t *bad = zdist_msg_new(ZDIST_METHOD_PING);
+    CU_ASSERT_EQUAL_FATAL(zdist_msg_set_body(bad, &long_role.base), 0);
+    zdist_error_t perr = {0};
+    CU_ASSERT_EQUAL(zdist_rpc_ping_read(bad, &p, &perr), -EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(perr.text, "PING reply: role or version longer than 31 bytes"));
+    Zdist__Status other = ZDIST__STATUS__INIT;
+    other.code = 7;
+    CU_ASSERT_EQUAL_FATAL(zdist_msg_set_body(bad, &other.base), 0);
+    CU_ASSERT_EQUAL(zdist_rpc_ping_read(bad, &p, &perr), -EPROTO);
+    zdist_msg_destroy(&bad);
+    CU_ASSERT_STRING_EQUAL(p.role, "test"); /* written only on success */
 
     req = s_echo_request(41, 1234567);
     CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_call(c, &req, 5000, &reply), 0);

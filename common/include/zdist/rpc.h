@@ -176,6 +176,19 @@ ZDIST_EXPORT bool zdist_rpc_client_connected(zdist_rpc_client_t *self);
 /* Replies that came after their call had completed (late or unknown ids). */
 ZDIST_EXPORT uint64_t zdist_rpc_client_dropped(const zdist_rpc_client_t *self);
 
+/* PING (method 1, answered by every zdist server): send
+   zdist_msg_new (ZDIST_METHOD_PING) as it is, and read a reply whose
+   status is OK into *ret (written only on success). -EPROTO with err when
+   it does not decode or a string is longer than its field. */
+typedef struct {
+    char role[32];    /* "ps", "worker", "chief", ... */
+    char version[32]; /* the server's software version */
+    uint32_t protocol;
+    uint64_t incarnation;
+    int64_t uptime_ms;
+} zdist_rpc_ping_t;
+ZDIST_EXPORT int zdist_rpc_ping_read(const zdist_msg_t *reply, zdist_rpc_ping_t *ret, zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.pb-c.h"
+#include "wire/body.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -509,4 +511,32 @@ zdist_rpc_client_call(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t
         return rc;
     /* The call completes by its deadline at the latest (or never, without one). */
     return s_recv(self, id, -1, ret_reply);
+}
+
+/* ---- PING ---- */
+
+static int
+s_read_ping(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__PingReply *p = (const Zdist__PingReply *) pb;
+    zdist_rpc_ping_t *ret = arg;
+    if (!p->role || strlen(p->role) >= sizeof ret->role || !p->version || strlen(p->version) >= sizeof ret->version)
+        return zdist_error_set(err, -EPROTO, "PING reply: role or version longer than %zu bytes",
+                               sizeof ret->role - 1);
+    memcpy(ret->role, p->role, strlen(p->role) + 1);
+    memcpy(ret->version, p->version, strlen(p->version) + 1);
+    ret->protocol = p->protocol;
+    ret->incarnation = p->incarnation;
+    ret->uptime_ms = p->uptime_ms;
+    return 0;
+}
+
+int
+zdist_rpc_ping_read(const zdist_msg_t *reply, zdist_rpc_ping_t *ret, zdist_error_t *err)
+{
+    zdist_rpc_ping_t ping = {0};
+    int rc = zdist_msg_read_body(reply, &zdist__ping_reply__descriptor, s_read_ping, &ping, err);
+    if (rc == 0)
+        *ret = ping;
+    return rc;
 }
