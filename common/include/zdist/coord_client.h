@@ -1,0 +1,185 @@
+/* zdist coordinator service (proto/coordinator.proto): typed requests and replies, the server's body types,
+   and a client.
+
+   The service of zdist-coordinator: SUBMIT a job document, STATUS of a
+   job (one snapshot, or a stream with follow), CANCEL a job, LIST every
+   job. Everything protobuf about it stays in libzdist: a server puts the
+   zdist_coord_body_* types in its method table and its handlers get the
+   typed, validated request structs below; it answers with the
+   zdist_coord_reply_* functions. A client (the `zdist` CLI) uses
+   zdist_coord_client_t.
+
+   Errors: functions return 0 or a negative errno. When the coordinator
+   refused a call, the errno is its status's (zdist_status_to_errno:
+   INVALID_ARGUMENT -EINVAL, NOT_FOUND -ENOENT, FAILED_PRECONDITION -EBUSY,
+   RESOURCE_EXHAUSTED -ENOSPC, DEADLINE_EXCEEDED -ETIMEDOUT, UNAVAILABLE
+   -ENOTCONN...; zdist_status_from_errno gives the status back) and
+   err->text is the coordinator's message as it sent it. A reply that does
+   not decode is -EPROTO. err may be NULL.
+
+   Threads: a zdist_coord_client_t, like the rpc client under it, belongs to
+   one thread. */
+#ifndef ZDIST_COORD_CLIENT_H
+#define ZDIST_COORD_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zdist/defs.h"
+#include "zdist/error.h"
+#include "zdist/job.h"
+#include "zdist/rpc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* coordinator.proto method numbers. */
+typedef enum {
+    ZDIST_COORD_SUBMIT = 300,
+    ZDIST_COORD_STATUS = 301,
+    ZDIST_COORD_CANCEL = 302,
+    ZDIST_COORD_LIST = 303,
+} zdist_coord_method_t;
+
+/* A job id is at most ZDIST_COORD_ID_MAX - 1 bytes, a state name at most
+   ZDIST_COORD_STATE_MAX - 1: requests and replies beyond are refused. */
+#define ZDIST_COORD_ID_MAX 64
+#define ZDIST_COORD_STATE_MAX 16
+/* The largest job document SUBMIT takes, and the longest base_dir. */
+#define ZDIST_COORD_MAX_JOB_BYTES (16u << 20)
+#define ZDIST_COORD_MAX_PATH 4096
+
+/* One job's status. Received (zdist_coord_client_*): the strings are the
+   caller's, freed by zdist_coord_job_release. Given to zdist_coord_reply_*:
+   borrowed for the call, NULL name / error / detail_json sent as "". */
+typedef struct {
+    char job_id[ZDIST_COORD_ID_MAX];
+    char *name;
+    char state[ZDIST_COORD_STATE_MAX]; /* queued, running, done, failed, cancelled */
+    int64_t step;                      /* steps completed */
+    int64_t steps;                     /* steps requested; 0 until known (epochs) */
+    char *error;                       /* why it failed; "" otherwise */
+    /* Everything else as one JSON object: metrics {loss, examples_per_sec,
+       test_accuracy, ...}, workers [...], ps [...], checkpoint, elapsed_s. */
+    char *detail_json;
+} zdist_coord_job_t;
+
+/* Frees the strings of a received job and zeroes it; NULL-safe. */
+ZDIST_EXPORT void zdist_coord_job_release(zdist_coord_job_t *job);
+/* Releases n jobs and frees the array; NULL-safe, nulls the pointer. */
+ZDIST_EXPORT void zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n);
+/* True for the states a job ends in: done, failed, cancelled. */
+ZDIST_EXPORT bool zdist_coord_state_final(const char *state);
+
+/* ---- server side ---- */
+
+/* SUBMIT as its handler gets it: the document, present and at most
+   ZDIST_COORD_MAX_JOB_BYTES, parsed and validated by zdist_job_parse (a bad
+   job is answered INVALID_ARGUMENT "submit: <the field and the fix>" before
+   the handler runs). Strings borrowed from the request; the job is the
+   call's (released after the handler, or the deferred call's finish). */
+typedef struct {
+    const char *job_json; /* the document as sent, to keep */
+    const char *base_dir; /* resolves relative data paths; NULL: as given */
+    zdist_job_t job;
+} zdist_coord_submit_request_t;
+
+/* STATUS: job_id "" = the latest job; follow: a stream (see
+   proto/coordinator.proto). job_id bounded by ZDIST_COORD_ID_MAX. */
+typedef struct {
+    const char *job_id;
+    bool follow;
+} zdist_coord_status_request_t;
+
+/* CANCEL: job_id not empty, bounded by ZDIST_COORD_ID_MAX. */
+typedef struct {
+    const char *job_id;
+} zdist_coord_cancel_request_t;
+
+/* Body types for a zdist_rpc_method_t table: SUBMIT ->
+   zdist_coord_submit_request_t, STATUS -> zdist_coord_status_request_t,
+   CANCEL -> zdist_coord_cancel_request_t, LIST -> no fields (the body must
+   decode). zdist_rpc_call_body returns the typed struct. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_submit;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_status;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_cancel;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
+
+/* Replies, set on the call's reply (a deferred call's too, e.g. before
+   zdist_rpc_call_send_partial). -ENOMEM, or -EINVAL for an id or state
+   longer than its bound. STATUS and LIST answer with jobs (STATUS with
+   exactly one). */
+ZDIST_EXPORT int zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id);
+ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n);
+ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
+
+/* ---- client ---- */
+
+typedef struct zdist_coord_client_t zdist_coord_client_t;
+
+/* Connects to the coordinator at endpoint ("tcp://host:port";
+   asynchronously: it may come up later). NULL with err on a bad endpoint. */
+ZDIST_EXPORT zdist_coord_client_t *zdist_coord_client_new(const char *endpoint, zdist_error_t *err);
+ZDIST_EXPORT void zdist_coord_client_destroy(zdist_coord_client_t **self_p);
+ZDIST_EXPORT const char *zdist_coord_client_endpoint(const zdist_coord_client_t *self);
+
+/* Submits the job document (base_dir: the job file's directory, resolving
+   its relative data paths on the coordinator; NULL: as given). Waits up to
+   timeout_ms. Writes the new job's id to ret_job_id. A bad job: -EINVAL
+   with the coordinator's message naming the field. */
+ZDIST_EXPORT int zdist_coord_client_submit(zdist_coord_client_t *self, const char *job_json,
+                                           const char *base_dir, int64_t timeout_ms,
+                                           char ret_job_id[ZDIST_COORD_ID_MAX], zdist_error_t *err);
+/* One STATUS snapshot of job_id ("" = the latest job) into *ret (the
+   caller releases it; written only on success). */
+ZDIST_EXPORT int zdist_coord_client_status(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
+                                           zdist_coord_job_t *ret, zdist_error_t *err);
+/* Cancels job_id; ret_state: its state after the request ("cancelling"
+   for the running job, "cancelled" for a queued one, else its final state). */
+ZDIST_EXPORT int zdist_coord_client_cancel(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
+                                           char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err);
+/* Every job, without per-task detail: *ret_jobs (free with
+   zdist_coord_jobs_free) and *ret_n. */
+ZDIST_EXPORT int zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms,
+                                         zdist_coord_job_t **ret_jobs, size_t *ret_n, zdist_error_t *err);
+
+/* Following a job (zdist_coord_client_follow). */
+typedef struct {
+    /* Give up when nothing came from the coordinator for this long (a
+       stream hears at least every 5 s; default 180000). */
+    int64_t lost_wait_ms;
+    /* At most one STATUS call this often: subscribing again after a loss,
+       or polling when the coordinator will not stream (default 500). */
+    int64_t resubscribe_ms;
+    /* Deadline of one poll when polling (default 2000). */
+    int64_t poll_timeout_ms;
+    /* Each status received, the last one included (may be NULL). The job
+       is borrowed for the call. */
+    void (*on_status)(const zdist_coord_job_t *job, void *arg);
+    /* The coordinator stopped answering (why: its message or the status
+       name); once per outage, until a status comes again (may be NULL). */
+    void (*on_lost)(const char *why, void *arg);
+    void *arg;
+} zdist_coord_follow_options_t;
+
+ZDIST_EXPORT void zdist_coord_follow_options_default(zdist_coord_follow_options_t *opts);
+
+/* Follows job_id ("" = the latest job, then that job) through the STATUS
+   stream until it is done, failed or cancelled. When the stream breaks
+   (the coordinator stopped or restarts) it subscribes again; with too many
+   streams open at the coordinator it polls. Waits only on the client's
+   socket. *ret_last (the caller releases it; job_id "" when nothing came)
+   is the last status received. Returns 0 when the job ended (its state in
+   *ret_last), -ETIMEDOUT when the coordinator was silent for lost_wait_ms,
+   -EINTR after SIGINT or SIGTERM (czmq's zsys_interrupted), or the error
+   of a refused call (-ENOENT: no such job...). opts NULL: the defaults. */
+ZDIST_EXPORT int zdist_coord_client_follow(zdist_coord_client_t *self, const char *job_id,
+                                           const zdist_coord_follow_options_t *opts,
+                                           zdist_coord_job_t *ret_last, zdist_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

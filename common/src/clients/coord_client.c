@@ -1,0 +1,574 @@
+/* coord_client: coordinator.proto's bodies (decoded and checked for the server), its replies, and the client
+ * of the CLI. */
+#include <czmq.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator.pb-c.h"
+#include "wire/body.h"
+#include "zdist/coord_client.h"
+#include "zdist/sys.h"
+
+/* ---- jobs ---- */
+
+void
+zdist_coord_job_release(zdist_coord_job_t *job)
+{
+    if (!job)
+        return;
+    free(job->name);
+    free(job->error);
+    free(job->detail_json);
+    memset(job, 0, sizeof *job);
+}
+
+void
+zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n)
+{
+    if (!jobs_p || !*jobs_p)
+        return;
+    for (size_t i = 0; i < n; i++)
+        zdist_coord_job_release(&(*jobs_p)[i]);
+    free(*jobs_p);
+    *jobs_p = NULL;
+}
+
+bool
+zdist_coord_state_final(const char *state)
+{
+    return state &&
+           (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
+}
+
+/* A string field of at most size - 1 bytes: -EINVAL naming it otherwise
+   (-EPROTO for replies: `code`). */
+static int
+s_bounded(const char *field, const char *s, size_t size, int code, zdist_error_t *err)
+{
+    if (s && strnlen(s, size) >= size)
+        return zdist_error_set(err, code, "%s: longer than %zu bytes", field, size - 1);
+    return 0;
+}
+
+/* ---- server side: request bodies ---- */
+
+static int
+s_decode_submit(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__SubmitRequest *m = (const Zdist__Coordinator__SubmitRequest *) pb;
+    zdist_coord_submit_request_t *r = ret;
+    if (!m->job_json || !*m->job_json)
+        return zdist_error_set(err, -EINVAL, "job_json: empty; send the job document");
+    if (strnlen(m->job_json, ZDIST_COORD_MAX_JOB_BYTES + 1) > ZDIST_COORD_MAX_JOB_BYTES)
+        return zdist_error_set(err, -EINVAL, "job_json: larger than %u MiB", ZDIST_COORD_MAX_JOB_BYTES >> 20);
+    int rc = s_bounded("base_dir", m->base_dir, ZDIST_COORD_MAX_PATH, -EINVAL, err);
+    if (rc < 0)
+        return rc;
+    r->job_json = m->job_json;
+    r->base_dir = m->base_dir && *m->base_dir ? m->base_dir : NULL;
+    return zdist_job_parse(r->job_json, r->base_dir, &r->job, err);
+}
+
+static void
+s_release_submit(void *typed)
+{
+    zdist_job_release(&((zdist_coord_submit_request_t *) typed)->job);
+}
+
+static int
+s_decode_status(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__StatusRequest *m = (const Zdist__Coordinator__StatusRequest *) pb;
+    zdist_coord_status_request_t *r = ret;
+    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
+    if (rc < 0)
+        return rc;
+    r->job_id = m->job_id ? m->job_id : "";
+    r->follow = m->follow;
+    return 0;
+}
+
+static int
+s_decode_cancel(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__CancelRequest *m = (const Zdist__Coordinator__CancelRequest *) pb;
+    zdist_coord_cancel_request_t *r = ret;
+    if (!m->job_id || !*m->job_id)
+        return zdist_error_set(err, -EINVAL, "job_id: empty; give the id of the job to cancel");
+    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
+    if (rc < 0)
+        return rc;
+    r->job_id = m->job_id;
+    return 0;
+}
+
+/* LIST has no fields: the body must only decode. */
+static int
+s_decode_list(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) pb;
+    (void) request;
+    (void) ret;
+    (void) err;
+    return 0;
+}
+
+const zdist_rpc_body_t zdist_coord_body_submit = {&zdist__coordinator__submit_request__descriptor,
+                                                  sizeof(zdist_coord_submit_request_t), s_decode_submit,
+                                                  s_release_submit};
+const zdist_rpc_body_t zdist_coord_body_status = {&zdist__coordinator__status_request__descriptor,
+                                                  sizeof(zdist_coord_status_request_t), s_decode_status,
+                                                  NULL};
+const zdist_rpc_body_t zdist_coord_body_cancel = {&zdist__coordinator__cancel_request__descriptor,
+                                                  sizeof(zdist_coord_cancel_request_t), s_decode_cancel,
+                                                  NULL};
+const zdist_rpc_body_t zdist_coord_body_list = {&zdist__coordinator__list_request__descriptor, 0,
+                                                s_decode_list, NULL};
+
+/* ---- server side: replies ---- */
+
+int
+zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id)
+{
+    int rc = s_bounded("job_id", job_id, ZDIST_COORD_ID_MAX, -EINVAL, NULL);
+    if (rc < 0)
+        return rc;
+    Zdist__Coordinator__SubmitReply r = ZDIST__COORDINATOR__SUBMIT_REPLY__INIT;
+    r.job_id = (char *) job_id;
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
+static char *
+s_or_empty(char *s)
+{
+    return s ? s : (char *) "";
+}
+
+int
+zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n)
+{
+    Zdist__Coordinator__JobStatus *st = calloc(n ? n : 1, sizeof *st);
+    Zdist__Coordinator__JobStatus **sp = calloc(n ? n : 1, sizeof *sp);
+    int rc = st && sp ? 0 : -ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        /* The structs' arrays are bounded by their type; only their NULs can be missing. */
+        if (strnlen(jobs[i].job_id, sizeof jobs[i].job_id) == sizeof jobs[i].job_id ||
+            strnlen(jobs[i].state, sizeof jobs[i].state) == sizeof jobs[i].state) {
+            rc = -EINVAL;
+            break;
+        }
+        zdist__coordinator__job_status__init(&st[i]);
+        st[i].job_id = (char *) jobs[i].job_id;
+        st[i].name = s_or_empty(jobs[i].name);
+        st[i].state = (char *) jobs[i].state;
+        st[i].step = jobs[i].step;
+        st[i].steps = jobs[i].steps;
+        st[i].error = s_or_empty(jobs[i].error);
+        st[i].detail_json = s_or_empty(jobs[i].detail_json);
+        sp[i] = &st[i];
+    }
+    if (rc == 0) {
+        Zdist__Coordinator__StatusReply reply = ZDIST__COORDINATOR__STATUS_REPLY__INIT;
+        reply.n_jobs = n;
+        reply.jobs = sp;
+        rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    }
+    free(st);
+    free(sp);
+    return rc;
+}
+
+int
+zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state)
+{
+    int rc = s_bounded("state", state, ZDIST_COORD_STATE_MAX, -EINVAL, NULL);
+    if (rc < 0)
+        return rc;
+    Zdist__Coordinator__CancelReply r = ZDIST__COORDINATOR__CANCEL_REPLY__INIT;
+    r.state = (char *) state;
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
+/* ---- client ---- */
+
+struct zdist_coord_client_t {
+    zdist_rpc_client_t *rpc;
+};
+
+zdist_coord_client_t *
+zdist_coord_client_new(const char *endpoint, zdist_error_t *err)
+{
+    zdist_coord_client_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        zdist_error_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    self->rpc = zdist_rpc_client_new(endpoint, NULL, err);
+    if (!self->rpc)
+        zdist_coord_client_destroy(&self);
+    return self;
+}
+
+void
+zdist_coord_client_destroy(zdist_coord_client_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zdist_rpc_client_destroy(&(*self_p)->rpc);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+const char *
+zdist_coord_client_endpoint(const zdist_coord_client_t *self)
+{
+    return zdist_rpc_client_endpoint(self->rpc);
+}
+
+/* A request of `method` with body pb; NULL when out of memory. */
+static zdist_msg_t *
+s_request(uint32_t method, const ProtobufCMessage *pb)
+{
+    zdist_msg_t *m = zdist_msg_new(method);
+    if (m && zdist_msg_set_body(m, pb) < 0)
+        zdist_msg_destroy(&m);
+    return m;
+}
+
+/* A reply's status as the errno of the header comment, err its message. */
+static int
+s_status_error(const zdist_msg_t *reply, zdist_error_t *err)
+{
+    int st = zdist_msg_status(reply);
+    if (st == ZDIST_STATUS_OK)
+        return 0;
+    const char *msg = zdist_msg_status_message(reply);
+    return zdist_error_set(err, zdist_status_to_errno(st), "%s", *msg ? msg : zdist_status_name(st));
+}
+
+/* One call: *ret_reply (status OK) or the errno of its refusal. */
+static int
+s_call(zdist_coord_client_t *self, uint32_t method, const ProtobufCMessage *pb, int64_t timeout_ms,
+       zdist_msg_t **ret_reply, zdist_error_t *err)
+{
+    zdist_msg_t *m = s_request(method, pb), *reply = NULL;
+    if (!m)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    int rc = zdist_rpc_client_call(self->rpc, &m, timeout_ms, &reply);
+    if (rc < 0)
+        return zdist_error_set(err, rc, "cannot send to %s: %s", zdist_coord_client_endpoint(self),
+                               strerror(-rc));
+    if ((rc = s_status_error(reply, err)) < 0) {
+        zdist_msg_destroy(&reply);
+        return rc;
+    }
+    *ret_reply = reply;
+    return 0;
+}
+
+static int
+s_read_submit(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__SubmitReply *r = (const Zdist__Coordinator__SubmitReply *) pb;
+    if (!r->job_id || !*r->job_id)
+        return zdist_error_set(err, -EPROTO, "SUBMIT reply: no job_id");
+    int rc = s_bounded("SUBMIT reply: job_id", r->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
+    if (rc == 0)
+        memcpy(arg, r->job_id, strlen(r->job_id) + 1);
+    return rc;
+}
+
+int
+zdist_coord_client_submit(zdist_coord_client_t *self, const char *job_json, const char *base_dir,
+                          int64_t timeout_ms, char ret_job_id[ZDIST_COORD_ID_MAX], zdist_error_t *err)
+{
+    Zdist__Coordinator__SubmitRequest req = ZDIST__COORDINATOR__SUBMIT_REQUEST__INIT;
+    req.job_json = (char *) (job_json ? job_json : "");
+    req.base_dir = (char *) (base_dir ? base_dir : "");
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, ZDIST_COORD_SUBMIT, &req.base, timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    char id[ZDIST_COORD_ID_MAX];
+    rc = zdist_msg_read_body(reply, &zdist__coordinator__submit_reply__descriptor, s_read_submit, id, err);
+    zdist_msg_destroy(&reply);
+    if (rc == 0)
+        memcpy(ret_job_id, id, sizeof id);
+    return rc;
+}
+
+/* Copies a received job into *ret (zeroed; released on error). */
+static int
+s_job_from_pb(const Zdist__Coordinator__JobStatus *pb, zdist_coord_job_t *ret, zdist_error_t *err)
+{
+    memset(ret, 0, sizeof *ret);
+    int rc = s_bounded("STATUS reply: job_id", pb->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
+    if (rc == 0)
+        rc = s_bounded("STATUS reply: state", pb->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
+    if (rc < 0)
+        return rc;
+    snprintf(ret->job_id, sizeof ret->job_id, "%s", pb->job_id ? pb->job_id : "");
+    snprintf(ret->state, sizeof ret->state, "%s", pb->state ? pb->state : "");
+    ret->step = pb->step;
+    ret->steps = pb->steps;
+    ret->name = strdup(pb->name ? pb->name : "");
+    ret->error = strdup(pb->error ? pb->error : "");
+    ret->detail_json = strdup(pb->detail_json ? pb->detail_json : "");
+    if (!ret->name || !ret->error || !ret->detail_json) {
+        zdist_coord_job_release(ret);
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* A STATUS / LIST reply's jobs. */
+typedef struct {
+    bool one; /* STATUS: exactly one job */
+    zdist_coord_job_t *jobs;
+    size_t n;
+} s_jobs_read_t;
+
+static int
+s_read_jobs(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__StatusReply *r = (const Zdist__Coordinator__StatusReply *) pb;
+    s_jobs_read_t *out = arg;
+    if (out->one && r->n_jobs != 1)
+        return zdist_error_set(err, -EPROTO, "STATUS reply: %zu jobs instead of one", r->n_jobs);
+    zdist_coord_job_t *jobs = calloc(r->n_jobs ? r->n_jobs : 1, sizeof *jobs);
+    if (!jobs)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        int rc = s_job_from_pb(r->jobs[i], &jobs[i], err);
+        if (rc < 0) {
+            zdist_coord_jobs_free(&jobs, i);
+            return rc;
+        }
+    }
+    out->jobs = jobs;
+    out->n = r->n_jobs;
+    return 0;
+}
+
+/* Reads one job out of a STATUS reply into *ret. */
+static int
+s_reply_job(const zdist_msg_t *reply, zdist_coord_job_t *ret, zdist_error_t *err)
+{
+    s_jobs_read_t got = {.one = true};
+    int rc =
+        zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
+    if (rc < 0)
+        return rc;
+    *ret = got.jobs[0];
+    free(got.jobs);
+    return 0;
+}
+
+int
+zdist_coord_client_status(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
+                          zdist_coord_job_t *ret, zdist_error_t *err)
+{
+    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
+    req.job_id = (char *) (job_id ? job_id : "");
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, ZDIST_COORD_STATUS, &req.base, timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    rc = s_reply_job(reply, ret, err);
+    zdist_msg_destroy(&reply);
+    return rc;
+}
+
+static int
+s_read_cancel(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__CancelReply *r = (const Zdist__Coordinator__CancelReply *) pb;
+    int rc = s_bounded("CANCEL reply: state", r->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
+    if (rc == 0)
+        snprintf(arg, ZDIST_COORD_STATE_MAX, "%s", r->state ? r->state : "");
+    return rc;
+}
+
+int
+zdist_coord_client_cancel(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
+                          char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err)
+{
+    Zdist__Coordinator__CancelRequest req = ZDIST__COORDINATOR__CANCEL_REQUEST__INIT;
+    req.job_id = (char *) (job_id ? job_id : "");
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, ZDIST_COORD_CANCEL, &req.base, timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    char state[ZDIST_COORD_STATE_MAX];
+    rc = zdist_msg_read_body(reply, &zdist__coordinator__cancel_reply__descriptor, s_read_cancel, state, err);
+    zdist_msg_destroy(&reply);
+    if (rc == 0)
+        memcpy(ret_state, state, sizeof state);
+    return rc;
+}
+
+int
+zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms, zdist_coord_job_t **ret_jobs,
+                        size_t *ret_n, zdist_error_t *err)
+{
+    Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, ZDIST_COORD_LIST, &req.base, timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    s_jobs_read_t got = {.one = false};
+    rc = zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
+    zdist_msg_destroy(&reply);
+    if (rc < 0)
+        return rc;
+    *ret_jobs = got.jobs;
+    *ret_n = got.n;
+    return 0;
+}
+
+/* ---- following a job ---- */
+
+void
+zdist_coord_follow_options_default(zdist_coord_follow_options_t *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->lost_wait_ms = 180000;
+    opts->resubscribe_ms = 500;
+    opts->poll_timeout_ms = 2000;
+}
+
+/* Sends STATUS (a stream with follow, else one snapshot with a deadline). */
+static int
+s_send_status(zdist_coord_client_t *self, const char *job_id, bool follow, int64_t timeout_ms,
+              uint64_t *ret_id)
+{
+    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
+    req.job_id = (char *) job_id;
+    req.follow = follow;
+    zdist_msg_t *m = s_request(ZDIST_COORD_STATUS, &req.base);
+    if (!m)
+        return -ENOMEM;
+    return zdist_rpc_client_send(self->rpc, &m, follow ? 0 : timeout_ms, ret_id);
+}
+
+/* Waits on the client's socket for the next completion of call `id` until
+   `until` (absolute ms); completions of earlier calls are dropped.
+   -EAGAIN when none came in time. */
+static int
+s_next_reply(zdist_coord_client_t *self, uint64_t id, int64_t until, zdist_msg_t **ret_reply)
+{
+    for (;;) {
+        int64_t now = zdist_clock_now_ms();
+        if (now >= until)
+            return -EAGAIN;
+        zdist_msg_t *reply = NULL;
+        int rc = zdist_rpc_client_recv(self->rpc, until - now, &reply);
+        if (rc == -EINTR && !zsys_interrupted)
+            continue; /* a stop and continue of the process, not SIGINT or SIGTERM */
+        if (rc < 0)
+            return rc;
+        if (id && zdist_msg_request_id(reply) == id) {
+            *ret_reply = reply;
+            return 0;
+        }
+        zdist_msg_destroy(&reply);
+    }
+}
+
+int
+zdist_coord_client_follow(zdist_coord_client_t *self, const char *job_id,
+                          const zdist_coord_follow_options_t *opts, zdist_coord_job_t *ret_last,
+                          zdist_error_t *err)
+{
+    zdist_coord_follow_options_t o;
+    if (opts)
+        o = *opts;
+    else
+        zdist_coord_follow_options_default(&o);
+    memset(ret_last, 0, sizeof *ret_last);
+    int rc = s_bounded("job_id", job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
+    if (rc < 0)
+        return rc;
+    char job[ZDIST_COORD_ID_MAX];
+    snprintf(job, sizeof job, "%s", job_id ? job_id : "");
+    bool follow = true; /* false: the coordinator will not stream to us; poll */
+    bool lost = false;  /* told on_lost of this outage */
+    int64_t heard_ms = zdist_clock_now_ms(), sent_ms = 0;
+    for (;;) {
+        /* One call: a stream (no deadline) or, polling, one snapshot. Not
+           more often than resubscribe_ms: the wait is on the socket. */
+        int64_t give_up = heard_ms + o.lost_wait_ms;
+        if (sent_ms) {
+            zdist_msg_t *stale = NULL;
+            int64_t next = sent_ms + o.resubscribe_ms;
+            rc = s_next_reply(self, 0, next < give_up ? next : give_up, &stale);
+            if (rc < 0 && rc != -EAGAIN)
+                return zdist_error_set(err, rc, "%s: %s", zdist_coord_client_endpoint(self), strerror(-rc));
+        }
+        if (zdist_clock_now_ms() >= give_up)
+            break;
+        uint64_t id = 0;
+        rc = s_send_status(self, job, follow, o.poll_timeout_ms, &id);
+        if (rc < 0)
+            return zdist_error_set(err, rc, "cannot send STATUS to %s: %s", zdist_coord_client_endpoint(self),
+                                   strerror(-rc));
+        sent_ms = zdist_clock_now_ms();
+        for (;;) {
+            zdist_msg_t *reply = NULL;
+            rc = s_next_reply(self, id, heard_ms + o.lost_wait_ms, &reply);
+            if (rc == -EAGAIN)
+                break; /* silent for lost_wait_ms */
+            if (rc < 0)
+                return zdist_error_set(err, rc, "%s: %s", zdist_coord_client_endpoint(self), strerror(-rc));
+            bool more = zdist_msg_more(reply);
+            int st = zdist_msg_status(reply);
+            if (st == ZDIST_STATUS_UNAVAILABLE || st == ZDIST_STATUS_DEADLINE_EXCEEDED) {
+                /* The coordinator stopped or restarts: it resumes the job; subscribe again. */
+                if (!lost && o.on_lost)
+                    o.on_lost(*zdist_msg_status_message(reply) ? zdist_msg_status_message(reply)
+                                                               : zdist_status_name(st),
+                              o.arg);
+                lost = true;
+                more = false;
+            } else if (st == ZDIST_STATUS_RESOURCE_EXHAUSTED && follow) {
+                follow = false; /* too many streams: poll */
+                more = false;
+            } else if (st != ZDIST_STATUS_OK) {
+                rc = s_status_error(reply, err);
+                zdist_msg_destroy(&reply);
+                return rc;
+            } else {
+                zdist_coord_job_t got;
+                rc = s_reply_job(reply, &got, err);
+                if (rc < 0) {
+                    zdist_msg_destroy(&reply);
+                    return rc;
+                }
+                zdist_coord_job_release(ret_last);
+                *ret_last = got;
+                heard_ms = zdist_clock_now_ms();
+                lost = false;
+                /* Stay with this job across restarts, also when asked for the latest. */
+                memcpy(job, got.job_id, sizeof job);
+                if (o.on_status)
+                    o.on_status(ret_last, o.arg);
+                if (zdist_coord_state_final(got.state)) {
+                    zdist_msg_destroy(&reply);
+                    return 0;
+                }
+            }
+            zdist_msg_destroy(&reply);
+            if (!more)
+                break; /* the stream (or the poll) ended: call again */
+        }
+        if (rc == -EAGAIN)
+            break;
+    }
+    return zdist_error_set(err, -ETIMEDOUT, "coordinator %s: nothing heard for %lld ms",
+                           zdist_coord_client_endpoint(self), (long long) o.lost_wait_ms);
+}
