@@ -18,6 +18,17 @@ coord_job_release(coord_job_t *job)
 }
 
 int
+coord_job_check(const zdist_job_t *job, zdist_error_t *err)
+{
+    if (job->strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
+        return zdist_error_set(err, -EINVAL,
+                               "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
+                               "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
+                               zdist_strategy_name(job->strategy), zdist_strategy_name(job->strategy));
+    return 0;
+}
+
+int
 coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
@@ -25,13 +36,8 @@ coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_
     int rc = zdist_job_parse(text, base_dir, &job, err);
     if (rc < 0)
         return rc;
-    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
-        rc = zdist_error_set(err, -EINVAL,
-                             "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
-                             "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
-                             zdist_strategy_name(job.strategy), zdist_strategy_name(job.strategy));
+    if ((rc = coord_job_check(&job, err)) < 0)
         goto out;
-    }
     ret->strategy = job.strategy;
     ret->collective_timeout_ms = job.collective_timeout_ms;
     ret->lost_worker_wait_ms = job.lost_worker_wait_ms;

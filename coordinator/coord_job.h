@@ -8,6 +8,7 @@
 #include "zdist/cluster.h"
 #include "zdist/step.h" /* output names (loss, examples, correct) */
 #include "zdist/error.h"
+#include "zdist/job.h"
 
 typedef struct {
     char *name;
@@ -31,5 +32,8 @@ typedef struct {
    naming the field. */
 int coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_error_t *err);
 void coord_job_release(coord_job_t *job);
+/* What a chief runs of a job parsed by zdist/job.h: parameter_server and
+   multi_worker_mirrored. -EINVAL naming strategy.type otherwise. */
+int coord_job_check(const zdist_job_t *job, zdist_error_t *err);
 
 #endif

@@ -2,7 +2,6 @@
    STATUS streams to followers. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,26 +11,26 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "common.pb-c.h"
-#include "wire/body.h"
 #include "coord_job.h"
 #include "coord_server.h"
-#include "coordinator.pb-c.h"
+#include "zdist/coord_client.h"
 #include "zdist/daemon.h"
+#include "zdist/file.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
-#define S_MAX_JOB_BYTES (16u << 20)
+#define S_MAX_STATE_BYTES (64u << 20) /* a state.json (its detail lists every task) */
 #define S_MAX_FOLLOWERS 64       /* STATUS streams open at once */
 #define S_FOLLOW_MIN_MS 250      /* at most one update per follower this often */
 #define S_FOLLOW_IDLE_MS 5000    /* and at least one this often, changed or not */
 
 typedef struct {
-    char id[64];
+    char id[ZDIST_COORD_ID_MAX];
     char *name;
-    char *text;     /* the submitted document */
+    char *text;     /* the submitted document (job.json) */
+    uint32_t text_crc; /* its CRC-32, kept in state.json */
     char *base_dir;
-    char state[16];
+    char state[ZDIST_COORD_STATE_MAX];
     int64_t step, steps;
     char *error;
     char *detail;   /* JSON */
@@ -43,8 +42,8 @@ typedef struct {
    deadline passes (ROUTER drops what it cannot route), hence the limit. */
 typedef struct {
     zdist_rpc_call_t *call;
-    char job_id[64];
-    char state[16];
+    char job_id[ZDIST_COORD_ID_MAX];
+    char state[ZDIST_COORD_STATE_MAX];
     int64_t step;
     int64_t sent_ms;
 } s_follower_t;
@@ -62,25 +61,17 @@ typedef struct {
     int64_t last_persist_ms;
     s_follower_t followers[S_MAX_FOLLOWERS];
     size_t nfollowers;
+    int follow_timer; /* zloop timer of the next follower update due; -1 none */
 } self_t;
 
-/* ---- persistence ---- */
+/* ---- persistence ----
 
-static int
-s_write_atomic(const char *path, const char *text)
-{
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    size_t len = strlen(text);
-    int rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
-    close(fd);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    return rc;
-}
+   A job lives in STATE/jobs/ID: job.json, the document as submitted, and
+   state.json, its row of the table. Both are written crash-safe through
+   zdist/file.h. state.json carries "crc32", the CRC-32 of the rest of it in
+   its canonical form (compact, keys sorted), and "job_crc32", that of
+   job.json: a damaged job is refused at the next start, naming the file,
+   instead of resumed from wrong values. */
 
 static void
 s_job_dir(self_t *self, const s_job_t *j, char *buf, size_t size)
@@ -89,22 +80,70 @@ s_job_dir(self_t *self, const s_job_t *j, char *buf, size_t size)
         buf[0] = '\0'; /* main keeps state_dir short enough */
 }
 
+/* CRC-32 of a state object's canonical text, without its "crc32"; -ENOMEM. */
+static int
+s_state_crc(json_t *st, uint32_t *ret_crc)
+{
+    char *canon = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!canon)
+        return -ENOMEM;
+    *ret_crc = zdist_crc32(0, canon, strlen(canon));
+    free(canon);
+    return 0;
+}
+
 static void
 s_persist(self_t *self, s_job_t *j)
 {
     char dir[1100], path[1200];
     s_job_dir(self, j, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/state.json", dir);
     json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
-    json_t *st = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o}", "job_id", j->id, "name", j->name,
+    json_t *st = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:I}", "job_id", j->id, "name", j->name,
                            "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
                            j->error ? j->error : "", "base_dir", j->base_dir, "seq", (json_int_t)j->seq, "detail",
-                           detail ? detail : json_object());
-    char *text = st ? json_dumps(st, JSON_INDENT(1)) : NULL;
+                           detail ? detail : json_object(), "job_crc32", (json_int_t)j->text_crc);
+    uint32_t crc = 0;
+    char *text = NULL;
+    if (st && s_state_crc(st, &crc) == 0 && json_object_set_new(st, "crc32", json_integer(crc)) == 0)
+        text = json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(st);
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    if (!text || s_write_atomic(path, text) < 0)
-        zsys_warning("job %s: cannot write '%s', ignoring", j->id, path);
+    zdist_error_t err = {0};
+    if (!text)
+        zsys_warning("job %s: cannot write '%s': out of memory, ignoring", j->id, path);
+    else if (zdist_file_write_text(path, text, &err) < 0)
+        zsys_warning("job %s: %s, ignoring", j->id, err.text);
     free(text);
+}
+
+/* state.json of a job: its object, checked against its "crc32". NULL
+   with err naming the file. */
+static json_t *
+s_state_load(const char *path, zdist_error_t *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (zdist_file_read(path, S_MAX_STATE_BYTES, &buf, &len, err) < 0)
+        return NULL;
+    json_error_t jerr;
+    json_t *st = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(buf);
+    json_int_t want = -1;
+    uint32_t crc = 0;
+    if (!st) {
+        zdist_error_set(err, -EINVAL, "%s: not JSON (line %d: %s)", path, jerr.line, jerr.text);
+    } else if (json_unpack(st, "{s:I}", "crc32", &want) < 0 || json_object_del(st, "crc32") < 0) {
+        zdist_error_set(err, -EINVAL, "%s: no \"crc32\"", path);
+    } else if (s_state_crc(st, &crc) < 0) {
+        zdist_error_set(err, -ENOMEM, "%s: out of memory", path);
+    } else if ((json_int_t)crc != want) {
+        zdist_error_set(err, -EBADMSG, "%s: damaged (CRC-32 %08x, recorded %08llx)", path, crc,
+                        (unsigned long long)want);
+    } else {
+        return st;
+    }
+    json_decref(st);
+    return NULL;
 }
 
 static void
@@ -150,23 +189,69 @@ s_add(self_t *self, s_job_t *j)
     return 0;
 }
 
-static char *
-s_read_file(const char *path)
+/* One job of an earlier run from STATE/jobs/<name>: -errno with err naming
+   the file that is missing or damaged. */
+static int
+s_load_job(self_t *self, const char *dir, const char *name, zdist_error_t *err)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t got;
-    while (m && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, got, m);
-    if (m)
-        fclose(m);
-    fclose(f);
-    return buf;
+    if (strlen(name) >= sizeof((s_job_t *)0)->id)
+        return zdist_error_set(err, -EINVAL, "%s/%s: the name is too long for a job id", dir, name);
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s/state.json", dir, name);
+    json_t *st = s_state_load(path, err);
+    if (!st)
+        return err->code;
+    snprintf(path, sizeof path, "%s/%s/job.json", dir, name);
+    void *text = NULL;
+    size_t text_len = 0;
+    const char *state = NULL, *jname = NULL, *error = NULL, *base = NULL;
+    json_int_t step = 0, steps = 0, seq = 0, text_crc = 0;
+    json_t *detail = NULL;
+    s_job_t *j = NULL;
+    int rc = zdist_file_read(path, ZDIST_COORD_MAX_JOB_BYTES, &text, &text_len, err);
+    if (rc < 0)
+        goto out;
+    if (json_unpack(st, "{s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:I}", "state", &state, "name", &jname, "step",
+                    &step, "steps", &steps, "error", &error, "base_dir", &base, "seq", &seq, "detail", &detail,
+                    "job_crc32", &text_crc) < 0) {
+        rc = zdist_error_set(err, -EINVAL, "%s/%s/state.json: a field is missing or of the wrong type", dir, name);
+        goto out;
+    }
+    if ((json_int_t)zdist_crc32(0, text, text_len) != text_crc) {
+        rc = zdist_error_set(err, -EBADMSG, "%s: damaged (its CRC-32 is not state.json's job_crc32)", path);
+        goto out;
+    }
+    j = calloc(1, sizeof *j);
+    if (!j) {
+        rc = zdist_error_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    /* Length checked above; memcpy says so to gcc's truncation check. */
+    memcpy(j->id, name, strlen(name) + 1);
+    j->name = strdup(jname);
+    j->text = text;
+    text = NULL;
+    j->text_crc = (uint32_t)text_crc;
+    j->base_dir = strdup(base);
+    bool unfinished = strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
+    snprintf(j->state, sizeof j->state, "%s", unfinished ? "queued" : state);
+    j->step = step;
+    j->steps = steps;
+    j->error = strdup(error);
+    j->detail = json_dumps(detail, JSON_COMPACT);
+    j->seq = seq;
+    if (!j->name || !j->base_dir || !j->error || !j->detail || s_add(self, j) < 0) {
+        s_job_free(&j);
+        rc = zdist_error_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if (unfinished)
+        zsys_info("job %s ('%s') was %s at step %lld: resuming it from its last checkpoint", j->id, j->name, state,
+                  (long long)step);
+out:
+    free(text);
+    json_decref(st);
+    return rc;
 }
 
 /* Jobs of earlier runs: finished ones for STATUS, unfinished ones queued again. */
@@ -180,93 +265,58 @@ s_load_jobs(self_t *self)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s/state.json", dir, e->d_name);
-        json_t *st = json_load_file(path, 0, NULL);
-        snprintf(path, sizeof path, "%s/%s/job.json", dir, e->d_name);
-        char *text = s_read_file(path);
-        const char *state = NULL, *name = NULL, *error = NULL, *base = NULL;
-        json_int_t step = 0, steps = 0, seq = 0;
-        json_t *detail = NULL;
-        if (!st || !text ||
-            json_unpack(st, "{s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o}", "state", &state, "name", &name, "step", &step,
-                        "steps", &steps, "error", &error, "base_dir", &base, "seq", &seq, "detail", &detail) < 0 ||
-            strlen(e->d_name) >= sizeof((s_job_t *)0)->id) {
-            zsys_warning("state dir: '%s/%s' is not a job I can read, ignoring", dir, e->d_name);
-            json_decref(st);
-            free(text);
-            continue;
-        }
-        s_job_t *j = calloc(1, sizeof *j);
-        if (j) {
-            /* Length checked above; memcpy says so to gcc's truncation check. */
-            memcpy(j->id, e->d_name, strlen(e->d_name) + 1);
-            j->name = strdup(name);
-            j->text = text;
-            text = NULL;
-            j->base_dir = strdup(base);
-            bool unfinished = strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
-            snprintf(j->state, sizeof j->state, "%s", unfinished ? "queued" : state);
-            j->step = step;
-            j->steps = steps;
-            j->error = strdup(error);
-            j->detail = json_dumps(detail, JSON_COMPACT);
-            j->seq = seq;
-            if (s_add(self, j) < 0)
-                s_job_free(&j);
-            else if (unfinished)
-                zsys_info("job %s ('%s') was %s at step %lld: resuming it from its last checkpoint", j->id, j->name,
-                          state, (long long)step);
-        }
-        free(text);
-        json_decref(st);
+        zdist_error_t err = {0};
+        if (e->d_name[0] != '.' && s_load_job(self, dir, e->d_name, &err) < 0)
+            zsys_warning("state dir: '%s/%s' is not a job I can read: %s, ignoring", dir, e->d_name, err.text);
     }
     closedir(d);
 }
 
 /* ---- runner ---- */
 
+static int s_on_runner(zloop_t *loop, zsock_t *sock, void *arg);
+
+/* Starts the oldest queued job, if no job runs: its runner's pipe is read
+   by the server's loop, so the server wakes when the runner has news. A
+   job whose document no longer parses fails, and the next one is tried. */
 static void
 s_start_next(self_t *self)
 {
-    if (self->runner)
-        return;
-    s_job_t *next = NULL;
-    for (size_t i = 0; i < self->njobs; i++)
-        if (strcmp(self->jobs[i]->state, "queued") == 0 && (!next || self->jobs[i]->seq < next->seq))
-            next = self->jobs[i];
-    if (!next)
-        return;
-    coord_runner_config_t *cfg = calloc(1, sizeof *cfg);
-    zdist_error_t err = {0};
-    if (!cfg || !(cfg->base_dir = strdup(next->base_dir)) ||
-        coord_job_parse(next->text, *next->base_dir ? next->base_dir : NULL, &cfg->job, &err) < 0) {
-        snprintf(next->state, sizeof next->state, "failed");
-        free(next->error);
-        next->error = strdup(err.text[0] ? err.text : "out of memory");
+    while (!self->runner) {
+        s_job_t *next = NULL;
+        for (size_t i = 0; i < self->njobs; i++)
+            if (strcmp(self->jobs[i]->state, "queued") == 0 && (!next || self->jobs[i]->seq < next->seq))
+                next = self->jobs[i];
+        if (!next)
+            return;
+        coord_runner_config_t *cfg = calloc(1, sizeof *cfg);
+        zdist_error_t err = {0};
+        if (!cfg || !(cfg->base_dir = strdup(next->base_dir)) ||
+            coord_job_parse(next->text, *next->base_dir ? next->base_dir : NULL, &cfg->job, &err) < 0) {
+            snprintf(next->state, sizeof next->state, "failed");
+            free(next->error);
+            next->error = strdup(err.text[0] ? err.text : "out of memory");
+            s_persist(self, next);
+            coord_runner_config_destroy(&cfg);
+            continue;
+        }
+        snprintf(cfg->job_id, sizeof cfg->job_id, "%s", next->id);
+        s_job_dir(self, next, cfg->job_dir, sizeof cfg->job_dir);
+        cfg->num_workers = self->config.num_workers;
+        cfg->num_ps = self->config.num_ps;
+        memcpy(cfg->workers, self->config.workers, sizeof cfg->workers);
+        memcpy(cfg->ps, self->config.ps, sizeof cfg->ps);
+        cfg->closure_timeout_ms = self->config.closure_timeout_ms;
+        snprintf(next->state, sizeof next->state, "running");
         s_persist(self, next);
-        coord_runner_config_destroy(&cfg);
-        return;
-    }
-    snprintf(cfg->job_id, sizeof cfg->job_id, "%s", next->id);
-    s_job_dir(self, next, cfg->job_dir, sizeof cfg->job_dir);
-    cfg->num_workers = self->config.num_workers;
-    cfg->num_ps = self->config.num_ps;
-    memcpy(cfg->workers, self->config.workers, sizeof cfg->workers);
-    memcpy(cfg->ps, self->config.ps, sizeof cfg->ps);
-    cfg->closure_timeout_ms = self->config.closure_timeout_ms;
-    snprintf(next->state, sizeof next->state, "running");
-    s_persist(self, next);
-    self->running = next;
-    zsys_info("job %s ('%s'): running on %d workers and %d ps", next->id, next->name, cfg->num_workers,
-              cfg->num_ps);
-    self->runner = zactor_new(coord_runner_actor, cfg);
-    if (!self->runner) {
-        snprintf(next->state, sizeof next->state, "failed");
-        self->running = NULL;
-        return;
+        self->running = next;
+        zsys_info("job %s ('%s'): running on %d workers and %d ps", next->id, next->name, cfg->num_workers,
+                  cfg->num_ps);
+        self->runner = zactor_new(coord_runner_actor, cfg);
+        if (!self->runner || zloop_reader(self->loop, zactor_sock(self->runner), s_on_runner, self) < 0) {
+            zsys_error("job %s: cannot start its runner: out of memory", next->id);
+            abort();
+        }
     }
 }
 
@@ -312,20 +362,17 @@ s_runner_message(self_t *self)
 
 static void s_followers_update(self_t *self, bool stopping);
 
-/* The runner's messages, drained from a timer: a job's progress needs no
-   lower latency than this. Followers hear of it from here too. */
+/* The runner's pipe is readable: one message (the loop comes back while
+   more wait). Followers hear of it at once. */
 static int
-s_on_runner(zloop_t *loop, int timer_id, void *arg)
+s_on_runner(zloop_t *loop, zsock_t *sock, void *arg)
 {
-    (void)loop;
-    (void)timer_id;
     self_t *self = arg;
-    while (self->runner && (zsock_events(zactor_sock(self->runner)) & ZMQ_POLLIN)) {
-        if (s_runner_message(self)) {
-            zactor_destroy(&self->runner);
-            self->running = NULL;
-            s_start_next(self);
-        }
+    if (s_runner_message(self)) {
+        zloop_reader_end(loop, sock);
+        zactor_destroy(&self->runner);
+        self->running = NULL;
+        s_start_next(self);
     }
     s_followers_update(self, false);
     return 0;
@@ -344,10 +391,8 @@ s_preflight(self_t *self, char *why, size_t size)
         bool w = i < self->config.num_workers;
         const char *ep = w ? self->config.workers[i] : self->config.ps[i - self->config.num_workers];
         c[i] = zdist_rpc_client_new(ep, NULL, NULL);
-        Zdist__PingRequest req = ZDIST__PING_REQUEST__INIT;
         zdist_msg_t *m = zdist_msg_new(ZDIST_METHOD_PING);
-        if (!c[i] || !m || zdist_msg_set_body(m, &req.base) < 0 ||
-            zdist_rpc_client_send(c[i], &m, self->config.preflight_timeout_ms, &ids[i]) < 0) {
+        if (!c[i] || !m || zdist_rpc_client_send(c[i], &m, self->config.preflight_timeout_ms, &ids[i]) < 0) {
             zdist_msg_destroy(&m);
             snprintf(why, size, "preflight: cannot reach %s:%d at %s", w ? "worker" : "ps",
                      w ? i : i - self->config.num_workers, ep);
@@ -366,7 +411,7 @@ s_preflight(self_t *self, char *why, size_t size)
             goto out;
         }
         int st = zdist_msg_status(reply);
-        Zdist__PingReply *p = NULL;
+        zdist_rpc_ping_t p;
         if (st != ZDIST_STATUS_OK) {
             snprintf(why, size, "preflight: task %s:%d (%s) is unreachable: %s%s%s; start it (zdist-%s) or fix the "
                      "cluster",
@@ -374,21 +419,19 @@ s_preflight(self_t *self, char *why, size_t size)
                      *zdist_msg_status_message(reply) ? ": " : "", zdist_msg_status_message(reply),
                      w ? "worker" : "psd");
             rc = -ENOTCONN;
-        } else if (zdist_msg_unpack_body(reply, &zdist__ping_reply__descriptor, (ProtobufCMessage **)&p, NULL) < 0) {
+        } else if (zdist_rpc_ping_read(reply, &p, NULL) < 0) {
             snprintf(why, size, "preflight: task %s:%d (%s): its PING reply does not decode", want, task,
                      zdist_rpc_client_endpoint(c[i]));
             rc = -EPROTO;
-        } else if (strcmp(p->role, want) != 0) {
+        } else if (strcmp(p.role, want) != 0) {
             snprintf(why, size, "preflight: task %s:%d (%s) answers as '%s', not '%s'; check the cluster addresses",
-                     want, task, zdist_rpc_client_endpoint(c[i]), p->role, want);
+                     want, task, zdist_rpc_client_endpoint(c[i]), p.role, want);
             rc = -EPROTO;
-        } else if (p->protocol != ZDIST_PROTOCOL_VERSION) {
+        } else if (p.protocol != ZDIST_PROTOCOL_VERSION) {
             snprintf(why, size, "preflight: task %s:%d (%s) speaks protocol %u, this coordinator %d; upgrade it",
-                     want, task, zdist_rpc_client_endpoint(c[i]), p->protocol, ZDIST_PROTOCOL_VERSION);
+                     want, task, zdist_rpc_client_endpoint(c[i]), p.protocol, ZDIST_PROTOCOL_VERSION);
             rc = -EPROTO;
         }
-        if (p)
-            protobuf_c_message_free_unpacked(&p->base, NULL);
         zdist_msg_destroy(&reply);
         if (rc < 0)
             goto out;
@@ -405,116 +448,91 @@ static int
 s_submit(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Coordinator__SubmitRequest *req =
-        (const Zdist__Coordinator__SubmitRequest *)zdist_rpc_call_body(call);
-    if (!req->job_json || !*req->job_json)
-        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "job_json: empty; send the job document");
-    if (strlen(req->job_json) > S_MAX_JOB_BYTES)
-        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "job_json: larger than 16 MiB");
+    const zdist_coord_submit_request_t *req = zdist_rpc_call_body(call);
     if ((int)self->njobs >= self->config.max_jobs)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
                                    "%zu jobs in the state dir (limit %d); remove old ones from %s/jobs", self->njobs,
                                    self->config.max_jobs, self->config.state_dir);
-    coord_job_t job;
     zdist_error_t err = {0};
-    const char *base = req->base_dir && *req->base_dir ? req->base_dir : NULL;
-    if (coord_job_parse(req->job_json, base, &job, &err) < 0)
+    if (coord_job_check(&req->job, &err) < 0)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
-    if (job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0) {
-        coord_job_release(&job);
+    if (req->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION,
                                    "strategy.type: parameter_server needs ps tasks and the cluster has none; add "
                                    "\"ps\" tasks to the cluster or use multi_worker_mirrored");
-    }
     char why[1024];
     if (s_preflight(self, why, sizeof why) < 0) {
-        coord_job_release(&job);
-        zsys_warning("job '%s' refused: %s", job.name ? job.name : "?", why);
+        zsys_warning("job '%s' refused: %s", req->job.name, why);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION, "%s", why);
     }
     s_job_t *j = calloc(1, sizeof *j);
-    if (!j) {
-        coord_job_release(&job);
+    if (!j)
         return -ENOMEM;
-    }
     char dir[1100];
     do {
         snprintf(j->id, sizeof j->id, "j%08llx", (unsigned long long)(zdist_random_u64() & 0xffffffffu));
         s_job_dir(self, j, dir, sizeof dir);
     } while (access(dir, F_OK) == 0);
-    j->name = strdup(job.name);
+    j->name = strdup(req->job.name);
     j->text = strdup(req->job_json);
-    j->base_dir = strdup(base ? base : "");
+    j->base_dir = strdup(req->base_dir ? req->base_dir : "");
     snprintf(j->state, sizeof j->state, "queued");
-    j->steps = job.steps;
+    j->steps = req->job.steps;
     j->error = strdup("");
     j->detail = strdup("{}");
     j->seq = self->next_seq;
-    coord_job_release(&job);
     char path[1200];
     snprintf(path, sizeof path, "%s/job.json", dir);
-    if (!j->name || !j->text || !j->base_dir || !j->error || !j->detail || mkdir(dir, 0755) < 0 ||
-        s_write_atomic(path, j->text) < 0 || s_add(self, j) < 0) {
-        int e = errno;
+    zdist_file_piece_t doc = {j->text, j->text ? strlen(j->text) : 0};
+    if (!j->name || !j->text || !j->base_dir || !j->error || !j->detail)
+        zdist_error_set(&err, -ENOMEM, "out of memory");
+    else if (mkdir(dir, 0755) < 0)
+        zdist_error_set(&err, -errno, "cannot create '%s': %s", dir, strerror(errno));
+    else if (zdist_file_write(path, &doc, 1, 0644, &j->text_crc, &err) == 0 && s_add(self, j) < 0)
+        zdist_error_set(&err, -ENOMEM, "out of memory");
+    if (err.code < 0) {
         s_job_free(&j);
-        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "cannot create '%s': %s", dir, strerror(e));
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "%s", err.text);
     }
     s_persist(self, j);
     zsys_info("job %s ('%s') submitted", j->id, j->name);
-    Zdist__Coordinator__SubmitReply reply = ZDIST__COORDINATOR__SUBMIT_REPLY__INIT;
-    reply.job_id = j->id;
-    int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    int rc = zdist_coord_reply_submit(call, j->id);
     s_start_next(self);
+    s_followers_update(self, false);
     return rc;
 }
 
+/* The table's view of jobs, for a reply; detail: STATUS's per-task detail. */
 static int
 s_reply_jobs(zdist_rpc_call_t *call, s_job_t **jobs, size_t n, bool detail)
 {
-    Zdist__Coordinator__JobStatus *st = calloc(n ? n : 1, sizeof *st);
-    Zdist__Coordinator__JobStatus **sp = calloc(n ? n : 1, sizeof *sp);
-    if (!st || !sp) {
-        free(st);
-        free(sp);
+    zdist_coord_job_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
         return -ENOMEM;
-    }
     for (size_t i = 0; i < n; i++) {
-        zdist__coordinator__job_status__init(&st[i]);
-        st[i].job_id = jobs[i]->id;
-        st[i].name = jobs[i]->name;
-        st[i].state = jobs[i]->state;
-        st[i].step = jobs[i]->step;
-        st[i].steps = jobs[i]->steps;
-        st[i].error = jobs[i]->error;
-        st[i].detail_json = detail ? jobs[i]->detail : (char *)"";
-        sp[i] = &st[i];
+        memcpy(v[i].job_id, jobs[i]->id, sizeof v[i].job_id);
+        memcpy(v[i].state, jobs[i]->state, sizeof v[i].state);
+        v[i].name = jobs[i]->name;
+        v[i].step = jobs[i]->step;
+        v[i].steps = jobs[i]->steps;
+        v[i].error = jobs[i]->error;
+        v[i].detail_json = detail ? jobs[i]->detail : NULL;
     }
-    Zdist__Coordinator__StatusReply reply = ZDIST__COORDINATOR__STATUS_REPLY__INIT;
-    reply.n_jobs = n;
-    reply.jobs = sp;
-    int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
-    free(st);
-    free(sp);
+    int rc = zdist_coord_reply_jobs(call, v, n);
+    free(v);
     return rc;
-}
-
-static bool
-s_final(const char *state)
-{
-    return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
 }
 
 static int
 s_status(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Coordinator__StatusRequest *req =
-        (const Zdist__Coordinator__StatusRequest *)zdist_rpc_call_body(call);
+    const zdist_coord_status_request_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_find(self, req->job_id);
     if (!j)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "job '%s': no such job%s", req->job_id,
                                    *req->job_id ? "; 'zdist status' lists them" : " yet");
-    bool follow = req->follow && !s_final(j->state);
+    bool follow = req->follow && !zdist_coord_state_final(j->state);
     if (follow && self->nfollowers >= S_MAX_FOLLOWERS)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
                                    "%d status streams open (the limit); poll STATUS without follow", S_MAX_FOLLOWERS);
@@ -531,13 +549,31 @@ s_status(zdist_rpc_call_t *call, void *state)
     snprintf(f->state, sizeof f->state, "%s", j->state);
     f->step = j->step;
     f->sent_ms = zdist_clock_now_ms();
+    s_followers_update(self, false);
     return 0;
+}
+
+static int s_on_follow_timer(zloop_t *loop, int timer_id, void *arg);
+
+/* When a follower is next owed a reply: its job changed (S_FOLLOW_MIN_MS
+   after the last), S_FOLLOW_IDLE_MS without one, or its call's deadline. */
+static int64_t
+s_follower_due(self_t *self, const s_follower_t *f, int64_t now)
+{
+    s_job_t *j = s_find(self, f->job_id);
+    bool changed = !j || j->step != f->step || strcmp(j->state, f->state) != 0;
+    int64_t due = f->sent_ms + (changed ? S_FOLLOW_MIN_MS : S_FOLLOW_IDLE_MS);
+    int64_t left = zdist_rpc_call_remaining_ms(f->call);
+    if (left < due - now)
+        due = now + left;
+    return due;
 }
 
 /* Sends each follower its job's news: an update when the step or state
    changed (at most every S_FOLLOW_MIN_MS), the last reply when the job ended;
    with stopping, ends every stream with UNAVAILABLE so clients subscribe
-   again. Runs on the server's thread while the RPC server exists. */
+   again. Then sets a timer for the next update due, so nothing waits for
+   a tick. Runs on the server's thread while the RPC server exists. */
 static void
 s_followers_update(self_t *self, bool stopping)
 {
@@ -546,7 +582,7 @@ s_followers_update(self_t *self, bool stopping)
         s_follower_t *f = &self->followers[i];
         s_job_t *j = s_find(self, f->job_id);
         bool expired = zdist_rpc_call_remaining_ms(f->call) <= 0; /* a caller that sent a deadline gave up */
-        bool end = stopping || expired || !j || s_final(j->state);
+        bool end = stopping || expired || !j || zdist_coord_state_final(j->state);
         if (stopping) {
             zdist_rpc_call_fail(f->call, ZDIST_STATUS_UNAVAILABLE, "coordinator stopping");
         } else if (expired) {
@@ -554,15 +590,14 @@ s_followers_update(self_t *self, bool stopping)
         } else if (!j) {
             zdist_rpc_call_fail(f->call, ZDIST_STATUS_NOT_FOUND, "job '%s': no such job", f->job_id);
         } else {
-            bool changed = j->step != f->step || strcmp(j->state, f->state) != 0;
-            if (!end && !(changed && now - f->sent_ms >= S_FOLLOW_MIN_MS) && now - f->sent_ms < S_FOLLOW_IDLE_MS) {
+            if (!end && s_follower_due(self, f, now) > now) {
                 i++;
                 continue;
             }
             if (s_reply_jobs(f->call, &j, 1, true) < 0) {
                 if (!end) {
                     i++;
-                    continue; /* out of memory: try again at the next tick */
+                    continue; /* out of memory: try again at the next update */
                 }
                 zdist_rpc_call_fail(f->call, ZDIST_STATUS_INTERNAL, "out of memory");
             }
@@ -578,6 +613,29 @@ s_followers_update(self_t *self, bool stopping)
         f->sent_ms = now;
         i++;
     }
+    if (self->follow_timer >= 0) {
+        zloop_timer_end(self->loop, self->follow_timer);
+        self->follow_timer = -1;
+    }
+    if (stopping || self->nfollowers == 0)
+        return;
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < self->nfollowers; i++) {
+        int64_t due = s_follower_due(self, &self->followers[i], now);
+        next = due < next ? due : next;
+    }
+    self->follow_timer = zloop_timer(self->loop, next > now ? (size_t)(next - now) : 1, 1, s_on_follow_timer, self);
+}
+
+static int
+s_on_follow_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    self_t *self = arg;
+    self->follow_timer = -1; /* a one-shot timer: zloop frees it */
+    s_followers_update(self, false);
+    return 0;
 }
 
 static int
@@ -591,38 +649,26 @@ static int
 s_cancel(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Coordinator__CancelRequest *req =
-        (const Zdist__Coordinator__CancelRequest *)zdist_rpc_call_body(call);
+    const zdist_coord_cancel_request_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_find(self, req->job_id);
-    if (!j || !*req->job_id)
+    if (!j)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "job '%s': no such job", req->job_id);
     if (strcmp(j->state, "queued") == 0) {
         snprintf(j->state, sizeof j->state, "cancelled");
         s_persist(self, j);
+        s_followers_update(self, false);
     } else if (j == self->running && self->runner) {
         zstr_send(self->runner, "CANCEL");
         zsys_info("job %s: cancelling", j->id);
     }
-    Zdist__Coordinator__CancelReply reply = ZDIST__COORDINATOR__CANCEL_REPLY__INIT;
-    reply.state = j == self->running ? (char *)"cancelling" : j->state;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_coord_reply_cancel(call, j == self->running ? "cancelling" : j->state);
 }
 
-/* Transitional: bodies passed through undecoded until this service has typed ones. */
-static const zdist_rpc_body_t s_body_coordinator_cancel_request = {&zdist__coordinator__cancel_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_coordinator_list_request = {&zdist__coordinator__list_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_coordinator_status_request = {&zdist__coordinator__status_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_coordinator_submit_request = {&zdist__coordinator__submit_request__descriptor, 0, NULL, NULL};
-
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST__COORDINATOR__METHOD__COORDINATOR_SUBMIT, "submit", &s_body_coordinator_submit_request,
-     s_submit, 0, 0},
-    {ZDIST__COORDINATOR__METHOD__COORDINATOR_STATUS, "status", &s_body_coordinator_status_request,
-     s_status, 0, 0},
-    {ZDIST__COORDINATOR__METHOD__COORDINATOR_CANCEL, "cancel", &s_body_coordinator_cancel_request,
-     s_cancel, 0, 0},
-    {ZDIST__COORDINATOR__METHOD__COORDINATOR_LIST, "list", &s_body_coordinator_list_request, s_list, 0,
-     0},
+    {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0},
+    {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0},
+    {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0},
+    {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
@@ -671,7 +717,7 @@ coord_server_actor(zsock_t *pipe, void *args)
     }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
     self->loop = zloop_new();
-    zloop_timer(self->loop, 50, 0, s_on_runner, self);
+    self->follow_timer = -1;
     s_load_jobs(self);
     s_start_next(self);
     zdist_daemon_serve(self->loop, pipe, self->rpc, 16);
@@ -682,6 +728,7 @@ coord_server_actor(zsock_t *pipe, void *args)
         zsock_set_rcvtimeo(zactor_sock(self->runner), 60000);
         while (!s_runner_message(self))
             ;
+        zloop_reader_end(self->loop, zactor_sock(self->runner));
         zactor_destroy(&self->runner);
     }
     /* Deferred calls end while the RPC server still exists: a job that ended
