@@ -3,12 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <czmq.h>
-
 #include "cli.h"
 #include "cli_coord.h"
-#include "coordinator.pb-c.h"
-#include "wire/body.h"
 #include "zdist/cluster.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
@@ -34,98 +30,70 @@ cli_coord_address(const char *sub, const char *addr, const char *cluster_file, c
     return 0;
 }
 
-zdist_rpc_client_t *
+zdist_coord_client_t *
 cli_coord_connect(const char *sub, const char *endpoint)
 {
     zdist_error_t err = {0};
-    zdist_rpc_client_t *c = zdist_rpc_client_new(endpoint, NULL, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(endpoint, &err);
     if (!c)
         fprintf(stderr, "zdist %s: %s\n", sub, err.text);
     return c;
 }
 
-static void
-s_print_failure(const char *sub, zdist_rpc_client_t *c, const zdist_msg_t *reply)
+int
+cli_coord_failure(const char *sub, zdist_coord_client_t *c, int rc, const zdist_error_t *err)
 {
-    int st = zdist_msg_status(reply);
-    fprintf(stderr, "zdist %s: coordinator %s: %s%s%s\n", sub, zdist_rpc_client_endpoint(c),
-            st == ZDIST_STATUS_DEADLINE_EXCEEDED ? "no answer (is zdist-coordinator running?)" : zdist_status_name(st),
-            st == ZDIST_STATUS_DEADLINE_EXCEEDED ? "" : ": ",
-            st == ZDIST_STATUS_DEADLINE_EXCEEDED ? "" : zdist_msg_status_message(reply));
+    if (rc == -ETIMEDOUT)
+        fprintf(stderr, "zdist %s: coordinator %s: no answer (is zdist-coordinator running?)\n", sub,
+                zdist_coord_client_endpoint(c));
+    else if (rc == -EINTR)
+        fprintf(stderr, "zdist %s: interrupted\n", sub);
+    else if (rc == -EPROTO)
+        fprintf(stderr, "zdist %s: coordinator %s: its reply does not decode: %s\n", sub,
+                zdist_coord_client_endpoint(c), err->text);
+    else
+        fprintf(stderr, "zdist %s: coordinator %s: %s: %s\n", sub, zdist_coord_client_endpoint(c),
+                zdist_status_name(zdist_status_from_errno(rc)), err->text);
+    return rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
 }
 
-/* Sends STATUS; the call's id in *ret_id. -ENOMEM or the send error. */
-static int
-s_send_status(zdist_rpc_client_t *c, const char *job_id, bool follow, int64_t timeout_ms, uint64_t *ret_id)
+/* A job's status as the one JSON object of cli_coord_status: its detail
+   with the job's fields beside; NULL when out of memory. */
+static json_t *
+s_job_json(const zdist_coord_job_t *j)
 {
-    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
-    req.job_id = (char *)job_id;
-    req.follow = follow;
-    zdist_msg_t *m = zdist_msg_new(ZDIST__COORDINATOR__METHOD__COORDINATOR_STATUS);
-    if (!m)
-        return -ENOMEM;
-    int rc = zdist_msg_set_body(m, &req.base);
-    if (rc < 0) {
-        zdist_msg_destroy(&m);
-        return rc;
-    }
-    return zdist_rpc_client_send(c, &m, timeout_ms, ret_id);
-}
-
-static json_t *s_status_json(const char *sub, zdist_msg_t *reply);
-
-json_t *
-cli_coord_status(const char *sub, zdist_rpc_client_t *c, const char *job_id, int64_t timeout_ms, int *ret_exit)
-{
-    *ret_exit = CLI_EXIT_FAILED;
-    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
-    req.job_id = (char *)job_id;
-    zdist_msg_t *m = zdist_msg_new(ZDIST__COORDINATOR__METHOD__COORDINATOR_STATUS), *reply = NULL;
-    if (!m || zdist_msg_set_body(m, &req.base) < 0 || zdist_rpc_client_call(c, &m, timeout_ms, &reply) < 0) {
-        zdist_msg_destroy(&m);
-        fprintf(stderr, "zdist %s: out of memory\n", sub);
+    json_t *detail = json_loads(j->detail_json, 0, NULL);
+    json_t *out = json_is_object(detail) ? detail : json_object();
+    if (out != detail)
+        json_decref(detail);
+    if (!out)
         return NULL;
-    }
-    if (zdist_msg_status(reply) != ZDIST_STATUS_OK) {
-        s_print_failure(sub, c, reply);
-        zdist_msg_destroy(&reply);
-        return NULL;
-    }
-    json_t *out = s_status_json(sub, reply);
-    zdist_msg_destroy(&reply);
-    if (out)
-        *ret_exit = 0;
+    json_object_set_new(out, "job_id", json_string(j->job_id));
+    json_object_set_new(out, "name", json_string(j->name));
+    json_object_set_new(out, "state", json_string(j->state));
+    json_object_set_new(out, "step", json_integer(j->step));
+    json_object_set_new(out, "steps", json_integer(j->steps));
+    json_object_set_new(out, "error", json_string(j->error));
+    if (!json_object_get(out, "metrics"))
+        json_object_set_new(out, "metrics", json_object());
     return out;
 }
 
-/* A STATUS reply (status OK) as the JSON object of cli_coord_status; NULL
-   after printing why. */
-static json_t *
-s_status_json(const char *sub, zdist_msg_t *reply)
+json_t *
+cli_coord_status(const char *sub, zdist_coord_client_t *c, const char *job_id, int64_t timeout_ms, int *ret_exit)
 {
-    Zdist__Coordinator__StatusReply *r = NULL;
-    json_t *out = NULL;
-    if (zdist_msg_unpack_body(reply, &zdist__coordinator__status_reply__descriptor, (ProtobufCMessage **)&r, NULL) ==
-            0 &&
-        r->n_jobs == 1) {
-        Zdist__Coordinator__JobStatus *j = r->jobs[0];
-        json_t *detail = json_loads(j->detail_json, 0, NULL);
-        out = json_is_object(detail) ? detail : json_object();
-        if (out != detail)
-            json_decref(detail);
-        json_object_set_new(out, "job_id", json_string(j->job_id));
-        json_object_set_new(out, "name", json_string(j->name));
-        json_object_set_new(out, "state", json_string(j->state));
-        json_object_set_new(out, "step", json_integer(j->step));
-        json_object_set_new(out, "steps", json_integer(j->steps));
-        json_object_set_new(out, "error", json_string(j->error));
-        if (!json_object_get(out, "metrics"))
-            json_object_set_new(out, "metrics", json_object());
-    } else {
-        fprintf(stderr, "zdist %s: the coordinator's STATUS reply does not decode\n", sub);
+    zdist_coord_job_t job;
+    zdist_error_t err = {0};
+    int rc = zdist_coord_client_status(c, job_id, timeout_ms, &job, &err);
+    if (rc < 0) {
+        *ret_exit = cli_coord_failure(sub, c, rc, &err);
+        return NULL;
     }
-    if (r)
-        protobuf_c_message_free_unpacked(&r->base, NULL);
+    json_t *out = s_job_json(&job);
+    zdist_coord_job_release(&job);
+    *ret_exit = out ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    if (!out)
+        fprintf(stderr, "zdist %s: out of memory\n", sub);
     return out;
 }
 
@@ -159,113 +127,57 @@ cli_coord_progress(json_t *st, bool tty, cli_coord_progress_t *p)
     }
 }
 
-json_t *
-cli_coord_follow(const char *sub, zdist_rpc_client_t *c, const char *job_id, bool show, bool tty, int *ret_exit)
+/* What the follow hooks print with. */
+typedef struct {
+    const char *sub;
+    zdist_coord_client_t *c;
+    bool show, tty;
+    cli_coord_progress_t prog;
+} s_follow_t;
+
+static void
+s_on_status(const zdist_coord_job_t *job, void *arg)
 {
-    cli_coord_progress_t prog = {.t0_ms = zdist_clock_now_ms()};
-    char job[64];
-    snprintf(job, sizeof job, "%s", job_id);
-    json_t *status = NULL;
-    bool follow = true;      /* false: the coordinator cannot stream to us; poll */
-    bool told_lost = false;
-    int64_t lost_since = 0;  /* the coordinator unreachable since then (ms), 0: it answers */
-    *ret_exit = CLI_EXIT_FAILED;
-    for (;;) {
-        /* One call: a stream (no deadline) or, polling, one snapshot. */
-        uint64_t id = 0;
-        int rc = s_send_status(c, job, follow, follow ? 0 : 2000, &id);
-        if (rc < 0) {
-            fprintf(stderr, "zdist %s: cannot send STATUS: %s\n", sub, strerror(-rc));
-            break;
-        }
-        bool ended = false, lost = false;
-        while (!ended) {
-            zdist_msg_t *reply = NULL;
-            rc = zdist_rpc_client_recv(c, 1000, &reply);
-            if (rc == -EAGAIN || rc == -EINTR) {
-                /* A stream sent while the coordinator is down waits for it; up to 3 minutes. */
-                if (lost_since && zdist_clock_now_ms() - lost_since > 180000)
-                    break;
-                continue;
-            }
-            if (rc < 0) {
-                fprintf(stderr, "zdist %s: %s\n", sub, strerror(-rc));
-                break;
-            }
-            if (zdist_msg_request_id(reply) != id) {
-                zdist_msg_destroy(&reply);
-                continue;
-            }
-            bool more = zdist_msg_more(reply);
-            int st = zdist_msg_status(reply);
-            if (st == ZDIST_STATUS_UNAVAILABLE || st == ZDIST_STATUS_DEADLINE_EXCEEDED) {
-                /* The coordinator stopped or restarts: it resumes the job; subscribe again. */
-                if (!lost_since)
-                    lost_since = zdist_clock_now_ms();
-                if (!told_lost && !tty)
-                    fprintf(stderr, "zdist %s: coordinator %s: %s; waiting for it (up to 3 minutes)\n", sub,
-                            zdist_rpc_client_endpoint(c), *zdist_msg_status_message(reply)
-                                                              ? zdist_msg_status_message(reply)
-                                                              : zdist_status_name(st));
-                told_lost = true;
-                lost = true;
-                ended = true;
-            } else if (st == ZDIST_STATUS_RESOURCE_EXHAUSTED && follow) {
-                follow = false; /* too many streams: fall back to polling */
-                ended = true;
-            } else if (st != ZDIST_STATUS_OK) {
-                s_print_failure(sub, c, reply);
-                zdist_msg_destroy(&reply);
-                json_decref(status);
-                return NULL;
-            } else {
-                json_t *s = s_status_json(sub, reply);
-                if (s) {
-                    lost_since = 0;
-                    told_lost = false;
-                    json_decref(status);
-                    status = s;
-                    /* Stay with this job across restarts, also when asked for the latest. */
-                    snprintf(job, sizeof job, "%s", json_string_value(json_object_get(s, "job_id")));
-                    if (show)
-                        cli_coord_progress(status, tty, &prog);
-                    int f = cli_coord_final(status);
-                    if (f >= 0) {
-                        zdist_msg_destroy(&reply);
-                        *ret_exit = f ? CLI_EXIT_FAILED : CLI_EXIT_OK;
-                        return status;
-                    }
-                }
-                ended = !more;
-            }
-            zdist_msg_destroy(&reply);
-        }
-        if (!ended)
-            break; /* gave up or a socket error */
-        if (lost && zdist_clock_now_ms() - lost_since > 180000)
-            break;
-        /* Resubscribing after a loss, or polling (too many streams, or a
-           coordinator that answers a stream with one snapshot): not faster
-           than twice a second. */
-        zclock_sleep(500);
-    }
-    if (lost_since)
-        fprintf(stderr, "zdist %s: coordinator %s: unreachable for 3 minutes, giving up\n", sub,
-                zdist_rpc_client_endpoint(c));
-    return status;
+    s_follow_t *f = arg;
+    json_t *st = f->show ? s_job_json(job) : NULL;
+    if (st)
+        cli_coord_progress(st, f->tty, &f->prog);
+    json_decref(st);
 }
 
-int
-cli_coord_final(json_t *st)
+static void
+s_on_lost(const char *why, void *arg)
 {
-    const char *s = json_string_value(json_object_get(st, "state"));
-    if (!s)
-        return 1;
-    if (strcmp(s, "done") == 0)
-        return 0;
-    if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0)
-        return 1;
-    return -1;
+    s_follow_t *f = arg;
+    if (!f->tty)
+        fprintf(stderr, "zdist %s: coordinator %s: %s; waiting for it (up to 3 minutes)\n", f->sub,
+                zdist_coord_client_endpoint(f->c), why);
+}
+
+json_t *
+cli_coord_follow(const char *sub, zdist_coord_client_t *c, const char *job_id, bool show, bool tty, int *ret_exit)
+{
+    s_follow_t f = {.sub = sub, .c = c, .show = show, .tty = tty, .prog = {.t0_ms = zdist_clock_now_ms()}};
+    zdist_coord_follow_options_t opts;
+    zdist_coord_follow_options_default(&opts);
+    opts.on_status = s_on_status;
+    opts.on_lost = s_on_lost;
+    opts.arg = &f;
+    zdist_coord_job_t last;
+    zdist_error_t err = {0};
+    int rc = zdist_coord_client_follow(c, job_id, &opts, &last, &err);
+    json_t *status = NULL;
+    if (rc == 0 || (rc == -ETIMEDOUT && *last.job_id))
+        status = s_job_json(&last);
+    if (rc == 0)
+        *ret_exit = strcmp(last.state, "done") == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    else if (rc == -ETIMEDOUT)
+        fprintf(stderr, "zdist %s: coordinator %s: unreachable for 3 minutes, giving up\n", sub,
+                zdist_coord_client_endpoint(c));
+    if (rc < 0)
+        *ret_exit = rc == -ETIMEDOUT ? CLI_EXIT_FAILED : cli_coord_failure(sub, c, rc, &err);
+    zdist_coord_job_release(&last);
+    return status;
 }
 
 static double

@@ -5,17 +5,21 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "zdist/rpc.h"
+#include "zdist/coord_client.h"
 
 /* --coordinator ADDR, else the chief of --cluster FILE / TF_CONFIG, as
    "tcp://host:port" in buf. Prints the error and returns CLI_EXIT_USAGE. */
 int cli_coord_address(const char *sub, const char *addr, const char *cluster_file, char *buf, size_t size);
-/* A client with a short heartbeat; NULL after printing why. */
-zdist_rpc_client_t *cli_coord_connect(const char *sub, const char *endpoint);
+/* A client of the coordinator at endpoint; NULL after printing why. */
+zdist_coord_client_t *cli_coord_connect(const char *sub, const char *endpoint);
+/* Prints a failed call (rc and err of a zdist_coord_client_* function) as
+   "zdist SUB: coordinator ENDPOINT: STATUS: message"; returns the exit
+   status: CLI_EXIT_USAGE for a request refused as invalid, else 1. */
+int cli_coord_failure(const char *sub, zdist_coord_client_t *c, int rc, const zdist_error_t *err);
 /* STATUS of job_id ("" = latest) as one JSON object {job_id, name, state,
    step, steps, error, metrics, workers, ps, ...}; NULL after printing why
-   (*ret_exit set: 1 unreachable / not found). */
-json_t *cli_coord_status(const char *sub, zdist_rpc_client_t *c, const char *job_id, int64_t timeout_ms,
+   (*ret_exit set: 1 unreachable / not found, 2 a bad job id). */
+json_t *cli_coord_status(const char *sub, zdist_coord_client_t *c, const char *job_id, int64_t timeout_ms,
                          int *ret_exit);
 /* Progress of a followed job: a bar on stderr on a terminal (tty), else a
    plain line on stdout every 10% or 5 s. */
@@ -25,18 +29,15 @@ typedef struct {
     int64_t last_step;
 } cli_coord_progress_t;
 void cli_coord_progress(json_t *st, bool tty, cli_coord_progress_t *p);
-/* Follows job_id ("" = the latest job) through the STATUS stream until it
-   is done, failed or cancelled, showing progress when show is set. When the
-   stream breaks (the coordinator stopped or restarts) it subscribes again,
-   for up to 3 minutes without an answer; with too many streams open it
-   polls. Returns the last status seen (the caller's; NULL when none) with
-   *ret_exit 0 done, 1 failed, cancelled, unreachable or not found (the
-   reason printed). */
-json_t *cli_coord_follow(const char *sub, zdist_rpc_client_t *c, const char *job_id, bool show, bool tty,
+/* Follows job_id ("" = the latest job) to its end (zdist_coord_client_follow:
+   it subscribes again across a restart of the coordinator and gives up
+   after 3 minutes without an answer), showing progress when show is set.
+   Returns the last status seen (the caller's; NULL when none) with
+   *ret_exit 0 done, 1 failed, cancelled, unreachable or not found, 2 a bad
+   job id (the reason printed). */
+json_t *cli_coord_follow(const char *sub, zdist_coord_client_t *c, const char *job_id, bool show, bool tty,
                          int *ret_exit);
 /* The human form of a status object. */
 void cli_coord_print(FILE *out, json_t *st, bool tasks);
-/* 0 done, 1 failed or cancelled, -1 still going. */
-int cli_coord_final(json_t *st);
 
 #endif

@@ -52,14 +52,14 @@ cli_status_main(int argc, char **argv)
     int rc = cli_coord_address("status", addr, cluster, endpoint, sizeof endpoint);
     if (rc)
         return rc;
-    zdist_rpc_client_t *c = cli_coord_connect("status", endpoint);
+    zdist_coord_client_t *c = cli_coord_connect("status", endpoint);
     if (!c)
         return CLI_EXIT_FAILED;
     int ex;
     bool tty = follow && !as_json && isatty(STDERR_FILENO);
     json_t *st = follow ? cli_coord_follow("status", c, job, !as_json, tty, &ex)
                         : cli_coord_status("status", c, job, 5000, &ex);
-    zdist_rpc_client_destroy(&c);
+    zdist_coord_client_destroy(&c);
     if (tty)
         fputc('\n', stderr);
     if (!st)

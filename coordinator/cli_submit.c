@@ -1,4 +1,5 @@
 /* zdist submit: send a job to zdist-coordinator, follow its progress, print its final metrics. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,8 +9,7 @@
 
 #include "cli.h"
 #include "cli_coord.h"
-#include "coordinator.pb-c.h"
-#include "wire/body.h"
+#include "zdist/file.h"
 
 static void
 s_usage(FILE *out)
@@ -20,25 +20,6 @@ s_usage(FILE *out)
                  "  --detach   print the job id and return at once\n"
                  "  --json     print one JSON object (job_id, state, step, steps, metrics...) at the end\n"
                  "Exit status: 0 done, 1 failed or cancelled (or the cluster is not ready), 2 bad job or usage.\n");
-}
-
-static char *
-s_read(const char *path)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t got;
-    while (m && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, got, m);
-    if (m)
-        fclose(m);
-    fclose(f);
-    return buf;
 }
 
 int
@@ -78,9 +59,11 @@ cli_submit_main(int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage_error("submit", "give one job file (zdist submit JOB.json); see --help");
     const char *path = argv[optind];
-    char *text = s_read(path);
-    if (!text)
-        return cli_usage_error("submit", "cannot read '%s'", path);
+    void *text = NULL;
+    size_t len = 0;
+    zdist_error_t err = {0};
+    if (zdist_file_read(path, ZDIST_COORD_MAX_JOB_BYTES, &text, &len, &err) < 0)
+        return cli_usage_error("submit", "cannot read '%s': %s", path, err.text);
     char real[PATH_MAX], base[PATH_MAX];
     snprintf(base, sizeof base, ".");
     if (realpath(path, real)) {
@@ -96,46 +79,28 @@ cli_submit_main(int argc, char **argv)
         free(text);
         return rc;
     }
-    zdist_rpc_client_t *c = cli_coord_connect("submit", endpoint);
+    zdist_coord_client_t *c = cli_coord_connect("submit", endpoint);
     if (!c) {
         free(text);
         return CLI_EXIT_FAILED;
     }
-    Zdist__Coordinator__SubmitRequest req = ZDIST__COORDINATOR__SUBMIT_REQUEST__INIT;
-    req.job_json = text;
-    req.base_dir = base;
-    zdist_msg_t *m = zdist_msg_new(ZDIST__COORDINATOR__METHOD__COORDINATOR_SUBMIT), *reply = NULL;
-    if (!m || zdist_msg_set_body(m, &req.base) < 0 || zdist_rpc_client_call(c, &m, 30000, &reply) < 0) {
-        free(text);
-        zdist_rpc_client_destroy(&c);
-        fprintf(stderr, "zdist submit: out of memory\n");
-        return CLI_EXIT_FAILED;
-    }
+    char job_id[ZDIST_COORD_ID_MAX];
+    rc = zdist_coord_client_submit(c, text, base, 30000, job_id, &err);
     free(text);
-    int st = zdist_msg_status(reply);
-    if (st != ZDIST_STATUS_OK) {
-        if (st == ZDIST_STATUS_DEADLINE_EXCEEDED || st == ZDIST_STATUS_UNAVAILABLE)
+    if (rc < 0) {
+        if (rc == -ETIMEDOUT || rc == -ENOTCONN)
             fprintf(stderr, "zdist submit: coordinator %s does not answer; is zdist-coordinator running?\n", endpoint);
         else
-            fprintf(stderr, "zdist submit: %s: %s\n", path, zdist_msg_status_message(reply));
-        zdist_msg_destroy(&reply);
-        zdist_rpc_client_destroy(&c);
-        return st == ZDIST_STATUS_INVALID_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+            fprintf(stderr, "zdist submit: %s: %s\n", path, err.text);
+        zdist_coord_client_destroy(&c);
+        return rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
-    Zdist__Coordinator__SubmitReply *r = NULL;
-    char job_id[64] = "";
-    if (zdist_msg_unpack_body(reply, &zdist__coordinator__submit_reply__descriptor, (ProtobufCMessage **)&r, NULL) ==
-        0) {
-        snprintf(job_id, sizeof job_id, "%s", r->job_id);
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    }
-    zdist_msg_destroy(&reply);
     if (detach) {
         if (as_json)
             printf("{\"job_id\": \"%s\", \"state\": \"queued\"}\n", job_id);
         else
             printf("%s\n", job_id);
-        zdist_rpc_client_destroy(&c);
+        zdist_coord_client_destroy(&c);
         return CLI_EXIT_OK;
     }
     if (!as_json)
@@ -159,6 +124,6 @@ cli_submit_main(int argc, char **argv)
         }
     }
     json_decref(status);
-    zdist_rpc_client_destroy(&c);
+    zdist_coord_client_destroy(&c);
     return exit_code;
 }
