@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "worker_psd.h"
+#include "zdist/endpoint.h"
 #include "zdist/ps_client.h"
 
 /* One request of a pipelined exchange, and what is needed to send it again. */
@@ -606,7 +607,7 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     opts.retries = self->retries;
     for (int p = 0; p < cfg->num_ps; p++) {
         char ep[300];
-        if (zdist_ps_endpoint_parse(cfg->endpoints[p], ep, sizeof ep, err) < 0) {
+        if (zdist_endpoint_normalize(cfg->endpoints[p], ep, sizeof ep, err) < 0) {
             zdist_error_prefix(err, "ps task %d", p);
             goto fail;
         }

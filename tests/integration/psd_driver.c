@@ -29,6 +29,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/partition.h"
 #include "zdist/ps_client.h"
@@ -82,7 +83,7 @@ s_client(const char *addr, int64_t timeout_ms, int retries)
 {
     char ep[300];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, ep, sizeof ep, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, ep, sizeof ep, &err) < 0) {
         fprintf(stderr, "psd_driver: %s\n", err.text);
         exit(2);
     }
@@ -481,7 +482,7 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         opts.timeout_ms = 300;
         opts.retries = 8;
         char ep[300];
-        OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+        OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
         zdist_ps_client_t *r = zdist_ps_client_new(ep, &opts, &s_err);
         OK(s_pull(r, "once", 0, -1, 1, 2, got)); /* connected */
         CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
@@ -681,7 +682,7 @@ s_bad_input(const char *addr)
 {
     zdist_ps_client_t *c = s_client(addr, 10000, 0);
     char ep[300];
-    OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+    OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
     zdist_ps_var_spec_t spec = s_spec("bad", 4, 8, 0, 0, 4, "random_uniform", 0);
     spec.init.minval = -1;
     spec.init.maxval = 1;

@@ -167,11 +167,6 @@ ZDIST_EXPORT int zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t
 ZDIST_EXPORT int zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
                                                zdist_error_t *err);
 
-/* "host:port" or "tcp://host:port" -> "tcp://host:port" in buf. -EINVAL
-   (err names the text) for anything else: no port, port outside 1..65535,
-   another scheme. */
-ZDIST_EXPORT int zdist_ps_endpoint_parse(const char *text, char *buf, size_t size, zdist_error_t *err);
-
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zdist/parse.h"
 #include "zdist/ps_client.h"
 
 /* ---- the per-task client ---- */
@@ -433,36 +432,4 @@ zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_
         rc = zdist_ps_reply_write(reply, NULL, NULL, err);
     zdist_msg_destroy(&reply);
     return s_context(self, rc, ZDIST_PS_SET_OPTIMIZER, opt ? zdist_optim_kind_name(opt->kind) : NULL, err);
-}
-
-/* ---- endpoints ---- */
-
-int
-zdist_ps_endpoint_parse(const char *text, char *buf, size_t size, zdist_error_t *err)
-{
-    if (!text || !*text)
-        return zdist_error_set(err, -EINVAL, "address is empty; give host:port or tcp://host:port");
-    const char *hostport = text;
-    const char *scheme = strstr(text, "://");
-    if (scheme) {
-        if (strncmp(text, "tcp://", 6) != 0)
-            return zdist_error_set(err, -EINVAL, "address '%.200s' must be host:port or tcp://host:port", text);
-        hostport = text + 6;
-    }
-    const char *colon = strrchr(hostport, ':');
-    if (!colon || colon == hostport)
-        return zdist_error_set(err, -EINVAL, "address '%.200s' has no host:port; give e.g. 127.0.0.1:5000", text);
-    if (hostport[0] == '[' && colon[-1] != ']')
-        return zdist_error_set(err, -EINVAL, "address '%.200s': an IPv6 host goes in brackets, [::1]:5000", text);
-    int64_t port;
-    if (zdist_parse_int64(colon + 1, 1, 65535, &port) < 0)
-        return zdist_error_set(err, -EINVAL, "address '%.200s': port '%.20s' must be a number in 1..65535", text,
-                               colon + 1);
-    for (const char *p = hostport; p < colon; p++)
-        if (*p == ' ' || *p == '/' || *p == '*')
-            return zdist_error_set(err, -EINVAL, "address '%.200s': host has a '%c'", text, *p);
-    int n = snprintf(buf, size, "tcp://%s", hostport);
-    if (n < 0 || (size_t) n >= size)
-        return zdist_error_set(err, -EINVAL, "address '%.200s' is too long", text);
-    return 0;
 }
