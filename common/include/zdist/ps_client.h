@@ -9,9 +9,11 @@
       request id) and parse each with the zdist_ps_reply_* function of its
       method. Nothing there blocks.
 
-   2. zdist_ps_client_t, one per ps task endpoint: a synchronous call per
-      operation over its own rpc client. It numbers writes itself and, when
-      a call ends UNAVAILABLE or DEADLINE_EXCEEDED, sends the same request
+   2. zdist_ps_client_t, one per ps task endpoint, over its own rpc client:
+      zdist_ps_client_run sends any number of operations to any number of
+      ps tasks at once and collects the replies; the synchronous calls (one
+      per operation) are runs of one. It numbers writes itself and, when a
+      call ends UNAVAILABLE or DEADLINE_EXCEEDED, sends the same request
       again (same client id and sequence, so the psd applies a write exactly
       once) up to `retries` more times.
 
@@ -59,7 +61,7 @@
 extern "C" {
 #endif
 
-/* ---- per-task synchronous client ---- */
+/* ---- the per-task client ---- */
 
 typedef struct zdist_ps_client_t zdist_ps_client_t;
 
@@ -90,8 +92,39 @@ ZDIST_EXPORT uint64_t zdist_ps_client_next_sequence(zdist_ps_client_t *self);
 /* Attempts that ended UNAVAILABLE or DEADLINE_EXCEEDED and were sent again. */
 ZDIST_EXPORT uint64_t zdist_ps_client_retransmissions(const zdist_ps_client_t *self);
 
+/* ---- pipelined operations, with retries ----
+   zdist_ps_client_run sends every op at once, each through its own client
+   (any mix of ps tasks and methods), then waits for all the replies. The
+   ops that ended UNAVAILABLE or DEADLINE_EXCEEDED are sent again, together,
+   up to their client's `retries` more times: writes with the same client
+   id and sequence, so the psd applies each exactly once. This is the one
+   place where the ps client decides to send a request again.
+
+   A write whose request.write.sequence is 0 is numbered by its client when
+   first sent, in op order, and keeps that number. Every attempt has the
+   client's timeout_ms as deadline. Payloads are copied into each request,
+   so what the ops borrow needs to live only until the run returns.
+   All the clients of a run must belong to the calling thread. */
+typedef struct {
+    zdist_ps_client_t *client;  /* the ps task it goes to */
+    zdist_ps_request_t request; /* what to send (zdist/ps_service.h) */
+    /* Outcome. rc 0: `reply` holds it (parse it with its zdist_ps_reply_*;
+       its status may be a refusal, or DEADLINE_EXCEEDED / UNAVAILABLE after
+       the retries). rc -EINVAL: the request could not be built (invalid
+       arguments or out of memory); another negative errno: it could not be
+       sent. */
+    int rc;
+    zdist_msg_t *reply; /* the op's until zdist_ps_ops_release */
+    unsigned attempts;  /* requests sent for it */
+    uint64_t id_;       /* private: the call in flight */
+} zdist_ps_op_t;
+
+ZDIST_EXPORT void zdist_ps_client_run(zdist_ps_op_t *ops, size_t n);
+/* Destroys the ops' replies. */
+ZDIST_EXPORT void zdist_ps_ops_release(zdist_ps_op_t *ops, size_t n);
+
 /* Sends *request_p (taken, also on failure) and waits for its reply, with
-   the client's timeout, without retrying. For requests built above. */
+   the client's timeout, without retrying. For requests built by hand. */
 ZDIST_EXPORT int zdist_ps_client_call(zdist_ps_client_t *self, zdist_msg_t **request_p, zdist_msg_t **ret_reply,
                                       zdist_error_t *err);
 
@@ -128,8 +161,8 @@ ZDIST_EXPORT int zdist_ps_client_write_ids(zdist_ps_client_t *self, uint32_t met
                                            int32_t shard_index, const int64_t *ids, size_t nids,
                                            const zdist_tensor_t *rows, zdist_ps_write_result_t *ret,
                                            zdist_error_t *err);
-/* Same with an explicit sequence (not taken from the client's counter): to
-   replay a write, or to test exactly-once. */
+/* Same with an explicit sequence (not taken from the client's counter;
+   0 takes the next of it): to replay a write, or to test exactly-once. */
 ZDIST_EXPORT int zdist_ps_client_write_seq(zdist_ps_client_t *self, uint32_t method, const char *name,
                                            int32_t shard_index, int64_t row_start, int64_t row_count,
                                            uint64_t sequence, const zdist_tensor_t *values,

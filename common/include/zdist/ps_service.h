@@ -102,7 +102,8 @@ typedef struct {
     int32_t shard_index;
     int64_t row_start;  /* dense: first global row */
     int64_t row_count;  /* dense: rows; 0 = the whole shard */
-    uint64_t sequence;  /* with the sender's client id: applied at most once */
+    uint64_t sequence;  /* with the sender's client id: applied at most once
+                           (0 in zdist_ps_client_run: numbered by the client) */
     bool by_ids;        /* a sparse push or scatter_*: ids + rows, not a range */
     const int64_t *ids; /* by_ids: global rows of the shard, duplicates allowed */
     size_t nids;

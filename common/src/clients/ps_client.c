@@ -72,8 +72,7 @@ zdist_ps_client_retransmissions(const zdist_ps_client_t *self)
     return self->retransmissions;
 }
 
-/* Rebuilds the request of an attempt (the first and every retransmission). */
-typedef zdist_msg_t *(s_build_fn)(const void *args);
+/* ---- runs: the one retry loop ---- */
 
 static bool
 s_retryable(const zdist_msg_t *reply)
@@ -82,30 +81,89 @@ s_retryable(const zdist_msg_t *reply)
     return status == ZDIST_STATUS_UNAVAILABLE || status == ZDIST_STATUS_DEADLINE_EXCEEDED;
 }
 
-/* Calls build(args) until a reply that is not a transport failure, or the
-   retries are spent. Returns 0 and *ret_reply (its status may be an error),
-   or a negative errno (err says what) when no request could be sent. */
-static int
-s_call_retry(zdist_ps_client_t *self, uint32_t method, s_build_fn *build, const void *args,
-             zdist_msg_t **ret_reply, zdist_error_t *err)
+/* Sends an attempt of op: the first numbers a write without a sequence. */
+static void
+s_op_send(zdist_ps_op_t *op)
 {
-    zdist_msg_t *reply = NULL;
-    for (int attempt = 0; attempt <= self->opts.retries; attempt++) {
-        zdist_msg_t *req = build(args);
-        if (!req)
-            return zdist_error_set(err, -EINVAL, "%s to %s: invalid arguments (or out of memory)",
-                                   zdist_ps_method_name(method), zdist_rpc_client_endpoint(self->rpc));
-        zdist_msg_destroy(&reply);
-        if (attempt > 0)
-            self->retransmissions++;
-        int rc = zdist_rpc_client_call(self->rpc, &req, self->opts.timeout_ms, &reply);
-        if (rc < 0)
-            return zdist_error_set(err, rc, "%s to %s: cannot send: %s", zdist_ps_method_name(method),
-                                   zdist_rpc_client_endpoint(self->rpc), strerror(-rc));
-        if (!s_retryable(reply))
-            break;
+    zdist_ps_client_t *c = op->client;
+    op->reply = NULL;
+    op->id_ = 0;
+    if (!c) {
+        op->rc = -EINVAL;
+        return;
     }
-    *ret_reply = reply;
+    if (op->attempts == 0 && zdist_ps_method_is_write(op->request.method) && op->request.write.sequence == 0)
+        op->request.write.sequence = zdist_ps_client_next_sequence(c);
+    zdist_msg_t *msg = zdist_ps_request_encode(&op->request);
+    if (!msg) {
+        op->rc = -EINVAL;
+        return;
+    }
+    if (op->attempts++ > 0)
+        c->retransmissions++;
+    op->rc = zdist_rpc_client_send(c->rpc, &msg, c->opts.timeout_ms, &op->id_);
+}
+
+/* Waits for the reply of op's attempt in flight. The rpc client completes
+   every call by its deadline (DEADLINE_EXCEEDED) or when the connection
+   drops (UNAVAILABLE). */
+static void
+s_op_wait(zdist_ps_op_t *op)
+{
+    if (op->rc == 0 && !op->reply) {
+        int rc = zdist_rpc_client_recv_id(op->client->rpc, op->id_, -1, &op->reply);
+        if (rc < 0)
+            op->rc = rc;
+    }
+}
+
+void
+zdist_ps_client_run(zdist_ps_op_t *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ops[i].attempts = 0;
+        s_op_send(&ops[i]);
+    }
+    bool again = n > 0;
+    while (again) {
+        for (size_t i = 0; i < n; i++)
+            s_op_wait(&ops[i]);
+        again = false;
+        for (size_t i = 0; i < n; i++) {
+            zdist_ps_op_t *op = &ops[i];
+            if (op->rc < 0 || !s_retryable(op->reply) || op->attempts > (unsigned) op->client->opts.retries)
+                continue;
+            zdist_msg_destroy(&op->reply);
+            s_op_send(op);
+            again = true;
+        }
+    }
+}
+
+void
+zdist_ps_ops_release(zdist_ps_op_t *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        zdist_msg_destroy(&ops[i].reply);
+}
+
+/* Runs one request through this client. Returns 0 and *ret_reply (its
+   status may be an error), or a negative errno (err says what) when no
+   request could be sent. *req gets the sequence a write was sent with. */
+static int
+s_call(zdist_ps_client_t *self, zdist_ps_request_t *req, zdist_msg_t **ret_reply, zdist_error_t *err)
+{
+    zdist_ps_op_t op = {.client = self, .request = *req};
+    zdist_ps_client_run(&op, 1);
+    *req = op.request;
+    const char *method = zdist_ps_method_name(req->method);
+    if (op.rc == -EINVAL && !op.reply)
+        return zdist_error_set(err, -EINVAL, "%s to %s: invalid arguments (or out of memory)", method,
+                               zdist_rpc_client_endpoint(self->rpc));
+    if (op.rc < 0)
+        return zdist_error_set(err, op.rc, "%s to %s: cannot send: %s", method,
+                               zdist_rpc_client_endpoint(self->rpc), strerror(-op.rc));
+    *ret_reply = op.reply;
     return 0;
 }
 
@@ -136,48 +194,25 @@ zdist_ps_client_call(zdist_ps_client_t *self, zdist_msg_t **request_p, zdist_msg
     return 0;
 }
 
-/* create */
-
-static zdist_msg_t *
-s_build_create(const void *args)
-{
-    return zdist_ps_request_create(args);
-}
+/* ---- one call per operation ---- */
 
 int
 zdist_ps_client_create(zdist_ps_client_t *self, const zdist_ps_var_spec_t *spec, bool *ret_created,
                        zdist_error_t *err)
 {
+    zdist_ps_request_t req = {.method = ZDIST_PS_CREATE};
     zdist_msg_t *reply = NULL;
-    int rc = s_call_retry(self, ZDIST_PS_CREATE, s_build_create, spec, &reply, err);
+    int rc = -EINVAL;
+    if (spec) {
+        req.create = *spec;
+        rc = s_call(self, &req, &reply, err);
+    } else {
+        zdist_error_set(err, rc, "no variable spec");
+    }
     if (rc == 0)
         rc = zdist_ps_reply_create(reply, ret_created, err);
     zdist_msg_destroy(&reply);
     return s_context(self, rc, ZDIST_PS_CREATE, spec ? spec->name : NULL, err);
-}
-
-/* pulls */
-
-typedef struct {
-    const char *name;
-    int32_t shard_index;
-    int64_t row_start, row_count;
-    const int64_t *ids;
-    size_t nids;
-} s_pull_args_t;
-
-static zdist_msg_t *
-s_build_pull(const void *args)
-{
-    const s_pull_args_t *a = args;
-    return zdist_ps_request_pull(a->name, a->shard_index, a->row_start, a->row_count);
-}
-
-static zdist_msg_t *
-s_build_pull_rows(const void *args)
-{
-    const s_pull_args_t *a = args;
-    return zdist_ps_request_pull_rows(a->name, a->ids, a->nids, NULL, NULL);
 }
 
 static int
@@ -202,71 +237,57 @@ s_copy_out(const zdist_msg_t *reply, zdist_tensor_t *out, zdist_error_t *err)
     return 0;
 }
 
+/* A read into out. */
+static int
+s_read(zdist_ps_client_t *self, zdist_ps_request_t *req, const char *name, zdist_tensor_t *out, zdist_error_t *err)
+{
+    zdist_msg_t *reply = NULL;
+    int rc = out ? s_call(self, req, &reply, err) : zdist_error_set(err, -EINVAL, "no output tensor");
+    if (rc == 0)
+        rc = s_copy_out(reply, out, err);
+    zdist_msg_destroy(&reply);
+    return s_context(self, rc, req->method, name, err);
+}
+
 int
 zdist_ps_client_pull(zdist_ps_client_t *self, const char *name, int32_t shard_index, int64_t row_start,
                      int64_t row_count, zdist_tensor_t *out, zdist_error_t *err)
 {
-    s_pull_args_t a = {name, shard_index, row_start, row_count, NULL, 0};
-    zdist_msg_t *reply = NULL;
-    int rc = out ? s_call_retry(self, ZDIST_PS_PULL, s_build_pull, &a, &reply, err)
-                 : zdist_error_set(err, -EINVAL, "no output tensor");
-    if (rc == 0)
-        rc = s_copy_out(reply, out, err);
-    zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_PULL, name, err);
+    zdist_ps_request_t req = {.method = ZDIST_PS_PULL, .pull = {name, shard_index, row_start, row_count}};
+    return s_read(self, &req, name, out, err);
 }
 
 int
 zdist_ps_client_pull_rows(zdist_ps_client_t *self, const char *name, const int64_t *ids, size_t nids,
                           zdist_tensor_t *out, zdist_error_t *err)
 {
-    s_pull_args_t a = {name, 0, 0, 0, ids, nids};
-    zdist_msg_t *reply = NULL;
-    int rc = out ? s_call_retry(self, ZDIST_PS_PULL_ROWS, s_build_pull_rows, &a, &reply, err)
-                 : zdist_error_set(err, -EINVAL, "no output tensor");
-    if (rc == 0)
-        rc = s_copy_out(reply, out, err);
-    zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_PULL_ROWS, name, err);
+    zdist_ps_request_t req = {.method = ZDIST_PS_PULL_ROWS, .pull_rows = {name, ids, nids}};
+    return s_read(self, &req, name, out, err);
 }
 
-/* writes */
-
-typedef struct {
-    uint32_t method;
-    const char *name;
-    int32_t shard_index;
-    int64_t row_start, row_count;
-    uint64_t sequence;
-    const int64_t *ids;
-    size_t nids;
-    const zdist_tensor_t *values;
-    bool by_ids;
-} s_write_args_t;
-
-static zdist_msg_t *
-s_build_write(const void *args)
-{
-    const s_write_args_t *a = args;
-    if (a->by_ids)
-        return zdist_ps_request_write_ids(a->method, a->name, a->shard_index, a->sequence, a->ids, a->nids,
-                                          a->values, NULL, NULL);
-    return zdist_ps_request_write(a->method, a->name, a->shard_index, a->row_start, a->row_count, a->sequence,
-                                  a->values, NULL, NULL);
-}
-
+/* A write, numbered by s_call when its sequence is 0. */
 static int
-s_write(zdist_ps_client_t *self, const s_write_args_t *a, zdist_ps_write_result_t *ret, zdist_error_t *err)
+s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, const zdist_tensor_t *values,
+        zdist_ps_write_result_t *ret, zdist_error_t *err)
 {
+    zdist_ps_request_t req = {.method = method, .write = *w};
     zdist_msg_t *reply = NULL;
-    zdist_ps_write_result_t res = {.sequence = a->sequence};
-    int rc = s_call_retry(self, a->method, s_build_write, a, &reply, err);
+    zdist_ps_write_result_t res = {0};
+    int rc = -EINVAL;
+    if (values && zdist_ps_method_is_write(method)) {
+        req.write.values = *values;
+        rc = s_call(self, &req, &reply, err);
+    } else {
+        zdist_error_set(err, rc, "%s to %s: invalid arguments (or out of memory)", zdist_ps_method_name(method),
+                        zdist_rpc_client_endpoint(self->rpc));
+    }
     if (rc == 0)
         rc = zdist_ps_reply_write(reply, &res.duplicate, &res.step, err);
     zdist_msg_destroy(&reply);
+    res.sequence = req.write.sequence;
     if (rc == 0 && ret)
         *ret = res;
-    return s_context(self, rc, a->method, a->name, err);
+    return s_context(self, rc, method, w->name, err);
 }
 
 int
@@ -274,8 +295,9 @@ zdist_ps_client_write_seq(zdist_ps_client_t *self, uint32_t method, const char *
                           int64_t row_start, int64_t row_count, uint64_t sequence, const zdist_tensor_t *values,
                           zdist_ps_write_result_t *ret, zdist_error_t *err)
 {
-    s_write_args_t a = {method, name, shard_index, row_start, row_count, sequence, NULL, 0, values, false};
-    return s_write(self, &a, ret, err);
+    zdist_ps_write_t w = {.name = name, .shard_index = shard_index, .row_start = row_start, .row_count = row_count,
+                          .sequence = sequence ? sequence : zdist_ps_client_next_sequence(self)};
+    return s_write(self, method, &w, values, ret, err);
 }
 
 int
@@ -283,8 +305,8 @@ zdist_ps_client_write(zdist_ps_client_t *self, uint32_t method, const char *name
                       int64_t row_start, int64_t row_count, const zdist_tensor_t *values,
                       zdist_ps_write_result_t *ret, zdist_error_t *err)
 {
-    return zdist_ps_client_write_seq(self, method, name, shard_index, row_start, row_count,
-                                     zdist_ps_client_next_sequence(self), values, ret, err);
+    zdist_ps_write_t w = {.name = name, .shard_index = shard_index, .row_start = row_start, .row_count = row_count};
+    return s_write(self, method, &w, values, ret, err);
 }
 
 int
@@ -292,8 +314,8 @@ zdist_ps_client_write_ids(zdist_ps_client_t *self, uint32_t method, const char *
                           const int64_t *ids, size_t nids, const zdist_tensor_t *rows, zdist_ps_write_result_t *ret,
                           zdist_error_t *err)
 {
-    s_write_args_t a = {method, name, shard_index, 0, 0, zdist_ps_client_next_sequence(self), ids, nids, rows, true};
-    return s_write(self, &a, ret, err);
+    zdist_ps_write_t w = {.name = name, .shard_index = shard_index, .by_ids = true, .ids = ids, .nids = nids};
+    return s_write(self, method, &w, rows, ret, err);
 }
 
 int
@@ -353,34 +375,15 @@ zdist_ps_client_scatter_update(zdist_ps_client_t *self, const char *name, int32_
     return zdist_ps_client_write_ids(self, ZDIST_PS_SCATTER_UPDATE, name, shard_index, ids, nids, rows, ret, err);
 }
 
-/* save, restore, stats, optimizer */
-
-typedef struct {
-    const char *dir;
-    int64_t step;
-    int32_t ps_task;
-} s_ckpt_args_t;
-
-static zdist_msg_t *
-s_build_save(const void *args)
-{
-    const s_ckpt_args_t *a = args;
-    return zdist_ps_request_save(a->dir, a->step, a->ps_task);
-}
-
-static zdist_msg_t *
-s_build_restore(const void *args)
-{
-    return zdist_ps_request_restore(((const s_ckpt_args_t *) args)->dir);
-}
+/* ---- save, restore, stats, optimizer ---- */
 
 int
 zdist_ps_client_save(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task, uint64_t *ret_bytes,
                      zdist_error_t *err)
 {
-    s_ckpt_args_t a = {dir, step, ps_task};
+    zdist_ps_request_t req = {.method = ZDIST_PS_SAVE, .save = {dir, step, ps_task}};
     zdist_msg_t *reply = NULL;
-    int rc = s_call_retry(self, ZDIST_PS_SAVE, s_build_save, &a, &reply, err);
+    int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_save(reply, ret_bytes, err);
     zdist_msg_destroy(&reply);
@@ -390,44 +393,39 @@ zdist_ps_client_save(zdist_ps_client_t *self, const char *dir, int64_t step, int
 int
 zdist_ps_client_restore(zdist_ps_client_t *self, const char *dir, int64_t *ret_step, zdist_error_t *err)
 {
-    s_ckpt_args_t a = {dir, 0, 0};
+    zdist_ps_request_t req = {.method = ZDIST_PS_RESTORE, .restore = {dir}};
     zdist_msg_t *reply = NULL;
-    int rc = s_call_retry(self, ZDIST_PS_RESTORE, s_build_restore, &a, &reply, err);
+    int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_restore(reply, ret_step, err);
     zdist_msg_destroy(&reply);
     return s_context(self, rc, ZDIST_PS_RESTORE, dir, err);
 }
 
-static zdist_msg_t *
-s_build_stats(const void *args)
-{
-    (void) args;
-    return zdist_ps_request_stats();
-}
-
 int
 zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdist_error_t *err)
 {
+    zdist_ps_request_t req = {.method = ZDIST_PS_STATS};
     zdist_msg_t *reply = NULL;
-    int rc = s_call_retry(self, ZDIST_PS_STATS, s_build_stats, NULL, &reply, err);
+    int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_stats(reply, ret_stats, err);
     zdist_msg_destroy(&reply);
     return s_context(self, rc, ZDIST_PS_STATS, NULL, err);
 }
 
-static zdist_msg_t *
-s_build_set_optimizer(const void *args)
-{
-    return zdist_ps_request_set_optimizer(args);
-}
-
 int
 zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt, zdist_error_t *err)
 {
+    zdist_ps_request_t req = {.method = ZDIST_PS_SET_OPTIMIZER};
     zdist_msg_t *reply = NULL;
-    int rc = s_call_retry(self, ZDIST_PS_SET_OPTIMIZER, s_build_set_optimizer, opt, &reply, err);
+    int rc = -EINVAL;
+    if (opt) {
+        req.optimizer = *opt;
+        rc = s_call(self, &req, &reply, err);
+    } else {
+        zdist_error_set(err, rc, "no optimizer");
+    }
     if (rc == 0)
         rc = zdist_ps_reply_write(reply, NULL, NULL, err);
     zdist_msg_destroy(&reply);
