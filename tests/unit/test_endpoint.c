@@ -115,15 +115,28 @@ test_split(void)
 {
     char host[64];
     const char *port = NULL;
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://10.0.0.2:2222", host, sizeof host, &port), 0);
+    CU_ASSERT_STRING_EQUAL(host, "10.0.0.2");
+    CU_ASSERT_STRING_EQUAL(port, "2222");
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://[::1]:5", host, sizeof host, &port), 0);
+    CU_ASSERT_STRING_EQUAL(host, "[::1]");
+    CU_ASSERT_STRING_EQUAL(port, "5");
     CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://[fe80::1%eth0]:5", host, sizeof host, &port), 0);
     CU_ASSERT_STRING_EQUAL(host, "[fe80::1%eth0]");
-    CU_ASSERT_STRING_EQUAL(port, "5");
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://*:*", host, sizeof host, &port), 0);
+    CU_ASSERT_STRING_EQUAL(host, "*");
+    CU_ASSERT_STRING_EQUAL(port, "*");
     CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://0.0.0.0:41234", host, sizeof host, &port), 0);
     CU_ASSERT_STRING_EQUAL(host, "0.0.0.0");
     CU_ASSERT_STRING_EQUAL(port, "41234");
+    CU_ASSERT_EQUAL(zdist_endpoint_split("worker-1.example:80", host, sizeof host, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(host, "worker-1.example");
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://nocolon", host, sizeof host, NULL), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://:5", host, sizeof host, NULL), -EINVAL);
     CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://bad host:5", host, sizeof host, NULL), -EINVAL);
     CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://a:70000", host, sizeof host, NULL), -EINVAL);
     CU_ASSERT_EQUAL(zdist_endpoint_split(NULL, host, sizeof host, NULL), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://a-rather-long-host-name:5", host, 8, NULL), -ENOSPC);
 }
 
 void

@@ -200,19 +200,15 @@ int
 zdist_ps_client_create(zdist_ps_client_t *self, const zdist_ps_var_spec_t *spec, bool *ret_created,
                        zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_CREATE};
+    if (!spec)
+        return zdist_error_set(err, -EINVAL, "create on %s: no variable spec", zdist_rpc_client_endpoint(self->rpc));
+    zdist_ps_request_t req = {.method = ZDIST_PS_CREATE, .create = *spec};
     zdist_msg_t *reply = NULL;
-    int rc = -EINVAL;
-    if (spec) {
-        req.create = *spec;
-        rc = s_call(self, &req, &reply, err);
-    } else {
-        zdist_error_set(err, rc, "no variable spec");
-    }
+    int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_create(reply, ret_created, err);
     zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_CREATE, spec ? spec->name : NULL, err);
+    return s_context(self, rc, ZDIST_PS_CREATE, spec->name, err);
 }
 
 static int
@@ -417,17 +413,13 @@ zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdi
 int
 zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt, zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_SET_OPTIMIZER};
+    if (!opt)
+        return zdist_error_set(err, -EINVAL, "set_optimizer on %s: no optimizer", zdist_rpc_client_endpoint(self->rpc));
+    zdist_ps_request_t req = {.method = ZDIST_PS_SET_OPTIMIZER, .optimizer = *opt};
     zdist_msg_t *reply = NULL;
-    int rc = -EINVAL;
-    if (opt) {
-        req.optimizer = *opt;
-        rc = s_call(self, &req, &reply, err);
-    } else {
-        zdist_error_set(err, rc, "no optimizer");
-    }
+    int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_write(reply, NULL, NULL, err);
     zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_SET_OPTIMIZER, opt ? zdist_optim_kind_name(opt->kind) : NULL, err);
+    return s_context(self, rc, ZDIST_PS_SET_OPTIMIZER, zdist_optim_kind_name(opt->kind), err);
 }

@@ -730,59 +730,75 @@ zdist_ps_reply_values(const zdist_msg_t *reply, zdist_tensor_t *ret_values, zdis
     return 0;
 }
 
+/* The fields of the small replies: create, write, save, restore. */
+typedef struct {
+    bool flag; /* created, duplicate */
+    int64_t step;
+    uint64_t bytes;
+} s_scalars_t;
+
+static int
+s_reply_scalars(const zdist_msg_t *reply, const ProtobufCMessageDescriptor *desc, s_scalars_t *ret,
+                zdist_error_t *err)
+{
+    ProtobufCMessage *body = NULL;
+    int rc = s_unpack(reply, desc, &body, err);
+    if (rc < 0)
+        return rc;
+    if (desc == &zdist__ps__create_reply__descriptor) {
+        ret->flag = ((const Zdist__Ps__CreateReply *) body)->created;
+    } else if (desc == &zdist__ps__write_reply__descriptor) {
+        ret->flag = ((const Zdist__Ps__WriteReply *) body)->duplicate;
+        ret->step = ((const Zdist__Ps__WriteReply *) body)->step;
+    } else if (desc == &zdist__ps__save_reply__descriptor) {
+        ret->bytes = ((const Zdist__Ps__SaveReply *) body)->bytes;
+    } else {
+        ret->step = ((const Zdist__Ps__RestoreReply *) body)->step;
+    }
+    protobuf_c_message_free_unpacked(body, NULL);
+    return 0;
+}
+
 int
 zdist_ps_reply_create(const zdist_msg_t *reply, bool *ret_created, zdist_error_t *err)
 {
-    ProtobufCMessage *body = NULL;
-    int rc = s_unpack(reply, &zdist__ps__create_reply__descriptor, &body, err);
-    if (rc < 0)
-        return rc;
-    if (ret_created)
-        *ret_created = ((Zdist__Ps__CreateReply *) body)->created;
-    protobuf_c_message_free_unpacked(body, NULL);
-    return 0;
+    s_scalars_t s = {0};
+    int rc = s_reply_scalars(reply, &zdist__ps__create_reply__descriptor, &s, err);
+    if (rc == 0 && ret_created)
+        *ret_created = s.flag;
+    return rc;
 }
 
 int
 zdist_ps_reply_write(const zdist_msg_t *reply, bool *ret_duplicate, int64_t *ret_step, zdist_error_t *err)
 {
-    ProtobufCMessage *body = NULL;
-    int rc = s_unpack(reply, &zdist__ps__write_reply__descriptor, &body, err);
-    if (rc < 0)
-        return rc;
-    const Zdist__Ps__WriteReply *w = (const Zdist__Ps__WriteReply *) body;
-    if (ret_duplicate)
-        *ret_duplicate = w->duplicate;
-    if (ret_step)
-        *ret_step = w->step;
-    protobuf_c_message_free_unpacked(body, NULL);
-    return 0;
+    s_scalars_t s = {0};
+    int rc = s_reply_scalars(reply, &zdist__ps__write_reply__descriptor, &s, err);
+    if (rc == 0 && ret_duplicate)
+        *ret_duplicate = s.flag;
+    if (rc == 0 && ret_step)
+        *ret_step = s.step;
+    return rc;
 }
 
 int
 zdist_ps_reply_save(const zdist_msg_t *reply, uint64_t *ret_bytes, zdist_error_t *err)
 {
-    ProtobufCMessage *body = NULL;
-    int rc = s_unpack(reply, &zdist__ps__save_reply__descriptor, &body, err);
-    if (rc < 0)
-        return rc;
-    if (ret_bytes)
-        *ret_bytes = ((Zdist__Ps__SaveReply *) body)->bytes;
-    protobuf_c_message_free_unpacked(body, NULL);
-    return 0;
+    s_scalars_t s = {0};
+    int rc = s_reply_scalars(reply, &zdist__ps__save_reply__descriptor, &s, err);
+    if (rc == 0 && ret_bytes)
+        *ret_bytes = s.bytes;
+    return rc;
 }
 
 int
 zdist_ps_reply_restore(const zdist_msg_t *reply, int64_t *ret_step, zdist_error_t *err)
 {
-    ProtobufCMessage *body = NULL;
-    int rc = s_unpack(reply, &zdist__ps__restore_reply__descriptor, &body, err);
-    if (rc < 0)
-        return rc;
-    if (ret_step)
-        *ret_step = ((Zdist__Ps__RestoreReply *) body)->step;
-    protobuf_c_message_free_unpacked(body, NULL);
-    return 0;
+    s_scalars_t s = {0};
+    int rc = s_reply_scalars(reply, &zdist__ps__restore_reply__descriptor, &s, err);
+    if (rc == 0 && ret_step)
+        *ret_step = s.step;
+    return rc;
 }
 
 void
