@@ -237,6 +237,91 @@ s_write(zdist_rpc_call_t *call, void *state)
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), rc == PSD_DUPLICATE, psd_shard_step(shard));
 }
 
+/* One worker step for this ps: every item checked first (a refusal changes
+   nothing), then the pushes applied under the request's client id and
+   sequence (a retransmission: acknowledged per shard, not applied again),
+   then the values of the items that pull, read after the updates. */
+static int
+s_push_pull(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_ps_push_pull_t *req = zdist_rpc_call_body(call);
+    size_t n = req->nitems;
+    uint64_t client_id = zdist_msg_client_id(zdist_rpc_call_request(call));
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    psd_write_t *writes = calloc(n ? n : 1, sizeof *writes);
+    bool *dup = calloc(n ? n : 1, sizeof *dup);
+    int64_t *step = calloc(n ? n : 1, sizeof *step);
+    int rc = shards && writes && dup && step ? 0 : -ENOMEM;
+    zdist_error_t err = {0};
+    size_t reply_bytes = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const zdist_ps_push_pull_item_t *it = &req->items[i];
+        if (!(shards[i] = s_find(self, call, it->name, it->shard_index))) {
+            rc = -ENOENT;
+            break;
+        }
+        const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
+        if (it->pull) {
+            reply_bytes += psd_shard_value_bytes(shards[i]);
+            if ((rc = s_check_reply_bytes(self, call, it->name, reply_bytes)) < 0)
+                break;
+        }
+        if (!it->push)
+            continue;
+        if (it->grad.nbytes > self->config.max_tensor_bytes) {
+            rc = s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                          "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes", i,
+                          it->name, it->grad.nbytes, self->config.max_tensor_bytes);
+            break;
+        }
+        writes[i] = (psd_write_t){
+            .op = it->by_ids ? PSD_OP_APPLY_SPARSE : PSD_OP_APPLY_DENSE,
+            .client_id = client_id,
+            .sequence = req->sequence,
+            .dtype = it->grad.dtype,
+            .row_start = spec->row_offset,
+            .nrows = PSD_WHOLE_SHARD,
+            .ids = it->ids,
+            .nids = it->nids,
+            .data = it->grad.data, /* aligned for its dtype by zdist_wire_recv */
+            .nbytes = it->grad.nbytes,
+        };
+        if ((rc = psd_shard_check_write(shards[i], &writes[i], &err)) < 0) {
+            zdist_error_prefix(&err, "push_pull item %zu", i);
+            rc = s_refuse_err(call, rc, &err);
+        }
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (req->items[i].push) {
+            int w = psd_shard_write(shards[i], &writes[i], &err);
+            if (w < 0) /* out of memory: the checks passed */
+                rc = s_refuse_err(call, w, &err);
+            dup[i] = w == PSD_DUPLICATE;
+        }
+        step[i] = psd_shard_step(shards[i]);
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const zdist_ps_push_pull_item_t *it = &req->items[i];
+        if (!it->pull)
+            continue;
+        const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
+        void *buf;
+        size_t bytes;
+        if ((rc = s_reply_rows(self, call, it->name, spec, spec->rows, psd_shard_row_bytes(shards[i]), &buf,
+                               &bytes)) == 0 &&
+            (rc = psd_shard_read(shards[i], spec->row_offset, PSD_WHOLE_SHARD, buf, bytes, &err)) < 0)
+            rc = s_refuse_err(call, rc, &err);
+    }
+    if (rc == 0)
+        rc = zdist_ps_reply_set_push_pull(zdist_rpc_call_reply(call), n, dup, step);
+    free(shards);
+    free(writes);
+    free(dup);
+    free(step);
+    return rc;
+}
+
 static int
 s_save(zdist_rpc_call_t *call, void *state)
 {
@@ -297,6 +382,7 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_restore, 0, 0},
     {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_stats, 0, 0},
     {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0, 2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

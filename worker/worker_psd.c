@@ -27,6 +27,20 @@ typedef struct {
     char **names;             /* [vars->n]: prefix + the variable's name, on the psds */
     zdist_layout_t **layouts; /* [vars->n] */
     float **vals;             /* [vars->n]: the latest pull of each variable */
+    /* [vars->n]: vals holds values no older than this worker's last push:
+       the next read of the variable takes them without a round trip (and
+       clears the flag: the read after pulls again). */
+    bool *fresh;
+    bool *dense_read; /* [vars->n]: read whole: a push asks for its values back */
+    uint64_t *stamp;  /* [vars->n]: the apply that last had a gradient for it */
+    uint64_t applies;
+    int *arrived; /* [vars->n]: shards whose fresh values came back */
+    /* Fused push-and-pull: one op per ps task, its items grouped by ps. */
+    zdist_ps_op_t *pp_ops;             /* [num_ps] */
+    zdist_ps_push_pull_item_t *items;  /* grouped by ps */
+    s_call_t *item_calls;              /* [i] for items[i] */
+    zdist_tensor_t *item_vals;         /* [i]: the values item i pulled */
+    size_t items_cap;
     int num_shards;
     zdist_ps_op_t *ops; /* one run's requests, sent together by the ps client */
     s_call_t *calls;    /* [i] for ops[i] */
@@ -195,6 +209,12 @@ s_read(worker_backend_t *be, int replica, int var, const float **ret)
 {
     s_psd_t *self = (s_psd_t *)be;
     (void)replica;
+    self->dense_read[var] = true;
+    if (self->fresh[var]) {
+        self->fresh[var] = false;
+        *ret = self->vals[var];
+        return 0;
+    }
     int rc = s_pull_var(self, var, self->vals[var]);
     if (rc < 0)
         return rc;
@@ -327,6 +347,116 @@ s_write_all(s_psd_t *self, size_t n)
     return first;
 }
 
+/* Item k of the fused run, for shard s of variable var on ps task ps. */
+static zdist_ps_push_pull_item_t *
+s_item(s_psd_t *self, size_t k, int ps, int var, int s)
+{
+    self->item_calls[k] = (s_call_t){.ps = ps, .shard = s, .var = var};
+    zdist_ps_push_pull_item_t *it = &self->items[k];
+    *it = (zdist_ps_push_pull_item_t){.name = self->names[var], .shard_index = s, .pull = self->dense_read[var]};
+    return it;
+}
+
+/* Copies the values item k pulled into vals; a variable all of whose
+   shards came back is fresh for its next read. */
+static int
+s_take_values(s_psd_t *self, size_t k, zdist_error_t *err)
+{
+    const s_call_t *c = &self->item_calls[k];
+    const worker_var_t *v = &self->vars->vars[c->var];
+    const zdist_shard_t *sh = &self->layouts[c->var]->shards[c->shard];
+    const zdist_tensor_t *t = &self->item_vals[k];
+    size_t want = (size_t)(sh->rows * v->width) * sizeof(float);
+    if (t->dtype != ZDIST_DTYPE_FLOAT32 || t->nbytes != want)
+        return zdist_error_set(err, -EPROTO, "'%s' shard %d: %zu bytes of %s, wanted %zu of float32", v->name,
+                               c->shard, t->nbytes, zdist_dtype_name(t->dtype), want);
+    memcpy(self->vals[c->var] + sh->offset * v->width, t->data, want);
+    if (++self->arrived[c->var] == self->layouts[c->var]->num_shards)
+        self->fresh[c->var] = true;
+    return 0;
+}
+
+/* The n writes built by s_write_op (pushes, at most one per shard) as one
+   push_pull per ps task, each also asking back the values of every
+   variable read whole (with pull-only items for those without a
+   gradient): the next step's reads need no round trip. The ps client sends
+   the unanswered ones again with the SAME sequence: applied exactly once. */
+static int
+s_push_pull_all(s_psd_t *self, size_t n)
+{
+    size_t need = n;
+    for (int var = 0; var < self->vars->n; var++) {
+        self->fresh[var] = false;
+        self->arrived[var] = 0;
+        if (self->dense_read[var] && self->stamp[var] != self->applies)
+            need += (size_t)self->layouts[var]->num_shards;
+    }
+    /* Every push may take two tensors: beyond a message's limits, one push per shard. */
+    if (2 * need > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
+        return s_write_all(self, n);
+    size_t cap = self->items_cap;
+    if (s_grow((void **)&self->items, &cap, need, sizeof *self->items) < 0)
+        return -ENOMEM;
+    cap = self->items_cap;
+    if (s_grow((void **)&self->item_calls, &cap, need, sizeof *self->item_calls) < 0)
+        return -ENOMEM;
+    cap = self->items_cap;
+    if (s_grow((void **)&self->item_vals, &cap, need, sizeof *self->item_vals) < 0)
+        return -ENOMEM;
+    self->items_cap = cap;
+    size_t k = 0, nops = 0;
+    for (int ps = 0; ps < self->num_ps; ps++) {
+        size_t first = k;
+        for (size_t i = 0; i < n; i++) {
+            const s_call_t *c = &self->calls[i];
+            const zdist_ps_write_t *w = &self->ops[i].request.write;
+            if (c->ps != ps)
+                continue;
+            zdist_ps_push_pull_item_t *it = s_item(self, k++, ps, c->var, c->shard);
+            it->push = true;
+            it->by_ids = w->by_ids;
+            it->ids = w->ids;
+            it->nids = w->nids;
+            it->grad = w->values;
+        }
+        for (int var = 0; var < self->vars->n; var++) {
+            const zdist_layout_t *L = self->layouts[var];
+            if (!self->dense_read[var] || self->stamp[var] == self->applies)
+                continue;
+            for (int s = 0; s < L->num_shards; s++)
+                if (L->shards[s].ps == ps)
+                    s_item(self, k++, ps, var, s);
+        }
+        if (k > first)
+            self->pp_ops[nops++] = (zdist_ps_op_t){
+                .client = self->clients[ps],
+                .request = {.method = ZDIST_PS_PUSH_PULL,
+                            .push_pull = {.items = self->items + first, .nitems = k - first}}};
+    }
+    zdist_ps_client_run(self->pp_ops, nops);
+    int first = 0;
+    for (size_t i = 0; i < nops; i++) {
+        const zdist_ps_op_t *op = &self->pp_ops[i];
+        const zdist_ps_push_pull_t *pp = &op->request.push_pull;
+        size_t at = (size_t)(pp->items - self->items);
+        int ps = self->item_calls[at].ps;
+        zdist_error_t err = {0};
+        int rc = s_op_error(op, &err);
+        if (rc == 0)
+            rc = zdist_ps_reply_push_pull(op->reply, pp, NULL, NULL, self->item_vals + at, &err);
+        for (size_t j = 0; rc == 0 && j < pp->nitems; j++)
+            if (pp->items[j].pull)
+                rc = s_take_values(self, at + j, &err);
+        if (rc < 0 && first == 0)
+            first = s_fail(self, rc, ps, "push_pull (%zu shards): %s", pp->nitems,
+                           err.text[0] ? err.text : strerror(-rc));
+    }
+    zdist_ps_ops_release(self->pp_ops, nops);
+    if (first < 0)
+        memset(self->fresh, 0, (size_t)self->vars->n * sizeof *self->fresh);
+    return first;
+}
+
 static int
 s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
 {
@@ -336,6 +466,14 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
        write is acknowledged (they may be sent again). */
     size_t ncalls = 0, nids = 0, nrows = 0;
     int max_shards = self->num_ps;
+    /* One push_pull per ps unless a variable has two gradients here (a
+       shard takes one sequence once): then one push per shard. */
+    bool fuse = true;
+    self->applies++;
+    for (int i = 0; i < n; i++) {
+        fuse = fuse && self->stamp[grads[i].var] != self->applies;
+        self->stamp[grads[i].var] = self->applies;
+    }
     for (int i = 0; i < n; i++) {
         const zdist_layout_t *L = self->layouts[grads[i].var];
         ncalls += (size_t)L->num_shards;
@@ -396,7 +534,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         }
     }
     if (rc == 0)
-        rc = s_write_all(self, nc);
+        rc = fuse ? s_push_pull_all(self, nc) : s_write_all(self, nc);
     free(all_ids);
     return rc;
 }
@@ -406,6 +544,7 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
 {
     s_psd_t *self = (s_psd_t *)be;
     (void)replica;
+    self->fresh[var] = false;
     const worker_var_t *v = &self->vars->vars[var];
     const zdist_layout_t *L = self->layouts[var];
     if (s_reserve_calls(self, (size_t)L->num_shards) < 0)
@@ -484,6 +623,14 @@ s_destroy(worker_backend_t **be_p)
             free(self->endpoints[p]);
     free(self->layouts);
     free(self->vals);
+    free(self->fresh);
+    free(self->dense_read);
+    free(self->stamp);
+    free(self->arrived);
+    free(self->pp_ops);
+    free(self->items);
+    free(self->item_calls);
+    free(self->item_vals);
     free(self->clients);
     free(self->endpoints);
     free(self->ops);
@@ -533,7 +680,14 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->layouts = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->layouts);
     self->vals = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->vals);
     self->names = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->names);
-    if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names)
+    size_t nv = (size_t)(vars->n ? vars->n : 1);
+    self->fresh = calloc(nv, sizeof *self->fresh);
+    self->dense_read = calloc(nv, sizeof *self->dense_read);
+    self->stamp = calloc(nv, sizeof *self->stamp);
+    self->arrived = calloc(nv, sizeof *self->arrived);
+    self->pp_ops = calloc((size_t)cfg->num_ps, sizeof *self->pp_ops);
+    if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names || !self->fresh ||
+        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops)
         goto oom;
     zdist_ps_client_options_t opts;
     zdist_ps_client_options_default(&opts);

@@ -100,8 +100,9 @@ ZDIST_EXPORT uint64_t zdist_ps_client_retransmissions(const zdist_ps_client_t *s
    id and sequence, so the psd applies each exactly once. This is the one
    place where the ps client decides to send a request again.
 
-   A write whose request.write.sequence is 0 is numbered by its client when
-   first sent, in op order, and keeps that number. Every attempt has the
+   A write whose request.write.sequence (push_pull: request.push_pull.sequence)
+   is 0 is numbered by its client when first sent, in op order, and keeps
+   that number. Every attempt has the
    client's timeout_ms as deadline. Payloads are copied into each request,
    so what the ops borrow needs to live only until the run returns.
    All the clients of a run must belong to the calling thread. */

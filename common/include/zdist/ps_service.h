@@ -53,6 +53,7 @@ typedef enum {
     ZDIST_PS_RESTORE = 110,
     ZDIST_PS_STATS = 111,
     ZDIST_PS_SET_OPTIMIZER = 112,
+    ZDIST_PS_PUSH_PULL = 113,
 } zdist_ps_method_t;
 
 /* "pull", "assign_add"...; "unknown" for other values. */
@@ -111,6 +112,32 @@ typedef struct {
                               by_ids [nids, ...]; values.name is ignored */
 } zdist_ps_write_t;
 
+/* push_pull: one item of a fused push-and-pull (ps-lite's ZPushPull): a
+   gradient for one shard (dense: the whole shard; sparse: ids + rows),
+   and/or a request for the shard's values after the update. */
+typedef struct {
+    const char *name;
+    int32_t shard_index;
+    bool push;          /* carries a gradient, applied by the optimizer */
+    bool by_ids;        /* push: a sparse gradient */
+    const int64_t *ids; /* by_ids: global rows of the shard, duplicates summed */
+    size_t nids;
+    zdist_tensor_t grad; /* push: dense [shard rows, ...]; by_ids [nids, ...];
+                            grad.name is ignored */
+    bool pull;           /* answer with the whole shard's values, after the update */
+} zdist_ps_push_pull_item_t;
+
+/* Every item of one worker step for one ps task, in one message. All the
+   pushes share `sequence` (with the sender's client id): each shard applies
+   it at most once, so a shard appears in at most one item. The psd checks
+   every item before it applies any. */
+#define ZDIST_PS_PUSH_PULL_MAX_ITEMS 1024
+typedef struct {
+    uint64_t sequence; /* 0 in zdist_ps_client_run: numbered by the client */
+    const zdist_ps_push_pull_item_t *items;
+    size_t nitems;
+} zdist_ps_push_pull_t;
+
 /* save: every shard of the psd into dir (created if missing) as ps task
    ps_task, under `step`. */
 typedef struct {
@@ -138,6 +165,7 @@ typedef struct {
         zdist_ps_save_t save;
         zdist_ps_restore_t restore;
         zdist_optim_config_t optimizer;
+        zdist_ps_push_pull_t push_pull;
     };
 } zdist_ps_request_t;
 
@@ -180,6 +208,11 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_write_ids(uint32_t method, const char
                                                      uint64_t sequence, const int64_t *ids, size_t nids,
                                                      const zdist_tensor_t *rows, zdist_free_fn *ffn,
                                                      void *hint);
+/* A fused push-and-pull (zdist_ps_push_pull_t). With ffn, every gradient
+   buffer (ids, then rows, item by item) is attached zero-copy and passes to
+   the message as above; otherwise copied. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn,
+                                                     void *hint);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
@@ -195,6 +228,10 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_write;     /* zdist_ps_
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_save;      /* zdist_ps_save_t */
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_restore;   /* zdist_ps_restore_t */
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_stats;     /* no fields */
+/* zdist_ps_push_pull_t: items checked (names, shard indices, one item per
+   shard, tensors present, ids int64 [n] matching the gradient rows); the
+   handler still checks each against its shard. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_push_pull;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_set_optimizer; /* zdist_optim_config_t, defaults
                                                                            filled in and validated */
 
@@ -239,6 +276,10 @@ typedef struct {
 ZDIST_EXPORT int zdist_ps_reply_set_create(zdist_msg_t *reply, bool created);
 /* push, assign*, scatter*, set_optimizer. */
 ZDIST_EXPORT int zdist_ps_reply_set_write(zdist_msg_t *reply, bool duplicate, int64_t step);
+/* push_pull: one (duplicate, step) per item, in item order; the values of
+   the items that pull are added as tensors, in item order, by the psd. */
+ZDIST_EXPORT int zdist_ps_reply_set_push_pull(zdist_msg_t *reply, size_t nitems, const bool *duplicate,
+                                              const int64_t *step);
 ZDIST_EXPORT int zdist_ps_reply_set_save(zdist_msg_t *reply, uint64_t bytes);
 ZDIST_EXPORT int zdist_ps_reply_set_restore(zdist_msg_t *reply, int64_t step);
 /* Reads `stats` (borrowed) into the body. */
@@ -262,6 +303,16 @@ ZDIST_EXPORT int zdist_ps_reply_create(const zdist_msg_t *reply, bool *ret_creat
    was acknowledged, not applied again; step = the shard's optimizer step. */
 ZDIST_EXPORT int zdist_ps_reply_write(const zdist_msg_t *reply, bool *ret_duplicate, int64_t *ret_step,
                                       zdist_error_t *err);
+/* push_pull of nitems items: per item (arrays of nitems, each may be NULL)
+   whether it was a retransmission already applied, and the shard's step;
+   ret_values (may be NULL; an array of nitems) gets, for each item that
+   pulled, a view of its values (borrowed from the reply, like
+   zdist_ps_reply_values) and a zeroed tensor for the others. -EPROTO when
+   the reply does not have one result per item or one values tensor per
+   pulling item (`pull` of the request's items says which). */
+ZDIST_EXPORT int zdist_ps_reply_push_pull(const zdist_msg_t *reply, const zdist_ps_push_pull_t *request,
+                                          bool *ret_duplicate, int64_t *ret_step, zdist_tensor_t *ret_values,
+                                          zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_reply_save(const zdist_msg_t *reply, uint64_t *ret_bytes, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_reply_restore(const zdist_msg_t *reply, int64_t *ret_step, zdist_error_t *err);
 /* *ret_stats is the caller's: free it with zdist_ps_stats_destroy. */

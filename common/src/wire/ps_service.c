@@ -38,6 +38,8 @@ zdist_ps_method_name(uint32_t method)
         return "stats";
     case ZDIST_PS_SET_OPTIMIZER:
         return "set_optimizer";
+    case ZDIST_PS_PUSH_PULL:
+        return "push_pull";
     default:
         return "unknown";
     }
@@ -239,6 +241,80 @@ zdist_ps_request_write_ids(uint32_t method, const char *name, int32_t shard_inde
     return s_encode_write(method, &w, ffn, hint);
 }
 
+/* Hands every gradient buffer of items [from, n) to ffn (ownership passed
+   to a builder that failed). */
+static void
+s_free_items(const zdist_ps_push_pull_t *pp, size_t from, zdist_free_fn *ffn, void *hint)
+{
+    for (size_t i = from; ffn && i < pp->nitems; i++) {
+        const zdist_ps_push_pull_item_t *it = &pp->items[i];
+        if (it->push && it->by_ids)
+            ffn((void *) it->ids, hint);
+        if (it->push)
+            ffn(it->grad.data, hint);
+    }
+}
+
+zdist_msg_t *
+zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, void *hint)
+{
+    if (!pp)
+        return NULL;
+    bool ok = (pp->items || pp->nitems == 0) && pp->nitems <= ZDIST_PS_PUSH_PULL_MAX_ITEMS;
+    for (size_t i = 0; ok && i < pp->nitems; i++) {
+        const zdist_ps_push_pull_item_t *it = &pp->items[i];
+        ok = it->name && (!it->push || s_tensor_ok(&it->grad));
+        if (ok && it->push && it->by_ids)
+            ok = (it->ids || it->nids == 0) && it->nids <= INT64_MAX / sizeof *it->ids &&
+                 it->grad.shape.rank >= 1 && it->grad.shape.dims[0] == (int64_t) it->nids;
+    }
+    Zdist__Ps__PushPullItem *items = ok ? calloc(pp->nitems ? pp->nitems : 1, sizeof *items) : NULL;
+    Zdist__Ps__PushPullItem **itemp = ok ? calloc(pp->nitems ? pp->nitems : 1, sizeof *itemp) : NULL;
+    zdist_msg_t *msg = NULL;
+    if (items && itemp) {
+        for (size_t i = 0; i < pp->nitems; i++) {
+            const zdist_ps_push_pull_item_t *it = &pp->items[i];
+            zdist__ps__push_pull_item__init(&items[i]);
+            items[i].name = (char *) it->name;
+            items[i].shard_index = it->shard_index;
+            items[i].push = it->push;
+            items[i].sparse = it->push && it->by_ids;
+            items[i].pull = it->pull;
+            itemp[i] = &items[i];
+        }
+        Zdist__Ps__PushPullRequest req = ZDIST__PS__PUSH_PULL_REQUEST__INIT;
+        req.n_items = pp->nitems;
+        req.items = itemp;
+        req.sequence = pp->sequence;
+        msg = s_request(ZDIST_PS_PUSH_PULL, &req.base);
+    }
+    free(items);
+    free(itemp);
+    if (!msg) {
+        s_free_items(pp, 0, ffn, hint);
+        return NULL;
+    }
+    for (size_t i = 0; i < pp->nitems; i++) {
+        const zdist_ps_push_pull_item_t *it = &pp->items[i];
+        if (!it->push)
+            continue;
+        int rc = 0;
+        if (it->by_ids && (rc = s_attach_ids(msg, it->ids, it->nids, ffn, hint)) < 0) {
+            if (ffn)
+                ffn(it->grad.data, hint);
+        } else {
+            rc = s_attach(msg, it->name, it->grad.dtype, &it->grad.shape, it->grad.data, it->grad.nbytes, ffn,
+                          hint);
+        }
+        if (rc < 0) {
+            s_free_items(pp, i + 1, ffn, hint);
+            zdist_msg_destroy(&msg);
+            return NULL;
+        }
+    }
+    return msg;
+}
+
 zdist_msg_t *
 zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task)
 {
@@ -308,6 +384,8 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_stats();
     case ZDIST_PS_SET_OPTIMIZER:
         return zdist_ps_request_set_optimizer(&req->optimizer);
+    case ZDIST_PS_PUSH_PULL:
+        return zdist_ps_request_push_pull(&req->push_pull, NULL, NULL);
     default:
         return zdist_ps_method_is_write(req->method) ? s_encode_write(req->method, &req->write, NULL, NULL)
                                                      : NULL;
@@ -581,6 +659,69 @@ s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, v
     return rc;
 }
 
+static int
+s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    const Zdist__Ps__PushPullRequest *r = (const Zdist__Ps__PushPullRequest *) pb;
+    zdist_ps_push_pull_t *pp = ret;
+    size_t ntensors = zdist_msg_tensor_count(request);
+    if (r->n_items > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
+        return zdist_error_set(err, -EINVAL, "%zu items exceed the limit of %d per push_pull; send fewer shards",
+                               r->n_items, ZDIST_PS_PUSH_PULL_MAX_ITEMS);
+    zdist_ps_push_pull_item_t *items = calloc(r->n_items ? r->n_items : 1, sizeof *items);
+    if (!items)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    pp->items = items; /* released by s_release_push_pull, also on error */
+    pp->nitems = r->n_items;
+    pp->sequence = r->sequence;
+    size_t t = 0;
+    int rc;
+    for (size_t i = 0; i < r->n_items; i++) {
+        const Zdist__Ps__PushPullItem *in = r->items[i];
+        zdist_ps_push_pull_item_t *it = &items[i];
+        if ((rc = s_check_name(in->name, err)) < 0 || (rc = s_check_shard_index(in->name, in->shard_index, err)) < 0)
+            return zdist_error_prefix(err, "item %zu", i), rc;
+        for (size_t j = 0; j < i; j++)
+            if (items[j].shard_index == in->shard_index && strcmp(items[j].name, in->name) == 0)
+                return zdist_error_set(err, -EINVAL,
+                                       "items %zu and %zu both name variable '%s' shard %d; send one item per shard",
+                                       j, i, in->name, (int) in->shard_index);
+        it->name = in->name;
+        it->shard_index = in->shard_index;
+        it->pull = in->pull;
+        it->push = in->push;
+        it->by_ids = in->push && in->sparse;
+        if (!it->push)
+            continue;
+        if (t + (it->by_ids ? 2 : 1) > ntensors)
+            return zdist_error_set(err, -EINVAL,
+                                   "item %zu (variable '%s'): its gradient tensor is missing (%zu tensors for the "
+                                   "items' pushes)",
+                                   i, in->name, ntensors);
+        if (it->by_ids && (rc = s_decode_ids(request, t++, &it->ids, &it->nids, err)) < 0)
+            return zdist_error_prefix(err, "item %zu (variable '%s')", i, in->name), rc;
+        it->grad = *zdist_msg_tensor(request, t++);
+        if (!zdist_dtype_is_data(it->grad.dtype))
+            return zdist_error_set(err, -EINVAL, "item %zu (variable '%s'): a gradient of dtype %s cannot be applied",
+                                   i, in->name, zdist_dtype_name(it->grad.dtype));
+        if (it->by_ids && (it->grad.shape.rank < 1 || it->grad.shape.dims[0] != (int64_t) it->nids))
+            return zdist_error_set(err, -EINVAL, "item %zu (variable '%s'): %zu ids but the gradient has %lld rows",
+                                   i, in->name, it->nids,
+                                   it->grad.shape.rank ? (long long) it->grad.shape.dims[0] : 0LL);
+    }
+    if (t != ntensors)
+        return zdist_error_set(err, -EINVAL, "push_pull: the items' pushes take %zu tensors, got %zu", t, ntensors);
+    return 0;
+}
+
+static void
+s_release_push_pull(void *typed)
+{
+    zdist_ps_push_pull_t *pp = typed;
+    free((void *) pp->items);
+    pp->items = NULL;
+}
+
 const zdist_rpc_body_t zdist_ps_body_create = {&zdist__ps__create_request__descriptor,
                                                sizeof(zdist_ps_var_spec_t), s_decode_create, NULL};
 const zdist_rpc_body_t zdist_ps_body_pull = {&zdist__ps__pull_request__descriptor, sizeof(zdist_ps_pull_t),
@@ -594,6 +735,9 @@ const zdist_rpc_body_t zdist_ps_body_save = {&zdist__ps__save_request__descripto
 const zdist_rpc_body_t zdist_ps_body_restore = {&zdist__ps__restore_request__descriptor,
                                                 sizeof(zdist_ps_restore_t), s_decode_restore, NULL};
 const zdist_rpc_body_t zdist_ps_body_stats = {&zdist__ps__stats_request__descriptor, 0, s_decode_stats, NULL};
+const zdist_rpc_body_t zdist_ps_body_push_pull = {&zdist__ps__push_pull_request__descriptor,
+                                                  sizeof(zdist_ps_push_pull_t), s_decode_push_pull,
+                                                  s_release_push_pull};
 const zdist_rpc_body_t zdist_ps_body_set_optimizer = {
     &zdist__ps__optimizer__descriptor, sizeof(zdist_optim_config_t), s_decode_set_optimizer, NULL};
 
@@ -614,6 +758,29 @@ zdist_ps_reply_set_write(zdist_msg_t *reply, bool duplicate, int64_t step)
     r.duplicate = duplicate;
     r.step = step;
     return zdist_msg_set_body(reply, &r.base);
+}
+
+int
+zdist_ps_reply_set_push_pull(zdist_msg_t *reply, size_t nitems, const bool *duplicate, const int64_t *step)
+{
+    Zdist__Ps__WriteReply *res = calloc(nitems ? nitems : 1, sizeof *res);
+    Zdist__Ps__WriteReply **resp = calloc(nitems ? nitems : 1, sizeof *resp);
+    int rc = -ENOMEM;
+    if (res && resp) {
+        for (size_t i = 0; i < nitems; i++) {
+            zdist__ps__write_reply__init(&res[i]);
+            res[i].duplicate = duplicate[i];
+            res[i].step = step[i];
+            resp[i] = &res[i];
+        }
+        Zdist__Ps__PushPullReply r = ZDIST__PS__PUSH_PULL_REPLY__INIT;
+        r.n_results = nitems;
+        r.results = resp;
+        rc = zdist_msg_set_body(reply, &r.base);
+    }
+    free(res);
+    free(resp);
+    return rc;
 }
 
 int
@@ -778,6 +945,39 @@ zdist_ps_reply_write(const zdist_msg_t *reply, bool *ret_duplicate, int64_t *ret
         *ret_duplicate = s.flag;
     if (rc == 0 && ret_step)
         *ret_step = s.step;
+    return rc;
+}
+
+int
+zdist_ps_reply_push_pull(const zdist_msg_t *reply, const zdist_ps_push_pull_t *request, bool *ret_duplicate,
+                         int64_t *ret_step, zdist_tensor_t *ret_values, zdist_error_t *err)
+{
+    if (!request)
+        return zdist_error_set(err, -EINVAL, "push_pull reply: no request to match it with");
+    ProtobufCMessage *body = NULL;
+    int rc = s_unpack(reply, &zdist__ps__push_pull_reply__descriptor, &body, err);
+    if (rc < 0)
+        return rc;
+    const Zdist__Ps__PushPullReply *r = (const Zdist__Ps__PushPullReply *) body;
+    size_t npull = 0;
+    for (size_t i = 0; i < request->nitems; i++)
+        npull += request->items[i].pull;
+    if (r->n_results != request->nitems || zdist_msg_tensor_count(reply) != npull) {
+        rc = zdist_error_set(err, -EPROTO, "push_pull reply: %zu results and %zu tensors for %zu items (%zu pulls)",
+                             r->n_results, zdist_msg_tensor_count(reply), request->nitems, npull);
+    } else {
+        size_t t = 0;
+        for (size_t i = 0; i < request->nitems; i++) {
+            if (ret_duplicate)
+                ret_duplicate[i] = r->results[i]->duplicate;
+            if (ret_step)
+                ret_step[i] = r->results[i]->step;
+            if (ret_values)
+                ret_values[i] = request->items[i].pull ? *zdist_msg_tensor(reply, t) : (zdist_tensor_t){0};
+            t += request->items[i].pull;
+        }
+    }
+    protobuf_c_message_free_unpacked(body, NULL);
     return rc;
 }
 
