@@ -375,9 +375,12 @@ s_in_flight(const zdist_rpc_client_t *self, uint64_t id)
     return id && slot < self->nslots && self->slots[slot].id == id;
 }
 
-/* Reads every reply waiting on the socket without blocking. */
+/* Reads the replies waiting on the socket without blocking: all of them,
+   or up to the one the caller waits for (want_id; the rest stay readable
+   for the next poll, which costs no more than the recv that would find
+   the socket empty). */
 static int
-s_read_replies(zdist_rpc_client_t *self)
+s_read_replies(zdist_rpc_client_t *self, uint64_t want_id)
 {
     while (1) {
         zdist_msg_t *reply = NULL;
@@ -406,6 +409,8 @@ s_read_replies(zdist_rpc_client_t *self)
         if (!(rc == 0 && zdist_msg_more(reply)))
             s_release(self, slot);
         s_complete(self, reply);
+        if (want_id && id == want_id)
+            return 0;
     }
 }
 
@@ -448,9 +453,10 @@ zdist_rpc_client_send(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t
 }
 
 /* Waits until something may have completed, at most until `until` (absolute
-   ms, INT64_MAX forever) or the earliest deadline. */
+   ms, INT64_MAX forever; now: just looks) or the earliest deadline. One
+   poll; the monitor is read only when it has events. */
 static int
-s_wait(zdist_rpc_client_t *self, int64_t until)
+s_wait(zdist_rpc_client_t *self, int64_t until, uint64_t want_id)
 {
     int64_t now = zdist_clock_now_ms();
     int64_t wake = until;
@@ -467,7 +473,7 @@ s_wait(zdist_rpc_client_t *self, int64_t until)
     if (items[1].revents & ZMQ_POLLIN)
         s_read_monitor(self);
     if (items[0].revents & ZMQ_POLLIN) {
-        int rc = s_read_replies(self);
+        int rc = s_read_replies(self, want_id);
         if (rc < 0)
             return rc;
     }
@@ -479,12 +485,9 @@ static int
 s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
     int64_t until = wait_ms < 0 ? INT64_MAX : zdist_clock_now_ms() + wait_ms;
-    /* Pick up what already arrived before deciding to wait. */
-    s_read_monitor(self);
-    int rc = s_read_replies(self);
-    if (rc < 0)
-        return rc;
-    s_expire(self, zdist_clock_now_ms());
+    /* A reply read while waiting for another costs nothing more; otherwise
+       one poll per wake-up (it also sees what arrived already). */
+    bool waited = false;
     while (1) {
         zdist_msg_t *reply = s_pop_done(self, want_id);
         if (reply) {
@@ -493,11 +496,12 @@ s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t 
         }
         if (want_id && !s_in_flight(self, want_id))
             return -ENOENT; /* never sent, or received already: nothing to wait for */
-        if (zdist_clock_now_ms() >= until)
+        if (waited && zdist_clock_now_ms() >= until)
             return -EAGAIN;
-        rc = s_wait(self, until);
+        int rc = s_wait(self, until, want_id);
         if (rc < 0)
             return rc;
+        waited = true;
     }
 }
 
