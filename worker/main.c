@@ -54,6 +54,7 @@ int
 main(int argc, char **argv)
 {
     /* `zdist run`: the job in this process, through the same session START_JOB builds. */
+    zdist_daemon_keep_memory();
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return worker_run_main(argc - 1, argv + 1);
 

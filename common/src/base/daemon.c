@@ -1,4 +1,5 @@
 /* zdist daemon runtime: task lookup, actor start, systemd, clean stop. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,9 +73,19 @@ s_is_local(const char *endpoint)
            strncmp(endpoint, "ipc://", 6) == 0 || strncmp(endpoint, "inproc://", 9) == 0;
 }
 
+void
+zdist_daemon_keep_memory(void)
+{
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    if (!getenv("MALLOC_TRIM_THRESHOLD_"))
+        mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 int
 zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
 {
+    zdist_daemon_keep_memory();
     zactor_t *actor = zactor_new(actor_fn, args);
     char *hello = actor ? zstr_recv(actor) : NULL;
     if (!hello || strncmp(hello, "READY ", 6) != 0) {
