@@ -12,6 +12,12 @@
      push sparse  1,024 ids x 64 float32 gradient rows, SGD, same table
      pull 64 B    small-request round trip
    Ratios are psd/raw throughput (for 64 B: psd/raw round-trip time).
+   Beside them, what a call costs the client and its server together:
+   system calls (the raw_syscalls:sys_enter tracepoint) and minor page
+   faults (fresh pages), counted per thread with perf_event_open over the
+   last repeat of each case; "-" where the kernel does not let us count.
+   Both sides run with zdist_daemon_keep_memory (glibc keeps freed buffers),
+   as zdist-psd and zdist-worker do.
    Goals (reported, never asserted): pull >= 0.9 and push+sgd >= 0.8 from
    256 KiB up; sparse >= 0.5; 64 B round trip within 1.2 x raw. */
 #include <czmq.h>
@@ -24,11 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_raw.h"
+#include "zdist/daemon.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
@@ -119,6 +129,121 @@ s_spawn(const char *path, const char *arg1, const char *arg2, pid_t *ret_pid, ch
     drain->fd = fds[0];
     pthread_create(drain_thread, NULL, s_drain, drain);
     return endpoint;
+}
+
+/* ---- cost per call: system calls and page faults of every thread ---- */
+
+#define S_MAX_THREADS 64
+typedef struct {
+    int fds[2][S_MAX_THREADS]; /* [0] syscalls, [1] minor faults; -1: not counted */
+    int n;
+} s_counters_t;
+
+static int
+s_perf_open(uint32_t type, uint64_t config, pid_t tid)
+{
+    struct perf_event_attr a = {.type = type, .size = sizeof a, .config = config, .exclude_hv = 1};
+    return (int) syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* The tracepoint id of raw_syscalls:sys_enter, or -1. */
+static long
+s_sys_enter_id(void)
+{
+    long id = -1;
+    FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "re");
+    if (!f)
+        f = fopen("/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id", "re");
+    if (f) {
+        if (fscanf(f, "%ld", &id) != 1)
+            id = -1;
+        fclose(f);
+    }
+    return id;
+}
+
+/* Counters on every thread pid has now (its libzmq threads exist by then). */
+static void
+s_counters_open(s_counters_t *c, pid_t pid)
+{
+    memset(c, 0, sizeof *c);
+    long tp = s_sys_enter_id();
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int) pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) && c->n < S_MAX_THREADS) {
+        if (e->d_name[0] == '.')
+            continue;
+        pid_t tid = (pid_t) atoi(e->d_name);
+        c->fds[0][c->n] = tp >= 0 ? s_perf_open(PERF_TYPE_TRACEPOINT, (uint64_t) tp, tid) : -1;
+        c->fds[1][c->n] = s_perf_open(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN, tid);
+        c->n++;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Sums of each counter into ret ([0] syscalls, [1] faults; -1: not counted). */
+static void
+s_counters_read(const s_counters_t *c, int64_t ret[2])
+{
+    for (int k = 0; k < 2; k++) {
+        ret[k] = c->n ? 0 : -1;
+        for (int i = 0; i < c->n && ret[k] >= 0; i++) {
+            uint64_t v;
+            if (c->fds[k][i] < 0 || read(c->fds[k][i], &v, sizeof v) != (ssize_t) sizeof v)
+                ret[k] = -1;
+            else
+                ret[k] += (int64_t) v;
+        }
+    }
+}
+
+static void
+s_counters_close(s_counters_t *c)
+{
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < c->n; i++)
+            if (c->fds[k][i] >= 0)
+                close(c->fds[k][i]);
+    c->n = 0;
+}
+
+/* Per call, client + server: [0] syscalls, [1] faults (-1: not counted). */
+typedef struct {
+    const s_counters_t *client, *server;
+    int64_t at[2][2];
+} s_cost_t;
+
+static void
+s_cost_begin(s_cost_t *cost)
+{
+    s_counters_read(cost->client, cost->at[0]);
+    s_counters_read(cost->server, cost->at[1]);
+}
+
+static void
+s_cost_end(s_cost_t *cost, int calls, double ret[2])
+{
+    int64_t now[2][2];
+    s_counters_read(cost->client, now[0]);
+    s_counters_read(cost->server, now[1]);
+    for (int k = 0; k < 2; k++) {
+        bool ok = now[0][k] >= 0 && now[1][k] >= 0 && cost->at[0][k] >= 0 && cost->at[1][k] >= 0;
+        ret[k] = ok ? (double) (now[0][k] - cost->at[0][k] + now[1][k] - cost->at[1][k]) / calls : -1;
+    }
+}
+
+/* "12.3" or "-". */
+static const char *
+s_fmt_cost(double v, char *buf, size_t size)
+{
+    if (v < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.1f", v);
+    return buf;
 }
 
 /* ---- raw baseline (bench_raw.c) ---- */
@@ -383,6 +508,10 @@ main(int argc, char **argv)
     }
     if (quick)
         reps = 1;
+    /* The client and the raw server keep their freed memory as the psd and
+       the worker do (zdist_daemon_keep_memory): the baseline gets the same
+       malloc, so the ratio compares the protocols, not the allocators. */
+    zdist_daemon_keep_memory();
     if (!psd_path)
         psd_path = s_default_psd();
     s_blob_size = (size_t) 16 << 20;
@@ -448,10 +577,17 @@ main(int argc, char **argv)
         return 1;
     }
 
+    s_counters_t cnt_self, cnt_raw, cnt_psd;
+    s_counters_open(&cnt_self, getpid());
+    s_counters_open(&cnt_raw, s_raw_pid);
+    s_counters_open(&cnt_psd, s_psd_pid);
+    s_cost_t cost_raw = {.client = &cnt_self, .server = &cnt_raw};
+    s_cost_t cost_psd = {.client = &cnt_self, .server = &cnt_psd};
+
     printf("zdist-psd via the libzdist ps client vs raw ZeroMQ (loopback TCP, psd in a child process, best of %d)\n",
            (int) reps);
-    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s  %s\n", "op", "size", "W", "raw calls/s", "psd calls/s",
-           "raw MB/s", "psd MB/s", "ratio", "goal");
+    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s  %-22s %17s %17s\n", "op", "size", "W", "raw calls/s",
+           "psd calls/s", "raw MB/s", "psd MB/s", "ratio", "goal", "syscalls raw/psd", "faults raw/psd");
     static const int windows[] = {1, 8};
     for (size_t ci = 0; ci < ncases && !failed; ci++) {
         const s_case_t *c = &cases[ci];
@@ -460,9 +596,14 @@ main(int argc, char **argv)
             int calls = s_calls_for(c->moved, quick);
             s_result_t best_raw = {0}, best_psd = {0};
             bool f = false;
+            double per_raw[2], per_psd[2]; /* the last repeat's */
             for (int r = 0; r < reps && !f; r++) {
+                s_cost_begin(&cost_raw);
                 s_result_t a = s_run_raw(raw_ep, c, window, calls);
+                s_cost_end(&cost_raw, calls, per_raw);
+                s_cost_begin(&cost_psd);
                 s_result_t b = s_run_psd(client, c, window, calls, &f);
+                s_cost_end(&cost_psd, calls, per_psd);
                 if (a.calls_per_s > best_raw.calls_per_s)
                     best_raw = a;
                 if (b.calls_per_s > best_psd.calls_per_s)
@@ -472,25 +613,35 @@ main(int argc, char **argv)
                 failed = true;
                 break;
             }
-            char goal[48] = "";
+            char goal[48] = "", b[4][16], costs[2][40];
+            snprintf(costs[0], sizeof costs[0], "%s/%s", s_fmt_cost(per_raw[0], b[0], sizeof b[0]),
+                     s_fmt_cost(per_psd[0], b[1], sizeof b[1]));
+            snprintf(costs[1], sizeof costs[1], "%s/%s", s_fmt_cost(per_raw[1], b[2], sizeof b[2]),
+                     s_fmt_cost(per_psd[1], b[3], sizeof b[3]));
             if (c->latency) {
                 double ratio = best_psd.rtt_us / best_raw.rtt_us;
                 if (window == 1)
                     snprintf(goal, sizeof goal, "rtt %.1f vs %.1f us, <= %.1fx %s", best_psd.rtt_us, best_raw.rtt_us,
                              c->goal, ratio <= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %s\n", c->op, c->size_name, window,
-                       best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio, goal);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %-22s %17s %17s\n", c->op, c->size_name,
+                       window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio,
+                       goal, costs[0], costs[1]);
             } else {
                 double ratio = best_psd.calls_per_s / best_raw.calls_per_s;
                 if (c->goal > 0)
                     snprintf(goal, sizeof goal, ">= %.1f %s", c->goal, ratio >= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %s\n", c->op, c->size_name, window,
-                       best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio, goal);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %-22s %17s %17s\n", c->op, c->size_name,
+                       window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio,
+                       goal, costs[0], costs[1]);
             }
             fflush(stdout);
         }
     }
     printf("ratio: psd/raw throughput (64 B row: psd/raw round-trip time, lower is better)\n");
+    printf("syscalls, faults: per call, client and server processes together (all threads), last repeat\n");
+    s_counters_close(&cnt_self);
+    s_counters_close(&cnt_raw);
+    s_counters_close(&cnt_psd);
 
     zdist_ps_client_destroy(&client);
     s_stop_children();
