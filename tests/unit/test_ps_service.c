@@ -18,6 +18,11 @@ typedef struct {
     char name[512];
     int64_t ids[16];
     double values[64];
+    /* push_pull: what the handler saw of each item */
+    size_t pp_nitems;
+    uint64_t pp_sequence;
+    zdist_ps_push_pull_item_t pp_items[4];
+    char pp_names[4][32];
 } s_fixture_t;
 
 static void
@@ -66,6 +71,32 @@ s_record(zdist_rpc_call_t *call, void *state)
     case ZDIST_PS_SET_OPTIMIZER:
         f->seen.optimizer = *(const zdist_optim_config_t *) body;
         return zdist_ps_reply_set_write(reply, false, 0);
+    case ZDIST_PS_PUSH_PULL: {
+        /* Answers item i with duplicate = (i odd), step 10 + i, and for a
+           pull a float32 [2] tensor {i, i}. */
+        const zdist_ps_push_pull_t *pp = body;
+        f->pp_nitems = pp->nitems;
+        f->pp_sequence = pp->sequence;
+        bool dup[4];
+        int64_t step[4];
+        for (size_t i = 0; i < pp->nitems && i < 4; i++) {
+            f->pp_items[i] = pp->items[i];
+            snprintf(f->pp_names[i], sizeof f->pp_names[i], "%s", pp->items[i].name);
+            f->pp_items[i].name = f->pp_names[i];
+            f->pp_items[i].ids = NULL;
+            f->pp_items[i].grad.data = NULL;
+            if (pp->items[i].by_ids && pp->items[i].nids)
+                f->ids[i] = pp->items[i].ids[pp->items[i].nids - 1]; /* the last id of item i */
+            dup[i] = i % 2 == 1;
+            step[i] = 10 + (int64_t) i;
+            if (pp->items[i].pull) {
+                float v[2] = {(float) i, (float) i};
+                zdist_shape_t shape = {.rank = 1, .dims = {2}};
+                zdist_msg_add_tensor_copy(reply, pp->items[i].name, ZDIST_DTYPE_FLOAT32, &shape, v, sizeof v);
+            }
+        }
+        return zdist_ps_reply_set_push_pull(reply, pp->nitems, dup, step);
+    }
     default: {
         zdist_ps_write_t *w = &f->seen.write;
         *w = *(const zdist_ps_write_t *) body;
@@ -93,6 +124,7 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_record, 0, 0},
     {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0},
     {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_record, 0, 16},
 };
 
 static void
@@ -174,6 +206,85 @@ s_spec(const char *name, int64_t rows, int64_t cols)
     s.shape.dims[1] = cols;
     s.row_count = rows;
     return s;
+}
+
+static int s_freed;
+
+static void
+s_count_free(void *data, void *hint)
+{
+    (void) data, (void) hint;
+    s_freed++;
+}
+
+static void
+test_push_pull(void)
+{
+    s_fixture_t *f = s_fixture_new();
+    float dense[6] = {1, 2, 3, 4, 5, 6}, rows[4] = {7, 8, 9, 10};
+    int64_t ids[2] = {3, 5};
+    zdist_ps_push_pull_item_t items[3] = {
+        {.name = "w", .shard_index = 1, .push = true, .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {3, 2}},
+                                                                .data = dense, .nbytes = sizeof dense},
+         .pull = true},
+        {.name = "emb", .push = true, .by_ids = true, .ids = ids, .nids = 2,
+         .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 2}}, .data = rows, .nbytes = sizeof rows}},
+        {.name = "b", .pull = true},
+    };
+    zdist_ps_push_pull_t pp = {.sequence = 42, .items = items, .nitems = 3};
+    s_freed = 0;
+    zdist_msg_t *req = zdist_ps_request_push_pull(&pp, s_count_free, NULL);
+    CU_ASSERT_EQUAL(zdist_msg_tensor_count(req), 3); /* w's gradient, emb's ids and rows */
+    zdist_msg_t *reply = s_exchange(f, req);
+    CU_ASSERT_EQUAL(s_freed, 3); /* every zero-copy buffer released once */
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
+    CU_ASSERT_EQUAL(f->pp_nitems, 3);
+    CU_ASSERT_EQUAL(f->pp_sequence, 42);
+    CU_ASSERT_STRING_EQUAL(f->pp_items[0].name, "w");
+    CU_ASSERT_EQUAL(f->pp_items[0].shard_index, 1);
+    CU_ASSERT_TRUE(f->pp_items[0].push && !f->pp_items[0].by_ids && f->pp_items[0].pull);
+    CU_ASSERT_EQUAL(f->pp_items[0].grad.nbytes, sizeof dense);
+    CU_ASSERT_TRUE(f->pp_items[1].push && f->pp_items[1].by_ids && !f->pp_items[1].pull);
+    CU_ASSERT_EQUAL(f->pp_items[1].nids, 2);
+    CU_ASSERT_EQUAL(f->ids[1], 5);
+    CU_ASSERT_EQUAL(f->pp_items[1].grad.nbytes, sizeof rows);
+    CU_ASSERT_TRUE(!f->pp_items[2].push && f->pp_items[2].pull);
+    bool dup[3];
+    int64_t step[3];
+    zdist_tensor_t vals[3];
+    CU_ASSERT_EQUAL(zdist_ps_reply_push_pull(reply, &pp, dup, step, vals, NULL), 0);
+    CU_ASSERT_TRUE(!dup[0] && dup[1] && !dup[2]);
+    CU_ASSERT_TRUE(step[0] == 10 && step[1] == 11 && step[2] == 12);
+    CU_ASSERT_EQUAL(vals[0].nbytes, 2 * sizeof(float));
+    CU_ASSERT_EQUAL(((const float *) vals[0].data)[0], 0);
+    CU_ASSERT_PTR_NULL(vals[1].data); /* no pull */
+    CU_ASSERT_EQUAL(((const float *) vals[2].data)[1], 2);
+    /* The reply read against a request it does not answer. */
+    zdist_error_t err = {0};
+    zdist_ps_push_pull_t other = {.items = items, .nitems = 2};
+    CU_ASSERT_EQUAL(zdist_ps_reply_push_pull(reply, &other, NULL, NULL, NULL, &err), -EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "for 2 items"));
+    zdist_msg_destroy(&reply);
+
+    /* Refused before the handler: a shard twice, tensors the items do not take. */
+    zdist_ps_push_pull_item_t twice[2] = {items[0], items[0]};
+    pp = (zdist_ps_push_pull_t){.items = twice, .nitems = 2};
+    s_refused(f, zdist_ps_request_push_pull(&pp, NULL, NULL), "send one item per shard");
+    pp = (zdist_ps_push_pull_t){.items = &items[2], .nitems = 1};
+    req = zdist_ps_request_push_pull(&pp, NULL, NULL);
+    CU_ASSERT_EQUAL(zdist_msg_add_tensor_copy(req, "extra", ZDIST_DTYPE_FLOAT32, &items[0].grad.shape, dense,
+                                              sizeof dense),
+                    0);
+    s_refused(f, req, "take 0 tensors, got 1");
+    /* Encoders refuse what cannot be sent: ids and rows disagreeing (ffn
+       still called for every buffer). */
+    zdist_ps_push_pull_item_t bad = items[1];
+    bad.nids = 1;
+    pp = (zdist_ps_push_pull_t){.items = &bad, .nitems = 1};
+    s_freed = 0;
+    CU_ASSERT_PTR_NULL(zdist_ps_request_push_pull(&pp, s_count_free, NULL));
+    CU_ASSERT_EQUAL(s_freed, 2);
+    s_fixture_destroy(&f);
 }
 
 static void
@@ -391,15 +502,6 @@ test_bad_requests_refused_before_the_handler(void)
     s_fixture_destroy(&f);
 }
 
-static int s_freed;
-
-static void
-s_count_free(void *data, void *hint)
-{
-    (void) data, (void) hint;
-    s_freed++;
-}
-
 static void
 test_encoders_refuse_bad_arguments(void)
 {
@@ -517,6 +619,7 @@ void
 zdist_test_ps_service_register(void)
 {
     ZDIST_SUITE("ps_service", {"requests round trip", test_requests_round_trip},
+                {"push_pull: items, tensors and results round trip", test_push_pull},
                 {"bad requests refused before the handler", test_bad_requests_refused_before_the_handler},
                 {"encoders refuse bad arguments", test_encoders_refuse_bad_arguments},
                 {"replies", test_replies});
