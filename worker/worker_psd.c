@@ -103,33 +103,35 @@ s_grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Grows n parallel arrays that share the capacity *cap to `need` elements
+   each (elem[i] bytes apiece); *cap moves only when all of them grew. */
+static int
+s_grow_all(size_t *cap, size_t need, int n, void **arrays[], const size_t elem[])
+{
+    size_t c = *cap;
+    for (int i = 0; i < n; i++) {
+        c = *cap;
+        if (s_grow(arrays[i], &c, need, elem[i]) < 0)
+            return -ENOMEM;
+    }
+    *cap = c;
+    return 0;
+}
+
 static int
 s_reserve_calls(s_psd_t *self, size_t n)
 {
-    size_t cap = self->calls_cap;
-    if (s_grow((void **)&self->ops, &cap, n, sizeof *self->ops) < 0)
-        return -ENOMEM;
-    cap = self->calls_cap;
-    if (s_grow((void **)&self->calls, &cap, n, sizeof *self->calls) < 0)
-        return -ENOMEM;
-    self->calls_cap = cap;
-    return 0;
+    void **arrays[] = {(void **)&self->ops, (void **)&self->calls};
+    const size_t elem[] = {sizeof *self->ops, sizeof *self->calls};
+    return s_grow_all(&self->calls_cap, n, 2, arrays, elem);
 }
 
 static int
 s_reserve_idx(s_psd_t *self, size_t n)
 {
-    size_t cap = self->idx_cap;
-    if (s_grow((void **)&self->ids, &cap, n, sizeof *self->ids) < 0)
-        return -ENOMEM;
-    cap = self->idx_cap;
-    if (s_grow((void **)&self->pos, &cap, n, sizeof *self->pos) < 0)
-        return -ENOMEM;
-    cap = self->idx_cap;
-    if (s_grow((void **)&self->owner, &cap, n, sizeof *self->owner) < 0)
-        return -ENOMEM;
-    self->idx_cap = cap;
-    return 0;
+    void **arrays[] = {(void **)&self->ids, (void **)&self->pos, (void **)&self->owner};
+    const size_t elem[] = {sizeof *self->ids, sizeof *self->pos, sizeof *self->owner};
+    return s_grow_all(&self->idx_cap, n, 3, arrays, elem);
 }
 
 static int
@@ -394,16 +396,10 @@ s_push_pull_all(s_psd_t *self, size_t n)
     /* Every push may take two tensors: beyond a message's limits, one push per shard. */
     if (2 * need > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
         return s_write_all(self, n);
-    size_t cap = self->items_cap;
-    if (s_grow((void **)&self->items, &cap, need, sizeof *self->items) < 0)
+    void **arrays[] = {(void **)&self->items, (void **)&self->item_calls, (void **)&self->item_vals};
+    const size_t elem[] = {sizeof *self->items, sizeof *self->item_calls, sizeof *self->item_vals};
+    if (s_grow_all(&self->items_cap, need, 3, arrays, elem) < 0)
         return -ENOMEM;
-    cap = self->items_cap;
-    if (s_grow((void **)&self->item_calls, &cap, need, sizeof *self->item_calls) < 0)
-        return -ENOMEM;
-    cap = self->items_cap;
-    if (s_grow((void **)&self->item_vals, &cap, need, sizeof *self->item_vals) < 0)
-        return -ENOMEM;
-    self->items_cap = cap;
     size_t k = 0, nops = 0;
     for (int ps = 0; ps < self->num_ps; ps++) {
         size_t first = k;
