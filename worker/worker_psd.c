@@ -388,7 +388,6 @@ s_push_pull_all(s_psd_t *self, size_t n)
 {
     size_t need = n;
     for (int var = 0; var < self->vars->n; var++) {
-        self->fresh[var] = false;
         self->arrived[var] = 0;
         if (self->dense_read[var] && self->stamp[var] != self->applies)
             need += (size_t)self->layouts[var]->num_shards;
@@ -466,6 +465,8 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
        shard takes one sequence once): then one push per shard. */
     bool fuse = true;
     self->applies++;
+    /* Values kept from the last push_pull are older than this push. */
+    memset(self->fresh, 0, (size_t)self->vars->n * sizeof *self->fresh);
     for (int i = 0; i < n; i++) {
         fuse = fuse && self->stamp[grads[i].var] != self->applies;
         self->stamp[grads[i].var] = self->applies;
