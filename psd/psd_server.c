@@ -271,8 +271,8 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
             continue;
         if (it->grad.nbytes > self->config.max_tensor_bytes) {
             rc = s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                          "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes", i,
-                          it->name, it->grad.nbytes, self->config.max_tensor_bytes);
+                          "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes",
+                          i, it->name, it->grad.nbytes, self->config.max_tensor_bytes);
             break;
         }
         writes[i] = (psd_write_t){
@@ -382,7 +382,8 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_restore, 0, 0},
     {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_stats, 0, 0},
     {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0},
-    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0, 2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0,
+     2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

@@ -502,7 +502,8 @@ s_ensure_slots(psd_shard_t *self)
 /* Everything psd_shard_write checks before it takes the lock: the local
    first row, the rows and the bytes the write covers. */
 static int
-s_check_write(psd_shard_t *self, const psd_write_t *w, int64_t *ret_local, size_t *ret_need, zdist_error_t *err)
+s_check_write(psd_shard_t *self, const psd_write_t *w, int64_t *ret_local, size_t *ret_need,
+              zdist_error_t *err)
 {
     const psd_shard_spec_t *s = &self->spec;
     bool dense = w->op == PSD_OP_ASSIGN || w->op == PSD_OP_ASSIGN_ADD

@@ -36,10 +36,10 @@ typedef struct {
     uint64_t applies;
     int *arrived; /* [vars->n]: shards whose fresh values came back */
     /* Fused push-and-pull: one op per ps task, its items grouped by ps. */
-    zdist_ps_op_t *pp_ops;             /* [num_ps] */
-    zdist_ps_push_pull_item_t *items;  /* grouped by ps */
-    s_call_t *item_calls;              /* [i] for items[i] */
-    zdist_tensor_t *item_vals;         /* [i]: the values item i pulled */
+    zdist_ps_op_t *pp_ops;            /* [num_ps] */
+    zdist_ps_push_pull_item_t *items; /* grouped by ps */
+    s_call_t *item_calls;             /* [i] for items[i] */
+    zdist_tensor_t *item_vals;        /* [i]: the values item i pulled */
     size_t items_cap;
     int num_shards;
     zdist_ps_op_t *ops; /* one run's requests, sent together by the ps client */
@@ -121,7 +121,7 @@ s_grow_all(size_t *cap, size_t need, int n, void **arrays[], const size_t elem[]
 static int
 s_reserve_calls(s_psd_t *self, size_t n)
 {
-    void **arrays[] = {(void **)&self->ops, (void **)&self->calls};
+    void **arrays[] = {(void **) &self->ops, (void **) &self->calls};
     const size_t elem[] = {sizeof *self->ops, sizeof *self->calls};
     return s_grow_all(&self->calls_cap, n, 2, arrays, elem);
 }
@@ -129,7 +129,7 @@ s_reserve_calls(s_psd_t *self, size_t n)
 static int
 s_reserve_idx(s_psd_t *self, size_t n)
 {
-    void **arrays[] = {(void **)&self->ids, (void **)&self->pos, (void **)&self->owner};
+    void **arrays[] = {(void **) &self->ids, (void **) &self->pos, (void **) &self->owner};
     const size_t elem[] = {sizeof *self->ids, sizeof *self->pos, sizeof *self->owner};
     return s_grow_all(&self->idx_cap, n, 3, arrays, elem);
 }
@@ -355,7 +355,8 @@ s_item(s_psd_t *self, size_t k, int ps, int var, int s)
 {
     self->item_calls[k] = (s_call_t){.ps = ps, .shard = s, .var = var};
     zdist_ps_push_pull_item_t *it = &self->items[k];
-    *it = (zdist_ps_push_pull_item_t){.name = self->names[var], .shard_index = s, .pull = self->dense_read[var]};
+    *it = (zdist_ps_push_pull_item_t){
+        .name = self->names[var], .shard_index = s, .pull = self->dense_read[var]};
     return it;
 }
 
@@ -368,7 +369,7 @@ s_take_values(s_psd_t *self, size_t k, zdist_error_t *err)
     const worker_var_t *v = &self->vars->vars[c->var];
     const zdist_shard_t *sh = &self->layouts[c->var]->shards[c->shard];
     const zdist_tensor_t *t = &self->item_vals[k];
-    size_t want = (size_t)(sh->rows * v->width) * sizeof(float);
+    size_t want = (size_t) (sh->rows * v->width) * sizeof(float);
     if (t->dtype != ZDIST_DTYPE_FLOAT32 || t->nbytes != want)
         return zdist_error_set(err, -EPROTO, "'%s' shard %d: %zu bytes of %s, wanted %zu of float32", v->name,
                                c->shard, t->nbytes, zdist_dtype_name(t->dtype), want);
@@ -390,12 +391,12 @@ s_push_pull_all(s_psd_t *self, size_t n)
     for (int var = 0; var < self->vars->n; var++) {
         self->arrived[var] = 0;
         if (self->dense_read[var] && self->stamp[var] != self->applies)
-            need += (size_t)self->layouts[var]->num_shards;
+            need += (size_t) self->layouts[var]->num_shards;
     }
     /* Every push may take two tensors: beyond a message's limits, one push per shard. */
     if (2 * need > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
         return s_write_all(self, n);
-    void **arrays[] = {(void **)&self->items, (void **)&self->item_calls, (void **)&self->item_vals};
+    void **arrays[] = {(void **) &self->items, (void **) &self->item_calls, (void **) &self->item_vals};
     const size_t elem[] = {sizeof *self->items, sizeof *self->item_calls, sizeof *self->item_vals};
     if (s_grow_all(&self->items_cap, need, 3, arrays, elem) < 0)
         return -ENOMEM;
@@ -433,7 +434,7 @@ s_push_pull_all(s_psd_t *self, size_t n)
     for (size_t i = 0; i < nops; i++) {
         const zdist_ps_op_t *op = &self->pp_ops[i];
         const zdist_ps_push_pull_t *pp = &op->request.push_pull;
-        size_t at = (size_t)(pp->items - self->items);
+        size_t at = (size_t) (pp->items - self->items);
         int ps = self->item_calls[at].ps;
         zdist_error_t err = {0};
         int rc = s_op_error(op, &err);
@@ -448,7 +449,7 @@ s_push_pull_all(s_psd_t *self, size_t n)
     }
     zdist_ps_ops_release(self->pp_ops, nops);
     if (first < 0)
-        memset(self->fresh, 0, (size_t)self->vars->n * sizeof *self->fresh);
+        memset(self->fresh, 0, (size_t) self->vars->n * sizeof *self->fresh);
     return first;
 }
 
@@ -466,7 +467,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
     bool fuse = true;
     self->applies++;
     /* Values kept from the last push_pull are older than this push. */
-    memset(self->fresh, 0, (size_t)self->vars->n * sizeof *self->fresh);
+    memset(self->fresh, 0, (size_t) self->vars->n * sizeof *self->fresh);
     for (int i = 0; i < n; i++) {
         fuse = fuse && self->stamp[grads[i].var] != self->applies;
         self->stamp[grads[i].var] = self->applies;
@@ -677,12 +678,12 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->layouts = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->layouts);
     self->vals = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->vals);
     self->names = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->names);
-    size_t nv = (size_t)(vars->n ? vars->n : 1);
+    size_t nv = (size_t) (vars->n ? vars->n : 1);
     self->fresh = calloc(nv, sizeof *self->fresh);
     self->dense_read = calloc(nv, sizeof *self->dense_read);
     self->stamp = calloc(nv, sizeof *self->stamp);
     self->arrived = calloc(nv, sizeof *self->arrived);
-    self->pp_ops = calloc((size_t)cfg->num_ps, sizeof *self->pp_ops);
+    self->pp_ops = calloc((size_t) cfg->num_ps, sizeof *self->pp_ops);
     if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names || !self->fresh ||
         !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops)
         goto oom;

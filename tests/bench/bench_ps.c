@@ -1,4 +1,5 @@
-/* bench_ps: zdist-psd through the libzdist ps client against raw ZeroMQ moving the same bytes, in the same run.
+/* bench_ps: zdist-psd through the libzdist ps client against raw ZeroMQ moving the same bytes, in the same
+   run.
 
    A real zdist-psd runs as a child process on a free loopback port. Each
    case runs W calls in flight (W = 1 measures plain round trips, W = 8 the
@@ -623,16 +624,16 @@ main(int argc, char **argv)
                 if (window == 1)
                     snprintf(goal, sizeof goal, "rtt %.1f vs %.1f us, <= %.1fx %s", best_psd.rtt_us, best_raw.rtt_us,
                              c->goal, ratio <= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %-22s %17s %17s\n", c->op, c->size_name,
-                       window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio,
-                       goal, costs[0], costs[1]);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %-22s %17s %17s\n", c->op,
+                       c->size_name, window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s,
+                       best_psd.mb_per_s, ratio, goal, costs[0], costs[1]);
             } else {
                 double ratio = best_psd.calls_per_s / best_raw.calls_per_s;
                 if (c->goal > 0)
                     snprintf(goal, sizeof goal, ">= %.1f %s", c->goal, ratio >= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %-22s %17s %17s\n", c->op, c->size_name,
-                       window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio,
-                       goal, costs[0], costs[1]);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %-22s %17s %17s\n", c->op,
+                       c->size_name, window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s,
+                       best_psd.mb_per_s, ratio, goal, costs[0], costs[1]);
             }
             fflush(stdout);
         }

@@ -562,8 +562,11 @@ s_pp_init(s_pp_t *pp, float g)
         pp->rows[i] = g;
     pp->ids[0] = 1, pp->ids[1] = 1, pp->ids[2] = 4;
     for (int s = 0; s < 2; s++)
-        pp->items[s] = (zdist_ps_push_pull_item_t){
-            .name = "ppd", .shard_index = s, .push = true, .grad = s_f32(pp->dense[s], 2, PP_COLS), .pull = true};
+        pp->items[s] = (zdist_ps_push_pull_item_t){.name = "ppd",
+                                                   .shard_index = s,
+                                                   .push = true,
+                                                   .grad = s_f32(pp->dense[s], 2, PP_COLS),
+                                                   .pull = true};
     pp->items[2] = (zdist_ps_push_pull_item_t){.name = "pps",
                                                .push = true,
                                                .by_ids = true,
@@ -647,8 +650,8 @@ s_push_pull(const char *addr, pid_t psd_pid)
     zdist_ps_op_t op = {.client = c, .request = {.method = ZDIST_PS_PUSH_PULL}};
     op.request.push_pull = (zdist_ps_push_pull_t){.items = pp.items, .nitems = 4};
     zdist_ps_client_run(&op, 1);
-    EXPECT(-EINVAL, "send one item per shard", zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL,
-                                                                        NULL, NULL, &s_err));
+    EXPECT(-EINVAL, "send one item per shard",
+           zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL, NULL, NULL, &s_err));
     zdist_ps_ops_release(&op, 1);
     s_pp_init(&pp, 1);
     pp.items[3] = (zdist_ps_push_pull_item_t){
@@ -656,7 +659,8 @@ s_push_pull(const char *addr, pid_t psd_pid)
     op = (zdist_ps_op_t){.client = c, .request = {.method = ZDIST_PS_PUSH_PULL}};
     op.request.push_pull = (zdist_ps_push_pull_t){.items = pp.items, .nitems = 4};
     zdist_ps_client_run(&op, 1);
-    EXPECT(-EINVAL, "item 3", zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL, NULL, NULL, &s_err));
+    EXPECT(-EINVAL, "item 3",
+           zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL, NULL, NULL, &s_err));
     zdist_ps_ops_release(&op, 1);
     float got[4 * PP_COLS];
     OK(s_pull(c, "ppd", 0, -1, 2, PP_COLS, got));

@@ -224,10 +224,16 @@ test_push_pull(void)
     float dense[6] = {1, 2, 3, 4, 5, 6}, rows[4] = {7, 8, 9, 10};
     int64_t ids[2] = {3, 5};
     zdist_ps_push_pull_item_t items[3] = {
-        {.name = "w", .shard_index = 1, .push = true, .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {3, 2}},
-                                                                .data = dense, .nbytes = sizeof dense},
+        {.name = "w",
+         .shard_index = 1,
+         .push = true,
+         .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {3, 2}}, .data = dense, .nbytes = sizeof dense},
          .pull = true},
-        {.name = "emb", .push = true, .by_ids = true, .ids = ids, .nids = 2,
+        {.name = "emb",
+         .push = true,
+         .by_ids = true,
+         .ids = ids,
+         .nids = 2,
          .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 2}}, .data = rows, .nbytes = sizeof rows}},
         {.name = "b", .pull = true},
     };

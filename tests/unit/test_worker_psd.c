@@ -1,4 +1,5 @@
-/* CUnit suite: worker_psd, the parameter_server backend, over a real psd server (psd_server_actor in this process). */
+/* CUnit suite: worker_psd, the parameter_server backend, over a real psd server (psd_server_actor in this
+ * process). */
 #include <czmq.h>
 #include <string.h>
 
@@ -30,11 +31,23 @@ s_fixture_new(void)
     snprintf(f->endpoint, sizeof f->endpoint, "%s", hello + 6);
     zstr_free(&hello);
 
-    f->var[0] = (worker_var_t){.name = "w", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {4, 2}},
-                               .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1}, .partitioner = "fixed:2",
-                               .trainable = true, .rows = 4, .width = 2, .n = 8};
-    f->var[1] = (worker_var_t){.name = "b", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {2}},
-                               .init = {.kind = ZDIST_INIT_ZEROS}, .trainable = true, .rows = 2, .width = 1, .n = 2};
+    f->var[0] = (worker_var_t){.name = "w",
+                               .dtype = ZDIST_DTYPE_FLOAT32,
+                               .shape = {2, {4, 2}},
+                               .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1},
+                               .partitioner = "fixed:2",
+                               .trainable = true,
+                               .rows = 4,
+                               .width = 2,
+                               .n = 8};
+    f->var[1] = (worker_var_t){.name = "b",
+                               .dtype = ZDIST_DTYPE_FLOAT32,
+                               .shape = {1, {2}},
+                               .init = {.kind = ZDIST_INIT_ZEROS},
+                               .trainable = true,
+                               .rows = 2,
+                               .width = 1,
+                               .n = 2};
     f->vars = (worker_vars_t){.vars = f->var, .n = 2, .cap = 2};
     const char *eps[1] = {f->endpoint};
     worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 1, .prefix = "t/", .timeout_ms = 10000};
@@ -158,6 +171,7 @@ test_values_never_older_than_the_own_last_push(void)
 void
 zdist_test_worker_psd_register(void)
 {
-    ZDIST_SUITE("worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
-                {"values never older than the own last push", test_values_never_older_than_the_own_last_push});
+    ZDIST_SUITE(
+        "worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
+        {"values never older than the own last push", test_values_never_older_than_the_own_last_push});
 }

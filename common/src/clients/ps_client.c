@@ -92,9 +92,9 @@ s_op_send(zdist_ps_op_t *op)
         op->rc = -EINVAL;
         return;
     }
-    uint64_t *seq = zdist_ps_method_is_write(op->request.method)      ? &op->request.write.sequence
-                    : op->request.method == ZDIST_PS_PUSH_PULL ? &op->request.push_pull.sequence
-                                                               : NULL;
+    uint64_t *seq = zdist_ps_method_is_write(op->request.method) ? &op->request.write.sequence
+                    : op->request.method == ZDIST_PS_PUSH_PULL   ? &op->request.push_pull.sequence
+                                                                 : NULL;
     if (op->attempts == 0 && seq && *seq == 0)
         *seq = zdist_ps_client_next_sequence(c);
     zdist_msg_t *msg = zdist_ps_request_encode(&op->request);

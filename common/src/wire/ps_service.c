@@ -666,7 +666,8 @@ s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
     zdist_ps_push_pull_t *pp = ret;
     size_t ntensors = zdist_msg_tensor_count(request);
     if (r->n_items > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
-        return zdist_error_set(err, -EINVAL, "%zu items exceed the limit of %d per push_pull; send fewer shards",
+        return zdist_error_set(err, -EINVAL,
+                               "%zu items exceed the limit of %d per push_pull; send fewer shards",
                                r->n_items, ZDIST_PS_PUSH_PULL_MAX_ITEMS);
     zdist_ps_push_pull_item_t *items = calloc(r->n_items ? r->n_items : 1, sizeof *items);
     if (!items)
@@ -679,13 +680,15 @@ s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
     for (size_t i = 0; i < r->n_items; i++) {
         const Zdist__Ps__PushPullItem *in = r->items[i];
         zdist_ps_push_pull_item_t *it = &items[i];
-        if ((rc = s_check_name(in->name, err)) < 0 || (rc = s_check_shard_index(in->name, in->shard_index, err)) < 0)
+        if ((rc = s_check_name(in->name, err)) < 0 ||
+            (rc = s_check_shard_index(in->name, in->shard_index, err)) < 0)
             return zdist_error_prefix(err, "item %zu", i), rc;
         for (size_t j = 0; j < i; j++)
             if (items[j].shard_index == in->shard_index && strcmp(items[j].name, in->name) == 0)
-                return zdist_error_set(err, -EINVAL,
-                                       "items %zu and %zu both name variable '%s' shard %d; send one item per shard",
-                                       j, i, in->name, (int) in->shard_index);
+                return zdist_error_set(
+                    err, -EINVAL,
+                    "items %zu and %zu both name variable '%s' shard %d; send one item per shard", j, i,
+                    in->name, (int) in->shard_index);
         it->name = in->name;
         it->shard_index = in->shard_index;
         it->pull = in->pull;
@@ -694,23 +697,26 @@ s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
         if (!it->push)
             continue;
         if (t + (it->by_ids ? 2 : 1) > ntensors)
-            return zdist_error_set(err, -EINVAL,
-                                   "item %zu (variable '%s'): its gradient tensor is missing (%zu tensors for the "
-                                   "items' pushes)",
-                                   i, in->name, ntensors);
+            return zdist_error_set(
+                err, -EINVAL,
+                "item %zu (variable '%s'): its gradient tensor is missing (%zu tensors for the "
+                "items' pushes)",
+                i, in->name, ntensors);
         if (it->by_ids && (rc = s_decode_ids(request, t++, &it->ids, &it->nids, err)) < 0)
             return zdist_error_prefix(err, "item %zu (variable '%s')", i, in->name), rc;
         it->grad = *zdist_msg_tensor(request, t++);
         if (!zdist_dtype_is_data(it->grad.dtype))
-            return zdist_error_set(err, -EINVAL, "item %zu (variable '%s'): a gradient of dtype %s cannot be applied",
-                                   i, in->name, zdist_dtype_name(it->grad.dtype));
+            return zdist_error_set(err, -EINVAL,
+                                   "item %zu (variable '%s'): a gradient of dtype %s cannot be applied", i,
+                                   in->name, zdist_dtype_name(it->grad.dtype));
         if (it->by_ids && (it->grad.shape.rank < 1 || it->grad.shape.dims[0] != (int64_t) it->nids))
-            return zdist_error_set(err, -EINVAL, "item %zu (variable '%s'): %zu ids but the gradient has %lld rows",
-                                   i, in->name, it->nids,
-                                   it->grad.shape.rank ? (long long) it->grad.shape.dims[0] : 0LL);
+            return zdist_error_set(
+                err, -EINVAL, "item %zu (variable '%s'): %zu ids but the gradient has %lld rows", i, in->name,
+                it->nids, it->grad.shape.rank ? (long long) it->grad.shape.dims[0] : 0LL);
     }
     if (t != ntensors)
-        return zdist_error_set(err, -EINVAL, "push_pull: the items' pushes take %zu tensors, got %zu", t, ntensors);
+        return zdist_error_set(err, -EINVAL, "push_pull: the items' pushes take %zu tensors, got %zu", t,
+                               ntensors);
     return 0;
 }
 
@@ -963,7 +969,8 @@ zdist_ps_reply_push_pull(const zdist_msg_t *reply, const zdist_ps_push_pull_t *r
     for (size_t i = 0; i < request->nitems; i++)
         npull += request->items[i].pull;
     if (r->n_results != request->nitems || zdist_msg_tensor_count(reply) != npull) {
-        rc = zdist_error_set(err, -EPROTO, "push_pull reply: %zu results and %zu tensors for %zu items (%zu pulls)",
+        rc = zdist_error_set(err, -EPROTO,
+                             "push_pull reply: %zu results and %zu tensors for %zu items (%zu pulls)",
                              r->n_results, zdist_msg_tensor_count(reply), request->nitems, npull);
     } else {
         size_t t = 0;
