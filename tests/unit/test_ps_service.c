@@ -337,7 +337,8 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_create(&spec), "variable 'v': the shape overflows");
     spec = s_spec("v", 4, 2);
     spec.row_offset = 2;
-    s_refused(f, zdist_ps_request_create(&spec), "variable 'v' shard 0: rows [2, 6)");
+    s_refused(f, zdist_ps_request_create(&spec),
+              "variable 'v' shard 0: row_offset 2 and row_count 4 do not fit its 4 rows");
     spec = s_spec("v", 4, 2);
     spec.shard_index = -1;
     s_refused(f, zdist_ps_request_create(&spec), "variable 'v': shard_index -1 is negative");
@@ -350,6 +351,8 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_pull("v", 0, 0, -1), "pull: variable 'v': row_count -1 is negative");
     s_refused(f, zdist_ps_request_pull("v", 0, -3, 2), "variable 'v': row_start -3 is negative");
     s_refused(f, zdist_ps_request_pull("v", -2, 0, 0), "variable 'v': shard_index -2 is negative");
+    s_refused(f, zdist_ps_request_pull("v", 0, INT64_MAX, 5),
+              "variable 'v': row_start 9223372036854775807 + row_count 5 overflows");
     s_refused(f, zdist_ps_request_pull("", 0, 0, 0), "pull: name is empty");
 
     /* The ids of pull_rows must be int64 [n]. A pull body carries the name
