@@ -28,6 +28,7 @@
 
 #include "worker.pb-c.h"
 #include "wire/body.h"
+#include "zdist/endpoint.h"
 #include "zdist/ps_client.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
@@ -63,7 +64,7 @@ s_ep(const char *addr)
     static int next;
     char *b = bufs[next++ % 8];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, b, 300, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, b, 300, &err) < 0) {
         fprintf(stderr, "worker_driver: %s\n", err.text);
         exit(2);
     }
