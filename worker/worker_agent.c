@@ -688,18 +688,18 @@ static const zdist_rpc_body_t s_body_worker_stop_job_request = {&zdist__worker__
 
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST__WORKER__METHOD__WORKER_START_JOB, "start_job", &s_body_worker_start_job_request,
-     s_offload, 0, 0},
+     s_offload, 0, 0, ZDIST_ROLE_CHIEF},
     {ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, "run_steps", &s_body_worker_run_steps_request,
-     s_offload, 0, 0},
+     s_offload, 0, 0, ZDIST_ROLE_CHIEF},
     {ZDIST__WORKER__METHOD__WORKER_EVALUATE, "evaluate", &s_body_worker_evaluate_request, s_offload,
-     0, 0},
+     0, 0, ZDIST_ROLE_CHIEF},
     {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, "stop_job", &s_body_worker_stop_job_request, s_offload,
-     0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_STATUS, "status", &s_body_worker_status_request, s_status, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &s_body_worker_connect_request, s_offload, 0, 0},
+     0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST__WORKER__METHOD__WORKER_STATUS, "status", &s_body_worker_status_request, s_status, 0, 0, 0},
+    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &s_body_worker_connect_request, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
     {ZDIST__WORKER__METHOD__WORKER_GET_STATE, "get_state", &s_body_worker_get_state_request,
-     s_offload, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &s_body_worker_state, s_offload, 0, 1024},
+     s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &s_body_worker_state, s_offload, 0, 1024, ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

@@ -83,16 +83,16 @@ s_record(zdist_rpc_call_t *call, void *state)
 }
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_record, 0, 0},
-    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_record, 0, 0},
-    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_record, 1, 1},
-    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_record, 1, 2},
-    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_record, 1, 1},
-    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_record, 0, 2},
-    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_record, 0, 0},
-    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_record, 0, 0},
-    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0},
-    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0},
+    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_record, 0, 0, 0},
+    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_record, 0, 0, 0},
+    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_record, 1, 1, 0},
+    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_record, 1, 2, 0},
+    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_record, 1, 1, 0},
+    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_record, 0, 2, 0},
+    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_record, 0, 0, 0},
+    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_record, 0, 0, 0},
+    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0, 0},
+    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0, 0},
 };
 
 static void

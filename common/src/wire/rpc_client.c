@@ -57,6 +57,7 @@ zdist_rpc_client_options_default(zdist_rpc_client_options_t *opts)
     opts->heartbeat_ivl_ms = 1000;
     opts->heartbeat_timeout_ms = 5000;
     opts->max_in_flight = 100000;
+    opts->keys = zdist_keys_process();
 }
 
 void
@@ -118,6 +119,14 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
     /* Reconnect quickly after a restart of the peer. */
     zsock_set_reconnect_ivl(self->sock, 100);
     zsock_set_reconnect_ivl_max(self->sock, 1000);
+    if (self->opts.keys) {
+        const char *server = self->opts.server_name ? self->opts.server_name
+                                                    : zdist_keys_name_at(self->opts.keys, endpoint);
+        if (zdist_keys_apply_client(self->opts.keys, self->handle, server, err) < 0) {
+            zdist_rpc_client_destroy(&self);
+            return NULL;
+        }
+    }
 
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://zdist-rpc-mon-%p-%llx", (void *) self,
