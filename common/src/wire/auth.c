@@ -528,12 +528,44 @@ s_setopt(void *socket, int option, const void *value, size_t len, const char *wh
     return zdist_error_set(err, rc, "cannot set %s: %s (is libzmq built with CURVE?)", what, zmq_strerror(-rc));
 }
 
+static void s_zap_atexit(void);
+
+static void
+s_register_atexit(void)
+{
+    atexit(s_zap_atexit);
+}
+
+/* czmq terminates its context at exit and would wait forever for the
+   handler's socket when main returns early without destroying its keys;
+   registered after zsys_init's handler, this runs before it. */
+static void
+s_zap_atexit(void)
+{
+    void *process_ctx = zsys_init();
+    for (;;) {
+        pthread_mutex_lock(&s_zap_lock);
+        s_zap_t *z = s_zaps;
+        while (z && z->ctx != process_ctx)
+            z = z->next;
+        if (z)
+            z->refs = 1;
+        pthread_mutex_unlock(&s_zap_lock);
+        if (!z)
+            return;
+        zdist_keys_zap_release(process_ctx);
+    }
+}
+
 int
 zdist_keys_apply_server(zdist_keys_t *self, void *ctx, void *socket, zdist_error_t *err)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     void *process_ctx = zsys_init();
     if (!ctx)
         ctx = process_ctx;
+    if (ctx == process_ctx)
+        pthread_once(&once, s_register_atexit);
     if (ctx != process_ctx || !self->holds_process_zap) {
         int rc = s_zap_start(self, ctx, err);
         if (rc < 0)
