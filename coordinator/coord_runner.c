@@ -428,9 +428,8 @@ s_attempt(coord_run_t *r)
         pp[i] = cfg->ps[i];
     char prefix[80];
     snprintf(prefix, sizeof prefix, "%s/", cfg->job_id);
-    o.job_json = cfg->job.worker_json;
-    o.job_name = cfg->job.name;
-    o.base_dir = cfg->base_dir;
+    o.job = &cfg->job.spec;
+    o.repeat_input = true; /* the coordinator counts the steps of epochs */
     o.workers = wp;
     o.num_workers = (size_t)cfg->num_workers;
     o.ps = pp;
