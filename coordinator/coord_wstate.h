@@ -1,4 +1,5 @@
-/* coord_wstate: a worker's variables in a multi_worker_mirrored checkpoint, saved the way psd checkpoints are. */
+/* coord_wstate: a worker's variables in a multi_worker_mirrored checkpoint, saved the way psd checkpoints
+ * are. */
 #ifndef COORD_WSTATE_H
 #define COORD_WSTATE_H
 
@@ -34,8 +35,8 @@ typedef struct {
 /* Saves n tensors (any data dtype) as the state of `step` into dir, which
    exists. ret_bytes (may be NULL): the data's size. Negative errno with err
    naming the file; an earlier state in dir stays whole on failure. */
-int coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors, size_t n,
-                      uint64_t *ret_bytes, zdist_error_t *err);
+int coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors,
+                      size_t n, uint64_t *ret_bytes, zdist_error_t *err);
 /* Loads the state saved in dir into *ret (release it). -EBADMSG when a file
    is missing, truncated, fails its CRC or does not describe the data, with
    err naming that file and how to go back one checkpoint; -ENOMEM. */

@@ -16,8 +16,8 @@ s_check(const zdist_rpc_body_t *type, const void *typed)
 {
     if (type == &zdist_worker_body_start_job) {
         const zdist_worker_start_t *q = typed;
-        if (!q->job || zdist_job_validate(q->job, NULL) != 0 || q->num_ps > ZDIST_WORKER_MAX_PS || q->num_workers < 0 ||
-            q->ps_timeout_ms < 0 || q->collective_timeout_ms < 0)
+        if (!q->job || zdist_job_validate(q->job, NULL) != 0 || q->num_ps > ZDIST_WORKER_MAX_PS ||
+            q->num_workers < 0 || q->ps_timeout_ms < 0 || q->collective_timeout_ms < 0)
             __builtin_trap();
         for (size_t i = 0; i < q->num_ps; i++)
             if (!q->ps_endpoints[i] || !*q->ps_endpoints[i])
@@ -37,7 +37,7 @@ s_check(const zdist_rpc_body_t *type, const void *typed)
         const zdist_worker_state_t *q = typed;
         if (!q->job || q->step < 0 || q->iterations < 0 || q->skip_steps < 0)
             __builtin_trap();
-    } else if (!((const zdist_worker_job_arg_t *)typed)->job) {
+    } else if (!((const zdist_worker_job_arg_t *) typed)->job) {
         __builtin_trap();
     }
 }

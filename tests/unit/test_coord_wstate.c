@@ -17,8 +17,10 @@ static int64_t s_ids[3] = {7, 8, 9};
 static void
 s_tensors(zdist_tensor_t *t)
 {
-    t[0] = (zdist_tensor_t){"dense/kernel", ZDIST_DTYPE_FLOAT32, {.rank = 2, .dims = {2, 3}}, s_w, sizeof s_w};
-    t[1] = (zdist_tensor_t){"dense/kernel/slot0", ZDIST_DTYPE_FLOAT32, {.rank = 1, .dims = {6}}, s_slot, sizeof s_slot};
+    t[0] =
+        (zdist_tensor_t){"dense/kernel", ZDIST_DTYPE_FLOAT32, {.rank = 2, .dims = {2, 3}}, s_w, sizeof s_w};
+    t[1] = (zdist_tensor_t){
+        "dense/kernel/slot0", ZDIST_DTYPE_FLOAT32, {.rank = 1, .dims = {6}}, s_slot, sizeof s_slot};
     t[2] = (zdist_tensor_t){"ids", ZDIST_DTYPE_INT64, {.rank = 1, .dims = {3}}, s_ids, sizeof s_ids};
 }
 

@@ -1,4 +1,5 @@
-/* CUnit suite: the worker protocol — worker_client against a real RPC server using worker_service's bodies and builders. */
+/* CUnit suite: the worker protocol — worker_client against a real RPC server using worker_service's bodies
+ * and builders. */
 #include <czmq.h>
 #include <errno.h>
 #include <math.h>
@@ -15,10 +16,12 @@
 #include "zdist/worker_client.h"
 #include "zdist/worker_service.h"
 
-#define S_JOB                                                                                                       \
-    "{\"name\": \"wc\", \"strategy\": {\"type\": \"multi_worker_mirrored\"}, \"model\": {\"name\": \"mlp\"},"      \
-    " \"optimizer\": {\"type\": \"adam\"}, \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 64,"    \
-    " \"test_n\": 16, \"dim\": 4, \"classes\": 2}, \"global_batch_size\": 8}, \"epochs\": 2,"                      \
+#define S_JOB                                                                                                \
+    "{\"name\": \"wc\", \"strategy\": {\"type\": \"multi_worker_mirrored\"}, \"model\": {\"name\": "         \
+    "\"mlp\"},"                                                                                              \
+    " \"optimizer\": {\"type\": \"adam\"}, \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": " \
+    "64,"                                                                                                    \
+    " \"test_n\": 16, \"dim\": 4, \"classes\": 2}, \"global_batch_size\": 8}, \"epochs\": 2,"                \
     " \"checkpoint\": {\"every_steps\": 10, \"keep\": 2}}"
 
 /* What the handlers saw (written on the server's thread before it replies). */
@@ -43,21 +46,25 @@ s_copy(char *dst, size_t size, const char *src)
 static int
 s_start(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
+    (void) state;
     const zdist_worker_start_t *q = zdist_rpc_call_body(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_copy(s_seen.job, sizeof s_seen.job, q->job->name);
     s_copy(s_seen.model, sizeof s_seen.model, q->job->model);
     s_copy(s_seen.prefix, sizeof s_seen.prefix, q->variable_prefix);
     s_copy(s_seen.ps1, sizeof s_seen.ps1, q->num_ps > 1 ? q->ps_endpoints[1] : NULL);
-    s_seen.ckpt_keep = (int)q->job->ckpt_keep;
+    s_seen.ckpt_keep = (int) q->job->ckpt_keep;
     s_seen.worker_index = q->worker_index;
     s_seen.num_workers = q->num_workers;
     s_seen.num_ps = q->num_ps;
     s_seen.create = q->create_variables;
     s_seen.repeat = q->repeat_input;
-    zdist_worker_started_t r = {.job = q->job->name, .strategy = "multi_worker_mirrored", .num_replicas = 2,
-                                .steps_per_epoch = 4, .num_variables = 6, .created = true,
+    zdist_worker_started_t r = {.job = q->job->name,
+                                .strategy = "multi_worker_mirrored",
+                                .num_replicas = 2,
+                                .steps_per_epoch = 4,
+                                .num_variables = 6,
+                                .created = true,
                                 .collective_endpoint = "tcp://127.0.0.1:9"};
     return zdist_worker_reply_started(call, &r);
 }
@@ -65,7 +72,7 @@ s_start(zdist_rpc_call_t *call, void *state)
 static int
 s_run(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
+    (void) state;
     const zdist_worker_run_t *q = zdist_rpc_call_body(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_seen.steps = q->steps;
@@ -86,7 +93,11 @@ s_run(zdist_rpc_call_t *call, void *state)
         return zdist_msg_set_body(zdist_rpc_call_reply(call), &b.base);
     }
     zdist_worker_step_t steps[3] = {
-        {.step = 1, .epoch = 0, .num_outputs = 3, .names = {"loss", "examples", "correct"}, .values = {0.5, 8, 6}},
+        {.step = 1,
+         .epoch = 0,
+         .num_outputs = 3,
+         .names = {"loss", "examples", "correct"},
+         .values = {0.5, 8, 6}},
         {.step = 2, .epoch = 0, .num_outputs = 2, .names = {"examples", "loss"}, .values = {8, 0.25}},
         {.step = 3, .epoch = 1, .num_outputs = 2, .names = {"loss", "aux"}, .values = {0.125, 42}},
     };
@@ -97,7 +108,7 @@ s_run(zdist_rpc_call_t *call, void *state)
 static int
 s_job_arg(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
+    (void) state;
     const zdist_worker_job_arg_t *q = zdist_rpc_call_body(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_copy(s_seen.job, sizeof s_seen.job, q->job);
@@ -111,7 +122,8 @@ s_job_arg(zdist_rpc_call_t *call, void *state)
     default: { /* GET_STATE */
         float v[4] = {1, 2, 3, 4};
         zdist_shape_t shape = {.rank = 2, .dims = {2, 2}};
-        int rc = zdist_msg_add_tensor_copy(zdist_rpc_call_reply(call), "w", ZDIST_DTYPE_FLOAT32, &shape, v, sizeof v);
+        int rc = zdist_msg_add_tensor_copy(zdist_rpc_call_reply(call), "w", ZDIST_DTYPE_FLOAT32, &shape, v,
+                                           sizeof v);
         zdist_worker_state_t st = {.job = q->job, .step = 12, .iterations = 11};
         return rc < 0 ? rc : zdist_worker_reply_state(call, &st);
     }
@@ -121,7 +133,7 @@ s_job_arg(zdist_rpc_call_t *call, void *state)
 static int
 s_connect(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
+    (void) state;
     const zdist_worker_connect_t *q = zdist_rpc_call_body(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_seen.num_endpoints = q->num_endpoints;
@@ -132,26 +144,30 @@ s_connect(zdist_rpc_call_t *call, void *state)
 static int
 s_set_state(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
+    (void) state;
     const zdist_worker_state_t *q = zdist_rpc_call_body(call);
     const zdist_msg_t *req = zdist_rpc_call_request(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_seen.step = q->step;
     s_seen.iterations = q->iterations;
     s_seen.skip = q->skip_steps;
-    s_seen.ntensors = (int)zdist_msg_tensor_count(req);
+    s_seen.ntensors = (int) zdist_msg_tensor_count(req);
     const zdist_tensor_t *t = zdist_msg_tensor(req, 0);
     s_copy(s_seen.tensor0, sizeof s_seen.tensor0, t ? t->name : NULL);
-    s_seen.tensor0_first = t ? ((const float *)t->data)[0] : NAN;
+    s_seen.tensor0_first = t ? ((const float *) t->data)[0] : NAN;
     return zdist_worker_reply_state_set(call, s_seen.ntensors);
 }
 
 static int
 s_status(zdist_rpc_call_t *call, void *state)
 {
-    (void)state;
-    zdist_worker_status_t st = {.job = "wc", .running = true, .steps = 5, .last_loss = 0.75,
-                                .strategy = "parameter_server", .worker_task = 3};
+    (void) state;
+    zdist_worker_status_t st = {.job = "wc",
+                                .running = true,
+                                .steps = 5,
+                                .last_loss = 0.75,
+                                .strategy = "parameter_server",
+                                .worker_task = 3};
     return zdist_worker_reply_status(call, &st);
 }
 
@@ -189,8 +205,8 @@ s_server_start(void)
 {
     s_server_t *s = calloc(1, sizeof *s);
     zdist_error_t err = {0};
-    s->server = zdist_rpc_server_new("tcp://127.0.0.1:*", s_methods, sizeof s_methods / sizeof s_methods[0], NULL,
-                                     NULL, &err);
+    s->server = zdist_rpc_server_new("tcp://127.0.0.1:*", s_methods, sizeof s_methods / sizeof s_methods[0],
+                                     NULL, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s->server);
     pthread_create(&s->thread, NULL, s_serve, s);
     return s;
@@ -238,8 +254,14 @@ test_round_trip(void)
 
     /* START_JOB: the whole job arrives typed, checkpoint section included. */
     const char *ps[2] = {"tcp://10.0.0.1:1", "tcp://10.0.0.2:2"};
-    zdist_worker_start_t start = {.job = &job, .worker_index = 1, .num_workers = 2, .ps_endpoints = ps, .num_ps = 2,
-                                  .create_variables = true, .variable_prefix = "J/", .repeat_input = true};
+    zdist_worker_start_t start = {.job = &job,
+                                  .worker_index = 1,
+                                  .num_workers = 2,
+                                  .ps_endpoints = ps,
+                                  .num_ps = 2,
+                                  .create_variables = true,
+                                  .variable_prefix = "J/",
+                                  .repeat_input = true};
     s_wait(c, zdist_worker_client_start_job(c, &start, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_OK);
     CU_ASSERT_EQUAL(r.method, ZDIST_WORKER_START_JOB);
@@ -302,7 +324,7 @@ test_round_trip(void)
     CU_ASSERT_STRING_EQUAL(r.state.job, "wc");
     CU_ASSERT_EQUAL_FATAL(zdist_worker_reply_tensor_count(&r), 1);
     zdist_tensor_t t = *zdist_worker_reply_tensor(&r, 0);
-    CU_ASSERT(t.nbytes == 16 && t.shape.rank == 2 && ((const float *)t.data)[3] == 4);
+    CU_ASSERT(t.nbytes == 16 && t.shape.rank == 2 && ((const float *) t.data)[3] == 4);
     CU_ASSERT_PTR_NULL(zdist_worker_reply_tensor(&r, 1));
     zdist_worker_reply_t r2;
     zdist_worker_state_t st = {"wc", 12, 11, 5};
@@ -443,8 +465,7 @@ test_wait_any(void)
 void
 zdist_test_worker_client_register(void)
 {
-    ZDIST_SUITE("worker_client",
-                {"every method round trips typed structs", test_round_trip},
+    ZDIST_SUITE("worker_client", {"every method round trips typed structs", test_round_trip},
                 {"bad requests refused before the handler, bad replies INTERNAL", test_bad_requests},
                 {"one poll over many clients, a pipe and deadlines", test_wait_any});
 }

@@ -46,10 +46,10 @@ extern "C" {
 #define ZDIST_WORKER_SET_STATE 207
 
 /* Limits on what a request may ask (checked by the worker before any handler). */
-#define ZDIST_WORKER_MAX_PS 64                /* ps endpoints in one START_JOB */
-#define ZDIST_WORKER_MAX_RING 1024            /* endpoints in one CONNECT */
+#define ZDIST_WORKER_MAX_PS 64     /* ps endpoints in one START_JOB */
+#define ZDIST_WORKER_MAX_RING 1024 /* endpoints in one CONNECT */
 #define ZDIST_WORKER_MAX_STEPS_PER_CALL 100000
-#define ZDIST_WORKER_MAX_OUTPUTS 16           /* named outputs of one step */
+#define ZDIST_WORKER_MAX_OUTPUTS 16 /* named outputs of one step */
 #define ZDIST_WORKER_ENDPOINT_MAX 256
 
 /* ---- requests ---- */
@@ -62,11 +62,11 @@ typedef struct {
     int num_workers;                 /* num_input_pipelines; 0 = 1 */
     const char *const *ps_endpoints; /* ps task i at index i; none = the worker's cluster */
     size_t num_ps;
-    bool create_variables;           /* parameter_server: create the shards (idempotent) */
-    int64_t ps_timeout_ms;           /* per psd call attempt; 0 = the worker's default */
-    const char *variable_prefix;     /* e.g. "JOB/"; NULL or "" = none */
-    int64_t collective_timeout_ms;   /* multi_worker_mirrored; 0 = the job's */
-    bool repeat_input;               /* the caller counts steps: the input repeats for ever */
+    bool create_variables;         /* parameter_server: create the shards (idempotent) */
+    int64_t ps_timeout_ms;         /* per psd call attempt; 0 = the worker's default */
+    const char *variable_prefix;   /* e.g. "JOB/"; NULL or "" = none */
+    int64_t collective_timeout_ms; /* multi_worker_mirrored; 0 = the job's */
+    bool repeat_input;             /* the caller counts steps: the input repeats for ever */
 } zdist_worker_start_t;
 
 /* RUN_STEPS: `steps` steps of the running job (0: its steps_per_execution). */
@@ -96,11 +96,11 @@ typedef struct {
 
 typedef struct {
     const char *job, *strategy;
-    int num_replicas;             /* local replicas */
-    int64_t steps_per_epoch;      /* of this worker's input pipeline */
+    int num_replicas;        /* local replicas */
+    int64_t steps_per_epoch; /* of this worker's input pipeline */
     int num_variables;
-    int num_shards;               /* parameter_server: shards over all variables */
-    bool created;                 /* at least one shard was created by this start */
+    int num_shards;                  /* parameter_server: shards over all variables */
+    bool created;                    /* at least one shard was created by this start */
     const char *collective_endpoint; /* multi_worker_mirrored: where its ring receives
                                         (a wildcard host means the worker's own), else "" */
 } zdist_worker_started_t;
@@ -152,13 +152,13 @@ typedef struct {
     const char *message;  /* the status message, "" when none */
     uint64_t incarnation; /* the worker's; 0 when the completion was made here */
     union {
-        zdist_worker_started_t started;   /* START_JOB */
-        zdist_worker_ran_t ran;           /* RUN_STEPS */
-        zdist_evaluation_t evaluation;    /* EVALUATE */
-        int64_t stopped_steps;            /* STOP_JOB: steps the job ran there */
-        zdist_worker_status_t worker;     /* STATUS */
-        zdist_worker_state_t state;       /* GET_STATE; tensors: zdist_worker_reply_tensor */
-        int state_tensors;                /* SET_STATE: tensors taken */
+        zdist_worker_started_t started; /* START_JOB */
+        zdist_worker_ran_t ran;         /* RUN_STEPS */
+        zdist_evaluation_t evaluation;  /* EVALUATE */
+        int64_t stopped_steps;          /* STOP_JOB: steps the job ran there */
+        zdist_worker_status_t worker;   /* STATUS */
+        zdist_worker_state_t state;     /* GET_STATE; tensors: zdist_worker_reply_tensor */
+        int state_tensors;              /* SET_STATE: tensors taken */
     };
     void *internal; /* the reply message and its decoded body */
 } zdist_worker_reply_t;
@@ -177,9 +177,8 @@ typedef struct zdist_worker_client_t zdist_worker_client_t;
 
 /* Connects (asynchronously: the worker may come up later). opts NULL:
    zdist_rpc_client_options_default. NULL on a bad endpoint, with err. */
-ZDIST_EXPORT zdist_worker_client_t *zdist_worker_client_new(const char *endpoint,
-                                                            const zdist_rpc_client_options_t *opts,
-                                                            zdist_error_t *err);
+ZDIST_EXPORT zdist_worker_client_t *
+zdist_worker_client_new(const char *endpoint, const zdist_rpc_client_options_t *opts, zdist_error_t *err);
 /* NULL-safe, idempotent; nulls *self_p. Calls in flight are dropped. */
 ZDIST_EXPORT void zdist_worker_client_destroy(zdist_worker_client_t **self_p);
 ZDIST_EXPORT const char *zdist_worker_client_endpoint(const zdist_worker_client_t *self);
@@ -195,16 +194,17 @@ ZDIST_EXPORT int zdist_worker_client_start_job(zdist_worker_client_t *self, cons
                                                int64_t timeout_ms, uint64_t *ret_id);
 ZDIST_EXPORT int zdist_worker_client_run_steps(zdist_worker_client_t *self, const zdist_worker_run_t *req,
                                                int64_t timeout_ms, uint64_t *ret_id);
-ZDIST_EXPORT int zdist_worker_client_evaluate(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
-                                              uint64_t *ret_id);
-ZDIST_EXPORT int zdist_worker_client_stop_job(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
-                                              uint64_t *ret_id);
-ZDIST_EXPORT int zdist_worker_client_status(zdist_worker_client_t *self, int64_t timeout_ms, uint64_t *ret_id);
+ZDIST_EXPORT int zdist_worker_client_evaluate(zdist_worker_client_t *self, const char *job,
+                                              int64_t timeout_ms, uint64_t *ret_id);
+ZDIST_EXPORT int zdist_worker_client_stop_job(zdist_worker_client_t *self, const char *job,
+                                              int64_t timeout_ms, uint64_t *ret_id);
+ZDIST_EXPORT int zdist_worker_client_status(zdist_worker_client_t *self, int64_t timeout_ms,
+                                            uint64_t *ret_id);
 ZDIST_EXPORT int zdist_worker_client_ping(zdist_worker_client_t *self, int64_t timeout_ms, uint64_t *ret_id);
 ZDIST_EXPORT int zdist_worker_client_connect(zdist_worker_client_t *self, const zdist_worker_connect_t *req,
                                              int64_t timeout_ms, uint64_t *ret_id);
-ZDIST_EXPORT int zdist_worker_client_get_state(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
-                                               uint64_t *ret_id);
+ZDIST_EXPORT int zdist_worker_client_get_state(zdist_worker_client_t *self, const char *job,
+                                               int64_t timeout_ms, uint64_t *ret_id);
 /* The n tensors are copied into the request. */
 ZDIST_EXPORT int zdist_worker_client_set_state(zdist_worker_client_t *self, const zdist_worker_state_t *state,
                                                const zdist_tensor_t *tensors, size_t n, int64_t timeout_ms,
@@ -214,11 +214,13 @@ ZDIST_EXPORT int zdist_worker_client_set_state(zdist_worker_client_t *self, cons
    0: not at all), decoded into *ret (release it). A reply whose body does
    not decode completes with INTERNAL. 0, -EAGAIN when none completed in
    time, -EINTR. */
-ZDIST_EXPORT int zdist_worker_client_recv(zdist_worker_client_t *self, int64_t wait_ms, zdist_worker_reply_t *ret);
+ZDIST_EXPORT int zdist_worker_client_recv(zdist_worker_client_t *self, int64_t wait_ms,
+                                          zdist_worker_reply_t *ret);
 /* The completion of call `id` (sent on this client), waiting until it
    completes (by its deadline at the latest); others arriving meanwhile are
    kept for _recv. 0, -ENOENT when no such call is pending, -EINTR. */
-ZDIST_EXPORT int zdist_worker_client_wait(zdist_worker_client_t *self, uint64_t id, zdist_worker_reply_t *ret);
+ZDIST_EXPORT int zdist_worker_client_wait(zdist_worker_client_t *self, uint64_t id,
+                                          zdist_worker_reply_t *ret);
 
 /* Waits in one poll over every client's socket (and `also`, a raw libzmq
    socket such as an actor's pipe; NULL: none) until a client has a

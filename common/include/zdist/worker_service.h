@@ -1,4 +1,5 @@
-/* zdist worker service: the worker protocol's request bodies and reply builders, for zdist-worker's method table.
+/* zdist worker service: the worker protocol's request bodies and reply builders, for zdist-worker's method
+   table.
 
    Each body type decodes a request into the plain C struct of
    zdist/worker_client.h and checks it before any handler runs (a bad one is

@@ -1,4 +1,5 @@
-/* worker_client: the worker protocol's client — requests from C structs, pipelined, replies decoded into C structs. */
+/* worker_client: the worker protocol's client — requests from C structs, pipelined, replies decoded into C
+ * structs. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -90,12 +91,12 @@ s_send(zdist_worker_client_t *self, uint32_t method, const ProtobufCMessage *bod
 static char *
 s_arg(const char *s)
 {
-    return (char *)(s ? s : "");
+    return (char *) (s ? s : "");
 }
 
 int
-zdist_worker_client_start_job(zdist_worker_client_t *self, const zdist_worker_start_t *req, int64_t timeout_ms,
-                              uint64_t *ret_id)
+zdist_worker_client_start_job(zdist_worker_client_t *self, const zdist_worker_start_t *req,
+                              int64_t timeout_ms, uint64_t *ret_id)
 {
     if (!req || !req->job || req->num_ps > ZDIST_WORKER_MAX_PS || (req->num_ps && !req->ps_endpoints))
         return -EINVAL;
@@ -106,7 +107,7 @@ zdist_worker_client_start_job(zdist_worker_client_t *self, const zdist_worker_st
     b.worker_index = req->worker_index;
     b.num_workers = req->num_workers;
     /* Packing only reads them. */
-    b.ps_endpoints = (char **)req->ps_endpoints;
+    b.ps_endpoints = (char **) req->ps_endpoints;
     b.n_ps_endpoints = req->num_ps;
     b.create_variables = req->create_variables;
     b.ps_timeout_ms = req->ps_timeout_ms;
@@ -123,13 +124,14 @@ zdist_worker_client_run_steps(zdist_worker_client_t *self, const zdist_worker_ru
     if (!req || !req->job)
         return -EINVAL;
     Zdist__Worker__RunStepsRequest b = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
-    b.job = (char *)req->job;
+    b.job = (char *) req->job;
     b.steps = req->steps;
     return s_send(self, ZDIST_WORKER_RUN_STEPS, &b.base, NULL, timeout_ms, ret_id);
 }
 
 int
-zdist_worker_client_evaluate(zdist_worker_client_t *self, const char *job, int64_t timeout_ms, uint64_t *ret_id)
+zdist_worker_client_evaluate(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
+                             uint64_t *ret_id)
 {
     Zdist__Worker__EvaluateRequest b = ZDIST__WORKER__EVALUATE_REQUEST__INIT;
     b.job = s_arg(job);
@@ -137,7 +139,8 @@ zdist_worker_client_evaluate(zdist_worker_client_t *self, const char *job, int64
 }
 
 int
-zdist_worker_client_stop_job(zdist_worker_client_t *self, const char *job, int64_t timeout_ms, uint64_t *ret_id)
+zdist_worker_client_stop_job(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
+                             uint64_t *ret_id)
 {
     Zdist__Worker__StopJobRequest b = ZDIST__WORKER__STOP_JOB_REQUEST__INIT;
     b.job = s_arg(job);
@@ -157,20 +160,21 @@ zdist_worker_client_ping(zdist_worker_client_t *self, int64_t timeout_ms, uint64
 }
 
 int
-zdist_worker_client_connect(zdist_worker_client_t *self, const zdist_worker_connect_t *req, int64_t timeout_ms,
-                            uint64_t *ret_id)
+zdist_worker_client_connect(zdist_worker_client_t *self, const zdist_worker_connect_t *req,
+                            int64_t timeout_ms, uint64_t *ret_id)
 {
     if (!req || (req->num_endpoints && !req->endpoints))
         return -EINVAL;
     Zdist__Worker__ConnectRequest b = ZDIST__WORKER__CONNECT_REQUEST__INIT;
     b.job = s_arg(req->job);
-    b.endpoints = (char **)req->endpoints;
+    b.endpoints = (char **) req->endpoints;
     b.n_endpoints = req->num_endpoints;
     return s_send(self, ZDIST_WORKER_CONNECT, &b.base, NULL, timeout_ms, ret_id);
 }
 
 int
-zdist_worker_client_get_state(zdist_worker_client_t *self, const char *job, int64_t timeout_ms, uint64_t *ret_id)
+zdist_worker_client_get_state(zdist_worker_client_t *self, const char *job, int64_t timeout_ms,
+                              uint64_t *ret_id)
 {
     Zdist__Worker__GetStateRequest b = ZDIST__WORKER__GET_STATE_REQUEST__INIT;
     b.job = s_arg(job);
@@ -282,7 +286,8 @@ static int
 s_ran(const Zdist__Worker__RunStepsReply *b, s_internal_t *in, zdist_worker_ran_t *ret, zdist_error_t *err)
 {
     if (b->n_steps > ZDIST_WORKER_MAX_STEPS_PER_CALL)
-        return zdist_error_set(err, -EPROTO, "%zu steps, at most %d", b->n_steps, ZDIST_WORKER_MAX_STEPS_PER_CALL);
+        return zdist_error_set(err, -EPROTO, "%zu steps, at most %d", b->n_steps,
+                               ZDIST_WORKER_MAX_STEPS_PER_CALL);
     in->steps = calloc(b->n_steps ? b->n_steps : 1, sizeof *in->steps);
     if (!in->steps)
         return zdist_error_set(err, -ENOMEM, "out of memory for %zu steps", b->n_steps);
@@ -295,7 +300,7 @@ s_ran(const Zdist__Worker__RunStepsReply *b, s_internal_t *in, zdist_worker_ran_
                                    ZDIST_WORKER_MAX_OUTPUTS);
         st->step = r->step;
         st->epoch = r->epoch;
-        st->num_outputs = (int)r->n_outputs;
+        st->num_outputs = (int) r->n_outputs;
         for (size_t k = 0; k < r->n_outputs; k++) {
             const char *name = s_str(r->outputs[k]->name);
             double v = r->outputs[k]->value;
@@ -330,7 +335,7 @@ s_body(zdist_worker_reply_t *ret, s_internal_t *in, zdist_error_t *err)
         return rc;
     switch (ret->method) {
     case ZDIST_WORKER_START_JOB: {
-        const Zdist__Worker__StartJobReply *b = (const void *)in->pb;
+        const Zdist__Worker__StartJobReply *b = (const void *) in->pb;
         ret->started = (zdist_worker_started_t){
             .job = s_str(b->job),
             .strategy = s_str(b->strategy),
@@ -344,17 +349,17 @@ s_body(zdist_worker_reply_t *ret, s_internal_t *in, zdist_error_t *err)
         return 0;
     }
     case ZDIST_WORKER_RUN_STEPS:
-        return s_ran((const void *)in->pb, in, &ret->ran, err);
+        return s_ran((const void *) in->pb, in, &ret->ran, err);
     case ZDIST_WORKER_EVALUATE: {
-        const Zdist__Worker__EvaluateReply *b = (const void *)in->pb;
+        const Zdist__Worker__EvaluateReply *b = (const void *) in->pb;
         ret->evaluation = (zdist_evaluation_t){b->correct, b->total, b->loss_sum, b->has_correct};
         return 0;
     }
     case ZDIST_WORKER_STOP_JOB:
-        ret->stopped_steps = ((const Zdist__Worker__StopJobReply *)(const void *)in->pb)->steps;
+        ret->stopped_steps = ((const Zdist__Worker__StopJobReply *) (const void *) in->pb)->steps;
         return 0;
     case ZDIST_WORKER_STATUS: {
-        const Zdist__Worker__StatusReply *b = (const void *)in->pb;
+        const Zdist__Worker__StatusReply *b = (const void *) in->pb;
         ret->worker = (zdist_worker_status_t){
             .job = s_str(b->job),
             .running = b->running,
@@ -368,12 +373,12 @@ s_body(zdist_worker_reply_t *ret, s_internal_t *in, zdist_error_t *err)
         return 0;
     }
     case ZDIST_WORKER_GET_STATE: {
-        const Zdist__Worker__State *b = (const void *)in->pb;
+        const Zdist__Worker__State *b = (const void *) in->pb;
         ret->state = (zdist_worker_state_t){s_str(b->job), b->step, b->iterations, b->skip_steps};
         return 0;
     }
     case ZDIST_WORKER_SET_STATE:
-        ret->state_tensors = ((const Zdist__Worker__SetStateReply *)(const void *)in->pb)->num_tensors;
+        ret->state_tensors = ((const Zdist__Worker__SetStateReply *) (const void *) in->pb)->num_tensors;
         return 0;
     default:
         return 0;
@@ -402,10 +407,10 @@ s_decode(zdist_worker_client_t *self, zdist_msg_t **msg_p, zdist_worker_reply_t 
     if (ret->status == ZDIST_STATUS_OK && s_body(ret, in, &err) < 0) {
         uint32_t method = ret->method;
         /* Nothing half decoded stays visible. */
-        memset((char *)ret + offsetof(zdist_worker_reply_t, started), 0,
+        memset((char *) ret + offsetof(zdist_worker_reply_t, started), 0,
                offsetof(zdist_worker_reply_t, internal) - offsetof(zdist_worker_reply_t, started));
-        zdist_msg_set_status(in->msg, ZDIST_STATUS_INTERNAL, "malformed reply to method %u from %s: %s", method,
-                             zdist_worker_client_endpoint(self), err.text);
+        zdist_msg_set_status(in->msg, ZDIST_STATUS_INTERNAL, "malformed reply to method %u from %s: %s",
+                             method, zdist_worker_client_endpoint(self), err.text);
         ret->status = ZDIST_STATUS_INTERNAL;
     }
     ret->message = zdist_msg_status_message(in->msg);

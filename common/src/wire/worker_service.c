@@ -1,4 +1,5 @@
-/* worker_service: the worker protocol's request bodies (decoded and checked into C structs) and reply builders. */
+/* worker_service: the worker protocol's request bodies (decoded and checked into C structs) and reply
+ * builders. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,8 @@ typedef struct {
 static int
 s_decode_start(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
-    (void)request;
-    const Zdist__Worker__StartJobRequest *q = (const void *)pb;
+    (void) request;
+    const Zdist__Worker__StartJobRequest *q = (const void *) pb;
     s_start_body_t *b = ret;
     if (!q->job)
         return zdist_error_set(err, -EINVAL, "job: missing; send the whole job (zdist_worker_start_t.job)");
@@ -33,9 +34,11 @@ s_decode_start(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
                                    len ? "longer than 255 bytes" : "empty; give tcp://HOST:PORT");
     }
     if (q->num_workers < 0)
-        return zdist_error_set(err, -EINVAL, "num_workers: %d; give the job's workers (0 = 1)", q->num_workers);
+        return zdist_error_set(err, -EINVAL, "num_workers: %d; give the job's workers (0 = 1)",
+                               q->num_workers);
     if (q->ps_timeout_ms < 0 || q->collective_timeout_ms < 0)
-        return zdist_error_set(err, -EINVAL, "ps_timeout_ms, collective_timeout_ms: must be >= 0 (0: the default)");
+        return zdist_error_set(err, -EINVAL,
+                               "ps_timeout_ms, collective_timeout_ms: must be >= 0 (0: the default)");
     int rc = zdist_job_from_pb(q->job, &b->job, err);
     if (rc < 0) {
         zdist_error_prefix(err, "job");
@@ -45,7 +48,7 @@ s_decode_start(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
         .job = &b->job,
         .worker_index = q->worker_index,
         .num_workers = q->num_workers,
-        .ps_endpoints = (const char *const *)q->ps_endpoints,
+        .ps_endpoints = (const char *const *) q->ps_endpoints,
         .num_ps = q->n_ps_endpoints,
         .create_variables = q->create_variables,
         .ps_timeout_ms = q->ps_timeout_ms,
@@ -59,18 +62,18 @@ s_decode_start(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
 static void
 s_release_start(void *typed)
 {
-    zdist_job_release(&((s_start_body_t *)typed)->job);
+    zdist_job_release(&((s_start_body_t *) typed)->job);
 }
 
 static int
 s_decode_run(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
-    (void)request;
-    const Zdist__Worker__RunStepsRequest *q = (const void *)pb;
+    (void) request;
+    const Zdist__Worker__RunStepsRequest *q = (const void *) pb;
     if (q->steps < 0 || q->steps > ZDIST_WORKER_MAX_STEPS_PER_CALL)
         return zdist_error_set(err, -EINVAL, "steps: %lld is outside 0..%d (0: steps_per_execution)",
-                               (long long)q->steps, ZDIST_WORKER_MAX_STEPS_PER_CALL);
-    *(zdist_worker_run_t *)ret = (zdist_worker_run_t){q->job ? q->job : "", q->steps};
+                               (long long) q->steps, ZDIST_WORKER_MAX_STEPS_PER_CALL);
+    *(zdist_worker_run_t *) ret = (zdist_worker_run_t){q->job ? q->job : "", q->steps};
     return 0;
 }
 
@@ -78,45 +81,48 @@ s_decode_run(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, 
 static int
 s_decode_job_arg(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
-    (void)request;
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(pb->descriptor, "job");
+    (void) request;
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(pb->descriptor, "job");
     if (!f || f->type != PROTOBUF_C_TYPE_STRING)
         return zdist_error_set(err, -EINVAL, "%s has no job field", pb->descriptor->name);
-    const char *job = *(char *const *)(const void *)((const char *)pb + f->offset);
-    ((zdist_worker_job_arg_t *)ret)->job = job ? job : "";
+    const char *job = *(char *const *) (const void *) ((const char *) pb + f->offset);
+    ((zdist_worker_job_arg_t *) ret)->job = job ? job : "";
     return 0;
 }
 
 static int
 s_decode_connect(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
-    (void)request;
-    const Zdist__Worker__ConnectRequest *q = (const void *)pb;
+    (void) request;
+    const Zdist__Worker__ConnectRequest *q = (const void *) pb;
     if (q->n_endpoints > ZDIST_WORKER_MAX_RING)
-        return zdist_error_set(err, -EINVAL, "endpoints: %zu, at most %d", q->n_endpoints, ZDIST_WORKER_MAX_RING);
+        return zdist_error_set(err, -EINVAL, "endpoints: %zu, at most %d", q->n_endpoints,
+                               ZDIST_WORKER_MAX_RING);
     for (size_t i = 0; i < q->n_endpoints; i++)
         if (!q->endpoints[i] || strncmp(q->endpoints[i], "tcp://", 6) != 0 || strchr(q->endpoints[i], '*') ||
             strlen(q->endpoints[i]) >= ZDIST_WORKER_ENDPOINT_MAX)
-            return zdist_error_set(err, -EINVAL, "endpoints[%zu]: '%.255s' is not a tcp://HOST:PORT endpoint", i,
-                                   q->endpoints[i] ? q->endpoints[i] : "");
-    *(zdist_worker_connect_t *)ret =
-        (zdist_worker_connect_t){q->job ? q->job : "", (const char *const *)q->endpoints, q->n_endpoints};
+            return zdist_error_set(err, -EINVAL, "endpoints[%zu]: '%.255s' is not a tcp://HOST:PORT endpoint",
+                                   i, q->endpoints[i] ? q->endpoints[i] : "");
+    *(zdist_worker_connect_t *) ret =
+        (zdist_worker_connect_t){q->job ? q->job : "", (const char *const *) q->endpoints, q->n_endpoints};
     return 0;
 }
 
 static int
 s_decode_state(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
-    (void)request;
-    const Zdist__Worker__State *q = (const void *)pb;
+    (void) request;
+    const Zdist__Worker__State *q = (const void *) pb;
     if (q->skip_steps < 0 || q->step < 0 || q->iterations < 0)
         return zdist_error_set(err, -EINVAL, "step, iterations and skip_steps must be >= 0");
-    *(zdist_worker_state_t *)ret = (zdist_worker_state_t){q->job ? q->job : "", q->step, q->iterations, q->skip_steps};
+    *(zdist_worker_state_t *) ret =
+        (zdist_worker_state_t){q->job ? q->job : "", q->step, q->iterations, q->skip_steps};
     return 0;
 }
 
-const zdist_rpc_body_t zdist_worker_body_start_job = {&zdist__worker__start_job_request__descriptor,
-                                                      sizeof(s_start_body_t), s_decode_start, s_release_start};
+const zdist_rpc_body_t zdist_worker_body_start_job = {
+    &zdist__worker__start_job_request__descriptor, sizeof(s_start_body_t), s_decode_start, s_release_start};
 const zdist_rpc_body_t zdist_worker_body_run_steps = {&zdist__worker__run_steps_request__descriptor,
                                                       sizeof(zdist_worker_run_t), s_decode_run, NULL};
 const zdist_rpc_body_t zdist_worker_body_evaluate = {&zdist__worker__evaluate_request__descriptor,
@@ -141,7 +147,7 @@ s_set(zdist_rpc_call_t *call, const ProtobufCMessage *body)
 static char *
 s_arg(const char *s)
 {
-    return (char *)(s ? s : "");
+    return (char *) (s ? s : "");
 }
 
 int
@@ -168,7 +174,7 @@ zdist_worker_reply_ran(zdist_rpc_call_t *call, const zdist_worker_ran_t *ran)
     for (size_t s = 0; s < n; s++) {
         if (ran->steps[s].num_outputs < 0 || ran->steps[s].num_outputs > ZDIST_WORKER_MAX_OUTPUTS)
             return -EINVAL;
-        nout += (size_t)ran->steps[s].num_outputs;
+        nout += (size_t) ran->steps[s].num_outputs;
     }
     Zdist__Worker__StepResult *res = calloc(n ? n : 1, sizeof *res);
     Zdist__Worker__StepResult **resp = calloc(n ? n : 1, sizeof *resp);
@@ -184,7 +190,7 @@ zdist_worker_reply_ran(zdist_rpc_call_t *call, const zdist_worker_ran_t *ran)
             r->step = st->step;
             r->epoch = st->epoch;
             r->outputs = &outp[o];
-            r->n_outputs = (size_t)st->num_outputs;
+            r->n_outputs = (size_t) st->num_outputs;
             for (int k = 0; k < st->num_outputs; k++, o++) {
                 zdist__worker__output__init(&outs[o]);
                 outs[o].name = s_arg(st->names[k]);
