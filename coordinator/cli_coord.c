@@ -10,7 +10,7 @@
 #include "coordinator.pb-c.h"
 #include "wire/body.h"
 #include "zdist/cluster.h"
-#include "zdist/ps_client.h"
+#include "zdist/endpoint.h"
 #include "zdist/sys.h"
 
 int
@@ -18,7 +18,7 @@ cli_coord_address(const char *sub, const char *addr, const char *cluster_file, c
 {
     zdist_error_t err = {0};
     if (addr) {
-        if (zdist_ps_endpoint_parse(addr, buf, size, &err) < 0)
+        if (zdist_endpoint_normalize(addr, buf, size, &err) < 0)
             return cli_usage_error(sub, "--coordinator: %s", err.text);
         return 0;
     }

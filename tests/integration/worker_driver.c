@@ -28,6 +28,7 @@
 
 #include "worker.pb-c.h" /* only for a START_JOB without a job: malformed input */
 #include "wire/body.h"
+#include "zdist/endpoint.h"
 #include "zdist/job.h"
 #include "zdist/ps_client.h"
 #include "zdist/rpc.h"
@@ -65,7 +66,7 @@ s_ep(const char *addr)
     static int next;
     char *b = bufs[next++ % 8];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, b, 300, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, b, 300, &err) < 0) {
         fprintf(stderr, "worker_driver: %s\n", err.text);
         exit(2);
     }

@@ -159,18 +159,17 @@ ZDIST_EXPORT int zdist_rpc_client_send(zdist_rpc_client_t *self, zdist_msg_t **r
    Match it with zdist_msg_request_id; check zdist_msg_status. Returns 0,
    -EAGAIN when nothing completed in time, -EINTR. The reply is the caller's. */
 ZDIST_EXPORT int zdist_rpc_client_recv(zdist_rpc_client_t *self, int64_t wait_ms, zdist_msg_t **ret_reply);
+/* The completion of call `id` (from zdist_rpc_client_send), waiting up to
+   wait_ms (-1: until its deadline at the latest); other completions stay
+   queued for zdist_rpc_client_recv. Returns 0 with *ret_reply (the
+   caller's), -EAGAIN, -EINTR, or -ENOENT when no such call is pending. */
+ZDIST_EXPORT int zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms,
+                                          zdist_msg_t **ret_reply);
 /* Sends and waits for that call's completion; other completions arriving
    meanwhile are kept for zdist_rpc_client_recv. Returns 0 with *ret_reply
    (whose status may be an error), or a negative errno from sending. */
 ZDIST_EXPORT int zdist_rpc_client_call(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t timeout_ms,
                                        zdist_msg_t **ret_reply);
-/* The completion of call `id` (from _send), waiting up to wait_ms (-1:
-   until it completes, by its deadline at the latest); other completions
-   arriving meanwhile are kept for zdist_rpc_client_recv. Returns 0,
-   -EAGAIN when it did not complete in time, -ENOENT when no call `id` is
-   pending here, -EINTR. */
-ZDIST_EXPORT int zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms,
-                                          zdist_msg_t **ret_reply);
 /* Waits for many clients in one zmq_poll: until one of them has a
    completion to take (a reply, or a call past its deadline or lost with
    its connection), `also` (a raw libzmq socket, e.g. an actor's pipe;

@@ -368,6 +368,13 @@ zdist_rpc_client_connected(zdist_rpc_client_t *self)
     return self->connected;
 }
 
+static bool
+s_in_flight(const zdist_rpc_client_t *self, uint64_t id)
+{
+    size_t slot = (size_t) (id & S_SLOT_MASK);
+    return id && slot < self->nslots && self->slots[slot].id == id;
+}
+
 /* Reads every reply waiting on the socket without blocking. */
 static int
 s_read_replies(zdist_rpc_client_t *self)
@@ -382,8 +389,7 @@ s_read_replies(zdist_rpc_client_t *self)
             return rc;
         uint64_t id = zdist_msg_request_id(reply);
         size_t slot = (size_t) (id & S_SLOT_MASK);
-        bool known = id && slot < self->nslots && self->slots[slot].id == id;
-        if (!known) {
+        if (!s_in_flight(self, id)) {
             self->dropped++;
             zdist_msg_destroy(&reply);
             continue;
@@ -480,13 +486,6 @@ s_collect(zdist_rpc_client_t *self)
     return rc;
 }
 
-static bool
-s_is_pending(const zdist_rpc_client_t *self, uint64_t id)
-{
-    size_t slot = (size_t) (id & S_SLOT_MASK);
-    return id && slot < self->nslots && self->slots[slot].id == id;
-}
-
 static int
 s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
@@ -500,22 +499,14 @@ s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t 
             *ret_reply = reply;
             return 0;
         }
-        if (want_id && !s_is_pending(self, want_id))
-            return -ENOENT;
+        if (want_id && !s_in_flight(self, want_id))
+            return -ENOENT; /* never sent, or received already: nothing to wait for */
         if (zdist_clock_now_ms() >= until)
             return -EAGAIN;
         rc = s_wait(self, until);
         if (rc < 0)
             return rc;
     }
-}
-
-int
-zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms, zdist_msg_t **ret_reply)
-{
-    if (!id)
-        return -ENOENT;
-    return s_recv(self, id, wait_ms, ret_reply);
 }
 
 int
@@ -574,6 +565,12 @@ int
 zdist_rpc_client_recv(zdist_rpc_client_t *self, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
     return s_recv(self, 0, wait_ms, ret_reply);
+}
+
+int
+zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms, zdist_msg_t **ret_reply)
+{
+    return id ? s_recv(self, id, wait_ms, ret_reply) : -EINVAL;
 }
 
 int
