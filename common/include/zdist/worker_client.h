@@ -218,7 +218,8 @@ ZDIST_EXPORT int zdist_worker_client_recv(zdist_worker_client_t *self, int64_t w
                                           zdist_worker_reply_t *ret);
 /* The completion of call `id` (sent on this client), waiting until it
    completes (by its deadline at the latest); others arriving meanwhile are
-   kept for _recv. 0, -ENOENT when no such call is pending, -EINTR. */
+   kept for _recv. 0, -ENOENT when no such call is pending (-EINVAL for id
+   0), -EINTR. */
 ZDIST_EXPORT int zdist_worker_client_wait(zdist_worker_client_t *self, uint64_t id,
                                           zdist_worker_reply_t *ret);
 
