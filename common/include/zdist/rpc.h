@@ -178,6 +178,14 @@ ZDIST_EXPORT int zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id,
    (whose status may be an error), or a negative errno from sending. */
 ZDIST_EXPORT int zdist_rpc_client_call(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t timeout_ms,
                                        zdist_msg_t **ret_reply);
+/* Waits for many clients in one zmq_poll: until one of them has a
+   completion to take (a reply, or a call past its deadline or lost with
+   its connection), `also` (a raw libzmq socket, e.g. an actor's pipe;
+   NULL: none) is readable, or wait_ms (-1: no limit) passes. Returns how
+   many clients have a completion ready (0 on time out or when only `also`
+   woke it), or a negative errno (-EINTR). NULL entries are skipped. */
+ZDIST_EXPORT int zdist_rpc_client_wait_any(zdist_rpc_client_t *const *clients, size_t n, void *also,
+                                           int64_t wait_ms);
 ZDIST_EXPORT size_t zdist_rpc_client_in_flight(const zdist_rpc_client_t *self);
 ZDIST_EXPORT const char *zdist_rpc_client_endpoint(const zdist_rpc_client_t *self);
 ZDIST_EXPORT uint64_t zdist_rpc_client_id(const zdist_rpc_client_t *self);

@@ -484,16 +484,24 @@ s_wait(zdist_rpc_client_t *self, int64_t until)
     return 0;
 }
 
+/* Picks up what already arrived (replies, connection events, expired
+   deadlines) without blocking. */
+static int
+s_collect(zdist_rpc_client_t *self)
+{
+    s_read_monitor(self);
+    int rc = s_read_replies(self);
+    s_expire(self, zdist_clock_now_ms());
+    return rc;
+}
+
 static int
 s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
     int64_t until = wait_ms < 0 ? INT64_MAX : zdist_clock_now_ms() + wait_ms;
-    /* Pick up what already arrived before deciding to wait. */
-    s_read_monitor(self);
-    int rc = s_read_replies(self);
+    int rc = s_collect(self);
     if (rc < 0)
         return rc;
-    s_expire(self, zdist_clock_now_ms());
     while (1) {
         zdist_msg_t *reply = s_pop_done(self, want_id);
         if (reply) {
@@ -508,6 +516,58 @@ s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t 
         if (rc < 0)
             return rc;
     }
+}
+
+int
+zdist_rpc_client_wait_any(zdist_rpc_client_t *const *clients, size_t n, void *also, int64_t wait_ms)
+{
+    int64_t until = wait_ms < 0 ? INT64_MAX : zdist_clock_now_ms() + wait_ms;
+    zmq_pollitem_t *items = calloc(2 * n + 1, sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    bool also_ready = false;
+    int rc;
+    for (;;) {
+        int ready = 0;
+        int64_t wake = until;
+        for (size_t i = 0; i < n; i++) {
+            zdist_rpc_client_t *c = clients[i];
+            if (!c)
+                continue;
+            if ((rc = s_collect(c)) < 0)
+                goto out;
+            ready += c->done_head != NULL;
+            if (c->nheap > 0 && s_heap_key(c, 0) < wake)
+                wake = s_heap_key(c, 0);
+        }
+        int64_t now = zdist_clock_now_ms();
+        if (ready > 0 || also_ready || now >= until) {
+            rc = ready;
+            goto out;
+        }
+        int k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!clients[i])
+                continue;
+            items[k++] = (zmq_pollitem_t){clients[i]->handle, 0, ZMQ_POLLIN, 0};
+            items[k++] = (zmq_pollitem_t){zsock_resolve(clients[i]->monitor), 0, ZMQ_POLLIN, 0};
+        }
+        if (also)
+            items[k++] = (zmq_pollitem_t){also, 0, ZMQ_POLLIN, 0};
+        if (k == 0 && wake == INT64_MAX) {
+            rc = 0; /* nothing could ever wake it */
+            goto out;
+        }
+        long timeout = wake == INT64_MAX ? -1 : (long) (wake > now ? wake - now : 0);
+        if (zmq_poll(items, k, timeout) < 0) {
+            rc = -errno;
+            goto out;
+        }
+        also_ready = also && (items[k - 1].revents & ZMQ_POLLIN);
+    }
+out:
+    free(items);
+    return rc;
 }
 
 int
