@@ -369,21 +369,21 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
 static int s_stats(zdist_rpc_call_t *call, void *state);
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_create, 0, 0},
-    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0},
-    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_pull_rows, 1, 1},
-    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2},
-    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1},
-    {ZDIST_PS_ASSIGN_ADD, "assign_add", &zdist_ps_body_write, s_write, 1, 1},
-    {ZDIST_PS_ASSIGN_SUB, "assign_sub", &zdist_ps_body_write, s_write, 1, 1},
-    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_write, 2, 2},
-    {ZDIST_PS_SCATTER_UPDATE, "scatter_update", &zdist_ps_body_write, s_write, 2, 2},
-    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_save, 0, 0},
-    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_restore, 0, 0},
-    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_stats, 0, 0},
-    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0},
-    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0,
-     2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS},
+    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_create, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0, 0},
+    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_pull_rows, 1, 1, 0},
+    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN_ADD, "assign_add", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN_SUB, "assign_sub", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_write, 2, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SCATTER_UPDATE, "scatter_update", &zdist_ps_body_write, s_write, 2, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_save, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_restore, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_stats, 0, 0, 0},
+    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0, 2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS,
+     ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

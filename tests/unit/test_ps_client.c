@@ -79,9 +79,9 @@ s_pull(zdist_rpc_call_t *call, void *state)
 }
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0},
-    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2},
-    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1},
+    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0, 0},
+    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2, 0},
+    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1, 0},
 };
 
 static void *

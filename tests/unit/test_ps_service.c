@@ -114,17 +114,17 @@ s_record(zdist_rpc_call_t *call, void *state)
 }
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_record, 0, 0},
-    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_record, 0, 0},
-    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_record, 1, 1},
-    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_record, 1, 2},
-    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_record, 1, 1},
-    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_record, 0, 2},
-    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_record, 0, 0},
-    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_record, 0, 0},
-    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0},
-    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0},
-    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_record, 0, 16},
+    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_record, 0, 0, 0},
+    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_record, 0, 0, 0},
+    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_record, 1, 1, 0},
+    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_record, 1, 2, 0},
+    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_record, 1, 1, 0},
+    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_record, 0, 2, 0},
+    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_record, 0, 0, 0},
+    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_record, 0, 0, 0},
+    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0, 0},
+    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0, 0},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_record, 0, 16, 0},
 };
 
 static void
@@ -454,7 +454,8 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_create(&spec), "variable 'v': the shape overflows");
     spec = s_spec("v", 4, 2);
     spec.row_offset = 2;
-    s_refused(f, zdist_ps_request_create(&spec), "variable 'v' shard 0: rows [2, 6)");
+    s_refused(f, zdist_ps_request_create(&spec),
+              "variable 'v' shard 0: row_offset 2 and row_count 4 do not fit its 4 rows");
     spec = s_spec("v", 4, 2);
     spec.shard_index = -1;
     s_refused(f, zdist_ps_request_create(&spec), "variable 'v': shard_index -1 is negative");
@@ -467,6 +468,8 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_pull("v", 0, 0, -1), "pull: variable 'v': row_count -1 is negative");
     s_refused(f, zdist_ps_request_pull("v", 0, -3, 2), "variable 'v': row_start -3 is negative");
     s_refused(f, zdist_ps_request_pull("v", -2, 0, 0), "variable 'v': shard_index -2 is negative");
+    s_refused(f, zdist_ps_request_pull("v", 0, INT64_MAX, 5),
+              "variable 'v': row_start 9223372036854775807 + row_count 5 overflows");
     s_refused(f, zdist_ps_request_pull("", 0, 0, 0), "pull: name is empty");
 
     /* The ids of pull_rows must be int64 [n]. A pull body carries the name

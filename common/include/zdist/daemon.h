@@ -36,6 +36,15 @@ ZDIST_EXPORT int zdist_daemon_find_task(const char *ident, const char *cluster_f
    or MALLOC_TRIM_THRESHOLD_ in the environment win. zdist_daemon_run calls
    it; a program that trains without it (zdist run) calls it first. */
 ZDIST_EXPORT void zdist_daemon_keep_memory(void);
+/* Loads the key directory (keys_dir, or $ZDIST_KEYS_DIR; neither: plain
+   ZeroMQ, returns 0) with this daemon's certificate "<type>-<index>",
+   learns the cluster's endpoints (cluster may be NULL) and makes the keys
+   the process's (zdist_keys_set_process): every RPC server, client and ring
+   of the daemon then speaks CURVE. zdist_daemon_run destroys them at the
+   end. Returns 0, or 2 after printing one line on stderr prefixed with
+   ident. */
+ZDIST_EXPORT int zdist_daemon_keys(const char *ident, const char *keys_dir, const char *type, int index,
+                                   const zdist_cluster_t *cluster);
 
 /* Runs `actor` (zactor_new (actor, args)) as the daemon's service: the actor
    first sends "READY <endpoint>" or "ERROR <message>" on its pipe. Then logs

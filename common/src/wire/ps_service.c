@@ -442,6 +442,9 @@ s_check_range(const char *name, int64_t row_start, int64_t row_count, zdist_erro
     if (row_count > 0 && row_start < 0)
         return zdist_error_set(err, -EINVAL, "variable '%s': row_start %lld is negative; rows count from 0",
                                name, (long long) row_start);
+    if (row_count > 0 && row_start > INT64_MAX - row_count)
+        return zdist_error_set(err, -EINVAL, "variable '%s': row_start %lld + row_count %lld overflows", name,
+                               (long long) row_start, (long long) row_count);
     return 0;
 }
 
@@ -489,10 +492,8 @@ s_decode_create(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
         r->row_count > total - r->row_offset)
         return zdist_error_set(
             err, -EINVAL,
-            "variable '%s' shard %d: rows [%lld, %lld) (row_offset, row_count) are outside its "
-            "%lld rows",
-            r->name, (int) r->shard_index, (long long) r->row_offset,
-            (long long) r->row_offset + (long long) (r->row_count < 0 ? 0 : r->row_count), (long long) total);
+            "variable '%s' shard %d: row_offset %lld and row_count %lld do not fit its %lld rows", r->name,
+            (int) r->shard_index, (long long) r->row_offset, (long long) r->row_count, (long long) total);
     spec->shard_index = r->shard_index;
     spec->row_offset = r->row_offset;
     spec->row_count = r->row_count;
