@@ -11,6 +11,8 @@
      push+sgd     dense gradient push applied by SGD (request carries SIZE)
      pull_rows    1,024 ids x 64 float32 from a 1,000,000-row table
      push sparse  1,024 ids x 64 float32 gradient rows, SGD, same table
+     push_pull    dense gradient up (SGD), the updated shard back: SIZE
+                  each way
      pull 64 B    small-request round trip
    Ratios are psd/raw throughput (for 64 B: psd/raw round-trip time).
    Beside them, what a call costs the client and its server together:
@@ -19,8 +21,8 @@
    last repeat of each case; "-" where the kernel does not let us count.
    Both sides run with zdist_daemon_keep_memory (glibc keeps freed buffers),
    as zdist-psd and zdist-worker do.
-   Goals (reported, never asserted): pull >= 0.9 and push+sgd >= 0.8 from
-   256 KiB up; sparse >= 0.5; 64 B round trip within 1.2 x raw. */
+   Goals (reported, never asserted): pull >= 0.9, push+sgd and push_pull
+   >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw. */
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
@@ -384,6 +386,11 @@ s_psd_request(const s_case_t *c, uint64_t seq)
     }
     t.nbytes = c->req_bytes[0];
     t.shape = (zdist_shape_t){2, {(int64_t) (t.nbytes / 1024), 256}}; /* dense variables have 1 KiB rows */
+    if (c->method == ZDIST_PS_PUSH_PULL) {
+        zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .grad = t, .pull = true};
+        zdist_ps_push_pull_t pp = {.sequence = seq, .items = &item, .nitems = 1};
+        return zdist_ps_request_push_pull(&pp, s_free_nothing, NULL);
+    }
     return zdist_ps_request_write(ZDIST_PS_PUSH, c->var, 0, 0, 0, seq, &t, s_free_nothing, NULL);
 }
 
@@ -415,6 +422,15 @@ s_run_psd(zdist_ps_client_t *client, const s_case_t *c, int window, int calls, b
             rc = zdist_ps_reply_values(reply, &v, &err);
             if (rc == 0 && v.nbytes != c->reply_bytes)
                 rc = zdist_error_set(&err, -EPROTO, "got %zu bytes, wanted %zu", v.nbytes, c->reply_bytes);
+        } else if (c->method == ZDIST_PS_PUSH_PULL) {
+            zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .pull = true};
+            zdist_ps_push_pull_t pp = {.items = &item, .nitems = 1};
+            bool dup = false;
+            zdist_tensor_t v;
+            rc = zdist_ps_reply_push_pull(reply, &pp, &dup, NULL, &v, &err);
+            if (rc == 0 && (dup || v.nbytes != c->reply_bytes))
+                rc = zdist_error_set(&err, -EPROTO, "duplicate %d, %zu bytes back, wanted %zu", dup, v.nbytes,
+                                     c->reply_bytes);
         } else {
             bool dup = false;
             rc = zdist_ps_reply_write(reply, &dup, NULL, &err);
@@ -552,7 +568,7 @@ main(int argc, char **argv)
     static const size_t sizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};
     static const char *names[] = {"4 KiB", "256 KiB", "4 MiB", "16 MiB"};
     static const char *vars[] = {"d4k", "d256k", "d4m", "d16m"};
-    s_case_t cases[16];
+    s_case_t cases[24];
     size_t ncases = 0;
     for (size_t i = 0; i < 4 && !failed; i++) {
         failed |= s_create(client, vars[i], (int64_t) (sizes[i] / 1024), 256) < 0;
@@ -562,13 +578,17 @@ main(int argc, char **argv)
     for (size_t i = 0; i < 4; i++)
         cases[ncases++] = (s_case_t){"push+sgd", names[i], {sizes[i], 0}, 0, sizes[i], ZDIST_PS_PUSH, vars[i],
                                      false, i ? 0.8 : 0, false};
+    /* A worker's step on one ps: the gradient up, the updated values back. */
+    for (size_t i = 1; i < 4; i++)
+        cases[ncases++] = (s_case_t){"push_pull", names[i], {sizes[i], 0}, sizes[i], 2 * sizes[i],
+                                     ZDIST_PS_PUSH_PULL, vars[i], false, 0.8, false};
     size_t ids_bytes = S_SPARSE_IDS * sizeof(int64_t), rows_bytes = (size_t) S_SPARSE_IDS * S_SPARSE_COLS * 4;
     if (!failed)
         failed |= s_create(client, "table", S_TABLE_ROWS, S_SPARSE_COLS) < 0;
     cases[ncases++] = (s_case_t){"pull_rows", "1024x64", {ids_bytes, 0}, rows_bytes, ids_bytes + rows_bytes,
-                                 ZDIST_PS_PULL_ROWS, "table", true, 0.5, false};
+                                 ZDIST_PS_PULL_ROWS, "table", true, 0.7, false};
     cases[ncases++] = (s_case_t){"push sparse", "1024x64", {ids_bytes, rows_bytes}, 0, ids_bytes + rows_bytes,
-                                 ZDIST_PS_PUSH, "table", true, 0.5, false};
+                                 ZDIST_PS_PUSH, "table", true, 0.7, false};
     if (!failed)
         failed |= s_create(client, "small", 1, 16) < 0;
     cases[ncases++] = (s_case_t){"pull", "64 B", {0, 0}, 64, 64, ZDIST_PS_PULL, "small", false, 1.2, true};
