@@ -444,6 +444,31 @@ s_concurrency(const char *addr)
 
 /* ---- exactly once ---- */
 
+/* Stops the psd and returns once the kernel shows it stopped: kill()
+   returns before every thread of a busy process has halted, and a request
+   sent in that window could still be answered. */
+static int
+s_stop_psd(pid_t pid)
+{
+    if (kill(pid, SIGSTOP) != 0)
+        return -errno;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long) pid);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+            return -errno;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *close_paren = strrchr(buf, ')'); /* state follows "(comm)" */
+        if (close_paren && (close_paren[2] == 'T' || close_paren[2] == 't'))
+            return 0;
+        usleep(1000);
+    }
+    return -ETIMEDOUT;
+}
+
 static void *
 s_resume_later(void *arg)
 {
@@ -490,7 +515,7 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
         zdist_ps_client_t *r = zdist_ps_client_new(ep, &opts, &s_err);
         OK(s_pull(r, "once", 0, -1, 1, 2, got)); /* connected */
-        CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
         pthread_t th;
         pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
         memset(&res, 0, sizeof res);
@@ -508,7 +533,7 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         /* The same, pipelined: three writes and a read in one run while the
            psd is stopped; every write is sent again with its sequence, the
            psd applies each once. */
-        CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
         pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
         zdist_ps_op_t ops[4];
         for (int i = 0; i < 3; i++) {
@@ -673,7 +698,7 @@ s_push_pull(const char *addr, pid_t psd_pid)
     if (psd_pid > 0) {
         zdist_ps_client_t *r = s_client(addr, 300, 8);
         OK(s_pull(r, "ppd", 0, -1, 2, PP_COLS, got)); /* connected */
-        CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
         pthread_t th;
         pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
         s_pp_init(&pp, 1);
@@ -685,7 +710,8 @@ s_push_pull(const char *addr, pid_t psd_pid)
         zdist_ps_client_run(&rop, 1);
         pthread_join(th, NULL);
         zdist_tensor_t vals[4];
-        CHECK(rop.rc == 0 && rop.attempts >= 2, "rc %d, sent %u times", rop.rc, rop.attempts);
+        CHECK(rop.rc == 0 && rop.attempts >= 2, "rc %d, sent %u times, reply status %s", rop.rc, rop.attempts,
+              rop.reply ? zdist_status_name(zdist_msg_status(rop.reply)) : "none");
         OK(zdist_ps_reply_push_pull(rop.reply, &rop.request.push_pull, NULL, NULL, vals, &s_err));
         CHECK(vals[0].nbytes && ((const float *) vals[0].data)[0] == -3, "'ppd' in the reply: %g, wanted -3",
               vals[0].nbytes ? ((const float *) vals[0].data)[0] : 0.0);
