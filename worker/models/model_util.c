@@ -1,6 +1,5 @@
-/* Helpers shared by the built-in models: strict params, softmax cross-entropy, column sums. */
+/* Helpers shared by the built-in models: strict params. */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 #include "models.h"
@@ -48,47 +47,4 @@ model_params_int(const char *model, json_t *params, const char *key, int64_t max
                                (long long)max);
     *ret = json_integer_value(v);
     return 0;
-}
-
-int
-model_softmax_xent(float *logits, const int32_t *labels, int64_t n, int classes, float scale, double *ret_loss,
-                   int64_t *ret_correct)
-{
-    double loss = 0;
-    int64_t correct = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float *z = logits + i * classes;
-        int32_t y = labels[i];
-        if (y < 0 || y >= classes)
-            return -ERANGE;
-        int arg = 0;
-        for (int c = 1; c < classes; c++)
-            if (z[c] > z[arg])
-                arg = c;
-        float zmax = z[arg];
-        double zy = (double)z[y] - zmax;
-        double sum = 0;
-        for (int c = 0; c < classes; c++) {
-            z[c] = expf(z[c] - zmax);
-            sum += z[c];
-        }
-        loss += log(sum) - zy; /* -log softmax_y */
-        correct += arg == y;
-        float inv = (float)(1.0 / sum);
-        for (int c = 0; c < classes; c++)
-            z[c] = z[c] * inv * scale;
-        z[y] -= scale;
-    }
-    *ret_loss = loss;
-    *ret_correct = correct;
-    return 0;
-}
-
-void
-model_colsum(const float *m, int64_t n, int64_t cols, float *out)
-{
-    memset(out, 0, (size_t)cols * sizeof *out);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t c = 0; c < cols; c++)
-            out[c] += m[i * cols + c];
 }

@@ -22,16 +22,6 @@ int model_params_parse(const char *model, const char *params_json, const char *c
 int model_params_int(const char *model, json_t *params, const char *key, int64_t max, int64_t *ret,
                      zdist_error_t *err);
 
-/* Softmax cross-entropy over n rows of `classes` logits (row-major, in
-   place): logits become dL/dlogits = (softmax - onehot(label)) * scale.
-   Returns the sum of the rows' losses (natural log) in *ret_loss and the
-   rows whose argmax is the label in *ret_correct. -ERANGE for a label
-   outside [0, classes). */
-int model_softmax_xent(float *logits, const int32_t *labels, int64_t n, int classes, float scale,
-                       double *ret_loss, int64_t *ret_correct);
-/* Column sums of an [n, cols] matrix into out[cols]. */
-void model_colsum(const float *m, int64_t n, int64_t cols, float *out);
-
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax
    cross-entropy on int32 class labels. */
