@@ -129,7 +129,6 @@ typedef struct {
     int64_t n;
     bool bias;
     float *x, *w, *b, *r, *y, *cols;
-    int32_t *argmax;
     int kind; /* 0 conv, 1 max pool, 2 avg pool */
 } s_win_t;
 
@@ -147,7 +146,7 @@ s_win_loss(void *arg)
     if (t->kind == 0)
         layer_conv2d_forward(&t->g, t->x, t->n, t->w, t->bias ? t->b : NULL, t->cols, t->y);
     else if (t->kind == 1)
-        layer_max_pool_forward(&t->g, t->x, t->n, t->y, t->argmax);
+        layer_max_pool_forward(&t->g, t->x, t->n, t->y);
     else
         layer_avg_pool_forward(&t->g, t->x, t->n, t->y);
     return s_dot(t->y, t->r, s_out_size(t));
@@ -168,7 +167,6 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
     t.b = s_random(t.g.filters, -0.5, 0.5);
     t.r = s_random(nout, -1, 1);
     t.y = malloc((size_t)nout * sizeof(float));
-    t.argmax = malloc((size_t)nout * sizeof(int32_t));
     t.cols = malloc((size_t)(layer_conv2d_cols(&t.g, n) + 1) * sizeof(float));
     float *dx = malloc((size_t)nin * sizeof(float)), *dw = malloc((size_t)(nw + 1) * sizeof(float));
     float *db = malloc((size_t)(t.g.filters + 1) * sizeof(float));
@@ -176,7 +174,7 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
     if (kind == 0)
         layer_conv2d_backward(&t.g, t.r, n, t.w, t.cols, dw, t.bias ? db : NULL, dx);
     else if (kind == 1)
-        layer_max_pool_backward(&t.g, t.r, n, t.argmax, dx);
+        layer_max_pool_backward(&t.g, t.x, t.y, t.r, n, dx);
     else
         layer_avg_pool_backward(&t.g, t.r, n, dx);
     char what[300];
@@ -194,7 +192,7 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
         CU_ASSERT_EQUAL(memcmp(dw, dw2, (size_t)nw * sizeof(float)), 0);
         free(dw2);
     }
-    free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(t.argmax), free(t.cols), free(dx), free(dw), free(db);
+    free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(t.cols), free(dx), free(dw), free(db);
 }
 
 static void
@@ -236,13 +234,20 @@ test_pools(void)
     CU_ASSERT_DOUBLE_EQUAL(y[1], 4.5, 1e-6); /* (3 + 6) / 2 */
     CU_ASSERT_DOUBLE_EQUAL(y[3], 9, 1e-6);
     float neg[9] = {-9, -8, -7, -6, -5, -4, -3, -2, -1};
-    int32_t am[4];
     s_layer0("{\"max_pool2d\": {\"pool\": 2, \"padding\": \"same\"}}", "[3, 3, 1]", &l);
     layer_window_from_spec(&l, &g);
-    layer_max_pool_forward(&g, neg, 1, y, am);
+    layer_max_pool_forward(&g, neg, 1, y);
     CU_ASSERT_DOUBLE_EQUAL(y[3], -1, 0);
-    CU_ASSERT_EQUAL(am[3], 8);
     CU_ASSERT_DOUBLE_EQUAL(y[1], -4, 0);
+    /* ties: the gradient goes to the first maximum, once */
+    float flat[9] = {5, 5, 1, 5, 5, 1, 1, 1, 1}, dy[4] = {1, 2, 3, 4}, dx[9];
+    layer_max_pool_forward(&g, flat, 1, y);
+    layer_max_pool_backward(&g, flat, y, dy, 1, dx);
+    CU_ASSERT_DOUBLE_EQUAL(dx[0], 1, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[1] + dx[3] + dx[4], 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[2], 2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[6], 3, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[8], 4, 0);
 }
 
 /* ---- batch norm: one replica, and the same batch split over two "replicas" whose sums are added ---- */

@@ -94,11 +94,10 @@ layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const f
     if (m == 0)
         return;
     s_im2col(g, x, n, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)f, (int)k, 1.0f, cols, (int)k, w, (int)f, 0.0f,
+                y, (int)f);
     if (b)
-        for (int64_t r = 0; r < m; r++)
-            memcpy(y + r * f, b, (size_t)f * sizeof *y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)f, (int)k, 1.0f, cols, (int)k, w, (int)f,
-                b ? 1.0f : 0.0f, y, (int)f);
+        layer_add_bias(y, m, f, b);
 }
 
 void
@@ -137,46 +136,63 @@ s_clip(const layer_window_t *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1
 }
 
 void
-layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y, int32_t *argmax)
+layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
 {
     int64_t c = g->c, in_size = g->h * g->w * c;
     for (int64_t i = 0; i < n; i++) {
         const float *xi = x + i * in_size;
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
-                int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
-                float *yo = y + o;
-                int32_t *ao = argmax + o;
+                int64_t y0, y1, x0, x1;
+                float *yo = y + ((i * g->oh + oy) * g->ow + ox) * c;
                 s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
-                for (int64_t ch = 0; ch < c; ch++) {
-                    yo[ch] = -INFINITY;
-                    ao[ch] = (int32_t)((y0 * g->w + x0) * c + ch);
-                }
+                memcpy(yo, xi + (y0 * g->w + x0) * c, (size_t)c * sizeof *yo);
+                /* branch-free over the channels: the compiler's max instructions */
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) {
-                        int64_t base = (iy * g->w + ix) * c;
-                        const float *xp = xi + base;
+                        const float *xp = xi + (iy * g->w + ix) * c;
                         for (int64_t ch = 0; ch < c; ch++)
-                            if (xp[ch] > yo[ch]) {
-                                yo[ch] = xp[ch];
-                                ao[ch] = (int32_t)(base + ch);
-                            }
+                            yo[ch] = xp[ch] > yo[ch] ? xp[ch] : yo[ch];
                     }
             }
     }
 }
 
 void
-layer_max_pool_backward(const layer_window_t *g, const float *dy, int64_t n, const int32_t *argmax, float *dx)
+layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
+                        float *dx)
 {
-    int64_t in_size = g->h * g->w * g->c, out_size = g->oh * g->ow * g->c;
+    enum { CHUNK = 256 };
+    int64_t c = g->c, in_size = g->h * g->w * c;
+    float done[CHUNK]; /* 1 once the channel's maximum was found */
     memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
     for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * in_size;
         float *di = dx + i * in_size;
-        const float *dyi = dy + i * out_size;
-        const int32_t *ai = argmax + i * out_size;
-        for (int64_t j = 0; j < out_size; j++)
-            di[ai[j]] += dyi[j];
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
+                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+                /* each channel's gradient goes to the first element equal
+                   to the maximum: positions in order, channels side by side */
+                for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+                    int64_t cn = c - c0 < CHUNK ? c - c0 : CHUNK;
+                    const float *restrict yo = y + o + c0, *restrict dyo = dy + o + c0;
+                    memset(done, 0, (size_t)cn * sizeof *done);
+                    for (int64_t iy = y0; iy < y1; iy++)
+                        for (int64_t ix = x0; ix < x1; ix++) {
+                            int64_t k = (iy * g->w + ix) * c + c0;
+                            const float *restrict xp = xi + k;
+                            float *restrict dp = di + k, *restrict dn = done;
+                            for (int64_t ch = 0; ch < cn; ch++) {
+                                /* float arithmetic only, so the loop vectorizes */
+                                float hit = xp[ch] == yo[ch] ? 1.0f - dn[ch] : 0.0f;
+                                dp[ch] += hit * dyo[ch];
+                                dn[ch] += hit;
+                            }
+                        }
+                }
+            }
     }
 }
 

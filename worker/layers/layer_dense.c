@@ -81,11 +81,20 @@ layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, const fl
 {
     if (n == 0)
         return;
-    if (b)
-        for (int64_t i = 0; i < n; i++)
-            memcpy(y + i * out, b, (size_t)out * sizeof *y);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, w, (int)out,
-                b ? 1.0f : 0.0f, y, (int)out);
+                0.0f, y, (int)out);
+    if (b)
+        layer_add_bias(y, n, out, b);
+}
+
+void
+layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+        for (int64_t c = 0; c < cols; c++)
+            yr[c] += b[c];
+    }
 }
 
 void

@@ -26,6 +26,8 @@ void layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, con
 /* dw[in, out], db[out] (NULL without bias), dx[n, in] (NULL: not wanted). */
 void layer_dense_backward(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, const float *w,
                           float *dw, float *db, float *dx);
+/* y[r, c] += b[c] over rows x cols. */
+void layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b);
 /* Column sums of m[rows, cols] into out[cols]. */
 void layer_colsum(const float *m, int64_t rows, int64_t cols, float *out);
 
@@ -57,10 +59,12 @@ void layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, co
 void layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
                            float *dw, float *db, float *dx);
 
-/* Max pool: y[n, oh, ow, c]; argmax (same size) keeps each maximum's index
-   within its example for the backward pass. Padding is never the maximum. */
-void layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y, int32_t *argmax);
-void layer_max_pool_backward(const layer_window_t *g, const float *dy, int64_t n, const int32_t *argmax, float *dx);
+/* Max pool: y[n, oh, ow, c]. Padding is never the maximum. The backward
+   pass finds each maximum again in x (the first element equal to y), so the
+   forward pass keeps nothing and vectorizes. */
+void layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);
+void layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
+                             float *dx);
 /* Average pool over the window's elements inside the input (padding not
    counted, as TF). */
 void layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);

@@ -1,4 +1,4 @@
-/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg. */
+/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg; sequential. */
 #ifndef WORKER_MODELS_H
 #define WORKER_MODELS_H
 
@@ -11,6 +11,7 @@ extern const zdist_model_t worker_model_linear_regression;
 extern const zdist_model_t worker_model_softmax_regression;
 extern const zdist_model_t worker_model_mlp;
 extern const zdist_model_t worker_model_sparse_logreg;
+extern const zdist_model_t worker_model_sequential;
 
 /* Parses a model's params JSON: an object whose keys are all in `allowed`
    (NULL-terminated). 0 and *ret (the caller's, json_decref), or -EINVAL with
