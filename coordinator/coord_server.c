@@ -616,13 +616,13 @@ static const zdist_rpc_body_t s_body_coordinator_submit_request = {&zdist__coord
 
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST__COORDINATOR__METHOD__COORDINATOR_SUBMIT, "submit", &s_body_coordinator_submit_request,
-     s_submit, 0, 0},
+     s_submit, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST__COORDINATOR__METHOD__COORDINATOR_STATUS, "status", &s_body_coordinator_status_request,
-     s_status, 0, 0},
+     s_status, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST__COORDINATOR__METHOD__COORDINATOR_CANCEL, "cancel", &s_body_coordinator_cancel_request,
-     s_cancel, 0, 0},
+     s_cancel, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST__COORDINATOR__METHOD__COORDINATOR_LIST, "list", &s_body_coordinator_list_request, s_list, 0,
-     0},
+     0, ZDIST_ROLE_CLIENT},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

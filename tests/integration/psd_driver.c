@@ -29,6 +29,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/partition.h"
 #include "zdist/ps_client.h"
@@ -82,7 +83,7 @@ s_client(const char *addr, int64_t timeout_ms, int retries)
 {
     char ep[300];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, ep, sizeof ep, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, ep, sizeof ep, &err) < 0) {
         fprintf(stderr, "psd_driver: %s\n", err.text);
         exit(2);
     }
@@ -481,7 +482,7 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         opts.timeout_ms = 300;
         opts.retries = 8;
         char ep[300];
-        OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+        OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
         zdist_ps_client_t *r = zdist_ps_client_new(ep, &opts, &s_err);
         OK(s_pull(r, "once", 0, -1, 1, 2, got)); /* connected */
         CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
@@ -498,6 +499,33 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         s_ok("exactly-once over a stopped psd: %" PRIu64 " retransmissions of sequence %" PRIu64
              ", applied once (value %g)",
              retx, res.sequence, got[0]);
+
+        /* The same, pipelined: three writes and a read in one run while the
+           psd is stopped; every write is sent again with its sequence, the
+           psd applies each once. */
+        CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+        pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
+        zdist_ps_op_t ops[4];
+        for (int i = 0; i < 3; i++) {
+            ops[i] = (zdist_ps_op_t){.client = r, .request = {.method = ZDIST_PS_ASSIGN_ADD}};
+            ops[i].request.write = (zdist_ps_write_t){.name = "once", .values = t};
+        }
+        ops[3] = (zdist_ps_op_t){.client = r, .request = {.method = ZDIST_PS_PULL, .pull = {"once", 0, 0, 0}}};
+        uint64_t retx0 = zdist_ps_client_retransmissions(r);
+        zdist_ps_client_run(ops, 4);
+        pthread_join(th, NULL);
+        for (int i = 0; i < 4; i++) {
+            CHECK(ops[i].rc == 0 && zdist_msg_status(ops[i].reply) == ZDIST_STATUS_OK, "op %d: rc %d status %d", i,
+                  ops[i].rc, ops[i].reply ? zdist_msg_status(ops[i].reply) : -1);
+            CHECK(i == 3 || ops[i].attempts >= 2, "write %d was sent %u times", i, ops[i].attempts);
+        }
+        zdist_ps_ops_release(ops, 4);
+        retx = zdist_ps_client_retransmissions(r) - retx0;
+        OK(s_pull(c, "once", 0, -1, 1, 2, got));
+        CHECK(got[0] == 6 && got[1] == 6, "value %g %g after 3 pipelined retransmitted writes, wanted 6 6", got[0],
+              got[1]);
+        s_ok("exactly-once, pipelined over a stopped psd: %" PRIu64 " retransmissions of 3 writes, each applied once",
+             retx);
         zdist_ps_client_destroy(&r);
     }
     zdist_ps_client_destroy(&other);
@@ -681,7 +709,7 @@ s_bad_input(const char *addr)
 {
     zdist_ps_client_t *c = s_client(addr, 10000, 0);
     char ep[300];
-    OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+    OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
     zdist_ps_var_spec_t spec = s_spec("bad", 4, 8, 0, 0, 4, "random_uniform", 0);
     spec.init.minval = -1;
     spec.init.maxval = 1;
