@@ -142,10 +142,7 @@ static uint64_t s_rng = 0x9e3779b97f4a7c15ull;
 static double
 s_uniform(void)
 {
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return (double)(s_rng >> 11) / 9007199254740992.0;
+    return zdist_test_uniform(&s_rng);
 }
 
 typedef struct {

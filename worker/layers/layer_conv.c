@@ -135,8 +135,11 @@ s_clip(const layer_window_t *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1
     *x0 = *x0 > 0 ? *x0 : 0;
 }
 
-void
-layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
+/* Both pools' forward pass: each window's maximum, or its mean over the
+   elements inside the input. The loops over channels are branch-free, so
+   they vectorize. */
+static void
+s_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y, bool max)
 {
     int64_t c = g->c, in_size = g->h * g->w * c;
     for (int64_t i = 0; i < n; i++) {
@@ -147,15 +150,35 @@ layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
                 float *yo = y + ((i * g->oh + oy) * g->ow + ox) * c;
                 s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
                 memcpy(yo, xi + (y0 * g->w + x0) * c, (size_t)c * sizeof *yo);
-                /* branch-free over the channels: the compiler's max instructions */
                 for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = x0; ix < x1; ix++) {
+                    for (int64_t ix = iy == y0 ? x0 + 1 : x0; ix < x1; ix++) {
                         const float *xp = xi + (iy * g->w + ix) * c;
-                        for (int64_t ch = 0; ch < c; ch++)
-                            yo[ch] = xp[ch] > yo[ch] ? xp[ch] : yo[ch];
+                        if (max)
+                            for (int64_t ch = 0; ch < c; ch++)
+                                yo[ch] = xp[ch] > yo[ch] ? xp[ch] : yo[ch];
+                        else
+                            for (int64_t ch = 0; ch < c; ch++)
+                                yo[ch] += xp[ch];
                     }
+                if (max)
+                    continue;
+                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                for (int64_t ch = 0; ch < c; ch++)
+                    yo[ch] *= inv;
             }
     }
+}
+
+void
+layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
+{
+    s_pool_forward(g, x, n, y, true);
+}
+
+void
+layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
+{
+    s_pool_forward(g, x, n, y, false);
 }
 
 void
@@ -192,31 +215,6 @@ layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y,
                             }
                         }
                 }
-            }
-    }
-}
-
-void
-layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
-{
-    int64_t c = g->c, in_size = g->h * g->w * c;
-    for (int64_t i = 0; i < n; i++) {
-        const float *xi = x + i * in_size;
-        for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                int64_t y0, y1, x0, x1;
-                float *yo = y + ((i * g->oh + oy) * g->ow + ox) * c;
-                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
-                memset(yo, 0, (size_t)c * sizeof *yo);
-                for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = x0; ix < x1; ix++) {
-                        const float *xp = xi + (iy * g->w + ix) * c;
-                        for (int64_t ch = 0; ch < c; ch++)
-                            yo[ch] += xp[ch];
-                    }
-                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
-                for (int64_t ch = 0; ch < c; ch++)
-                    yo[ch] *= inv;
             }
     }
 }

@@ -1,4 +1,4 @@
-/* Helpers shared by the built-in models: strict params. */
+/* Helpers shared by the built-in models: strict params, the standard outputs. */
 #include <errno.h>
 #include <string.h>
 
@@ -46,5 +46,17 @@ model_params_int(const char *model, json_t *params, const char *key, int64_t max
         return zdist_error_set(err, -EINVAL, "model.params.%s: %s needs an integer in 1..%lld", key, model,
                                (long long)max);
     *ret = json_integer_value(v);
+    return 0;
+}
+
+int
+model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n)
+{
+    double gsize = global_size > 0 ? (double)global_size : 1;
+    int rc;
+    if ((rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_LOSS, loss_sum / gsize, ZDIST_REDUCE_SUM)) < 0 ||
+        (correct >= 0 && (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_CORRECT, (double)correct, ZDIST_REDUCE_SUM)) < 0) ||
+        (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
+        return rc;
     return 0;
 }

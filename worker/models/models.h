@@ -23,6 +23,12 @@ int model_params_parse(const char *model, const char *params_json, const char *c
 int model_params_int(const char *model, json_t *params, const char *key, int64_t max, int64_t *ret,
                      zdist_error_t *err);
 
+/* The standard outputs of a step on n examples: the loss (loss_sum over
+   global_size, so the replicas' SUM is the global batch's mean), the rows
+   classified right (when correct >= 0) and the examples. 0 or the first
+   failure. */
+int model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n);
+
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax
    cross-entropy on int32 class labels. */
