@@ -235,6 +235,9 @@ test_errors(void)
               "\"mean_squared_error\", got \"mse\"");
     s_refused("{\"input_shape\": [28, 0], \"layers\": [\"flatten\"], \"loss\": \"mean_squared_error\"}", false,
               "model.input_shape: must be a list of 1 to 3 dimensions in 1..16777216, e.g. [28, 28, 1], got [28,0]");
+    s_refused("{\"input_shape\": [16777216, 16777216, 16777216], \"layers\": [\"flatten\"], \"loss\": "
+              "\"mean_squared_error\"}", false,
+              "model.input_shape: [16777216,16777216,16777216] has more than 16777216 features per example");
     s_refused("{\"input_shape\": [784], \"layers\": [\"flatten\"], \"optimizer\": 1, \"loss\": \"mean_squared_error\"}",
               false, "model.optimizer: unknown field; a sequential model takes name, input_shape, layers, loss (and "
                      "comment)");

@@ -201,12 +201,14 @@ s_check_fields(json_t *o, const char *where, const s_type_t *t, zdist_error_t *e
 
 /* ---- shapes ---- */
 
+/* Elements of a shape, INT64_MAX when the product does not fit. */
 static int64_t
 s_elements(const zdist_shape_t *s)
 {
     int64_t n = 1;
     for (int d = 0; d < s->rank; d++)
-        n *= s->dims[d];
+        if (__builtin_mul_overflow(n, s->dims[d], &n))
+            return INT64_MAX;
     return n;
 }
 
@@ -516,24 +518,22 @@ s_input_shape(json_t *root, zdist_model_spec_t *spec, zdist_error_t *err)
                                "[28, 28, 1] for images or [784]");
     bool ok = json_is_array(v) && json_array_size(v) >= 1 && json_array_size(v) <= 3 &&
               (!spec->sparse_input || json_array_size(v) == 1);
-    int64_t total = 1;
     for (size_t d = 0; ok && d < json_array_size(v); d++) {
         json_t *x = json_array_get(v, d);
-        ok = json_is_integer(x) && json_integer_value(x) >= 1 && json_integer_value(x) <= S_MAX_DIM;
-        if (ok) {
+        ok = json_is_integer(x) && json_integer_value(x) >= 1 &&
+             json_integer_value(x) <= (spec->sparse_input ? INT64_C(1) << 32 : S_MAX_DIM);
+        if (ok)
             spec->input_shape.dims[d] = json_integer_value(x);
-            total *= spec->input_shape.dims[d];
-        }
     }
     if (!ok)
         return zdist_error_set(err, -EINVAL, "model.input_shape: must be %s, got %s",
                                spec->sparse_input ? "[features] for sparse (libsvm) data"
                                                   : "a list of 1 to 3 dimensions in 1..16777216, e.g. [28, 28, 1]",
                                s_shown(v, got, sizeof got));
-    if (total > (spec->sparse_input ? INT64_C(1) << 32 : S_MAX_ELEMENTS))
-        return zdist_error_set(err, -EINVAL, "model.input_shape: %s has too many features per example",
-                               s_shown(v, got, sizeof got));
     spec->input_shape.rank = (int)json_array_size(v);
+    if (!spec->sparse_input && s_elements(&spec->input_shape) > S_MAX_ELEMENTS)
+        return zdist_error_set(err, -EINVAL, "model.input_shape: %s has more than %lld features per example",
+                               s_shown(v, got, sizeof got), (long long)S_MAX_ELEMENTS);
     return 0;
 }
 
