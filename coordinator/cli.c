@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "zdist/auth.h"
+#include "zdist/cluster.h"
 #include "zdist/defs.h"
 
 static const struct {
@@ -19,6 +21,7 @@ static const struct {
     {"submit", cli_submit_main, "send a job to zdist-coordinator and follow it to its end"},
     {"status", cli_status_main, "a job's state, step, metrics, workers and ps tasks"},
     {"cancel", cli_cancel_main, "cancel a queued or running job"},
+    {"keygen", cli_keygen_main, "write a CurveZMQ certificate pair (NAME.key, NAME.key_secret)"},
 };
 #define S_NCOMMANDS (sizeof s_commands / sizeof s_commands[0])
 
@@ -40,7 +43,9 @@ s_usage(FILE *out)
     fprintf(out, "usage: zdist COMMAND [OPTIONS]\n\ncommands:\n");
     for (size_t i = 0; i < S_NCOMMANDS; i++)
         fprintf(out, "  %-10s %s\n", s_commands[i].name, s_commands[i].summary);
-    fprintf(out, "\n'zdist COMMAND --help' tells more. --version prints the version.\n");
+    fprintf(out, "\n'zdist COMMAND --help' tells more. --version prints the version.\n"
+                 "Before COMMAND: --keys DIR (default $ZDIST_KEYS_DIR) speaks CURVE with the certificate\n"
+                 "DIR/NAME.key_secret of --key NAME (default 'client').\n");
 }
 
 int
@@ -58,9 +63,34 @@ main(int argc, char **argv)
         printf("zdist %s (protocol %d)\n", ZDIST_VERSION_STRING, ZDIST_PROTOCOL_VERSION);
         return CLI_EXIT_OK;
     }
+    /* zdist [--keys DIR] [--key NAME] COMMAND ... */
+    const char *keys_dir = NULL, *key_name = "client";
+    while (argc > 2 && (strcmp(argv[1], "--keys") == 0 || strcmp(argv[1], "--key") == 0)) {
+        if (strcmp(argv[1], "--keys") == 0)
+            keys_dir = argv[2];
+        else
+            key_name = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     for (size_t i = 0; i < S_NCOMMANDS; i++)
-        if (strcmp(argv[1], s_commands[i].name) == 0)
-            return s_commands[i].main_fn(argc - 1, argv + 1);
+        if (strcmp(argv[1], s_commands[i].name) == 0) {
+            zdist_keys_t *keys = NULL;
+            zdist_error_t err = {0};
+            if (s_commands[i].main_fn != cli_keygen_main && zdist_keys_load(keys_dir, key_name, &keys, &err) < 0) {
+                fprintf(stderr, "zdist: --keys: %s\n", err.text);
+                return CLI_EXIT_FAILED;
+            }
+            if (keys) {
+                zdist_cluster_t *cluster = zdist_cluster_from_env_or_file(NULL, NULL);
+                zdist_keys_learn_cluster(keys, cluster);
+                zdist_cluster_destroy(&cluster);
+                zdist_keys_set_process(keys);
+            }
+            int rc = s_commands[i].main_fn(argc - 1, argv + 1);
+            zdist_keys_destroy(&keys);
+            return rc;
+        }
     fprintf(stderr, "zdist: unknown command '%s'; run 'zdist --help' for the list\n", argv[1]);
     return CLI_EXIT_USAGE;
 }

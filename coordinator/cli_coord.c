@@ -5,8 +5,9 @@
 
 #include "cli.h"
 #include "cli_coord.h"
+#include "zdist/auth.h"
 #include "zdist/cluster.h"
-#include "zdist/ps_client.h"
+#include "zdist/endpoint.h"
 #include "zdist/sys.h"
 
 int
@@ -14,7 +15,7 @@ cli_coord_address(const char *sub, const char *addr, const char *cluster_file, c
 {
     zdist_error_t err = {0};
     if (addr) {
-        if (zdist_ps_endpoint_parse(addr, buf, size, &err) < 0)
+        if (zdist_endpoint_normalize(addr, buf, size, &err) < 0)
             return cli_usage_error(sub, "--coordinator: %s", err.text);
         return 0;
     }
@@ -34,7 +35,14 @@ zdist_coord_client_t *
 cli_coord_connect(const char *sub, const char *endpoint)
 {
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(endpoint, &err);
+    zdist_rpc_client_options_t o;
+    zdist_rpc_client_options_default(&o);
+    if (o.keys && !zdist_keys_name_at(o.keys, endpoint))
+        o.server_name = "chief-0"; /* --coordinator HOST:PORT: the chief */
+    if (!o.keys && strncmp(endpoint, "tcp://127.", 10) != 0 && strncmp(endpoint, "tcp://[::1]", 11) != 0)
+        fprintf(stderr, "zdist %s: warning: talking to %s in plain text (no --keys): not encrypted, not "
+                        "authenticated\n", sub, endpoint);
+    zdist_coord_client_t *c = zdist_coord_client_new(endpoint, &o, &err);
     if (!c)
         fprintf(stderr, "zdist %s: %s\n", sub, err.text);
     return c;

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "zdist/defs.h"
+#include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
 
@@ -271,7 +272,7 @@ s_stats_main(int argc, char **argv, s_args_t *args)
         return cli_usage_error(S_SUB, "stats: unexpected argument '%s'", argv[optind + 1]);
     args->addr = argv[optind];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
+    if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
         return cli_usage_error(S_SUB, "%s", err.text);
     zdist_ps_stats_t *st = NULL;
     int exit_code = CLI_EXIT_OK;
@@ -362,7 +363,7 @@ s_get_main(int argc, char **argv, s_args_t *args)
     args->addr = argv[optind];
     args->var = argv[optind + 1];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
+    if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
         return cli_usage_error(S_SUB, "%s", err.text);
 
     zdist_ps_stats_t *st = NULL;

@@ -1,6 +1,5 @@
 /* coord_job: the coordinator's view of a job — zdist/job.h's struct, restricted to the strategies a chief runs. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +12,7 @@ coord_job_release(coord_job_t *job)
     if (!job)
         return;
     free(job->name);
-    free(job->worker_json);
+    zdist_job_release(&job->spec);
     memset(job, 0, sizeof *job);
 }
 
@@ -50,21 +49,10 @@ coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_
     ret->ckpt_every = job.ckpt_every;
     ret->ckpt_keep = job.ckpt_keep;
     ret->name = strdup(job.name);
-    /* Transitional: the workers still take the document's text; workers'
-       input repeats forever: the coordinator counts the steps. */
-    json_t *root = json_loads(text, 0, NULL);
-    if (root) {
-        json_object_del(root, "checkpoint");
-        json_object_del(root, "evaluation");
-        if (job.epochs > 0) {
-            json_object_del(root, "epochs");
-            json_object_set_new(root, "steps", json_integer(1));
-        }
-        ret->worker_json = json_dumps(root, JSON_COMPACT);
-        json_decref(root);
-    }
-    if (!ret->name || !ret->worker_json)
+    if (!ret->name)
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
+    ret->spec = job; /* taken */
+    memset(&job, 0, sizeof job);
 out:
     zdist_job_release(&job);
     if (rc < 0)

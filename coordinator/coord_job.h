@@ -1,4 +1,4 @@
-/* coord_job: a job document as the coordinator takes it — the worker's strict parser plus checkpoint and evaluation. */
+/* coord_job: a job as the coordinator takes it — zdist/job.h's struct, restricted to the strategies a chief runs. */
 #ifndef COORD_JOB_H
 #define COORD_JOB_H
 
@@ -6,13 +6,13 @@
 #include <stdint.h>
 
 #include "zdist/cluster.h"
-#include "zdist/step.h" /* output names (loss, examples, correct) */
 #include "zdist/error.h"
 #include "zdist/job.h"
+#include "zdist/step.h" /* output names (loss, examples, correct) */
 
 typedef struct {
     char *name;
-    char *worker_json;   /* the document sent to the workers (without the coordinator's keys; epochs as steps) */
+    zdist_job_t spec;    /* the whole job, sent to the workers as it is */
     int64_t steps;       /* requested steps; 0 with epochs until the workers report steps per epoch */
     int64_t epochs;
     int64_t steps_per_execution;
@@ -26,10 +26,9 @@ typedef struct {
     int64_t lost_worker_wait_ms;
 } coord_job_t;
 
-/* Parses text strictly: the fields of worker_job (worker/worker_job.h) plus
-   "checkpoint": {"every_steps": N, "keep": K} and "evaluation": {"at_end":
-   bool}. parameter_server and multi_worker_mirrored jobs. -EINVAL with err
-   naming the field. */
+/* Parses text strictly (zdist_job_parse: checkpoint and evaluation
+   included); parameter_server and multi_worker_mirrored jobs only. -EINVAL
+   with err naming the field. */
 int coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_error_t *err);
 void coord_job_release(coord_job_t *job);
 /* What a chief runs of a job parsed by zdist/job.h: parameter_server and

@@ -1,32 +1,22 @@
 /* coord_mwm: a multi_worker_mirrored job — the workers joined in a ring, stepped in lockstep, checkpointed
    from rank 0, and the ring re-formed from the last checkpoint when a worker is lost or comes back. */
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "coord_run.h"
-#include "worker.pb-c.h"
-#include "wire/body.h"
+#include "coord_wstate.h"
 #include "zdist/cluster.h"
-#include "zdist/rpc.h"
 #include "zdist/sys.h"
+#include "zdist/worker_client.h"
 
-/* Checkpoint file: magic, version, step, iterations, count, then per tensor
-   (name length, name, byte count, float32 data), then a CRC-32 of all the
-   bytes before it. Host byte order, as the psd's shard files. */
-#define S_MAGIC "ZDMWSTA1"
-#define S_STATE_FILE "workers-state.bin"
-#define S_CALL_MS 30000 /* control calls (start, connect, state) */
+#define S_CALL_MS 30000  /* control calls (start, connect, state) */
+#define S_AWAIT_MS 2000  /* longest wait for a lost worker between status updates */
 
 typedef struct {
-    zdist_rpc_client_t *cl;
+    zdist_worker_client_t *cl;
     const char *endpoint; /* the cluster's, e.g. tcp://10.0.0.2:2222 */
     bool in_ring;
     bool dropped;         /* left out after the wait for it ran out */
@@ -35,6 +25,8 @@ typedef struct {
     int rank;             /* in the ring; -1 outside */
     char ring_ep[300];    /* its end of the ring */
     uint64_t pending;     /* request id of the call in flight, 0 none */
+    uint64_t incarnation; /* from its latest reply */
+    unsigned restarts;    /* times the incarnation changed */
 } s_worker_t;
 
 struct coord_mwm_t {
@@ -44,22 +36,23 @@ struct coord_mwm_t {
     unsigned reforms;
     char last_failure[2048]; /* of the latest ring call */
     char reason[2048];       /* why the ring was last re-formed */
-    int64_t round_steps;      /* RUN_STEPS size of the current round */
-    const struct s_state_file *loaded; /* during a restore */
+    int64_t round_steps;     /* RUN_STEPS size of the current round */
+    const coord_wstate_t *loaded; /* during a restore */
     int64_t loaded_skip;
     const char *job_name;
 };
 
-/* ---- calls ---- */
+/* The replies of one call to several workers: got[i] when worker i answered
+   (or its call completed here: deadline, lost connection). */
+typedef struct {
+    zdist_worker_reply_t r[COORD_MAX_TASKS];
+    bool got[COORD_MAX_TASKS];
+} s_replies_t;
 
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *body)
-{
-    zdist_msg_t *m = zdist_msg_new(method);
-    if (m && zdist_msg_set_body(m, body) < 0)
-        zdist_msg_destroy(&m);
-    return m;
-}
+/* Sends worker i's request with a deadline; 0 with *ret_id or a negative errno. */
+typedef int(s_send_fn)(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id);
+
+/* ---- calls ---- */
 
 /* A fresh client for worker i: calls given up on are dropped with the old
    one (they would hold its in-flight slots until their deadlines). */
@@ -69,63 +62,116 @@ s_client(coord_mwm_t *m, int i, zdist_error_t *err)
     zdist_rpc_client_options_t o;
     zdist_rpc_client_options_default(&o);
     o.max_in_flight = 4;
-    zdist_rpc_client_destroy(&m->w[i].cl);
+    zdist_worker_client_destroy(&m->w[i].cl);
     m->w[i].pending = 0;
-    m->w[i].cl = zdist_rpc_client_new(m->w[i].endpoint, &o, err);
+    m->w[i].cl = zdist_worker_client_new(m->w[i].endpoint, &o, err);
     return m->w[i].cl ? 0 : -EINVAL;
 }
 
-/* Sends one request (destroyed) to worker i, its only call in flight (one
-   given up on is dropped first); false when it could not be sent. */
+/* Sends one request to worker i, its only call in flight (one given up on
+   is dropped first); false when it could not be sent. */
 static bool
-s_send(coord_mwm_t *m, int i, zdist_msg_t **req, int64_t timeout_ms)
+s_send(coord_run_t *r, int i, s_send_fn *send, int64_t timeout_ms)
 {
+    coord_mwm_t *m = r->mwm;
     if (m->w[i].pending && s_client(m, i, NULL) < 0)
-        zdist_msg_destroy(req);
-    if (!*req)
         return false;
-    return zdist_rpc_client_send(m->w[i].cl, req, timeout_ms, &m->w[i].pending) == 0;
+    return send(r, i, timeout_ms, &m->w[i].pending) == 0;
 }
 
-/* The reply to worker i's call in flight, waiting up to wait_ms; NULL when
-   none came in that time (the call stays pending). */
-static zdist_msg_t *
-s_recv(coord_mwm_t *m, int i, int64_t wait_ms)
+/* Takes worker i's reply to its call in flight when it has come; false if not yet. */
+static bool
+s_take(coord_mwm_t *m, int i, zdist_worker_reply_t *ret)
 {
-    int64_t until = zdist_clock_now_ms() + wait_ms;
-    while (m->w[i].pending) {
-        zdist_msg_t *reply = NULL;
-        int64_t left = until - zdist_clock_now_ms();
-        if (zdist_rpc_client_recv(m->w[i].cl, left > 0 ? left : 0, &reply) < 0)
-            return NULL;
-        if (zdist_msg_request_id(reply) == m->w[i].pending) {
-            m->w[i].pending = 0;
-            return reply;
+    s_worker_t *w = &m->w[i];
+    zdist_worker_reply_t rep;
+    while (w->pending && zdist_worker_client_recv(w->cl, 0, &rep) == 0) {
+        if (rep.id != w->pending) {
+            zdist_worker_reply_release(&rep); /* a call given up on earlier */
+            continue;
         }
-        zdist_msg_destroy(&reply); /* a call given up on earlier */
+        w->pending = 0;
+        if (rep.incarnation) {
+            if (w->incarnation && rep.incarnation != w->incarnation)
+                w->restarts++;
+            w->incarnation = rep.incarnation;
+        }
+        *ret = rep;
+        return true;
     }
-    return NULL;
+    return false;
 }
 
-/* A reply's failure as "STATUS: message" into buf; NULL reply = no answer. */
-static const char *
-s_why(const zdist_msg_t *reply, char *buf, size_t size)
+/* One call to every worker in `which` at once, waiting in one poll over
+   them. After the first failure the others get grace_ms more (survivors of
+   a loss fail their collective within its deadline); calls left unanswered
+   then are given up (a later reply is dropped by its id). */
+static void
+s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
 {
-    if (!reply)
-        snprintf(buf, size, "no answer");
-    else
-        snprintf(buf, size, "%s%s%s", zdist_status_name(zdist_msg_status(reply)),
-                 *zdist_msg_status_message(reply) ? ": " : "", zdist_msg_status_message(reply));
-    return buf;
+    coord_mwm_t *m = r->mwm;
+    bool waiting[COORD_MAX_TASKS] = {0};
+    int left = 0;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < m->n; i++)
+        if (which[i] && s_send(r, i, send, timeout_ms)) {
+            waiting[i] = true;
+            left++;
+        }
+    int64_t give_up = timeout_ms > 0 ? zdist_clock_now_ms() + timeout_ms + 2000 : INT64_MAX;
+    while (left > 0) {
+        for (int i = 0; i < m->n; i++) {
+            if (!waiting[i] || !s_take(m, i, &out->r[i]))
+                continue;
+            out->got[i] = true;
+            waiting[i] = false;
+            left--;
+            if (out->r[i].status != ZDIST_STATUS_OK && give_up > zdist_clock_now_ms() + grace_ms)
+                give_up = zdist_clock_now_ms() + grace_ms;
+        }
+        int64_t now = zdist_clock_now_ms();
+        if (left == 0 || now >= give_up)
+            break;
+        zdist_worker_client_t *cls[COORD_MAX_TASKS] = {0};
+        for (int i = 0; i < m->n; i++)
+            cls[i] = waiting[i] ? m->w[i].cl : NULL;
+        int rc = zdist_worker_client_wait_any(cls, (size_t)m->n, NULL, give_up == INT64_MAX ? -1 : give_up - now);
+        if (rc < 0 && rc != -EINTR)
+            break;
+    }
+}
+
+/* s_call to the ring's workers. */
+static void
+s_ring_call(coord_run_t *r, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
+{
+    bool which[COORD_MAX_TASKS] = {0};
+    for (int i = 0; i < r->mwm->n; i++)
+        which[i] = r->mwm->w[i].in_ring;
+    s_call(r, which, send, timeout_ms, grace_ms, out);
+}
+
+static void
+s_free_replies(coord_mwm_t *m, s_replies_t *rs)
+{
+    for (int i = 0; i < m->n; i++)
+        zdist_worker_reply_release(&rs->r[i]);
+}
+
+/* Worker i's reply when it is an OK one, else NULL. */
+static const zdist_worker_reply_t *
+s_ok(const s_replies_t *rs, int i)
+{
+    return rs->got[i] && rs->r[i].status == ZDIST_STATUS_OK ? &rs->r[i] : NULL;
 }
 
 /* The worker's process or link is gone (not a refusal of the request). */
 static bool
-s_is_loss(const zdist_msg_t *reply)
+s_is_loss(const zdist_worker_reply_t *reply)
 {
     if (!reply)
         return true;
-    int st = zdist_msg_status(reply);
+    int st = reply->status;
     return st == ZDIST_STATUS_UNAVAILABLE || st == ZDIST_STATUS_DEADLINE_EXCEEDED || st == ZDIST_STATUS_ABORTED ||
            st == ZDIST_STATUS_CANCELLED;
 }
@@ -146,68 +192,24 @@ s_fail_note(coord_mwm_t *m, const char *fmt, ...)
     va_end(ap);
 }
 
-/* One call to every ring worker at once; replies[i] for ring members (NULL
-   when no answer). After the first failure the others get grace_ms more
-   (survivors of a loss fail their collective within its deadline). */
-static void
-s_ring_call(coord_run_t *r, zdist_msg_t *(*make)(coord_run_t *, int), int64_t timeout_ms, int64_t grace_ms,
-            zdist_msg_t **replies)
-{
-    coord_mwm_t *m = r->mwm;
-    bool pending[COORD_MAX_TASKS] = {0};
-    int left = 0;
-    for (int i = 0; i < m->n; i++) {
-        replies[i] = NULL;
-        if (!m->w[i].in_ring)
-            continue;
-        zdist_msg_t *req = make(r, i);
-        if (s_send(m, i, &req, timeout_ms)) {
-            pending[i] = true;
-            left++;
-        }
-    }
-    int64_t give_up = timeout_ms > 0 ? zdist_clock_now_ms() + timeout_ms + 2000 : INT64_MAX;
-    while (left > 0 && zdist_clock_now_ms() < give_up) {
-        for (int i = 0; i < m->n && left > 0; i++) {
-            if (!pending[i])
-                continue;
-            zdist_msg_t *reply = s_recv(m, i, left == 1 ? 50 : 10);
-            if (!reply)
-                continue;
-            replies[i] = reply;
-            pending[i] = false;
-            left--;
-            if (zdist_msg_status(reply) != ZDIST_STATUS_OK && give_up > zdist_clock_now_ms() + grace_ms)
-                give_up = zdist_clock_now_ms() + grace_ms;
-        }
-    }
-    /* Calls left unanswered: a later reply to them is dropped by id. */
-}
-
-static void
-s_free_replies(coord_mwm_t *m, zdist_msg_t **replies)
-{
-    for (int i = 0; i < m->n; i++)
-        zdist_msg_destroy(&replies[i]);
-}
-
 /* Sorts the ring's failed replies into m->last_failure; true when one of
    them means a worker was lost (re-form the ring), false for a refusal. */
 static bool
-s_ring_failures(coord_run_t *r, zdist_msg_t **replies, const char *what)
+s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
 {
     coord_mwm_t *m = r->mwm;
     bool loss = false;
     char why[1024];
     for (int i = 0; i < m->n; i++) {
-        if (!m->w[i].in_ring || (replies[i] && zdist_msg_status(replies[i]) == ZDIST_STATUS_OK))
+        if (!m->w[i].in_ring || s_ok(rs, i))
             continue;
-        bool gone = !replies[i] || zdist_msg_status(replies[i]) == ZDIST_STATUS_UNAVAILABLE;
+        const zdist_worker_reply_t *rep = rs->got[i] ? &rs->r[i] : NULL;
+        bool gone = !rep || rep->status == ZDIST_STATUS_UNAVAILABLE;
         s_fail_note(m, "%sworker task %d (%s)%s: %s", what, i, m->w[i].endpoint, gone ? " lost" : "",
-                    s_why(replies[i], why, sizeof why));
+                    zdist_worker_reply_why(rep, why, sizeof why));
         /* FAILED_PRECONDITION: the worker still runs the ring before's
            step (its collective not yet timed out); retry after the wait. */
-        loss = loss || s_is_loss(replies[i]) || zdist_msg_status(replies[i]) == ZDIST_STATUS_FAILED_PRECONDITION;
+        loss = loss || s_is_loss(rep) || rep->status == ZDIST_STATUS_FAILED_PRECONDITION;
         if (gone)
             m->w[i].up = false; /* until a probe hears from it */
     }
@@ -216,239 +218,116 @@ s_ring_failures(coord_run_t *r, zdist_msg_t **replies, const char *what)
 
 /* ---- requests ---- */
 
-static zdist_msg_t *
-s_make_stop(coord_run_t *r, int i)
+static int
+s_send_stop(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    (void)i;
-    Zdist__Worker__StopJobRequest req = ZDIST__WORKER__STOP_JOB_REQUEST__INIT;
-    req.job = r->cfg->job.name;
-    return s_request(ZDIST__WORKER__METHOD__WORKER_STOP_JOB, &req.base);
+    return zdist_worker_client_stop_job(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
 }
 
-static zdist_msg_t *
-s_make_start(coord_run_t *r, int i)
+static int
+s_send_start(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    Zdist__Worker__StartJobRequest req = ZDIST__WORKER__START_JOB_REQUEST__INIT;
-    req.job_json = r->cfg->job.worker_json;
-    req.base_dir = r->cfg->base_dir ? r->cfg->base_dir : "";
-    req.worker_index = r->mwm->w[i].rank;
-    req.num_workers = r->mwm->ring;
-    return s_request(ZDIST__WORKER__METHOD__WORKER_START_JOB, &req.base);
+    zdist_worker_start_t req = {
+        .job = &r->cfg->job.spec,
+        .worker_index = r->mwm->w[i].rank,
+        .num_workers = r->mwm->ring,
+        .repeat_input = true, /* the coordinator counts the steps of epochs */
+    };
+    return zdist_worker_client_start_job(r->mwm->w[i].cl, &req, timeout_ms, ret_id);
 }
 
-static zdist_msg_t *
-s_make_connect(coord_run_t *r, int i)
+static int
+s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    (void)i;
     coord_mwm_t *m = r->mwm;
-    char *eps[COORD_MAX_TASKS];
+    const char *eps[COORD_MAX_TASKS];
     for (int k = 0; k < m->n; k++)
         if (m->w[k].in_ring)
             eps[m->w[k].rank] = m->w[k].ring_ep;
-    Zdist__Worker__ConnectRequest req = ZDIST__WORKER__CONNECT_REQUEST__INIT;
-    req.job = r->cfg->job.name;
-    req.n_endpoints = (size_t)m->ring;
-    req.endpoints = eps;
-    return s_request(ZDIST__WORKER__METHOD__WORKER_CONNECT, &req.base);
+    zdist_worker_connect_t req = {r->cfg->job.name, eps, (size_t)m->ring};
+    return zdist_worker_client_connect(m->w[i].cl, &req, timeout_ms, ret_id);
 }
 
-static zdist_msg_t *
-s_make_run(coord_run_t *r, int i)
+static int
+s_send_run(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    (void)i;
-    Zdist__Worker__RunStepsRequest req = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
-    req.job = r->cfg->job.name;
-    req.steps = r->mwm->round_steps;
-    return s_request(ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, &req.base);
+    zdist_worker_run_t req = {r->cfg->job.name, r->mwm->round_steps};
+    return zdist_worker_client_run_steps(r->mwm->w[i].cl, &req, timeout_ms, ret_id);
 }
 
-static zdist_msg_t *
-s_make_evaluate(coord_run_t *r, int i)
+static int
+s_send_evaluate(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    (void)i;
-    Zdist__Worker__EvaluateRequest req = ZDIST__WORKER__EVALUATE_REQUEST__INIT;
-    req.job = r->cfg->job.name;
-    return s_request(ZDIST__WORKER__METHOD__WORKER_EVALUATE, &req.base);
+    return zdist_worker_client_evaluate(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+}
+
+static int
+s_send_status(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
+{
+    return zdist_worker_client_status(r->mwm->w[i].cl, timeout_ms, ret_id);
+}
+
+static int
+s_send_get_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
+{
+    return zdist_worker_client_get_state(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+}
+
+/* SET_STATE from the loaded checkpoint (tensors copied into the request). */
+static int
+s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
+{
+    const coord_wstate_t *ws = r->mwm->loaded;
+    zdist_worker_state_t st = {r->cfg->job.name, ws->step, ws->iterations, r->mwm->loaded_skip};
+    return zdist_worker_client_set_state(r->mwm->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
 }
 
 /* ---- checkpoints ---- */
-
-typedef struct s_state_file {
-    uint8_t *buf; /* the whole file */
-    size_t len;
-    int64_t step, iterations;
-    uint32_t count;
-} s_state_file_t;
-
-static int
-s_put(FILE *f, uLong *crc, const void *p, size_t n)
-{
-    *crc = crc32(*crc, p, (uInt)n);
-    return fwrite(p, 1, n, f) == n ? 0 : -EIO;
-}
-
-/* Writes the GET_STATE reply's tensors to dir/workers-state.bin (fsynced). */
-static int
-s_state_write(const char *dir, const zdist_msg_t *reply, int64_t step, int64_t iterations, uint64_t *ret_bytes,
-              zdist_error_t *err)
-{
-    char path[1200], tmp[1210];
-    snprintf(path, sizeof path, "%s/%s", dir, S_STATE_FILE);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
-    if (!f)
-        return zdist_error_set(err, -errno, "%s: %s", tmp, strerror(errno));
-    uLong crc = crc32(0, Z_NULL, 0);
-    uint32_t version = 1, count = (uint32_t)zdist_msg_tensor_count(reply);
-    int rc = s_put(f, &crc, S_MAGIC, 8);
-    if (rc == 0)
-        rc = s_put(f, &crc, &version, sizeof version);
-    if (rc == 0)
-        rc = s_put(f, &crc, &step, sizeof step);
-    if (rc == 0)
-        rc = s_put(f, &crc, &iterations, sizeof iterations);
-    if (rc == 0)
-        rc = s_put(f, &crc, &count, sizeof count);
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < count && rc == 0; i++) {
-        const zdist_tensor_t *t = zdist_msg_tensor(reply, i);
-        uint32_t nlen = t->name ? (uint32_t)strlen(t->name) : 0;
-        uint64_t nbytes = t->nbytes;
-        rc = s_put(f, &crc, &nlen, sizeof nlen);
-        if (rc == 0)
-            rc = s_put(f, &crc, t->name ? t->name : "", nlen);
-        if (rc == 0)
-            rc = s_put(f, &crc, &nbytes, sizeof nbytes);
-        if (rc == 0)
-            rc = s_put(f, &crc, t->data, t->nbytes);
-        bytes += nbytes;
-    }
-    uint32_t c32 = (uint32_t)crc;
-    if (rc == 0 && fwrite(&c32, 1, sizeof c32, f) != sizeof c32)
-        rc = -EIO;
-    if ((fflush(f) != 0 || fsync(fileno(f)) != 0) && rc == 0)
-        rc = -EIO;
-    fclose(f);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc < 0) {
-        unlink(tmp);
-        return zdist_error_set(err, rc, "writing %s: %s", path, strerror(-rc));
-    }
-    *ret_bytes = bytes;
-    return 0;
-}
-
-static int
-s_state_read(const char *dir, s_state_file_t *ret, zdist_error_t *err)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, S_STATE_FILE);
-    memset(ret, 0, sizeof *ret);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return zdist_error_set(err, -e, "%s: %s", path, strerror(e));
-    }
-    ret->len = (size_t)sb.st_size;
-    ret->buf = malloc(ret->len + 1);
-    ssize_t got = ret->buf ? read(fd, ret->buf, ret->len) : -1;
-    close(fd);
-    const size_t head = 8 + 4 + 8 + 8 + 4;
-    if (got != (ssize_t)ret->len || ret->len < head + 4)
-        goto corrupt;
-    uint32_t version, c32;
-    memcpy(&c32, ret->buf + ret->len - 4, 4);
-    if (memcmp(ret->buf, S_MAGIC, 8) != 0 || (uint32_t)crc32(crc32(0, Z_NULL, 0), ret->buf, (uInt)(ret->len - 4)) != c32)
-        goto corrupt;
-    memcpy(&version, ret->buf + 8, 4);
-    memcpy(&ret->step, ret->buf + 12, 8);
-    memcpy(&ret->iterations, ret->buf + 20, 8);
-    memcpy(&ret->count, ret->buf + 28, 4);
-    if (version != 1)
-        goto corrupt;
-    return 0;
-corrupt:
-    free(ret->buf);
-    ret->buf = NULL;
-    return zdist_error_set(err, -EBADMSG, "%s: not a complete zdist worker-state file (bad size, magic, version or "
-                           "CRC); delete this checkpoint directory to resume from the one before", path);
-}
-
-/* SET_STATE for worker i from the file (tensors copied into the message). */
-static zdist_msg_t *
-s_make_set_state(coord_run_t *r, int i)
-{
-    (void)i;
-    const s_state_file_t *sf = r->mwm->loaded;
-    Zdist__Worker__State body = ZDIST__WORKER__STATE__INIT;
-    body.job = r->cfg->job.name;
-    body.step = sf->step;
-    body.iterations = sf->iterations;
-    body.skip_steps = r->mwm->loaded_skip;
-    zdist_msg_t *m = s_request(ZDIST__WORKER__METHOD__WORKER_SET_STATE, &body.base);
-    size_t at = 32, end = sf->len - 4;
-    for (uint32_t k = 0; m && k < sf->count; k++) {
-        uint32_t nlen;
-        uint64_t nbytes;
-        char name[512];
-        if (at + 4 > end || (memcpy(&nlen, sf->buf + at, 4), at += 4, nlen >= sizeof name) || at + nlen + 8 > end)
-            goto bad;
-        memcpy(name, sf->buf + at, nlen);
-        name[nlen] = '\0';
-        at += nlen;
-        memcpy(&nbytes, sf->buf + at, 8);
-        at += 8;
-        if (nbytes % sizeof(float) != 0 || nbytes > end - at)
-            goto bad;
-        zdist_shape_t shape = {.rank = 1, .dims = {(int64_t)(nbytes / sizeof(float))}};
-        if (zdist_msg_add_tensor_copy(m, name, ZDIST_DTYPE_FLOAT32, &shape, sf->buf + at, nbytes) < 0)
-            goto bad;
-        at += nbytes;
-    }
-    if (m && at == end)
-        return m;
-bad:
-    zdist_msg_destroy(&m);
-    return NULL;
-}
 
 static int
 s_save(coord_run_t *r, int64_t step)
 {
     coord_mwm_t *m = r->mwm;
+    bool which[COORD_MAX_TASKS] = {0};
     int w0 = -1;
     for (int i = 0; i < m->n && w0 < 0; i++)
         if (m->w[i].in_ring && m->w[i].rank == 0)
             w0 = i;
-    Zdist__Worker__GetStateRequest req = ZDIST__WORKER__GET_STATE_REQUEST__INIT;
-    req.job = r->cfg->job.name;
-    zdist_msg_t *q = s_request(ZDIST__WORKER__METHOD__WORKER_GET_STATE, &req.base), *reply = NULL;
-    zdist_error_t err = {0};
+    if (w0 < 0)
+        return -EIO;
+    which[w0] = true;
+    s_replies_t rs;
+    s_call(r, which, s_send_get_state, S_CALL_MS, S_CALL_MS, &rs);
+    const zdist_worker_reply_t *rep = s_ok(&rs, w0);
     char why[1024];
-    Zdist__Worker__State *st = NULL;
+    zdist_tensor_t *ts = NULL;
     int rc = -EIO;
-    if (!s_send(m, w0, &q, S_CALL_MS) || !(reply = s_recv(m, w0, S_CALL_MS + 2000)) ||
-        zdist_msg_status(reply) != ZDIST_STATUS_OK ||
-        zdist_msg_unpack_body(reply, &zdist__worker__state__descriptor, (ProtobufCMessage **)&st, &err) < 0) {
+    if (!rep) {
+        zdist_worker_reply_why(rs.got[w0] ? &rs.r[w0] : NULL, why, sizeof why);
         zsys_warning("job %s: checkpoint at step %lld: GET_STATE from worker task %d: %s", r->cfg->job_id,
-                     (long long)step, w0, st || !reply ? s_why(reply, why, sizeof why) : err.text);
-        s_fail_note(m, "checkpoint: worker task %d: %s", w0, s_why(reply, why, sizeof why));
-        rc = s_is_loss(reply) ? -EAGAIN : -EIO;
+                     (long long)step, w0, why);
+        s_fail_note(m, "checkpoint: worker task %d: %s", w0, why);
+        rc = s_is_loss(rs.got[w0] ? &rs.r[w0] : NULL) ? -EAGAIN : -EIO;
         goto out;
     }
-    if (st->step != step) {
+    if (rep->state.step != step) {
         zsys_error("job %s: worker task %d is at step %lld, the job at %lld: not saving", r->cfg->job_id, w0,
-                   (long long)st->step, (long long)step);
+                   (long long)rep->state.step, (long long)step);
         goto out;
     }
+    size_t n = zdist_worker_reply_tensor_count(rep);
+    ts = calloc(n ? n : 1, sizeof *ts);
+    if (!ts) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++)
+        ts[k] = *zdist_worker_reply_tensor(rep, k);
     char dir[1100], fields[128], where[64];
     uint64_t bytes = 0;
+    zdist_error_t err = {0};
     coord_run_ckpt_dir(r, step, dir, sizeof dir);
-    if ((rc = s_state_write(dir, reply, step, st->iterations, &bytes, &err)) < 0) {
+    if ((rc = coord_wstate_save(dir, step, rep->state.iterations, ts, n, &bytes, &err)) < 0) {
         zsys_warning("job %s: checkpoint at step %lld: %s", r->cfg->job_id, (long long)step, err.text);
         goto out;
     }
@@ -456,9 +335,8 @@ s_save(coord_run_t *r, int64_t step)
     snprintf(where, sizeof where, "from worker task %d", w0);
     rc = coord_run_ckpt_commit(r, step, fields, bytes, where);
 out:
-    if (st)
-        protobuf_c_message_free_unpacked(&st->base, NULL);
-    zdist_msg_destroy(&reply);
+    free(ts);
+    s_free_replies(m, &rs);
     return rc;
 }
 
@@ -516,30 +394,47 @@ s_init(coord_run_t *r)
 
 /* Which workers answer STATUS now (m->w[i].up). Returns how many. */
 static int
-s_probe(coord_mwm_t *m, int64_t timeout_ms)
+s_probe(coord_run_t *r, int64_t timeout_ms)
 {
-    Zdist__Worker__StatusRequest req = ZDIST__WORKER__STATUS_REQUEST__INIT;
-    bool sent[COORD_MAX_TASKS] = {0};
-    for (int i = 0; i < m->n; i++) {
-        zdist_msg_t *q = s_request(ZDIST__WORKER__METHOD__WORKER_STATUS, &req.base);
-        sent[i] = s_send(m, i, &q, timeout_ms);
-        m->w[i].up = false;
-    }
+    coord_mwm_t *m = r->mwm;
+    bool which[COORD_MAX_TASKS];
+    for (int i = 0; i < m->n; i++)
+        which[i] = true;
+    s_replies_t rs;
+    s_call(r, which, s_send_status, timeout_ms, timeout_ms, &rs);
     int up = 0;
     for (int i = 0; i < m->n; i++) {
-        zdist_msg_t *reply = sent[i] ? s_recv(m, i, timeout_ms + 500) : NULL;
-        m->w[i].up = reply && zdist_msg_status(reply) == ZDIST_STATUS_OK;
-        Zdist__Worker__StatusReply *st = NULL;
-        m->w[i].has_job = m->w[i].up &&
-                          zdist_msg_unpack_body(reply, &zdist__worker__status_reply__descriptor,
-                                                (ProtobufCMessage **)&st, NULL) == 0 &&
-                          strcmp(st->job, m->job_name) == 0;
-        if (st)
-            protobuf_c_message_free_unpacked(&st->base, NULL);
+        const zdist_worker_reply_t *rep = s_ok(&rs, i);
+        m->w[i].up = rep != NULL;
+        m->w[i].has_job = rep && strcmp(rep->worker.job, m->job_name) == 0;
         up += m->w[i].up;
-        zdist_msg_destroy(&reply);
     }
+    s_free_replies(m, &rs);
     return up;
+}
+
+/* Waits until a lost worker answers (a STATUS reaches it as soon as it is
+   back), the pipe speaks (CANCEL, $TERM), or `until`, in one poll; at most
+   S_AWAIT_MS, so the status stays fresh. */
+static void
+s_await_lost(coord_run_t *r, int64_t until)
+{
+    coord_mwm_t *m = r->mwm;
+    int64_t now = zdist_clock_now_ms();
+    if (until - now > S_AWAIT_MS)
+        until = now + S_AWAIT_MS;
+    zdist_worker_client_t *cls[COORD_MAX_TASKS] = {0};
+    for (int i = 0; i < m->n && until > now; i++)
+        if (!m->w[i].dropped && !m->w[i].up && s_send(r, i, s_send_status, until - now))
+            cls[i] = m->w[i].cl;
+    if (until > now)
+        zdist_worker_client_wait_any(cls, (size_t)m->n, zsock_resolve(r->pipe), until - now);
+    for (int i = 0; i < m->n; i++) {
+        zdist_worker_reply_t rep;
+        if (cls[i] && s_take(m, i, &rep))
+            zdist_worker_reply_release(&rep); /* the probe that follows asks again */
+    }
+    coord_run_check_pipe(r);
 }
 
 /* Lockstep rounds until the next checkpoint boundary or the end. */
@@ -553,53 +448,43 @@ s_rounds(coord_run_t *r, int64_t target)
        answers nor drops its link is caught by the survivors' collective
        deadline, after which the coordinator gives it ct + 5 s more. */
     int64_t round_ms = r->cfg->closure_timeout_ms > 0 ? r->cfg->closure_timeout_ms : 600000;
-    zdist_msg_t *replies[COORD_MAX_TASKS];
+    s_replies_t rs;
     while (r->step < target) {
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return 1;
         m->round_steps = target - r->step < spe ? target - r->step : spe;
-        s_ring_call(r, s_make_run, round_ms, ct + 5000, replies);
+        s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
         zdist_closure_result_t res = {.steps = -1};
         bool ok = true;
         for (int i = 0; i < m->n; i++) {
             if (!m->w[i].in_ring)
                 continue;
-            Zdist__Worker__RunStepsReply *rep = NULL;
-            if (!replies[i] || zdist_msg_status(replies[i]) != ZDIST_STATUS_OK ||
-                zdist_msg_unpack_body(replies[i], &zdist__worker__run_steps_reply__descriptor,
-                                      (ProtobufCMessage **)&rep, NULL) < 0) {
+            const zdist_worker_reply_t *rep = s_ok(&rs, i);
+            if (!rep) {
                 ok = false;
                 continue;
             }
-            if (res.steps >= 0 && res.steps != (int64_t)rep->n_steps)
+            if (res.steps >= 0 && res.steps != (int64_t)rep->ran.num_steps)
                 zsys_error("job %s: workers ran different numbers of steps in one round (%lld, %zu)",
-                           r->cfg->job_id, (long long)res.steps, rep->n_steps);
-            res.steps = (int64_t)rep->n_steps;
+                           r->cfg->job_id, (long long)res.steps, rep->ran.num_steps);
+            res.steps = (int64_t)rep->ran.num_steps;
             /* Each worker's loss is its share of the global batch's mean. */
-            for (size_t s = 0; s < rep->n_steps; s++)
-                for (size_t k = 0; k < rep->steps[s]->n_outputs; k++) {
-                    const Zdist__Worker__Output *o = rep->steps[s]->outputs[k];
-                    if (strcmp(o->name, ZDIST_OUTPUT_LOSS) == 0)
-                        res.loss_sum += o->value;
-                    else if (strcmp(o->name, ZDIST_OUTPUT_EXAMPLES) == 0)
-                        res.examples += o->value;
-                    else if (strcmp(o->name, ZDIST_OUTPUT_CORRECT) == 0)
-                        res.correct += o->value;
-                }
-            protobuf_c_message_free_unpacked(&rep->base, NULL);
+            res.loss_sum += rep->ran.loss_sum;
+            res.examples += rep->ran.examples;
+            res.correct += rep->ran.correct;
         }
         if (!ok) {
             m->last_failure[0] = '\0';
-            bool loss = s_ring_failures(r, replies, "");
-            s_free_replies(m, replies);
+            bool loss = s_ring_failures(r, &rs, "");
+            s_free_replies(m, &rs);
             zsys_warning("job %s: step %lld failed: %s", r->cfg->job_id, (long long)r->step + 1, m->last_failure);
             if (loss)
                 return -EAGAIN;
             snprintf(r->error, sizeof r->error, "step %lld: %s", (long long)r->step + 1, m->last_failure);
             return -EIO;
         }
-        s_free_replies(m, replies);
+        s_free_replies(m, &rs);
         if (res.steps <= 0) {
             snprintf(r->error, sizeof r->error, "step %lld: the workers ran no steps (input exhausted?)",
                      (long long)r->step + 1);
@@ -607,6 +492,38 @@ s_rounds(coord_run_t *r, int64_t target)
         }
         coord_run_account(r, &res);
         coord_run_status(r, false);
+    }
+    return 0;
+}
+
+/* Restores the ring from the checkpoint of `last`: 0, -EAGAIN (a worker
+   lost), or another negative errno with r->error set. */
+static int
+s_restore(coord_run_t *r, int64_t last)
+{
+    coord_mwm_t *m = r->mwm;
+    char dir[1100];
+    coord_wstate_t ws;
+    zdist_error_t err = {0};
+    coord_run_ckpt_dir(r, last, dir, sizeof dir);
+    int rc = coord_wstate_load(dir, &ws, &err);
+    if (rc < 0) {
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
+        return rc;
+    }
+    m->loaded = &ws;
+    m->loaded_skip = last;
+    s_replies_t rs;
+    s_ring_call(r, s_send_set_state, S_CALL_MS, S_CALL_MS, &rs);
+    m->loaded = NULL;
+    coord_wstate_release(&ws);
+    bool loss = s_ring_failures(r, &rs, "restoring the checkpoint on ");
+    s_free_replies(m, &rs);
+    if (m->last_failure[0]) {
+        if (loss)
+            return -EAGAIN;
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, m->last_failure);
+        return -EIO;
     }
     return 0;
 }
@@ -628,39 +545,35 @@ coord_mwm_attempt(coord_run_t *r)
         return -EIO;
     }
     m->last_failure[0] = '\0';
-    zdist_msg_t *replies[COORD_MAX_TASKS];
+    s_replies_t rs;
     /* A worker may still hold the job from the ring before: stop it first. */
-    s_probe(m, 2000);
+    s_probe(r, 2000);
     bool stale = false;
     for (int i = 0; i < m->n; i++)
         stale = stale || (m->w[i].in_ring && m->w[i].has_job);
     if (stale) {
-        s_ring_call(r, s_make_stop, 5000, 5000, replies);
-        s_free_replies(m, replies);
+        s_ring_call(r, s_send_stop, 5000, 5000, &rs);
+        s_free_replies(m, &rs);
     }
-    s_ring_call(r, s_make_start, S_CALL_MS, S_CALL_MS, replies);
+    s_ring_call(r, s_send_start, S_CALL_MS, S_CALL_MS, &rs);
     int64_t spe_data = 0;
     for (int i = 0; i < m->n; i++) {
-        Zdist__Worker__StartJobReply *rep = NULL;
-        if (!m->w[i].in_ring || !replies[i] || zdist_msg_status(replies[i]) != ZDIST_STATUS_OK ||
-            zdist_msg_unpack_body(replies[i], &zdist__worker__start_job_reply__descriptor, (ProtobufCMessage **)&rep,
-                                  NULL) < 0)
+        const zdist_worker_reply_t *rep = m->w[i].in_ring ? s_ok(&rs, i) : NULL;
+        if (!rep)
             continue;
-        s_ring_endpoint(&m->w[i], rep->collective_endpoint, m->w[i].ring_ep, sizeof m->w[i].ring_ep);
+        s_ring_endpoint(&m->w[i], rep->started.collective_endpoint, m->w[i].ring_ep, sizeof m->w[i].ring_ep);
         if (m->w[i].rank == 0)
-            spe_data = rep->steps_per_epoch;
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
+            spe_data = rep->started.steps_per_epoch;
     }
-    if (s_ring_failures(r, replies, "starting the job on ")) {
-        s_free_replies(m, replies);
+    if (s_ring_failures(r, &rs, "starting the job on ")) {
+        s_free_replies(m, &rs);
         return -EAGAIN;
     }
+    s_free_replies(m, &rs);
     if (m->last_failure[0]) {
-        s_free_replies(m, replies);
         snprintf(r->error, sizeof r->error, "%s", m->last_failure);
         return -EINVAL;
     }
-    s_free_replies(m, replies);
     if (r->steps == 0)
         r->steps = cfg->job.epochs * spe_data;
     if (r->steps <= 0) {
@@ -668,9 +581,9 @@ coord_mwm_attempt(coord_run_t *r)
         return -EINVAL;
     }
     if (m->ring > 1) {
-        s_ring_call(r, s_make_connect, S_CALL_MS, S_CALL_MS, replies);
-        bool loss = s_ring_failures(r, replies, "connecting the ring on ");
-        s_free_replies(m, replies);
+        s_ring_call(r, s_send_connect, S_CALL_MS, S_CALL_MS, &rs);
+        bool loss = s_ring_failures(r, &rs, "connecting the ring on ");
+        s_free_replies(m, &rs);
         if (m->last_failure[0]) {
             if (loss)
                 return -EAGAIN;
@@ -680,28 +593,8 @@ coord_mwm_attempt(coord_run_t *r)
     }
     int64_t last = coord_run_ckpt_last(cfg->job_dir);
     if (last >= 0) {
-        char dir[1100];
-        s_state_file_t sf;
-        zdist_error_t err = {0};
-        coord_run_ckpt_dir(r, last, dir, sizeof dir);
-        if ((rc = s_state_read(dir, &sf, &err)) < 0) {
-            snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
+        if ((rc = s_restore(r, last)) < 0)
             return rc;
-        }
-        m->loaded = &sf;
-        m->loaded_skip = last;
-        s_ring_call(r, s_make_set_state, S_CALL_MS, S_CALL_MS, replies);
-        m->loaded = NULL;
-        free(sf.buf);
-        bool loss = s_ring_failures(r, replies, "restoring the checkpoint on ");
-        s_free_replies(m, replies);
-        if (m->last_failure[0]) {
-            if (loss)
-                return -EAGAIN;
-            snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last,
-                     m->last_failure);
-            return -EIO;
-        }
         zsys_info("job %s: %d workers in the ring, restored from the checkpoint at step %lld", cfg->job_id, m->ring,
                   (long long)last);
         r->step = r->ckpt_step = last;
@@ -737,7 +630,7 @@ coord_mwm_attempt(coord_run_t *r)
             if ((rc = s_save(r, r->step)) == -EAGAIN)
                 return rc;
             /* A worker left out earlier and back now joins from here. */
-            s_probe(m, 1000);
+            s_probe(r, 1000);
             for (int i = 0; i < m->n; i++)
                 if (m->w[i].dropped && m->w[i].up) {
                     m->w[i].dropped = false;
@@ -773,7 +666,7 @@ coord_mwm_wait(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return false;
-        s_probe(m, 1000);
+        s_probe(r, 1000);
         int missing = 0, up = 0;
         for (int i = 0; i < m->n; i++) {
             up += m->w[i].up;
@@ -799,7 +692,8 @@ coord_mwm_wait(coord_run_t *r)
             return true;
         }
         coord_run_status(r, false);
-        zclock_sleep(200);
+        /* Going on without needs a worker that is up: until then, wait for any. */
+        s_await_lost(r, wait >= 0 && up > 0 ? start + wait : INT64_MAX);
     }
 }
 
@@ -808,27 +702,25 @@ coord_mwm_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
 {
     coord_mwm_t *m = r->mwm;
     memset(ret, 0, sizeof *ret);
-    zdist_msg_t *replies[COORD_MAX_TASKS];
-    s_ring_call(r, s_make_evaluate, 600000, 10000, replies);
+    s_replies_t rs;
+    s_ring_call(r, s_send_evaluate, 600000, 10000, &rs);
     int rc = 0;
     char why[1024];
     for (int i = 0; i < m->n && rc == 0; i++) {
         if (!m->w[i].in_ring)
             continue;
-        Zdist__Worker__EvaluateReply *rep = NULL;
-        if (!replies[i] || zdist_msg_status(replies[i]) != ZDIST_STATUS_OK ||
-            zdist_msg_unpack_body(replies[i], &zdist__worker__evaluate_reply__descriptor, (ProtobufCMessage **)&rep,
-                                  NULL) < 0) {
-            rc = zdist_error_set(err, -EIO, "worker task %d: %s", i, s_why(replies[i], why, sizeof why));
+        const zdist_worker_reply_t *rep = s_ok(&rs, i);
+        if (!rep) {
+            rc = zdist_error_set(err, -EIO, "worker task %d: %s",
+                                 i, zdist_worker_reply_why(rs.got[i] ? &rs.r[i] : NULL, why, sizeof why));
             break;
         }
-        ret->correct += rep->correct;
-        ret->total += rep->total;
-        ret->loss_sum += rep->loss_sum;
-        ret->has_correct = ret->has_correct || rep->has_correct;
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        ret->correct += rep->evaluation.correct;
+        ret->total += rep->evaluation.total;
+        ret->loss_sum += rep->evaluation.loss_sum;
+        ret->has_correct = ret->has_correct || rep->evaluation.has_correct;
     }
-    s_free_replies(m, replies);
+    s_free_replies(m, &rs);
     return rc;
 }
 
@@ -837,9 +729,9 @@ coord_mwm_stop(coord_run_t *r)
 {
     if (!r->mwm)
         return;
-    zdist_msg_t *replies[COORD_MAX_TASKS];
-    s_ring_call(r, s_make_stop, 2000, 2000, replies);
-    s_free_replies(r->mwm, replies);
+    s_replies_t rs;
+    s_ring_call(r, s_send_stop, 2000, 2000, &rs);
+    s_free_replies(r->mwm, &rs);
 }
 
 const char *
@@ -857,8 +749,7 @@ coord_mwm_workers_json(coord_run_t *r)
         const s_worker_t *w = &m->w[i];
         json_array_append_new(a, json_pack("{s:i, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
                                            "up", w->up, "in_ring", w->in_ring, "rank", w->rank,
-                                           "ring_endpoint", w->ring_ep, "restarts",
-                                           (int)zdist_rpc_client_peer_restarts(w->cl)));
+                                           "ring_endpoint", w->ring_ep, "restarts", (int)w->restarts));
     }
     return a;
 }
@@ -869,7 +760,7 @@ coord_mwm_destroy(coord_run_t *r)
     if (!r->mwm)
         return;
     for (int i = 0; i < r->mwm->n; i++)
-        zdist_rpc_client_destroy(&r->mwm->w[i].cl);
+        zdist_worker_client_destroy(&r->mwm->w[i].cl);
     free(r->mwm);
     r->mwm = NULL;
 }

@@ -56,6 +56,8 @@ void coord_run_account(coord_run_t *r, const zdist_closure_result_t *res);
 void coord_run_status(coord_run_t *r, bool force);
 /* Takes CANCEL / $TERM from the pipe (sets r->cancel, r->term). */
 void coord_run_check_pipe(coord_run_t *r);
+/* Waits up to ms for the pipe, then takes what came (CANCEL, $TERM). */
+void coord_run_wait_pipe(coord_run_t *r, int64_t ms);
 /* The step of the newest complete checkpoint, -1 when none. */
 int64_t coord_run_ckpt_last(const char *job_dir);
 /* STATE/jobs/ID/ckpt-STEP into dir (created). */

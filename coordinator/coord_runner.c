@@ -1,7 +1,6 @@
 /* coord_runner: a job from start to end — variables, closures, checkpoints, psd recovery, evaluation, metrics. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
@@ -13,6 +12,7 @@
 
 #include "coord_run.h"
 #include "zdist/coordinator.h"
+#include "zdist/file.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
 
@@ -113,10 +113,9 @@ s_svg(coord_run_t *r)
 {
     if (r->npoints < 1)
         return;
-    char path[1100], tmp[1110];
-    snprintf(path, sizeof path, "%s/loss.svg", r->cfg->job_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f)
         return;
     double maxs = r->pt_step[r->npoints - 1] > 0 ? r->pt_step[r->npoints - 1] : 1, maxl = 0;
@@ -141,10 +140,14 @@ s_svg(coord_run_t *r)
         fprintf(f, "%.1f,%.1f ", M + (W - 10 - M) * r->pt_step[i] / maxs,
                 (H - M) - (H - M - 30) * r->pt_loss[i] / maxl);
     fprintf(f, "\"/>\n</svg>\n");
-    fflush(f);
-    fsync(fileno(f));
-    fclose(f);
-    rename(tmp, path);
+    if (fclose(f) == 0) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/loss.svg", r->cfg->job_dir);
+        zdist_error_t err = {0};
+        if (zdist_file_write_text(path, text, &err) < 0)
+            zsys_warning("job %s: %s, ignoring", r->cfg->job_id, err.text);
+    }
+    free(text);
 }
 
 void
@@ -227,22 +230,6 @@ coord_run_ckpt_last(const char *job_dir)
     return n ? steps[n - 1] : -1;
 }
 
-static int
-s_write_atomic(const char *path, const char *text)
-{
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    size_t len = strlen(text);
-    int rc = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
-    close(fd);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    return rc;
-}
-
 void
 coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t size)
 {
@@ -258,9 +245,12 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     snprintf(manifest, sizeof manifest, "{\"job_id\": \"%s\", \"step\": %lld, %s, \"bytes\": %llu, \"time\": %.3f}\n",
              r->cfg->job_id, (long long)step, fields, (unsigned long long)bytes, (double)zdist_clock_now_ms() / 1000.0);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    int rc = s_write_atomic(path, manifest);
-    if (rc < 0)
+    zdist_error_t err = {0};
+    int rc = zdist_file_write_text(path, manifest, &err);
+    if (rc < 0) {
+        zsys_warning("job %s: checkpoint at step %lld: %s", r->cfg->job_id, (long long)step, err.text);
         return rc;
+    }
     r->ckpt_step = step;
     /* Keep the newest K complete ones; drop older and incomplete ones. */
     int64_t steps[1024];
@@ -356,6 +346,14 @@ s_ps_record(coord_run_t *r)
 /* ---- control ---- */
 
 void
+coord_run_wait_pipe(coord_run_t *r, int64_t ms)
+{
+    zmq_pollitem_t item = {zsock_resolve(r->pipe), 0, ZMQ_POLLIN, 0};
+    zmq_poll(&item, 1, (long)ms);
+    coord_run_check_pipe(r);
+}
+
+void
 coord_run_check_pipe(coord_run_t *r)
 {
     while (zsock_events(r->pipe) & ZMQ_POLLIN) {
@@ -388,7 +386,9 @@ s_wait_ps(coord_run_t *r)
         if (all)
             return true;
         coord_run_status(r, false);
-        zclock_sleep(200);
+        /* The stats calls wait for the psds themselves (a request reaches a
+           psd as soon as it is back); between rounds only the pipe. */
+        coord_run_wait_pipe(r, 200);
     }
 }
 
@@ -428,9 +428,8 @@ s_attempt(coord_run_t *r)
         pp[i] = cfg->ps[i];
     char prefix[80];
     snprintf(prefix, sizeof prefix, "%s/", cfg->job_id);
-    o.job_json = cfg->job.worker_json;
-    o.job_name = cfg->job.name;
-    o.base_dir = cfg->base_dir;
+    o.job = &cfg->job.spec;
+    o.repeat_input = true; /* the coordinator counts the steps of epochs */
     o.workers = wp;
     o.num_workers = (size_t)cfg->num_workers;
     o.ps = pp;

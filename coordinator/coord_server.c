@@ -665,10 +665,10 @@ s_cancel(zdist_rpc_call_t *call, void *state)
 }
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0},
-    {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0},
-    {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0},
-    {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0},
+    {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, ZDIST_ROLE_CLIENT},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

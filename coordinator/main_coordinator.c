@@ -28,6 +28,7 @@ s_usage(FILE *out)
             "  --state-dir DIR           jobs, checkpoints, metrics (default $STATE_DIRECTORY, else ./zdist-state);\n"
             "                            every ps task must be able to write there (same machine or shared fs)\n"
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
+            "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
 
@@ -38,10 +39,11 @@ main(int argc, char **argv)
         {"cluster", required_argument, NULL, 'c'},   {"task", required_argument, NULL, 't'},
         {"bind", required_argument, NULL, 'b'},      {"state-dir", required_argument, NULL, 's'},
         {"closure-timeout-ms", required_argument, NULL, 'T'},
+        {"keys", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *state_dir = NULL;
+    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
     static coord_server_config_t config;
     config.closure_timeout_ms = 120000;
     int opt;
@@ -67,6 +69,9 @@ main(int argc, char **argv)
                 return 2;
             }
             config.closure_timeout_ms = v;
+            break;
+        case 'k':
+            keys_dir = optarg;
             break;
         case 'h':
             s_usage(stdout);
@@ -95,6 +100,10 @@ main(int argc, char **argv)
     if (!cluster) {
         fprintf(stderr, "zdist-coordinator: needs the cluster (its workers and ps tasks): set TF_CONFIG or pass "
                         "--cluster FILE\n");
+        return 2;
+    }
+    if (zdist_daemon_keys("zdist-coordinator", keys_dir, "chief", chief_index, cluster) != 0) {
+        zdist_cluster_destroy(&cluster);
         return 2;
     }
     const char *jobs[2] = {"worker", "ps"};

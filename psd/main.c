@@ -22,6 +22,7 @@ s_usage(FILE *out)
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
             "  --max-tensor-bytes N    largest tensor in a request or reply (default 268435456)\n"
+            "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
 
@@ -34,11 +35,12 @@ main(int argc, char **argv)
         {"bind", required_argument, NULL, 'b'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-tensor-bytes", required_argument, NULL, 'T'},
+        {"keys", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL;
+    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL;
     psd_server_config_t config = {0};
     zdist_wire_limits_default(&config.limits);
     config.max_tensor_bytes = (size_t) 256 << 20;
@@ -67,6 +69,9 @@ main(int argc, char **argv)
             else
                 config.max_tensor_bytes = (size_t) v;
             break;
+        case 'k':
+            keys_dir = optarg;
+            break;
         case 'h':
             s_usage(stdout);
             return 0;
@@ -92,9 +97,14 @@ main(int argc, char **argv)
     zsys_set_logident("zdist-psd");
     zsys_set_logstream(stderr);
 
+    zdist_cluster_t *cluster = NULL;
     if (zdist_daemon_find_task("zdist-psd", cluster_file, task, bind, "ps", &config.ps_task, config.endpoint,
-                               sizeof config.endpoint, NULL) != 0)
+                               sizeof config.endpoint, &cluster) != 0)
         return 2;
+    int rc = zdist_daemon_keys("zdist-psd", keys_dir, "ps", config.ps_task, cluster);
+    zdist_cluster_destroy(&cluster);
+    if (rc != 0)
+        return rc;
     char what[64];
     snprintf(what, sizeof what, "ps task %d", config.ps_task);
     return zdist_daemon_run(psd_server_actor, &config, what);

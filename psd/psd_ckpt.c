@@ -11,12 +11,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "psd_ckpt.h"
+#include "zdist/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "checkpoint files are raw little-endian: port s_write_all/s_read before using a big-endian host"
+#error "checkpoint files are raw little-endian: port the save and s_read_entry before using a big-endian host"
 #endif
 
 #define S_FORMAT "zdist-psd-checkpoint"
@@ -25,36 +25,6 @@
 #define S_PATH_MAX 4096
 
 /* ---------------------------------------------------------------- helpers */
-
-static uint32_t
-s_crc(uint32_t crc, const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    while (len > 0) {
-        uInt n = len > (1u << 30) ? (1u << 30) : (uInt) len;
-        crc = (uint32_t) crc32(crc, p, n);
-        p += n;
-        len -= n;
-    }
-    return crc;
-}
-
-static int
-s_write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len > ((size_t) 1 << 30) ? ((size_t) 1 << 30) : len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t) n;
-    }
-    return 0;
-}
 
 /* Reads exactly len bytes; -EBADMSG if the file ends first. */
 static int
@@ -112,50 +82,6 @@ s_encode_name(const char *name, char *out, size_t size)
     out[o] = 0;
     if (o > 120) /* keep file names well below NAME_MAX */
         snprintf(out + 100, size - 100, "~%016" PRIx64, s_fnv(name));
-}
-
-/* Writes buffers to dir/name atomically: temp file, fsync, rename. */
-typedef struct {
-    const void *buf;
-    size_t len;
-} s_piece_t;
-
-static int
-s_write_file(int dirfd, const char *dir, const char *name, const s_piece_t *pieces, int npieces,
-             uint32_t *ret_crc, zdist_error_t *err)
-{
-    char tmp[S_PATH_MAX];
-    snprintf(tmp, sizeof tmp, ".%s.tmp-%ld", name, (long) getpid());
-    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return zdist_error_set(err, -errno, "cannot create %s/%s: %s", dir, tmp, strerror(errno));
-    uint32_t crc = (uint32_t) crc32(0L, Z_NULL, 0);
-    int rc = 0;
-    for (int i = 0; i < npieces && rc == 0; i++) {
-        crc = s_crc(crc, pieces[i].buf, pieces[i].len);
-        rc = s_write_all(fd, pieces[i].buf, pieces[i].len);
-    }
-    if (rc == 0 && fsync(fd) < 0)
-        rc = -errno;
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        unlinkat(dirfd, tmp, 0);
-        return zdist_error_set(err, rc, "cannot write %s/%s: %s", dir, name, strerror(-rc));
-    }
-    if (ret_crc)
-        *ret_crc = crc;
-    return 0;
-}
-
-static int
-s_fsync_dir(int dirfd, const char *dir, zdist_error_t *err)
-{
-    if (fsync(dirfd) < 0)
-        return zdist_error_set(err, -errno, "cannot fsync directory %s: %s", dir, strerror(errno));
-    return 0;
 }
 
 static json_t *
@@ -258,11 +184,13 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
 
         psd_shard_view_t view;
         psd_shard_view_begin(shards[i], &view);
-        s_piece_t pieces[1 + ZDIST_OPTIM_MAX_SLOTS] = {{view.values, view.value_bytes}};
+        zdist_file_piece_t pieces[1 + ZDIST_OPTIM_MAX_SLOTS] = {{view.values, view.value_bytes}};
         for (int k = 0; k < view.nslots; k++)
-            pieces[1 + k] = (s_piece_t){view.slots[k], view.value_bytes};
+            pieces[1 + k] = (zdist_file_piece_t){view.slots[k], view.value_bytes};
         uint32_t crc = 0;
-        rc = s_write_file(dirfd, dir, fname, pieces, 1 + view.nslots, &crc, err);
+        char fpath[S_PATH_MAX];
+        snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
+        rc = zdist_file_write(fpath, pieces, 1 + view.nslots, 0644, &crc, err);
         psd_shard_view_end(shards[i]);
         if (rc < 0)
             goto out;
@@ -282,9 +210,6 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
             goto out;
         }
     }
-    if ((rc = s_fsync_dir(dirfd, dir, err)) < 0)
-        goto out;
-
     char mname[64], mpath[S_PATH_MAX];
     snprintf(mname, sizeof mname, "manifest-ps%d.json", ps_task);
     snprintf(mpath, sizeof mpath, "%s/%s", dir, mname);
@@ -294,10 +219,9 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    s_piece_t mp = {text, strlen(text)};
-    if ((rc = s_write_file(dirfd, dir, mname, &mp, 1, NULL, err)) < 0)
-        goto out;
-    if ((rc = s_fsync_dir(dirfd, dir, err)) < 0)
+    /* Written last, after every shard file is durable: a manifest names
+       only complete files. */
+    if ((rc = zdist_file_write_text(mpath, text, err)) < 0)
         goto out;
     /* The new manifest is durable: files only the old one named can go. */
     size_t k;
@@ -676,7 +600,7 @@ s_read_entry(s_restore_t *r, int dirfd, const s_entry_t *e, void *chunk, zdist_e
     uint64_t rows = (uint64_t) (e->row_end - e->row_start);
     uint64_t row_bytes = rows ? e->bytes / (uint64_t) (1 + e->nslots) / rows : 0;
     uint64_t section = rows * row_bytes;
-    uint32_t crc = (uint32_t) crc32(0L, Z_NULL, 0);
+    uint32_t crc = 0;
     for (uint64_t pos = 0; pos < e->bytes;) {
         size_t len = e->bytes - pos > S_IO_CHUNK ? S_IO_CHUNK : (size_t) (e->bytes - pos);
         if ((rc = s_read_all(fd, chunk, len)) < 0) {
@@ -684,7 +608,7 @@ s_read_entry(s_restore_t *r, int dirfd, const s_entry_t *e, void *chunk, zdist_e
                                  "read failed: %s", r->dir, e->file, strerror(-rc));
             goto out;
         }
-        crc = s_crc(crc, chunk, len);
+        crc = zdist_crc32(crc, chunk, len);
         for (size_t ti = 0; ti < r->ntargets; ti++) {
             s_target_t *t = &r->targets[ti];
             const psd_shard_spec_t *s = t->spec;

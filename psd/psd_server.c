@@ -4,12 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps.pb-c.h"
-#include "wire/body.h"
 #include "psd_ckpt.h"
 #include "psd_server.h"
 #include "psd_shard.h"
 #include "zdist/daemon.h"
+#include "zdist/ps_service.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -66,52 +65,27 @@ static int
 s_create(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__CreateRequest *req = (const Zdist__Ps__CreateRequest *) zdist_rpc_call_body(call);
+    const zdist_ps_var_spec_t *req = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
-    psd_shard_spec_t spec = {0};
-    spec.name = req->name;
-    spec.dtype = zdist_dtype_from_name(req->dtype);
-    if (!zdist_dtype_is_data(spec.dtype))
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "create '%s': dtype '%s' cannot be stored; use float32, float64, int32, int64 or uint8",
-                        req->name, req->dtype);
-    if (zdist_shape_init(&spec.shape, (int) (req->n_shape <= ZDIST_MAX_RANK ? req->n_shape : ZDIST_MAX_RANK + 1),
-                         req->shape) < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "create '%s': shape must have rank <= %d and no negative dimension", req->name,
-                        ZDIST_MAX_RANK);
-    spec.shard_index = req->shard_index;
-    spec.row_offset = req->row_offset;
-    spec.rows = req->row_count;
-    spec.seed = req->seed;
-    spec.init.kind = ZDIST_INIT_ZEROS;
-    if (req->initializer && req->initializer->kind && *req->initializer->kind) {
-        zdist_init_kind_t kind;
-        if (zdist_init_kind_from_name(req->initializer->kind, &kind) < 0)
-            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "create '%s': unknown initializer '%s'; use zeros, ones, constant, random_uniform, "
-                            "random_normal, truncated_normal or glorot_uniform",
-                            req->name, req->initializer->kind);
-        spec.init.kind = kind;
-        spec.init.value = req->initializer->value;
-        spec.init.minval = req->initializer->minval;
-        spec.init.maxval = req->initializer->maxval;
-        spec.init.mean = req->initializer->mean;
-        spec.init.stddev = req->initializer->stddev;
-    }
-    size_t bytes;
-    if (zdist_tensor_byte_size(spec.dtype, &spec.shape, &bytes) < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "create '%s': the shape overflows", req->name);
+    psd_shard_spec_t spec = {
+        .name = req->name,
+        .dtype = req->dtype,
+        .shape = req->shape,
+        .shard_index = req->shard_index,
+        .row_offset = req->row_offset,
+        .rows = req->row_count,
+        .init = req->init,
+        .seed = req->seed,
+    };
     bool existed = psd_store_find(self->store, req->name, req->shard_index) != NULL;
     int rc = psd_store_create(self->store, &spec, NULL, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    Zdist__Ps__CreateReply reply = ZDIST__PS__CREATE_REPLY__INIT;
-    reply.created = !existed;
     if (!existed)
         zsys_info("created variable '%s' shard %d rows %lld..%lld (%s)", req->name, req->shard_index,
-                  (long long) spec.row_offset, (long long) (spec.row_offset + spec.rows), req->dtype);
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+                  (long long) spec.row_offset, (long long) (spec.row_offset + spec.rows),
+                  zdist_dtype_name(req->dtype));
+    return zdist_ps_reply_set_create(zdist_rpc_call_reply(call), !existed);
 }
 
 static int
@@ -147,14 +121,14 @@ static int
 s_pull(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__PullRequest *req = (const Zdist__Ps__PullRequest *) zdist_rpc_call_body(call);
+    const zdist_ps_pull_t *req = zdist_rpc_call_body(call);
     psd_shard_t *shard = s_find(self, call, req->name, req->shard_index);
     if (!shard)
         return -ENOENT;
     const psd_shard_spec_t *spec = psd_shard_spec(shard);
     int64_t start = req->row_count == 0 ? spec->row_offset : req->row_start;
     int64_t n = req->row_count == 0 ? spec->rows : req->row_count;
-    if (n < 0 || start < spec->row_offset || start > spec->row_offset + spec->rows - n)
+    if (start < spec->row_offset || start > spec->row_offset + spec->rows - n)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "pull '%s' shard %d: rows %lld..%lld are outside the shard's rows %lld..%lld", req->name,
                         req->shard_index, (long long) start, (long long) (start + n), (long long) spec->row_offset,
@@ -186,27 +160,12 @@ s_any_shard(self_t *self, const char *name)
     return found;
 }
 
-/* The int64 [n] ids tensor of a request, or a refusal. */
-static const zdist_tensor_t *
-s_ids(zdist_rpc_call_t *call, size_t index)
-{
-    const zdist_tensor_t *t = zdist_msg_tensor(zdist_rpc_call_request(call), index);
-    if (!t || t->dtype != ZDIST_DTYPE_INT64 || t->shape.rank != 1) {
-        s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "tensor %zu must be the ids: int64 with shape [n]", index);
-        return NULL;
-    }
-    return t;
-}
-
 static int
 s_pull_rows(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__PullRowsRequest *req = (const Zdist__Ps__PullRowsRequest *) zdist_rpc_call_body(call);
-    const zdist_tensor_t *ids = s_ids(call, 0);
-    if (!ids)
-        return -EINVAL;
-    size_t nids = (size_t) ids->shape.dims[0];
+    const zdist_ps_pull_rows_t *req = zdist_rpc_call_body(call);
+    size_t nids = req->nids;
     psd_shard_t *any = s_any_shard(self, req->name);
     if (!any)
         return s_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d", req->name,
@@ -220,24 +179,23 @@ s_pull_rows(zdist_rpc_call_t *call, void *state)
     if (rc < 0)
         return rc;
     zdist_error_t err = {0};
-    /* zdist_wire_recv hands over payloads aligned for their dtype. */
-    rc = psd_store_read_ids(self->store, req->name, ids->data, nids, buf, bytes, &err);
+    rc = psd_store_read_ids(self->store, req->name, req->ids, nids, buf, bytes, &err);
     return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
 }
 
 static psd_op_t
-s_op_for(uint32_t method, size_t ntensors)
+s_op_for(uint32_t method, bool by_ids)
 {
     switch (method) {
-    case ZDIST__PS__METHOD__PS_PUSH:
-        return ntensors == 2 ? PSD_OP_APPLY_SPARSE : PSD_OP_APPLY_DENSE;
-    case ZDIST__PS__METHOD__PS_ASSIGN:
+    case ZDIST_PS_PUSH:
+        return by_ids ? PSD_OP_APPLY_SPARSE : PSD_OP_APPLY_DENSE;
+    case ZDIST_PS_ASSIGN:
         return PSD_OP_ASSIGN;
-    case ZDIST__PS__METHOD__PS_ASSIGN_ADD:
+    case ZDIST_PS_ASSIGN_ADD:
         return PSD_OP_ASSIGN_ADD;
-    case ZDIST__PS__METHOD__PS_ASSIGN_SUB:
+    case ZDIST_PS_ASSIGN_SUB:
         return PSD_OP_ASSIGN_SUB;
-    case ZDIST__PS__METHOD__PS_SCATTER_ADD:
+    case ZDIST_PS_SCATTER_ADD:
         return PSD_OP_SCATTER_ADD;
     default:
         return PSD_OP_SCATTER_UPDATE;
@@ -248,61 +206,127 @@ static int
 s_write(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__WriteRequest *req = (const Zdist__Ps__WriteRequest *) zdist_rpc_call_body(call);
-    const zdist_msg_t *msg = zdist_rpc_call_request(call);
-    size_t ntensors = zdist_msg_tensor_count(msg);
-    psd_op_t op = s_op_for(zdist_rpc_call_method(call), ntensors);
-    bool by_ids = op == PSD_OP_APPLY_SPARSE || op == PSD_OP_SCATTER_ADD || op == PSD_OP_SCATTER_UPDATE;
-    if (by_ids && ntensors != 2)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "write to '%s' by ids takes two tensors (ids int64 [n], rows [n, ...]), got %zu", req->name,
-                        ntensors);
+    const zdist_ps_write_t *req = zdist_rpc_call_body(call);
     psd_shard_t *shard = s_find(self, call, req->name, req->shard_index);
     if (!shard)
         return -ENOENT;
-    psd_write_t w = {0};
-    w.op = op;
-    w.client_id = zdist_msg_client_id(msg);
-    w.sequence = req->sequence;
-    const zdist_tensor_t *values = zdist_msg_tensor(msg, by_ids ? 1 : 0);
-    if (by_ids) {
-        const zdist_tensor_t *ids = s_ids(call, 0);
-        if (!ids)
-            return -EINVAL;
-        w.ids = ids->data;
-        w.nids = (size_t) ids->shape.dims[0];
-        if (values->shape.rank < 1 || values->shape.dims[0] != (int64_t) w.nids)
-            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "write to '%s': %zu ids but the rows tensor has %lld rows", req->name, w.nids,
-                            values->shape.rank ? (long long) values->shape.dims[0] : 0LL);
-    } else {
-        w.row_start = req->row_count == 0 ? psd_shard_spec(shard)->row_offset : req->row_start;
-        w.nrows = req->row_count == 0 ? PSD_WHOLE_SHARD : req->row_count;
-    }
+    const zdist_tensor_t *values = &req->values;
     if (values->nbytes > self->config.max_tensor_bytes)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "write to '%s': tensor of %zu bytes exceeds the limit of %zu bytes", req->name,
                         values->nbytes, self->config.max_tensor_bytes);
-    w.dtype = values->dtype;
-    w.nbytes = values->nbytes;
+    psd_write_t w = {
+        .op = s_op_for(zdist_rpc_call_method(call), req->by_ids),
+        .client_id = zdist_msg_client_id(zdist_rpc_call_request(call)),
+        .sequence = req->sequence,
+        .dtype = values->dtype,
+        .data = values->data, /* aligned for its dtype by zdist_wire_recv */
+        .nbytes = values->nbytes,
+    };
+    if (req->by_ids) {
+        w.ids = req->ids;
+        w.nids = req->nids;
+    } else {
+        w.row_start = req->row_count == 0 ? psd_shard_spec(shard)->row_offset : req->row_start;
+        w.nrows = req->row_count == 0 ? PSD_WHOLE_SHARD : req->row_count;
+    }
     zdist_error_t err = {0};
-    w.data = values->data; /* aligned for its dtype by zdist_wire_recv */
     int rc = psd_shard_write(shard, &w, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    Zdist__Ps__WriteReply reply = ZDIST__PS__WRITE_REPLY__INIT;
-    reply.duplicate = rc == PSD_DUPLICATE;
-    reply.step = psd_shard_step(shard);
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), rc == PSD_DUPLICATE, psd_shard_step(shard));
+}
+
+/* One worker step for this ps: every item checked first (a refusal changes
+   nothing), then the pushes applied under the request's client id and
+   sequence (a retransmission: acknowledged per shard, not applied again),
+   then the values of the items that pull, read after the updates. */
+static int
+s_push_pull(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_ps_push_pull_t *req = zdist_rpc_call_body(call);
+    size_t n = req->nitems;
+    uint64_t client_id = zdist_msg_client_id(zdist_rpc_call_request(call));
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    psd_write_t *writes = calloc(n ? n : 1, sizeof *writes);
+    bool *dup = calloc(n ? n : 1, sizeof *dup);
+    int64_t *step = calloc(n ? n : 1, sizeof *step);
+    int rc = shards && writes && dup && step ? 0 : -ENOMEM;
+    zdist_error_t err = {0};
+    size_t reply_bytes = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const zdist_ps_push_pull_item_t *it = &req->items[i];
+        if (!(shards[i] = s_find(self, call, it->name, it->shard_index))) {
+            rc = -ENOENT;
+            break;
+        }
+        const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
+        if (it->pull) {
+            reply_bytes += psd_shard_value_bytes(shards[i]);
+            if ((rc = s_check_reply_bytes(self, call, it->name, reply_bytes)) < 0)
+                break;
+        }
+        if (!it->push)
+            continue;
+        if (it->grad.nbytes > self->config.max_tensor_bytes) {
+            rc = s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                          "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes",
+                          i, it->name, it->grad.nbytes, self->config.max_tensor_bytes);
+            break;
+        }
+        writes[i] = (psd_write_t){
+            .op = it->by_ids ? PSD_OP_APPLY_SPARSE : PSD_OP_APPLY_DENSE,
+            .client_id = client_id,
+            .sequence = req->sequence,
+            .dtype = it->grad.dtype,
+            .row_start = spec->row_offset,
+            .nrows = PSD_WHOLE_SHARD,
+            .ids = it->ids,
+            .nids = it->nids,
+            .data = it->grad.data, /* aligned for its dtype by zdist_wire_recv */
+            .nbytes = it->grad.nbytes,
+        };
+        if ((rc = psd_shard_check_write(shards[i], &writes[i], &err)) < 0) {
+            zdist_error_prefix(&err, "push_pull item %zu", i);
+            rc = s_refuse_err(call, rc, &err);
+        }
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (req->items[i].push) {
+            int w = psd_shard_write(shards[i], &writes[i], &err);
+            if (w < 0) /* out of memory: the checks passed */
+                rc = s_refuse_err(call, w, &err);
+            dup[i] = w == PSD_DUPLICATE;
+        }
+        step[i] = psd_shard_step(shards[i]);
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const zdist_ps_push_pull_item_t *it = &req->items[i];
+        if (!it->pull)
+            continue;
+        const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
+        void *buf;
+        size_t bytes;
+        if ((rc = s_reply_rows(self, call, it->name, spec, spec->rows, psd_shard_row_bytes(shards[i]), &buf,
+                               &bytes)) == 0 &&
+            (rc = psd_shard_read(shards[i], spec->row_offset, PSD_WHOLE_SHARD, buf, bytes, &err)) < 0)
+            rc = s_refuse_err(call, rc, &err);
+    }
+    if (rc == 0)
+        rc = zdist_ps_reply_set_push_pull(zdist_rpc_call_reply(call), n, dup, step);
+    free(shards);
+    free(writes);
+    free(dup);
+    free(step);
+    return rc;
 }
 
 static int
 s_save(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__SaveRequest *req = (const Zdist__Ps__SaveRequest *) zdist_rpc_call_body(call);
-    if (!req->dir || !*req->dir)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "save: dir is empty; give a checkpoint directory");
+    const zdist_ps_save_t *req = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
     int64_t t0 = zdist_clock_now_ms();
     int rc = psd_ckpt_save(self->store, req->dir, req->step, self->config.ps_task, &err);
@@ -312,88 +336,54 @@ s_save(zdist_rpc_call_t *call, void *state)
     psd_store_stats(self->store, &st);
     zsys_info("saved step %lld to '%s' (%llu bytes, %lld ms)", (long long) req->step, req->dir,
               (unsigned long long) (st.value_bytes + st.slot_bytes), (long long) (zdist_clock_now_ms() - t0));
-    Zdist__Ps__SaveReply reply = ZDIST__PS__SAVE_REPLY__INIT;
-    reply.bytes = st.value_bytes + st.slot_bytes;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), st.value_bytes + st.slot_bytes);
 }
 
 static int
 s_restore(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__RestoreRequest *req = (const Zdist__Ps__RestoreRequest *) zdist_rpc_call_body(call);
+    const zdist_ps_restore_t *req = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
     int64_t step = 0;
     int rc = psd_ckpt_restore(self->store, req->dir, &step, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
     zsys_info("restored step %lld from '%s'", (long long) step, req->dir);
-    Zdist__Ps__RestoreReply reply = ZDIST__PS__RESTORE_REPLY__INIT;
-    reply.step = step;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_ps_reply_set_restore(zdist_rpc_call_reply(call), step);
 }
 
 static int
 s_set_optimizer(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Ps__Optimizer *req = (const Zdist__Ps__Optimizer *) zdist_rpc_call_body(call);
-    zdist_optim_kind_t kind;
-    if (zdist_optim_kind_from_name(req->kind, &kind) < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "optimizer '%s' is unknown; use sgd, momentum, adagrad or adam", req->kind);
-    zdist_optim_config_t cfg;
-    zdist_optim_config_default(&cfg, kind);
-    /* Zero means "not given": keep the Keras default. */
-    if (req->learning_rate != 0)
-        cfg.learning_rate = req->learning_rate;
-    if (req->momentum != 0)
-        cfg.momentum = req->momentum;
-    cfg.nesterov = req->nesterov;
-    if (req->initial_accumulator_value != 0)
-        cfg.initial_accumulator_value = req->initial_accumulator_value;
-    if (req->beta1 != 0)
-        cfg.beta1 = req->beta1;
-    if (req->beta2 != 0)
-        cfg.beta2 = req->beta2;
-    if (req->epsilon != 0)
-        cfg.epsilon = req->epsilon;
-    cfg.lazy = req->lazy;
+    const zdist_optim_config_t *cfg = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
-    int rc = psd_store_set_optimizer(self->store, &cfg, &err);
+    int rc = psd_store_set_optimizer(self->store, cfg, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("optimizer %s, learning rate %g", zdist_optim_kind_name(kind), cfg.learning_rate);
-    Zdist__Ps__WriteReply reply = ZDIST__PS__WRITE_REPLY__INIT;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    zsys_info("optimizer %s, learning rate %g", zdist_optim_kind_name(cfg->kind), cfg->learning_rate);
+    return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), false, 0);
 }
 
 static int s_stats(zdist_rpc_call_t *call, void *state);
 
-/* Transitional: bodies passed through undecoded until this service has typed ones. */
-static const zdist_rpc_body_t s_body_ps_create_request = {&zdist__ps__create_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_optimizer = {&zdist__ps__optimizer__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_pull_request = {&zdist__ps__pull_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_pull_rows_request = {&zdist__ps__pull_rows_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_restore_request = {&zdist__ps__restore_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_save_request = {&zdist__ps__save_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_stats_request = {&zdist__ps__stats_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_ps_write_request = {&zdist__ps__write_request__descriptor, 0, NULL, NULL};
-
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST__PS__METHOD__PS_CREATE, "create", &s_body_ps_create_request, s_create, 0, 0},
-    {ZDIST__PS__METHOD__PS_PULL, "pull", &s_body_ps_pull_request, s_pull, 0, 0},
-    {ZDIST__PS__METHOD__PS_PULL_ROWS, "pull_rows", &s_body_ps_pull_rows_request, s_pull_rows, 1, 1},
-    {ZDIST__PS__METHOD__PS_PUSH, "push", &s_body_ps_write_request, s_write, 1, 2},
-    {ZDIST__PS__METHOD__PS_ASSIGN, "assign", &s_body_ps_write_request, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_ASSIGN_ADD, "assign_add", &s_body_ps_write_request, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_ASSIGN_SUB, "assign_sub", &s_body_ps_write_request, s_write, 1, 1},
-    {ZDIST__PS__METHOD__PS_SCATTER_ADD, "scatter_add", &s_body_ps_write_request, s_write, 2, 2},
-    {ZDIST__PS__METHOD__PS_SCATTER_UPDATE, "scatter_update", &s_body_ps_write_request, s_write, 2, 2},
-    {ZDIST__PS__METHOD__PS_SAVE, "save", &s_body_ps_save_request, s_save, 0, 0},
-    {ZDIST__PS__METHOD__PS_RESTORE, "restore", &s_body_ps_restore_request, s_restore, 0, 0},
-    {ZDIST__PS__METHOD__PS_STATS, "stats", &s_body_ps_stats_request, s_stats, 0, 0},
-    {ZDIST__PS__METHOD__PS_SET_OPTIMIZER, "set_optimizer", &s_body_ps_optimizer, s_set_optimizer, 0, 0},
+    {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_create, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0, 0},
+    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_pull_rows, 1, 1, 0},
+    {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN_ADD, "assign_add", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_ASSIGN_SUB, "assign_sub", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SCATTER_ADD, "scatter_add", &zdist_ps_body_write, s_write, 2, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SCATTER_UPDATE, "scatter_update", &zdist_ps_body_write, s_write, 2, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_SAVE, "save", &zdist_ps_body_save, s_save, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_RESTORE, "restore", &zdist_ps_body_restore, s_restore, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_stats, 0, 0, 0},
+    {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0, 2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS,
+     ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
@@ -403,68 +393,60 @@ s_stats(zdist_rpc_call_t *call, void *state)
     self_t *self = state;
     psd_store_stats_t st;
     psd_store_stats(self->store, &st);
-    Zdist__Ps__StatsReply reply = ZDIST__PS__STATS_REPLY__INIT;
-    reply.variables = st.variables;
-    reply.shards = st.shards;
-    reply.value_bytes = st.value_bytes;
-    reply.slot_bytes = st.slot_bytes;
-    reply.uptime_ms = zdist_clock_now_ms() - self->started_ms;
-    reply.incarnation = zdist_rpc_server_incarnation(self->rpc);
-    reply.ps_task = self->config.ps_task;
+    zdist_ps_stats_t reply = {
+        .variables = st.variables,
+        .shards = st.shards,
+        .value_bytes = st.value_bytes,
+        .slot_bytes = st.slot_bytes,
+        .uptime_ms = zdist_clock_now_ms() - self->started_ms,
+        .incarnation = zdist_rpc_server_incarnation(self->rpc),
+        .ps_task = self->config.ps_task,
+    };
     zdist_optim_config_t cfg;
     psd_store_get_optimizer(self->store, &cfg);
-    reply.optimizer = (char *) zdist_optim_kind_name(cfg.kind);
+    snprintf(reply.optimizer, sizeof reply.optimizer, "%s", zdist_optim_kind_name(cfg.kind));
 
-    Zdist__Ps__MethodStats ms[S_NMETHODS + 1];
-    Zdist__Ps__MethodStats *msp[S_NMETHODS + 1];
-    size_t nm = 0;
+    zdist_ps_method_stats_t methods[S_NMETHODS + 1];
     for (size_t i = 0; i <= S_NMETHODS; i++) {
         uint32_t method = i < S_NMETHODS ? s_methods[i].method : ZDIST_METHOD_PING;
         zdist_rpc_method_stats_t mst;
         if (zdist_rpc_server_method_stats(self->rpc, method, &mst) < 0)
             continue;
-        zdist__ps__method_stats__init(&ms[nm]);
-        ms[nm].name = (char *) (i < S_NMETHODS ? s_methods[i].name : "ping");
-        ms[nm].requests = mst.requests;
-        ms[nm].errors = mst.errors;
-        ms[nm].p50_us = mst.p50_us;
-        ms[nm].p99_us = mst.p99_us;
-        msp[nm] = &ms[nm];
-        nm++;
+        zdist_ps_method_stats_t *m = &methods[reply.nmethods++];
+        snprintf(m->name, sizeof m->name, "%s", i < S_NMETHODS ? s_methods[i].name : "ping");
+        m->requests = mst.requests;
+        m->errors = mst.errors;
+        m->p50_us = mst.p50_us;
+        m->p99_us = mst.p99_us;
     }
-    reply.n_methods = nm;
-    reply.methods = msp;
+    reply.methods = methods;
 
     size_t nshards = psd_store_list(self->store, NULL, 0);
     psd_shard_t **shards = calloc(nshards ? nshards : 1, sizeof *shards);
-    Zdist__Ps__ShardInfo *info = calloc(nshards ? nshards : 1, sizeof *info);
-    Zdist__Ps__ShardInfo **infop = calloc(nshards ? nshards : 1, sizeof *infop);
-    if (!shards || !info || !infop) {
+    zdist_ps_shard_info_t *info = calloc(nshards ? nshards : 1, sizeof *info);
+    if (!shards || !info) {
         free(shards);
         free(info);
-        free(infop);
         return -ENOMEM;
     }
     nshards = psd_store_list(self->store, shards, nshards);
     for (size_t i = 0; i < nshards; i++) {
         const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
-        zdist__ps__shard_info__init(&info[i]);
-        info[i].name = (char *) spec->name;
-        info[i].shard_index = spec->shard_index;
-        info[i].dtype = (char *) zdist_dtype_name(spec->dtype);
-        info[i].n_shape = (size_t) spec->shape.rank;
-        info[i].shape = (int64_t *) spec->shape.dims;
-        info[i].row_offset = spec->row_offset;
-        info[i].row_count = spec->rows;
-        info[i].step = psd_shard_step(shards[i]);
-        infop[i] = &info[i];
+        info[i] = (zdist_ps_shard_info_t){
+            .name = spec->name,
+            .shard_index = spec->shard_index,
+            .dtype = spec->dtype,
+            .shape = spec->shape,
+            .row_offset = spec->row_offset,
+            .row_count = spec->rows,
+            .step = psd_shard_step(shards[i]),
+        };
     }
-    reply.n_shard_info = nshards;
-    reply.shard_info = infop;
-    int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    reply.nshard_info = nshards;
+    reply.shard_info = info;
+    int rc = zdist_ps_reply_set_stats(zdist_rpc_call_reply(call), &reply);
     free(shards);
     free(info);
-    free(infop);
     return rc;
 }
 

@@ -499,8 +499,11 @@ s_ensure_slots(psd_shard_t *self)
     return 0;
 }
 
-int
-psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
+/* Everything psd_shard_write checks before it takes the lock: the local
+   first row, the rows and the bytes the write covers. */
+static int
+s_check_write(psd_shard_t *self, const psd_write_t *w, int64_t *ret_local, size_t *ret_need,
+              zdist_error_t *err)
 {
     const psd_shard_spec_t *s = &self->spec;
     bool dense = w->op == PSD_OP_ASSIGN || w->op == PSD_OP_ASSIGN_ADD
@@ -546,6 +549,28 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
                                "got %zu bytes", op, s->name, (int) s->shard_index, shape,
                                zdist_dtype_name(s->dtype), need, w->data ? w->nbytes : 0);
     }
+    *ret_local = local;
+    *ret_need = need;
+    return 0;
+}
+
+int
+psd_shard_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
+{
+    int64_t local;
+    size_t need;
+    return s_check_write(self, w, &local, &need, err);
+}
+
+int
+psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
+{
+    const psd_shard_spec_t *s = &self->spec;
+    int64_t local = 0;
+    size_t need = 0;
+    int rc = s_check_write(self, w, &local, &need, err);
+    if (rc < 0)
+        return rc;
 
     pthread_rwlock_wrlock(&self->lock);
     s_client_t *client = NULL;
@@ -610,7 +635,7 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
 out:
     pthread_rwlock_unlock(&self->lock);
     if (rc == -ENOMEM)
-        zdist_error_set(err, rc, "%s on '%s': out of memory", op, s->name);
+        zdist_error_set(err, rc, "%s on '%s': out of memory", s_op_name(w->op), s->name);
     return rc;
 }
 

@@ -156,6 +156,9 @@ typedef struct {
    an integer shard; -ENOMEM. A refused write changes nothing and is not
    recorded, so it may be retried. */
 int psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
+/* The checks of psd_shard_write alone (0 or its -EINVAL and message): what
+   a write of several shards runs on all of them before it applies any. */
+int psd_shard_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
 
 /* ---- for psd_ckpt ---- */
 

@@ -11,6 +11,8 @@ packages=(
     python3
     openmpi-bin libopenmpi-dev
     dataset-fashion-mnist
+    # ctest -R systemd boots a throwaway systemd (tests/systemd/sandbox.sh)
+    debootstrap systemd-container
 )
 
 missing=()

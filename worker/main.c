@@ -27,6 +27,7 @@ s_usage(FILE *out)
             "  --evaluator             serve an 'evaluator' task (reserved: evaluates like a worker for now)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
+            "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
 
@@ -54,6 +55,7 @@ int
 main(int argc, char **argv)
 {
     /* `zdist run`: the job in this process, through the same session START_JOB builds. */
+    zdist_daemon_keep_memory();
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return worker_run_main(argc - 1, argv + 1);
 
@@ -64,11 +66,12 @@ main(int argc, char **argv)
         {"evaluator", no_argument, NULL, 'e'},
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
+        {"keys", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL;
+    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL;
     static worker_agent_config_t config;
     zdist_wire_limits_default(&config.limits);
     config.ps_timeout_ms = 30000;
@@ -104,6 +107,9 @@ main(int argc, char **argv)
             }
             config.limits.max_message_bytes = (size_t)v;
             break;
+        case 'k':
+            keys_dir = optarg;
+            break;
         case 'h':
             s_usage(stdout);
             return 0;
@@ -130,6 +136,10 @@ main(int argc, char **argv)
     if (zdist_daemon_find_task("zdist-worker", cluster_file, task, bind, want, &config.worker_task, config.endpoint,
                                sizeof config.endpoint, &cluster) != 0)
         return 2;
+    if (zdist_daemon_keys("zdist-worker", keys_dir, want, config.worker_task, cluster) != 0) {
+        zdist_cluster_destroy(&cluster);
+        return 2;
+    }
     if (cluster) {
         size_t nps = zdist_cluster_num_tasks(cluster, "ps");
         for (size_t i = 0; i < nps && i < WORKER_AGENT_MAX_PS; i++) {

@@ -12,8 +12,6 @@
 #include <unistd.h>
 
 
-#include "worker.pb-c.h"
-#include "wire/body.h"
 #include "worker_agent.h"
 #include "worker_psd.h"
 #include "worker_session.h"
@@ -24,9 +22,10 @@
 #include "zdist/daemon.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
+#include "zdist/worker_service.h"
 
-/* Most steps one RUN_STEPS may ask for (a peer-controlled quantity). */
-#define S_MAX_STEPS_PER_CALL 100000
+_Static_assert(ZDIST_WORKER_MAX_PS <= WORKER_AGENT_MAX_PS, "a START_JOB's ps endpoints fit the agent's table");
+_Static_assert(WORKER_MAX_OUTPUTS <= ZDIST_WORKER_MAX_OUTPUTS, "a step's outputs fit a RUN_STEPS reply");
 
 typedef struct {
     bool active;
@@ -128,25 +127,26 @@ s_snapshot(const s_job_t *j, s_snapshot_t *ret)
 static int
 s_start_reply(zdist_rpc_call_t *call, const s_job_t *j, bool created)
 {
-    Zdist__Worker__StartJobReply reply = ZDIST__WORKER__START_JOB_REPLY__INIT;
-    reply.job = j->job->name;
-    reply.strategy = (char *)zdist_strategy_name(j->job->strategy);
-    reply.num_replicas = worker_trainer_num_replicas(worker_session_trainer(j->sess));
-    reply.steps_per_epoch = zdist_input_steps_per_epoch(worker_session_input(j->sess));
-    reply.num_variables = worker_trainer_vars(worker_session_trainer(j->sess))->n;
     worker_backend_t *be = worker_trainer_backend(worker_session_trainer(j->sess));
-    reply.num_shards = worker_psd_is(be) ? worker_psd_num_shards(be) : 0;
-    reply.created = created;
     zdist_comm_t *comm = worker_session_comm(j->sess);
-    reply.collective_endpoint = comm ? (char *)zdist_comm_endpoint(comm) : "";
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    zdist_worker_started_t r = {
+        .job = j->job->name,
+        .strategy = zdist_strategy_name(j->job->strategy),
+        .num_replicas = worker_trainer_num_replicas(worker_session_trainer(j->sess)),
+        .steps_per_epoch = zdist_input_steps_per_epoch(worker_session_input(j->sess)),
+        .num_variables = worker_trainer_vars(worker_session_trainer(j->sess))->n,
+        .num_shards = worker_psd_is(be) ? worker_psd_num_shards(be) : 0,
+        .created = created,
+        .collective_endpoint = comm ? zdist_comm_endpoint(comm) : "",
+    };
+    return zdist_worker_reply_started(call, &r);
 }
 
 static int
 s_start_job(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__StartJobRequest *req = (const Zdist__Worker__StartJobRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_start_t *req = zdist_rpc_call_body(call);
     s_job_t *j = &self->job;
     size_t body_len = 0;
     const uint8_t *body = zdist_msg_body(zdist_rpc_call_request(call), &body_len);
@@ -158,20 +158,13 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                         self->config.worker_task);
     }
     int status = ZDIST_STATUS_INVALID_ARGUMENT;
-    if (!req->job_json || !*req->job_json)
-        return s_refuse(call, status, "job_json: empty; send the job document");
     zdist_error_t err = {0};
-    zdist_job_t job;
-    if (zdist_job_parse(req->job_json, req->base_dir && *req->base_dir ? req->base_dir : NULL, &job, &err) < 0)
-        return s_refuse(call, status, "job_json: %s", err.text);
-    if (req->n_ps_endpoints > WORKER_AGENT_MAX_PS) {
-        zdist_job_release(&job);
-        return s_refuse(call, status, "ps_endpoints: %zu ps tasks, at most %d", req->n_ps_endpoints,
-                        WORKER_AGENT_MAX_PS);
-    }
+    zdist_job_t job; /* the session takes it */
+    if (zdist_job_copy(req->job, &job, &err) < 0)
+        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "%s", err.text);
     const char *eps[WORKER_AGENT_MAX_PS];
     int nps = 0;
-    for (size_t i = 0; i < req->n_ps_endpoints; i++)
+    for (size_t i = 0; i < req->num_ps; i++)
         eps[nps++] = req->ps_endpoints[i];
     for (int i = 0; nps == 0 && i < self->config.num_ps; i++)
         eps[i] = self->config.ps_endpoints[i];
@@ -187,10 +180,11 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         .ps_endpoints = eps,
         .num_ps = job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER ? nps : 0,
         .ps_timeout_ms = req->ps_timeout_ms > 0 ? req->ps_timeout_ms : self->config.ps_timeout_ms,
-        .variable_prefix = req->variable_prefix && *req->variable_prefix ? req->variable_prefix : NULL,
+        .variable_prefix = req->variable_prefix,
         .create_variables = req->create_variables,
         .ring_host = host,
         .collective_timeout_ms = req->collective_timeout_ms,
+        .repeat_input = req->repeat_input,
     };
     worker_session_stage_t stage;
     s_job_t nj = {0};
@@ -254,7 +248,7 @@ static int
 s_run_steps(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__RunStepsRequest *req = (const Zdist__Worker__RunStepsRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_run_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
@@ -269,16 +263,13 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     int64_t n = req->steps > 0 ? req->steps : j->job->steps_per_execution;
     if (n < 1)
         n = 1;
-    if (req->steps < 0 || n > S_MAX_STEPS_PER_CALL)
+    if (n > ZDIST_WORKER_MAX_STEPS_PER_CALL)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "steps: %lld is outside 0..%d (0: steps_per_execution)",
-                        (long long)req->steps, S_MAX_STEPS_PER_CALL);
-    Zdist__Worker__StepResult *res = calloc((size_t)n, sizeof *res);
-    Zdist__Worker__StepResult **resp = calloc((size_t)n, sizeof *resp);
-    Zdist__Worker__Output *outs = calloc((size_t)n * WORKER_MAX_OUTPUTS, sizeof *outs);
-    Zdist__Worker__Output **outp = calloc((size_t)n * WORKER_MAX_OUTPUTS, sizeof *outp);
+                        (long long)n, ZDIST_WORKER_MAX_STEPS_PER_CALL);
+    zdist_worker_step_t *res = calloc((size_t)n, sizeof *res);
     worker_outputs_t *vals = calloc((size_t)n, sizeof *vals);
     int rc = 0;
-    if (!res || !resp || !outs || !outp || !vals) {
+    if (!res || !vals) {
         rc = s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory for %lld steps' outputs", (long long)n);
         goto out;
     }
@@ -304,34 +295,21 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         }
         j->steps++;
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
-        Zdist__Worker__StepResult *r = &res[done];
-        zdist__worker__step_result__init(r);
+        zdist_worker_step_t *r = &res[done];
         r->step = j->steps;
         r->epoch = epoch;
+        r->num_outputs = o->n;
         for (int k = 0; k < o->n; k++) {
-            Zdist__Worker__Output *x = &outs[done * WORKER_MAX_OUTPUTS + k];
-            zdist__worker__output__init(x);
-            x->name = o->names[k];
-            x->value = o->values[k];
-            outp[done * WORKER_MAX_OUTPUTS + k] = x;
+            r->names[k] = o->names[k];
+            r->values[k] = o->values[k];
         }
-        r->n_outputs = (size_t)o->n;
-        r->outputs = &outp[done * WORKER_MAX_OUTPUTS];
-        resp[done] = r;
         done++;
     }
     j->end_of_data = end;
-    Zdist__Worker__RunStepsReply reply = ZDIST__WORKER__RUN_STEPS_REPLY__INIT;
-    reply.n_steps = (size_t)done;
-    reply.steps = resp;
-    reply.worker_step = j->steps;
-    reply.end_of_data = end;
-    rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    zdist_worker_ran_t ran = {.steps = res, .num_steps = (size_t)done, .worker_step = j->steps, .end_of_data = end};
+    rc = zdist_worker_reply_ran(call, &ran);
 out:
     free(res);
-    free(resp);
-    free(outs);
-    free(outp);
     free(vals);
     return rc;
 }
@@ -342,7 +320,7 @@ static int
 s_evaluate(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__EvaluateRequest *req = (const Zdist__Worker__EvaluateRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_job_arg_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
@@ -362,14 +340,15 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
         }
         return s_refuse(call, zdist_status_from_errno(rc), "job '%s' evaluation: %s", j->job->name, err.text);
     }
-    Zdist__Worker__EvaluateReply reply = ZDIST__WORKER__EVALUATE_REPLY__INIT;
-    reply.correct = (int64_t)llround(ev.correct);
-    reply.total = (int64_t)llround(ev.total);
-    reply.loss_sum = ev.loss_sum;
-    reply.has_correct = ev.has_correct;
+    zdist_evaluation_t reply = {
+        .correct = (int64_t)llround(ev.correct),
+        .total = (int64_t)llround(ev.total),
+        .loss_sum = ev.loss_sum,
+        .has_correct = ev.has_correct,
+    };
     zsys_info("job '%s' evaluated at step %lld: %lld examples, loss %.4f%s", j->job->name, (long long)j->steps,
               (long long)reply.total, ev.total > 0 ? ev.loss_sum / ev.total : NAN, ev.has_correct ? "" : " (no accuracy)");
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_worker_reply_evaluation(call, &reply);
 }
 
 /* ---- CONNECT, GET_STATE, SET_STATE ---- */
@@ -378,34 +357,28 @@ static int
 s_connect(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__ConnectRequest *req = (const Zdist__Worker__ConnectRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_connect_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
     if (j->job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
         return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored connects "
                         "a ring", j->job->name, zdist_strategy_name(j->job->strategy));
-    if (req->n_endpoints != (size_t)j->num_workers)
+    if (req->num_endpoints != (size_t)j->num_workers)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
-                        "order", req->n_endpoints, j->num_workers);
-    for (size_t i = 0; i < req->n_endpoints; i++)
-        if (!req->endpoints[i] || strncmp(req->endpoints[i], "tcp://", 6) != 0 || strchr(req->endpoints[i], '*'))
-            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "endpoints[%zu]: '%s' is not a tcp://HOST:PORT endpoint", i,
-                            req->endpoints[i] ? req->endpoints[i] : "");
-    Zdist__Worker__ConnectReply reply = ZDIST__WORKER__CONNECT_REPLY__INIT;
+                        "order", req->num_endpoints, j->num_workers);
     zdist_comm_t *comm = worker_session_comm(j->sess);
-    if (!comm || j->connected) /* one worker: no ring; or a retried CONNECT */
-        return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    if (!comm || j->connected) /* one worker: no ring; or a retried CONNECT (the reply has no body) */
+        return 0;
     zdist_error_t err = {0};
-    if (zdist_comm_connect(comm, (const char *const *)req->endpoints, &err) < 0)
+    if (zdist_comm_connect(comm, req->endpoints, &err) < 0)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s", err.text);
     worker_local_set_comm(worker_trainer_backend(worker_session_trainer(j->sess)), comm, j->num_workers, j->collective_timeout_ms);
     j->connected = true;
     zsys_info("job '%s': rank %d of %d in the ring, right neighbour %s", j->job->name, j->worker_index, j->num_workers,
               req->endpoints[(j->worker_index + 1) % j->num_workers]);
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return 0;
 }
 
 /* The job whose variables live in this worker (not on psds), or a refusal. */
@@ -425,7 +398,7 @@ static int
 s_get_state(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__GetStateRequest *req = (const Zdist__Worker__GetStateRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_job_arg_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_local_job(self, call, req->job);
     if (!j)
         return -ENOENT;
@@ -457,11 +430,8 @@ s_get_state(zdist_rpc_call_t *call, void *state)
             return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s", var->name,
                             strerror(-rc));
     }
-    Zdist__Worker__State body = ZDIST__WORKER__STATE__INIT;
-    body.job = j->job->name;
-    body.step = j->steps;
-    body.iterations = worker_local_iterations(be);
-    return zdist_msg_set_body(reply, &body.base);
+    zdist_worker_state_t body = {.job = j->job->name, .step = j->steps, .iterations = worker_local_iterations(be)};
+    return zdist_worker_reply_state(call, &body);
 }
 
 /* The request's tensor named `name` with n float32 elements, or NULL. */
@@ -482,12 +452,10 @@ static int
 s_set_state(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__State *req = (const Zdist__Worker__State *)zdist_rpc_call_body(call);
+    const zdist_worker_state_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_local_job(self, call, req->job);
     if (!j)
         return -ENOENT;
-    if (req->skip_steps < 0 || req->step < 0 || req->iterations < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "step, iterations and skip_steps must be >= 0");
     const zdist_msg_t *msg = zdist_rpc_call_request(call);
     worker_backend_t *be = worker_trainer_backend(worker_session_trainer(j->sess));
     const worker_vars_t *vars = worker_trainer_vars(worker_session_trainer(j->sess));
@@ -540,9 +508,7 @@ s_set_state(zdist_rpc_call_t *call, void *state)
     j->steps = req->step;
     zsys_info("job '%s': state of step %lld set (%zu tensors, %lld batches skipped)", j->job->name,
               (long long)req->step, zdist_msg_tensor_count(msg), (long long)req->skip_steps);
-    Zdist__Worker__SetStateReply reply = ZDIST__WORKER__SET_STATE_REPLY__INIT;
-    reply.num_tensors = used;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_worker_reply_state_set(call, used);
 }
 
 /* ---- STOP_JOB, STATUS ---- */
@@ -551,13 +517,11 @@ static int
 s_stop_job(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const Zdist__Worker__StopJobRequest *req = (const Zdist__Worker__StopJobRequest *)zdist_rpc_call_body(call);
+    const zdist_worker_job_arg_t *req = zdist_rpc_call_body(call);
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
-    Zdist__Worker__StopJobReply reply = ZDIST__WORKER__STOP_JOB_REPLY__INIT;
-    reply.steps = j->steps;
-    int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    int rc = zdist_worker_reply_stopped(call, j->steps);
     zsys_info("job '%s' stopped after %lld steps", j->job->name, (long long)j->steps);
     s_job_release(j);
     return rc;
@@ -568,18 +532,17 @@ s_status(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const s_snapshot_t *n = &self->snap;
-    Zdist__Worker__StatusReply reply = ZDIST__WORKER__STATUS_REPLY__INIT;
-    reply.worker_task = self->config.worker_task;
+    zdist_worker_status_t reply = {.worker_task = self->config.worker_task};
     if (n->active) {
-        reply.job = (char *)n->job;
+        reply.job = n->job;
         reply.running = !n->failed;
         reply.steps = n->steps;
         reply.last_loss = n->last_loss;
-        reply.strategy = (char *)n->strategy;
+        reply.strategy = n->strategy;
         reply.failed = n->failed;
-        reply.error = (char *)n->error;
+        reply.error = n->error;
     }
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &reply.base);
+    return zdist_worker_reply_status(call, &reply);
 }
 
 /* ---- the steps thread ---- */
@@ -591,13 +554,13 @@ static const struct {
     uint32_t method;
     zdist_rpc_handler_fn *fn;
 } s_offloaded[] = {
-    {ZDIST__WORKER__METHOD__WORKER_START_JOB, s_start_job},
-    {ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, s_run_steps},
-    {ZDIST__WORKER__METHOD__WORKER_EVALUATE, s_evaluate},
-    {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, s_stop_job},
-    {ZDIST__WORKER__METHOD__WORKER_CONNECT, s_connect},
-    {ZDIST__WORKER__METHOD__WORKER_GET_STATE, s_get_state},
-    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, s_set_state},
+    {ZDIST_WORKER_START_JOB, s_start_job},
+    {ZDIST_WORKER_RUN_STEPS, s_run_steps},
+    {ZDIST_WORKER_EVALUATE, s_evaluate},
+    {ZDIST_WORKER_STOP_JOB, s_stop_job},
+    {ZDIST_WORKER_CONNECT, s_connect},
+    {ZDIST_WORKER_GET_STATE, s_get_state},
+    {ZDIST_WORKER_SET_STATE, s_set_state},
 };
 
 static int
@@ -676,30 +639,15 @@ s_on_steps(zloop_t *loop, zsock_t *sock, void *arg)
     return 0;
 }
 
-/* Transitional: bodies passed through undecoded until this service has typed ones. */
-static const zdist_rpc_body_t s_body_worker_connect_request = {&zdist__worker__connect_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_evaluate_request = {&zdist__worker__evaluate_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_get_state_request = {&zdist__worker__get_state_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_run_steps_request = {&zdist__worker__run_steps_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_start_job_request = {&zdist__worker__start_job_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_state = {&zdist__worker__state__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_status_request = {&zdist__worker__status_request__descriptor, 0, NULL, NULL};
-static const zdist_rpc_body_t s_body_worker_stop_job_request = {&zdist__worker__stop_job_request__descriptor, 0, NULL, NULL};
-
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST__WORKER__METHOD__WORKER_START_JOB, "start_job", &s_body_worker_start_job_request,
-     s_offload, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, "run_steps", &s_body_worker_run_steps_request,
-     s_offload, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_EVALUATE, "evaluate", &s_body_worker_evaluate_request, s_offload,
-     0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_STOP_JOB, "stop_job", &s_body_worker_stop_job_request, s_offload,
-     0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_STATUS, "status", &s_body_worker_status_request, s_status, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_CONNECT, "connect", &s_body_worker_connect_request, s_offload, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_GET_STATE, "get_state", &s_body_worker_get_state_request,
-     s_offload, 0, 0},
-    {ZDIST__WORKER__METHOD__WORKER_SET_STATE, "set_state", &s_body_worker_state, s_offload, 0, 1024},
+    {ZDIST_WORKER_START_JOB, "start_job", &zdist_worker_body_start_job, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_RUN_STEPS, "run_steps", &zdist_worker_body_run_steps, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_EVALUATE, "evaluate", &zdist_worker_body_evaluate, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_STOP_JOB, "stop_job", &zdist_worker_body_stop_job, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_STATUS, "status", NULL, s_status, 0, 0, 0},
+    {ZDIST_WORKER_CONNECT, "connect", &zdist_worker_body_connect, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_GET_STATE, "get_state", &zdist_worker_body_get_state, s_offload, 0, 0, ZDIST_ROLE_CHIEF},
+    {ZDIST_WORKER_SET_STATE, "set_state", &zdist_worker_body_set_state, s_offload, 0, 1024, ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

@@ -7,6 +7,7 @@
 
 #include "worker_strategy.h"
 #include "zdist/collective.h"
+#include "zdist/distribute.h"
 
 /* A barrier that can be aborted: a replica that fails releases the others
    instead of leaving them waiting for it forever. */
@@ -203,7 +204,8 @@ worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *v
         zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", zdist_strategy_name(kind));
         return NULL;
     }
-    if (num_replicas < 1 || num_replicas > 64 || (kind == ZDIST_STRATEGY_ONE_DEVICE && num_replicas != 1)) {
+    if (num_replicas < 1 || num_replicas > WORKER_MAX_REPLICAS ||
+        (kind == ZDIST_STRATEGY_ONE_DEVICE && num_replicas != 1)) {
         zdist_error_set(err, -EINVAL, "num_replicas %d: one_device has 1 replica, others 1..64", num_replicas);
         return NULL;
     }
@@ -401,21 +403,26 @@ s_concat_sparse(s_local_t *self, int replica, int64_t i, int64_t width, const in
         *ret_n = g->nids;
         return 0;
     }
+    /* The gather along axis 0 of the replicas' ids and of their rows. */
+    zdist_tensor_t ids[WORKER_MAX_REPLICAS], rows[WORKER_MAX_REPLICAS];
     int64_t total = 0;
-    for (int q = 0; q < self->n; q++)
-        total += ((const zdist_grad_t *)self->posts[q].a)[i].nids;
+    for (int q = 0; q < self->n; q++) {
+        const zdist_grad_t *g = &((const zdist_grad_t *)self->posts[q].a)[i];
+        ids[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_INT64, .shape = {.rank = 1, .dims = {g->nids}},
+                                  .data = (void *)g->ids, .nbytes = (size_t)g->nids * sizeof *g->ids};
+        rows[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {.rank = 2, .dims = {g->nids, width}},
+                                   .data = (void *)g->values,
+                                   .nbytes = (size_t)(g->nids * width) * sizeof *g->values};
+        total += g->nids;
+    }
     s_buf_t *b = &self->bufs[replica];
     if (s_grow(b, (size_t)(total * width), (size_t)total) < 0)
         return -ENOMEM;
-    int64_t at = 0;
-    for (int q = 0; q < self->n; q++) {
-        const zdist_grad_t *g = &((const zdist_grad_t *)self->posts[q].a)[i];
-        if (g->nids == 0)
-            continue;
-        memcpy(b->ids + at, g->ids, (size_t)g->nids * sizeof *b->ids);
-        memcpy(b->buf + at * width, g->values, (size_t)(g->nids * width) * sizeof *b->buf);
-        at += g->nids;
-    }
+    zdist_tensor_t all_ids = {.data = b->ids, .nbytes = b->ids_cap * sizeof *b->ids};
+    zdist_tensor_t all_rows = {.data = b->buf, .nbytes = b->cap * sizeof *b->buf};
+    if (zdist_distribute_gather_into(ids, self->n, 0, &all_ids, NULL) < 0 ||
+        zdist_distribute_gather_into(rows, self->n, 0, &all_rows, NULL) < 0)
+        return -EINVAL;
     *ret_ids = b->ids;
     *ret_vals = b->buf;
     *ret_n = total;
@@ -497,14 +504,12 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         for (int i = 0; i < n; i++) {
             if (grads[i].ids)
                 continue;
-            float *g0 = ((const zdist_grad_t *)self->posts[0].a)[i].values;
+            float *bufs[WORKER_MAX_REPLICAS];
+            for (int q = 0; q < self->n; q++)
+                bufs[q] = ((const zdist_grad_t *)self->posts[q].a)[i].values;
             int64_t lo, hi;
             s_chunk(self->vars->vars[grads[i].var].n, self->n, replica, &lo, &hi);
-            for (int q = 1; q < self->n; q++) {
-                const float *gq = ((const zdist_grad_t *)self->posts[q].a)[i].values;
-                for (int64_t j = lo; j < hi; j++)
-                    g0[j] += gq[j];
-            }
+            zdist_distribute_reduce_f32(ZDIST_REDUCE_SUM, bufs, self->n, lo, hi);
         }
     rc = s_barrier_wait(&self->bar);
     if (rc < 0)
@@ -578,16 +583,11 @@ s_assign_cross(s_local_t *self, int replica, int var, bool add)
     if (replica == 0) {
         self->comm_rc = s_grow(&self->bufs[0], (size_t)v->n + 1, 0);
         float *acc = self->bufs[0].buf;
-        for (int64_t j = 0; j < v->n && self->comm_rc == 0; j++) {
-            acc[j] = ((const float *)self->posts[0].a)[j];
-            if (v->aggregation == ZDIST_AGG_SUM || v->aggregation == ZDIST_AGG_MEAN) {
-                for (int q = 1; q < self->n; q++)
-                    acc[j] += ((const float *)self->posts[q].a)[j];
-                if (v->aggregation == ZDIST_AGG_MEAN)
-                    acc[j] /= (float)self->n;
-            }
-        }
         if (self->comm_rc == 0) {
+            const float *values[WORKER_MAX_REPLICAS];
+            for (int q = 0; q < self->n; q++)
+                values[q] = self->posts[q].a;
+            zdist_distribute_aggregate_f32(v->aggregation, values, self->n, 0, v->n, acc);
             if (v->aggregation == ZDIST_AGG_ONLY_FIRST_REPLICA)
                 self->comm_rc = zdist_comm_broadcast(self->comm, 0, acc, (size_t)v->n * sizeof *acc,
                                                      self->comm_timeout_ms, &self->comm_err);
@@ -620,7 +620,8 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
             w[j] = add ? w[j] + values[j] : values[j];
         return 0;
     }
-    if (self->n * self->num_workers > 1 && v->aggregation == ZDIST_AGG_NONE)
+    if (zdist_distribute_check_replica_write(v->synchronization, v->aggregation, ZDIST_DTYPE_FLOAT32,
+                                             self->n * self->num_workers, NULL) < 0)
         return -EINVAL;
     self->posts[replica] = (s_post_t){.a = values};
     int rc = s_barrier_wait(&self->bar);
@@ -628,21 +629,24 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
         return rc;
     if (self->comm)
         return s_assign_cross(self, replica, var, add);
-    float *w = s_w(self, replica, var);
+    /* Each replica aggregates its chunk into its own scratch, then writes
+       its copy (central_storage: its chunk of the one copy). */
     int64_t lo = 0, hi = v->n;
     if (self->central)
         s_chunk(v->n, self->n, replica, &lo, &hi);
-    for (int64_t j = lo; j < hi; j++) {
-        float acc = ((const float *)self->posts[0].a)[j];
-        if (v->aggregation == ZDIST_AGG_SUM || v->aggregation == ZDIST_AGG_MEAN) {
-            for (int q = 1; q < self->n; q++)
-                acc += ((const float *)self->posts[q].a)[j];
-            if (v->aggregation == ZDIST_AGG_MEAN)
-                acc /= (float)self->n;
-        }
-        w[j] = add ? w[j] + acc : acc;
+    if (s_grow(&self->bufs[replica], (size_t)v->n + 1, 0) < 0)
+        rc = -ENOMEM;
+    float *acc = self->bufs[replica].buf, *w = s_w(self, replica, var);
+    if (rc == 0) {
+        const float *posted[WORKER_MAX_REPLICAS];
+        for (int q = 0; q < self->n; q++)
+            posted[q] = self->posts[q].a;
+        zdist_distribute_aggregate_f32(v->aggregation, posted, self->n, lo, hi, acc);
+        for (int64_t j = lo; j < hi; j++)
+            w[j] = add ? w[j] + acc[j] : acc[j];
     }
-    return s_barrier_wait(&self->bar);
+    int brc = s_barrier_wait(&self->bar);
+    return brc < 0 ? brc : rc;
 }
 
 static int
@@ -666,17 +670,12 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
     }
     if (!bad)
         for (int i = 0; i < n; i++) {
-            float *b0 = ((float *const *)self->posts[0].a)[i];
+            float *qbufs[WORKER_MAX_REPLICAS];
+            for (int q = 0; q < self->n; q++)
+                qbufs[q] = ((float *const *)self->posts[q].a)[i];
             int64_t lo, hi;
             s_chunk(lens[i], self->n, replica, &lo, &hi);
-            for (int q = 1; q < self->n; q++) {
-                const float *bq = ((float *const *)self->posts[q].a)[i];
-                for (int64_t j = lo; j < hi; j++)
-                    b0[j] += bq[j];
-            }
-            if (op == ZDIST_REDUCE_MEAN)
-                for (int64_t j = lo; j < hi; j++)
-                    b0[j] /= (float)self->n;
+            zdist_distribute_reduce_f32(op, qbufs, self->n, lo, hi);
         }
     rc = s_barrier_wait(&self->bar);
     if (rc < 0)
@@ -705,12 +704,8 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
 static int
 s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
 {
-    int64_t total = 0, outer = 1, inner = 1, rows = 0;
+    int64_t total = 0, rows = 0;
     zdist_shape_num_elements(local, &total);
-    for (int d = 0; d < axis; d++)
-        outer *= local->dims[d];
-    for (int d = axis + 1; d < local->rank; d++)
-        inner *= local->dims[d];
     int64_t *rank_rows = calloc((size_t)self->num_workers, sizeof *rank_rows);
     int64_t mine[ZDIST_MAX_RANK + 1] = {local->rank}, *shapes = NULL, nshapes = 0;
     memcpy(mine + 1, local->dims, sizeof local->dims);
@@ -742,16 +737,25 @@ s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
         zdist_error_set(&self->comm_err, rc, "out of memory");
         goto out;
     }
-    float *dst = self->bufs[0].buf;
-    for (int64_t o = 0; o < outer && rows > 0; o++) {
-        int64_t at = 0;
-        for (int q = 0; q < self->num_workers; q++) {
-            int64_t len = rank_rows[q] / outer;
-            memcpy(dst, all + at + o * len, (size_t)len * sizeof *dst);
-            dst += len;
-            at += rank_rows[q];
-        }
+    /* The workers' parts, each a [outer, along_q, inner] block of `all`,
+       concatenated along axis: the gather across workers. */
+    zdist_tensor_t *parts = calloc((size_t)self->num_workers, sizeof *parts);
+    if (!parts) {
+        rc = zdist_error_set(&self->comm_err, -ENOMEM, "out of memory");
+        goto out;
     }
+    int64_t at = 0;
+    for (int q = 0; q < self->num_workers; q++) {
+        parts[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = *local, .data = all + at,
+                                    .nbytes = (size_t)rank_rows[q] * sizeof *all};
+        parts[q].shape.dims[axis] = shapes[q * (ZDIST_MAX_RANK + 1) + 1 + axis];
+        at += rank_rows[q];
+    }
+    zdist_tensor_t dst = {.data = self->bufs[0].buf, .nbytes = self->bufs[0].cap * sizeof(float)};
+    rc = zdist_distribute_gather_into(parts, self->num_workers, axis, &dst, &self->comm_err);
+    free(parts);
+    if (rc < 0)
+        goto out;
     self->xshape = out;
 out:
     free(shapes);
@@ -769,37 +773,25 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
     int rc = s_barrier_wait(&self->bar);
     if (rc < 0)
         return rc;
+    /* Every replica gathers the posted values itself (the local gather). */
     int bad = 0;
-    zdist_shape_t out = *shape;
-    out.dims[axis] = 0;
+    zdist_tensor_t parts[WORKER_MAX_REPLICAS];
+    int64_t total = 0;
     for (int q = 0; q < self->n && !bad; q++) {
         const zdist_shape_t *sq = self->posts[q].shape;
-        if (sq->rank != shape->rank)
+        int64_t count = 0;
+        if (sq->rank != shape->rank || zdist_shape_num_elements(sq, &count) < 0)
             bad = -EINVAL;
-        for (int d = 0; d < shape->rank && !bad; d++)
-            if (d != axis && sq->dims[d] != shape->dims[d])
-                bad = -EINVAL;
-        if (!bad)
-            out.dims[axis] += sq->dims[axis];
+        parts[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = *sq, .data = (void *)self->posts[q].a,
+                                    .nbytes = (size_t)count * sizeof(float)};
+        total += count;
     }
-    int64_t total = 0, outer = 1, inner = 1;
-    if (!bad && zdist_shape_num_elements(&out, &total) < 0)
-        bad = -EOVERFLOW;
     if (!bad && s_grow(&self->bufs[replica], (size_t)total + 1, 0) < 0)
         bad = -ENOMEM;
-    if (!bad) {
-        for (int d = 0; d < axis; d++)
-            outer *= shape->dims[d];
-        for (int d = axis + 1; d < shape->rank; d++)
-            inner *= shape->dims[d];
-        float *dst = self->bufs[replica].buf;
-        for (int64_t o = 0; o < outer; o++)
-            for (int q = 0; q < self->n; q++) {
-                int64_t len = self->posts[q].shape->dims[axis] * inner;
-                memcpy(dst, (const float *)self->posts[q].a + o * len, (size_t)len * sizeof *dst);
-                dst += len;
-            }
-    }
+    zdist_tensor_t gathered = {.data = self->bufs[replica].buf, .nbytes = self->bufs[replica].cap * sizeof(float)};
+    if (!bad && zdist_distribute_gather_into(parts, self->n, axis, &gathered, NULL) < 0)
+        bad = -EINVAL; /* shapes differ outside axis */
+    zdist_shape_t out = gathered.shape;
     rc = s_barrier_wait(&self->bar);
     if (rc < 0)
         return rc;
@@ -856,21 +848,21 @@ s_read_cross_replica(worker_backend_t *be, int var, float *out, zdist_error_t *e
 {
     s_local_t *self = (s_local_t *)be;
     const worker_var_t *v = &self->vars->vars[var];
-    if (v->synchronization == ZDIST_SYNC_ON_WRITE || v->aggregation == ZDIST_AGG_ONLY_FIRST_REPLICA) {
-        memcpy(out, s_w(self, 0, var), (size_t)v->n * sizeof *out);
-        return 0;
-    }
-    if (v->aggregation == ZDIST_AGG_NONE)
-        return zdist_error_set(err, -EINVAL,
-                               "variable '%s' is ON_READ with aggregation NONE: it cannot be read across "
-                               "replicas (declare SUM, MEAN or ONLY_FIRST_REPLICA)", v->name);
-    for (int64_t j = 0; j < v->n; j++) {
-        float acc = 0;
-        for (int q = 0; q < self->n; q++)
-            acc += s_w(self, q, var)[j];
-        out[j] = v->aggregation == ZDIST_AGG_MEAN ? acc / (float)self->n : acc;
-    }
-    return 0;
+    /* ON_WRITE copies are identical (central_storage holds one): replica 0's. */
+    int ncopies = v->synchronization == ZDIST_SYNC_ON_READ ? self->n : 1;
+    zdist_tensor_t copies[WORKER_MAX_REPLICAS];
+    for (int q = 0; q < ncopies; q++)
+        copies[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = v->shape, .data = s_w(self, q, var),
+                                     .nbytes = (size_t)v->n * sizeof(float)};
+    zdist_tensor_t ret = copies[0];
+    ret.data = out;
+    int rc = zdist_distribute_var_read_cross_replica(v->synchronization, v->aggregation, copies, ncopies, &ret, err);
+    if (rc < 0 && v->aggregation == ZDIST_AGG_NONE)
+        zdist_error_prefix(err, "variable '%s' is ON_READ with aggregation NONE: it cannot be read across replicas "
+                                "(declare SUM, MEAN or ONLY_FIRST_REPLICA)", v->name);
+    else if (rc < 0)
+        zdist_error_prefix(err, "variable '%s'", v->name);
+    return rc;
 }
 
 static void

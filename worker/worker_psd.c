@@ -6,24 +6,16 @@
 #include <string.h>
 
 #include "worker_psd.h"
+#include "zdist/endpoint.h"
 #include "zdist/ps_client.h"
 
-/* One request of a pipelined exchange, and what is needed to send it again. */
+/* What the backend keeps beside an op of a run: which ps task, shard and
+   variable it is for, and (read_rows) where its rows go. */
 typedef struct {
     int ps;
     int shard;
-    uint64_t id;
-    int rc; /* of sending; then of the reply */
-    zdist_msg_t *reply;
-    /* writes */
     int var;
-    uint64_t seq;
-    const int64_t *ids; /* sparse push; NULL for dense */
-    size_t nids;
-    const float *data;
-    int64_t rows; /* rows of data */
-    /* read_rows: first position in the per-ps order */
-    int64_t first;
+    int64_t first; /* read_rows: first position in the per-ps order */
 } s_call_t;
 
 typedef struct {
@@ -32,13 +24,26 @@ typedef struct {
     int num_ps;
     char **endpoints;
     zdist_ps_client_t **clients;
-    int64_t timeout_ms;
-    int retries;
     char **names;             /* [vars->n]: prefix + the variable's name, on the psds */
     zdist_layout_t **layouts; /* [vars->n] */
     float **vals;             /* [vars->n]: the latest pull of each variable */
+    /* [vars->n]: vals holds values no older than this worker's last push:
+       the next read of the variable takes them without a round trip (and
+       clears the flag: the read after pulls again). */
+    bool *fresh;
+    bool *dense_read; /* [vars->n]: read whole: a push asks for its values back */
+    uint64_t *stamp;  /* [vars->n]: the apply that last had a gradient for it */
+    uint64_t applies;
+    int *arrived; /* [vars->n]: shards whose fresh values came back */
+    /* Fused push-and-pull: one op per ps task, its items grouped by ps. */
+    zdist_ps_op_t *pp_ops;            /* [num_ps] */
+    zdist_ps_push_pull_item_t *items; /* grouped by ps */
+    s_call_t *item_calls;             /* [i] for items[i] */
+    zdist_tensor_t *item_vals;        /* [i]: the values item i pulled */
+    size_t items_cap;
     int num_shards;
-    s_call_t *calls;
+    zdist_ps_op_t *ops; /* one run's requests, sent together by the ps client */
+    s_call_t *calls;    /* [i] for ops[i] */
     size_t calls_cap;
     /* read_rows / sparse push scratch */
     int64_t *ids;
@@ -55,7 +60,7 @@ typedef struct {
 static const worker_backend_ops_t s_ops;
 
 /* Records why a call failed and returns code. Unanswered calls (after the
-   retries) become -ENOTCONN: the psd is unreachable. */
+   ps client's retries) become -ENOTCONN: the psd is unreachable. */
 static int
 s_fail(s_psd_t *self, int code, int ps, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int
@@ -98,26 +103,35 @@ s_grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Grows n parallel arrays that share the capacity *cap to `need` elements
+   each (elem[i] bytes apiece); *cap moves only when all of them grew. */
+static int
+s_grow_all(size_t *cap, size_t need, int n, void **arrays[], const size_t elem[])
+{
+    size_t c = *cap;
+    for (int i = 0; i < n; i++) {
+        c = *cap;
+        if (s_grow(arrays[i], &c, need, elem[i]) < 0)
+            return -ENOMEM;
+    }
+    *cap = c;
+    return 0;
+}
+
 static int
 s_reserve_calls(s_psd_t *self, size_t n)
 {
-    return s_grow((void **)&self->calls, &self->calls_cap, n, sizeof *self->calls);
+    void **arrays[] = {(void **) &self->ops, (void **) &self->calls};
+    const size_t elem[] = {sizeof *self->ops, sizeof *self->calls};
+    return s_grow_all(&self->calls_cap, n, 2, arrays, elem);
 }
 
 static int
 s_reserve_idx(s_psd_t *self, size_t n)
 {
-    size_t cap = self->idx_cap;
-    if (s_grow((void **)&self->ids, &cap, n, sizeof *self->ids) < 0)
-        return -ENOMEM;
-    cap = self->idx_cap;
-    if (s_grow((void **)&self->pos, &cap, n, sizeof *self->pos) < 0)
-        return -ENOMEM;
-    cap = self->idx_cap;
-    if (s_grow((void **)&self->owner, &cap, n, sizeof *self->owner) < 0)
-        return -ENOMEM;
-    self->idx_cap = cap;
-    return 0;
+    void **arrays[] = {(void **) &self->ids, (void **) &self->pos, (void **) &self->owner};
+    const size_t elem[] = {sizeof *self->ids, sizeof *self->pos, sizeof *self->owner};
+    return s_grow_all(&self->idx_cap, n, 3, arrays, elem);
 }
 
 static int
@@ -126,55 +140,23 @@ s_reserve_counts(s_psd_t *self, size_t n)
     return s_grow((void **)&self->counts, &self->counts_cap, n + 1, sizeof *self->counts);
 }
 
-static zdist_rpc_client_t *
-s_rpc(s_psd_t *self, int ps)
+/* Op i of the next run, to ps task call.ps (the request's fields are the caller's to fill). */
+static zdist_ps_op_t *
+s_op(s_psd_t *self, size_t i, s_call_t call, uint32_t method)
 {
-    return zdist_ps_client_rpc(self->clients[ps]);
+    self->calls[i] = call;
+    zdist_ps_op_t *op = &self->ops[i];
+    *op = (zdist_ps_op_t){.client = self->clients[call.ps], .request = {.method = method}};
+    return op;
 }
 
-/* Sends *msg_p (taken) for calls[i]. */
-static void
-s_send(s_psd_t *self, s_call_t *c, zdist_msg_t **msg_p)
+/* 0 when op was sent (its reply tells the rest), else why not, in err. */
+static int
+s_op_error(const zdist_ps_op_t *op, zdist_error_t *err)
 {
-    c->reply = NULL;
-    c->rc = *msg_p ? zdist_rpc_client_send(s_rpc(self, c->ps), msg_p, self->timeout_ms, &c->id) : -ENOMEM;
-    zdist_msg_destroy(msg_p);
-}
-
-/* Waits for the replies of every sent call. A call without an answer gets
-   rc -ETIMEDOUT; a reply's own status is left for its parser. */
-static void
-s_collect(s_psd_t *self, s_call_t *calls, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        s_call_t *c = &calls[i];
-        while (c->rc == 0 && !c->reply) {
-            zdist_msg_t *reply = NULL;
-            /* The rpc client completes a call at its deadline itself; the
-               margin only guards against a lost completion. */
-            int rc = zdist_rpc_client_recv(s_rpc(self, c->ps), self->timeout_ms + 5000, &reply);
-            if (rc < 0) {
-                c->rc = -ETIMEDOUT;
-                break;
-            }
-            uint64_t id = zdist_msg_request_id(reply);
-            bool matched = false;
-            for (size_t j = i; j < n && !matched; j++)
-                if (calls[j].ps == c->ps && calls[j].rc == 0 && !calls[j].reply && calls[j].id == id) {
-                    calls[j].reply = reply;
-                    matched = true;
-                }
-            if (!matched)
-                zdist_msg_destroy(&reply);
-        }
-    }
-}
-
-static void
-s_release(s_call_t *calls, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        zdist_msg_destroy(&calls[i].reply);
+    if (op->rc == -EINVAL)
+        return zdist_error_set(err, -EINVAL, "invalid request (or out of memory)");
+    return op->rc < 0 ? zdist_error_set(err, op->rc, "cannot send: %s", strerror(-op->rc)) : 0;
 }
 
 /* Shape of `rows` rows of variable v. */
@@ -194,44 +176,33 @@ s_pull_var(s_psd_t *self, int var, float *out)
 {
     const worker_var_t *v = &self->vars->vars[var];
     const zdist_layout_t *L = self->layouts[var];
-    if (s_reserve_calls(self, (size_t)L->num_shards) < 0)
+    size_t n = (size_t)L->num_shards;
+    if (s_reserve_calls(self, n) < 0)
         return -ENOMEM;
-    s_call_t *calls = self->calls;
-    for (int i = 0; i < L->num_shards; i++) {
-        calls[i] = (s_call_t){.ps = L->shards[i].ps, .shard = i};
-        zdist_msg_t *msg = zdist_ps_request_pull(self->names[var], i, 0, 0);
-        s_send(self, &calls[i], &msg);
-    }
-    s_collect(self, calls, (size_t)L->num_shards);
+    for (int i = 0; i < L->num_shards; i++)
+        s_op(self, (size_t)i, (s_call_t){.ps = L->shards[i].ps, .shard = i, .var = var}, ZDIST_PS_PULL)
+            ->request.pull = (zdist_ps_pull_t){self->names[var], i, 0, 0};
+    zdist_ps_client_run(self->ops, n);
     int first = 0;
     for (int i = 0; i < L->num_shards; i++) {
-        s_call_t *c = &calls[i];
+        const zdist_ps_op_t *op = &self->ops[i];
         const zdist_shard_t *sh = &L->shards[i];
-        float *dst = out + sh->offset * v->width;
         size_t want = (size_t)(sh->rows * v->width) * sizeof(float);
         zdist_error_t err = {0};
-        int rc = c->rc;
         zdist_tensor_t t = {0};
-        if (rc == 0 && (rc = zdist_ps_reply_values(c->reply, &t, &err)) == 0) {
+        int rc = s_op_error(op, &err);
+        if (rc == 0 && (rc = zdist_ps_reply_values(op->reply, &t, &err)) == 0) {
             if (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want)
                 rc = zdist_error_set(&err, -EPROTO, "pull '%s' shard %d: %zu bytes of %s, wanted %zu of float32",
                                      v->name, i, t.nbytes, zdist_dtype_name(t.dtype), want);
             else
-                memcpy(dst, t.data, want);
-        }
-        if (s_unanswered(rc)) {
-            /* Reads are idempotent: the synchronous client retries. */
-            t = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .data = dst, .nbytes = want};
-            rc = zdist_ps_client_pull(self->clients[c->ps], self->names[var], i, 0, 0, &t, &err);
-            if (rc == 0 && t.nbytes != want)
-                rc = zdist_error_set(&err, -EPROTO, "pull '%s' shard %d: %zu bytes, wanted %zu", v->name, i,
-                                     t.nbytes, want);
+                memcpy(out + sh->offset * v->width, t.data, want);
         }
         if (rc < 0 && first == 0)
-            first = s_fail(self, rc, c->ps, "pull '%s' shard %d: %s", v->name, i,
+            first = s_fail(self, rc, sh->ps, "pull '%s' shard %d: %s", v->name, i,
                            err.text[0] ? err.text : strerror(-rc));
     }
-    s_release(calls, (size_t)L->num_shards);
+    zdist_ps_ops_release(self->ops, n);
     return first;
 }
 
@@ -240,6 +211,12 @@ s_read(worker_backend_t *be, int replica, int var, const float **ret)
 {
     s_psd_t *self = (s_psd_t *)be;
     (void)replica;
+    self->dense_read[var] = true;
+    if (self->fresh[var]) {
+        self->fresh[var] = false;
+        *ret = self->vals[var];
+        return 0;
+    }
     int rc = s_pull_var(self, var, self->vals[var]);
     if (rc < 0)
         return rc;
@@ -290,102 +267,189 @@ s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int6
     }
     /* One pull_rows per ps task: the psd finds the rows in whichever of its shards. */
     s_group(self, ids, n, self->num_ps);
-    size_t ncalls = 0;
-    s_call_t *calls = self->calls;
+    size_t nops = 0;
     for (int ps = 0; ps < self->num_ps; ps++) {
         int64_t lo = self->counts[ps], hi = self->counts[ps + 1];
-        if (hi == lo)
-            continue;
-        s_call_t *c = &calls[ncalls++];
-        *c = (s_call_t){.ps = ps, .first = lo, .ids = self->ids + lo, .nids = (size_t)(hi - lo)};
-        zdist_msg_t *msg = zdist_ps_request_pull_rows(self->names[var], c->ids, c->nids, NULL, NULL);
-        s_send(self, c, &msg);
+        if (hi > lo)
+            s_op(self, nops++, (s_call_t){.ps = ps, .var = var, .first = lo}, ZDIST_PS_PULL_ROWS)->request.pull_rows =
+                (zdist_ps_pull_rows_t){self->names[var], self->ids + lo, (size_t)(hi - lo)};
     }
-    s_collect(self, calls, ncalls);
+    zdist_ps_client_run(self->ops, nops);
     int first = 0;
-    for (size_t i = 0; i < ncalls; i++) {
-        s_call_t *c = &calls[i];
-        size_t want = c->nids * (size_t)v->width * sizeof(float);
+    for (size_t i = 0; i < nops; i++) {
+        const zdist_ps_op_t *op = &self->ops[i];
+        const s_call_t *c = &self->calls[i];
+        size_t nids = op->request.pull_rows.nids;
+        size_t want = nids * (size_t)v->width * sizeof(float);
         zdist_error_t err = {0};
         zdist_tensor_t t = {0};
-        int rc = c->rc;
+        int rc = s_op_error(op, &err);
         if (rc == 0)
-            rc = zdist_ps_reply_values(c->reply, &t, &err);
-        if (s_unanswered(rc)) {
-            if (s_grow((void **)&self->rows, &self->rows_cap, want / sizeof(float), sizeof(float)) < 0) {
-                rc = -ENOMEM;
-            } else {
-                t = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .data = self->rows, .nbytes = want};
-                rc = zdist_ps_client_pull_rows(self->clients[c->ps], self->names[var], c->ids, c->nids, &t, &err);
-            }
-        }
+            rc = zdist_ps_reply_values(op->reply, &t, &err);
         if (rc == 0 && (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want))
             rc = zdist_error_set(&err, -EPROTO, "%zu bytes of %s, wanted %zu of float32", t.nbytes,
                                  zdist_dtype_name(t.dtype), want);
         if (rc == 0) {
             const float *src = t.data;
-            for (size_t j = 0; j < c->nids; j++)
+            for (size_t j = 0; j < nids; j++)
                 memcpy(out + self->pos[c->first + (int64_t)j] * v->width, src + j * (size_t)v->width,
                        (size_t)v->width * sizeof(float));
         } else if (first == 0) {
-            first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", v->name, c->nids,
+            first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", v->name, nids,
                            err.text[0] ? err.text : strerror(-rc));
         }
     }
-    s_release(calls, ncalls);
+    zdist_ps_ops_release(self->ops, nops);
     return first;
 }
 
 /* ---- writes ---- */
 
-static zdist_msg_t *
-s_write_request(s_psd_t *self, uint32_t method, const s_call_t *c)
+/* Op i of the next run: a write of `rows` rows of variable var (by ids
+   when ids is not NULL) to shard s. The data stays put until the run ends. */
+static void
+s_write_op(s_psd_t *self, size_t i, uint32_t method, int var, int s, const int64_t *ids, int64_t rows,
+           const float *data)
 {
-    const worker_var_t *v = &self->vars->vars[c->var];
-    const char *name = self->names[c->var];
-    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .data = (void *)c->data};
-    t.shape = s_rows_shape(v, c->ids ? (int64_t)c->nids : c->rows);
-    t.nbytes = (size_t)((c->ids ? (int64_t)c->nids : c->rows) * v->width) * sizeof(float);
-    if (c->ids)
-        return zdist_ps_request_write_ids(method, name, c->shard, c->seq, c->ids, c->nids, &t, NULL, NULL);
-    return zdist_ps_request_write(method, name, c->shard, 0, 0, c->seq, &t, NULL, NULL);
+    const worker_var_t *v = &self->vars->vars[var];
+    const zdist_layout_t *L = self->layouts[var];
+    zdist_ps_op_t *op = s_op(self, i, (s_call_t){.ps = L->shards[s].ps, .shard = s, .var = var}, method);
+    zdist_ps_write_t *w = &op->request.write;
+    w->name = self->names[var];
+    w->shard_index = s;
+    w->by_ids = ids != NULL;
+    w->ids = ids;
+    w->nids = ids ? (size_t)rows : 0;
+    w->values = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32,
+                                 .shape = s_rows_shape(v, rows),
+                                 .data = (void *)data,
+                                 .nbytes = (size_t)(rows * v->width) * sizeof(float)};
 }
 
-/* Sends every write (sequence numbers taken in sending order), collects the
-   acknowledgements, and sends unanswered ones again with the SAME sequence,
-   so that the psd applies each exactly once. */
+/* Sends every write at once; the ps client numbers them and sends the
+   unanswered ones again with the SAME sequence, so that the psd applies
+   each exactly once. */
 static int
-s_write_all(s_psd_t *self, uint32_t method, s_call_t *calls, size_t n)
+s_write_all(s_psd_t *self, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        s_call_t *c = &calls[i];
-        c->seq = zdist_ps_client_next_sequence(self->clients[c->ps]);
-        zdist_msg_t *msg = s_write_request(self, method, c);
-        s_send(self, c, &msg);
-    }
-    s_collect(self, calls, n);
+    zdist_ps_client_run(self->ops, n);
     int first = 0;
     for (size_t i = 0; i < n; i++) {
-        s_call_t *c = &calls[i];
-        const char *name = self->names[c->var];
+        const zdist_ps_op_t *op = &self->ops[i];
+        const s_call_t *c = &self->calls[i];
         zdist_error_t err = {0};
-        int rc = c->rc;
+        int rc = s_op_error(op, &err);
         if (rc == 0)
-            rc = zdist_ps_reply_write(c->reply, NULL, NULL, &err);
-        for (int attempt = 0; s_unanswered(rc) && attempt < self->retries; attempt++) {
-            zdist_msg_t *msg = s_write_request(self, method, c);
-            zdist_msg_t *reply = NULL;
-            if (!msg)
-                rc = -ENOMEM;
-            else if ((rc = zdist_ps_client_call(self->clients[c->ps], &msg, &reply, &err)) == 0)
-                rc = zdist_ps_reply_write(reply, NULL, NULL, &err);
-            zdist_msg_destroy(&reply);
-        }
+            rc = zdist_ps_reply_write(op->reply, NULL, NULL, &err);
         if (rc < 0 && first == 0)
-            first = s_fail(self, rc, c->ps, "%s '%s' shard %d: %s", zdist_ps_method_name(method), name, c->shard,
+            first = s_fail(self, rc, c->ps, "%s '%s' shard %d: %s", zdist_ps_method_name(op->request.method),
+                           self->names[c->var], c->shard, err.text[0] ? err.text : strerror(-rc));
+    }
+    zdist_ps_ops_release(self->ops, n);
+    return first;
+}
+
+/* Item k of the fused run, for shard s of variable var on ps task ps. */
+static zdist_ps_push_pull_item_t *
+s_item(s_psd_t *self, size_t k, int ps, int var, int s)
+{
+    self->item_calls[k] = (s_call_t){.ps = ps, .shard = s, .var = var};
+    zdist_ps_push_pull_item_t *it = &self->items[k];
+    *it = (zdist_ps_push_pull_item_t){
+        .name = self->names[var], .shard_index = s, .pull = self->dense_read[var]};
+    return it;
+}
+
+/* Copies the values item k pulled into vals; a variable all of whose
+   shards came back is fresh for its next read. */
+static int
+s_take_values(s_psd_t *self, size_t k, zdist_error_t *err)
+{
+    const s_call_t *c = &self->item_calls[k];
+    const worker_var_t *v = &self->vars->vars[c->var];
+    const zdist_shard_t *sh = &self->layouts[c->var]->shards[c->shard];
+    const zdist_tensor_t *t = &self->item_vals[k];
+    size_t want = (size_t) (sh->rows * v->width) * sizeof(float);
+    if (t->dtype != ZDIST_DTYPE_FLOAT32 || t->nbytes != want)
+        return zdist_error_set(err, -EPROTO, "'%s' shard %d: %zu bytes of %s, wanted %zu of float32", v->name,
+                               c->shard, t->nbytes, zdist_dtype_name(t->dtype), want);
+    memcpy(self->vals[c->var] + sh->offset * v->width, t->data, want);
+    if (++self->arrived[c->var] == self->layouts[c->var]->num_shards)
+        self->fresh[c->var] = true;
+    return 0;
+}
+
+/* The n writes built by s_write_op (pushes, at most one per shard) as one
+   push_pull per ps task, each also asking back the values of every
+   variable read whole (with pull-only items for those without a
+   gradient): the next step's reads need no round trip. The ps client sends
+   the unanswered ones again with the SAME sequence: applied exactly once. */
+static int
+s_push_pull_all(s_psd_t *self, size_t n)
+{
+    size_t need = n;
+    for (int var = 0; var < self->vars->n; var++) {
+        self->arrived[var] = 0;
+        if (self->dense_read[var] && self->stamp[var] != self->applies)
+            need += (size_t) self->layouts[var]->num_shards;
+    }
+    /* Every push may take two tensors: beyond a message's limits, one push per shard. */
+    if (2 * need > ZDIST_PS_PUSH_PULL_MAX_ITEMS)
+        return s_write_all(self, n);
+    void **arrays[] = {(void **) &self->items, (void **) &self->item_calls, (void **) &self->item_vals};
+    const size_t elem[] = {sizeof *self->items, sizeof *self->item_calls, sizeof *self->item_vals};
+    if (s_grow_all(&self->items_cap, need, 3, arrays, elem) < 0)
+        return -ENOMEM;
+    size_t k = 0, nops = 0;
+    for (int ps = 0; ps < self->num_ps; ps++) {
+        size_t first = k;
+        for (size_t i = 0; i < n; i++) {
+            const s_call_t *c = &self->calls[i];
+            const zdist_ps_write_t *w = &self->ops[i].request.write;
+            if (c->ps != ps)
+                continue;
+            zdist_ps_push_pull_item_t *it = s_item(self, k++, ps, c->var, c->shard);
+            it->push = true;
+            it->by_ids = w->by_ids;
+            it->ids = w->ids;
+            it->nids = w->nids;
+            it->grad = w->values;
+        }
+        for (int var = 0; var < self->vars->n; var++) {
+            const zdist_layout_t *L = self->layouts[var];
+            if (!self->dense_read[var] || self->stamp[var] == self->applies)
+                continue;
+            for (int s = 0; s < L->num_shards; s++)
+                if (L->shards[s].ps == ps)
+                    s_item(self, k++, ps, var, s);
+        }
+        if (k > first)
+            self->pp_ops[nops++] = (zdist_ps_op_t){
+                .client = self->clients[ps],
+                .request = {.method = ZDIST_PS_PUSH_PULL,
+                            .push_pull = {.items = self->items + first, .nitems = k - first}}};
+    }
+    zdist_ps_client_run(self->pp_ops, nops);
+    int first = 0;
+    for (size_t i = 0; i < nops; i++) {
+        const zdist_ps_op_t *op = &self->pp_ops[i];
+        const zdist_ps_push_pull_t *pp = &op->request.push_pull;
+        size_t at = (size_t) (pp->items - self->items);
+        int ps = self->item_calls[at].ps;
+        zdist_error_t err = {0};
+        int rc = s_op_error(op, &err);
+        if (rc == 0)
+            rc = zdist_ps_reply_push_pull(op->reply, pp, NULL, NULL, self->item_vals + at, &err);
+        for (size_t j = 0; rc == 0 && j < pp->nitems; j++)
+            if (pp->items[j].pull)
+                rc = s_take_values(self, at + j, &err);
+        if (rc < 0 && first == 0)
+            first = s_fail(self, rc, ps, "push_pull (%zu shards): %s", pp->nitems,
                            err.text[0] ? err.text : strerror(-rc));
     }
-    s_release(calls, n);
+    zdist_ps_ops_release(self->pp_ops, nops);
+    if (first < 0)
+        memset(self->fresh, 0, (size_t) self->vars->n * sizeof *self->fresh);
     return first;
 }
 
@@ -398,6 +462,16 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
        write is acknowledged (they may be sent again). */
     size_t ncalls = 0, nids = 0, nrows = 0;
     int max_shards = self->num_ps;
+    /* One push_pull per ps unless a variable has two gradients here (a
+       shard takes one sequence once): then one push per shard. */
+    bool fuse = true;
+    self->applies++;
+    /* Values kept from the last push_pull are older than this push. */
+    memset(self->fresh, 0, (size_t) self->vars->n * sizeof *self->fresh);
+    for (int i = 0; i < n; i++) {
+        fuse = fuse && self->stamp[grads[i].var] != self->applies;
+        self->stamp[grads[i].var] = self->applies;
+    }
     for (int i = 0; i < n; i++) {
         const zdist_layout_t *L = self->layouts[grads[i].var];
         ncalls += (size_t)L->num_shards;
@@ -423,9 +497,8 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         const zdist_layout_t *L = self->layouts[g->var];
         if (!g->ids) {
             for (int s = 0; s < L->num_shards; s++)
-                self->calls[nc++] = (s_call_t){.ps = L->shards[s].ps, .shard = s, .var = g->var,
-                                               .data = g->values + L->shards[s].offset * v->width,
-                                               .rows = L->shards[s].rows};
+                s_write_op(self, nc++, ZDIST_PS_PUSH, g->var, s, NULL, L->shards[s].rows,
+                           g->values + L->shards[s].offset * v->width);
             continue;
         }
         /* Sparse: ids (global rows) and their gradient rows, shard by shard. */
@@ -455,12 +528,11 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
             }
             id_at += (size_t)(hi - lo);
             row_at += (size_t)((hi - lo) * v->width);
-            self->calls[nc++] = (s_call_t){.ps = L->shards[s].ps, .shard = s, .var = g->var, .ids = ids,
-                                           .nids = (size_t)(hi - lo), .data = rows};
+            s_write_op(self, nc++, ZDIST_PS_PUSH, g->var, s, ids, hi - lo, rows);
         }
     }
     if (rc == 0)
-        rc = s_write_all(self, ZDIST_PS_PUSH, self->calls, nc);
+        rc = fuse ? s_push_pull_all(self, nc) : s_write_all(self, nc);
     free(all_ids);
     return rc;
 }
@@ -470,14 +542,15 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
 {
     s_psd_t *self = (s_psd_t *)be;
     (void)replica;
+    self->fresh[var] = false;
     const worker_var_t *v = &self->vars->vars[var];
     const zdist_layout_t *L = self->layouts[var];
     if (s_reserve_calls(self, (size_t)L->num_shards) < 0)
         return -ENOMEM;
     for (int s = 0; s < L->num_shards; s++)
-        self->calls[s] = (s_call_t){.ps = L->shards[s].ps, .shard = s, .var = var,
-                                    .data = values + L->shards[s].offset * v->width, .rows = L->shards[s].rows};
-    return s_write_all(self, add ? ZDIST_PS_ASSIGN_ADD : ZDIST_PS_ASSIGN, self->calls, (size_t)L->num_shards);
+        s_write_op(self, (size_t)s, add ? ZDIST_PS_ASSIGN_ADD : ZDIST_PS_ASSIGN, var, s, NULL, L->shards[s].rows,
+                   values + L->shards[s].offset * v->width);
+    return s_write_all(self, (size_t)L->num_shards);
 }
 
 /* ---- one replica: collectives are the identity ---- */
@@ -548,8 +621,17 @@ s_destroy(worker_backend_t **be_p)
             free(self->endpoints[p]);
     free(self->layouts);
     free(self->vals);
+    free(self->fresh);
+    free(self->dense_read);
+    free(self->stamp);
+    free(self->arrived);
+    free(self->pp_ops);
+    free(self->items);
+    free(self->item_calls);
+    free(self->item_vals);
     free(self->clients);
     free(self->endpoints);
+    free(self->ops);
     free(self->calls);
     free(self->ids);
     free(self->pos);
@@ -591,22 +673,27 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->base.ops = &s_ops;
     self->vars = vars;
     self->num_ps = cfg->num_ps;
-    self->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
-    self->retries = cfg->retries >= 0 ? cfg->retries : 3;
     self->endpoints = calloc((size_t)cfg->num_ps, sizeof *self->endpoints);
     self->clients = calloc((size_t)cfg->num_ps, sizeof *self->clients);
     self->layouts = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->layouts);
     self->vals = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->vals);
     self->names = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->names);
-    if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names)
+    size_t nv = (size_t) (vars->n ? vars->n : 1);
+    self->fresh = calloc(nv, sizeof *self->fresh);
+    self->dense_read = calloc(nv, sizeof *self->dense_read);
+    self->stamp = calloc(nv, sizeof *self->stamp);
+    self->arrived = calloc(nv, sizeof *self->arrived);
+    self->pp_ops = calloc((size_t) cfg->num_ps, sizeof *self->pp_ops);
+    if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names || !self->fresh ||
+        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops)
         goto oom;
     zdist_ps_client_options_t opts;
     zdist_ps_client_options_default(&opts);
-    opts.timeout_ms = self->timeout_ms;
-    opts.retries = self->retries;
+    opts.timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
+    opts.retries = cfg->retries >= 0 ? cfg->retries : 3;
     for (int p = 0; p < cfg->num_ps; p++) {
         char ep[300];
-        if (zdist_ps_endpoint_parse(cfg->endpoints[p], ep, sizeof ep, err) < 0) {
+        if (zdist_endpoint_normalize(cfg->endpoints[p], ep, sizeof ep, err) < 0) {
             zdist_error_prefix(err, "ps task %d", p);
             goto fail;
         }

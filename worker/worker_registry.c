@@ -15,6 +15,7 @@ static const zdist_model_t *const s_builtins[] = {
     &worker_model_softmax_regression,
     &worker_model_mlp,
     &worker_model_sparse_logreg,
+    &worker_model_sequential,
     NULL,
 };
 

@@ -12,21 +12,24 @@
 #include "worker_run.h"
 #include "worker_session.h"
 #include "zdist/defs.h"
-#include "zdist/job.h"
 #include "zdist/input.h"
+#include "zdist/job.h"
+#include "zdist/model_spec.h"
 #include "zdist/parse.h"
 
 static void
 s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: zdist run JOB.json [--json] [--steps N] [--quiet]\n\n"
+            "usage: zdist run JOB.json [--json] [--steps N] [--quiet]\n"
+            "       zdist run --summary JOB.json\n\n"
             "Trains the job in this process: strategy one_device, mirrored or central_storage with\n"
             "num_replicas threads, running the same step functions a cluster runs. Shows a progress\n"
             "bar on a terminal (plain lines otherwise) and the final test accuracy.\n\n"
             "  --json      print one JSON object with the final metrics on stdout\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
-            "  --quiet     no progress output\n\n"
+            "  --quiet     no progress output\n"
+            "  --summary   print a sequential model's layers as Keras's model.summary() and exit\n\n"
             "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
 }
 
@@ -104,15 +107,47 @@ s_usage_error(const char *fmt, ...)
     return WORKER_RUN_USAGE;
 }
 
+/* --summary: a sequential model's layers as Keras prints them; takes the job. */
+static int
+s_summary(const char *job_path, zdist_job_t *job)
+{
+    int status = WORKER_RUN_USAGE;
+    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) != 0) {
+        fprintf(stderr, "zdist run: %s: --summary describes sequential models (model.name \"sequential\" with its "
+                "layers); this job's model is '%s'\n", job_path, job->model);
+        zdist_job_release(job);
+        return status;
+    }
+    zdist_model_spec_t spec;
+    zdist_error_t err = {0};
+    char *text = NULL;
+    /* the job was checked on load: the spec parses */
+    if (zdist_model_spec_parse(job->model_params, job->format == ZDIST_INPUT_FORMAT_LIBSVM, &spec, &err) < 0) {
+        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
+    } else if (zdist_model_spec_summary(&spec, ZDIST_MODEL_SEQUENTIAL, &text) < 0) {
+        fprintf(stderr, "zdist run: out of memory\n");
+        status = WORKER_RUN_FAILED;
+    } else {
+        fputs(text, stdout);
+        status = WORKER_RUN_OK;
+    }
+    free(text);
+    zdist_model_spec_release(&spec);
+    zdist_job_release(job);
+    return status;
+}
+
 int
 worker_run_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},   {"steps", required_argument, NULL, 's'},
-        {"quiet", no_argument, NULL, 'q'},  {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, 'j'},    {"steps", required_argument, NULL, 's'},
+        {"quiet", no_argument, NULL, 'q'},   {"summary", no_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     s_out_t o = {0};
+    bool summary = false;
     int64_t max_steps = 0;
     int c;
     optind = 1;
@@ -127,6 +162,9 @@ worker_run_main(int argc, char **argv)
             break;
         case 'q':
             o.quiet = true;
+            break;
+        case 'S':
+            summary = true;
             break;
         case 'h':
             s_usage(stdout);
@@ -151,6 +189,8 @@ worker_run_main(int argc, char **argv)
         fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
         return err.code == -EINVAL ? WORKER_RUN_USAGE : WORKER_RUN_FAILED;
     }
+    if (summary)
+        return s_summary(job_path, &job);
     int status = WORKER_RUN_FAILED;
     worker_session_t *sess = NULL;
     if (job.strategy != ZDIST_STRATEGY_ONE_DEVICE && job.strategy != ZDIST_STRATEGY_MIRRORED &&

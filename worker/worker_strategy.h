@@ -11,6 +11,9 @@
 #include "zdist/error.h"
 #include "zdist/step.h"
 
+/* Replicas one worker may run (threads; their reductions use stack arrays). */
+#define WORKER_MAX_REPLICAS 64
+
 /* A replica context (worker_trainer) does the strategy-independent work —
    id deduplication, outputs, scratch, argument checks — and calls a backend
    for the rest. One backend per strategy family:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "worker_trainer.h"
+#include "zdist/distribute.h"
 
 typedef struct {
     char name[WORKER_OUTPUT_NAME_MAX];
@@ -286,13 +287,12 @@ s_assign_any(zdist_replica_ctx_t *ctx, int var, const float *values, bool add)
     const worker_var_t *v = &r->trainer->vars.vars[var];
     if (!values)
         return s_fail(r, -EINVAL, "assign: '%s': no values", v->name);
+    zdist_error_t why = {0};
+    if (zdist_distribute_check_replica_write(v->synchronization, v->aggregation, ZDIST_DTYPE_FLOAT32,
+                                             s_num_replicas(ctx), &why) < 0)
+        return s_fail(r, -EINVAL, "assign: variable '%s' has aggregation NONE: %s", v->name, why.text);
     worker_backend_t *be = r->trainer->backend;
-    rc = be->ops->assign(be, r->replica, var, values, add);
-    if (rc == -EINVAL)
-        return s_fail(r, rc,
-                      "assign: variable '%s' has aggregation NONE: a MirroredVariable written in a replica "
-                      "context needs SUM, MEAN or ONLY_FIRST_REPLICA", v->name);
-    return rc;
+    return be->ops->assign(be, r->replica, var, values, add);
 }
 
 static int
@@ -523,6 +523,38 @@ fail:
     return NULL;
 }
 
+
+/* Each named output reduced over the replicas that produced it, with its
+   op (Strategy.reduce of a per-replica scalar, axis None). */
+static void
+s_reduce_outputs(const worker_trainer_t *self, worker_outputs_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    for (int i = 0; i < self->n; i++)
+        for (int k = 0; k < self->replicas[i].nout; k++) {
+            const char *name = self->replicas[i].outputs[k].name;
+            int j = 0;
+            while (j < ret->n && strcmp(ret->names[j], name) != 0)
+                j++;
+            if (j < ret->n || ret->n == WORKER_MAX_OUTPUTS)
+                continue;
+            snprintf(ret->names[ret->n++], WORKER_OUTPUT_NAME_MAX, "%s", name);
+            zdist_tensor_t values[WORKER_MAX_REPLICAS];
+            zdist_reduce_op_t op = ZDIST_REDUCE_SUM;
+            int nv = 0;
+            for (int q = i; q < self->n; q++)
+                for (int m = 0; m < self->replicas[q].nout; m++)
+                    if (nv < WORKER_MAX_REPLICAS && strcmp(self->replicas[q].outputs[m].name, name) == 0) {
+                        values[nv++] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT64,
+                                                        .data = (void *)&self->replicas[q].outputs[m].value,
+                                                        .nbytes = sizeof(double)};
+                        op = self->replicas[q].outputs[m].op;
+                    }
+            zdist_tensor_t dest = {.dtype = ZDIST_DTYPE_FLOAT64, .data = &ret->values[j], .nbytes = sizeof(double)};
+            (void)zdist_distribute_reduce_to(op, values, nv, &dest, 1, NULL); /* checked: scalars, SUM/MEAN */
+        }
+}
+
 int
 worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool eval, worker_outputs_t *ret,
                     zdist_error_t *err)
@@ -557,29 +589,8 @@ worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool
         return zdist_error_set(err, r->rc, "model '%s': %s step failed on replica %d: %s", self->model->name,
                                eval ? "eval" : "train", first, r->error[0] ? r->error : strerror(-r->rc));
     }
-    if (ret) {
-        memset(ret, 0, sizeof *ret);
-        int count[WORKER_MAX_OUTPUTS] = {0};
-        bool mean[WORKER_MAX_OUTPUTS] = {0};
-        for (int i = 0; i < self->n; i++)
-            for (int k = 0; k < self->replicas[i].nout; k++) {
-                const s_output_t *o = &self->replicas[i].outputs[k];
-                int j = 0;
-                while (j < ret->n && strcmp(ret->names[j], o->name) != 0)
-                    j++;
-                if (j == ret->n) {
-                    if (ret->n == WORKER_MAX_OUTPUTS)
-                        continue;
-                    snprintf(ret->names[ret->n++], WORKER_OUTPUT_NAME_MAX, "%s", o->name);
-                }
-                ret->values[j] += o->value;
-                count[j]++;
-                mean[j] = o->op == ZDIST_REDUCE_MEAN;
-            }
-        for (int j = 0; j < ret->n; j++)
-            if (mean[j] && count[j] > 0)
-                ret->values[j] /= count[j];
-    }
+    if (ret)
+        s_reduce_outputs(self, ret);
     return 0;
 }
 

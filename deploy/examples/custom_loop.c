@@ -2,14 +2,13 @@
    ClusterCoordinator: schedule closures, join, fetch their remote values, evaluate.
 
    usage: custom_loop JOB.json CLOSURES STEPS_PER_CLOSURE tcp://WORKER... -- tcp://PS...
-   The job must be a parameter_server job without the coordinator's keys (checkpoint, evaluation). */
+   The job must be a parameter_server job (its checkpoint and evaluation sections are not used here). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "zdist/coordinator.h"
+#include "zdist/job.h"
 
 int
 main(int argc, char **argv)
@@ -18,14 +17,12 @@ main(int argc, char **argv)
         fprintf(stderr, "usage: custom_loop JOB.json CLOSURES STEPS_PER_CLOSURE tcp://WORKER... -- tcp://PS...\n");
         return 2;
     }
-    json_error_t jerr;
-    json_t *job = json_load_file(argv[1], 0, &jerr);
-    const char *name = job ? json_string_value(json_object_get(job, "name")) : NULL;
-    if (!name) {
-        fprintf(stderr, "custom_loop: %s: %s\n", argv[1], job ? "no \"name\"" : jerr.text);
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    if (zdist_job_load(argv[1], &job, &err) < 0) {
+        fprintf(stderr, "custom_loop: %s: %s\n", argv[1], err.text);
         return 2;
     }
-    char *text = json_dumps(job, JSON_COMPACT);
     int closures = atoi(argv[2]), steps = atoi(argv[3]);
     const char *workers[64], *ps[64];
     size_t nw = 0, nps = 0;
@@ -37,14 +34,12 @@ main(int argc, char **argv)
 
     zdist_coordinator_options_t opts;
     zdist_coordinator_options_default(&opts);
-    opts.job_json = text;
-    opts.job_name = name;
+    opts.job = &job;
     opts.workers = workers;
     opts.num_workers = nw;
     opts.ps = ps;
     opts.num_ps = nps;
     opts.variable_prefix = "custom_loop/";
-    zdist_error_t err = {0};
     zdist_coordinator_t *coord = zdist_coordinator_new(&opts, &err);
     if (!coord || zdist_coordinator_start(coord, true, &err) < 0) {
         fprintf(stderr, "custom_loop: %s\n", err.text);
@@ -70,7 +65,6 @@ main(int argc, char **argv)
     zdist_coordinator_stop_job(coord, 2000);
     zdist_coordinator_destroy(&coord);
     free(values);
-    free(text);
-    json_decref(job);
+    zdist_job_release(&job);
     return rc < 0 ? 1 : 0;
 }

@@ -16,9 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "zdist/coordinator.h"
+#include "zdist/job.h"
 #include "zdist/parse.h"
 #include "zdist/sys.h"
 
@@ -72,19 +71,11 @@ main(int argc, char **argv)
     if (nw == 0 || nps == 0)
         return s_usage();
 
-    json_error_t jerr;
-    json_t *job = json_load_file(argv[1], 0, &jerr);
-    const char *name = job ? json_string_value(json_object_get(job, "name")) : NULL;
-    if (!name) {
-        fprintf(stderr, "bench_closures: %s: %s\n", argv[1], job ? "no \"name\"" : jerr.text);
-        json_decref(job);
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    if (zdist_job_load(argv[1], &job, &err) < 0) {
+        fprintf(stderr, "bench_closures: %s: %s\n", argv[1], err.text);
         return 2;
-    }
-    char *text = json_dumps(job, JSON_COMPACT);
-    if (!text) {
-        fprintf(stderr, "bench_closures: out of memory\n");
-        json_decref(job);
-        return 1;
     }
 
     /* A fresh prefix per run: the ps tasks may still hold an earlier run's variables. */
@@ -92,15 +83,13 @@ main(int argc, char **argv)
     snprintf(prefix, sizeof prefix, "bench_closures_%llx/", (unsigned long long) zdist_random_u64());
     zdist_coordinator_options_t opts;
     zdist_coordinator_options_default(&opts);
-    opts.job_json = text;
-    opts.job_name = name;
+    opts.job = &job;
     opts.workers = workers;
     opts.num_workers = nw;
     opts.ps = ps;
     opts.num_ps = nps;
     opts.variable_prefix = prefix;
     opts.max_in_flight_per_worker = (int) in_flight;
-    zdist_error_t err = {0};
     int status = 1;
     zdist_coordinator_t *coord = zdist_coordinator_new(&opts, &err);
     if (!coord || zdist_coordinator_start(coord, true, &err) < 0) {
@@ -129,7 +118,6 @@ out:
     if (coord)
         zdist_coordinator_stop_job(coord, 2000);
     zdist_coordinator_destroy(&coord);
-    free(text);
-    json_decref(job);
+    zdist_job_release(&job);
     return status;
 }

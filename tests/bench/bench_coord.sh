@@ -20,7 +20,8 @@
 # `zdist submit` / `zdist run`. Timings are printed, never asserted.
 #
 # Each case runs REPEAT times (the machine is shared: other processes add
-# noise); the tables show medians.
+# noise); one_device runs after each parameter_server job, 2 x REPEAT times,
+# so that its baseline sees the same load; the tables show medians.
 #
 # usage: bench_coord.sh [--quick] [--steps N] [--closures N] [--repeat N]
 #   defaults: 600 steps, 2000 closures, 3 repeats (about a minute on 2 cores, Release)
@@ -192,20 +193,22 @@ done
 FORMAT=$(fmnist_job "$EXAMPLES/fmnist-mlp-ps.json" "$ZD_TMP/parameter_server.json" "$STEPS")
 fmnist_job "$EXAMPLES/fmnist-mlp-mwm.json" "$ZD_TMP/multi_worker_mirrored.json" "$STEPS" >/dev/null
 fmnist_job "$EXAMPLES/fmnist-mlp-run.json" "$ZD_TMP/run.json" "$STEPS" >/dev/null
-for ((r = 0; r < REPEAT; r++)); do ps_job 2; done
-# multi_worker_mirrored on the same two workers (the ps tasks sit idle).
-for ((r = 0; r < REPEAT; r++)); do ps_job 2 multi_worker_mirrored; done
-bench_up 2 1
-for ((r = 0; r < REPEAT; r++)); do ps_job 1; done
-bench_down
-
-zd_log "one_device (zdist run): $STEPS steps"
-for ((r = 0; r < REPEAT; r++)); do
+# one_device runs between the cluster's jobs, so that the baseline sees the
+# same machine load as they do (the machine is shared); its median is taken
+# over all of them.
+one_device() {
+    zd_log "one_device (zdist run): $STEPS steps"
     zd_run_expect 0 "$OUT" "$ZDIST_BIN" run "$ZD_TMP/run.json" --json --steps "$STEPS"
     result "one_device (zdist run)" 1 "$(json_get "$OUT" steps)" "$(json_get "$OUT" examples_per_sec)" \
         "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.1f" % (j["steps"] / j["train_seconds"]))' "$OUT")" \
         "$(json_get "$OUT" wall_seconds)"
-done
+}
+for ((r = 0; r < REPEAT; r++)); do ps_job 2; one_device; done
+# multi_worker_mirrored on the same two workers (the ps tasks sit idle).
+for ((r = 0; r < REPEAT; r++)); do ps_job 2 multi_worker_mirrored; done
+bench_up 2 1
+for ((r = 0; r < REPEAT; r++)); do ps_job 1; one_device; done
+bench_down
 
 # ---- the tables (medians) ----
 python3 - "$CLOSURE_RESULTS" "$RESULTS" "$CLOSURES" "$STEPS" "$FORMAT" "$REPEAT" <<'PY'

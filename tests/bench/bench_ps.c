@@ -1,4 +1,5 @@
-/* bench_ps: zdist-psd through the libzdist ps client against raw ZeroMQ moving the same bytes, in the same run.
+/* bench_ps: zdist-psd through the libzdist ps client against raw ZeroMQ moving the same bytes, in the same
+   run.
 
    A real zdist-psd runs as a child process on a free loopback port. Each
    case runs W calls in flight (W = 1 measures plain round trips, W = 8 the
@@ -10,10 +11,18 @@
      push+sgd     dense gradient push applied by SGD (request carries SIZE)
      pull_rows    1,024 ids x 64 float32 from a 1,000,000-row table
      push sparse  1,024 ids x 64 float32 gradient rows, SGD, same table
+     push_pull    dense gradient up (SGD), the updated shard back: SIZE
+                  each way
      pull 64 B    small-request round trip
    Ratios are psd/raw throughput (for 64 B: psd/raw round-trip time).
-   Goals (reported, never asserted): pull >= 0.9 and push+sgd >= 0.8 from
-   256 KiB up; sparse >= 0.5; 64 B round trip within 1.2 x raw. */
+   Beside them, what a call costs the client and its server together:
+   system calls (the raw_syscalls:sys_enter tracepoint) and minor page
+   faults (fresh pages), counted per thread with perf_event_open over the
+   last repeat of each case; "-" where the kernel does not let us count.
+   Both sides run with zdist_daemon_keep_memory (glibc keeps freed buffers),
+   as zdist-psd and zdist-worker do.
+   Goals (reported, never asserted): pull >= 0.9, push+sgd and push_pull
+   >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw. */
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
@@ -24,11 +33,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_raw.h"
+#include "zdist/daemon.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
@@ -119,6 +132,121 @@ s_spawn(const char *path, const char *arg1, const char *arg2, pid_t *ret_pid, ch
     drain->fd = fds[0];
     pthread_create(drain_thread, NULL, s_drain, drain);
     return endpoint;
+}
+
+/* ---- cost per call: system calls and page faults of every thread ---- */
+
+#define S_MAX_THREADS 64
+typedef struct {
+    int fds[2][S_MAX_THREADS]; /* [0] syscalls, [1] minor faults; -1: not counted */
+    int n;
+} s_counters_t;
+
+static int
+s_perf_open(uint32_t type, uint64_t config, pid_t tid)
+{
+    struct perf_event_attr a = {.type = type, .size = sizeof a, .config = config, .exclude_hv = 1};
+    return (int) syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* The tracepoint id of raw_syscalls:sys_enter, or -1. */
+static long
+s_sys_enter_id(void)
+{
+    long id = -1;
+    FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "re");
+    if (!f)
+        f = fopen("/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id", "re");
+    if (f) {
+        if (fscanf(f, "%ld", &id) != 1)
+            id = -1;
+        fclose(f);
+    }
+    return id;
+}
+
+/* Counters on every thread pid has now (its libzmq threads exist by then). */
+static void
+s_counters_open(s_counters_t *c, pid_t pid)
+{
+    memset(c, 0, sizeof *c);
+    long tp = s_sys_enter_id();
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int) pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) && c->n < S_MAX_THREADS) {
+        if (e->d_name[0] == '.')
+            continue;
+        pid_t tid = (pid_t) atoi(e->d_name);
+        c->fds[0][c->n] = tp >= 0 ? s_perf_open(PERF_TYPE_TRACEPOINT, (uint64_t) tp, tid) : -1;
+        c->fds[1][c->n] = s_perf_open(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN, tid);
+        c->n++;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Sums of each counter into ret ([0] syscalls, [1] faults; -1: not counted). */
+static void
+s_counters_read(const s_counters_t *c, int64_t ret[2])
+{
+    for (int k = 0; k < 2; k++) {
+        ret[k] = c->n ? 0 : -1;
+        for (int i = 0; i < c->n && ret[k] >= 0; i++) {
+            uint64_t v;
+            if (c->fds[k][i] < 0 || read(c->fds[k][i], &v, sizeof v) != (ssize_t) sizeof v)
+                ret[k] = -1;
+            else
+                ret[k] += (int64_t) v;
+        }
+    }
+}
+
+static void
+s_counters_close(s_counters_t *c)
+{
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < c->n; i++)
+            if (c->fds[k][i] >= 0)
+                close(c->fds[k][i]);
+    c->n = 0;
+}
+
+/* Per call, client + server: [0] syscalls, [1] faults (-1: not counted). */
+typedef struct {
+    const s_counters_t *client, *server;
+    int64_t at[2][2];
+} s_cost_t;
+
+static void
+s_cost_begin(s_cost_t *cost)
+{
+    s_counters_read(cost->client, cost->at[0]);
+    s_counters_read(cost->server, cost->at[1]);
+}
+
+static void
+s_cost_end(s_cost_t *cost, int calls, double ret[2])
+{
+    int64_t now[2][2];
+    s_counters_read(cost->client, now[0]);
+    s_counters_read(cost->server, now[1]);
+    for (int k = 0; k < 2; k++) {
+        bool ok = now[0][k] >= 0 && now[1][k] >= 0 && cost->at[0][k] >= 0 && cost->at[1][k] >= 0;
+        ret[k] = ok ? (double) (now[0][k] - cost->at[0][k] + now[1][k] - cost->at[1][k]) / calls : -1;
+    }
+}
+
+/* "12.3" or "-". */
+static const char *
+s_fmt_cost(double v, char *buf, size_t size)
+{
+    if (v < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.1f", v);
+    return buf;
 }
 
 /* ---- raw baseline (bench_raw.c) ---- */
@@ -258,6 +386,11 @@ s_psd_request(const s_case_t *c, uint64_t seq)
     }
     t.nbytes = c->req_bytes[0];
     t.shape = (zdist_shape_t){2, {(int64_t) (t.nbytes / 1024), 256}}; /* dense variables have 1 KiB rows */
+    if (c->method == ZDIST_PS_PUSH_PULL) {
+        zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .grad = t, .pull = true};
+        zdist_ps_push_pull_t pp = {.sequence = seq, .items = &item, .nitems = 1};
+        return zdist_ps_request_push_pull(&pp, s_free_nothing, NULL);
+    }
     return zdist_ps_request_write(ZDIST_PS_PUSH, c->var, 0, 0, 0, seq, &t, s_free_nothing, NULL);
 }
 
@@ -289,6 +422,15 @@ s_run_psd(zdist_ps_client_t *client, const s_case_t *c, int window, int calls, b
             rc = zdist_ps_reply_values(reply, &v, &err);
             if (rc == 0 && v.nbytes != c->reply_bytes)
                 rc = zdist_error_set(&err, -EPROTO, "got %zu bytes, wanted %zu", v.nbytes, c->reply_bytes);
+        } else if (c->method == ZDIST_PS_PUSH_PULL) {
+            zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .pull = true};
+            zdist_ps_push_pull_t pp = {.items = &item, .nitems = 1};
+            bool dup = false;
+            zdist_tensor_t v;
+            rc = zdist_ps_reply_push_pull(reply, &pp, &dup, NULL, &v, &err);
+            if (rc == 0 && (dup || v.nbytes != c->reply_bytes))
+                rc = zdist_error_set(&err, -EPROTO, "duplicate %d, %zu bytes back, wanted %zu", dup, v.nbytes,
+                                     c->reply_bytes);
         } else {
             bool dup = false;
             rc = zdist_ps_reply_write(reply, &dup, NULL, &err);
@@ -383,6 +525,10 @@ main(int argc, char **argv)
     }
     if (quick)
         reps = 1;
+    /* The client and the raw server keep their freed memory as the psd and
+       the worker do (zdist_daemon_keep_memory): the baseline gets the same
+       malloc, so the ratio compares the protocols, not the allocators. */
+    zdist_daemon_keep_memory();
     if (!psd_path)
         psd_path = s_default_psd();
     s_blob_size = (size_t) 16 << 20;
@@ -422,7 +568,7 @@ main(int argc, char **argv)
     static const size_t sizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};
     static const char *names[] = {"4 KiB", "256 KiB", "4 MiB", "16 MiB"};
     static const char *vars[] = {"d4k", "d256k", "d4m", "d16m"};
-    s_case_t cases[16];
+    s_case_t cases[24];
     size_t ncases = 0;
     for (size_t i = 0; i < 4 && !failed; i++) {
         failed |= s_create(client, vars[i], (int64_t) (sizes[i] / 1024), 256) < 0;
@@ -432,13 +578,17 @@ main(int argc, char **argv)
     for (size_t i = 0; i < 4; i++)
         cases[ncases++] = (s_case_t){"push+sgd", names[i], {sizes[i], 0}, 0, sizes[i], ZDIST_PS_PUSH, vars[i],
                                      false, i ? 0.8 : 0, false};
+    /* A worker's step on one ps: the gradient up, the updated values back. */
+    for (size_t i = 1; i < 4; i++)
+        cases[ncases++] = (s_case_t){"push_pull", names[i], {sizes[i], 0}, sizes[i], 2 * sizes[i],
+                                     ZDIST_PS_PUSH_PULL, vars[i], false, 0.8, false};
     size_t ids_bytes = S_SPARSE_IDS * sizeof(int64_t), rows_bytes = (size_t) S_SPARSE_IDS * S_SPARSE_COLS * 4;
     if (!failed)
         failed |= s_create(client, "table", S_TABLE_ROWS, S_SPARSE_COLS) < 0;
     cases[ncases++] = (s_case_t){"pull_rows", "1024x64", {ids_bytes, 0}, rows_bytes, ids_bytes + rows_bytes,
-                                 ZDIST_PS_PULL_ROWS, "table", true, 0.5, false};
+                                 ZDIST_PS_PULL_ROWS, "table", true, 0.7, false};
     cases[ncases++] = (s_case_t){"push sparse", "1024x64", {ids_bytes, rows_bytes}, 0, ids_bytes + rows_bytes,
-                                 ZDIST_PS_PUSH, "table", true, 0.5, false};
+                                 ZDIST_PS_PUSH, "table", true, 0.7, false};
     if (!failed)
         failed |= s_create(client, "small", 1, 16) < 0;
     cases[ncases++] = (s_case_t){"pull", "64 B", {0, 0}, 64, 64, ZDIST_PS_PULL, "small", false, 1.2, true};
@@ -448,10 +598,17 @@ main(int argc, char **argv)
         return 1;
     }
 
+    s_counters_t cnt_self, cnt_raw, cnt_psd;
+    s_counters_open(&cnt_self, getpid());
+    s_counters_open(&cnt_raw, s_raw_pid);
+    s_counters_open(&cnt_psd, s_psd_pid);
+    s_cost_t cost_raw = {.client = &cnt_self, .server = &cnt_raw};
+    s_cost_t cost_psd = {.client = &cnt_self, .server = &cnt_psd};
+
     printf("zdist-psd via the libzdist ps client vs raw ZeroMQ (loopback TCP, psd in a child process, best of %d)\n",
            (int) reps);
-    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s  %s\n", "op", "size", "W", "raw calls/s", "psd calls/s",
-           "raw MB/s", "psd MB/s", "ratio", "goal");
+    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s  %-22s %17s %17s\n", "op", "size", "W", "raw calls/s",
+           "psd calls/s", "raw MB/s", "psd MB/s", "ratio", "goal", "syscalls raw/psd", "faults raw/psd");
     static const int windows[] = {1, 8};
     for (size_t ci = 0; ci < ncases && !failed; ci++) {
         const s_case_t *c = &cases[ci];
@@ -460,9 +617,14 @@ main(int argc, char **argv)
             int calls = s_calls_for(c->moved, quick);
             s_result_t best_raw = {0}, best_psd = {0};
             bool f = false;
+            double per_raw[2], per_psd[2]; /* the last repeat's */
             for (int r = 0; r < reps && !f; r++) {
+                s_cost_begin(&cost_raw);
                 s_result_t a = s_run_raw(raw_ep, c, window, calls);
+                s_cost_end(&cost_raw, calls, per_raw);
+                s_cost_begin(&cost_psd);
                 s_result_t b = s_run_psd(client, c, window, calls, &f);
+                s_cost_end(&cost_psd, calls, per_psd);
                 if (a.calls_per_s > best_raw.calls_per_s)
                     best_raw = a;
                 if (b.calls_per_s > best_psd.calls_per_s)
@@ -472,25 +634,35 @@ main(int argc, char **argv)
                 failed = true;
                 break;
             }
-            char goal[48] = "";
+            char goal[48] = "", b[4][16], costs[2][40];
+            snprintf(costs[0], sizeof costs[0], "%s/%s", s_fmt_cost(per_raw[0], b[0], sizeof b[0]),
+                     s_fmt_cost(per_psd[0], b[1], sizeof b[1]));
+            snprintf(costs[1], sizeof costs[1], "%s/%s", s_fmt_cost(per_raw[1], b[2], sizeof b[2]),
+                     s_fmt_cost(per_psd[1], b[3], sizeof b[3]));
             if (c->latency) {
                 double ratio = best_psd.rtt_us / best_raw.rtt_us;
                 if (window == 1)
                     snprintf(goal, sizeof goal, "rtt %.1f vs %.1f us, <= %.1fx %s", best_psd.rtt_us, best_raw.rtt_us,
                              c->goal, ratio <= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %s\n", c->op, c->size_name, window,
-                       best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio, goal);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.2f %10.2f %7.2f  %-22s %17s %17s\n", c->op,
+                       c->size_name, window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s,
+                       best_psd.mb_per_s, ratio, goal, costs[0], costs[1]);
             } else {
                 double ratio = best_psd.calls_per_s / best_raw.calls_per_s;
                 if (c->goal > 0)
                     snprintf(goal, sizeof goal, ">= %.1f %s", c->goal, ratio >= c->goal ? "met" : "MISSED");
-                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %s\n", c->op, c->size_name, window,
-                       best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s, best_psd.mb_per_s, ratio, goal);
+                printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f  %-22s %17s %17s\n", c->op,
+                       c->size_name, window, best_raw.calls_per_s, best_psd.calls_per_s, best_raw.mb_per_s,
+                       best_psd.mb_per_s, ratio, goal, costs[0], costs[1]);
             }
             fflush(stdout);
         }
     }
     printf("ratio: psd/raw throughput (64 B row: psd/raw round-trip time, lower is better)\n");
+    printf("syscalls, faults: per call, client and server processes together (all threads), last repeat\n");
+    s_counters_close(&cnt_self);
+    s_counters_close(&cnt_raw);
+    s_counters_close(&cnt_psd);
 
     zdist_ps_client_destroy(&client);
     s_stop_children();

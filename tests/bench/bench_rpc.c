@@ -54,8 +54,8 @@ s_pull(zdist_rpc_call_t *call, void *state)
 static const zdist_rpc_body_t s_body_status = {&zdist__status__descriptor, 0, NULL, NULL};
 
 static const zdist_rpc_method_t s_methods[] = {
-    {M_PUSH, "push", NULL, s_push, 1, 1},
-    {M_PULL, "pull", &s_body_status, s_pull, 0, 0},
+    {M_PUSH, "push", NULL, s_push, 1, 1, 0},
+    {M_PULL, "pull", &s_body_status, s_pull, 0, 0, 0},
 };
 
 typedef struct {

@@ -7,6 +7,11 @@
                                   a reader checks rows are never half-written
      exactly-once ADDR PSD_PID    same sequence twice -> applied once; and a real
                                   retransmission while the psd is SIGSTOPped
+     push-pull ADDR PSD_PID       fused push-and-pull: dense, sparse and pull-only
+                                  items in one message, post-update values back,
+                                  the same sequence again (and a retransmission
+                                  while the psd is SIGSTOPped) applied once, a bad
+                                  item refuses the whole message
      ckpt-save DIR ADDR0 ADDR1    a variable in 3 shards over 2 psds, saved
      ckpt-check DIR ADDR          the same variable in 1 shard, restored, checked
      big-save DIR ADDR STEP VALUE MIB   create 'big', assign VALUE, save STEP
@@ -29,6 +34,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/partition.h"
 #include "zdist/ps_client.h"
@@ -82,7 +88,7 @@ s_client(const char *addr, int64_t timeout_ms, int retries)
 {
     char ep[300];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, ep, sizeof ep, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, ep, sizeof ep, &err) < 0) {
         fprintf(stderr, "psd_driver: %s\n", err.text);
         exit(2);
     }
@@ -438,6 +444,31 @@ s_concurrency(const char *addr)
 
 /* ---- exactly once ---- */
 
+/* Stops the psd and returns once the kernel shows it stopped: kill()
+   returns before every thread of a busy process has halted, and a request
+   sent in that window could still be answered. */
+static int
+s_stop_psd(pid_t pid)
+{
+    if (kill(pid, SIGSTOP) != 0)
+        return -errno;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long) pid);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+            return -errno;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *close_paren = strrchr(buf, ')'); /* state follows "(comm)" */
+        if (close_paren && (close_paren[2] == 'T' || close_paren[2] == 't'))
+            return 0;
+        usleep(1000);
+    }
+    return -ETIMEDOUT;
+}
+
 static void *
 s_resume_later(void *arg)
 {
@@ -481,10 +512,10 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         opts.timeout_ms = 300;
         opts.retries = 8;
         char ep[300];
-        OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+        OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
         zdist_ps_client_t *r = zdist_ps_client_new(ep, &opts, &s_err);
         OK(s_pull(r, "once", 0, -1, 1, 2, got)); /* connected */
-        CHECK(kill(psd_pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
         pthread_t th;
         pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
         memset(&res, 0, sizeof res);
@@ -498,9 +529,202 @@ s_exactly_once(const char *addr, pid_t psd_pid)
         s_ok("exactly-once over a stopped psd: %" PRIu64 " retransmissions of sequence %" PRIu64
              ", applied once (value %g)",
              retx, res.sequence, got[0]);
+
+        /* The same, pipelined: three writes and a read in one run while the
+           psd is stopped; every write is sent again with its sequence, the
+           psd applies each once. */
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
+        pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
+        zdist_ps_op_t ops[4];
+        for (int i = 0; i < 3; i++) {
+            ops[i] = (zdist_ps_op_t){.client = r, .request = {.method = ZDIST_PS_ASSIGN_ADD}};
+            ops[i].request.write = (zdist_ps_write_t){.name = "once", .values = t};
+        }
+        ops[3] = (zdist_ps_op_t){.client = r, .request = {.method = ZDIST_PS_PULL, .pull = {"once", 0, 0, 0}}};
+        uint64_t retx0 = zdist_ps_client_retransmissions(r);
+        zdist_ps_client_run(ops, 4);
+        pthread_join(th, NULL);
+        for (int i = 0; i < 4; i++) {
+            CHECK(ops[i].rc == 0 && zdist_msg_status(ops[i].reply) == ZDIST_STATUS_OK, "op %d: rc %d status %d", i,
+                  ops[i].rc, ops[i].reply ? zdist_msg_status(ops[i].reply) : -1);
+            CHECK(i == 3 || ops[i].attempts >= 2, "write %d was sent %u times", i, ops[i].attempts);
+        }
+        zdist_ps_ops_release(ops, 4);
+        retx = zdist_ps_client_retransmissions(r) - retx0;
+        OK(s_pull(c, "once", 0, -1, 1, 2, got));
+        CHECK(got[0] == 6 && got[1] == 6, "value %g %g after 3 pipelined retransmitted writes, wanted 6 6", got[0],
+              got[1]);
+        s_ok("exactly-once, pipelined over a stopped psd: %" PRIu64 " retransmissions of 3 writes, each applied once",
+             retx);
         zdist_ps_client_destroy(&r);
     }
     zdist_ps_client_destroy(&other);
+    zdist_ps_client_destroy(&c);
+    return atomic_load(&s_failures) ? 1 : 0;
+}
+
+/* ---- push_pull ---- */
+
+enum { PP_COLS = 2 };
+
+/* A push_pull of one dense gradient g for both shards of 'ppd' ([4, 2]: rows
+   0-1, 2-3), a sparse one (ids 1, 1, 4: 2 x g on row 1, g on row 4) for
+   'pps' ([6, 2], one shard), and a pull-only item for 'ppr'. */
+typedef struct {
+    float dense[2][2 * PP_COLS];
+    int64_t ids[3];
+    float rows[3 * PP_COLS];
+    zdist_ps_push_pull_item_t items[4];
+} s_pp_t;
+
+static void
+s_pp_init(s_pp_t *pp, float g)
+{
+    memset(pp, 0, sizeof *pp);
+    for (int i = 0; i < 2 * PP_COLS; i++)
+        pp->dense[0][i] = pp->dense[1][i] = g;
+    for (int i = 0; i < 3 * PP_COLS; i++)
+        pp->rows[i] = g;
+    pp->ids[0] = 1, pp->ids[1] = 1, pp->ids[2] = 4;
+    for (int s = 0; s < 2; s++)
+        pp->items[s] = (zdist_ps_push_pull_item_t){.name = "ppd",
+                                                   .shard_index = s,
+                                                   .push = true,
+                                                   .grad = s_f32(pp->dense[s], 2, PP_COLS),
+                                                   .pull = true};
+    pp->items[2] = (zdist_ps_push_pull_item_t){.name = "pps",
+                                               .push = true,
+                                               .by_ids = true,
+                                               .ids = pp->ids,
+                                               .nids = 3,
+                                               .grad = s_f32(pp->rows, 3, PP_COLS)};
+    pp->items[3] = (zdist_ps_push_pull_item_t){.name = "ppr", .pull = true};
+}
+
+/* Runs it through c (sequence 0: the client numbers it); checks the reply
+   carries 'ppd' == want_dense, 'ppr' == 5 and the duplicate flags. */
+static void
+s_pp_run(zdist_ps_client_t *c, s_pp_t *pp, uint64_t sequence, bool want_duplicate, float want_dense,
+         const char *what)
+{
+    zdist_ps_op_t op = {.client = c, .request = {.method = ZDIST_PS_PUSH_PULL}};
+    op.request.push_pull = (zdist_ps_push_pull_t){.sequence = sequence, .items = pp->items, .nitems = 4};
+    zdist_ps_client_run(&op, 1);
+    bool dup[4] = {0};
+    int64_t step[4] = {0};
+    zdist_tensor_t vals[4];
+    int rc = op.rc;
+    CHECK(rc == 0, "%s: rc %d", what, rc);
+    if (rc == 0)
+        OK(rc = zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, dup, step, vals, &s_err));
+    if (rc == 0) {
+        for (int i = 0; i < 3; i++)
+            CHECK(dup[i] == want_duplicate, "%s: item %d duplicate %d", what, i, dup[i]);
+        CHECK(!dup[3], "%s: the pull-only item reported duplicate", what);
+        CHECK(vals[2].data == NULL, "%s: the sparse item (no pull) got values", what);
+        for (int s = 0; s < 2; s++) {
+            const float *v = vals[s].data;
+            CHECK(vals[s].nbytes == 2 * PP_COLS * sizeof(float) && v[0] == want_dense &&
+                      v[2 * PP_COLS - 1] == want_dense,
+                  "%s: 'ppd' shard %d: %zu bytes, %g, wanted %g", what, s, vals[s].nbytes,
+                  vals[s].nbytes ? v[0] : 0.0, want_dense);
+        }
+        const float *r = vals[3].data;
+        CHECK(vals[3].nbytes == PP_COLS * sizeof(float) && r[0] == 5 && r[1] == 5, "%s: 'ppr' values", what);
+    }
+    zdist_ps_ops_release(&op, 1);
+}
+
+/* 'pps' rows 1 and 4 after k applies of gradient 1 with sgd lr 1 from ones. */
+static void
+s_pp_check_sparse(zdist_ps_client_t *c, int k, const char *what)
+{
+    float got[6 * PP_COLS];
+    OK(s_pull(c, "pps", 0, -1, 6, PP_COLS, got));
+    CHECK(got[0] == 1 && got[1 * PP_COLS] == 1 - 2 * k && got[4 * PP_COLS] == 1 - k && got[5 * PP_COLS] == 1,
+          "%s: 'pps' rows 0, 1, 4, 5 = %g %g %g %g, wanted 1 %d %d 1", what, got[0], got[PP_COLS],
+          got[4 * PP_COLS], got[5 * PP_COLS], 1 - 2 * k, 1 - k);
+}
+
+static int
+s_push_pull(const char *addr, pid_t psd_pid)
+{
+    zdist_ps_client_t *c = s_client(addr, 10000, 3);
+    zdist_ps_var_spec_t specs[4] = {
+        s_spec("ppd", 4, PP_COLS, 0, 0, 2, "zeros", 0), s_spec("ppd", 4, PP_COLS, 1, 2, 2, "zeros", 0),
+        s_spec("pps", 6, PP_COLS, 0, 0, 6, "ones", 0), s_spec("ppr", 1, PP_COLS, 0, 0, 1, "constant", 5)};
+    for (int i = 0; i < 4; i++)
+        OK(zdist_ps_client_create(c, &specs[i], NULL, &s_err));
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1.0};
+    OK(zdist_ps_client_set_optimizer(c, &sgd, &s_err));
+
+    s_pp_t pp;
+    s_pp_init(&pp, 1);
+    s_pp_run(c, &pp, 0, false, -1, "first push_pull");
+    s_pp_check_sparse(c, 1, "first push_pull");
+    uint64_t seq = zdist_ps_client_next_sequence(c);
+    s_pp_run(c, &pp, seq, false, -2, "second push_pull");
+    s_pp_run(c, &pp, seq, true, -2, "the same sequence again");
+    s_pp_check_sparse(c, 2, "the same sequence again");
+    s_ok("push_pull: dense, sparse and pull-only items in one message, post-update values back; the same "
+         "sequence again is acknowledged duplicate, applied once");
+
+    /* A bad item anywhere refuses the whole message: nothing applied. */
+    s_pp_init(&pp, 1);
+    pp.items[3] = pp.items[0]; /* 'ppd' shard 0 twice */
+    zdist_ps_op_t op = {.client = c, .request = {.method = ZDIST_PS_PUSH_PULL}};
+    op.request.push_pull = (zdist_ps_push_pull_t){.items = pp.items, .nitems = 4};
+    zdist_ps_client_run(&op, 1);
+    EXPECT(-EINVAL, "send one item per shard",
+           zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL, NULL, NULL, &s_err));
+    zdist_ps_ops_release(&op, 1);
+    s_pp_init(&pp, 1);
+    pp.items[3] = (zdist_ps_push_pull_item_t){
+        .name = "ppr", .push = true, .grad = s_f32(pp.dense[0], 2, PP_COLS)}; /* 2 rows for a 1-row shard */
+    op = (zdist_ps_op_t){.client = c, .request = {.method = ZDIST_PS_PUSH_PULL}};
+    op.request.push_pull = (zdist_ps_push_pull_t){.items = pp.items, .nitems = 4};
+    zdist_ps_client_run(&op, 1);
+    EXPECT(-EINVAL, "item 3",
+           zdist_ps_reply_push_pull(op.reply, &op.request.push_pull, NULL, NULL, NULL, &s_err));
+    zdist_ps_ops_release(&op, 1);
+    float got[4 * PP_COLS];
+    OK(s_pull(c, "ppd", 0, -1, 2, PP_COLS, got));
+    CHECK(got[0] == -2, "'ppd' is %g after refused push_pulls, wanted -2", got[0]);
+    s_pp_check_sparse(c, 2, "refused push_pulls");
+    s_ok("push_pull: a bad item (a shard twice, a wrong gradient size) refuses the message; nothing applied");
+
+    /* A real retransmission: the psd is stopped, the attempt times out and
+       goes again with the same sequence; applied once, values after it. */
+    if (psd_pid > 0) {
+        zdist_ps_client_t *r = s_client(addr, 300, 8);
+        OK(s_pull(r, "ppd", 0, -1, 2, PP_COLS, got)); /* connected */
+        CHECK(s_stop_psd(psd_pid) == 0, "SIGSTOP: the psd did not stop");
+        pthread_t th;
+        pthread_create(&th, NULL, s_resume_later, (void *) (intptr_t) psd_pid);
+        s_pp_init(&pp, 1);
+        uint64_t retx0 = zdist_ps_client_retransmissions(r);
+        /* The answered attempt may be the first (applied) or a later one
+           (duplicate): either way the values are those after one apply. */
+        zdist_ps_op_t rop = {.client = r, .request = {.method = ZDIST_PS_PUSH_PULL}};
+        rop.request.push_pull = (zdist_ps_push_pull_t){.items = pp.items, .nitems = 4};
+        zdist_ps_client_run(&rop, 1);
+        pthread_join(th, NULL);
+        zdist_tensor_t vals[4];
+        CHECK(rop.rc == 0 && rop.attempts >= 2, "rc %d, sent %u times, reply status %s", rop.rc, rop.attempts,
+              rop.reply ? zdist_status_name(zdist_msg_status(rop.reply)) : "none");
+        OK(zdist_ps_reply_push_pull(rop.reply, &rop.request.push_pull, NULL, NULL, vals, &s_err));
+        CHECK(vals[0].nbytes && ((const float *) vals[0].data)[0] == -3, "'ppd' in the reply: %g, wanted -3",
+              vals[0].nbytes ? ((const float *) vals[0].data)[0] : 0.0);
+        zdist_ps_ops_release(&rop, 1);
+        OK(s_pull(c, "ppd", 1, -1, 2, PP_COLS, got));
+        CHECK(got[0] == -3, "'ppd' is %g after a retransmitted push_pull, wanted -3", got[0]);
+        s_pp_check_sparse(c, 3, "a retransmitted push_pull");
+        s_ok("push_pull over a stopped psd: %" PRIu64 " retransmissions, applied once",
+             zdist_ps_client_retransmissions(r) - retx0);
+        zdist_ps_client_destroy(&r);
+    }
+    sgd.learning_rate = 0.1; /* as the basic case left it */
+    OK(zdist_ps_client_set_optimizer(c, &sgd, &s_err));
     zdist_ps_client_destroy(&c);
     return atomic_load(&s_failures) ? 1 : 0;
 }
@@ -681,7 +905,7 @@ s_bad_input(const char *addr)
 {
     zdist_ps_client_t *c = s_client(addr, 10000, 0);
     char ep[300];
-    OK(zdist_ps_endpoint_parse(addr, ep, sizeof ep, &s_err));
+    OK(zdist_endpoint_normalize(addr, ep, sizeof ep, &s_err));
     zdist_ps_var_spec_t spec = s_spec("bad", 4, 8, 0, 0, 4, "random_uniform", 0);
     spec.init.minval = -1;
     spec.init.maxval = 1;
@@ -865,6 +1089,8 @@ main(int argc, char **argv)
         rc = s_concurrency(argv[2]);
     else if (strcmp(cmd, "exactly-once") == 0)
         rc = s_exactly_once(argv[2], argc >= 4 ? (pid_t) s_int_arg(argv[3]) : 0);
+    else if (strcmp(cmd, "push-pull") == 0)
+        rc = s_push_pull(argv[2], argc >= 4 ? (pid_t) s_int_arg(argv[3]) : 0);
     else if (strcmp(cmd, "ckpt-save") == 0 && argc == 5)
         rc = s_ckpt_save(argv[2], argv + 3);
     else if (strcmp(cmd, "ckpt-check") == 0 && argc == 4)

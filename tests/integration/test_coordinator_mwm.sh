@@ -137,7 +137,10 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job5.json" --cluster "$CLUST
 JOB=$(cat "$OUT")
 coord_wait_step "$JOB" 250
 zd_stop chief2 KILL
-last=$(ls -d "$ZD_TMP/state/jobs/$JOB"/ckpt-* | sort -t- -k2 -n | tail -1)
+# The newest complete checkpoint (its manifest.json is written last): the
+# kill may have caught a newer one half-written, which a resume ignores.
+last=$(ls -d "$ZD_TMP/state/jobs/$JOB"/ckpt-* | sort -t- -k2 -n |
+    while read -r d; do [[ -f $d/manifest.json ]] && echo "$d"; done | tail -1)
 python3 - "$last/workers-state.bin" <<'PY'
 import sys
 p = sys.argv[1]

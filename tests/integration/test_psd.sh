@@ -64,6 +64,10 @@ zd_ok "concurrency"
 "$D" exactly-once "$PS1" "${ZD_PID[ps1]}"
 zd_ok "exactly-once"
 
+# ---- push_pull: one message per ps and step, exactly once, values after the update ----
+"$D" push-pull "$PS1" "${ZD_PID[ps1]}"
+zd_ok "push-pull"
+
 # ---- bad input: each refused with its status, nothing changed, still serving ----
 "$D" bad-input "$PS0"
 grep -q "refused" "$ZD_TMP/ps0.log" || zd_fail "refusals are not logged"

@@ -1,41 +1,35 @@
 #!/usr/bin/env bash
-# zdist.target under a booted systemd (../shared/tools/systemd-sandbox): the
+# zdist.target under a booted systemd (tests/systemd/sandbox.sh): the
 # installed units (zdist-psd@0,1, zdist-worker@0,1, zdist-coordinator) enabled
 # and started through zdist.target, a Fashion-MNIST job from `zdist submit`,
 # a worker and then a psd killed -9 mid-job: systemd restarts both and the job
 # still completes with exactly its steps; one journal line per event;
 # `systemd-analyze verify` silent; a clean stop of the whole target.
-# Skips (exit 77) only where the sandbox cannot boot, saying why.
+# Skips (exit 77) only where a container cannot boot here, saying why.
 set -euo pipefail
 : "${ZDIST_BIN:?}" "${ZDIST_PSD_BIN:?}" "${ZDIST_WORKER_BIN:?}" "${ZDIST_COORDINATOR_BIN:?}"
 : "${ZDIST_UNIT_DIR:?configured units (BUILD/deploy/systemd)}" "${ZDIST_TARGET:?deploy/systemd/zdist.target}"
 here=$(cd "$(dirname "$0")" && pwd)
-SB=${SYSTEMD_SANDBOX:-$here/../../../shared/tools/systemd-sandbox}
+SB=${ZDIST_SANDBOX:-$here/../systemd/sandbox.sh}
+name=zdist-cluster-$$
 data=${ZDIST_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 min_accuracy=${ZDIST_SYSTEMD_MIN_ACCURACY:-0.80}
 skip() { echo "SKIP: $*"; exit 77; }
 
-[[ $(id -u) -eq 0 ]] || skip "needs root to boot a systemd container"
-[[ -x $SB ]] || skip "no systemd-sandbox tool at $SB"
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [[ -r $data/$f ]] || { echo "FAIL: no Fashion-MNIST at $data ($f): set ZDIST_FMNIST_DIR"; exit 1; }
 done
 ldd "$ZDIST_PSD_BIN" | grep -q libasan && asan=1 || asan=0
-pkgs=(libzmq5 libczmq4 libprotobuf-c1 libjansson4 libopenblas0)
-((asan)) && pkgs+=(libasan8 libubsan1)
-export SYSTEMD_SANDBOX_NAME=zdist-test-cluster
-"$SB" setup "${pkgs[@]}" >/tmp/zdist-sandbox-setup-cluster.log 2>&1 ||
-    skip "the sandbox rootfs could not be built: $(tail -1 /tmp/zdist-sandbox-setup-cluster.log)"
 
 work=$(mktemp -d /tmp/zdist-systemd-cluster.XXXXXX)
-cleanup() { "$SB" stop >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { "$SB" stop "$name" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 t0=$SECONDS
-sx() { "$SB" exec "$@"; }
+sx() { "$SB" run "$name" "$@"; }
 units=(zdist-coordinator zdist-psd@0 zdist-psd@1 zdist-worker@0 zdist-worker@1)
 fail() {
     echo "FAIL: $*"
-    if "$SB" status >/dev/null 2>&1; then
+    if "$SB" running "$name" 2>/dev/null; then
         for u in "${units[@]}"; do
             echo "---- journalctl -u $u (last 25 lines)"
             sx journalctl -u "$u" --no-pager -o short-monotonic | tail -25
@@ -54,13 +48,20 @@ for u in zdist-psd@.service zdist-worker@.service zdist-coordinator.service; do
     ((asan)) && sed -i 's|^\[Service\]|[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0|' "$work/$u"
 done
 cp "$ZDIST_TARGET" "$work/zdist.target"
-"$SB" start --bind-ro="$ZDIST_PSD_BIN:/opt/zdist/bin/zdist-psd" \
+rc=0
+"$SB" boot "$name" --bind-ro="$ZDIST_PSD_BIN:/opt/zdist/bin/zdist-psd" \
     --bind-ro="$ZDIST_WORKER_BIN:/opt/zdist/bin/zdist-worker" \
     --bind-ro="$ZDIST_COORDINATOR_BIN:/opt/zdist/bin/zdist-coordinator" \
-    --bind-ro="$data:$data" >"$work/start.log" 2>&1 ||
-    skip "the sandbox did not boot: $(tail -1 "$work/start.log")"
+    --bind-ro="$data:$data" 2>"$work/boot.log" || rc=$?
+((rc != 77)) || skip "$(tail -n 1 "$work/boot.log")"
+cat "$work/boot.log"
+((rc == 0)) || fail "the sandbox did not boot"
+for b in zdist-psd zdist-worker zdist-coordinator; do
+    missing=$(sx ldd "/opt/zdist/bin/$b" | grep 'not found' || true)
+    [[ -z $missing ]] || fail "the sandbox's rootfs lacks libraries $b needs (add their packages to tests/systemd/sandbox.sh): $missing"
+done
 for u in zdist-psd@.service zdist-worker@.service zdist-coordinator.service zdist.target; do
-    sx tee "/etc/systemd/system/$u" <"$work/$u" >/dev/null
+    "$SB" copy "$name" "$work/$u" "/etc/systemd/system/$u"
 done
 sx systemctl daemon-reload
 

@@ -1,39 +1,35 @@
 #!/usr/bin/env bash
-# zdist-psd@.service under a booted systemd (../shared/tools/systemd-sandbox):
+# zdist-psd@.service under a booted systemd (tests/systemd/sandbox.sh):
 # Type=notify readiness, restart after kill -9 with a new incarnation,
 # watchdog keep-alives, clean stop, one journal line per event.
-# Skips (exit 77) only where the sandbox cannot boot, saying why.
+# Skips (exit 77) only where a container cannot boot here, saying why.
 set -euo pipefail
 : "${ZDIST_BIN:?}" "${ZDIST_PSD_BIN:?}" "${ZDIST_UNIT:?}"
 here=$(cd "$(dirname "$0")" && pwd)
-SB=${SYSTEMD_SANDBOX:-$here/../../../shared/tools/systemd-sandbox}
+SB=${ZDIST_SANDBOX:-$here/../systemd/sandbox.sh}
+name=zdist-psd-$$
 skip() { echo "SKIP: $*"; exit 77; }
 
-[[ $(id -u) -eq 0 ]] || skip "needs root to boot a systemd container"
-[[ -x $SB ]] || skip "no systemd-sandbox tool at $SB"
-case "$ZDIST_PSD_BIN" in
-*) ldd "$ZDIST_PSD_BIN" | grep -q libasan && asan=1 || asan=0 ;;
-esac
-pkgs=(libzmq5 libczmq4 libprotobuf-c1 libjansson4 libopenblas0)
-((asan)) && pkgs+=(libasan8 libubsan1)
-export SYSTEMD_SANDBOX_NAME=zdist-test-psd
-"$SB" setup "${pkgs[@]}" >/tmp/zdist-sandbox-setup.log 2>&1 ||
-    skip "the sandbox rootfs could not be built: $(tail -1 /tmp/zdist-sandbox-setup.log)"
-
+ldd "$ZDIST_PSD_BIN" | grep -q libasan && asan=1 || asan=0
 work=$(mktemp -d /tmp/zdist-systemd.XXXXXX)
-cleanup() { "$SB" stop >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { "$SB" stop "$name" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 bindir=$(dirname "$ZDIST_PSD_BIN")
 sed "s|^ExecStart=[^ ]*|ExecStart=/opt/zdist/bin/zdist-psd|" "$ZDIST_UNIT" >"$work/zdist-psd@.service"
 # ASAN builds: leaks at a KILL are expected noise, the unit must still work.
 ((asan)) && sed -i 's|^\[Service\]|[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0|' "$work/zdist-psd@.service"
-"$SB" start --bind-ro="$bindir:/opt/zdist/bin" \
-    --bind-ro="$work/zdist-psd@.service:/etc/systemd/system/zdist-psd@.service" >"$work/start.log" 2>&1 ||
-    skip "the sandbox did not boot: $(tail -1 "$work/start.log")"
+rc=0
+"$SB" boot "$name" --bind-ro="$bindir:/opt/zdist/bin" \
+    --bind-ro="$work/zdist-psd@.service:/etc/systemd/system/zdist-psd@.service" 2>"$work/boot.log" || rc=$?
+((rc != 77)) || skip "$(tail -n 1 "$work/boot.log")"
+cat "$work/boot.log"
+((rc == 0)) || { echo "FAIL: the sandbox did not boot"; exit 1; }
 
-fail() { echo "FAIL: $*"; "$SB" exec journalctl -u zdist-psd@0 --no-pager | tail -30; exit 1; }
-sx() { "$SB" exec "$@"; }
+fail() { echo "FAIL: $*"; "$SB" run "$name" journalctl -u zdist-psd@0 --no-pager | tail -30; exit 1; }
+sx() { "$SB" run "$name" "$@"; }
+missing=$(sx ldd /opt/zdist/bin/zdist-psd | grep 'not found' || true)
+[[ -z $missing ]] || fail "the sandbox's rootfs lacks libraries zdist-psd needs (add their packages to tests/systemd/sandbox.sh): $missing"
 sx mkdir -p /etc/zdist
 echo "{\"cluster\": {\"worker\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:$port\"]}}" | sx tee /etc/zdist/cluster.json >/dev/null
 sx systemctl daemon-reload

@@ -51,8 +51,8 @@ zd_ok "train: one worker against two psds"
 
 # The psd holds the job's variables, sharded by fixed:2 (zdist ps get).
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" ps stats "$PS0" --json
-zd_json_check "$OUT" 'j["optimizer"] in ("sgd", "adam") and j["shards"] >= 2 and any(m["name"] == "push" and m["requests"] > 0 for m in j["methods"])'
-zd_ok "psd stats show the worker's pushes"
+zd_json_check "$OUT" 'j["optimizer"] in ("sgd", "adam") and j["shards"] >= 2 and any(m["name"] == "push_pull" and m["requests"] > 0 for m in j["methods"])'
+zd_ok "psd stats show the worker's pushes, fused with its pulls (push_pull)"
 
 # ---- two workers, one job ----
 "$D" two "$W0" "$W1" "$PS0" "$PS1"

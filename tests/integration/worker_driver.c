@@ -1,8 +1,8 @@
-/* worker_driver: drives real zdist-worker and zdist-psd processes through libzdist for test_worker.sh.
+/* worker_driver: drives real zdist-worker and zdist-psd processes through libzdist's worker client for test_worker.sh.
 
    usage: worker_driver CASE ARGS...   (exit 0 when every check passed, 1 otherwise)
-     train WORKER PS0 PS1 [FMNIST_DIR]   bad input first (no job, bad JSON, unknown
-                                         method...), then softmax_regression on
+     train WORKER PS0 PS1 [FMNIST_DIR]   bad input first (no job, a missing or invalid
+                                         job, unknown method...), then softmax_regression on
                                          synthetic data with parameter_server over the
                                          two psds: loss decreases, psd values change,
                                          evaluation above chance, stop; then a short
@@ -26,11 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker.pb-c.h"
+#include "worker.pb-c.h" /* only for a START_JOB without a job: malformed input */
 #include "wire/body.h"
+#include "zdist/endpoint.h"
+#include "zdist/job.h"
 #include "zdist/ps_client.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
+#include "zdist/worker_client.h"
 
 static int s_failures;
 
@@ -63,20 +66,18 @@ s_ep(const char *addr)
     static int next;
     char *b = bufs[next++ % 8];
     zdist_error_t err = {0};
-    if (zdist_ps_endpoint_parse(addr, b, 300, &err) < 0) {
+    if (zdist_endpoint_normalize(addr, b, 300, &err) < 0) {
         fprintf(stderr, "worker_driver: %s\n", err.text);
         exit(2);
     }
     return b;
 }
 
-static zdist_rpc_client_t *
+static zdist_worker_client_t *
 s_worker(const char *addr)
 {
     zdist_error_t err = {0};
-    zdist_rpc_client_options_t opts;
-    zdist_rpc_client_options_default(&opts);
-    zdist_rpc_client_t *c = zdist_rpc_client_new(s_ep(addr), &opts, &err);
+    zdist_worker_client_t *c = zdist_worker_client_new(s_ep(addr), NULL, &err);
     if (!c) {
         fprintf(stderr, "worker_driver: %s\n", err.text);
         exit(2);
@@ -84,31 +85,26 @@ s_worker(const char *addr)
     return c;
 }
 
-/* One call: status and message into *ret_status / msg, body unpacked into
-   *ret_body (when desc and OK). */
+/* Waits for call *id (sent with result rc; a pointer: the argument that
+   sends is evaluated in any order with the others): status and message into
+   msg; the reply into *ret (the caller releases it) or dropped when ret is
+   NULL. */
 static int
-s_call(zdist_rpc_client_t *c, uint32_t method, const ProtobufCMessage *body, const ProtobufCMessageDescriptor *desc,
-       ProtobufCMessage **ret_body, char *msg, size_t msg_size)
+s_finish(zdist_worker_client_t *c, int rc, const uint64_t *id, zdist_worker_reply_t *ret, char *msg, size_t msg_size)
 {
-    zdist_msg_t *req = zdist_msg_new(method);
-    if (body)
-        zdist_msg_set_body(req, body);
-    zdist_msg_t *reply = NULL;
-    int rc = zdist_rpc_client_call(c, &req, 120000, &reply);
+    zdist_worker_reply_t tmp, *r = ret ? ret : &tmp;
+    memset(r, 0, sizeof *r);
+    if (rc == 0)
+        rc = zdist_worker_client_wait(c, *id, r);
     if (rc < 0) {
         snprintf(msg, msg_size, "send: %s", strerror(-rc));
+        r->status = -1; /* no reply: not OK either */
         return -1;
     }
-    int status = zdist_msg_status(reply);
-    snprintf(msg, msg_size, "%s", zdist_msg_status_message(reply));
-    if (status == ZDIST_STATUS_OK && desc && ret_body) {
-        zdist_error_t err = {0};
-        if (zdist_msg_unpack_body(reply, desc, ret_body, &err) < 0) {
-            snprintf(msg, msg_size, "reply body: %s", err.text);
-            status = -1;
-        }
-    }
-    zdist_msg_destroy(&reply);
+    snprintf(msg, msg_size, "%s", r->message);
+    int status = r->status;
+    if (!ret)
+        zdist_worker_reply_release(r);
     return status;
 }
 
@@ -118,70 +114,82 @@ s_call(zdist_rpc_client_t *c, uint32_t method, const ProtobufCMessage *body, con
 static const char *s_prefix = "";
 
 static int
-s_start(zdist_rpc_client_t *c, const char *json, int index, int count, const char *const *ps, int nps, bool create,
-        int64_t ps_timeout_ms, Zdist__Worker__StartJobReply **ret, char *msg, size_t size)
+s_start_job(zdist_worker_client_t *c, const zdist_job_t *job, int index, int count, const char *const *ps, int nps,
+            bool create, int64_t ps_timeout_ms, zdist_worker_reply_t *ret, char *msg, size_t size)
 {
-    Zdist__Worker__StartJobRequest req = ZDIST__WORKER__START_JOB_REQUEST__INIT;
-    req.job_json = (char *)json;
-    req.worker_index = index;
-    req.num_workers = count;
-    char *eps[8];
+    const char *eps[8];
     for (int i = 0; i < nps; i++)
         eps[i] = s_ep(ps[i]);
-    req.n_ps_endpoints = (size_t)nps;
-    req.ps_endpoints = eps;
-    req.create_variables = create;
-    req.ps_timeout_ms = ps_timeout_ms;
-    req.variable_prefix = (char *)s_prefix;
-    return s_call(c, ZDIST__WORKER__METHOD__WORKER_START_JOB, &req.base, &zdist__worker__start_job_reply__descriptor,
-                  (ProtobufCMessage **)ret, msg, size);
+    zdist_worker_start_t req = {
+        .job = job,
+        .worker_index = index,
+        .num_workers = count,
+        .ps_endpoints = eps,
+        .num_ps = (size_t)nps,
+        .create_variables = create,
+        .ps_timeout_ms = ps_timeout_ms,
+        .variable_prefix = s_prefix,
+    };
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_start_job(c, &req, 120000, &id), &id, ret, msg, size);
+}
+
+/* START_JOB of a job document (parsed here, as the coordinator does). */
+static int
+s_start(zdist_worker_client_t *c, const char *json, int index, int count, const char *const *ps, int nps, bool create,
+        int64_t ps_timeout_ms, zdist_worker_reply_t *ret, char *msg, size_t size)
+{
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    if (ret) {
+        memset(ret, 0, sizeof *ret);
+        ret->status = -1;
+    }
+    if (zdist_job_parse(json, NULL, &job, &err) < 0) {
+        snprintf(msg, size, "job: %s", err.text);
+        return -1;
+    }
+    int st = s_start_job(c, &job, index, count, ps, nps, create, ps_timeout_ms, ret, msg, size);
+    zdist_job_release(&job);
+    return st;
 }
 
 static int
-s_run(zdist_rpc_client_t *c, const char *job, int64_t steps, Zdist__Worker__RunStepsReply **ret, char *msg,
-      size_t size)
+s_run(zdist_worker_client_t *c, const char *job, int64_t steps, zdist_worker_reply_t *ret, char *msg, size_t size)
 {
-    Zdist__Worker__RunStepsRequest req = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
-    req.job = (char *)job;
-    req.steps = steps;
-    return s_call(c, ZDIST__WORKER__METHOD__WORKER_RUN_STEPS, &req.base, &zdist__worker__run_steps_reply__descriptor,
-                  (ProtobufCMessage **)ret, msg, size);
+    zdist_worker_run_t req = {job, steps};
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_run_steps(c, &req, 120000, &id), &id, ret, msg, size);
 }
 
 static int
-s_eval(zdist_rpc_client_t *c, const char *job, Zdist__Worker__EvaluateReply **ret, char *msg, size_t size)
+s_eval(zdist_worker_client_t *c, const char *job, zdist_worker_reply_t *ret, char *msg, size_t size)
 {
-    Zdist__Worker__EvaluateRequest req = ZDIST__WORKER__EVALUATE_REQUEST__INIT;
-    req.job = (char *)job;
-    return s_call(c, ZDIST__WORKER__METHOD__WORKER_EVALUATE, &req.base, &zdist__worker__evaluate_reply__descriptor,
-                  (ProtobufCMessage **)ret, msg, size);
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_evaluate(c, job, 120000, &id), &id, ret, msg, size);
 }
 
 static int
-s_stop(zdist_rpc_client_t *c, const char *job, char *msg, size_t size)
+s_stop(zdist_worker_client_t *c, const char *job, char *msg, size_t size)
 {
-    Zdist__Worker__StopJobRequest req = ZDIST__WORKER__STOP_JOB_REQUEST__INIT;
-    req.job = (char *)job;
-    return s_call(c, ZDIST__WORKER__METHOD__WORKER_STOP_JOB, &req.base, NULL, NULL, msg, size);
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_stop_job(c, job, 120000, &id), &id, NULL, msg, size);
 }
 
 static double
-s_output(const Zdist__Worker__StepResult *r, const char *name)
+s_output(const zdist_worker_step_t *r, const char *name)
 {
-    for (size_t k = 0; k < r->n_outputs; k++)
-        if (strcmp(r->outputs[k]->name, name) == 0)
-            return r->outputs[k]->value;
+    for (int k = 0; k < r->num_outputs; k++)
+        if (strcmp(r->names[k], name) == 0)
+            return r->values[k];
     return NAN;
 }
 
 /* Mean loss of a RUN_STEPS reply. */
 static double
-s_mean_loss(const Zdist__Worker__RunStepsReply *r)
+s_mean_loss(const zdist_worker_reply_t *r)
 {
-    double s = 0;
-    for (size_t i = 0; i < r->n_steps; i++)
-        s += s_output(r->steps[i], "loss");
-    return r->n_steps ? s / (double)r->n_steps : NAN;
+    return r->ran.num_steps ? r->ran.loss_sum / (double)r->ran.num_steps : NAN;
 }
 
 /* Every shard of every variable on the psds, concatenated (stats order). */
@@ -208,6 +216,27 @@ s_snapshot(const char *const *ps, int nps, float *out, size_t cap)
     return n;
 }
 
+/* Malformed input the client would not send, on a raw RPC client: a body
+   (NULL: none) for `method`; status and message into msg. */
+static int
+s_raw(const char *addr, uint32_t method, const ProtobufCMessage *body, char *msg, size_t size)
+{
+    zdist_error_t err = {0};
+    zdist_rpc_client_t *c = zdist_rpc_client_new(s_ep(addr), NULL, &err);
+    zdist_msg_t *req = zdist_msg_new(method), *reply = NULL;
+    if (!c || !req || (body && zdist_msg_set_body(req, body) < 0) || zdist_rpc_client_call(c, &req, 60000, &reply) < 0) {
+        snprintf(msg, size, "cannot call %s: %s", addr, err.text);
+        zdist_msg_destroy(&req);
+        zdist_rpc_client_destroy(&c);
+        return -1;
+    }
+    int status = zdist_msg_status(reply);
+    snprintf(msg, size, "%s", zdist_msg_status_message(reply));
+    zdist_msg_destroy(&reply);
+    zdist_rpc_client_destroy(&c);
+    return status;
+}
+
 #define MSG_MAX 2048
 #define EXPECT_STATUS(want, substr, call)                                                              \
     do {                                                                                               \
@@ -227,49 +256,57 @@ static const char s_syn_job[] =
 /* ---- train ---- */
 
 static void
-s_bad_input(zdist_rpc_client_t *w, const char *const *ps)
+s_bad_input(zdist_worker_client_t *w, const char *waddr, const char *const *ps)
 {
     char msg[MSG_MAX];
-    Zdist__Worker__RunStepsReply *rr = NULL;
-    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-ps", 1, &rr, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-ps", 1, NULL, msg, sizeof msg));
     EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "no job", s_stop(w, "syn-ps", msg, sizeof msg));
-    Zdist__Worker__EvaluateReply *er = NULL;
-    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "no job", s_eval(w, "syn-ps", &er, msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job_json", s_start(w, "{\"name\": ", 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job_json: empty", s_start(w, "", 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
-    static const char bad[] =
-        "{\"name\": \"bad\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"softmax_regression\"},"
-        " \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 64, \"dim\": 4, \"classes\": 2},"
-        " \"global_batch_size\": \"3\"}, \"steps\": 1}";
-    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "dataset.global_batch_size",
-                  s_start(w, bad, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "no job", s_eval(w, "syn-ps", NULL, msg, sizeof msg));
+    /* A START_JOB without a job (the client refuses to send one). */
+    zdist_worker_start_t nojob = {0};
+    CHECK(zdist_worker_client_start_job(w, &nojob, 1000, NULL) == -EINVAL, "the client sent a START_JOB without a job");
+    Zdist__Worker__StartJobRequest raw = ZDIST__WORKER__START_JOB_REQUEST__INIT;
+    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job: missing", s_raw(waddr, ZDIST_WORKER_START_JOB, &raw.base, msg, sizeof msg));
+    /* A job the parser would refuse is held to its rules on arrival, naming the field. */
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    CHECK(zdist_job_parse(s_syn_job, NULL, &job, &err) == 0, "%s", err.text);
+    job.global_batch_size = 0;
+    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job: dataset.global_batch_size",
+                  s_start_job(w, &job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
+    job.global_batch_size = 32;
+    job.epochs = 0; /* and no steps either */
+    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "give exactly one",
+                  s_start_job(w, &job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
+    zdist_job_release(&job);
     EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "worker_index",
                   s_start(w, s_syn_job, 2, 2, ps, 2, true, 0, NULL, msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_UNIMPLEMENTED, "", s_call(w, 299, NULL, NULL, NULL, msg, sizeof msg));
-    s_ok("bad input: no job (FAILED_PRECONDITION), bad JSON and fields (INVALID_ARGUMENT naming them), "
-         "unknown method (UNIMPLEMENTED)");
+    EXPECT_STATUS(ZDIST_STATUS_UNIMPLEMENTED, "", s_raw(waddr, 299, NULL, msg, sizeof msg));
+    s_ok("bad input: no job (FAILED_PRECONDITION), a missing or invalid job and bad fields (INVALID_ARGUMENT "
+         "naming them), unknown method (UNIMPLEMENTED)");
 }
 
 static int
 s_train(const char *waddr, const char *const *ps, const char *fmnist)
 {
-    zdist_rpc_client_t *w = s_worker(waddr);
+    zdist_worker_client_t *w = s_worker(waddr);
     char msg[MSG_MAX];
-    s_bad_input(w, ps);
+    s_bad_input(w, waddr, ps);
     s_prefix = ""; /* the model's own names: w [12,3] and b [3] */
 
     static float before[1 << 16], after[1 << 16];
-    Zdist__Worker__StartJobReply *sr = NULL;
+    zdist_worker_reply_t sr;
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, s_syn_job, 0, 1, ps, 2, true, 0, &sr, msg, sizeof msg));
-    if (!sr)
+    if (sr.status != ZDIST_STATUS_OK)
         return 1;
-    CHECK(strcmp(sr->strategy, "parameter_server") == 0 && sr->num_replicas == 1, "%s %d", sr->strategy,
-          sr->num_replicas);
-    CHECK(sr->steps_per_epoch == 64 && sr->created && sr->num_shards >= 3, "steps/epoch %" PRId64 " created %d shards %d",
-          sr->steps_per_epoch, sr->created, sr->num_shards);
-    s_ok("START_JOB: parameter_server, %d variables in %d shards created on 2 psds", sr->num_variables,
-         sr->num_shards);
-    protobuf_c_message_free_unpacked(&sr->base, NULL);
+    CHECK(strcmp(sr.started.strategy, "parameter_server") == 0 && sr.started.num_replicas == 1, "%s %d",
+          sr.started.strategy, sr.started.num_replicas);
+    CHECK(sr.started.steps_per_epoch == 64 && sr.started.created && sr.started.num_shards >= 3,
+          "steps/epoch %" PRId64 " created %d shards %d", sr.started.steps_per_epoch, sr.started.created,
+          sr.started.num_shards);
+    s_ok("START_JOB: parameter_server, %d variables in %d shards created on 2 psds", sr.started.num_variables,
+         sr.started.num_shards);
+    zdist_worker_reply_release(&sr);
     /* The same start again is a no-op; another job is refused while it runs. */
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, s_syn_job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
     char other[sizeof s_syn_job];
@@ -282,21 +319,21 @@ s_train(const char *waddr, const char *const *ps, const char *fmnist)
     double first = NAN, last = NAN;
     int64_t step = 0;
     for (int call = 0; call < 12; call++) {
-        Zdist__Worker__RunStepsReply *rr = NULL;
+        zdist_worker_reply_t rr;
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w, "syn-ps", call == 0 ? 0 : 10, &rr, msg, sizeof msg));
-        if (!rr)
+        if (rr.status != ZDIST_STATUS_OK)
             return 1;
-        CHECK(rr->n_steps == (call == 0 ? 8u : 10u), "call %d: %zu steps", call, rr->n_steps);
-        step += (int64_t)rr->n_steps;
-        CHECK(rr->worker_step == step, "worker_step %" PRId64 ", wanted %" PRId64, rr->worker_step, step);
-        for (size_t i = 0; i < rr->n_steps; i++)
-            CHECK(s_output(rr->steps[i], "examples") == 32 && isfinite(s_output(rr->steps[i], "loss")),
-                  "step %zu: examples %g loss %g", i, s_output(rr->steps[i], "examples"),
-                  s_output(rr->steps[i], "loss"));
+        CHECK(rr.ran.num_steps == (call == 0 ? 8u : 10u), "call %d: %zu steps", call, rr.ran.num_steps);
+        step += (int64_t)rr.ran.num_steps;
+        CHECK(rr.ran.worker_step == step, "worker_step %" PRId64 ", wanted %" PRId64, rr.ran.worker_step, step);
+        for (size_t i = 0; i < rr.ran.num_steps; i++)
+            CHECK(s_output(&rr.ran.steps[i], "examples") == 32 && isfinite(s_output(&rr.ran.steps[i], "loss")),
+                  "step %zu: examples %g loss %g", i, s_output(&rr.ran.steps[i], "examples"),
+                  s_output(&rr.ran.steps[i], "loss"));
         if (call == 0)
-            first = s_mean_loss(rr);
-        last = s_mean_loss(rr);
-        protobuf_c_message_free_unpacked(&rr->base, NULL);
+            first = s_mean_loss(&rr);
+        last = s_mean_loss(&rr);
+        zdist_worker_reply_release(&rr);
     }
     CHECK(last < first * 0.7, "loss %g -> %g did not decrease", first, last);
     s_ok("RUN_STEPS: %" PRId64 " steps (steps_per_execution 8, then 10 at a time), loss %.4f -> %.4f", step, first,
@@ -308,28 +345,28 @@ s_train(const char *waddr, const char *const *ps, const char *fmnist)
     CHECK(na == nb && changed > nb / 2, "%zu of %zu values changed on the psds", changed, nb);
     s_ok("psd variables changed (%zu of %zu values)", changed, nb);
 
-    Zdist__Worker__EvaluateReply *er = NULL;
+    zdist_worker_reply_t er;
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_eval(w, "syn-ps", &er, msg, sizeof msg));
-    if (!er)
+    if (er.status != ZDIST_STATUS_OK)
         return 1;
-    double acc = er->total ? (double)er->correct / (double)er->total : 0;
-    CHECK(er->has_correct && er->total == 512 && acc > 0.6, "accuracy %g on %" PRId64 " examples", acc, er->total);
-    s_ok("EVALUATE: accuracy %.3f on %" PRId64 " examples (chance 0.333), mean loss %.4f", acc, er->total,
-         er->loss_sum / (double)er->total);
-    protobuf_c_message_free_unpacked(&er->base, NULL);
+    const zdist_evaluation_t *ev = &er.evaluation;
+    double acc = ev->total ? (double)ev->correct / (double)ev->total : 0;
+    CHECK(ev->has_correct && ev->total == 512 && acc > 0.6, "accuracy %g on %" PRId64 " examples", acc, ev->total);
+    s_ok("EVALUATE: accuracy %.3f on %" PRId64 " examples (chance 0.333), mean loss %.4f", acc, ev->total,
+         ev->loss_sum / (double)ev->total);
+    zdist_worker_reply_release(&er);
 
-    Zdist__Worker__RunStepsReply *rr = NULL;
-    EXPECT_STATUS(ZDIST_STATUS_NOT_FOUND, "unknown job 'nope'", s_run(w, "nope", 1, &rr, msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "steps", s_run(w, "syn-ps", -1, &rr, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_NOT_FOUND, "unknown job 'nope'", s_run(w, "nope", 1, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "steps", s_run(w, "syn-ps", -1, NULL, msg, sizeof msg));
     /* Past the end of the data (3 epochs = 192 steps): end_of_data. */
+    zdist_worker_reply_t rr;
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w, "syn-ps", 100, &rr, msg, sizeof msg));
-    if (rr) {
-        CHECK(rr->end_of_data && rr->n_steps == (size_t)(192 - step) && rr->worker_step == 192, "end %d steps %zu worker %" PRId64,
-              rr->end_of_data, rr->n_steps, rr->worker_step);
-        protobuf_c_message_free_unpacked(&rr->base, NULL);
-    }
+    if (rr.status == ZDIST_STATUS_OK)
+        CHECK(rr.ran.end_of_data && rr.ran.num_steps == (size_t)(192 - step) && rr.ran.worker_step == 192,
+              "end %d steps %zu worker %" PRId64, rr.ran.end_of_data, rr.ran.num_steps, rr.ran.worker_step);
+    zdist_worker_reply_release(&rr);
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "syn-ps", msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-ps", 1, &rr, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-ps", 1, NULL, msg, sizeof msg));
     s_ok("unknown job NOT_FOUND, bad steps INVALID_ARGUMENT, end of data, STOP_JOB, then FAILED_PRECONDITION");
 
     if (fmnist && *fmnist) {
@@ -346,28 +383,26 @@ s_train(const char *waddr, const char *const *ps, const char *fmnist)
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
         double f0 = NAN, f1 = NAN;
         for (int call = 0; call < 3; call++) {
-            rr = NULL;
             EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w, "fmnist-ps", 0, &rr, msg, sizeof msg));
-            if (!rr)
+            if (rr.status != ZDIST_STATUS_OK)
                 return 1;
             if (call == 0)
-                f0 = s_output(rr->steps[0], "loss");
-            f1 = s_mean_loss(rr);
-            protobuf_c_message_free_unpacked(&rr->base, NULL);
+                f0 = s_output(&rr.ran.steps[0], "loss");
+            f1 = s_mean_loss(&rr);
+            zdist_worker_reply_release(&rr);
         }
-        er = NULL;
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_eval(w, "fmnist-ps", &er, msg, sizeof msg));
-        if (!er)
+        if (er.status != ZDIST_STATUS_OK)
             return 1;
-        acc = er->total ? (double)er->correct / (double)er->total : 0;
-        CHECK(f1 < f0 && er->total == 10000 && acc > 0.7, "loss %g -> %g, accuracy %g on %" PRId64, f0, f1, acc,
-              er->total);
+        acc = ev->total ? (double)ev->correct / (double)ev->total : 0;
+        CHECK(f1 < f0 && ev->total == 10000 && acc > 0.7, "loss %g -> %g, accuracy %g on %" PRId64, f0, f1, acc,
+              ev->total);
         s_ok("Fashion-MNIST softmax_regression, 150 steps over 2 psds: loss %.3f -> %.3f, test accuracy %.3f", f0, f1,
              acc);
-        protobuf_c_message_free_unpacked(&er->base, NULL);
+        zdist_worker_reply_release(&er);
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "fmnist-ps", msg, sizeof msg));
     }
-    zdist_rpc_client_destroy(&w);
+    zdist_worker_client_destroy(&w);
     return s_failures ? 1 : 0;
 }
 
@@ -382,7 +417,7 @@ static const char s_two_job[] =
 static int
 s_two(const char *w0addr, const char *w1addr, const char *const *ps)
 {
-    zdist_rpc_client_t *w[2] = {s_worker(w0addr), s_worker(w1addr)};
+    zdist_worker_client_t *w[2] = {s_worker(w0addr), s_worker(w1addr)};
     char msg[MSG_MAX];
     /* Worker 0 creates the variables; worker 1 uses them. */
     s_prefix = "syn-two/";
@@ -391,35 +426,35 @@ s_two(const char *w0addr, const char *w1addr, const char *const *ps)
     double first[2] = {NAN, NAN}, last[2] = {NAN, NAN};
     for (int round = 0; round < 6; round++)
         for (int i = 0; i < 2; i++) {
-            Zdist__Worker__RunStepsReply *rr = NULL;
+            zdist_worker_reply_t rr;
             EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w[i], "syn-two", 0, &rr, msg, sizeof msg));
-            if (!rr)
+            if (rr.status != ZDIST_STATUS_OK)
                 return 1;
             /* Each worker's batches are half the global batch (TF's per-worker split). */
-            CHECK(rr->n_steps == 10 && s_output(rr->steps[0], "examples") == 16, "worker %d: %zu steps, %g examples", i,
-                  rr->n_steps, s_output(rr->steps[0], "examples"));
+            CHECK(rr.ran.num_steps == 10 && s_output(&rr.ran.steps[0], "examples") == 16, "worker %d: %zu steps, %g examples",
+                  i, rr.ran.num_steps, s_output(&rr.ran.steps[0], "examples"));
             if (round == 0)
-                first[i] = s_mean_loss(rr);
-            last[i] = s_mean_loss(rr);
-            protobuf_c_message_free_unpacked(&rr->base, NULL);
+                first[i] = s_mean_loss(&rr);
+            last[i] = s_mean_loss(&rr);
+            zdist_worker_reply_release(&rr);
         }
     CHECK(last[0] < first[0] && last[1] < first[1], "loss w0 %g -> %g, w1 %g -> %g", first[0], last[0], first[1],
           last[1]);
     int64_t correct = 0, total = 0;
     for (int i = 0; i < 2; i++) {
-        Zdist__Worker__EvaluateReply *er = NULL;
+        zdist_worker_reply_t er;
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_eval(w[i], "syn-two", &er, msg, sizeof msg));
-        if (!er)
+        if (er.status != ZDIST_STATUS_OK)
             return 1;
-        correct += er->correct;
-        total += er->total;
-        protobuf_c_message_free_unpacked(&er->base, NULL);
+        correct += er.evaluation.correct;
+        total += er.evaluation.total;
+        zdist_worker_reply_release(&er);
     }
     double acc = total ? (double)correct / (double)total : 0;
     CHECK(total == 512 && acc > 0.6, "accuracy %g on %" PRId64 " examples over both workers", acc, total);
     for (int i = 0; i < 2; i++) {
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w[i], "syn-two", msg, sizeof msg));
-        zdist_rpc_client_destroy(&w[i]);
+        zdist_worker_client_destroy(&w[i]);
     }
     s_ok("two workers on one job: loss %.3f -> %.3f and %.3f -> %.3f, test accuracy %.3f over %" PRId64
          " examples split between them",
@@ -430,7 +465,7 @@ s_two(const char *w0addr, const char *w1addr, const char *const *ps)
 static int
 s_unreachable(const char *waddr, const char *ps0, const char *dead)
 {
-    zdist_rpc_client_t *w = s_worker(waddr);
+    zdist_worker_client_t *w = s_worker(waddr);
     char msg[MSG_MAX];
     const char *ps[2] = {ps0, dead};
     /* fixed:2 puts one shard of w on each ps task: ps task 1 must be reached. */
@@ -440,9 +475,8 @@ s_unreachable(const char *waddr, const char *ps0, const char *dead)
     char want[400];
     snprintf(want, sizeof want, "ps task 1 at %s is unreachable", s_ep(dead));
     EXPECT_STATUS(ZDIST_STATUS_UNAVAILABLE, want, s_start(w, job, 0, 1, ps, 2, true, 300, NULL, msg, sizeof msg));
-    Zdist__Worker__RunStepsReply *rr = NULL;
-    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-un", 1, &rr, msg, sizeof msg));
-    zdist_rpc_client_destroy(&w);
+    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "START_JOB first", s_run(w, "syn-un", 1, NULL, msg, sizeof msg));
+    zdist_worker_client_destroy(&w);
     s_ok("an unreachable ps task: UNAVAILABLE naming it, no job left behind");
     return s_failures ? 1 : 0;
 }
@@ -450,7 +484,7 @@ s_unreachable(const char *waddr, const char *ps0, const char *dead)
 static int
 s_sparse(const char *waddr, const char *const *ps, const char *svm)
 {
-    zdist_rpc_client_t *w = s_worker(waddr);
+    zdist_worker_client_t *w = s_worker(waddr);
     char msg[MSG_MAX], job[2048];
     snprintf(job, sizeof job,
              "{\"name\": \"svm-ps\", \"strategy\": {\"type\": \"parameter_server\", \"partitioner\": \"fixed:3\"},"
@@ -459,32 +493,32 @@ s_sparse(const char *waddr, const char *const *ps, const char *svm)
              " \"test\": {\"path\": \"%s\"}, \"global_batch_size\": 64}, \"epochs\": 2, \"steps_per_execution\": 19}",
              svm, svm);
     s_prefix = "svm-ps/";
-    Zdist__Worker__StartJobReply *sr = NULL;
+    zdist_worker_reply_t sr;
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, job, 0, 1, ps, 2, true, 0, &sr, msg, sizeof msg));
-    if (!sr)
+    if (sr.status != ZDIST_STATUS_OK)
         return 1;
-    CHECK(sr->num_shards >= 3, "%d shards", sr->num_shards);
-    protobuf_c_message_free_unpacked(&sr->base, NULL);
+    CHECK(sr.started.num_shards >= 3, "%d shards", sr.started.num_shards);
+    zdist_worker_reply_release(&sr);
     double first = NAN, last = NAN;
     for (int call = 0; call < 2; call++) {
-        Zdist__Worker__RunStepsReply *rr = NULL;
+        zdist_worker_reply_t rr;
         EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w, "svm-ps", 0, &rr, msg, sizeof msg));
-        if (!rr)
+        if (rr.status != ZDIST_STATUS_OK)
             return 1;
         if (call == 0)
-            first = s_mean_loss(rr);
-        last = s_mean_loss(rr);
-        protobuf_c_message_free_unpacked(&rr->base, NULL);
+            first = s_mean_loss(&rr);
+        last = s_mean_loss(&rr);
+        zdist_worker_reply_release(&rr);
     }
-    Zdist__Worker__EvaluateReply *er = NULL;
+    zdist_worker_reply_t er;
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_eval(w, "svm-ps", &er, msg, sizeof msg));
-    if (!er)
+    if (er.status != ZDIST_STATUS_OK)
         return 1;
-    double acc = er->total ? (double)er->correct / (double)er->total : 0;
+    double acc = er.evaluation.total ? (double)er.evaluation.correct / (double)er.evaluation.total : 0;
     CHECK(last < first && acc > 0.9, "loss %g -> %g, accuracy %g", first, last, acc);
-    protobuf_c_message_free_unpacked(&er->base, NULL);
+    zdist_worker_reply_release(&er);
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "svm-ps", msg, sizeof msg));
-    zdist_rpc_client_destroy(&w);
+    zdist_worker_client_destroy(&w);
     s_ok("sparse_logreg (rows by id, sparse pushes, 3 shards): loss %.3f -> %.3f, accuracy %.3f", first, last, acc);
     return s_failures ? 1 : 0;
 }
@@ -509,25 +543,17 @@ s_state_free(s_state_t *st)
 }
 
 static int
-s_get_state(zdist_rpc_client_t *c, const char *job, s_state_t *ret, char *msg, size_t size)
+s_get_state(zdist_worker_client_t *c, const char *job, s_state_t *ret, char *msg, size_t size)
 {
     memset(ret, 0, sizeof *ret);
-    Zdist__Worker__GetStateRequest req = ZDIST__WORKER__GET_STATE_REQUEST__INIT;
-    req.job = (char *)job;
-    zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_GET_STATE), *reply = NULL;
-    zdist_msg_set_body(q, &req.base);
-    if (zdist_rpc_client_call(c, &q, 60000, &reply) < 0)
-        return -1;
-    int status = zdist_msg_status(reply);
-    snprintf(msg, size, "%s", zdist_msg_status_message(reply));
-    Zdist__Worker__State *body = NULL;
-    if (status == ZDIST_STATUS_OK &&
-        zdist_msg_unpack_body(reply, &zdist__worker__state__descriptor, (ProtobufCMessage **)&body, NULL) == 0) {
-        ret->step = body->step;
-        ret->iterations = body->iterations;
-        protobuf_c_message_free_unpacked(&body->base, NULL);
-        for (size_t i = 0; i < zdist_msg_tensor_count(reply) && i < 64; i++) {
-            const zdist_tensor_t *t = zdist_msg_tensor(reply, i);
+    zdist_worker_reply_t r;
+    uint64_t id = 0;
+    int status = s_finish(c, zdist_worker_client_get_state(c, job, 60000, &id), &id, &r, msg, size);
+    if (status == ZDIST_STATUS_OK) {
+        ret->step = r.state.step;
+        ret->iterations = r.state.iterations;
+        for (size_t i = 0; i < zdist_worker_reply_tensor_count(&r) && i < 64; i++) {
+            const zdist_tensor_t *t = zdist_worker_reply_tensor(&r, i);
             snprintf(ret->names[i], sizeof ret->names[i], "%s", t->name ? t->name : "");
             ret->data[i] = malloc(t->nbytes + 1);
             memcpy(ret->data[i], t->data, t->nbytes);
@@ -535,31 +561,24 @@ s_get_state(zdist_rpc_client_t *c, const char *job, s_state_t *ret, char *msg, s
             ret->n++;
         }
     }
-    zdist_msg_destroy(&reply);
+    zdist_worker_reply_release(&r);
     return status;
 }
 
 /* SET_STATE from st, leaving out tensor `skip` (-1: none). */
 static int
-s_set_state(zdist_rpc_client_t *c, const char *job, const s_state_t *st, int skip, char *msg, size_t size)
+s_set_state(zdist_worker_client_t *c, const char *job, const s_state_t *st, int skip, char *msg, size_t size)
 {
-    Zdist__Worker__State body = ZDIST__WORKER__STATE__INIT;
-    body.job = (char *)job;
-    body.step = st->step;
-    body.iterations = st->iterations;
-    zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_SET_STATE), *reply = NULL;
-    zdist_msg_set_body(q, &body.base);
+    zdist_tensor_t ts[64];
+    size_t n = 0;
     for (int i = 0; i < st->n; i++) {
         zdist_shape_t shape = {.rank = 1, .dims = {(int64_t)(st->bytes[i] / sizeof(float))}};
         if (i != skip)
-            zdist_msg_add_tensor_copy(q, st->names[i], ZDIST_DTYPE_FLOAT32, &shape, st->data[i], st->bytes[i]);
+            ts[n++] = (zdist_tensor_t){st->names[i], ZDIST_DTYPE_FLOAT32, shape, st->data[i], st->bytes[i]};
     }
-    if (zdist_rpc_client_call(c, &q, 60000, &reply) < 0)
-        return -1;
-    int status = zdist_msg_status(reply);
-    snprintf(msg, size, "%s", zdist_msg_status_message(reply));
-    zdist_msg_destroy(&reply);
-    return status;
+    zdist_worker_state_t state = {job, st->step, st->iterations, 0};
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_set_state(c, &state, ts, n, 60000, &id), &id, NULL, msg, size);
 }
 
 /* -1 when a and b hold the same tensors bitwise, else the first that differs. */
@@ -576,45 +595,36 @@ s_state_diff(const s_state_t *a, const s_state_t *b)
 }
 
 static int
-s_connect(zdist_rpc_client_t *c, const char *job, char **eps, size_t n, char *msg, size_t size)
+s_connect(zdist_worker_client_t *c, const char *job, const char *const *eps, size_t n, char *msg, size_t size)
 {
-    Zdist__Worker__ConnectRequest req = ZDIST__WORKER__CONNECT_REQUEST__INIT;
-    req.job = (char *)job;
-    req.endpoints = eps;
-    req.n_endpoints = n;
-    return s_call(c, ZDIST__WORKER__METHOD__WORKER_CONNECT, &req.base, NULL, NULL, msg, size);
+    zdist_worker_connect_t req = {job, eps, n};
+    uint64_t id = 0;
+    return s_finish(c, zdist_worker_client_connect(c, &req, 120000, &id), &id, NULL, msg, size);
 }
 
 /* RUN_STEPS on both workers at once (each blocks in the ring until the other
    joins); the summed loss into *ret_loss. */
 static int
-s_run_both(zdist_rpc_client_t *const *w, const char *job, int64_t steps, double *ret_loss, char *msg, size_t size)
+s_run_both(zdist_worker_client_t *const *w, const char *job, int64_t steps, double *ret_loss, char *msg, size_t size)
 {
-    Zdist__Worker__RunStepsRequest req = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
-    req.job = (char *)job;
-    req.steps = steps;
-    for (int i = 0; i < 2; i++) {
-        zdist_msg_t *q = zdist_msg_new(ZDIST__WORKER__METHOD__WORKER_RUN_STEPS);
-        zdist_msg_set_body(q, &req.base);
-        if (zdist_rpc_client_send(w[i], &q, 120000, NULL) < 0)
+    zdist_worker_run_t req = {job, steps};
+    uint64_t ids[2];
+    for (int i = 0; i < 2; i++)
+        if (zdist_worker_client_run_steps(w[i], &req, 120000, &ids[i]) < 0)
             return -1;
-    }
     int status = ZDIST_STATUS_OK;
     *ret_loss = 0;
     for (int i = 0; i < 2; i++) {
-        zdist_msg_t *reply = NULL;
-        if (zdist_rpc_client_recv(w[i], 130000, &reply) < 0)
+        zdist_worker_reply_t r;
+        if (zdist_worker_client_wait(w[i], ids[i], &r) < 0)
             return -1;
-        Zdist__Worker__RunStepsReply *r = NULL;
-        if (zdist_msg_status(reply) != ZDIST_STATUS_OK) {
-            status = zdist_msg_status(reply);
-            snprintf(msg, size, "worker %d: %s", i, zdist_msg_status_message(reply));
-        } else if (zdist_msg_unpack_body(reply, &zdist__worker__run_steps_reply__descriptor,
-                                         (ProtobufCMessage **)&r, NULL) == 0) {
-            *ret_loss += s_mean_loss(r);
-            protobuf_c_message_free_unpacked(&r->base, NULL);
+        if (r.status != ZDIST_STATUS_OK) {
+            status = r.status;
+            snprintf(msg, size, "worker %d: %s", i, r.message);
+        } else {
+            *ret_loss += s_mean_loss(&r);
         }
-        zdist_msg_destroy(&reply);
+        zdist_worker_reply_release(&r);
     }
     return status;
 }
@@ -622,7 +632,7 @@ s_run_both(zdist_rpc_client_t *const *w, const char *job, int64_t steps, double 
 /* sparse_logreg on a libsvm file over both workers: the embedding's sparse
    gradients gathered from both, copies identical. */
 static void
-s_mwm_sparse(zdist_rpc_client_t *const *w, const char *svm)
+s_mwm_sparse(zdist_worker_client_t *const *w, const char *svm)
 {
     char job[2048], msg[2048];
     snprintf(job, sizeof job,
@@ -630,14 +640,14 @@ s_mwm_sparse(zdist_rpc_client_t *const *w, const char *svm)
              " \"model\": {\"name\": \"sparse_logreg\"}, \"optimizer\": {\"type\": \"adagrad\", \"learning_rate\": 0.5},"
              " \"dataset\": {\"format\": \"libsvm\", \"dim\": 2048, \"train\": {\"path\": \"%s\"},"
              " \"global_batch_size\": 64, \"shard_policy\": \"data\"}, \"steps\": 1, \"steps_per_execution\": 5}", svm);
-    Zdist__Worker__StartJobReply *sr[2] = {0};
-    char *eps[2];
+    zdist_worker_reply_t sr[2];
+    const char *eps[2];
     for (int i = 0; i < 2; i++) {
         int st = s_start(w[i], job, i, 2, NULL, 0, false, 0, &sr[i], msg, sizeof msg);
         CHECK(st == ZDIST_STATUS_OK, "sparse START_JOB worker %d: %s", i, msg);
         if (st != ZDIST_STATUS_OK)
             return;
-        eps[i] = sr[i]->collective_endpoint;
+        eps[i] = sr[i].started.collective_endpoint;
     }
     for (int i = 0; i < 2; i++)
         CHECK(s_connect(w[i], "mwm-svm", eps, 2, msg, sizeof msg) == ZDIST_STATUS_OK, "sparse CONNECT: %s", msg);
@@ -662,14 +672,14 @@ s_mwm_sparse(zdist_rpc_client_t *const *w, const char *svm)
     s_state_free(&b);
     for (int i = 0; i < 2; i++) {
         s_stop(w[i], "mwm-svm", msg, sizeof msg);
-        zdist__worker__start_job_reply__free_unpacked(sr[i], NULL);
+        zdist_worker_reply_release(&sr[i]);
     }
 }
 
 static int
 s_mwm(const char *w0addr, const char *w1addr, const char *svm)
 {
-    zdist_rpc_client_t *w[2] = {s_worker(w0addr), s_worker(w1addr)};
+    zdist_worker_client_t *w[2] = {s_worker(w0addr), s_worker(w1addr)};
     const char *job = "{\"name\": \"mwm\", \"strategy\": {\"type\": \"multi_worker_mirrored\", "
                       "\"collective_timeout_ms\": 2000, \"bytes_per_pack\": 4096},"
                       " \"model\": {\"name\": \"mlp\", \"params\": {\"hidden\": [32, 16]}},"
@@ -679,16 +689,18 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
                       " \"steps\": 1, \"steps_per_execution\": 3, \"seed\": 9}";
     char msg[2048];
     int st;
-    Zdist__Worker__StartJobReply *sr[2] = {0};
-    char *eps[2];
+    zdist_worker_reply_t sr[2];
+    const char *eps[2];
     for (int i = 0; i < 2; i++) {
         st = s_start(w[i], job, i, 2, NULL, 0, false, 0, &sr[i], msg, sizeof msg);
         CHECK(st == ZDIST_STATUS_OK, "START_JOB on worker %d: %s", i, msg);
         if (st != ZDIST_STATUS_OK)
             return 1;
-        CHECK(strcmp(sr[i]->strategy, "multi_worker_mirrored") == 0 && strncmp(sr[i]->collective_endpoint, "tcp://", 6) == 0,
-              "worker %d: strategy '%s', ring endpoint '%s'", i, sr[i]->strategy, sr[i]->collective_endpoint);
-        eps[i] = sr[i]->collective_endpoint;
+        CHECK(strcmp(sr[i].started.strategy, "multi_worker_mirrored") == 0 &&
+                  strncmp(sr[i].started.collective_endpoint, "tcp://", 6) == 0,
+              "worker %d: strategy '%s', ring endpoint '%s'", i, sr[i].started.strategy,
+              sr[i].started.collective_endpoint);
+        eps[i] = sr[i].started.collective_endpoint;
     }
     s_ok("started on two workers; their ends of the ring: %s, %s", eps[0], eps[1]);
 
@@ -699,7 +711,7 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
     st = s_connect(w[0], "mwm", eps, 1, msg, sizeof msg);
     CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "1 given, the job was started over 2 workers"),
           "CONNECT with one endpoint: %s %s", zdist_status_name(st), msg);
-    char *bad[2] = {eps[0], "tcp://*:5"};
+    const char *bad[2] = {eps[0], "tcp://*:5"};
     st = s_connect(w[0], "mwm", bad, 2, msg, sizeof msg);
     CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "endpoints[1]"), "CONNECT with a wildcard: %s %s",
           zdist_status_name(st), msg);
@@ -779,14 +791,13 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
     /* Worker 1 never joins: worker 0's step fails within the deadline,
        naming rank 1 and its endpoint. */
     int64_t t0 = zdist_clock_now_ms();
-    Zdist__Worker__RunStepsReply *rr = NULL;
-    st = s_run(w[0], "mwm", 1, &rr, msg, sizeof msg);
+    st = s_run(w[0], "mwm", 1, NULL, msg, sizeof msg);
     int64_t took = zdist_clock_now_ms() - t0;
     CHECK(st == ZDIST_STATUS_DEADLINE_EXCEEDED && strstr(msg, "rank 1") && strstr(msg, eps[1]),
           "a step without worker 1: %s %s", zdist_status_name(st), msg);
     CHECK(took >= 1500 && took < 60000, "failed after %lld ms with a 2000 ms deadline", (long long)took);
     s_ok("a step without worker 1 failed after %lld ms (deadline 2000 ms): %s", (long long)took, msg);
-    st = s_run(w[0], "mwm", 1, &rr, msg, sizeof msg);
+    st = s_run(w[0], "mwm", 1, NULL, msg, sizeof msg);
     CHECK(st == ZDIST_STATUS_FAILED_PRECONDITION && strstr(msg, "STOP_JOB and START_JOB"),
           "a step after the failure: %s %s", zdist_status_name(st), msg);
     for (int i = 0; i < 2; i++) {
@@ -799,8 +810,8 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
         s_state_free(&init[i]);
         s_state_free(&after[i]);
         s_state_free(&b[i]);
-        zdist__worker__start_job_reply__free_unpacked(sr[i], NULL);
-        zdist_rpc_client_destroy(&w[i]);
+        zdist_worker_reply_release(&sr[i]);
+        zdist_worker_client_destroy(&w[i]);
     }
     return s_failures ? 1 : 0;
 }
@@ -810,33 +821,28 @@ s_mwm(const char *w0addr, const char *w1addr, const char *svm)
 static int
 s_mwm_watchdog(const char *waddr)
 {
-    zdist_rpc_client_t *w = s_worker(waddr);
+    zdist_worker_client_t *w = s_worker(waddr);
     const char *job = "{\"name\": \"mwm-wd\", \"strategy\": {\"type\": \"multi_worker_mirrored\"},"
                       " \"model\": {\"name\": \"softmax_regression\"}, \"optimizer\": {\"type\": \"sgd\"},"
                       " \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 256, \"dim\": 4,"
                       " \"classes\": 2}, \"global_batch_size\": 8}, \"steps\": 1}";
     char msg[2048];
-    Zdist__Worker__StartJobReply *sr = NULL;
-    int st = s_start(w, job, 0, 2, NULL, 0, false, 0, &sr, msg, sizeof msg);
+    int st = s_start(w, job, 0, 2, NULL, 0, false, 0, NULL, msg, sizeof msg);
     CHECK(st == ZDIST_STATUS_INVALID_ARGUMENT && strstr(msg, "collective_timeout_ms 30000") &&
               strstr(msg, "watchdog interval (20000 ms"),
           "START_JOB under a 20 s watchdog: %s %s", zdist_status_name(st), msg);
-    if (sr)
-        zdist__worker__start_job_reply__free_unpacked(sr, NULL);
     /* A deadline well under the watchdog is taken. */
     const char *ok = "{\"name\": \"mwm-wd\", \"strategy\": {\"type\": \"multi_worker_mirrored\","
                      " \"collective_timeout_ms\": 5000}, \"model\": {\"name\": \"softmax_regression\"},"
                      " \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": \"synthetic\","
                      " \"synthetic\": {\"n\": 256, \"dim\": 4, \"classes\": 2}, \"global_batch_size\": 8},"
                      " \"steps\": 1}";
-    st = s_start(w, ok, 0, 2, NULL, 0, false, 0, &sr, msg, sizeof msg);
+    st = s_start(w, ok, 0, 2, NULL, 0, false, 0, NULL, msg, sizeof msg);
     CHECK(st == ZDIST_STATUS_OK, "START_JOB with a 5 s deadline: %s %s", zdist_status_name(st), msg);
-    if (sr)
-        zdist__worker__start_job_reply__free_unpacked(sr, NULL);
     s_stop(w, "mwm-wd", msg, sizeof msg);
     if (!s_failures)
         s_ok("under a 20 s watchdog: a 30 s collective deadline refused naming both, 5 s taken");
-    zdist_rpc_client_destroy(&w);
+    zdist_worker_client_destroy(&w);
     return s_failures ? 1 : 0;
 }
 

@@ -661,32 +661,11 @@ test_examples_parse(void)
     }
 }
 
-static void
-test_endpoint_split(void)
-{
-    char host[64];
-    const char *port = NULL;
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://10.0.0.2:2222", host, sizeof host, &port), 0);
-    CU_ASSERT_STRING_EQUAL(host, "10.0.0.2");
-    CU_ASSERT_STRING_EQUAL(port, "2222");
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://[::1]:5", host, sizeof host, &port), 0);
-    CU_ASSERT_STRING_EQUAL(host, "[::1]");
-    CU_ASSERT_STRING_EQUAL(port, "5");
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://*:*", host, sizeof host, &port), 0);
-    CU_ASSERT_STRING_EQUAL(host, "*");
-    CU_ASSERT_STRING_EQUAL(port, "*");
-    CU_ASSERT_EQUAL(zdist_endpoint_split("worker-1.example:80", host, sizeof host, NULL), 0);
-    CU_ASSERT_STRING_EQUAL(host, "worker-1.example");
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://nocolon", host, sizeof host, NULL), -EINVAL);
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://:5", host, sizeof host, NULL), -EINVAL);
-    CU_ASSERT_EQUAL(zdist_endpoint_split("tcp://a-rather-long-host-name:5", host, 8, NULL), -ENOSPC);
-}
-
 void
 zdist_test_cluster_register(void)
 {
     ZDIST_SUITE(
-        "cluster", {"list job", test_list_job}, {"endpoint split", test_endpoint_split}, {"sparse job", test_sparse_job},
+        "cluster", {"list job", test_list_job}, {"sparse job", test_sparse_job},
         {"task forms", test_task_forms}, {"rpc_layer and session_master", test_rpc_layer_and_session_master},
         {"no task, no cluster, empty", test_no_task_no_cluster_empty}, {"roles matrix", test_roles_matrix},
         {"validation errors", test_validation_errors}, {"broken JSON", test_broken_json},

@@ -117,10 +117,10 @@ s_list(zdist_rpc_call_t *call, void *state)
 }
 
 static const zdist_rpc_method_t s_methods[] = {
-    {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0},
-    {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0},
-    {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0},
-    {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0},
+    {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0, 0},
+    {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, 0},
+    {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, 0},
+    {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, 0},
 };
 
 static int
@@ -281,7 +281,7 @@ test_submit_status_cancel_list(void)
     zactor_t *coord = s_coord_start(1000000, ep, sizeof ep); /* no ticks: jobs stay at step 0 */
     CU_ASSERT_FATAL(coord && *ep);
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(ep, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_STRING_EQUAL(zdist_coord_client_endpoint(c), ep);
 
@@ -345,7 +345,7 @@ test_requests_checked_before_handlers(void)
     zactor_t *coord = s_coord_start(1000000, ep, sizeof ep);
     CU_ASSERT_FATAL(coord && *ep);
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(ep, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     char id[ZDIST_COORD_ID_MAX] = "unchanged";
 
@@ -417,7 +417,7 @@ s_on_status(const zdist_coord_job_t *job, void *arg)
     if (s->restart_at && !s->restarted && job->step >= s->restart_at) {
         s->restarted = true;
         /* Another job becomes the latest: the follower stays with its own. */
-        zdist_coord_client_t *other = zdist_coord_client_new(s->endpoint, NULL);
+        zdist_coord_client_t *other = zdist_coord_client_new(s->endpoint, NULL, NULL);
         char *text = s_job_text(1000000);
         char id[ZDIST_COORD_ID_MAX];
         CU_ASSERT_EQUAL(zdist_coord_client_submit(other, text, NULL, 5000, id, NULL), 0);
@@ -442,7 +442,7 @@ test_follow_stream_across_restart(void)
     zactor_t *coord = s_coord_start(5, ep, sizeof ep);
     CU_ASSERT_FATAL(coord && *ep);
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(ep, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     char *text = s_job_text(60);
     char id[ZDIST_COORD_ID_MAX];
@@ -498,7 +498,7 @@ test_follow_polls_when_streams_are_refused(void)
     CU_ASSERT_FATAL(coord && *ep);
     zstr_send(coord, "REFUSE STREAMS");
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(ep, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     char *text = s_job_text(40);
     char id[ZDIST_COORD_ID_MAX];
@@ -531,7 +531,7 @@ test_follow_gives_up_on_silence(void)
     CU_ASSERT_FATAL(coord && *ep);
     zactor_destroy(&coord);
     zdist_error_t err = {0};
-    zdist_coord_client_t *c = zdist_coord_client_new(ep, &err);
+    zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     zdist_coord_follow_options_t opts;
     zdist_coord_follow_options_default(&opts);
@@ -546,7 +546,7 @@ test_follow_gives_up_on_silence(void)
     CU_ASSERT_EQUAL(zdist_coord_client_follow(c, longid, &opts, &last, &err), -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "job_id: longer than 63 bytes");
     zdist_coord_client_destroy(&c);
-    CU_ASSERT_PTR_NULL(zdist_coord_client_new("tcp://nowhere:x", &err));
+    CU_ASSERT_PTR_NULL(zdist_coord_client_new("tcp://nowhere:x", NULL, &err));
     CU_ASSERT_EQUAL(err.code, -EINVAL);
 }
 

@@ -354,6 +354,79 @@ test_on_read_aggregation(void)
                     -EINVAL);
 }
 
+/* The runtime's kernels give what the checked functions give: the worker's
+   replica threads each reduce a chunk [lo, hi) and nothing outside it. */
+static void
+test_runtime_kernels(void)
+{
+    float a[] = {1.5f, 2.25f, 3, 4, 5}, b[] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, c[] = {7, 8, 9, 10, 11};
+    zdist_tensor_t v[3] = {s_f32(a, 1, 5, 0), s_f32(b, 1, 5, 0), s_f32(c, 1, 5, 0)};
+    zdist_tensor_t ref;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, v, 3, ZDIST_AXIS_NONE, &ref, &err), 0);
+    float a2[5];
+    memcpy(a2, a, sizeof a);
+    float *bufs[3] = {a2, b, c};
+    zdist_distribute_reduce_f32(ZDIST_REDUCE_MEAN, bufs, 3, 1, 3); /* one thread's chunk */
+    CU_ASSERT_EQUAL(a2[0], 1.5f);                                 /* outside: untouched */
+    CU_ASSERT_EQUAL(a2[3], 4.0f);
+    zdist_distribute_reduce_f32(ZDIST_REDUCE_MEAN, bufs, 3, 0, 1);
+    zdist_distribute_reduce_f32(ZDIST_REDUCE_MEAN, bufs, 3, 3, 5);
+    CU_ASSERT_EQUAL(memcmp(a2, ref.data, sizeof a2), 0); /* bitwise what reduce gives */
+    free(ref.data);
+
+    /* aggregation: SUM, MEAN, ONLY_FIRST_REPLICA, in place over values[0] */
+    const float *vals[3] = {a, b, c};
+    float out[5] = {0};
+    zdist_distribute_aggregate_f32(ZDIST_AGG_SUM, vals, 3, 0, 5, out);
+    CU_ASSERT_EQUAL(out[4], 5 + 0.5f + 11);
+    zdist_distribute_aggregate_f32(ZDIST_AGG_ONLY_FIRST_REPLICA, vals, 3, 0, 5, out);
+    CU_ASSERT_EQUAL(out[1], 2.25f);
+    float first[2] = {2, 4}, second[2] = {6, 8};
+    const float *pair[2] = {first, second};
+    zdist_distribute_aggregate_f32(ZDIST_AGG_MEAN, pair, 2, 0, 2, first);
+    CU_ASSERT_EQUAL(first[0], 4.0f);
+    CU_ASSERT_EQUAL(first[1], 6.0f);
+
+    /* who may write in a replica context */
+    CU_ASSERT_EQUAL(zdist_distribute_check_replica_write(ZDIST_SYNC_ON_WRITE, ZDIST_AGG_NONE, ZDIST_DTYPE_FLOAT32, 1,
+                                                         &err),
+                    0);
+    CU_ASSERT_EQUAL(zdist_distribute_check_replica_write(ZDIST_SYNC_ON_READ, ZDIST_AGG_NONE, ZDIST_DTYPE_FLOAT32, 4,
+                                                         &err),
+                    0);
+    CU_ASSERT_EQUAL(zdist_distribute_check_replica_write(ZDIST_SYNC_ON_WRITE, ZDIST_AGG_NONE, ZDIST_DTYPE_FLOAT32, 2,
+                                                         &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "You must specify an aggregation method to update a MirroredVariable"));
+    CU_ASSERT_EQUAL(zdist_distribute_check_replica_write(ZDIST_SYNC_ON_WRITE, ZDIST_AGG_MEAN, ZDIST_DTYPE_INT32, 2,
+                                                         &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "Cannot update non-float variables"));
+
+    /* gather into a caller's buffer; too small: -ENOSPC, nothing written */
+    float g1[] = {1, 2, 3, 4}, g2[] = {5, 6};
+    zdist_tensor_t parts[2] = {s_f32(g1, 2, 2, 2), s_f32(g2, 2, 1, 2)};
+    float dst[6] = {0}, small[4] = {-1, -1, -1, -1};
+    zdist_tensor_t into = {.data = dst, .nbytes = sizeof dst};
+    CU_ASSERT_EQUAL(zdist_distribute_gather_into(parts, 2, 0, &into, &err), 0);
+    CU_ASSERT_EQUAL(into.shape.rank, 2);
+    CU_ASSERT_EQUAL(into.shape.dims[0], 3);
+    CU_ASSERT_EQUAL(into.nbytes, sizeof dst);
+    CU_ASSERT_EQUAL(dst[5], 6.0f);
+    zdist_tensor_t tight = {.data = small, .nbytes = sizeof small};
+    CU_ASSERT_EQUAL(zdist_distribute_gather_into(parts, 2, 0, &tight, &err), -ENOSPC);
+    CU_ASSERT_EQUAL(small[0], -1.0f);
+    CU_ASSERT_EQUAL(tight.nbytes, sizeof small);
+    /* along axis 1: [[1,2,5],[3,4,6]] needs shapes equal outside it */
+    zdist_tensor_t cols[2] = {s_f32(g1, 2, 2, 2), s_f32(g2, 2, 2, 1)};
+    into = (zdist_tensor_t){.data = dst, .nbytes = sizeof dst};
+    CU_ASSERT_EQUAL(zdist_distribute_gather_into(cols, 2, 1, &into, &err), 0);
+    CU_ASSERT_EQUAL(dst[2], 5.0f);
+    CU_ASSERT_EQUAL(dst[5], 6.0f);
+    CU_ASSERT_EQUAL(zdist_distribute_gather_into(parts, 2, 1, &into, &err), -EINVAL);
+}
+
 void
 zdist_test_distribute_register(void)
 {
@@ -362,5 +435,6 @@ zdist_test_distribute_register(void)
                 {"values from function, local results", test_values_from_function_and_local_results},
                 {"reduce_to, batch_reduce_to, update", test_reduce_to_batch_update},
                 {"ON_WRITE aggregation (MirroredVariable)", test_on_write_aggregation},
-                {"ON_READ aggregation (SyncOnReadVariable)", test_on_read_aggregation});
+                {"ON_READ aggregation (SyncOnReadVariable)", test_on_read_aggregation},
+                {"the runtime's float32 kernels agree with reduce", test_runtime_kernels});
 }

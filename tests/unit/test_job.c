@@ -142,11 +142,32 @@ test_typed_round_trip(void)
     zdist_job_release(&job);
 }
 
+static void
+test_copy(void)
+{
+    zdist_job_t job, copy;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(s_ps_job, NULL, &job, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_copy(&job, &copy, &err), 0);
+    CU_ASSERT_STRING_EQUAL(copy.name, job.name);
+    CU_ASSERT_PTR_NOT_EQUAL(copy.name, job.name); /* deep */
+    CU_ASSERT_STRING_EQUAL(copy.model_params, job.model_params);
+    CU_ASSERT_STRING_EQUAL(copy.partitioner, job.partitioner);
+    CU_ASSERT_TRUE(zdist_optim_config_equal(&copy.optimizer, &job.optimizer));
+    CU_ASSERT(copy.epochs == job.epochs && copy.steps == job.steps && copy.ckpt_every == job.ckpt_every &&
+              copy.ckpt_keep == job.ckpt_keep && copy.evaluate == job.evaluate && copy.seed == job.seed &&
+              copy.global_batch_size == job.global_batch_size && copy.synthetic_n == job.synthetic_n);
+    zdist_job_release(&job); /* the copy outlives it */
+    CU_ASSERT_EQUAL(zdist_job_validate(&copy, &err), 0);
+    zdist_job_release(&copy);
+}
+
 void
 zdist_test_job_register(void)
 {
     ZDIST_SUITE("job",
                 {"parse: checkpoint and evaluation sections, defaults", test_parse_sections},
                 {"bad sections name the field", test_bad_sections},
-                {"typed message round trip, validated on arrival", test_typed_round_trip});
+                {"typed message round trip, validated on arrival", test_typed_round_trip},
+                {"a deep copy outlives its source", test_copy});
 }

@@ -48,8 +48,8 @@ s_fail(zdist_rpc_call_t *call, void *state)
 static const zdist_rpc_body_t s_body_status = {&zdist__status__descriptor, 0, NULL, NULL};
 
 static const zdist_rpc_method_t s_methods[] = {
-    {M_ECHO, "echo", &s_body_status, s_echo, 0, 4},
-    {M_FAIL, "fail", NULL, s_fail, 0, 0},
+    {M_ECHO, "echo", &s_body_status, s_echo, 0, 4, 0},
+    {M_FAIL, "fail", NULL, s_fail, 0, 0, 0},
 };
 
 typedef struct {

@@ -435,6 +435,64 @@ test_mirrored_copies_identical(void)
     zdist_dataset_destroy(&ds);
 }
 
+/* Batch norm under mirrored and central storage: the statistics are the
+   global batch's (the replicas all-reduce their sums), so the moving mean
+   and variance, every replica's copy of them, and the trained weights are
+   one device's on the same batches -- empty replicas included. */
+static void
+test_batch_norm_global_statistics(void)
+{
+    const char *bn = "{\"input_shape\": [6], \"layers\": [{\"dense\": {\"units\": 5}}, "
+                     "{\"batch_norm\": {\"momentum\": 0.5}}, \"relu\", {\"dense\": {\"units\": 3}}], "
+                     "\"loss\": \"sparse_categorical_crossentropy\"}";
+    zdist_dataset_t *ds = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(50, 6, 3, 5, &ds, &err), 0);
+    /* Batch 4 over 3 replicas: 2,1,1, and the last partial batch of 2 gives 1,1,0. */
+    worker_trainer_t *one = s_trainer(&worker_model_sequential, bn, ds, ZDIST_STRATEGY_ONE_DEVICE, 1,
+                                      ZDIST_OPTIM_SGD);
+    worker_trainer_t *mir = s_trainer(&worker_model_sequential, bn, ds, ZDIST_STRATEGY_MIRRORED, 3, ZDIST_OPTIM_SGD);
+    worker_trainer_t *cen = s_trainer(&worker_model_sequential, bn, ds, ZDIST_STRATEGY_CENTRAL_STORAGE, 2,
+                                      ZDIST_OPTIM_SGD);
+    if (one && mir && cen) {
+        double l1, l3, l2;
+        CU_ASSERT_EQUAL(s_train(one, ds, 4, 13, &l1), 0);
+        CU_ASSERT_EQUAL(s_train(mir, ds, 4, 13, &l3), 0);
+        CU_ASSERT_EQUAL(s_train(cen, ds, 4, 13, &l2), 0);
+        CU_ASSERT_DOUBLE_EQUAL(l1, l3, 1e-5);
+        CU_ASSERT_DOUBLE_EQUAL(l1, l2, 1e-5);
+        const worker_vars_t *vars = worker_trainer_vars(one);
+        int mm = worker_vars_find(vars, "batch_normalization/moving_mean");
+        int mv = worker_vars_find(vars, "batch_normalization/moving_variance");
+        CU_ASSERT_FATAL(mm >= 0 && mv >= 0);
+        double worst = 0, moved = 0;
+        for (int v = 0; v < vars->n; v++) {
+            const float *a = worker_local_copy(worker_trainer_backend(one), 0, v);
+            for (int r = 0; r < 3; r++) {
+                const float *b = worker_local_copy(worker_trainer_backend(mir), r, v);
+                const float *c = worker_local_copy(worker_trainer_backend(cen), r % 2, v);
+                for (int64_t j = 0; j < vars->vars[v].n; j++)
+                    worst = fmax(worst, fmax(fabs((double)a[j] - b[j]), fabs((double)a[j] - c[j])));
+            }
+        }
+        const float *m0 = worker_local_copy(worker_trainer_backend(one), 0, mm);
+        const float *v0 = worker_local_copy(worker_trainer_backend(one), 0, mv);
+        for (int j = 0; j < 5; j++)
+            moved += fabs(m0[j]) + fabs(v0[j] - 1);
+        CU_ASSERT(worst < 1e-5);
+        CU_ASSERT(moved > 0.1); /* the statistics did move */
+        /* Read across replicas (ON_READ, MEAN): the same value. */
+        float agg[5];
+        CU_ASSERT_EQUAL(worker_trainer_read_variable(mir, "batch_normalization/moving_variance", agg, &err), 0);
+        for (int j = 0; j < 5; j++)
+            CU_ASSERT_DOUBLE_EQUAL(agg[j], v0[j], 1e-5);
+    }
+    worker_trainer_destroy(&one);
+    worker_trainer_destroy(&mir);
+    worker_trainer_destroy(&cen);
+    zdist_dataset_destroy(&ds);
+}
+
 /* Sparse gradients under mirrored: gathered, duplicates summed, identical copies. */
 static void
 test_sparse_mirrored(void)
@@ -653,6 +711,8 @@ zdist_test_step_register(void)
                 {"mirrored (with empty replicas) trains as one device", test_mirrored_matches_one_device},
                 {"mirrored copies bitwise identical; central storage the same", test_mirrored_copies_identical},
                 {"sparse gradients under mirrored", test_sparse_mirrored},
+                {"batch norm: global-batch statistics under mirrored and central storage",
+                 test_batch_norm_global_statistics},
                 {"multi_worker_mirrored: reductions across two workers (1 and 2 local replicas)",
                  test_multi_worker_collectives},
                 {"multi_worker_mirrored: a missing peer fails the step within the deadline",

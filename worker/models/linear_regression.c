@@ -93,11 +93,7 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
         if ((rc = zdist_ctx_apply_gradients(ctx, g, 2)) < 0)
             return rc;
     }
-    double gsize = batch->global_size > 0 ? (double)batch->global_size : 1;
-    if ((rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_LOSS, loss / gsize, ZDIST_REDUCE_SUM)) < 0 ||
-        (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
-        return rc;
-    return 0;
+    return model_outputs(ctx, loss, batch->global_size, -1, n);
 }
 
 static int

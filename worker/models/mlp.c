@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/layers.h"
 #include "models.h"
 
 int
@@ -161,7 +162,7 @@ s_step(model_dense_t *s, zdist_replica_ctx_t *ctx, bool train)
     double loss = 0;
     int64_t correct = 0;
     float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;
-    if (n > 0 && model_softmax_xent(A[L - 1], batch->labels, n, (int)s->sizes[L], scale, &loss, &correct) < 0) {
+    if (n > 0 && layer_loss_sparse_xent(A[L - 1], batch->labels, n, (int)s->sizes[L], scale, &loss, &correct) < 0) {
         char msg[128];
         snprintf(msg, sizeof msg, "%s: a label is outside [0, %lld)", s->model, (long long)s->sizes[L]);
         zdist_ctx_set_error(ctx, -ERANGE, msg);
@@ -187,7 +188,7 @@ s_step(model_dense_t *s, zdist_replica_ctx_t *ctx, bool train)
             const float *in = l == 0 ? batch->features : A[l - 1];
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fi, (int)fo, (int)n, 1.0f, in, (int)fi, dz,
                         (int)fo, 0.0f, dw, (int)fo);
-            model_colsum(dz, n, fo, db);
+            layer_colsum(dz, n, fo, db);
             if (l > 0) {
                 float *dprev = delta[di];
                 di ^= 1;
@@ -203,12 +204,7 @@ s_step(model_dense_t *s, zdist_replica_ctx_t *ctx, bool train)
         if ((rc = zdist_ctx_apply_gradients(ctx, g, 2 * L)) < 0)
             return rc;
     }
-    double gsize = batch->global_size > 0 ? (double)batch->global_size : 1;
-    if ((rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_LOSS, loss / gsize, ZDIST_REDUCE_SUM)) < 0 ||
-        (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_CORRECT, (double)correct, ZDIST_REDUCE_SUM)) < 0 ||
-        (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
-        return rc;
-    return 0;
+    return model_outputs(ctx, loss, batch->global_size, correct, n);
 }
 
 int

@@ -1,6 +1,5 @@
-/* Helpers shared by the built-in models: strict params, softmax cross-entropy, column sums. */
+/* Helpers shared by the built-in models: strict params, the standard outputs. */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 #include "models.h"
@@ -51,44 +50,13 @@ model_params_int(const char *model, json_t *params, const char *key, int64_t max
 }
 
 int
-model_softmax_xent(float *logits, const int32_t *labels, int64_t n, int classes, float scale, double *ret_loss,
-                   int64_t *ret_correct)
+model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n)
 {
-    double loss = 0;
-    int64_t correct = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float *z = logits + i * classes;
-        int32_t y = labels[i];
-        if (y < 0 || y >= classes)
-            return -ERANGE;
-        int arg = 0;
-        for (int c = 1; c < classes; c++)
-            if (z[c] > z[arg])
-                arg = c;
-        float zmax = z[arg];
-        double zy = (double)z[y] - zmax;
-        double sum = 0;
-        for (int c = 0; c < classes; c++) {
-            z[c] = expf(z[c] - zmax);
-            sum += z[c];
-        }
-        loss += log(sum) - zy; /* -log softmax_y */
-        correct += arg == y;
-        float inv = (float)(1.0 / sum);
-        for (int c = 0; c < classes; c++)
-            z[c] = z[c] * inv * scale;
-        z[y] -= scale;
-    }
-    *ret_loss = loss;
-    *ret_correct = correct;
+    double gsize = global_size > 0 ? (double)global_size : 1;
+    int rc;
+    if ((rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_LOSS, loss_sum / gsize, ZDIST_REDUCE_SUM)) < 0 ||
+        (correct >= 0 && (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_CORRECT, (double)correct, ZDIST_REDUCE_SUM)) < 0) ||
+        (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
+        return rc;
     return 0;
-}
-
-void
-model_colsum(const float *m, int64_t n, int64_t cols, float *out)
-{
-    memset(out, 0, (size_t)cols * sizeof *out);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t c = 0; c < cols; c++)
-            out[c] += m[i * cols + c];
 }

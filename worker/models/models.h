@@ -1,4 +1,4 @@
-/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg. */
+/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg; sequential. */
 #ifndef WORKER_MODELS_H
 #define WORKER_MODELS_H
 
@@ -11,6 +11,7 @@ extern const zdist_model_t worker_model_linear_regression;
 extern const zdist_model_t worker_model_softmax_regression;
 extern const zdist_model_t worker_model_mlp;
 extern const zdist_model_t worker_model_sparse_logreg;
+extern const zdist_model_t worker_model_sequential;
 
 /* Parses a model's params JSON: an object whose keys are all in `allowed`
    (NULL-terminated). 0 and *ret (the caller's, json_decref), or -EINVAL with
@@ -22,15 +23,11 @@ int model_params_parse(const char *model, const char *params_json, const char *c
 int model_params_int(const char *model, json_t *params, const char *key, int64_t max, int64_t *ret,
                      zdist_error_t *err);
 
-/* Softmax cross-entropy over n rows of `classes` logits (row-major, in
-   place): logits become dL/dlogits = (softmax - onehot(label)) * scale.
-   Returns the sum of the rows' losses (natural log) in *ret_loss and the
-   rows whose argmax is the label in *ret_correct. -ERANGE for a label
-   outside [0, classes). */
-int model_softmax_xent(float *logits, const int32_t *labels, int64_t n, int classes, float scale,
-                       double *ret_loss, int64_t *ret_correct);
-/* Column sums of an [n, cols] matrix into out[cols]. */
-void model_colsum(const float *m, int64_t n, int64_t cols, float *out);
+/* The standard outputs of a step on n examples: the loss (loss_sum over
+   global_size, so the replicas' SUM is the global batch's mean), the rows
+   classified right (when correct >= 0) and the examples. 0 or the first
+   failure. */
+int model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n);
 
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax

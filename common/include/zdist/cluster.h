@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "zdist/defs.h"
+#include "zdist/endpoint.h" /* addresses follow its grammar; zdist_endpoint_split */
 #include "zdist/error.h"
 
 #ifdef __cplusplus
@@ -125,11 +126,6 @@ ZDIST_EXPORT int zdist_cluster_endpoint(const zdist_cluster_t *self, const char 
    every interface.
    0, -ENOENT (no current task or it is not in the cluster), -ENOSPC. */
 ZDIST_EXPORT int zdist_cluster_bind_endpoint(const zdist_cluster_t *self, char *buf, size_t size);
-/* Splits a ZeroMQ TCP endpoint "tcp://HOST:PORT" (the scheme optional) at
-   its last ':': HOST, as written (brackets of an IPv6 literal kept, "*" for
-   the wildcard), into host[host_size]; *ret_port (may be NULL) points at
-   PORT in endpoint. 0, -EINVAL (no ':' or an empty host), -ENOSPC. */
-ZDIST_EXPORT int zdist_endpoint_split(const char *endpoint, char *host, size_t host_size, const char **ret_port);
 
 /* ---- current task ---- */
 

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zdist/auth.h"
 #include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/step.h"
@@ -36,6 +37,8 @@ typedef struct {
                               size; larger tensors are reduced in place.
                               0 -> 4 MiB */
     int64_t timeout_ms;    /* default deadline of one collective; 0 -> 30 s */
+    zdist_keys_t *keys;    /* CURVE between ranks (rank r is certificate
+                              "worker-r"); NULL: zdist_keys_process() */
 } zdist_comm_config_t;
 
 /* Binds. NULL with err filled on failure (bad config, bind failed). */

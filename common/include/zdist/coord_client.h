@@ -120,8 +120,11 @@ ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *st
 typedef struct zdist_coord_client_t zdist_coord_client_t;
 
 /* Connects to the coordinator at endpoint ("tcp://host:port";
-   asynchronously: it may come up later). NULL with err on a bad endpoint. */
-ZDIST_EXPORT zdist_coord_client_t *zdist_coord_client_new(const char *endpoint, zdist_error_t *err);
+   asynchronously: it may come up later) with the rpc client's options
+   (NULL: zdist_rpc_client_options_default, e.g. CURVE keys). NULL with err
+   on a bad endpoint. */
+ZDIST_EXPORT zdist_coord_client_t *zdist_coord_client_new(const char *endpoint, const zdist_rpc_client_options_t *opts,
+                                                          zdist_error_t *err);
 ZDIST_EXPORT void zdist_coord_client_destroy(zdist_coord_client_t **self_p);
 ZDIST_EXPORT const char *zdist_coord_client_endpoint(const zdist_coord_client_t *self);
 

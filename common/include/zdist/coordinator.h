@@ -1,10 +1,10 @@
 /* zdist ClusterCoordinator: closures of N steps scheduled onto zdist-worker tasks, as
    tf.distribute.experimental.coordinator.ClusterCoordinator.
 
-   A coordinator owns one RPC client per worker task. zdist_coordinator_start
-   gives every worker the job (worker.proto START_JOB: the job document, its
-   worker index and count, the ps endpoints, the variable prefix; the first
-   worker that answers creates the variables). Then:
+   A coordinator owns one worker client (zdist/worker_client.h) per worker
+   task. zdist_coordinator_start gives every worker the job (START_JOB: the
+   whole job, its worker index and count, the ps endpoints, the variable
+   prefix; the first worker that answers creates the variables). Then:
 
      zdist_remote_value_t *rv = zdist_coordinator_schedule (c, steps);
      ... schedule more, returns at once ...
@@ -21,9 +21,9 @@
    coordinator's error: it is kept, closures still queued are cancelled
    (their values fail with -ECANCELED), and join returns it once.
 
-   Progress happens only inside the calls that wait (poll, join, fetch):
-   the coordinator is single-threaded and belongs to the thread that made
-   it. Remote values belong to the coordinator and live until it is
+   Progress happens only inside the calls that wait (poll, join, fetch),
+   which wait in one poll over every worker's socket: the coordinator is
+   single-threaded and belongs to the thread that made it. Remote values belong to the coordinator and live until it is
    destroyed. */
 #ifndef ZDIST_COORDINATOR_H
 #define ZDIST_COORDINATOR_H
@@ -34,6 +34,8 @@
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
+#include "zdist/job.h"
+#include "zdist/worker_client.h" /* zdist_evaluation_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,9 +48,9 @@ typedef struct zdist_remote_value_t zdist_remote_value_t;
 
 typedef struct {
     /* Borrowed for zdist_coordinator_new only (copied). */
-    const char *job_json;          /* the document sent in START_JOB */
-    const char *job_name;          /* its "name" (RUN_STEPS names the job) */
-    const char *base_dir;          /* resolves relative data paths; NULL = as given */
+    const zdist_job_t *job;        /* sent whole in START_JOB; RUN_STEPS names it */
+    bool repeat_input;             /* the caller counts steps: the workers' input repeats for
+                                      ever (else a job of epochs ends with end_of_data) */
     const char *const *workers;    /* "tcp://host:port" of worker task i */
     size_t num_workers;
     const char *const *ps;         /* ps task endpoints; none = the workers' cluster */
@@ -148,13 +150,8 @@ ZDIST_EXPORT int zdist_remote_value_fetch(zdist_remote_value_t *value, zdist_clo
 ZDIST_EXPORT bool zdist_remote_value_done(const zdist_remote_value_t *value);
 
 /* EVALUATE on every worker that has the job (each its shard of the test
-   set), summed. Waits for them (the closures in flight first). */
-typedef struct {
-    int64_t correct;
-    int64_t total;
-    double loss_sum;
-    bool has_correct;
-} zdist_evaluation_t;
+   set, all at once), summed. Waits for them (the closures in flight
+   first); a lost worker is evaluated when it has rejoined. */
 ZDIST_EXPORT int zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, zdist_error_t *err);
 /* STOP_JOB on every worker that answers within timeout_ms. */
 ZDIST_EXPORT void zdist_coordinator_stop_job(zdist_coordinator_t *self, int64_t timeout_ms);

@@ -28,6 +28,24 @@ ZDIST_EXPORT int zdist_daemon_find_task(const char *ident, const char *cluster_f
                                         const char *bind, const char *want_type, int *ret_index,
                                         char *endpoint, size_t endpoint_size, zdist_cluster_t **ret_cluster);
 
+/* Tells glibc's malloc to keep the memory of freed buffers up to 32 MiB
+   (M_MMAP_THRESHOLD) and not to give back less than 64 MiB of free heap
+   (M_TRIM_THRESHOLD): message buffers, pull replies and ring chunks then
+   reuse pages already mapped instead of faulting in fresh ones (~11 us per
+   4 KiB page on a virtual machine) on every request. MALLOC_MMAP_THRESHOLD_
+   or MALLOC_TRIM_THRESHOLD_ in the environment win. zdist_daemon_run calls
+   it; a program that trains without it (zdist run) calls it first. */
+ZDIST_EXPORT void zdist_daemon_keep_memory(void);
+/* Loads the key directory (keys_dir, or $ZDIST_KEYS_DIR; neither: plain
+   ZeroMQ, returns 0) with this daemon's certificate "<type>-<index>",
+   learns the cluster's endpoints (cluster may be NULL) and makes the keys
+   the process's (zdist_keys_set_process): every RPC server, client and ring
+   of the daemon then speaks CURVE. zdist_daemon_run destroys them at the
+   end. Returns 0, or 2 after printing one line on stderr prefixed with
+   ident. */
+ZDIST_EXPORT int zdist_daemon_keys(const char *ident, const char *keys_dir, const char *type, int index,
+                                   const zdist_cluster_t *cluster);
+
 /* Runs `actor` (zactor_new (actor, args)) as the daemon's service: the actor
    first sends "READY <endpoint>" or "ERROR <message>" on its pipe. Then logs
    that `what` ("ps task 0") serves there (warning when a non-loopback

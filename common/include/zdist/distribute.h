@@ -160,6 +160,37 @@ ZDIST_EXPORT int zdist_distribute_var_read_cross_replica(zdist_var_sync_t sync, 
                                                          const zdist_tensor_t *copies, int num_replicas,
                                                          zdist_tensor_t *ret, zdist_error_t *err);
 
+/* ------------------------------------------------------------------------ */
+/* The runtime's kernels: the semantics above on float32 buffers, for the   */
+/* replica threads of one worker that split a reduction between them. The  */
+/* caller has checked shapes once; nothing is allocated; replicas are       */
+/* combined in replica order, so every thread gets bitwise the same value.  */
+
+/* bufs[0][lo, hi) = SUM (or MEAN) of bufs[q][lo, hi) over q = 0..n-1, added
+   in replica order in float32 (as tf.add_n on float32 values). */
+ZDIST_EXPORT void zdist_distribute_reduce_f32(zdist_reduce_op_t op, float *const *bufs, int n, int64_t lo,
+                                              int64_t hi);
+
+/* Whether a write in replica context to a variable of this synchronization,
+   aggregation and dtype may go ahead with num_replicas_in_sync replicas:
+   0, or -EINVAL with TensorFlow's text (NONE over several replicas; MEAN of
+   a non-float variable). ON_READ writes are always allowed. */
+ZDIST_EXPORT int zdist_distribute_check_replica_write(zdist_var_sync_t sync, zdist_var_agg_t agg, zdist_dtype_t dtype,
+                                                      int num_replicas_in_sync, zdist_error_t *err);
+
+/* out[lo, hi) = the value an ON_WRITE variable takes from the replicas'
+   values[n] under its aggregation: their SUM, their MEAN, or values[0]
+   (ONLY_FIRST_REPLICA, and NONE, which the check above allows with one
+   replica only). out may be values[0]. */
+ZDIST_EXPORT void zdist_distribute_aggregate_f32(zdist_var_agg_t agg, const float *const *values, int n, int64_t lo,
+                                                 int64_t hi, float *out);
+
+/* gather into the caller's buffer: ret->data holds ret->nbytes bytes; on
+   success ret's dtype, shape and nbytes describe the concatenation. -ENOSPC
+   (nothing written) when it does not fit. */
+ZDIST_EXPORT int zdist_distribute_gather_into(const zdist_tensor_t *values, int num_replicas, int axis,
+                                              zdist_tensor_t *ret, zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,6 +77,9 @@ ZDIST_EXPORT int zdist_job_load(const char *path, zdist_job_t *ret, zdist_error_
 /* The same from JSON text; base_dir resolves relative paths (NULL: as given). */
 ZDIST_EXPORT int zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *ret, zdist_error_t *err);
 ZDIST_EXPORT void zdist_job_release(zdist_job_t *job);
+/* A deep copy of a valid job into *ret (zeroed first, released on error):
+   0, or -ENOMEM / -EINVAL with err. */
+ZDIST_EXPORT int zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_error_t *err);
 /* Checks a job struct as the parser does (ranges, one of steps/epochs, the
    optimizer, the dataset's files, evaluation with a test set): every job
    parsed or received as a message passes it. -EINVAL naming the field. */

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zdist/auth.h"
 #include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/wire.h"
@@ -57,6 +58,8 @@ typedef struct {
     zdist_rpc_handler_fn *handler;
     uint32_t min_tensors;
     uint32_t max_tensors;
+    unsigned allow; /* ZDIST_ROLE_* a CURVE peer needs; 0: everyone. Others
+                       get PERMISSION_DENIED before the body is decoded. */
 } zdist_rpc_method_t;
 
 /* Log hook for events the server decides on (refused messages). */
@@ -71,6 +74,8 @@ typedef struct {
     int sndhwm;                  /* queued replies per peer before they are dropped */
     zdist_rpc_log_fn *log;
     void *log_state;
+    zdist_keys_t *keys;          /* CURVE server with keys' own certificate;
+                                    NULL: plain. Default: zdist_keys_process() */
 } zdist_rpc_server_options_t;
 
 ZDIST_EXPORT void zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts);
@@ -139,6 +144,9 @@ typedef struct {
     int64_t heartbeat_timeout_ms;
     size_t max_in_flight;        /* send refuses beyond this (-EBUSY) */
     uint64_t client_id;          /* 0: random; identifies writes for exactly-once */
+    const zdist_keys_t *keys;    /* CURVE client; NULL: plain. Default: zdist_keys_process() */
+    const char *server_name;     /* the server's certificate ("ps-0"); NULL: the
+                                    name keys learned for the endpoint */
 } zdist_rpc_client_options_t;
 
 ZDIST_EXPORT void zdist_rpc_client_options_default(zdist_rpc_client_options_t *opts);
@@ -159,11 +167,25 @@ ZDIST_EXPORT int zdist_rpc_client_send(zdist_rpc_client_t *self, zdist_msg_t **r
    Match it with zdist_msg_request_id; check zdist_msg_status. Returns 0,
    -EAGAIN when nothing completed in time, -EINTR. The reply is the caller's. */
 ZDIST_EXPORT int zdist_rpc_client_recv(zdist_rpc_client_t *self, int64_t wait_ms, zdist_msg_t **ret_reply);
+/* The completion of call `id` (from zdist_rpc_client_send), waiting up to
+   wait_ms (-1: until its deadline at the latest); other completions stay
+   queued for zdist_rpc_client_recv. Returns 0 with *ret_reply (the
+   caller's), -EAGAIN, -EINTR, or -ENOENT when no such call is pending. */
+ZDIST_EXPORT int zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms,
+                                          zdist_msg_t **ret_reply);
 /* Sends and waits for that call's completion; other completions arriving
    meanwhile are kept for zdist_rpc_client_recv. Returns 0 with *ret_reply
    (whose status may be an error), or a negative errno from sending. */
 ZDIST_EXPORT int zdist_rpc_client_call(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t timeout_ms,
                                        zdist_msg_t **ret_reply);
+/* Waits for many clients in one zmq_poll: until one of them has a
+   completion to take (a reply, or a call past its deadline or lost with
+   its connection), `also` (a raw libzmq socket, e.g. an actor's pipe;
+   NULL: none) is readable, or wait_ms (-1: no limit) passes. Returns how
+   many clients have a completion ready (0 on time out or when only `also`
+   woke it), or a negative errno (-EINTR). NULL entries are skipped. */
+ZDIST_EXPORT int zdist_rpc_client_wait_any(zdist_rpc_client_t *const *clients, size_t n, void *also,
+                                           int64_t wait_ms);
 ZDIST_EXPORT size_t zdist_rpc_client_in_flight(const zdist_rpc_client_t *self);
 ZDIST_EXPORT const char *zdist_rpc_client_endpoint(const zdist_rpc_client_t *self);
 ZDIST_EXPORT uint64_t zdist_rpc_client_id(const zdist_rpc_client_t *self);

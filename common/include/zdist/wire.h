@@ -89,6 +89,9 @@ ZDIST_EXPORT size_t zdist_msg_payload_bytes(const zdist_msg_t *self);
 ZDIST_EXPORT int zdist_msg_copy_route(zdist_msg_t *dst, const zdist_msg_t *src);
 /* Printable peer id for logs, e.g. "peer 00a3f1c2" ("" without a route). */
 ZDIST_EXPORT const char *zdist_msg_peer(const zdist_msg_t *self);
+/* A received message's User-Id (the certificate name the ZAP handler of
+   zdist/auth.h gave a CURVE connection); NULL on a plain connection. */
+ZDIST_EXPORT const char *zdist_msg_user_id(const zdist_msg_t *self);
 
 /* Sends and destroys *msg_p (also on failure) on a raw libzmq socket. A ROUTER
    socket needs a route. Returns 0, -EAGAIN (would block with ZMQ_DONTWAIT in

@@ -1,9 +1,11 @@
 /* zdist daemon runtime: task lookup, actor start, systemd, clean stop. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "zdist/auth.h"
 #include "zdist/daemon.h"
 
 /* The daemon that serves a task type, for "start X instead" messages. */
@@ -65,6 +67,23 @@ zdist_daemon_find_task(const char *ident, const char *cluster_file, const char *
     return 0;
 }
 
+int
+zdist_daemon_keys(const char *ident, const char *keys_dir, const char *type, int index,
+                  const zdist_cluster_t *cluster)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-%d", type, index);
+    zdist_keys_t *keys = NULL;
+    zdist_error_t err = {0};
+    if (zdist_keys_load(keys_dir, name, &keys, &err) < 0 || (keys && zdist_keys_learn_cluster(keys, cluster) < 0)) {
+        fprintf(stderr, "%s: --keys: %s\n", ident, err.text[0] ? err.text : "out of memory");
+        zdist_keys_destroy(&keys);
+        return 2;
+    }
+    zdist_keys_set_process(keys);
+    return 0;
+}
+
 static bool
 s_is_local(const char *endpoint)
 {
@@ -72,19 +91,34 @@ s_is_local(const char *endpoint)
            strncmp(endpoint, "ipc://", 6) == 0 || strncmp(endpoint, "inproc://", 9) == 0;
 }
 
+void
+zdist_daemon_keep_memory(void)
+{
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    if (!getenv("MALLOC_TRIM_THRESHOLD_"))
+        mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 int
 zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
 {
+    zdist_daemon_keep_memory();
     zactor_t *actor = zactor_new(actor_fn, args);
     char *hello = actor ? zstr_recv(actor) : NULL;
     if (!hello || strncmp(hello, "READY ", 6) != 0) {
         zsys_error("cannot start: %s", hello ? hello + 6 : "actor failed");
         zstr_free(&hello);
         zactor_destroy(&actor);
+        zdist_keys_t *keys = zdist_keys_process();
+        zdist_keys_destroy(&keys); /* its ZAP handler holds czmq's context open */
         return 1;
     }
     const char *endpoint = hello + 6;
-    if (!s_is_local(endpoint))
+    zdist_keys_t *keys = zdist_keys_process();
+    if (keys)
+        zsys_info("CURVE on: certificate '%s', keys in '%s'", zdist_keys_self_name(keys), zdist_keys_dir(keys));
+    else if (!s_is_local(endpoint))
         zsys_warning("serving %s without CURVE: traffic is neither encrypted nor authenticated", endpoint);
     zsys_info("%s serving at %s (version %s)", what, endpoint, ZDIST_VERSION_STRING);
     sd_notifyf(0, "READY=1\nSTATUS=%s serving at %s", what, endpoint);
@@ -106,6 +140,7 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     sd_notify(0, "STOPPING=1\nSTATUS=stopping");
     zsys_info("stopping");
     zactor_destroy(&actor);
+    zdist_keys_destroy(&keys);
     zsys_info("stopped");
     return status;
 }

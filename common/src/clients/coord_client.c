@@ -201,14 +201,14 @@ struct zdist_coord_client_t {
 };
 
 zdist_coord_client_t *
-zdist_coord_client_new(const char *endpoint, zdist_error_t *err)
+zdist_coord_client_new(const char *endpoint, const zdist_rpc_client_options_t *opts, zdist_error_t *err)
 {
     zdist_coord_client_t *self = calloc(1, sizeof *self);
     if (!self) {
         zdist_error_set(err, -ENOMEM, "out of memory");
         return NULL;
     }
-    self->rpc = zdist_rpc_client_new(endpoint, NULL, err);
+    self->rpc = zdist_rpc_client_new(endpoint, opts, err);
     if (!self->rpc)
         zdist_coord_client_destroy(&self);
     return self;

@@ -6,21 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <czmq.h>
-
-#include "common.pb-c.h"
-#include "worker.pb-c.h"
-#include "wire/body.h"
 #include "zdist/coordinator.h"
-#include "zdist/rpc.h"
 #include "zdist/sys.h"
-#include "zdist/wire.h"
+#include "zdist/worker_client.h"
 
 #define S_MAX_K 16
-#define S_WORKER_START 200
-#define S_WORKER_RUN_STEPS 201
-#define S_WORKER_EVALUATE 202
-#define S_WORKER_STOP_JOB 203
 
 typedef enum { S_QUEUED, S_FLIGHT, S_DONE } s_vstate_t;
 
@@ -41,12 +31,14 @@ typedef enum { W_DOWN, W_STARTING, W_UP } s_wstate_t;
 
 typedef struct {
     char endpoint[256];
-    zdist_rpc_client_t *rpc;
+    zdist_worker_client_t *cl;
     s_wstate_t state;
     uint64_t incarnation; /* from the START_JOB reply */
     zdist_remote_value_t *flight[S_MAX_K];
     int nflight;
-    uint64_t ping_id, start_id;
+    uint64_t ping_id, start_id, eval_id;
+    bool evaluated; /* zdist_coordinator_evaluate has its part */
+    zdist_evaluation_t evaluation;
     int64_t next_ping_ms;
     int64_t done;
     int64_t last_heard_ms;
@@ -56,13 +48,15 @@ typedef struct {
 } s_worker_t;
 
 struct zdist_coordinator_t {
-    char *job_json, *job_name, *base_dir, *prefix;
+    zdist_job_t job;
+    char *prefix;
     char **ps;
     size_t nps;
-    bool create_variables;
+    bool create_variables, repeat_input;
     int k;
     int64_t closure_timeout_ms, start_timeout_ms, ping_interval_ms;
     s_worker_t *workers;
+    zdist_worker_client_t **clients; /* workers[i].cl, for one poll over all */
     size_t nworkers;
     size_t rr; /* round robin for dispatch */
     zdist_remote_value_t *qhead, *qtail;
@@ -73,6 +67,8 @@ struct zdist_coordinator_t {
     int first_rc;
     zdist_error_t first_err;
     bool error_raised;
+    int eval_rc; /* the first refusal of an EVALUATE */
+    zdist_error_t eval_err;
     void (*on_event)(void *arg, bool problem, const char *line);
     void *on_event_arg;
 };
@@ -95,8 +91,9 @@ zdist_coordinator_destroy(zdist_coordinator_t **self_p)
         return;
     zdist_coordinator_t *self = *self_p;
     for (size_t i = 0; self->workers && i < self->nworkers; i++)
-        zdist_rpc_client_destroy(&self->workers[i].rpc);
+        zdist_worker_client_destroy(&self->workers[i].cl);
     free(self->workers);
+    free(self->clients);
     while (self->all) {
         zdist_remote_value_t *v = self->all;
         self->all = v->all_next;
@@ -105,9 +102,7 @@ zdist_coordinator_destroy(zdist_coordinator_t **self_p)
     for (size_t i = 0; self->ps && i < self->nps; i++)
         free(self->ps[i]);
     free(self->ps);
-    free(self->job_json);
-    free(self->job_name);
-    free(self->base_dir);
+    zdist_job_release(&self->job);
     free(self->prefix);
     free(self);
     *self_p = NULL;
@@ -116,8 +111,8 @@ zdist_coordinator_destroy(zdist_coordinator_t **self_p)
 zdist_coordinator_t *
 zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *err)
 {
-    if (!opts || !opts->job_json || !opts->job_name || opts->num_workers == 0 || !opts->workers) {
-        zdist_error_set(err, -EINVAL, "a coordinator needs a job document, its name and at least one worker");
+    if (!opts || !opts->job || opts->num_workers == 0 || !opts->workers) {
+        zdist_error_set(err, -EINVAL, "a coordinator needs a job and at least one worker");
         return NULL;
     }
     if (opts->num_workers > ZDIST_COORDINATOR_MAX_WORKERS) {
@@ -129,11 +124,13 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
         zdist_error_set(err, -ENOMEM, "out of memory");
         return NULL;
     }
-    self->job_json = strdup(opts->job_json);
-    self->job_name = strdup(opts->job_name);
-    self->base_dir = strdup(opts->base_dir ? opts->base_dir : "");
+    if (zdist_job_copy(opts->job, &self->job, err) < 0) {
+        zdist_coordinator_destroy(&self);
+        return NULL;
+    }
     self->prefix = strdup(opts->variable_prefix ? opts->variable_prefix : "");
     self->create_variables = opts->create_variables;
+    self->repeat_input = opts->repeat_input;
     self->on_event = opts->on_event;
     self->on_event_arg = opts->on_event_arg;
     self->k = opts->max_in_flight_per_worker > 0 ? opts->max_in_flight_per_worker : 2;
@@ -145,9 +142,9 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
     self->nps = opts->num_ps;
     self->ps = opts->num_ps ? calloc(opts->num_ps, sizeof *self->ps) : NULL;
     self->workers = calloc(opts->num_workers, sizeof *self->workers);
+    self->clients = calloc(opts->num_workers, sizeof *self->clients);
     self->nworkers = opts->num_workers;
-    if (!self->job_json || !self->job_name || !self->base_dir || !self->prefix || !self->workers ||
-        (opts->num_ps && !self->ps)) {
+    if (!self->prefix || !self->workers || !self->clients || (opts->num_ps && !self->ps)) {
         zdist_coordinator_destroy(&self);
         zdist_error_set(err, -ENOMEM, "out of memory");
         return NULL;
@@ -158,13 +155,11 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
             zdist_error_set(err, -ENOMEM, "out of memory");
             return NULL;
         }
-    zdist_rpc_client_options_t ro;
-    zdist_rpc_client_options_default(&ro);
     for (size_t i = 0; i < opts->num_workers; i++) {
         s_worker_t *w = &self->workers[i];
         snprintf(w->endpoint, sizeof w->endpoint, "%s", opts->workers[i]);
-        w->rpc = zdist_rpc_client_new(w->endpoint, &ro, err);
-        if (!w->rpc) {
+        w->cl = self->clients[i] = zdist_worker_client_new(w->endpoint, NULL, err);
+        if (!w->cl) {
             zdist_error_prefix(err, "worker %zu", i);
             zdist_coordinator_destroy(&self);
             return NULL;
@@ -175,36 +170,24 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
 
 /* ---- requests ---- */
 
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *body)
-{
-    zdist_msg_t *m = zdist_msg_new(method);
-    if (m && body && zdist_msg_set_body(m, body) < 0)
-        zdist_msg_destroy(&m);
-    return m;
-}
-
 static int
 s_send_start(zdist_coordinator_t *self, size_t i, bool create)
 {
     s_worker_t *w = &self->workers[i];
-    Zdist__Worker__StopJobRequest stop = ZDIST__WORKER__STOP_JOB_REQUEST__INIT;
-    stop.job = self->job_name;
-    zdist_msg_t *m = s_request(S_WORKER_STOP_JOB, &stop.base);
-    uint64_t id;
-    if (!m || zdist_rpc_client_send(w->rpc, &m, self->start_timeout_ms, &id) < 0)
+    /* A worker still holding the job from an earlier run stops it first. */
+    if (zdist_worker_client_stop_job(w->cl, self->job.name, self->start_timeout_ms, NULL) < 0)
         return -ENOMEM;
-    Zdist__Worker__StartJobRequest req = ZDIST__WORKER__START_JOB_REQUEST__INIT;
-    req.job_json = self->job_json;
-    req.base_dir = self->base_dir;
-    req.worker_index = (int32_t)i;
-    req.num_workers = (int32_t)self->nworkers;
-    req.n_ps_endpoints = self->nps;
-    req.ps_endpoints = self->ps;
-    req.create_variables = create;
-    req.variable_prefix = self->prefix;
-    m = s_request(S_WORKER_START, &req.base);
-    if (!m || zdist_rpc_client_send(w->rpc, &m, self->start_timeout_ms, &w->start_id) < 0)
+    zdist_worker_start_t req = {
+        .job = &self->job,
+        .worker_index = (int)i,
+        .num_workers = (int)self->nworkers,
+        .ps_endpoints = (const char *const *)self->ps,
+        .num_ps = self->nps,
+        .create_variables = create,
+        .variable_prefix = self->prefix,
+        .repeat_input = self->repeat_input,
+    };
+    if (zdist_worker_client_start_job(w->cl, &req, self->start_timeout_ms, &w->start_id) < 0)
         return -ENOMEM;
     w->state = W_STARTING;
     return 0;
@@ -213,12 +196,8 @@ s_send_start(zdist_coordinator_t *self, size_t i, bool create)
 static int
 s_send_ping(zdist_coordinator_t *self, s_worker_t *w)
 {
-    Zdist__PingRequest req = ZDIST__PING_REQUEST__INIT;
-    zdist_msg_t *m = s_request(ZDIST_METHOD_PING, &req.base);
-    if (!m)
-        return -ENOMEM;
     int64_t t = self->ping_interval_ms * 3;
-    return zdist_rpc_client_send(w->rpc, &m, t < 1000 ? 1000 : t, &w->ping_id);
+    return zdist_worker_client_ping(w->cl, t < 1000 ? 1000 : t, &w->ping_id);
 }
 
 /* ---- queue ---- */
@@ -340,6 +319,7 @@ s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
     w->state = W_DOWN;
     w->ping_id = 0;
     w->start_id = 0;
+    w->eval_id = 0;
     w->next_ping_ms = zdist_clock_now_ms() + self->ping_interval_ms;
 }
 
@@ -361,26 +341,24 @@ s_transient(int status)
 }
 
 static void
-s_on_run_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
+s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *reply)
 {
     s_worker_t *w = &self->workers[wi];
-    uint64_t id = zdist_msg_request_id(reply);
     int k;
     for (k = 0; k < w->nflight; k++)
-        if (w->flight[k]->req_id == id)
+        if (w->flight[k]->req_id == reply->id)
             break;
     if (k == w->nflight)
         return; /* a closure already put back */
     zdist_remote_value_t *v = w->flight[k];
-    int status = zdist_msg_status(reply);
-    uint64_t inc = zdist_msg_incarnation(reply);
+    int status = reply->status;
+    uint64_t inc = reply->incarnation;
     if (s_transient(status) || (status != ZDIST_STATUS_OK && inc != 0 && inc != w->incarnation)) {
         /* A reply the client made (no incarnation) or from a restarted
            worker means the worker is gone; else it failed transiently. */
         char why[600];
         snprintf(why, sizeof why, "%s: %s%s%s", inc == 0 || inc != w->incarnation ? "lost" : "failed a closure",
-                 zdist_status_name(status), *zdist_msg_status_message(reply) ? ": " : "",
-                 zdist_msg_status_message(reply));
+                 zdist_status_name(status), *reply->message ? ": " : "", reply->message);
         s_lose(self, w, why);
         return;
     }
@@ -390,47 +368,46 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
     v->result.attempts++;
     if (status != ZDIST_STATUS_OK) {
         zdist_error_set(&v->err, zdist_status_to_errno(status), "worker %zu (%s): %s: %s", wi, w->endpoint,
-                        zdist_status_name(status), zdist_msg_status_message(reply));
+                        zdist_status_name(status), reply->message);
         s_complete(self, v, v->err.code);
         s_fail_first(self, v->err.code, &v->err);
         return;
     }
-    Zdist__Worker__RunStepsReply *r = NULL;
-    zdist_error_t err = {0};
-    if (zdist_msg_unpack_body(reply, &zdist__worker__run_steps_reply__descriptor, (ProtobufCMessage **)&r, &err) <
-        0) {
-        zdist_error_set(&v->err, -EPROTO, "worker %zu: RUN_STEPS reply: %s", wi, err.text);
-        s_complete(self, v, -EPROTO);
-        s_fail_first(self, -EPROTO, &v->err);
-        return;
-    }
     zdist_closure_result_t *res = &v->result;
-    res->steps = (int64_t)r->n_steps;
-    res->end_of_data = r->end_of_data;
-    res->last_loss = NAN;
-    for (size_t s = 0; s < r->n_steps; s++)
-        for (size_t o = 0; o < r->steps[s]->n_outputs; o++) {
-            const Zdist__Worker__Output *out = r->steps[s]->outputs[o];
-            if (strcmp(out->name, "loss") == 0) {
-                res->loss_sum += out->value;
-                res->last_loss = out->value;
-            } else if (strcmp(out->name, "examples") == 0) {
-                res->examples += out->value;
-            } else if (strcmp(out->name, "correct") == 0) {
-                res->correct += out->value;
-            }
-        }
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    res->steps = (int64_t)reply->ran.num_steps;
+    res->end_of_data = reply->ran.end_of_data;
+    res->loss_sum = reply->ran.loss_sum;
+    res->last_loss = reply->ran.last_loss;
+    res->examples = reply->ran.examples;
+    res->correct = reply->ran.correct;
     w->done++;
     s_complete(self, v, 0);
 }
 
 static void
-s_on_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
+s_on_evaluate_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *reply)
 {
     s_worker_t *w = &self->workers[wi];
-    uint64_t id = zdist_msg_request_id(reply);
-    int status = zdist_msg_status(reply);
+    w->eval_id = 0;
+    if (s_transient(reply->status)) {
+        s_lose(self, w, "lost: no answer to EVALUATE");
+    } else if (reply->status != ZDIST_STATUS_OK) {
+        if (self->eval_rc == 0)
+            self->eval_rc = zdist_error_set(&self->eval_err, zdist_status_to_errno(reply->status),
+                                            "worker %zu (%s): evaluation: %s: %s", wi, w->endpoint,
+                                            zdist_status_name(reply->status), reply->message);
+    } else {
+        w->evaluation = reply->evaluation;
+        w->evaluated = true;
+    }
+}
+
+static void
+s_on_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *reply)
+{
+    s_worker_t *w = &self->workers[wi];
+    uint64_t id = reply->id;
+    int status = reply->status;
     if (status == ZDIST_STATUS_OK)
         w->last_heard_ms = zdist_clock_now_ms();
     if (w->state == W_DOWN && id == w->ping_id && w->ping_id) {
@@ -444,13 +421,8 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
     if (w->state == W_STARTING && id == w->start_id) {
         w->start_id = 0;
         if (status == ZDIST_STATUS_OK) {
-            Zdist__Worker__StartJobReply *r = NULL;
-            if (zdist_msg_unpack_body(reply, &zdist__worker__start_job_reply__descriptor, (ProtobufCMessage **)&r,
-                                      NULL) == 0) {
-                w->steps_per_epoch = r->steps_per_epoch;
-                protobuf_c_message_free_unpacked(&r->base, NULL);
-            }
-            w->incarnation = zdist_msg_incarnation(reply);
+            w->steps_per_epoch = reply->started.steps_per_epoch;
+            w->incarnation = reply->incarnation;
             if (w->ever_up) {
                 w->restarts++;
                 s_event(self, false, "worker %zu (%s) is back (rejoin %u): running closures again", wi, w->endpoint,
@@ -464,11 +436,15 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, zdist_msg_t *reply)
         } else {
             zdist_error_t e;
             zdist_error_set(&e, zdist_status_to_errno(status), "worker %zu (%s) refused the job: %s: %s", wi,
-                            w->endpoint, zdist_status_name(status), zdist_msg_status_message(reply));
+                            w->endpoint, zdist_status_name(status), reply->message);
             w->state = W_DOWN;
             w->next_ping_ms = zdist_clock_now_ms() + 10 * self->ping_interval_ms;
             s_fail_first(self, e.code, &e);
         }
+        return;
+    }
+    if (id && id == w->eval_id) {
+        s_on_evaluate_reply(self, wi, reply);
         return;
     }
     s_on_run_reply(self, wi, reply);
@@ -500,11 +476,8 @@ s_dispatch(zdist_coordinator_t *self)
             break;
         self->rr = (self->rr + 1) % self->nworkers;
         zdist_remote_value_t *v = s_pop(self);
-        Zdist__Worker__RunStepsRequest req = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
-        req.job = self->job_name;
-        req.steps = v->steps;
-        zdist_msg_t *m = s_request(S_WORKER_RUN_STEPS, &req.base);
-        if (!m || zdist_rpc_client_send(best->rpc, &m, self->closure_timeout_ms, &v->req_id) < 0) {
+        zdist_worker_run_t req = {self->job.name, v->steps};
+        if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &v->req_id) < 0) {
             s_push_front(self, v);
             break;
         }
@@ -518,26 +491,19 @@ static int
 s_drain(zdist_coordinator_t *self, size_t wi, int64_t wait_ms)
 {
     int n = 0;
-    zdist_msg_t *reply;
-    while (zdist_rpc_client_recv(self->workers[wi].rpc, n ? 0 : wait_ms, &reply) == 0) {
-        s_on_reply(self, wi, reply);
-        zdist_msg_destroy(&reply);
+    zdist_worker_reply_t reply;
+    while (zdist_worker_client_recv(self->workers[wi].cl, n ? 0 : wait_ms, &reply) == 0) {
+        s_on_reply(self, wi, &reply);
+        zdist_worker_reply_release(&reply);
         n++;
     }
     return n;
-}
-
-static bool
-s_pending(const s_worker_t *w)
-{
-    return w->nflight > 0 || w->ping_id || w->start_id;
 }
 
 int
 zdist_coordinator_poll(zdist_coordinator_t *self, int64_t wait_ms)
 {
     int64_t until = zdist_clock_now_ms() + (wait_ms > 0 ? wait_ms : 0);
-    size_t turn = 0;
     for (;;) {
         s_dispatch(self);
         int events = 0;
@@ -547,21 +513,16 @@ zdist_coordinator_poll(zdist_coordinator_t *self, int64_t wait_ms)
         int64_t now = zdist_clock_now_ms();
         if (events > 0 || now >= until)
             return events;
-        /* Wait a little on one worker with calls pending (round robin) so a
-           reply on any of them is seen within a few milliseconds. */
-        int64_t slice = until - now < 2 ? until - now : 2;
-        bool waited = false;
-        for (size_t n = 0; n < self->nworkers && !waited; n++) {
-            size_t i = (turn + n) % self->nworkers;
-            if (s_pending(&self->workers[i])) {
-                if (s_drain(self, i, slice) > 0)
-                    return 1;
-                waited = true;
-                turn = i + 1;
-            }
+        /* One poll over every worker: a reply, a call's deadline, the next
+           PING of a lost worker or the caller's time, whichever is first. */
+        int64_t wake = until;
+        for (size_t i = 0; i < self->nworkers; i++) {
+            const s_worker_t *w = &self->workers[i];
+            if (w->state == W_DOWN && !w->ping_id && w->next_ping_ms < wake)
+                wake = w->next_ping_ms;
         }
-        if (!waited)
-            zclock_sleep((int)slice);
+        if (wake > now && zdist_worker_client_wait_any(self->clients, self->nworkers, NULL, wake - now) < 0)
+            return events; /* interrupted */
     }
 }
 
@@ -581,19 +542,18 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
             s_worker_t *w = &self->workers[i];
             if (w->start_id)
                 continue;
-            zdist_msg_t *reply = NULL;
-            Zdist__PingRequest preq = ZDIST__PING_REQUEST__INIT;
-            zdist_msg_t *m = s_request(ZDIST_METHOD_PING, &preq.base);
-            if (!m || zdist_rpc_client_call(w->rpc, &m, 1000, &reply) < 0)
+            zdist_worker_reply_t reply;
+            uint64_t ping;
+            if (zdist_worker_client_ping(w->cl, 1000, &ping) < 0 || zdist_worker_client_wait(w->cl, ping, &reply) < 0)
                 continue;
-            int st = zdist_msg_status(reply);
-            zdist_msg_destroy(&reply);
+            int st = reply.status;
+            zdist_worker_reply_release(&reply);
             if (st != ZDIST_STATUS_OK)
                 continue;
             if (s_send_start(self, i, self->create_variables) < 0)
                 return zdist_error_set(err, -ENOMEM, "out of memory");
-            while (w->state == W_STARTING && zdist_clock_now_ms() < until)
-                s_drain(self, i, 100);
+            for (int64_t now; w->state == W_STARTING && (now = zdist_clock_now_ms()) < until;)
+                s_drain(self, i, until - now);
             if (self->first_rc < 0) {
                 *err = self->first_err;
                 self->error_raised = true;
@@ -760,85 +720,61 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
             *err = jerr;
         return rc;
     }
-    zdist_evaluation_t sum = {0};
-    bool *have = calloc(self->nworkers, sizeof *have);
-    if (!have)
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    int64_t until = zdist_clock_now_ms() + self->closure_timeout_ms;
-    size_t left = self->nworkers;
-    rc = 0;
-    while (left > 0 && rc == 0) {
-        if (zdist_clock_now_ms() >= until) {
-            rc = zdist_error_set(err, -ETIMEDOUT, "evaluation: %zu worker(s) did not answer in time", left);
-            break;
-        }
-        for (size_t i = 0; i < self->nworkers && rc == 0; i++) {
-            s_worker_t *w = &self->workers[i];
-            if (have[i] || w->state != W_UP)
-                continue;
-            Zdist__Worker__EvaluateRequest req = ZDIST__WORKER__EVALUATE_REQUEST__INIT;
-            req.job = self->job_name;
-            zdist_msg_t *m = s_request(S_WORKER_EVALUATE, &req.base), *reply = NULL;
-            if (!m || zdist_rpc_client_call(w->rpc, &m, self->closure_timeout_ms, &reply) < 0) {
-                rc = zdist_error_set(err, -ENOMEM, "out of memory");
-                break;
-            }
-            int st = zdist_msg_status(reply);
-            if (s_transient(st)) {
-                s_lose(self, w, "lost: no answer to EVALUATE");
-            } else if (st != ZDIST_STATUS_OK) {
-                rc = zdist_error_set(err, zdist_status_to_errno(st), "worker %zu (%s): evaluation: %s: %s", i,
-                                     w->endpoint, zdist_status_name(st), zdist_msg_status_message(reply));
-            } else {
-                Zdist__Worker__EvaluateReply *r = NULL;
-                if (zdist_msg_unpack_body(reply, &zdist__worker__evaluate_reply__descriptor, (ProtobufCMessage **)&r,
-                                          err) < 0) {
-                    rc = -EPROTO;
-                } else {
-                    sum.correct += r->correct;
-                    sum.total += r->total;
-                    sum.loss_sum += r->loss_sum;
-                    sum.has_correct = sum.has_correct || r->has_correct;
-                    protobuf_c_message_free_unpacked(&r->base, NULL);
-                    have[i] = true;
-                    left--;
-                }
-            }
-            zdist_msg_destroy(&reply);
-        }
-        if (left > 0 && rc == 0)
-            zdist_coordinator_poll(self, 100); /* lost workers rejoin */
+    for (size_t i = 0; i < self->nworkers; i++) {
+        self->workers[i].evaluated = false;
+        self->workers[i].eval_id = 0;
     }
-    free(have);
-    if (rc == 0 && ret)
+    self->eval_rc = 0;
+    int64_t until = zdist_clock_now_ms() + self->closure_timeout_ms;
+    for (;;) {
+        size_t left = 0;
+        for (size_t i = 0; i < self->nworkers; i++) {
+            s_worker_t *w = &self->workers[i];
+            left += !w->evaluated;
+            /* Every worker at once; a lost one once it has rejoined. */
+            if (!w->evaluated && !w->eval_id && w->state == W_UP &&
+                zdist_worker_client_evaluate(w->cl, self->job.name, self->closure_timeout_ms, &w->eval_id) < 0)
+                return zdist_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (self->eval_rc < 0) {
+            if (err)
+                *err = self->eval_err;
+            return self->eval_rc;
+        }
+        if (left == 0)
+            break;
+        int64_t now = zdist_clock_now_ms();
+        if (now >= until)
+            return zdist_error_set(err, -ETIMEDOUT, "evaluation: %zu worker(s) did not answer in time", left);
+        zdist_coordinator_poll(self, until - now);
+    }
+    zdist_evaluation_t sum = {0};
+    for (size_t i = 0; i < self->nworkers; i++) {
+        const zdist_evaluation_t *e = &self->workers[i].evaluation;
+        sum.correct += e->correct;
+        sum.total += e->total;
+        sum.loss_sum += e->loss_sum;
+        sum.has_correct = sum.has_correct || e->has_correct;
+    }
+    if (ret)
         *ret = sum;
-    return rc;
+    return 0;
 }
 
 void
 zdist_coordinator_stop_job(zdist_coordinator_t *self, int64_t timeout_ms)
 {
+    uint64_t *ids = calloc(self->nworkers, sizeof *ids);
+    for (size_t i = 0; ids && i < self->nworkers; i++)
+        zdist_worker_client_stop_job(self->workers[i].cl, self->job.name, timeout_ms, &ids[i]);
+    /* Each call completes by its deadline: the replies, or no answer. */
     for (size_t i = 0; i < self->nworkers; i++) {
-        s_worker_t *w = &self->workers[i];
-        Zdist__Worker__StopJobRequest req = ZDIST__WORKER__STOP_JOB_REQUEST__INIT;
-        req.job = self->job_name;
-        zdist_msg_t *m = s_request(S_WORKER_STOP_JOB, &req.base);
-        uint64_t id;
-        if (m)
-            zdist_rpc_client_send(w->rpc, &m, timeout_ms, &id);
-    }
-    int64_t until = zdist_clock_now_ms() + timeout_ms;
-    for (size_t i = 0; i < self->nworkers; i++) {
-        zdist_msg_t *reply;
-        while (zdist_clock_now_ms() < until &&
-               zdist_rpc_client_recv(self->workers[i].rpc, until - zdist_clock_now_ms(), &reply) == 0) {
-            bool stop = zdist_msg_method(reply) == S_WORKER_STOP_JOB;
-            zdist_msg_destroy(&reply);
-            if (stop)
-                break;
-        }
+        zdist_worker_reply_t reply;
+        if (ids && ids[i] && zdist_worker_client_wait(self->workers[i].cl, ids[i], &reply) == 0)
+            zdist_worker_reply_release(&reply);
         s_lose(self, &self->workers[i], NULL);
         self->workers[i].next_ping_ms = INT64_MAX; /* stays away */
     }
+    free(ids);
     zdist_coordinator_cancel_queued(self);
 }

@@ -1,5 +1,4 @@
 /* zdist cluster resolver: parses TF_CONFIG into plain structs, answers like TFConfigClusterResolver. */
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +15,12 @@
 #include <unistd.h>
 
 #include "zdist/cluster.h"
+#include "zdist/endpoint.h"
 #include "zdist/parse.h"
 
 #define S_ENV_NAME "TF_CONFIG"
 #define S_FILE_MAX (1024 * 1024) /* a cluster file is small; refuse /dev/zero */
 #define S_JOB_NAME_MAX 64
-#define S_ADDRESS_MAX 300
 #define S_RPC_LAYER_MAX 32
 #define S_QUOTE_MAX 48 /* user values in messages are cut to this */
 
@@ -199,142 +198,6 @@ s_valid_rpc_layer(const char *name)
     return true;
 }
 
-static bool
-s_valid_hostname(const char *host, size_t n)
-{
-    if (n > 253)
-        return false;
-    if (n > 1 && host[n - 1] == '.') /* fully qualified "host.example.com." */
-        n--;
-    size_t label = 0;
-    for (size_t i = 0; i <= n; i++) {
-        char c = i < n ? host[i] : '.';
-        if (c == '.') {
-            if (label == 0 || label > 63 || host[i - 1] == '-' || host[i - label] == '-')
-                return false;
-            label = 0;
-        } else if (isalnum((unsigned char) c) || c == '-' || c == '_') {
-            label++;
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Splits "host:port" / "[v6]:port". On failure writes why (a phrase) and
-   returns false. host_len excludes brackets; *ret_bracketed tells. */
-static bool
-s_split_address(const char *addr, size_t *ret_host_off, size_t *ret_host_len, int *ret_port,
-                bool *ret_bracketed, char *why, size_t why_size)
-{
-    size_t n = strlen(addr);
-    if (n == 0) {
-        snprintf(why, why_size, "it is empty");
-        return false;
-    }
-    if (n > S_ADDRESS_MAX) {
-        snprintf(why, why_size, "it is longer than %d characters", S_ADDRESS_MAX);
-        return false;
-    }
-    const char *scheme = strstr(addr, "://");
-    if (scheme) {
-        snprintf(why, why_size, "it has a scheme; drop the '%.*s://' prefix (set rpc_layer instead)",
-                 (int) (scheme - addr > 16 ? 16 : scheme - addr), addr);
-        return false;
-    }
-    const char *port_text;
-    size_t host_off = 0, host_len;
-    bool bracketed = false;
-    if (addr[0] == '[') {
-        const char *close = strchr(addr, ']');
-        if (!close || close[1] != ':') {
-            snprintf(why, why_size, "a bracketed IPv6 host must be followed by ':port', like [::1]:2222");
-            return false;
-        }
-        host_off = 1;
-        host_len = (size_t) (close - addr) - 1;
-        port_text = close + 2;
-        bracketed = true;
-        char v6[INET6_ADDRSTRLEN + 1];
-        size_t v6_len = host_len;
-        const char *zone = memchr(addr + 1, '%', host_len);
-        if (zone) {
-            v6_len = (size_t) (zone - addr) - 1;
-            if (zone + 1 == close || !s_valid_hostname(zone + 1, (size_t) (close - zone) - 1)) {
-                snprintf(why, why_size, "the IPv6 zone after '%%' is not an interface name");
-                return false;
-            }
-        }
-        struct in6_addr a6;
-        if (v6_len == 0 || v6_len >= sizeof v6) {
-            snprintf(why, why_size, "the host inside [] is not an IPv6 address");
-            return false;
-        }
-        memcpy(v6, addr + 1, v6_len);
-        v6[v6_len] = '\0';
-        if (inet_pton(AF_INET6, v6, &a6) != 1) {
-            snprintf(why, why_size, "the host inside [] is not an IPv6 address");
-            return false;
-        }
-    } else {
-        const char *colon = strrchr(addr, ':');
-        if (!colon) {
-            snprintf(why, why_size, "it has no ':port'");
-            return false;
-        }
-        host_len = (size_t) (colon - addr);
-        port_text = colon + 1;
-        if (memchr(addr, ':', host_len)) {
-            snprintf(why, why_size, "an IPv6 host needs brackets, like [::1]:2222");
-            return false;
-        }
-        if (host_len == 0) {
-            snprintf(why, why_size, "the host is empty");
-            return false;
-        }
-        bool numeric = true;
-        for (size_t i = 0; i < host_len; i++)
-            if (!isdigit((unsigned char) addr[i]) && addr[i] != '.')
-                numeric = false;
-        if (numeric) {
-            char v4[INET_ADDRSTRLEN + 1];
-            struct in_addr a4;
-            bool ok = host_len < sizeof v4;
-            if (ok) {
-                memcpy(v4, addr, host_len);
-                v4[host_len] = '\0';
-                ok = inet_pton(AF_INET, v4, &a4) == 1;
-            }
-            if (!ok) {
-                snprintf(why, why_size, "the host is not an IPv4 address");
-                return false;
-            }
-        } else if (!s_valid_hostname(addr, host_len)) {
-            snprintf(why, why_size, "the host is not a valid host name (letters, digits, '-', '_', '.')");
-            return false;
-        }
-    }
-    int64_t port = 0;
-    if (!s_all_digits(port_text)) {
-        snprintf(why, why_size, "the port is not a number");
-        return false;
-    }
-    if (zdist_parse_int64(port_text, 0, 65535, &port) != 0) {
-        snprintf(why, why_size, "the port is out of range 1..65535");
-        return false;
-    }
-    if (port == 0) {
-        snprintf(why, why_size, "port 0 is not allowed, peers must know the port to connect to");
-        return false;
-    }
-    *ret_host_off = host_off;
-    *ret_host_len = host_len;
-    *ret_port = (int) port;
-    *ret_bracketed = bracketed;
-    return true;
-}
-
 /* Python's str() of a float: shortest round-trip digits, fixed notation
    for exponents -4..15 and scientific otherwise, always a '.' or 'e'. */
 static void
@@ -472,15 +335,12 @@ s_set_task_address(s_job_t *job, s_task_t *task, const json_t *value, const char
             "%s: an address must be a string \"host:port\", got %s; quote it, e.g. \"localhost:2222\"",
             field.s, s_json_type_name(value));
     const char *addr = json_string_value(value);
-    char why[160];
-    size_t host_off, host_len;
-    int port;
-    bool bracketed;
-    if (!s_split_address(addr, &host_off, &host_len, &port, &bracketed, why, sizeof why))
+    zdist_error_t why = {0};
+    if (zdist_endpoint_parse(addr, 0, NULL, &why) < 0)
         return s_fail(err, source, -EINVAL,
                       "%s: %s is not a valid address: %s; write host:port, e.g. \"localhost:2222\" or "
                       "\"[::1]:2222\"",
-                      field.s, Q(addr), why);
+                      field.s, Q(addr), why.text);
     task->address = strdup(addr);
     return task->address ? 0 : s_oom(err, source);
 }
@@ -1033,27 +893,18 @@ int
 zdist_cluster_bind_endpoint(const zdist_cluster_t *self, char *buf, size_t size)
 {
     const char *address = self ? zdist_cluster_task_address(self, self->task_type, self->task_id) : NULL;
-    size_t host_off, host_len;
-    int port;
-    bool bracketed;
-    char why[160];
-    if (!address || !s_split_address(address, &host_off, &host_len, &port, &bracketed, why, sizeof why)) {
+    zdist_endpoint_t ep;
+    if (!address || zdist_endpoint_parse(address, 0, &ep, NULL) < 0) {
         if (buf && size)
             buf[0] = '\0';
         return -ENOENT;
     }
-    if (bracketed)
-        return s_write(buf, size, "tcp://%s", address);
-    const char *host = address + host_off;
-    bool numeric = true;
-    for (size_t i = 0; i < host_len; i++)
-        if (!isdigit((unsigned char) host[i]) && host[i] != '.')
-            numeric = false;
-    if (numeric)
-        return s_write(buf, size, "tcp://%s", address);
-    if (host_len == 9 && strncasecmp(host, "localhost", 9) == 0)
-        return s_write(buf, size, "tcp://127.0.0.1:%d", port);
-    return s_write(buf, size, "tcp://*:%d", port);
+    if (ep.kind == ZDIST_HOST_NAME) {
+        bool local = strcasecmp(ep.host, "localhost") == 0;
+        ep.kind = local ? ZDIST_HOST_IPV4 : ZDIST_HOST_ANY;
+        snprintf(ep.host, sizeof ep.host, "%s", local ? "127.0.0.1" : "*");
+    }
+    return zdist_endpoint_format(&ep, buf, size);
 }
 
 const char *
@@ -1377,23 +1228,4 @@ zdist_cluster_to_json(const zdist_cluster_t *self)
     char *text = rc == 0 ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     return text;
-}
-
-int
-zdist_endpoint_split(const char *endpoint, char *host, size_t host_size, const char **ret_port)
-{
-    if (!endpoint)
-        return -EINVAL;
-    const char *h = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : endpoint;
-    const char *colon = strrchr(h, ':');
-    if (!colon || colon == h)
-        return -EINVAL;
-    size_t len = (size_t)(colon - h);
-    if (len >= host_size)
-        return -ENOSPC;
-    memcpy(host, h, len);
-    host[len] = '\0';
-    if (ret_port)
-        *ret_port = colon + 1;
-    return 0;
 }

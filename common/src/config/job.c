@@ -7,6 +7,7 @@
 
 #include "zdist/file.h"
 #include "zdist/job.h"
+#include "zdist/model_spec.h"
 #include "zdist/partition.h"
 
 #define S_MAX_BATCH (INT64_C(1) << 24)
@@ -451,13 +452,25 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
 
     json_t *m;
     static const char *const mallowed[] = {"name", "params", NULL};
-    if ((rc = s_obj(root, "", "model", true, &m, err)) < 0 || (rc = s_keys(m, "model", mallowed, err)) < 0 ||
-        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0)
+    /* sequential: the layers are the model's params (zdist/model_spec.h),
+       checked with the rest of the job in zdist_job_validate. */
+    static const char *const sequential[] = {"name", "input_shape", "layers", "loss", NULL};
+    if ((rc = s_obj(root, "", "model", true, &m, err)) < 0 ||
+        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0 ||
+        (rc = s_keys(m, "model", strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) ? mallowed : sequential, err)) < 0)
         goto out;
     json_t *params;
     if ((rc = s_obj(m, "model", "params", false, &params, err)) < 0)
         goto out;
-    job->model_params = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
+    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0) {
+        json_t *copy = json_copy(m);
+        if (copy)
+            json_object_del(copy, "name");
+        job->model_params = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
+        json_decref(copy);
+    } else {
+        job->model_params = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
+    }
     if (!job->model_params) {
         rc = -ENOMEM;
         goto out;
@@ -524,6 +537,21 @@ s_range(const char *field, int64_t v, int64_t min, int64_t max, zdist_error_t *e
         return zdist_error_set(err, -EINVAL, "%s: must be in %lld..%lld, got %lld", field, (long long)min,
                                (long long)max, (long long)v);
     return 0;
+}
+
+/* The sequential model's layers and shapes; on libsvm data its input is
+   the data's dimension. */
+static int
+s_sequential(const zdist_job_t *job, zdist_error_t *err)
+{
+    zdist_model_spec_t spec;
+    bool sparse = job->format == ZDIST_INPUT_FORMAT_LIBSVM;
+    int rc = zdist_model_spec_parse(job->model_params, sparse, &spec, err);
+    if (rc == 0 && sparse && zdist_model_spec_input_size(&spec) != job->libsvm_dim)
+        rc = zdist_error_set(err, -EINVAL, "model.input_shape: [%lld] differs from dataset.dim %lld; give the data's "
+                             "dimension", (long long)zdist_model_spec_input_size(&spec), (long long)job->libsvm_dim);
+    zdist_model_spec_release(&spec);
+    return rc;
 }
 
 int
@@ -603,7 +631,7 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
     if (job->evaluate && !job->has_test)
         return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "
                                "dataset.synthetic.test_n) or set it to false");
-    return 0;
+    return strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0 ? s_sequential(job, err) : 0;
 }
 
 void

@@ -167,3 +167,12 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
         zdist_job_release(ret);
     return rc;
 }
+
+int
+zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_error_t *err)
+{
+    /* Through the message form: one place lists every field. */
+    zdist_job_pb_t pb;
+    zdist_job_to_pb(src, &pb);
+    return zdist_job_from_pb(&pb.job, ret, err);
+}

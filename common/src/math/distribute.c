@@ -237,7 +237,15 @@ s_reduce_elementwise(zdist_reduce_op_t op, const zdist_tensor_t *values, int n, 
     (void)zdist_shape_num_elements(&values[0].shape, &count);
     zdist_dtype_t dt = values[0].dtype;
     for (int64_t i = 0; i < count; i++) {
-        if (s_is_float(dt)) {
+        if (dt == ZDIST_DTYPE_FLOAT32) {
+            /* float32 adds in float32, in replica order: the runtime's kernel. */
+            float acc = (float)s_getf(&values[0], i);
+            for (int r = 1; r < n; r++)
+                acc += (float)s_getf(&values[r], i);
+            if (op == ZDIST_REDUCE_MEAN)
+                acc /= (float)n;
+            s_putf(dt, out->data, i, acc);
+        } else if (s_is_float(dt)) {
             double acc = 0;
             for (int r = 0; r < n; r++)
                 acc += s_getf(&values[r], i);
@@ -327,9 +335,10 @@ zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int 
     return 0;
 }
 
-int
-zdist_distribute_gather(const zdist_tensor_t *values, int num_replicas, int axis, zdist_tensor_t *ret,
-                        zdist_error_t *err)
+/* Checks a gather and computes its shape; 0 or -EINVAL with err. */
+static int
+s_gather_shape(const zdist_tensor_t *values, int num_replicas, int axis, int *ret_axis, zdist_shape_t *ret_shape,
+               zdist_error_t *err)
 {
     if (num_replicas < 1 || !values)
         return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)", num_replicas);
@@ -339,30 +348,68 @@ zdist_distribute_gather(const zdist_tensor_t *values, int num_replicas, int axis
     rc = s_check_values(values, num_replicas, a, false, err);
     if (rc < 0)
         return rc;
-    zdist_shape_t oshape = values[0].shape;
-    oshape.dims[a] = 0;
+    *ret_shape = values[0].shape;
+    ret_shape->dims[a] = 0;
     for (int r = 0; r < num_replicas; r++)
-        oshape.dims[a] += values[r].shape.dims[a];
-    zdist_tensor_t out;
-    rc = s_alloc(values[0].dtype, &oshape, &out, err);
-    if (rc < 0)
-        return rc;
-    /* [outer, along, inner]: for each outer index, replicas' blocks in order. */
+        ret_shape->dims[a] += values[r].shape.dims[a];
+    *ret_axis = a;
+    return 0;
+}
+
+/* [outer, along, inner]: for each outer index, the replicas' blocks in order. */
+static void
+s_gather_copy(const zdist_tensor_t *values, int num_replicas, int a, const zdist_shape_t *oshape, void *dst)
+{
     int64_t outer = 1, inner_bytes = (int64_t)zdist_dtype_size(values[0].dtype);
     for (int d = 0; d < a; d++)
-        outer *= oshape.dims[d];
-    for (int d = a + 1; d < oshape.rank; d++)
-        inner_bytes *= oshape.dims[d];
-    char *dst = out.data;
+        outer *= oshape->dims[d];
+    for (int d = a + 1; d < oshape->rank; d++)
+        inner_bytes *= oshape->dims[d];
+    char *p = dst;
     for (int64_t o = 0; o < outer; o++)
         for (int r = 0; r < num_replicas; r++) {
             size_t block = (size_t)(values[r].shape.dims[a] * inner_bytes);
             if (block) {
-                memcpy(dst, (const char *)values[r].data + (size_t)o * block, block);
-                dst += block;
+                memcpy(p, (const char *)values[r].data + (size_t)o * block, block);
+                p += block;
             }
         }
+}
+
+int
+zdist_distribute_gather(const zdist_tensor_t *values, int num_replicas, int axis, zdist_tensor_t *ret,
+                        zdist_error_t *err)
+{
+    zdist_shape_t oshape;
+    int a, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
+    if (rc < 0)
+        return rc;
+    zdist_tensor_t out;
+    rc = s_alloc(values[0].dtype, &oshape, &out, err);
+    if (rc < 0)
+        return rc;
+    s_gather_copy(values, num_replicas, a, &oshape, out.data);
     *ret = out;
+    return 0;
+}
+
+int
+zdist_distribute_gather_into(const zdist_tensor_t *values, int num_replicas, int axis, zdist_tensor_t *ret,
+                             zdist_error_t *err)
+{
+    zdist_shape_t oshape;
+    int a, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
+    if (rc < 0)
+        return rc;
+    size_t bytes;
+    if (zdist_tensor_byte_size(values[0].dtype, &oshape, &bytes) < 0 || !ret || bytes > ret->nbytes ||
+        (bytes && !ret->data))
+        return zdist_error_set(err, -ENOSPC, "gather: the %s result does not fit the %zu-byte buffer",
+                               zdist_shape_format(&oshape, (char[128]){0}, 128), ret ? ret->nbytes : 0);
+    s_gather_copy(values, num_replicas, a, &oshape, ret->data);
+    ret->dtype = values[0].dtype;
+    ret->shape = oshape;
+    ret->nbytes = bytes;
     return 0;
 }
 
@@ -450,16 +497,21 @@ s_check_pair(zdist_reduce_op_t op, const zdist_reduce_pair_t *p, zdist_error_t *
 static void
 s_apply_pair(zdist_reduce_op_t op, const zdist_reduce_pair_t *p)
 {
-    /* Reduce into the first destination, then copy: a destination may alias
-       a value, so the reduce reads everything before anything is written. */
-    zdist_tensor_t tmp;
-    if (s_alloc(p->values[0].dtype, &p->values[0].shape, &tmp, NULL) < 0)
+    /* A destination may alias a value: then reduce into a temporary, so
+       everything is read before anything is written. */
+    bool alias = false;
+    for (int d = 0; d < p->num_dests; d++)
+        for (int r = 0; r < p->num_replicas; r++)
+            alias |= p->dests[d].nbytes && p->dests[d].data == p->values[r].data;
+    zdist_tensor_t tmp = p->dests[0];
+    if (alias && s_alloc(p->values[0].dtype, &p->values[0].shape, &tmp, NULL) < 0)
         abort(); /* out of memory: as a daemon, abort with a message */
     s_reduce_elementwise(op, p->values, p->num_replicas, &tmp);
-    for (int d = 0; d < p->num_dests; d++)
+    for (int d = alias ? 0 : 1; d < p->num_dests; d++)
         if (tmp.nbytes)
             memcpy(p->dests[d].data, tmp.data, tmp.nbytes);
-    free(tmp.data);
+    if (alias)
+        free(tmp.data);
 }
 
 int
@@ -553,13 +605,9 @@ zdist_distribute_var_write_replica(zdist_var_sync_t sync, zdist_var_agg_t agg, z
             s_apply_op(op, &copies[r], &values[r], 1.0);
         return 0;
     }
-    if (agg == ZDIST_AGG_NONE && num_replicas > 1)
-        return zdist_error_set(err, -EINVAL, "%s", s_aggregation_error_msg);
-    if (agg == ZDIST_AGG_MEAN && !s_is_float(copies[0].dtype))
-        return zdist_error_set(err, -EINVAL,
-                               "Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation in "
-                               "replica context. Either change the variable dtype to float or update it in "
-                               "cross-replica context.");
+    rc = zdist_distribute_check_replica_write(sync, agg, copies[0].dtype, num_replicas, err);
+    if (rc < 0)
+        return rc;
     zdist_tensor_t agg_value;
     if (agg == ZDIST_AGG_NONE || agg == ZDIST_AGG_ONLY_FIRST_REPLICA) {
         agg_value = values[0];
@@ -642,4 +690,52 @@ zdist_distribute_var_read_cross_replica(zdist_var_sync_t sync, zdist_var_agg_t a
     if (rc < 0)
         return rc;
     return zdist_distribute_reduce_to(op, copies, num_replicas, ret, 1, err);
+}
+
+int
+zdist_distribute_check_replica_write(zdist_var_sync_t sync, zdist_var_agg_t agg, zdist_dtype_t dtype,
+                                     int num_replicas_in_sync, zdist_error_t *err)
+{
+    if (sync == ZDIST_SYNC_ON_READ)
+        return 0;
+    if (agg == ZDIST_AGG_NONE && num_replicas_in_sync > 1)
+        return zdist_error_set(err, -EINVAL, "%s", s_aggregation_error_msg);
+    if (agg == ZDIST_AGG_MEAN && !s_is_float(dtype))
+        return zdist_error_set(err, -EINVAL,
+                               "Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation in "
+                               "replica context. Either change the variable dtype to float or update it in "
+                               "cross-replica context.");
+    return 0;
+}
+
+void
+zdist_distribute_reduce_f32(zdist_reduce_op_t op, float *const *bufs, int n, int64_t lo, int64_t hi)
+{
+    float *b0 = bufs[0];
+    for (int q = 1; q < n; q++) {
+        const float *bq = bufs[q];
+        for (int64_t j = lo; j < hi; j++)
+            b0[j] += bq[j];
+    }
+    if (op == ZDIST_REDUCE_MEAN && n > 1)
+        for (int64_t j = lo; j < hi; j++)
+            b0[j] /= (float)n;
+}
+
+void
+zdist_distribute_aggregate_f32(zdist_var_agg_t agg, const float *const *values, int n, int64_t lo, int64_t hi,
+                               float *out)
+{
+    if (out != values[0])
+        memcpy(out + lo, values[0] + lo, (size_t)(hi - lo) * sizeof *out);
+    if (agg != ZDIST_AGG_SUM && agg != ZDIST_AGG_MEAN)
+        return;
+    for (int q = 1; q < n; q++) {
+        const float *vq = values[q];
+        for (int64_t j = lo; j < hi; j++)
+            out[j] += vq[j];
+    }
+    if (agg == ZDIST_AGG_MEAN && n > 1)
+        for (int64_t j = lo; j < hi; j++)
+            out[j] /= (float)n;
 }

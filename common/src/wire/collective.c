@@ -6,12 +6,14 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "zdist/auth.h"
 #include "zdist/sys.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the collective header is little-endian host order");
@@ -55,6 +57,8 @@ struct zdist_comm_t {
     char *pack;          /* staging buffer for packed small tensors */
     size_t pack_cap;
     const char *what; /* the collective running, for errors */
+    zdist_keys_t *keys; /* CURVE between workers; NULL: plain */
+    bool zap_held;      /* this context's ZAP handler is ours to release */
 };
 
 static int
@@ -90,6 +94,10 @@ s_open_push(zdist_comm_t *self)
     int zero = 0;
     zmq_setsockopt(self->push, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(self->push, ZMQ_SNDHWM, &zero, sizeof zero); /* our own buffers: never block */
+    char right[32];
+    snprintf(right, sizeof right, "worker-%d", s_mod(self->rank + 1, self->size));
+    if (self->keys && zdist_keys_apply_client(self->keys, self->push, right, NULL) < 0)
+        return -EACCES;
     if (self->endpoints && zmq_connect(self->push, self->endpoints[s_mod(self->rank + 1, self->size)]) != 0)
         return s_zerr();
     return 0;
@@ -105,6 +113,8 @@ zdist_comm_destroy(zdist_comm_t **self_p)
         zmq_close(self->push);
     if (self->pull)
         zmq_close(self->pull);
+    if (self->zap_held)
+        zdist_keys_zap_release(self->ctx); /* its sockets first: ctx_term waits for them */
     if (self->ctx)
         zmq_ctx_term(self->ctx); /* linger 0: pending payloads are dropped, released */
     if (self->efd >= 0)
@@ -160,6 +170,14 @@ zdist_comm_new(const zdist_comm_config_t *cfg, zdist_error_t *err)
     zmq_setsockopt(self->pull, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(self->pull, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     zmq_setsockopt(self->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    self->keys = cfg->keys ? cfg->keys : zdist_keys_process();
+    if (self->keys) {
+        if (zdist_keys_apply_server(self->keys, self->ctx, self->pull, err) < 0) {
+            zdist_error_prefix(err, "rank %d", cfg->rank);
+            goto fail;
+        }
+        self->zap_held = true;
+    }
     if (zmq_bind(self->pull, cfg->bind) != 0) {
         int rc = s_zerr();
         zdist_error_set(err, rc, "rank %d cannot bind '%s': %s", cfg->rank, cfg->bind, zmq_strerror(-rc));
@@ -303,7 +321,12 @@ s_recv(zdist_comm_t *self, const s_expect_t *x, zmq_msg_t *payload, zdist_error_
         }
         s_header_t h;
         const char *why = NULL;
-        if (zmq_msg_size(&hm) != sizeof h)
+        char sender[32];
+        snprintf(sender, sizeof sender, "worker-%d", left);
+        const char *user = self->keys ? zmq_msg_gets(&hm, "User-Id") : NULL;
+        if (self->keys && (!user || strcmp(user, sender) != 0))
+            why = "not signed by the left neighbour's key";
+        else if (zmq_msg_size(&hm) != sizeof h)
             why = "header of the wrong size";
         else {
             memcpy(&h, zmq_msg_data(&hm), sizeof h);

@@ -59,6 +59,7 @@ zdist_rpc_client_options_default(zdist_rpc_client_options_t *opts)
     opts->heartbeat_ivl_ms = 1000;
     opts->heartbeat_timeout_ms = 5000;
     opts->max_in_flight = 100000;
+    opts->keys = zdist_keys_process();
 }
 
 void
@@ -120,6 +121,14 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
     /* Reconnect quickly after a restart of the peer. */
     zsock_set_reconnect_ivl(self->sock, 100);
     zsock_set_reconnect_ivl_max(self->sock, 1000);
+    if (self->opts.keys) {
+        const char *server = self->opts.server_name ? self->opts.server_name
+                                                    : zdist_keys_name_at(self->opts.keys, endpoint);
+        if (zdist_keys_apply_client(self->opts.keys, self->handle, server, err) < 0) {
+            zdist_rpc_client_destroy(&self);
+            return NULL;
+        }
+    }
 
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://zdist-rpc-mon-%p-%llx", (void *) self,
@@ -370,9 +379,19 @@ zdist_rpc_client_connected(zdist_rpc_client_t *self)
     return self->connected;
 }
 
-/* Reads every reply waiting on the socket without blocking. */
+static bool
+s_in_flight(const zdist_rpc_client_t *self, uint64_t id)
+{
+    size_t slot = (size_t) (id & S_SLOT_MASK);
+    return id && slot < self->nslots && self->slots[slot].id == id;
+}
+
+/* Reads the replies waiting on the socket without blocking: all of them,
+   or up to the one the caller waits for (want_id; the rest stay readable
+   for the next poll, which costs no more than the recv that would find
+   the socket empty). */
 static int
-s_read_replies(zdist_rpc_client_t *self)
+s_read_replies(zdist_rpc_client_t *self, uint64_t want_id)
 {
     while (1) {
         zdist_msg_t *reply = NULL;
@@ -384,8 +403,7 @@ s_read_replies(zdist_rpc_client_t *self)
             return rc;
         uint64_t id = zdist_msg_request_id(reply);
         size_t slot = (size_t) (id & S_SLOT_MASK);
-        bool known = id && slot < self->nslots && self->slots[slot].id == id;
-        if (!known) {
+        if (!s_in_flight(self, id)) {
             self->dropped++;
             zdist_msg_destroy(&reply);
             continue;
@@ -402,6 +420,8 @@ s_read_replies(zdist_rpc_client_t *self)
         if (!(rc == 0 && zdist_msg_more(reply)))
             s_release(self, slot);
         s_complete(self, reply);
+        if (want_id && id == want_id)
+            return 0;
     }
 }
 
@@ -444,9 +464,10 @@ zdist_rpc_client_send(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t
 }
 
 /* Waits until something may have completed, at most until `until` (absolute
-   ms, INT64_MAX forever) or the earliest deadline. */
+   ms, INT64_MAX forever; now: just looks) or the earliest deadline. One
+   poll; the monitor is read only when it has events. */
 static int
-s_wait(zdist_rpc_client_t *self, int64_t until)
+s_wait(zdist_rpc_client_t *self, int64_t until, uint64_t want_id)
 {
     int64_t now = zdist_clock_now_ms();
     int64_t wake = until;
@@ -463,7 +484,7 @@ s_wait(zdist_rpc_client_t *self, int64_t until)
     if (items[1].revents & ZMQ_POLLIN)
         s_read_monitor(self);
     if (items[0].revents & ZMQ_POLLIN) {
-        int rc = s_read_replies(self);
+        int rc = s_read_replies(self, want_id);
         if (rc < 0)
             return rc;
     }
@@ -471,34 +492,103 @@ s_wait(zdist_rpc_client_t *self, int64_t until)
     return 0;
 }
 
+/* Picks up what already arrived (replies, connection events, expired
+   deadlines) without blocking. */
+static int
+s_collect(zdist_rpc_client_t *self)
+{
+    s_read_monitor(self);
+    int rc = s_read_replies(self, 0);
+    s_expire(self, zdist_clock_now_ms());
+    return rc;
+}
+
 static int
 s_recv(zdist_rpc_client_t *self, uint64_t want_id, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
     int64_t until = wait_ms < 0 ? INT64_MAX : zdist_clock_now_ms() + wait_ms;
-    /* Pick up what already arrived before deciding to wait. */
-    s_read_monitor(self);
-    int rc = s_read_replies(self);
-    if (rc < 0)
-        return rc;
-    s_expire(self, zdist_clock_now_ms());
+    /* A reply read while waiting for another costs nothing more; otherwise
+       one poll per wake-up (it also sees what arrived already). */
+    bool waited = false;
     while (1) {
         zdist_msg_t *reply = s_pop_done(self, want_id);
         if (reply) {
             *ret_reply = reply;
             return 0;
         }
-        if (zdist_clock_now_ms() >= until)
+        if (want_id && !s_in_flight(self, want_id))
+            return -ENOENT; /* never sent, or received already: nothing to wait for */
+        if (waited && zdist_clock_now_ms() >= until)
             return -EAGAIN;
-        rc = s_wait(self, until);
+        int rc = s_wait(self, until, want_id);
         if (rc < 0)
             return rc;
+        waited = true;
     }
+}
+
+int
+zdist_rpc_client_wait_any(zdist_rpc_client_t *const *clients, size_t n, void *also, int64_t wait_ms)
+{
+    int64_t until = wait_ms < 0 ? INT64_MAX : zdist_clock_now_ms() + wait_ms;
+    zmq_pollitem_t *items = calloc(2 * n + 1, sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    bool also_ready = false;
+    int rc;
+    for (;;) {
+        int ready = 0;
+        int64_t wake = until;
+        for (size_t i = 0; i < n; i++) {
+            zdist_rpc_client_t *c = clients[i];
+            if (!c)
+                continue;
+            if ((rc = s_collect(c)) < 0)
+                goto out;
+            ready += c->done_head != NULL;
+            if (c->nheap > 0 && s_heap_key(c, 0) < wake)
+                wake = s_heap_key(c, 0);
+        }
+        int64_t now = zdist_clock_now_ms();
+        if (ready > 0 || also_ready || now >= until) {
+            rc = ready;
+            goto out;
+        }
+        int k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!clients[i])
+                continue;
+            items[k++] = (zmq_pollitem_t){clients[i]->handle, 0, ZMQ_POLLIN, 0};
+            items[k++] = (zmq_pollitem_t){zsock_resolve(clients[i]->monitor), 0, ZMQ_POLLIN, 0};
+        }
+        if (also)
+            items[k++] = (zmq_pollitem_t){also, 0, ZMQ_POLLIN, 0};
+        if (k == 0 && wake == INT64_MAX) {
+            rc = 0; /* nothing could ever wake it */
+            goto out;
+        }
+        long timeout = wake == INT64_MAX ? -1 : (long) (wake > now ? wake - now : 0);
+        if (zmq_poll(items, k, timeout) < 0) {
+            rc = -errno;
+            goto out;
+        }
+        also_ready = also && (items[k - 1].revents & ZMQ_POLLIN);
+    }
+out:
+    free(items);
+    return rc;
 }
 
 int
 zdist_rpc_client_recv(zdist_rpc_client_t *self, int64_t wait_ms, zdist_msg_t **ret_reply)
 {
     return s_recv(self, 0, wait_ms, ret_reply);
+}
+
+int
+zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms, zdist_msg_t **ret_reply)
+{
+    return id ? s_recv(self, id, wait_ms, ret_reply) : -EINVAL;
 }
 
 int

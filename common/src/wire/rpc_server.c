@@ -59,6 +59,7 @@ zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts)
     opts->heartbeat_timeout_ms = 5000;
     opts->rcvhwm = 10000;
     opts->sndhwm = 100000;
+    opts->keys = zdist_keys_process();
 }
 
 static void
@@ -130,6 +131,10 @@ zdist_rpc_server_new(const char *endpoint, const zdist_rpc_method_t *methods, si
         zsock_set_heartbeat_ivl(self->sock, (int) self->opts.heartbeat_ivl_ms);
         zsock_set_heartbeat_timeout(self->sock, (int) self->opts.heartbeat_timeout_ms);
         zsock_set_heartbeat_ttl(self->sock, (int) self->opts.heartbeat_timeout_ms);
+    }
+    if (self->opts.keys && zdist_keys_apply_server(self->opts.keys, NULL, self->handle, err) < 0) {
+        zdist_rpc_server_destroy(&self);
+        return NULL;
     }
     if (zmq_bind(self->handle, endpoint) != 0) {
         zdist_error_set(err, -errno, "cannot bind '%s': %s", endpoint, zmq_strerror(errno));
@@ -431,6 +436,14 @@ s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
     }
     if (builtin_ping)
         stats = &self->stats[self->nmethods];
+    if (m && m->allow && self->opts.keys && !(zdist_keys_role_of(zdist_msg_user_id(request)) & m->allow)) {
+        const char *who = zdist_msg_user_id(request);
+        char reason[192];
+        snprintf(reason, sizeof reason, "%s: key '%s' (%s) may not call it", m->name, who ? who : "(none)",
+                 who && zdist_keys_public(self->opts.keys, who) ? zdist_keys_public(self->opts.keys, who) : "no key");
+        s_reject(self, &request, ZDIST_STATUS_PERMISSION_DENIED, reason);
+        return;
+    }
     size_t ntensors = zdist_msg_tensor_count(request);
     uint32_t min_t = m ? m->min_tensors : 0, max_t = m ? m->max_tensors : 0;
     if (ntensors < min_t || ntensors > max_t) {

@@ -34,6 +34,7 @@ struct zdist_msg_t {
     bool has_route;
     zmq_msg_t route;
     char peer[40];
+    char user_id[64]; /* ZAP's User-Id of the connection; "" on plain ones */
 };
 
 void
@@ -355,6 +356,12 @@ zdist_msg_peer(const zdist_msg_t *self)
     return self->peer;
 }
 
+const char *
+zdist_msg_user_id(const zdist_msg_t *self)
+{
+    return self->user_id[0] ? self->user_id : NULL;
+}
+
 /* ---- send ---- */
 
 static int
@@ -554,6 +561,9 @@ zdist_wire_recv(void *socket, bool routed, const zdist_wire_limits_t *limits, in
         return rc;
     }
     *ret_msg = self;
+    const char *user_id = zmq_msg_gets(&frame, "User-Id");
+    if (user_id)
+        snprintf(self->user_id, sizeof self->user_id, "%s", user_id);
     size_t total = zmq_msg_size(&frame);
     if (total > limits->max_message_bytes) {
         zmq_msg_close(&frame);

@@ -1,0 +1,136 @@
+/* zdist model_spec: a Keras-like `sequential` model (its layers, their shapes and parameter counts) parsed from a job. */
+#ifndef ZDIST_MODEL_SPEC_H
+#define ZDIST_MODEL_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zdist/defs.h"
+#include "zdist/error.h"
+#include "zdist/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The job's model section for the built-in `sequential` model:
+
+       "model": {"name": "sequential", "input_shape": [28, 28, 1],
+                 "layers": [{"conv2d": {"filters": 32, "kernel": 3, "activation": "relu"}},
+                            {"max_pool2d": {"pool": 2}}, "flatten",
+                            {"dense": {"units": 10}}],
+                 "loss": "sparse_categorical_crossentropy"}
+
+   This class knows the layers' fields, ranges and shapes (what the
+   coordinator checks at submit and `zdist run --summary` prints); the
+   worker's layer library (worker/layers/) computes them. Shapes are per
+   example (Keras's batch dimension `None` left out), channels last. */
+
+#define ZDIST_MODEL_SEQUENTIAL "sequential"
+#define ZDIST_MODEL_MAX_LAYERS 64
+#define ZDIST_LAYER_NAME_MAX 64
+
+typedef enum {
+    ZDIST_LAYER_DENSE = 0,  /* units, activation, use_bias */
+    ZDIST_LAYER_CONV2D,     /* filters, kernel, strides, padding, activation, use_bias */
+    ZDIST_LAYER_MAX_POOL2D, /* pool, strides, padding */
+    ZDIST_LAYER_AVG_POOL2D, /* pool, strides, padding */
+    ZDIST_LAYER_FLATTEN,
+    ZDIST_LAYER_DROPOUT,    /* rate */
+    ZDIST_LAYER_ACTIVATION, /* relu, tanh, sigmoid, softmax as layers of their own */
+    ZDIST_LAYER_BATCH_NORM, /* momentum, epsilon, center, scale */
+    ZDIST_LAYER_EMBEDDING,  /* input_dim, output_dim, combiner, first_id: sparse input only */
+    ZDIST_LAYER_CONCAT,     /* dense_features: the input's first features appended */
+} zdist_layer_kind_t;
+
+typedef enum {
+    ZDIST_ACT_LINEAR = 0,
+    ZDIST_ACT_RELU,
+    ZDIST_ACT_TANH,
+    ZDIST_ACT_SIGMOID,
+    ZDIST_ACT_SOFTMAX, /* over the last axis */
+} zdist_activation_t;
+
+typedef enum {
+    ZDIST_PADDING_VALID = 0,
+    ZDIST_PADDING_SAME, /* output = ceil(input / stride), TF's split (extra row/column at the end) */
+} zdist_padding_t;
+
+typedef enum {
+    ZDIST_COMBINER_MEAN = 0, /* sum(value * row) / sum(value), tf.nn.embedding_lookup_sparse */
+    ZDIST_COMBINER_SUM,
+} zdist_combiner_t;
+
+typedef enum {
+    /* int32 class labels; the last layer gives logits (no activation) or
+       softmax probabilities: either way the loss is computed from logits. */
+    ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0,
+    /* labels 0/1 (int32) or in [0, 1] (float32); one output unit, logits or sigmoid. */
+    ZDIST_LOSS_BINARY_CROSSENTROPY,
+    /* float32 (or int32) labels; one output unit. */
+    ZDIST_LOSS_MEAN_SQUARED_ERROR,
+} zdist_loss_t;
+
+typedef struct {
+    zdist_layer_kind_t kind;
+    char name[ZDIST_LAYER_NAME_MAX]; /* Keras's: "conv2d", "conv2d_1", ... or the layer's "name" */
+    zdist_activation_t activation;   /* dense, conv2d (applied after), activation layers */
+    bool use_bias;                   /* dense, conv2d */
+    int64_t units;                   /* dense */
+    int64_t filters;                 /* conv2d */
+    int64_t kernel[2];               /* conv2d: the kernel; pools: the pool (height, width) */
+    int64_t strides[2];
+    zdist_padding_t padding;
+    int64_t pad_top, pad_left;       /* padding same: rows / columns added before */
+    double rate;                     /* dropout */
+    double momentum, epsilon;        /* batch_norm */
+    bool center, scale;              /* batch_norm: beta, gamma */
+    int64_t input_dim, output_dim;   /* embedding: rows (hash buckets) and width */
+    int64_t first_id;                /* embedding: feature ids below it are not ids */
+    zdist_combiner_t combiner;       /* embedding */
+    int64_t dense_features;          /* concat */
+    zdist_shape_t in, out;           /* per-example shapes */
+    int64_t params;                  /* Keras's "Param #" */
+    int64_t non_trainable;           /* of which non-trainable (batch_norm's moving statistics) */
+} zdist_layer_spec_t;
+
+typedef struct {
+    zdist_shape_t input_shape;
+    bool sparse_input; /* CSR examples (libsvm): the first layer is an embedding */
+    int num_layers;
+    zdist_layer_spec_t *layers;
+    zdist_loss_t loss;
+    int64_t total_params, non_trainable_params;
+} zdist_model_spec_t;
+
+/* Parses a sequential model: a JSON object with "input_shape", "layers" and
+   "loss" (the job's model section without its name; `comment` allowed),
+   strictly. sparse_input: the data is CSR (libsvm). Every error is -EINVAL
+   with err naming the layer and field ("model.layers[2].conv2d.kernel:
+   must be an integer in 1..15 or [height, width], got 0 (an integer)"),
+   shape errors included. *ret is zeroed first and released on error. */
+ZDIST_EXPORT int zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spec_t *ret,
+                                        zdist_error_t *err);
+/* Frees what parse allocated; safe on a zeroed spec. */
+ZDIST_EXPORT void zdist_model_spec_release(zdist_model_spec_t *spec);
+
+/* Elements of one example's input (the product of input_shape). */
+ZDIST_EXPORT int64_t zdist_model_spec_input_size(const zdist_model_spec_t *spec);
+/* Checks the model against the data: input size == the data's features per
+   example, class count and label dtype fit the loss. -EINVAL naming the field. */
+ZDIST_EXPORT int zdist_model_spec_check_data(const zdist_model_spec_t *spec, int64_t input_dim, int num_classes,
+                                             zdist_dtype_t label_dtype, zdist_error_t *err);
+
+/* Keras's model.summary() as text (Layer (type), Output Shape, Param #,
+   Total / Trainable / Non-trainable params). *ret_text is the caller's to
+   free. -ENOMEM. */
+ZDIST_EXPORT int zdist_model_spec_summary(const zdist_model_spec_t *spec, const char *model_name, char **ret_text);
+
+/* "relu" ... ; "linear" for ZDIST_ACT_LINEAR. */
+ZDIST_EXPORT const char *zdist_activation_name(zdist_activation_t act);
+ZDIST_EXPORT const char *zdist_loss_name(zdist_loss_t loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,327 @@
+/* zdist ps service: the messages of proto/ps.proto as plain C structs, for the psd and its clients.
+
+   Every ps request and reply has one C form, used by both sides:
+
+   - a client fills a request struct (zdist_ps_request_t, or the builders
+     below) and encodes it into a message;
+   - the psd's method table names the body type of each method
+     (zdist_ps_body_*). The rpc server decodes the request with it and checks
+     it before any handler runs: a bad one (empty or over-long names, a
+     dtype that cannot be stored, a negative or overflowing shape, negative
+     rows or indices, ids and rows tensors that disagree, an unknown
+     initializer or optimizer...) is answered INVALID_ARGUMENT with a
+     message naming the field. The handler gets the same struct, filled and
+     valid: zdist_rpc_call_body (call);
+   - the psd sets its reply from plain values (zdist_ps_reply_set_*), and
+     the client reads them back (zdist_ps_reply_*).
+
+   protobuf-c stays inside libzdist. Conventions of the service (rows,
+   shards, ids, sequences) are described in zdist/ps_client.h.
+
+   Errors: see zdist/ps_client.h. Everything here is reentrant. */
+#ifndef ZDIST_PS_SERVICE_H
+#define ZDIST_PS_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zdist/defs.h"
+#include "zdist/error.h"
+#include "zdist/init.h"
+#include "zdist/optim.h"
+#include "zdist/rpc.h"
+#include "zdist/tensor.h"
+#include "zdist/wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ps.proto method numbers (the zdist_msg_method of requests and replies). */
+typedef enum {
+    ZDIST_PS_CREATE = 100,
+    ZDIST_PS_PULL = 101,
+    ZDIST_PS_PULL_ROWS = 102,
+    ZDIST_PS_PUSH = 103,
+    ZDIST_PS_ASSIGN = 104,
+    ZDIST_PS_ASSIGN_ADD = 105,
+    ZDIST_PS_ASSIGN_SUB = 106,
+    ZDIST_PS_SCATTER_ADD = 107,
+    ZDIST_PS_SCATTER_UPDATE = 108,
+    ZDIST_PS_SAVE = 109,
+    ZDIST_PS_RESTORE = 110,
+    ZDIST_PS_STATS = 111,
+    ZDIST_PS_SET_OPTIMIZER = 112,
+    ZDIST_PS_PUSH_PULL = 113,
+} zdist_ps_method_t;
+
+/* "pull", "assign_add"...; "unknown" for other values. */
+ZDIST_EXPORT const char *zdist_ps_method_name(uint32_t method);
+/* True for the methods whose request is a zdist_ps_write_t. */
+ZDIST_EXPORT bool zdist_ps_method_is_write(uint32_t method);
+
+#define ZDIST_PS_NAME_MAX 255 /* bytes of a variable name */
+#define ZDIST_PS_DIR_MAX 4095 /* bytes of a checkpoint directory */
+
+/* ---- requests ----
+   Strings and arrays are borrowed. Decoded by the psd, they point into the
+   request and live as long as the call. */
+
+/* create: one shard of a variable. */
+typedef struct {
+    const char *name;
+    zdist_dtype_t dtype; /* a data dtype */
+    zdist_shape_t shape; /* the variable's FULL shape */
+    int32_t shard_index;
+    int64_t row_offset;       /* first global row of the shard */
+    int64_t row_count;        /* rows of the shard */
+    zdist_initializer_t init; /* zdist/init.h; a zeroed one is zeros */
+    uint64_t seed;            /* values depend only on (seed, name, global row) */
+} zdist_ps_var_spec_t;
+
+/* pull: rows [row_start, row_start + row_count) of shard shard_index;
+   row_count 0: the whole shard (row_start ignored). */
+typedef struct {
+    const char *name;
+    int32_t shard_index;
+    int64_t row_start;
+    int64_t row_count;
+} zdist_ps_pull_t;
+
+/* pull_rows: rows by global id from whichever shards of `name` the psd
+   holds (duplicates allowed); the ids travel as tensor 0, int64 [nids]. */
+typedef struct {
+    const char *name;
+    const int64_t *ids;
+    size_t nids;
+} zdist_ps_pull_rows_t;
+
+/* push, assign, assign_add, assign_sub, scatter_add, scatter_update. */
+typedef struct {
+    const char *name;
+    int32_t shard_index;
+    int64_t row_start;  /* dense: first global row */
+    int64_t row_count;  /* dense: rows; 0 = the whole shard */
+    uint64_t sequence;  /* with the sender's client id: applied at most once
+                           (0 in zdist_ps_client_run: numbered by the client) */
+    bool by_ids;        /* a sparse push or scatter_*: ids + rows, not a range */
+    const int64_t *ids; /* by_ids: global rows of the shard, duplicates allowed */
+    size_t nids;
+    zdist_tensor_t values; /* dense [row_count, ...] (the whole shard for 0);
+                              by_ids [nids, ...]; values.name is ignored */
+} zdist_ps_write_t;
+
+/* push_pull: one item of a fused push-and-pull (ps-lite's ZPushPull): a
+   gradient for one shard (dense: the whole shard; sparse: ids + rows),
+   and/or a request for the shard's values after the update. */
+typedef struct {
+    const char *name;
+    int32_t shard_index;
+    bool push;          /* carries a gradient, applied by the optimizer */
+    bool by_ids;        /* push: a sparse gradient */
+    const int64_t *ids; /* by_ids: global rows of the shard, duplicates summed */
+    size_t nids;
+    zdist_tensor_t grad; /* push: dense [shard rows, ...]; by_ids [nids, ...];
+                            grad.name is ignored */
+    bool pull;           /* answer with the whole shard's values, after the update */
+} zdist_ps_push_pull_item_t;
+
+/* Every item of one worker step for one ps task, in one message. All the
+   pushes share `sequence` (with the sender's client id): each shard applies
+   it at most once, so a shard appears in at most one item. The psd checks
+   every item before it applies any. */
+#define ZDIST_PS_PUSH_PULL_MAX_ITEMS 1024
+typedef struct {
+    uint64_t sequence; /* 0 in zdist_ps_client_run: numbered by the client */
+    const zdist_ps_push_pull_item_t *items;
+    size_t nitems;
+} zdist_ps_push_pull_t;
+
+/* save: every shard of the psd into dir (created if missing) as ps task
+   ps_task, under `step`. */
+typedef struct {
+    const char *dir;
+    int64_t step;
+    int32_t ps_task;
+} zdist_ps_save_t;
+
+/* restore: every shard of the psd (create them first) from dir, by global
+   row range: any sharding onto any other. */
+typedef struct {
+    const char *dir;
+} zdist_ps_restore_t;
+
+/* Any request: `method` says which member holds it. set_optimizer's is a
+   zdist_optim_config_t (zero fields: Keras's defaults for the kind); stats
+   has no fields. */
+typedef struct {
+    uint32_t method;
+    union {
+        zdist_ps_var_spec_t create;
+        zdist_ps_pull_t pull;
+        zdist_ps_pull_rows_t pull_rows;
+        zdist_ps_write_t write;
+        zdist_ps_save_t save;
+        zdist_ps_restore_t restore;
+        zdist_optim_config_t optimizer;
+        zdist_ps_push_pull_t push_pull;
+    };
+} zdist_ps_request_t;
+
+/* A new message holding the request, payloads copied (the request's memory
+   may be reused as soon as this returns), or NULL on invalid arguments (an
+   unknown method, a NULL name or dir, a dtype that is not a data dtype,
+   nbytes not matching dtype x shape, ids and rows disagreeing) or out of
+   memory. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_encode(const zdist_ps_request_t *req);
+
+/* The same, one builder per method. Each returns a new request the caller
+   sends (zdist_rpc_client_send takes it) or destroys, or NULL as above.
+
+   Payloads (ids, values, gradient rows): with ffn NULL the builder copies
+   the data into the message. Otherwise the data is attached zero-copy and
+   its ownership passes to the message: ffn(data, hint) is called exactly
+   once per buffer when libzmq no longer needs it (after sending, or when
+   the message is destroyed unsent, or at once when the builder fails);
+   until then the buffer must stay valid and unchanged. It may run on
+   libzmq's I/O thread. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_create(const zdist_ps_var_spec_t *spec);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_pull(const char *name, int32_t shard_index, int64_t row_start,
+                                                int64_t row_count);
+/* The reply holds [nids, ...]. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_pull_rows(const char *name, const int64_t *ids, size_t nids,
+                                                     zdist_free_fn *ffn, void *hint);
+/* A dense write: method ZDIST_PS_PUSH (gradient, applied by the optimizer),
+   ZDIST_PS_ASSIGN, ZDIST_PS_ASSIGN_ADD or ZDIST_PS_ASSIGN_SUB, of `values`
+   ([row_count, ...] of the shard's dtype; for row_count 0 the whole shard)
+   at rows row_start.. of shard shard_index. values->name is ignored. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_write(uint32_t method, const char *name, int32_t shard_index,
+                                                 int64_t row_start, int64_t row_count, uint64_t sequence,
+                                                 const zdist_tensor_t *values, zdist_free_fn *ffn,
+                                                 void *hint);
+/* A write by ids into shard shard_index: method ZDIST_PS_PUSH (a sparse
+   gradient; duplicate ids are summed), ZDIST_PS_SCATTER_ADD or
+   ZDIST_PS_SCATTER_UPDATE. rows is [nids, ...]. With ffn, both the ids and
+   rows->data are attached zero-copy (ffn is called for each). */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_write_ids(uint32_t method, const char *name, int32_t shard_index,
+                                                     uint64_t sequence, const int64_t *ids, size_t nids,
+                                                     const zdist_tensor_t *rows, zdist_free_fn *ffn,
+                                                     void *hint);
+/* A fused push-and-pull (zdist_ps_push_pull_t). With ffn, every gradient
+   buffer (ids, then rows, item by item) is attached zero-copy and passes to
+   the message as above; otherwise copied. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn,
+                                                     void *hint);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt);
+
+/* ---- the psd's body types ----
+   For its method table (zdist_rpc_method_t.request). The handler's
+   zdist_rpc_call_body (call) is then the struct named here, checked. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_create;    /* zdist_ps_var_spec_t */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_pull;      /* zdist_ps_pull_t */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_pull_rows; /* zdist_ps_pull_rows_t */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_write;     /* zdist_ps_write_t (any write method) */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_save;      /* zdist_ps_save_t */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_restore;   /* zdist_ps_restore_t */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_stats;     /* no fields */
+/* zdist_ps_push_pull_t: items checked (names, shard indices, one item per
+   shard, tensors present, ids int64 [n] matching the gradient rows); the
+   handler still checks each against its shard. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_push_pull;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_set_optimizer; /* zdist_optim_config_t, defaults
+                                                                           filled in and validated */
+
+/* ---- replies ---- */
+
+/* stats, as plain C. */
+typedef struct {
+    char name[32];
+    uint64_t requests;
+    uint64_t errors;
+    int64_t p50_us;
+    int64_t p99_us;
+} zdist_ps_method_stats_t;
+
+typedef struct {
+    const char *name; /* owned by stats from zdist_ps_reply_stats; borrowed when set */
+    int32_t shard_index;
+    zdist_dtype_t dtype;
+    zdist_shape_t shape; /* the variable's full shape */
+    int64_t row_offset;
+    int64_t row_count;
+    int64_t step;
+} zdist_ps_shard_info_t;
+
+typedef struct {
+    uint64_t variables;
+    uint64_t shards;
+    uint64_t value_bytes;
+    uint64_t slot_bytes;
+    int64_t uptime_ms;
+    uint64_t incarnation;
+    int32_t ps_task;
+    char optimizer[32];
+    size_t nmethods;
+    zdist_ps_method_stats_t *methods;
+    size_t nshard_info;
+    zdist_ps_shard_info_t *shard_info; /* ordered by name, then shard index */
+} zdist_ps_stats_t;
+
+/* Setting a reply's body (the psd): 0 or -ENOMEM. Tensors (pull, pull_rows)
+   are added to the reply directly (zdist_msg_add_tensor_alloc). */
+ZDIST_EXPORT int zdist_ps_reply_set_create(zdist_msg_t *reply, bool created);
+/* push, assign*, scatter*, set_optimizer. */
+ZDIST_EXPORT int zdist_ps_reply_set_write(zdist_msg_t *reply, bool duplicate, int64_t step);
+/* push_pull: one (duplicate, step) per item, in item order; the values of
+   the items that pull are added as tensors, in item order, by the psd. */
+ZDIST_EXPORT int zdist_ps_reply_set_push_pull(zdist_msg_t *reply, size_t nitems, const bool *duplicate,
+                                              const int64_t *step);
+ZDIST_EXPORT int zdist_ps_reply_set_save(zdist_msg_t *reply, uint64_t bytes);
+ZDIST_EXPORT int zdist_ps_reply_set_restore(zdist_msg_t *reply, int64_t step);
+/* Reads `stats` (borrowed) into the body. */
+ZDIST_EXPORT int zdist_ps_reply_set_stats(zdist_msg_t *reply, const zdist_ps_stats_t *stats);
+
+/* Reading a reply (the client). All check the reply's status first: a
+   refusal (or a completion made by the rpc client: DEADLINE_EXCEEDED,
+   UNAVAILABLE) returns its errno with err "STATUS_NAME: <message>". A reply
+   whose body does not decode, or that lacks the tensor its method returns,
+   is -EPROTO. Outputs are written only on success; each may be NULL. */
+
+/* 0 when the status is OK, else its errno and err. */
+ZDIST_EXPORT int zdist_ps_reply_check(const zdist_msg_t *reply, zdist_error_t *err);
+/* pull, pull_rows: a view of the values in the reply (borrowed: valid until
+   the reply is destroyed; writable, it belongs to the reply). */
+ZDIST_EXPORT int zdist_ps_reply_values(const zdist_msg_t *reply, zdist_tensor_t *ret_values,
+                                       zdist_error_t *err);
+/* create: false when the same shard already existed with the same spec. */
+ZDIST_EXPORT int zdist_ps_reply_create(const zdist_msg_t *reply, bool *ret_created, zdist_error_t *err);
+/* push, assign*, scatter*, set_optimizer: duplicate = a retransmission that
+   was acknowledged, not applied again; step = the shard's optimizer step. */
+ZDIST_EXPORT int zdist_ps_reply_write(const zdist_msg_t *reply, bool *ret_duplicate, int64_t *ret_step,
+                                      zdist_error_t *err);
+/* push_pull of nitems items: per item (arrays of nitems, each may be NULL)
+   whether it was a retransmission already applied, and the shard's step;
+   ret_values (may be NULL; an array of nitems) gets, for each item that
+   pulled, a view of its values (borrowed from the reply, like
+   zdist_ps_reply_values) and a zeroed tensor for the others. -EPROTO when
+   the reply does not have one result per item or one values tensor per
+   pulling item (`pull` of the request's items says which). */
+ZDIST_EXPORT int zdist_ps_reply_push_pull(const zdist_msg_t *reply, const zdist_ps_push_pull_t *request,
+                                          bool *ret_duplicate, int64_t *ret_step, zdist_tensor_t *ret_values,
+                                          zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_reply_save(const zdist_msg_t *reply, uint64_t *ret_bytes, zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_reply_restore(const zdist_msg_t *reply, int64_t *ret_step, zdist_error_t *err);
+/* *ret_stats is the caller's: free it with zdist_ps_stats_destroy. */
+ZDIST_EXPORT int zdist_ps_reply_stats(const zdist_msg_t *reply, zdist_ps_stats_t **ret_stats,
+                                      zdist_error_t *err);
+/* NULL-safe, idempotent; nulls *self_p. */
+ZDIST_EXPORT void zdist_ps_stats_destroy(zdist_ps_stats_t **self_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,800 @@
+/* model_spec: the `sequential` model of a job — layers parsed strictly, shapes inferred, parameters counted, Keras's summary. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zdist/model_spec.h"
+
+#define S_MAX_DIM (INT64_C(1) << 24)      /* one dimension of a shape */
+#define S_MAX_ELEMENTS (INT64_C(1) << 24) /* one example's activations in one layer */
+#define S_MAX_PARAMS (INT64_C(1) << 36)
+#define S_MAX_WINDOW 15                   /* kernels, pools and strides */
+
+/* One row per layer type: the job's key, Keras's class and default name,
+   and the fields it takes besides "name" and "comment". */
+typedef struct {
+    const char *key;
+    zdist_layer_kind_t kind;
+    zdist_activation_t activation; /* for relu, tanh, sigmoid, softmax */
+    const char *keras_type, *keras_name;
+    const char *fields[8];
+} s_type_t;
+
+static const s_type_t s_types[] = {
+    {"dense", ZDIST_LAYER_DENSE, 0, "Dense", "dense", {"units", "activation", "use_bias"}},
+    {"conv2d", ZDIST_LAYER_CONV2D, 0, "Conv2D", "conv2d",
+     {"filters", "kernel", "strides", "padding", "activation", "use_bias"}},
+    {"max_pool2d", ZDIST_LAYER_MAX_POOL2D, 0, "MaxPooling2D", "max_pooling2d", {"pool", "strides", "padding"}},
+    {"avg_pool2d", ZDIST_LAYER_AVG_POOL2D, 0, "AveragePooling2D", "average_pooling2d", {"pool", "strides", "padding"}},
+    {"flatten", ZDIST_LAYER_FLATTEN, 0, "Flatten", "flatten", {NULL}},
+    {"dropout", ZDIST_LAYER_DROPOUT, 0, "Dropout", "dropout", {"rate"}},
+    {"relu", ZDIST_LAYER_ACTIVATION, ZDIST_ACT_RELU, "Activation", "activation", {NULL}},
+    {"tanh", ZDIST_LAYER_ACTIVATION, ZDIST_ACT_TANH, "Activation", "activation", {NULL}},
+    {"sigmoid", ZDIST_LAYER_ACTIVATION, ZDIST_ACT_SIGMOID, "Activation", "activation", {NULL}},
+    {"softmax", ZDIST_LAYER_ACTIVATION, ZDIST_ACT_SOFTMAX, "Activation", "activation", {NULL}},
+    {"batch_norm", ZDIST_LAYER_BATCH_NORM, 0, "BatchNormalization", "batch_normalization",
+     {"momentum", "epsilon", "center", "scale"}},
+    {"embedding", ZDIST_LAYER_EMBEDDING, 0, "Embedding", "embedding",
+     {"input_dim", "output_dim", "combiner", "first_id"}},
+    {"concat", ZDIST_LAYER_CONCAT, 0, "Concatenate", "concatenate", {"dense_features"}},
+};
+#define S_NTYPES ((int)(sizeof s_types / sizeof s_types[0]))
+
+static const char *const s_act_names[] = {"linear", "relu", "tanh", "sigmoid", "softmax", NULL};
+static const char *const s_padding_names[] = {"valid", "same", NULL};
+static const char *const s_combiner_names[] = {"mean", "sum", NULL};
+static const char *const s_loss_names[] = {"sparse_categorical_crossentropy", "binary_crossentropy",
+                                           "mean_squared_error", NULL};
+
+const char *
+zdist_activation_name(zdist_activation_t act)
+{
+    return act >= ZDIST_ACT_LINEAR && act <= ZDIST_ACT_SOFTMAX ? s_act_names[act] : "invalid";
+}
+
+const char *
+zdist_loss_name(zdist_loss_t loss)
+{
+    return loss >= ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY && loss <= ZDIST_LOSS_MEAN_SQUARED_ERROR
+               ? s_loss_names[loss]
+               : "invalid";
+}
+
+static const s_type_t *
+s_type_of(const zdist_layer_spec_t *l)
+{
+    for (int t = 0; t < S_NTYPES; t++)
+        if (s_types[t].kind == l->kind && (l->kind != ZDIST_LAYER_ACTIVATION || s_types[t].activation == l->activation))
+            return &s_types[t];
+    return &s_types[0];
+}
+
+/* ---- field readers: where is "model.layers[2].conv2d" ---- */
+
+/* The value as JSON text for "got ..." (at most 60 characters). */
+static const char *
+s_shown(json_t *v, char *buf, size_t size)
+{
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(buf, size, "%.60s%s", text ? text : "?", text && strlen(text) > 60 ? "..." : "");
+    free(text);
+    return buf;
+}
+
+static int
+s_bad(const char *where, const char *key, json_t *v, const char *want, zdist_error_t *err)
+{
+    char got[80];
+    return zdist_error_set(err, -EINVAL, "%s.%s: must be %s, got %s", where, key, want, s_shown(v, got, sizeof got));
+}
+
+static int
+s_get_int(json_t *o, const char *where, const char *key, int64_t min, int64_t max, int64_t *ret, zdist_error_t *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        char want[64];
+        snprintf(want, sizeof want, "an integer in %lld..%lld", (long long)min, (long long)max);
+        return s_bad(where, key, v, want, err);
+    }
+    *ret = json_integer_value(v);
+    return 0;
+}
+
+/* An integer (both dimensions) or [height, width], each in 1..S_MAX_WINDOW. */
+static int
+s_get_pair(json_t *o, const char *where, const char *key, int64_t ret[2], zdist_error_t *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    json_t *h = v, *w = v;
+    if (json_is_array(v)) {
+        h = json_array_size(v) == 2 ? json_array_get(v, 0) : NULL;
+        w = json_array_size(v) == 2 ? json_array_get(v, 1) : NULL;
+    }
+    if (!h || !w || !json_is_integer(h) || !json_is_integer(w) || json_integer_value(h) < 1 ||
+        json_integer_value(h) > S_MAX_WINDOW || json_integer_value(w) < 1 || json_integer_value(w) > S_MAX_WINDOW) {
+        char want[64];
+        snprintf(want, sizeof want, "an integer in 1..%d or [height, width]", S_MAX_WINDOW);
+        return s_bad(where, key, v, want, err);
+    }
+    ret[0] = json_integer_value(h);
+    ret[1] = json_integer_value(w);
+    return 0;
+}
+
+/* A number in [min, max] (max_open: < max). */
+static int
+s_get_num(json_t *o, const char *where, const char *key, double min, double max, bool max_open, double *ret,
+          zdist_error_t *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x >= min && (max_open ? x < max : x <= max))) {
+        char want[80];
+        snprintf(want, sizeof want, "a number in [%g, %g%s", min, max, max_open ? ")" : "]");
+        return s_bad(where, key, v, want, err);
+    }
+    *ret = x;
+    return 0;
+}
+
+static int
+s_get_bool(json_t *o, const char *where, const char *key, bool *ret, zdist_error_t *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v))
+        return s_bad(where, key, v, "true or false", err);
+    *ret = json_is_true(v);
+    return 0;
+}
+
+/* One of names (NULL-terminated) into *ret (its index). */
+static int
+s_get_enum(json_t *o, const char *where, const char *key, const char *const *names, int *ret, zdist_error_t *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    for (int i = 0; names[i] && json_is_string(v); i++)
+        if (strcmp(names[i], json_string_value(v)) == 0) {
+            *ret = i;
+            return 0;
+        }
+    char want[200] = "one of ";
+    for (int i = 0; names[i]; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s\"%s\"", i ? ", " : "", names[i]);
+    return s_bad(where, key, v, want, err);
+}
+
+/* Unknown fields: the message lists the ones this layer takes. */
+static int
+s_check_fields(json_t *o, const char *where, const s_type_t *t, zdist_error_t *err)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(o, key, val) {
+        bool ok = strcmp(key, "name") == 0 || strcmp(key, "comment") == 0;
+        for (int i = 0; t->fields[i] && !ok; i++)
+            ok = strcmp(t->fields[i], key) == 0;
+        if (ok)
+            continue;
+        char known[200] = "";
+        for (int i = 0; t->fields[i]; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", t->fields[i]);
+        return zdist_error_set(err, -EINVAL, "%s.%s: unknown field; %s takes %sname (and comment)", where, key,
+                               t->key, known);
+    }
+    return 0;
+}
+
+/* ---- shapes ---- */
+
+/* Elements of a shape, INT64_MAX when the product does not fit. */
+static int64_t
+s_elements(const zdist_shape_t *s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s->rank; d++)
+        if (__builtin_mul_overflow(n, s->dims[d], &n))
+            return INT64_MAX;
+    return n;
+}
+
+/* "(None, 26, 26, 32)" */
+static const char *
+s_keras_shape(const zdist_shape_t *s, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "(None");
+    for (int d = 0; d < s->rank && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, ", %lld", (long long)s->dims[d]);
+    if (len < size)
+        snprintf(buf + len, size - len, ")");
+    return buf;
+}
+
+/* "(26, 26, 32)": a shape in messages, without the batch. */
+static const char *
+s_shape_text(const zdist_shape_t *s, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < s->rank && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
+    if (len < size)
+        snprintf(buf + len, size - len, ")");
+    return buf;
+}
+
+/* TF's output size and leading padding along one axis; -EINVAL when the
+   window does not fit (valid padding). */
+static int
+s_window(int64_t in, int64_t k, int64_t s, zdist_padding_t padding, int64_t *ret_out, int64_t *ret_pad)
+{
+    if (padding == ZDIST_PADDING_SAME) {
+        int64_t out = (in + s - 1) / s;
+        int64_t total = (out - 1) * s + k - in;
+        *ret_out = out;
+        *ret_pad = total > 0 ? total / 2 : 0;
+        return 0;
+    }
+    if (in < k)
+        return -EINVAL;
+    *ret_out = (in - k) / s + 1;
+    *ret_pad = 0;
+    return 0;
+}
+
+/* Output shape and parameter counts of layer l (index i) from l->in. */
+static int
+s_infer(zdist_model_spec_t *spec, int i, zdist_layer_spec_t *l, const char *where, zdist_error_t *err)
+{
+    char sb[96];
+    const zdist_shape_t *in = &l->in;
+    l->out = *in;
+    switch (l->kind) {
+    case ZDIST_LAYER_DENSE:
+        if (in->rank != 1)
+            return zdist_error_set(err, -EINVAL, "%s: its input has shape %s; add a flatten layer before it", where,
+                                   s_shape_text(in, sb, sizeof sb));
+        l->out = (zdist_shape_t){1, {l->units}};
+        l->params = in->dims[0] * l->units + (l->use_bias ? l->units : 0);
+        break;
+    case ZDIST_LAYER_CONV2D:
+    case ZDIST_LAYER_MAX_POOL2D:
+    case ZDIST_LAYER_AVG_POOL2D: {
+        if (in->rank != 3)
+            return zdist_error_set(err, -EINVAL, "%s: needs an input of shape (height, width, channels), got %s%s",
+                                   where, s_shape_text(in, sb, sizeof sb),
+                                   i == 0 ? "; set model.input_shape to [height, width, channels]" : "");
+        int64_t oh, ow;
+        if (s_window(in->dims[0], l->kernel[0], l->strides[0], l->padding, &oh, &l->pad_top) < 0 ||
+            s_window(in->dims[1], l->kernel[1], l->strides[1], l->padding, &ow, &l->pad_left) < 0)
+            return zdist_error_set(err, -EINVAL, "%s: its input %s is smaller than the %s %lldx%lld with padding "
+                                   "\"valid\"; use padding \"same\" or a smaller %s", where,
+                                   s_shape_text(in, sb, sizeof sb), l->kind == ZDIST_LAYER_CONV2D ? "kernel" : "pool",
+                                   (long long)l->kernel[0], (long long)l->kernel[1],
+                                   l->kind == ZDIST_LAYER_CONV2D ? "kernel" : "pool");
+        int64_t c = l->kind == ZDIST_LAYER_CONV2D ? l->filters : in->dims[2];
+        l->out = (zdist_shape_t){3, {oh, ow, c}};
+        if (l->kind == ZDIST_LAYER_CONV2D)
+            l->params = l->kernel[0] * l->kernel[1] * in->dims[2] * l->filters + (l->use_bias ? l->filters : 0);
+        break;
+    }
+    case ZDIST_LAYER_FLATTEN:
+        l->out = (zdist_shape_t){1, {s_elements(in)}};
+        break;
+    case ZDIST_LAYER_DROPOUT:
+    case ZDIST_LAYER_ACTIVATION:
+        break;
+    case ZDIST_LAYER_BATCH_NORM: {
+        int64_t c = in->dims[in->rank - 1];
+        l->params = c * (2 + (l->center ? 1 : 0) + (l->scale ? 1 : 0));
+        l->non_trainable = 2 * c;
+        break;
+    }
+    case ZDIST_LAYER_EMBEDDING:
+        if (i != 0 || !spec->sparse_input)
+            return zdist_error_set(err, -EINVAL, "%s: an embedding looks up the ids of sparse (libsvm) examples: it "
+                                   "is the first layer of a model on libsvm data", where);
+        l->out = (zdist_shape_t){1, {l->output_dim}};
+        l->params = l->input_dim * l->output_dim;
+        break;
+    case ZDIST_LAYER_CONCAT:
+        if (!spec->sparse_input || in->rank != 1)
+            return zdist_error_set(err, -EINVAL, "%s: concat appends features of sparse (libsvm) examples to a flat "
+                                   "output (after an embedding); its input here is %s%s", where,
+                                   s_shape_text(in, sb, sizeof sb), spec->sparse_input ? "" : " on dense data");
+        if (l->dense_features > spec->input_shape.dims[0])
+            return zdist_error_set(err, -EINVAL, "%s.dense_features: %lld is more than the input's %lld features",
+                                   where, (long long)l->dense_features, (long long)spec->input_shape.dims[0]);
+        l->out = (zdist_shape_t){1, {in->dims[0] + l->dense_features}};
+        break;
+    }
+    if (i == 0 && spec->sparse_input && l->kind != ZDIST_LAYER_EMBEDDING)
+        return zdist_error_set(err, -EINVAL, "%s: sparse (libsvm) examples go through an embedding first; start "
+                               "the layers with {\"embedding\": {\"input_dim\": ..., \"output_dim\": ...}}", where);
+    for (int d = 0; d < l->out.rank; d++)
+        if (l->out.dims[d] > S_MAX_DIM)
+            return zdist_error_set(err, -EINVAL, "%s: its output %s is too large", where,
+                                   s_shape_text(&l->out, sb, sizeof sb));
+    if (s_elements(&l->out) > S_MAX_ELEMENTS)
+        return zdist_error_set(err, -EINVAL, "%s: its output %s has more than %lld values per example", where,
+                               s_shape_text(&l->out, sb, sizeof sb), (long long)S_MAX_ELEMENTS);
+    return 0;
+}
+
+/* ---- layers ---- */
+
+static bool
+s_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 40)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '-' || *s == '.'))
+            return false;
+    return true;
+}
+
+/* Keras's default name: the type's base, then base_1, base_2, ... */
+static void
+s_default_name(const zdist_model_spec_t *spec, int i, const s_type_t *t, zdist_layer_spec_t *l)
+{
+    int seen = 0;
+    for (int j = 0; j < i; j++)
+        if (strcmp(s_type_of(&spec->layers[j])->keras_name, t->keras_name) == 0)
+            seen++;
+    if (seen == 0)
+        snprintf(l->name, sizeof l->name, "%s", t->keras_name);
+    else
+        snprintf(l->name, sizeof l->name, "%s_%d", t->keras_name, seen);
+}
+
+static int
+s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_t *err)
+{
+    int rc, act = (int)l->activation, pad = 0, comb = 0;
+    switch (l->kind) {
+    case ZDIST_LAYER_DENSE:
+        if (!json_object_get(o, "units"))
+            return zdist_error_set(err, -EINVAL, "%s.units: missing; add the layer's width, e.g. \"units\": 128", where);
+        if ((rc = s_get_int(o, where, "units", 1, 1 << 20, &l->units, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_CONV2D:
+        if (!json_object_get(o, "filters") || !json_object_get(o, "kernel"))
+            return zdist_error_set(err, -EINVAL, "%s.%s: missing; a conv2d needs filters and kernel, e.g. "
+                                   "{\"filters\": 32, \"kernel\": 3}", where,
+                                   json_object_get(o, "filters") ? "kernel" : "filters");
+        if ((rc = s_get_int(o, where, "filters", 1, 4096, &l->filters, err)) < 0 ||
+            (rc = s_get_pair(o, where, "kernel", l->kernel, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_MAX_POOL2D:
+    case ZDIST_LAYER_AVG_POOL2D:
+        l->kernel[0] = l->kernel[1] = 2;
+        if ((rc = s_get_pair(o, where, "pool", l->kernel, err)) < 0)
+            return rc;
+        l->strides[0] = l->kernel[0]; /* Keras: strides default to the pool */
+        l->strides[1] = l->kernel[1];
+        break;
+    case ZDIST_LAYER_DROPOUT:
+        if (!json_object_get(o, "rate"))
+            return zdist_error_set(err, -EINVAL, "%s.rate: missing; add the fraction of inputs to drop, e.g. "
+                                   "\"rate\": 0.5", where);
+        if ((rc = s_get_num(o, where, "rate", 0, 1, true, &l->rate, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_BATCH_NORM:
+        if ((rc = s_get_num(o, where, "momentum", 0, 1, false, &l->momentum, err)) < 0 ||
+            (rc = s_get_num(o, where, "epsilon", 1e-12, 1, false, &l->epsilon, err)) < 0 ||
+            (rc = s_get_bool(o, where, "center", &l->center, err)) < 0 ||
+            (rc = s_get_bool(o, where, "scale", &l->scale, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_EMBEDDING:
+        if (!json_object_get(o, "input_dim") || !json_object_get(o, "output_dim"))
+            return zdist_error_set(err, -EINVAL, "%s.%s: missing; an embedding needs input_dim (rows) and "
+                                   "output_dim (width)", where,
+                                   json_object_get(o, "input_dim") ? "output_dim" : "input_dim");
+        if ((rc = s_get_int(o, where, "input_dim", 1, INT64_C(1) << 32, &l->input_dim, err)) < 0 ||
+            (rc = s_get_int(o, where, "output_dim", 1, 4096, &l->output_dim, err)) < 0 ||
+            (rc = s_get_enum(o, where, "combiner", s_combiner_names, &comb, err)) < 0 ||
+            (rc = s_get_int(o, where, "first_id", 0, INT64_C(1) << 32, &l->first_id, err)) < 0)
+            return rc;
+        l->combiner = (zdist_combiner_t)comb;
+        break;
+    case ZDIST_LAYER_CONCAT:
+        if (!json_object_get(o, "dense_features"))
+            return zdist_error_set(err, -EINVAL, "%s.dense_features: missing; add how many of the input's first "
+                                   "features to append", where);
+        if ((rc = s_get_int(o, where, "dense_features", 1, 1 << 20, &l->dense_features, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_FLATTEN:
+    case ZDIST_LAYER_ACTIVATION:
+        break;
+    }
+    if (l->kind == ZDIST_LAYER_CONV2D || l->kind == ZDIST_LAYER_MAX_POOL2D || l->kind == ZDIST_LAYER_AVG_POOL2D) {
+        if ((rc = s_get_pair(o, where, "strides", l->strides, err)) < 0 ||
+            (rc = s_get_enum(o, where, "padding", s_padding_names, &pad, err)) < 0)
+            return rc;
+        l->padding = (zdist_padding_t)pad;
+    }
+    if (l->kind == ZDIST_LAYER_DENSE || l->kind == ZDIST_LAYER_CONV2D) {
+        if ((rc = s_get_enum(o, where, "activation", s_act_names, &act, err)) < 0 ||
+            (rc = s_get_bool(o, where, "use_bias", &l->use_bias, err)) < 0)
+            return rc;
+        l->activation = (zdist_activation_t)act;
+    }
+    return 0;
+}
+
+/* Layer i: "flatten" or {"conv2d": {...}}. */
+static int
+s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
+{
+    zdist_layer_spec_t *l = &spec->layers[i];
+    char where[96], got[80];
+    const char *key = NULL;
+    json_t *fields = NULL, *empty = NULL;
+    if (json_is_string(v)) {
+        key = json_string_value(v);
+    } else if (json_is_object(v) && json_object_size(v) == 1) {
+        void *it = json_object_iter(v);
+        key = json_object_iter_key(it);
+        fields = json_object_iter_value(it);
+    }
+    const s_type_t *t = NULL;
+    for (int k = 0; key && k < S_NTYPES && !t; k++)
+        if (strcmp(s_types[k].key, key) == 0)
+            t = &s_types[k];
+    if (!t) {
+        char types[300] = "";
+        for (int k = 0; k < S_NTYPES; k++)
+            snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", k ? ", " : "", s_types[k].key);
+        return zdist_error_set(err, -EINVAL, "model.layers[%d]: must be {\"TYPE\": {fields}} (or \"TYPE\" for a "
+                               "layer without fields) with TYPE one of %s; got %s", i, types,
+                               s_shown(v, got, sizeof got));
+    }
+    snprintf(where, sizeof where, "model.layers[%d].%s", i, t->key);
+    if (!fields)
+        fields = empty = json_object();
+    int rc = -ENOMEM;
+    if (!fields)
+        return rc;
+    if (!json_is_object(fields)) {
+        rc = zdist_error_set(err, -EINVAL, "%s: must be an object of fields { ... }, got %s", where,
+                             s_shown(fields, got, sizeof got));
+        goto out;
+    }
+    *l = (zdist_layer_spec_t){.kind = t->kind, .activation = t->activation, .use_bias = true, .strides = {1, 1},
+                              .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true};
+    if ((rc = s_check_fields(fields, where, t, err)) < 0 || (rc = s_layer_fields(fields, where, l, err)) < 0)
+        goto out;
+    json_t *name = json_object_get(fields, "name");
+    if (name) {
+        if (!json_is_string(name) || !s_name_ok(json_string_value(name))) {
+            rc = s_bad(where, "name", name, "1..40 characters of [A-Za-z0-9_.-]", err);
+            goto out;
+        }
+        snprintf(l->name, sizeof l->name, "%s", json_string_value(name));
+    } else {
+        s_default_name(spec, i, t, l);
+    }
+    for (int j = 0; j < i; j++)
+        if (strcmp(spec->layers[j].name, l->name) == 0) {
+            rc = zdist_error_set(err, -EINVAL, "%s.name: '%s' is also the name of model.layers[%d]; layer names "
+                                 "are unique", where, l->name, j);
+            goto out;
+        }
+    l->in = i == 0 ? spec->input_shape : spec->layers[i - 1].out;
+    rc = s_infer(spec, i, l, where, err);
+out:
+    json_decref(empty);
+    return rc;
+}
+
+static int
+s_input_shape(json_t *root, zdist_model_spec_t *spec, zdist_error_t *err)
+{
+    json_t *v = json_object_get(root, "input_shape");
+    char got[80];
+    if (!v)
+        return zdist_error_set(err, -EINVAL, "model.input_shape: missing; add the shape of one example, e.g. "
+                               "[28, 28, 1] for images or [784]");
+    bool ok = json_is_array(v) && json_array_size(v) >= 1 && json_array_size(v) <= 3 &&
+              (!spec->sparse_input || json_array_size(v) == 1);
+    for (size_t d = 0; ok && d < json_array_size(v); d++) {
+        json_t *x = json_array_get(v, d);
+        ok = json_is_integer(x) && json_integer_value(x) >= 1 &&
+             json_integer_value(x) <= (spec->sparse_input ? INT64_C(1) << 32 : S_MAX_DIM);
+        if (ok)
+            spec->input_shape.dims[d] = json_integer_value(x);
+    }
+    if (!ok)
+        return zdist_error_set(err, -EINVAL, "model.input_shape: must be %s, got %s",
+                               spec->sparse_input ? "[features] for sparse (libsvm) data"
+                                                  : "a list of 1 to 3 dimensions in 1..16777216, e.g. [28, 28, 1]",
+                               s_shown(v, got, sizeof got));
+    spec->input_shape.rank = (int)json_array_size(v);
+    if (!spec->sparse_input && s_elements(&spec->input_shape) > S_MAX_ELEMENTS)
+        return zdist_error_set(err, -EINVAL, "model.input_shape: %s has more than %lld features per example",
+                               s_shown(v, got, sizeof got), (long long)S_MAX_ELEMENTS);
+    return 0;
+}
+
+/* The last layer fits the loss: a flat output, one unit for the binary and
+   squared losses, and an activation the loss can be fused with. */
+static int
+s_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err)
+{
+    const zdist_layer_spec_t *last = &spec->layers[spec->num_layers - 1];
+    char sb[96];
+    int i = spec->num_layers - 1;
+    if (last->out.rank != 1)
+        return zdist_error_set(err, -EINVAL, "model.layers[%d]: the model's output has shape %s; end with flatten "
+                               "and dense layers", i, s_shape_text(&last->out, sb, sizeof sb));
+    int64_t units = last->out.dims[0];
+    bool fused = last->kind == ZDIST_LAYER_DENSE || last->kind == ZDIST_LAYER_CONV2D ||
+                 last->kind == ZDIST_LAYER_ACTIVATION;
+    zdist_activation_t act = fused ? last->activation : ZDIST_ACT_LINEAR;
+    switch (spec->loss) {
+    case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+        if (units < 2)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: sparse_categorical_crossentropy needs one output "
+                                   "per class (at least 2), the model gives %lld", i, (long long)units);
+        if (act != ZDIST_ACT_LINEAR && act != ZDIST_ACT_SOFTMAX)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: sparse_categorical_crossentropy takes logits (no "
+                                   "activation) or softmax, not %s", i, zdist_activation_name(act));
+        break;
+    case ZDIST_LOSS_BINARY_CROSSENTROPY:
+        if (units != 1)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: binary_crossentropy needs 1 output unit, the "
+                                   "model gives %lld", i, (long long)units);
+        if (act != ZDIST_ACT_LINEAR && act != ZDIST_ACT_SIGMOID)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: binary_crossentropy takes a logit (no "
+                                   "activation) or sigmoid, not %s", i, zdist_activation_name(act));
+        break;
+    case ZDIST_LOSS_MEAN_SQUARED_ERROR:
+        if (units != 1)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: mean_squared_error needs 1 output unit (one "
+                                   "label per example), the model gives %lld", i, (long long)units);
+        break;
+    }
+    return 0;
+}
+
+int
+zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spec_t *spec, zdist_error_t *err)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->sparse_input = sparse_input;
+    json_error_t jerr;
+    json_t *root = json_loads(json_text ? json_text : "", JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return zdist_error_set(err, -EINVAL, "model: not JSON: %s", jerr.text);
+    int rc = -EINVAL;
+    const char *key;
+    json_t *val, *layers;
+    if (!json_is_object(root)) {
+        zdist_error_set(err, -EINVAL, "model: must be an object with input_shape, layers and loss");
+        goto out;
+    }
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "input_shape") && strcmp(key, "layers") && strcmp(key, "loss") && strcmp(key, "comment")) {
+            zdist_error_set(err, -EINVAL, "model.%s: unknown field; a sequential model takes name, input_shape, "
+                            "layers, loss (and comment)", key);
+            goto out;
+        }
+    }
+    if ((rc = s_input_shape(root, spec, err)) < 0)
+        goto out;
+    rc = -EINVAL;
+    layers = json_object_get(root, "layers");
+    if (!layers || !json_is_array(layers) || json_array_size(layers) < 1 ||
+        json_array_size(layers) > ZDIST_MODEL_MAX_LAYERS) {
+        char got[80];
+        zdist_error_set(err, -EINVAL, "model.layers: must be a list of 1..%d layers, e.g. [{\"dense\": {\"units\": "
+                        "10}}], got %s", ZDIST_MODEL_MAX_LAYERS, layers ? s_shown(layers, got, sizeof got) : "nothing");
+        goto out;
+    }
+    json_t *loss = json_object_get(root, "loss");
+    if (!loss) {
+        zdist_error_set(err, -EINVAL, "model.loss: missing; add sparse_categorical_crossentropy, "
+                        "binary_crossentropy or mean_squared_error");
+        goto out;
+    }
+    int loss_kind = 0;
+    if ((rc = s_get_enum(root, "model", "loss", s_loss_names, &loss_kind, err)) < 0)
+        goto out;
+    spec->loss = (zdist_loss_t)loss_kind;
+    spec->layers = calloc(json_array_size(layers), sizeof *spec->layers);
+    if (!spec->layers) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        if ((rc = s_layer(spec, (int)i, json_array_get(layers, i), err)) < 0)
+            goto out;
+        spec->num_layers++;
+        spec->total_params += spec->layers[i].params;
+        spec->non_trainable_params += spec->layers[i].non_trainable;
+        if (spec->total_params > S_MAX_PARAMS) {
+            rc = zdist_error_set(err, -EINVAL, "model.layers[%zu]: the model has more than %lld parameters", i,
+                                 (long long)S_MAX_PARAMS);
+            goto out;
+        }
+    }
+    rc = s_check_loss(spec, err);
+out:
+    json_decref(root);
+    if (rc < 0)
+        zdist_model_spec_release(spec);
+    return rc;
+}
+
+void
+zdist_model_spec_release(zdist_model_spec_t *spec)
+{
+    if (!spec)
+        return;
+    free(spec->layers);
+    memset(spec, 0, sizeof *spec);
+}
+
+int64_t
+zdist_model_spec_input_size(const zdist_model_spec_t *spec)
+{
+    return s_elements(&spec->input_shape);
+}
+
+int
+zdist_model_spec_check_data(const zdist_model_spec_t *spec, int64_t input_dim, int num_classes,
+                            zdist_dtype_t label_dtype, zdist_error_t *err)
+{
+    char sb[96];
+    if (zdist_model_spec_input_size(spec) != input_dim)
+        return zdist_error_set(err, -EINVAL, "model.input_shape: %s is %lld features per example, the data has "
+                               "%lld", s_shape_text(&spec->input_shape, sb, sizeof sb),
+                               (long long)zdist_model_spec_input_size(spec), (long long)input_dim);
+    const zdist_layer_spec_t *last = &spec->layers[spec->num_layers - 1];
+    switch (spec->loss) {
+    case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+        if (label_dtype != ZDIST_DTYPE_INT32)
+            return zdist_error_set(err, -EINVAL, "model.loss: sparse_categorical_crossentropy needs class labels "
+                                   "(int32)");
+        if (last->out.dims[0] < num_classes)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d]: %lld outputs for data with %d classes; give the "
+                                   "last layer at least %d units", spec->num_layers - 1,
+                                   (long long)last->out.dims[0], num_classes, num_classes);
+        break;
+    case ZDIST_LOSS_BINARY_CROSSENTROPY:
+        if (label_dtype == ZDIST_DTYPE_INT32 && num_classes > 2)
+            return zdist_error_set(err, -EINVAL, "model.loss: binary_crossentropy needs labels 0 and 1, the data has "
+                                   "%d classes", num_classes);
+        break;
+    case ZDIST_LOSS_MEAN_SQUARED_ERROR:
+        break;
+    }
+    return 0;
+}
+
+/* ---- Keras's summary ---- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} s_text_t;
+
+static void
+s_put(s_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+s_put(s_text_t *t, const char *fmt, ...)
+{
+    for (int tries = 0; tries < 2 && !t->failed; tries++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *nb = realloc(t->buf, cap);
+        if (!nb) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = cap;
+    }
+}
+
+/* One row as Keras's print_row: each field cut at its column's end, the
+   last character of a full column given to the space before the next. */
+static void
+s_row(s_text_t *t, const char *const fields[3])
+{
+    static const int pos[3] = {29, 55, 65};
+    char line[80] = "";
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        if (i > 0)
+            line[len - 1] = ' ';
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s", fields[i]);
+        if (len > (size_t)pos[i])
+            len = (size_t)pos[i];
+        while (len < (size_t)pos[i])
+            line[len++] = ' ';
+        line[len] = '\0';
+    }
+    s_put(t, "%s\n", line);
+}
+
+/* 1234567 -> "1,234,567" */
+static const char *
+s_thousands(int64_t v, char *buf, size_t size)
+{
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < size; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+int
+zdist_model_spec_summary(const zdist_model_spec_t *spec, const char *model_name, char **ret_text)
+{
+    s_text_t t = {0};
+    char rule[66], thick[66];
+    memset(rule, '_', 65);
+    memset(thick, '=', 65);
+    rule[65] = thick[65] = '\0';
+    s_put(&t, "Model: \"%s\"\n%s\n", model_name ? model_name : ZDIST_MODEL_SEQUENTIAL, rule);
+    s_row(&t, (const char *const[]){"Layer (type)", "Output Shape", "Param #"});
+    s_put(&t, "%s\n", thick);
+    for (int i = 0; i < spec->num_layers; i++) {
+        const zdist_layer_spec_t *l = &spec->layers[i];
+        char name[ZDIST_LAYER_NAME_MAX + 40], shape[96], params[32];
+        snprintf(name, sizeof name, "%s (%s)", l->name, s_type_of(l)->keras_type);
+        snprintf(params, sizeof params, "%lld", (long long)l->params);
+        s_row(&t, (const char *const[]){name, s_keras_shape(&l->out, shape, sizeof shape), params});
+        s_put(&t, "%s\n", i == spec->num_layers - 1 ? thick : rule);
+    }
+    char a[32], b[32], c[32];
+    s_put(&t, "Total params: %s\nTrainable params: %s\nNon-trainable params: %s\n%s\n",
+          s_thousands(spec->total_params, a, sizeof a),
+          s_thousands(spec->total_params - spec->non_trainable_params, b, sizeof b),
+          s_thousands(spec->non_trainable_params, c, sizeof c), rule);
+    if (t.failed) {
+        free(t.buf);
+        return -ENOMEM;
+    }
+    *ret_text = t.buf;
+    return 0;
+}

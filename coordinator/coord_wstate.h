@@ -1,0 +1,47 @@
+/* coord_wstate: a worker's variables in a multi_worker_mirrored checkpoint, saved the way psd checkpoints
+ * are. */
+#ifndef COORD_WSTATE_H
+#define COORD_WSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zdist/error.h"
+#include "zdist/tensor.h"
+
+/* Format (version 1), the psd checkpoint's family (psd/psd_ckpt.h): in the
+   checkpoint directory,
+     workers-state.bin       the tensors' bytes one after the other, raw
+                             little-endian (variables, then their slots, as
+                             GET_STATE gave them)
+     manifest-workers.json   written last: {"format": "zdist-worker-state",
+                             "version": 1, "step": S, "iterations": I,
+                             "file": "workers-state.bin", "bytes": B,
+                             "crc32": C, "tensors": [{"name", "dtype",
+                             "shape": [..], "offset", "bytes"}]}
+   Both through zdist_file_write (temp file, fsync, rename, directory
+   fsync); the coordinator's manifest.json, written after them, makes the
+   checkpoint complete. */
+#define COORD_WSTATE_DATA "workers-state.bin"
+#define COORD_WSTATE_MANIFEST "manifest-workers.json"
+
+typedef struct {
+    int64_t step, iterations;
+    size_t n;
+    zdist_tensor_t *tensors; /* names and data owned by the state */
+    void *data;
+} coord_wstate_t;
+
+/* Saves n tensors (any data dtype) as the state of `step` into dir, which
+   exists. ret_bytes (may be NULL): the data's size. Negative errno with err
+   naming the file; an earlier state in dir stays whole on failure. */
+int coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors,
+                      size_t n, uint64_t *ret_bytes, zdist_error_t *err);
+/* Loads the state saved in dir into *ret (release it). -EBADMSG when a file
+   is missing, truncated, fails its CRC or does not describe the data, with
+   err naming that file and how to go back one checkpoint; -ENOMEM. */
+int coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err);
+/* NULL-safe; zeroes *state. */
+void coord_wstate_release(coord_wstate_t *state);
+
+#endif

@@ -1,0 +1,505 @@
+/* CUnit suite: the layer library — finite-difference checks of every layer's and loss's backward pass over several shapes, strides and paddings. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layers.h"
+#include "testutil.h"
+
+static uint64_t s_rng = 0x2545f4914f6cdd1dull;
+static double
+s_uniform(void)
+{
+    return zdist_test_uniform(&s_rng);
+}
+
+static float *
+s_random(int64_t n, double lo, double hi)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(lo + (hi - lo) * s_uniform());
+    return p;
+}
+
+static double
+s_dot(const float *a, const float *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* The scalar a check differentiates: L = sum(output * R) for a fixed random R. */
+typedef double (*s_loss_fn)(void *arg);
+
+/* Central differences of f over every element of p (a sample of big
+   arrays) against the analytic gradient; the worst relative error. */
+static double
+s_fd(s_loss_fn f, void *arg, float *p, const float *analytic, int64_t n, double eps, const char *what)
+{
+    double worst = 0;
+    for (int64_t j = 0; j < n; j += n > 80 ? n / 60 + 1 : 1) {
+        float keep = p[j];
+        p[j] = keep + (float)eps;
+        double lp = f(arg);
+        p[j] = keep - (float)eps;
+        double lm = f(arg);
+        p[j] = keep;
+        double h = (double)(keep + (float)eps) - (double)(keep - (float)eps);
+        double fd = (lp - lm) / h, an = analytic[j];
+        double rel = fabs(fd - an) / (fabs(fd) + fabs(an) + 1e-3);
+        if (rel > worst)
+            worst = rel;
+        if (rel > 1e-2)
+            fprintf(stderr, "\n  %s[%lld]: finite difference %.6g, gradient %.6g", what, (long long)j, fd, an);
+    }
+    return worst;
+}
+
+/* ---- dense + activations ---- */
+
+typedef struct {
+    int64_t n, in, out;
+    zdist_activation_t act;
+    float *x, *w, *b, *r, *y;
+} s_dense_t;
+
+static double
+s_dense_loss(void *arg)
+{
+    s_dense_t *t = arg;
+    layer_dense_forward(t->x, t->n, t->in, t->out, t->w, t->b, t->y);
+    layer_act_forward(t->act, t->y, t->n, t->out);
+    return s_dot(t->y, t->r, t->n * t->out);
+}
+
+static void
+test_dense_activations(void)
+{
+    for (int act = ZDIST_ACT_LINEAR; act <= ZDIST_ACT_SOFTMAX; act++) {
+        s_dense_t t = {.n = 4, .in = 5, .out = 3, .act = (zdist_activation_t)act};
+        t.x = s_random(t.n * t.in, -1, 1);
+        t.w = s_random(t.in * t.out, -1, 1);
+        t.b = s_random(t.out, -0.5, 0.5);
+        t.r = s_random(t.n * t.out, -1, 1);
+        t.y = malloc((size_t)(t.n * t.out) * sizeof(float));
+        float *dy = malloc((size_t)(t.n * t.out) * sizeof(float)), *dw = malloc((size_t)(t.in * t.out) * sizeof(float));
+        float db[3], *dx = malloc((size_t)(t.n * t.in) * sizeof(float));
+        s_dense_loss(&t);
+        memcpy(dy, t.r, (size_t)(t.n * t.out) * sizeof *dy);
+        layer_act_backward(t.act, t.y, dy, t.n, t.out);
+        layer_dense_backward(t.x, dy, t.n, t.in, t.out, t.w, dw, db, dx);
+        char what[64];
+        snprintf(what, sizeof what, "dense+%s", zdist_activation_name(t.act));
+        double eps = act == ZDIST_ACT_RELU ? 1e-3 : 1e-2;
+        CU_ASSERT(s_fd(s_dense_loss, &t, t.x, dx, t.n * t.in, eps, what) < 1e-2);
+        CU_ASSERT(s_fd(s_dense_loss, &t, t.w, dw, t.in * t.out, eps, what) < 1e-2);
+        CU_ASSERT(s_fd(s_dense_loss, &t, t.b, db, t.out, eps, what) < 1e-2);
+        free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(dy), free(dw), free(dx);
+    }
+}
+
+/* ---- conv2d and pools: geometry from the spec, as the model gets it ---- */
+
+static void
+s_layer0(const char *layer_json, const char *input_shape, zdist_layer_spec_t *ret)
+{
+    char text[512];
+    snprintf(text, sizeof text, "{\"input_shape\": %s, \"layers\": [%s, \"flatten\", {\"dense\": {\"units\": 1}}], "
+             "\"loss\": \"mean_squared_error\"}", input_shape, layer_json);
+    zdist_model_spec_t spec;
+    zdist_error_t err = {0};
+    int rc = zdist_model_spec_parse(text, false, &spec, &err);
+    if (rc < 0)
+        fprintf(stderr, "\n  %s: %s", text, err.text);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    *ret = spec.layers[0];
+    zdist_model_spec_release(&spec);
+}
+
+typedef struct {
+    layer_window_t g;
+    int64_t n;
+    bool bias;
+    float *x, *w, *b, *r, *y, *cols;
+    int kind; /* 0 conv, 1 max pool, 2 avg pool */
+} s_win_t;
+
+static int64_t s_in_size(const s_win_t *t) { return t->n * t->g.h * t->g.w * t->g.c; }
+static int64_t
+s_out_size(const s_win_t *t)
+{
+    return t->n * t->g.oh * t->g.ow * (t->kind == 0 ? t->g.filters : t->g.c);
+}
+
+static double
+s_win_loss(void *arg)
+{
+    s_win_t *t = arg;
+    if (t->kind == 0)
+        layer_conv2d_forward(&t->g, t->x, t->n, t->w, t->bias ? t->b : NULL, t->cols, t->y);
+    else if (t->kind == 1)
+        layer_max_pool_forward(&t->g, t->x, t->n, t->y);
+    else
+        layer_avg_pool_forward(&t->g, t->x, t->n, t->y);
+    return s_dot(t->y, t->r, s_out_size(t));
+}
+
+static void
+s_check_window(int kind, const char *layer_json, const char *input_shape, int64_t n)
+{
+    zdist_layer_spec_t l;
+    s_layer0(layer_json, input_shape, &l);
+    s_win_t t = {.n = n, .kind = kind, .bias = l.use_bias};
+    layer_window_from_spec(&l, &t.g);
+    CU_ASSERT_EQUAL(t.g.oh, l.out.dims[0]);
+    int64_t nin = s_in_size(&t), nout = s_out_size(&t), nw = t.g.kh * t.g.kw * t.g.c * t.g.filters;
+    CU_ASSERT_EQUAL(nout, n * l.out.dims[0] * l.out.dims[1] * l.out.dims[2]);
+    t.x = s_random(nin, -1, 1);
+    t.w = s_random(nw, -1, 1);
+    t.b = s_random(t.g.filters, -0.5, 0.5);
+    t.r = s_random(nout, -1, 1);
+    t.y = malloc((size_t)nout * sizeof(float));
+    t.cols = malloc((size_t)(layer_conv2d_cols(&t.g, n) + 1) * sizeof(float));
+    float *dx = malloc((size_t)nin * sizeof(float)), *dw = malloc((size_t)(nw + 1) * sizeof(float));
+    float *db = malloc((size_t)(t.g.filters + 1) * sizeof(float));
+    s_win_loss(&t);
+    if (kind == 0)
+        layer_conv2d_backward(&t.g, t.r, n, t.w, t.cols, dw, t.bias ? db : NULL, dx);
+    else if (kind == 1)
+        layer_max_pool_backward(&t.g, t.x, t.y, t.r, n, dx);
+    else
+        layer_avg_pool_backward(&t.g, t.r, n, dx);
+    char what[300];
+    snprintf(what, sizeof what, "%s on %s", layer_json, input_shape);
+    double eps = kind == 1 ? 1e-3 : 1e-2;
+    CU_ASSERT(s_fd(s_win_loss, &t, t.x, dx, nin, eps, what) < 1e-2);
+    if (kind == 0) {
+        CU_ASSERT(s_fd(s_win_loss, &t, t.w, dw, nw, eps, what) < 1e-2);
+        if (t.bias)
+            CU_ASSERT(s_fd(s_win_loss, &t, t.b, db, t.g.filters, eps, what) < 1e-2);
+        /* without dx the parameters' gradients are the same */
+        float *dw2 = malloc((size_t)(nw + 1) * sizeof(float));
+        s_win_loss(&t);
+        layer_conv2d_backward(&t.g, t.r, n, t.w, t.cols, dw2, NULL, NULL);
+        CU_ASSERT_EQUAL(memcmp(dw, dw2, (size_t)nw * sizeof(float)), 0);
+        free(dw2);
+    }
+    free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(t.cols), free(dx), free(dw), free(db);
+}
+
+static void
+test_conv2d(void)
+{
+    s_check_window(0, "{\"conv2d\": {\"filters\": 3, \"kernel\": 3}}", "[5, 5, 2]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 2, \"kernel\": [3, 2], \"strides\": [2, 1], \"padding\": \"same\"}}",
+                   "[6, 5, 3]", 3);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 4, \"kernel\": 5, \"strides\": 2, \"padding\": \"same\", "
+                      "\"use_bias\": false}}", "[7, 7, 1]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 2, \"kernel\": [1, 3], \"strides\": [1, 2]}}", "[4, 6, 2]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 3, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
+                   "[8, 9, 2]", 1);
+}
+
+static void
+test_pools(void)
+{
+    for (int kind = 1; kind <= 2; kind++) {
+        const char *type = kind == 1 ? "max_pool2d" : "avg_pool2d";
+        char j[200];
+        snprintf(j, sizeof j, "{\"%s\": {}}", type);
+        s_check_window(kind, j, "[6, 6, 3]", 2);
+        snprintf(j, sizeof j, "{\"%s\": {\"pool\": 3, \"strides\": 2, \"padding\": \"same\"}}", type);
+        s_check_window(kind, j, "[7, 6, 2]", 2);
+        snprintf(j, sizeof j, "{\"%s\": {\"pool\": [2, 3], \"strides\": 1}}", type);
+        s_check_window(kind, j, "[5, 5, 1]", 3);
+        snprintf(j, sizeof j, "{\"%s\": {\"pool\": 2, \"padding\": \"same\"}}", type);
+        s_check_window(kind, j, "[5, 7, 2]", 1);
+    }
+    /* Same padding never picks the padding, and averages over what is inside. */
+    zdist_layer_spec_t l;
+    s_layer0("{\"avg_pool2d\": {\"pool\": 2, \"padding\": \"same\"}}", "[3, 3, 1]", &l);
+    layer_window_t g;
+    layer_window_from_spec(&l, &g);
+    float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, y[4];
+    layer_avg_pool_forward(&g, x, 1, y);
+    CU_ASSERT_DOUBLE_EQUAL(y[0], 3, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(y[1], 4.5, 1e-6); /* (3 + 6) / 2 */
+    CU_ASSERT_DOUBLE_EQUAL(y[3], 9, 1e-6);
+    float neg[9] = {-9, -8, -7, -6, -5, -4, -3, -2, -1};
+    s_layer0("{\"max_pool2d\": {\"pool\": 2, \"padding\": \"same\"}}", "[3, 3, 1]", &l);
+    layer_window_from_spec(&l, &g);
+    layer_max_pool_forward(&g, neg, 1, y);
+    CU_ASSERT_DOUBLE_EQUAL(y[3], -1, 0);
+    CU_ASSERT_DOUBLE_EQUAL(y[1], -4, 0);
+    /* ties: the gradient goes to the first maximum, once */
+    float flat[9] = {5, 5, 1, 5, 5, 1, 1, 1, 1}, dy[4] = {1, 2, 3, 4}, dx[9];
+    layer_max_pool_forward(&g, flat, 1, y);
+    layer_max_pool_backward(&g, flat, y, dy, 1, dx);
+    CU_ASSERT_DOUBLE_EQUAL(dx[0], 1, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[1] + dx[3] + dx[4], 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[2], 2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[6], 3, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dx[8], 4, 0);
+}
+
+/* ---- batch norm: one replica, and the same batch split over two "replicas" whose sums are added ---- */
+
+typedef struct {
+    int64_t rows, c;
+    int parts; /* the batch's rows split over this many replicas */
+    float *x, *gamma, *beta, *r, *y, *xhat, *shift;
+    float mean[8], var[8];
+} s_bn_t;
+
+static void
+s_bn_forward(s_bn_t *t)
+{
+    float sums[16] = {0}, part[16];
+    int64_t per = t->rows / t->parts;
+    for (int p = 0; p < t->parts; p++) {
+        layer_bn_sums(t->x + p * per * t->c, per, t->c, t->shift, part);
+        for (int j = 0; j < 2 * t->c; j++)
+            sums[j] += part[j]; /* the all-reduce */
+    }
+    layer_bn_moments(sums, t->shift, t->c, (double)t->rows, t->mean, t->var);
+    for (int p = 0; p < t->parts; p++)
+        layer_bn_forward(t->x + p * per * t->c, per, t->c, t->mean, t->var, 1e-3, t->gamma, t->beta,
+                         t->xhat + p * per * t->c, t->y + p * per * t->c);
+}
+
+static double
+s_bn_loss(void *arg)
+{
+    s_bn_t *t = arg;
+    s_bn_forward(t);
+    return s_dot(t->y, t->r, t->rows * t->c);
+}
+
+static void
+s_check_bn(int64_t rows, int64_t c, int parts)
+{
+    s_bn_t t = {.rows = rows, .c = c, .parts = parts};
+    int64_t n = rows * c, per = rows / parts;
+    t.x = s_random(n, -2, 3);
+    t.gamma = s_random(c, 0.5, 1.5);
+    t.beta = s_random(c, -0.5, 0.5);
+    t.shift = s_random(c, -0.2, 0.2);
+    t.r = s_random(n, -1, 1);
+    t.y = malloc((size_t)n * sizeof(float));
+    t.xhat = malloc((size_t)n * sizeof(float));
+    float *dx = malloc((size_t)n * sizeof(float)), dsums[16] = {0}, part[16];
+    s_bn_forward(&t);
+    for (int p = 0; p < parts; p++) {
+        layer_bn_backward_sums(t.r + p * per * c, t.xhat + p * per * c, per, c, part);
+        for (int j = 0; j < 2 * c; j++)
+            dsums[j] += part[j];
+    }
+    for (int p = 0; p < parts; p++)
+        layer_bn_backward(t.r + p * per * c, t.xhat + p * per * c, per, c, t.var, 1e-3, t.gamma, dsums, (double)rows,
+                          dx + p * per * c);
+    CU_ASSERT(s_fd(s_bn_loss, &t, t.x, dx, n, 1e-2, "batch_norm x") < 1e-2);
+    CU_ASSERT(s_fd(s_bn_loss, &t, t.gamma, dsums + c, c, 1e-2, "batch_norm gamma") < 1e-2);
+    CU_ASSERT(s_fd(s_bn_loss, &t, t.beta, dsums, c, 1e-2, "batch_norm beta") < 1e-2);
+    /* The moments are the batch's, whatever the shift. */
+    for (int64_t ch = 0; ch < c; ch++) {
+        double m = 0, v = 0;
+        for (int64_t r = 0; r < rows; r++)
+            m += t.x[r * c + ch];
+        m /= rows;
+        for (int64_t r = 0; r < rows; r++)
+            v += (t.x[r * c + ch] - m) * (t.x[r * c + ch] - m);
+        CU_ASSERT_DOUBLE_EQUAL(t.mean[ch], m, 1e-5);
+        CU_ASSERT_DOUBLE_EQUAL(t.var[ch], v / rows, 1e-4);
+    }
+    free(t.x), free(t.gamma), free(t.beta), free(t.shift), free(t.r), free(t.y), free(t.xhat), free(dx);
+}
+
+static void
+test_batch_norm(void)
+{
+    s_check_bn(6, 3, 1);
+    s_check_bn(12, 4, 2); /* global-batch statistics over two replicas */
+    s_check_bn(20, 1, 4);
+    /* Inference: the moving statistics, nothing kept. */
+    float x[2] = {1, 3}, mean[1] = {2}, var[1] = {4}, g[1] = {2}, b[1] = {1}, y[2];
+    layer_bn_forward(x, 2, 1, mean, var, 0, g, b, NULL, y);
+    CU_ASSERT_DOUBLE_EQUAL(y[0], 0, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(y[1], 2, 1e-6);
+}
+
+/* ---- dropout ---- */
+
+static void
+test_dropout(void)
+{
+    int64_t n = 20000;
+    float *x = malloc((size_t)n * sizeof *x), *again = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = again[i] = 1;
+    layer_dropout(x, n, 0.25, 42);
+    layer_dropout(again, n, 0.25, 42);
+    CU_ASSERT_EQUAL(memcmp(x, again, (size_t)n * sizeof *x), 0);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        CU_ASSERT(x[i] == 0 || fabsf(x[i] - 1 / 0.75f) < 1e-6);
+        kept += x[i] != 0;
+    }
+    /* 15000 expected; 6 standard deviations is +- 367 */
+    CU_ASSERT(kept > 14600 && kept < 15400);
+    for (int64_t i = 0; i < n; i++)
+        again[i] = 1;
+    layer_dropout(again, n, 0.25, 43);
+    CU_ASSERT_NOT_EQUAL(memcmp(x, again, (size_t)n * sizeof *x), 0);
+    /* rate 0 is the identity */
+    for (int64_t i = 0; i < n; i++)
+        again[i] = 2;
+    layer_dropout(again, n, 0, 1);
+    CU_ASSERT_DOUBLE_EQUAL(again[17], 2, 0);
+    free(x);
+    free(again);
+}
+
+/* ---- embedding and concat ---- */
+
+typedef struct {
+    int64_t n, e, m, k, p;
+    zdist_combiner_t comb;
+    const int64_t *offs, *fids;
+    const float *vals;
+    int64_t ids[32], loff[8];
+    float weights[32];
+    float *table, *rows, *y, *r, *z;
+} s_emb_t;
+
+static double
+s_emb_loss(void *arg)
+{
+    s_emb_t *t = arg;
+    for (int64_t j = 0; j < t->m; j++)
+        memcpy(t->rows + j * t->e, t->table + t->ids[j] * t->e, (size_t)t->e * sizeof(float));
+    layer_embedding_forward(t->rows, t->weights, t->loff, t->n, t->e, t->comb, t->y);
+    layer_concat_forward(t->y, t->n, t->e, t->offs, t->fids, t->vals, t->k, t->z);
+    return s_dot(t->z, t->r, t->n * (t->e + t->k));
+}
+
+static void
+test_embedding_concat(void)
+{
+    /* 4 examples, ids 0..2 are dense features, 3.. hashed into 5 rows; the
+       third has no ids; the first repeats one. */
+    static const int64_t offs[] = {0, 4, 6, 8, 11};
+    static const int64_t fids[] = {0, 3, 9, 3, 1, 12, 2, 0, 4, 2, 5};
+    static const float vals[] = {0.5f, 1, 2, 0.5f, -1, 1, 3, 1, 0.25f, 2, 1.5f};
+    for (int comb = 0; comb < 2; comb++) {
+        s_emb_t t = {.n = 4, .e = 3, .k = 3, .comb = (zdist_combiner_t)comb, .offs = offs, .fids = fids, .vals = vals};
+        t.m = layer_embedding_lookups(offs, fids, vals, 4, 3, 5, t.ids, t.weights, t.loff);
+        CU_ASSERT_EQUAL(t.m, 6);
+        CU_ASSERT_EQUAL(t.ids[1], (9 - 3) % 5);
+        CU_ASSERT_EQUAL(t.loff[2], 4);
+        CU_ASSERT_EQUAL(t.loff[3], 4); /* no ids */
+        t.table = s_random(5 * 3, -1, 1);
+        t.rows = malloc(32 * 3 * sizeof(float));
+        t.y = malloc(4 * 3 * sizeof(float));
+        t.z = malloc(4 * 6 * sizeof(float));
+        t.r = s_random(4 * 6, -1, 1);
+        s_emb_loss(&t);
+        CU_ASSERT_DOUBLE_EQUAL(t.z[3], 0.5, 0);      /* feature 0 of example 0 */
+        CU_ASSERT_DOUBLE_EQUAL(t.z[2 * 6 + 5], 3, 0); /* feature 2 of example 2 */
+        CU_ASSERT_DOUBLE_EQUAL(t.y[2 * 3], 0, 0);    /* no ids: zeros */
+        float dy[12], drows[32 * 3], dtable[15] = {0};
+        layer_concat_backward(t.r, 4, 3, 3, dy);
+        layer_embedding_backward(dy, t.weights, t.loff, 4, 3, t.comb, drows);
+        for (int64_t j = 0; j < t.m; j++) /* duplicates sum, as the host does */
+            for (int c = 0; c < 3; c++)
+                dtable[t.ids[j] * 3 + c] += drows[j * 3 + c];
+        CU_ASSERT(s_fd(s_emb_loss, &t, t.table, dtable, 15, 1e-2, comb ? "embedding sum" : "embedding mean") < 1e-2);
+        free(t.table), free(t.rows), free(t.y), free(t.z), free(t.r);
+    }
+}
+
+/* ---- losses ---- */
+
+typedef struct {
+    int which; /* 0 sparse xent, 1 sigmoid int labels, 2 sigmoid float labels, 3 mse */
+    int64_t n;
+    int classes;
+    float *logits, *work;
+    const void *labels;
+} s_lossck_t;
+
+static double
+s_loss_value(void *arg)
+{
+    s_lossck_t *t = arg;
+    int64_t cnt = t->n * (t->which == 0 ? t->classes : 1);
+    memcpy(t->work, t->logits, (size_t)cnt * sizeof(float));
+    double loss = 0;
+    int64_t correct;
+    if (t->which == 0)
+        layer_loss_sparse_xent(t->work, t->labels, t->n, t->classes, 0.25f, &loss, &correct);
+    else if (t->which == 3)
+        layer_loss_mse(t->work, ZDIST_DTYPE_FLOAT32, t->labels, t->n, 0.25f, &loss);
+    else
+        layer_loss_sigmoid_xent(t->work, t->which == 1 ? ZDIST_DTYPE_INT32 : ZDIST_DTYPE_FLOAT32, t->labels, t->n,
+                                0.25f, &loss, &correct);
+    return loss * 0.25;
+}
+
+static void
+test_losses(void)
+{
+    int32_t classes[6] = {0, 3, 2, 1, 3, 0}, bits[6] = {0, 1, 1, 0, 1, 0};
+    float soft[6] = {0.1f, 0.9f, 0.5f, 0, 1, 0.3f}, targets[6] = {1.5f, -2, 0.25f, 3, 0, -1};
+    const void *labels[4] = {classes, bits, soft, targets};
+    const char *names[4] = {"sparse_xent", "sigmoid_xent int", "sigmoid_xent float", "mse"};
+    for (int w = 0; w < 4; w++) {
+        s_lossck_t t = {.which = w, .n = 6, .classes = 4, .labels = labels[w]};
+        int64_t cnt = 6 * (w == 0 ? 4 : 1);
+        t.logits = s_random(cnt, -2, 2);
+        t.work = malloc((size_t)cnt * sizeof(float));
+        s_loss_value(&t);
+        float *grad = malloc((size_t)cnt * sizeof(float));
+        memcpy(grad, t.work, (size_t)cnt * sizeof(float));
+        CU_ASSERT(s_fd(s_loss_value, &t, t.logits, grad, cnt, 1e-2, names[w]) < 1e-2);
+        free(t.logits), free(t.work), free(grad);
+    }
+    /* Known values: log(2) for a zero logit, a perfect softmax is ~0. */
+    float z[2] = {0, 0};
+    int32_t y1[2] = {1, 0};
+    double loss;
+    int64_t correct;
+    CU_ASSERT_EQUAL(layer_loss_sigmoid_xent(z, ZDIST_DTYPE_INT32, y1, 2, 1, &loss, &correct), 0);
+    CU_ASSERT_DOUBLE_EQUAL(loss, 2 * log(2), 1e-6);
+    CU_ASSERT_EQUAL(correct, 1); /* p = 0.5 counts as 1 */
+    float big[3] = {50, 0, 0};
+    int32_t c0[1] = {0};
+    CU_ASSERT_EQUAL(layer_loss_sparse_xent(big, c0, 1, 3, 1, &loss, &correct), 0);
+    CU_ASSERT(loss < 1e-12);
+    CU_ASSERT_EQUAL(correct, 1);
+    /* Labels out of range are errors. */
+    int32_t bad[1] = {3};
+    float zz[3] = {0};
+    CU_ASSERT_EQUAL(layer_loss_sparse_xent(zz, bad, 1, 3, 1, &loss, &correct), -ERANGE);
+    int32_t two[1] = {2};
+    CU_ASSERT_EQUAL(layer_loss_sigmoid_xent(zz, ZDIST_DTYPE_INT32, two, 1, 1, &loss, &correct), -ERANGE);
+    float nan_label[1] = {NAN};
+    CU_ASSERT_EQUAL(layer_loss_mse(zz, ZDIST_DTYPE_FLOAT32, nan_label, 1, 1, &loss), -ERANGE);
+}
+
+void
+zdist_test_layers_register(void)
+{
+    ZDIST_SUITE("layers",
+                {"dense with every activation (finite differences)", test_dense_activations},
+                {"conv2d: shapes, strides, valid and same padding (finite differences)", test_conv2d},
+                {"max and average pools (finite differences, padding)", test_pools},
+                {"batch norm, one replica and global-batch sums (finite differences)", test_batch_norm},
+                {"dropout: seeded, scaled, rate 0", test_dropout},
+                {"embedding sum/mean and concat (finite differences)", test_embedding_concat},
+                {"losses (finite differences, known values, bad labels)", test_losses});
+}

@@ -1,0 +1,243 @@
+/* layer_conv: conv2d as im2col + one GEMM per batch (col2im for the input's gradient), max and average pooling, NHWC. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+void
+layer_window_from_spec(const zdist_layer_spec_t *l, layer_window_t *ret)
+{
+    *ret = (layer_window_t){.h = l->in.dims[0], .w = l->in.dims[1], .c = l->in.dims[2],
+                            .kh = l->kernel[0], .kw = l->kernel[1], .sh = l->strides[0], .sw = l->strides[1],
+                            .pad_top = l->pad_top, .pad_left = l->pad_left,
+                            .oh = l->out.dims[0], .ow = l->out.dims[1],
+                            .filters = l->kind == ZDIST_LAYER_CONV2D ? l->filters : 0};
+}
+
+int64_t
+layer_conv2d_cols(const layer_window_t *g, int64_t n)
+{
+    return n * g->oh * g->ow * g->kh * g->kw * g->c;
+}
+
+/* Row (i, oy, ox) of the im2col matrix: the window's kh x kw x c inputs,
+   zeros where it hangs over the padding. */
+static void
+s_im2col(const layer_window_t *g, const float *x, int64_t n, float *cols)
+{
+    size_t chunk = (size_t)g->c * sizeof(float);
+    int64_t k = g->kh * g->kw * g->c;
+    for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * g->h * g->w * g->c;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float *row = cols + ((i * g->oh + oy) * g->ow + ox) * k;
+                for (int64_t ky = 0; ky < g->kh; ky++) {
+                    int64_t iy = oy * g->sh - g->pad_top + ky;
+                    float *dst = row + ky * g->kw * g->c;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(dst, 0, chunk * (size_t)g->kw);
+                        continue;
+                    }
+                    int64_t ix0 = ox * g->sw - g->pad_left;
+                    if (ix0 >= 0 && ix0 + g->kw <= g->w) {
+                        memcpy(dst, xi + (iy * g->w + ix0) * g->c, chunk * (size_t)g->kw);
+                        continue;
+                    }
+                    for (int64_t kx = 0; kx < g->kw; kx++) {
+                        int64_t ix = ix0 + kx;
+                        if (ix < 0 || ix >= g->w)
+                            memset(dst + kx * g->c, 0, chunk);
+                        else
+                            memcpy(dst + kx * g->c, xi + (iy * g->w + ix) * g->c, chunk);
+                    }
+                }
+            }
+    }
+}
+
+/* The adjoint of s_im2col: every row's values added back where they came from. */
+static void
+s_col2im(const layer_window_t *g, const float *cols, int64_t n, float *dx)
+{
+    int64_t k = g->kh * g->kw * g->c;
+    memset(dx, 0, (size_t)(n * g->h * g->w * g->c) * sizeof *dx);
+    for (int64_t i = 0; i < n; i++) {
+        float *di = dx + i * g->h * g->w * g->c;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                const float *row = cols + ((i * g->oh + oy) * g->ow + ox) * k;
+                for (int64_t ky = 0; ky < g->kh; ky++) {
+                    int64_t iy = oy * g->sh - g->pad_top + ky;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    for (int64_t kx = 0; kx < g->kw; kx++) {
+                        int64_t ix = ox * g->sw - g->pad_left + kx;
+                        if (ix < 0 || ix >= g->w)
+                            continue;
+                        const float *src = row + (ky * g->kw + kx) * g->c;
+                        float *dst = di + (iy * g->w + ix) * g->c;
+                        for (int64_t ch = 0; ch < g->c; ch++)
+                            dst[ch] += src[ch];
+                    }
+                }
+            }
+    }
+}
+
+void
+layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b, float *cols,
+                     float *y)
+{
+    int64_t m = n * g->oh * g->ow, k = g->kh * g->kw * g->c, f = g->filters;
+    if (m == 0)
+        return;
+    s_im2col(g, x, n, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)f, (int)k, 1.0f, cols, (int)k, w, (int)f, 0.0f,
+                y, (int)f);
+    if (b)
+        layer_add_bias(y, m, f, b);
+}
+
+void
+layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols, float *dw,
+                      float *db, float *dx)
+{
+    int64_t m = n * g->oh * g->ow, k = g->kh * g->kw * g->c, f = g->filters;
+    if (m == 0) {
+        memset(dw, 0, (size_t)(k * f) * sizeof *dw);
+        if (db)
+            memset(db, 0, (size_t)f * sizeof *db);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)f, (int)m, 1.0f, cols, (int)k, dy, (int)f, 0.0f,
+                dw, (int)f);
+    if (db)
+        layer_colsum(dy, m, f, db);
+    if (!dx)
+        return;
+    /* cols is spent: it takes d(cols) = dy w^T, scattered back by col2im. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)f, 1.0f, dy, (int)f, w, (int)f, 0.0f,
+                cols, (int)k);
+    s_col2im(g, cols, n, dx);
+}
+
+/* The window of output (oy, ox) clipped to the input: [y0, y1) x [x0, x1). */
+static inline void
+s_clip(const layer_window_t *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1, int64_t *x0, int64_t *x1)
+{
+    *y0 = oy * g->sh - g->pad_top;
+    *x0 = ox * g->sw - g->pad_left;
+    *y1 = *y0 + g->kh < g->h ? *y0 + g->kh : g->h;
+    *x1 = *x0 + g->kw < g->w ? *x0 + g->kw : g->w;
+    *y0 = *y0 > 0 ? *y0 : 0;
+    *x0 = *x0 > 0 ? *x0 : 0;
+}
+
+/* Both pools' forward pass: each window's maximum, or its mean over the
+   elements inside the input. The loops over channels are branch-free, so
+   they vectorize. */
+static void
+s_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y, bool max)
+{
+    int64_t c = g->c, in_size = g->h * g->w * c;
+    for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * in_size;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                float *yo = y + ((i * g->oh + oy) * g->ow + ox) * c;
+                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+                memcpy(yo, xi + (y0 * g->w + x0) * c, (size_t)c * sizeof *yo);
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = iy == y0 ? x0 + 1 : x0; ix < x1; ix++) {
+                        const float *xp = xi + (iy * g->w + ix) * c;
+                        if (max)
+                            for (int64_t ch = 0; ch < c; ch++)
+                                yo[ch] = xp[ch] > yo[ch] ? xp[ch] : yo[ch];
+                        else
+                            for (int64_t ch = 0; ch < c; ch++)
+                                yo[ch] += xp[ch];
+                    }
+                if (max)
+                    continue;
+                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                for (int64_t ch = 0; ch < c; ch++)
+                    yo[ch] *= inv;
+            }
+    }
+}
+
+void
+layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
+{
+    s_pool_forward(g, x, n, y, true);
+}
+
+void
+layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y)
+{
+    s_pool_forward(g, x, n, y, false);
+}
+
+void
+layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
+                        float *dx)
+{
+    enum { CHUNK = 256 };
+    int64_t c = g->c, in_size = g->h * g->w * c;
+    float done[CHUNK]; /* 1 once the channel's maximum was found */
+    memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
+    for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * in_size;
+        float *di = dx + i * in_size;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
+                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+                /* each channel's gradient goes to the first element equal
+                   to the maximum: positions in order, channels side by side */
+                for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
+                    int64_t cn = c - c0 < CHUNK ? c - c0 : CHUNK;
+                    const float *restrict yo = y + o + c0, *restrict dyo = dy + o + c0;
+                    memset(done, 0, (size_t)cn * sizeof *done);
+                    for (int64_t iy = y0; iy < y1; iy++)
+                        for (int64_t ix = x0; ix < x1; ix++) {
+                            int64_t k = (iy * g->w + ix) * c + c0;
+                            const float *restrict xp = xi + k;
+                            float *restrict dp = di + k, *restrict dn = done;
+                            for (int64_t ch = 0; ch < cn; ch++) {
+                                /* float arithmetic only, so the loop vectorizes */
+                                float hit = xp[ch] == yo[ch] ? 1.0f - dn[ch] : 0.0f;
+                                dp[ch] += hit * dyo[ch];
+                                dn[ch] += hit;
+                            }
+                        }
+                }
+            }
+    }
+}
+
+void
+layer_avg_pool_backward(const layer_window_t *g, const float *dy, int64_t n, float *dx)
+{
+    int64_t c = g->c, in_size = g->h * g->w * c;
+    memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
+    for (int64_t i = 0; i < n; i++) {
+        float *di = dx + i * in_size;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                const float *dyo = dy + ((i * g->oh + oy) * g->ow + ox) * c;
+                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        float *dp = di + (iy * g->w + ix) * c;
+                        for (int64_t ch = 0; ch < c; ch++)
+                            dp[ch] += dyo[ch] * inv;
+                    }
+            }
+    }
+}

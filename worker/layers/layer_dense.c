@@ -1,0 +1,150 @@
+/* layer_dense: activations, the dense layer (one GEMM per batch) and inverted dropout. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+void
+layer_act_forward(zdist_activation_t act, float *y, int64_t rows, int64_t cols)
+{
+    int64_t n = rows * cols;
+    switch (act) {
+    case ZDIST_ACT_LINEAR:
+        break;
+    case ZDIST_ACT_RELU:
+        for (int64_t j = 0; j < n; j++)
+            y[j] = y[j] > 0 ? y[j] : 0;
+        break;
+    case ZDIST_ACT_TANH:
+        for (int64_t j = 0; j < n; j++)
+            y[j] = tanhf(y[j]);
+        break;
+    case ZDIST_ACT_SIGMOID:
+        for (int64_t j = 0; j < n; j++)
+            y[j] = y[j] >= 0 ? 1.0f / (1.0f + expf(-y[j])) : expf(y[j]) / (1.0f + expf(y[j]));
+        break;
+    case ZDIST_ACT_SOFTMAX:
+        for (int64_t r = 0; r < rows; r++) {
+            float *z = y + r * cols, zmax = z[0];
+            for (int64_t c = 1; c < cols; c++)
+                zmax = z[c] > zmax ? z[c] : zmax;
+            double sum = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                z[c] = expf(z[c] - zmax);
+                sum += z[c];
+            }
+            float inv = (float)(1.0 / sum);
+            for (int64_t c = 0; c < cols; c++)
+                z[c] *= inv;
+        }
+        break;
+    }
+}
+
+void
+layer_act_backward(zdist_activation_t act, const float *y, float *dy, int64_t rows, int64_t cols)
+{
+    int64_t n = rows * cols;
+    switch (act) {
+    case ZDIST_ACT_LINEAR:
+        break;
+    case ZDIST_ACT_RELU:
+        for (int64_t j = 0; j < n; j++)
+            dy[j] = y[j] > 0 ? dy[j] : 0;
+        break;
+    case ZDIST_ACT_TANH:
+        for (int64_t j = 0; j < n; j++)
+            dy[j] *= 1 - y[j] * y[j];
+        break;
+    case ZDIST_ACT_SIGMOID:
+        for (int64_t j = 0; j < n; j++)
+            dy[j] *= y[j] * (1 - y[j]);
+        break;
+    case ZDIST_ACT_SOFTMAX:
+        /* dx = y * (dy - sum(dy * y)) per row */
+        for (int64_t r = 0; r < rows; r++) {
+            const float *s = y + r * cols;
+            float *d = dy + r * cols;
+            double dot = 0;
+            for (int64_t c = 0; c < cols; c++)
+                dot += (double)d[c] * s[c];
+            for (int64_t c = 0; c < cols; c++)
+                d[c] = s[c] * (d[c] - (float)dot);
+        }
+        break;
+    }
+}
+
+void
+layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, const float *w, const float *b, float *y)
+{
+    if (n == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, w, (int)out,
+                0.0f, y, (int)out);
+    if (b)
+        layer_add_bias(y, n, out, b);
+}
+
+void
+layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+        for (int64_t c = 0; c < cols; c++)
+            yr[c] += b[c];
+    }
+}
+
+void
+layer_colsum(const float *m, int64_t rows, int64_t cols, float *out)
+{
+    memset(out, 0, (size_t)cols * sizeof *out);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < cols; c++)
+            out[c] += m[i * cols + c];
+}
+
+void
+layer_dense_backward(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, const float *w, float *dw,
+                     float *db, float *dx)
+{
+    if (n == 0) {
+        memset(dw, 0, (size_t)(in * out) * sizeof *dw);
+        if (db)
+            memset(db, 0, (size_t)out * sizeof *db);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)in, (int)out, (int)n, 1.0f, x, (int)in, dy, (int)out,
+                0.0f, dw, (int)out);
+    if (db)
+        layer_colsum(dy, n, out, db);
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)in, (int)out, 1.0f, dy, (int)out, w,
+                    (int)out, 0.0f, dx, (int)in);
+}
+
+/* splitmix64's finalizer: element i's uniform draw for a seed. */
+static inline uint64_t
+s_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void
+layer_dropout(float *x, int64_t count, double rate, uint64_t seed)
+{
+    if (rate <= 0)
+        return;
+    /* keep when the draw's top 24 bits, as a fraction, are >= rate */
+    uint32_t cut = (uint32_t)(rate * (double)(1u << 24));
+    float scale = (float)(1.0 / (1.0 - rate));
+    uint64_t base = s_mix(seed);
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t u = (uint32_t)(s_mix(base + (uint64_t)i * 0x9e3779b97f4a7c15ull) >> 40);
+        x[i] = u >= cut ? x[i] * scale : 0;
+    }
+}

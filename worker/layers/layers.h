@@ -1,0 +1,129 @@
+/* worker layers: forward and backward passes of the sequential model's layers and losses on CBLAS (float32, row-major, channels last). */
+#ifndef WORKER_LAYERS_H
+#define WORKER_LAYERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zdist/model_spec.h"
+#include "zdist/tensor.h"
+
+/* Plain functions over caller-owned buffers: nothing is allocated, nothing
+   kept. `n` is the batch; an example's activations are contiguous (NHWC
+   for images). Backward functions take dy, the loss's gradient with respect
+   to the layer's output, and write (never accumulate into) the gradients of
+   the parameters and, when dx is not NULL, of the input. */
+
+/* ---- activations, dense, dropout ---- */
+
+/* y = f(y) in place over rows x cols (softmax: over each row). */
+void layer_act_forward(zdist_activation_t act, float *y, int64_t rows, int64_t cols);
+/* dy = dy * f'(x) in place, from the forward output y = f(x). */
+void layer_act_backward(zdist_activation_t act, const float *y, float *dy, int64_t rows, int64_t cols);
+
+/* y[n, out] = x[n, in] w[in, out] + b (b may be NULL). */
+void layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, const float *w, const float *b, float *y);
+/* dw[in, out], db[out] (NULL without bias), dx[n, in] (NULL: not wanted). */
+void layer_dense_backward(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, const float *w,
+                          float *dw, float *db, float *dx);
+/* y[r, c] += b[c] over rows x cols. */
+void layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b);
+/* Column sums of m[rows, cols] into out[cols]. */
+void layer_colsum(const float *m, int64_t rows, int64_t cols, float *out);
+
+/* Inverted dropout in place: x[i] = keep(seed, i) ? x[i] / (1 - rate) : 0.
+   The mask depends only on (seed, i): the backward pass is the same call on dy. */
+void layer_dropout(float *x, int64_t count, double rate, uint64_t seed);
+
+/* ---- convolution and pooling (NHWC) ---- */
+
+/* A sliding window over [h, w, c] inputs (conv2d's kernel, or a pool),
+   from the layer's spec: output [oh, ow, c or filters]. */
+typedef struct {
+    int64_t h, w, c;
+    int64_t kh, kw, sh, sw, pad_top, pad_left;
+    int64_t oh, ow;
+    int64_t filters; /* conv2d */
+} layer_window_t;
+
+void layer_window_from_spec(const zdist_layer_spec_t *l, layer_window_t *ret);
+/* floats of conv2d's im2col matrix for n examples: n*oh*ow x kh*kw*c. */
+int64_t layer_conv2d_cols(const layer_window_t *g, int64_t n);
+/* y[n, oh, ow, filters] = im2col(x) w + b, one GEMM for the batch; w is
+   [kh, kw, c, filters] (Keras's layout), b may be NULL. cols
+   (layer_conv2d_cols floats) keeps im2col(x) for the backward pass. */
+void layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
+                          float *cols, float *y);
+/* dw, db (NULL without bias) and dx (NULL: not wanted) from dy and the
+   forward pass's cols, which it overwrites. */
+void layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
+                           float *dw, float *db, float *dx);
+
+/* Max pool: y[n, oh, ow, c]. Padding is never the maximum. The backward
+   pass finds each maximum again in x (the first element equal to y), so the
+   forward pass keeps nothing and vectorizes. */
+void layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);
+void layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
+                             float *dx);
+/* Average pool over the window's elements inside the input (padding not
+   counted, as TF). */
+void layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);
+void layer_avg_pool_backward(const layer_window_t *g, const float *dy, int64_t n, float *dx);
+
+/* ---- batch normalization over rows x c (c: the last axis) ---- */
+
+/* Batch statistics as sums a replica can all-reduce: sums[0, c) = sum(x -
+   shift), sums[c, 2c) = sum((x - shift)^2). shift (e.g. the moving mean,
+   the same on every replica) keeps the float sums accurate. */
+void layer_bn_sums(const float *x, int64_t rows, int64_t c, const float *shift, float *sums);
+/* mean and (biased) variance of `count` rows from their shifted sums. */
+void layer_bn_moments(const float *sums, const float *shift, int64_t c, double count, float *mean, float *var);
+/* y = gamma * (x - mean) / sqrt(var + eps) + beta; gamma / beta NULL mean
+   1 / 0; xhat (NULL at inference) keeps the normalized x. */
+void layer_bn_forward(const float *x, int64_t rows, int64_t c, const float *mean, const float *var, double eps,
+                      const float *gamma, const float *beta, float *xhat, float *y);
+/* This replica's dsums[0, c) = sum(dy) (beta's gradient), dsums[c, 2c) =
+   sum(dy * xhat) (gamma's). */
+void layer_bn_backward_sums(const float *dy, const float *xhat, int64_t rows, int64_t c, float *dsums);
+/* dx from dsums over all `count` rows of the batch the statistics came from. */
+void layer_bn_backward(const float *dy, const float *xhat, int64_t rows, int64_t c, const float *var, double eps,
+                       const float *gamma, const float *dsums, double count, float *dx);
+
+/* ---- embedding and concat of sparse (CSR) examples ---- */
+
+/* The lookups of n CSR examples: features with id >= first_id become row
+   (id - first_id) % input_dim weighted by their value. ids / weights get the
+   m lookups, offsets[n + 1] each example's range; returns m (<= nnz). */
+int64_t layer_embedding_lookups(const int64_t *row_offsets, const int64_t *feature_ids, const float *values,
+                                int64_t n, int64_t first_id, int64_t input_dim, int64_t *ids, float *weights,
+                                int64_t *offsets);
+/* y[n, e]: each example's rows (rows[m, e], read by id) combined: sum of
+   weight x row, divided by the weights' sum for MEAN (0 for no lookups). */
+void layer_embedding_forward(const float *rows, const float *weights, const int64_t *offsets, int64_t n, int64_t e,
+                             zdist_combiner_t combiner, float *y);
+/* The rows' gradients drows[m, e] (a sparse gradient over ids). */
+void layer_embedding_backward(const float *dy, const float *weights, const int64_t *offsets, int64_t n, int64_t e,
+                              zdist_combiner_t combiner, float *drows);
+/* y[n, p + k] = x[n, p] followed by features 0..k-1 of each CSR example
+   (absent ones 0); the backward pass keeps dy's first p columns. */
+void layer_concat_forward(const float *x, int64_t n, int64_t p, const int64_t *row_offsets,
+                          const int64_t *feature_ids, const float *values, int64_t k, float *y);
+void layer_concat_backward(const float *dy, int64_t n, int64_t p, int64_t k, float *dx);
+
+/* ---- losses: sum over the batch; the output becomes its gradient x scale ---- */
+
+/* Softmax cross-entropy of logits[n, classes] (in place: softmax - onehot,
+   times scale). Sum of losses and rows whose argmax is the label.
+   -ERANGE for a label outside [0, classes). */
+int layer_loss_sparse_xent(float *logits, const int32_t *labels, int64_t n, int classes, float scale,
+                           double *ret_loss, int64_t *ret_correct);
+/* Sigmoid cross-entropy of logits[n] against labels 0/1 (int32) or in
+   [0, 1] (float32), correct = (p >= 0.5) == (label >= 0.5). -ERANGE for a
+   label outside [0, 1]. */
+int layer_loss_sigmoid_xent(float *logits, zdist_dtype_t label_dtype, const void *labels, int64_t n, float scale,
+                            double *ret_loss, int64_t *ret_correct);
+/* Squared error of pred[n] (in place: 2 (pred - label) x scale). */
+int layer_loss_mse(float *pred, zdist_dtype_t label_dtype, const void *labels, int64_t n, float scale,
+                   double *ret_loss);
+
+#endif

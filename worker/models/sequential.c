@@ -1,0 +1,569 @@
+/* Built-in model sequential: a Keras-like stack of layers from the job (zdist/model_spec.h) run on the layer library, under every strategy. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layers.h"
+#include "models.h"
+#include "zdist/model_spec.h"
+
+/* Per-replica scratch slots (zdist_ctx_scratch): they grow to the largest
+   batch seen and are reused, so steps allocate nothing. */
+enum {
+    S_SLOT_FLOATS = 0, /* activations, im2col, batch-norm state, the two gradient buffers */
+    S_SLOT_GRADS,      /* the variables' gradients */
+    S_SLOT_IDS,        /* embedding ids and per-example offsets */
+    S_SLOT_ROWS,       /* embedding weights, rows and their gradients */
+    S_SLOT_STEP,       /* this replica's training-step counter (dropout's seed) */
+};
+
+#define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
+
+typedef struct {
+    const zdist_layer_spec_t *spec;
+    layer_window_t win;             /* conv2d, pools */
+    int64_t in_size, out_size;      /* elements per example */
+    int64_t channels;               /* batch norm: the last axis */
+    int kernel, bias;               /* dense, conv2d: variable handles (-1: none) */
+    int gamma, beta, mean, var;     /* batch norm */
+    int table;                      /* embedding */
+    int64_t kernel_n, bias_n;       /* elements, for the gradient buffer */
+} s_layer_t;
+
+typedef struct {
+    zdist_model_spec_t spec;
+    s_layer_t layers[ZDIST_MODEL_MAX_LAYERS];
+    int nl;
+    uint64_t seed;
+    bool fused;          /* the last activation (softmax / sigmoid) is part of the loss */
+    int64_t max_size;    /* largest per-example activation */
+    int64_t grad_floats; /* all trainable variables */
+} s_state_t;
+
+/* Where a step's buffers are this step (offsets into the scratch slots). */
+typedef struct {
+    float *act[ZDIST_MODEL_MAX_LAYERS];  /* outputs (NULL: the input is reused) */
+    float *aux[ZDIST_MODEL_MAX_LAYERS];  /* conv2d: im2col; batch norm: xhat */
+    float *stats[ZDIST_MODEL_MAX_LAYERS]; /* batch norm: mean[c], var[c], sums[2c + 1], dsums[2c] */
+    float *delta[2];
+    float *grads;
+    /* embedding */
+    int64_t *ids, *offsets;
+    float *weights, *rows, *drows;
+    int64_t lookups;
+} s_plan_t;
+
+static int64_t
+s_round(int64_t n)
+{
+    return (n + S_ALIGN - 1) / S_ALIGN * S_ALIGN;
+}
+
+static int
+s_init(const char *params_json, const zdist_model_info_t *info, void **ret_state, zdist_error_t *err)
+{
+    s_state_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    int rc = zdist_model_spec_parse(params_json, info->sparse, &s->spec, err);
+    if (rc == 0)
+        rc = zdist_model_spec_check_data(&s->spec, info->input_dim, info->num_classes, info->label_dtype, err);
+    if (rc < 0) {
+        zdist_model_spec_release(&s->spec);
+        free(s);
+        return rc;
+    }
+    s->nl = s->spec.num_layers;
+    s->seed = info->seed;
+    const zdist_layer_spec_t *last = &s->spec.layers[s->nl - 1];
+    zdist_activation_t fin = last->kind == ZDIST_LAYER_DENSE || last->kind == ZDIST_LAYER_CONV2D ||
+                                     last->kind == ZDIST_LAYER_ACTIVATION
+                                 ? last->activation
+                                 : ZDIST_ACT_LINEAR;
+    s->fused = (s->spec.loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY && fin == ZDIST_ACT_SOFTMAX) ||
+               (s->spec.loss == ZDIST_LOSS_BINARY_CROSSENTROPY && fin == ZDIST_ACT_SIGMOID);
+    s->max_size = 1;
+    for (int i = 0; i < s->nl; i++) {
+        s_layer_t *l = &s->layers[i];
+        l->spec = &s->spec.layers[i];
+        l->kernel = l->bias = l->gamma = l->beta = l->mean = l->var = l->table = -1;
+        zdist_shape_num_elements(&l->spec->in, &l->in_size);
+        zdist_shape_num_elements(&l->spec->out, &l->out_size);
+        l->channels = l->spec->out.dims[l->spec->out.rank - 1];
+        if (l->spec->kind == ZDIST_LAYER_CONV2D || l->spec->kind == ZDIST_LAYER_MAX_POOL2D ||
+            l->spec->kind == ZDIST_LAYER_AVG_POOL2D)
+            layer_window_from_spec(l->spec, &l->win);
+        if (l->out_size > s->max_size)
+            s->max_size = l->out_size;
+        if (i > 0 && l->in_size > s->max_size)
+            s->max_size = l->in_size;
+    }
+    *ret_state = s;
+    return 0;
+}
+
+static void
+s_destroy(void *state)
+{
+    s_state_t *s = state;
+    if (!s)
+        return;
+    zdist_model_spec_release(&s->spec);
+    free(s);
+}
+
+static int
+s_add(zdist_model_builder_t *b, const char *layer, const char *what, zdist_shape_t shape, zdist_initializer_t init,
+      bool trainable, int *ret, int64_t *ret_n, zdist_error_t *err)
+{
+    char name[ZDIST_LAYER_NAME_MAX + 32];
+    snprintf(name, sizeof name, "%s/%s", layer, what);
+    zdist_var_spec_t v = {.name = name, .dtype = ZDIST_DTYPE_FLOAT32, .shape = shape, .init = init,
+                          .trainable = trainable};
+    if (!trainable) {
+        /* Keras's moving statistics: each replica's own, averaged when read across replicas. */
+        v.synchronization = ZDIST_SYNC_ON_READ;
+        v.aggregation = ZDIST_AGG_MEAN;
+    }
+    *ret = zdist_builder_add_variable(b, &v, err);
+    if (ret_n)
+        zdist_shape_num_elements(&shape, ret_n);
+    return *ret < 0 ? *ret : 0;
+}
+
+static int
+s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
+{
+    s_state_t *s = state;
+    const zdist_initializer_t glorot = {.kind = ZDIST_INIT_GLOROT_UNIFORM}, zeros = {.kind = ZDIST_INIT_ZEROS},
+                              ones = {.kind = ZDIST_INIT_ONES},
+                              uniform = {.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = -0.05, .maxval = 0.05};
+    int rc = 0;
+    s->grad_floats = 0;
+    for (int i = 0; i < s->nl && rc == 0; i++) {
+        s_layer_t *l = &s->layers[i];
+        const zdist_layer_spec_t *sp = l->spec;
+        const char *nm = sp->name;
+        int64_t in = sp->in.dims[sp->in.rank - 1], c = l->channels, n = 0;
+        switch (sp->kind) {
+        case ZDIST_LAYER_DENSE:
+            rc = s_add(b, nm, "kernel", (zdist_shape_t){2, {in, sp->units}}, glorot, true, &l->kernel, &l->kernel_n,
+                       err);
+            if (rc == 0 && sp->use_bias)
+                rc = s_add(b, nm, "bias", (zdist_shape_t){1, {sp->units}}, zeros, true, &l->bias, &l->bias_n, err);
+            break;
+        case ZDIST_LAYER_CONV2D:
+            /* [kh, kw, in, filters]: Keras's layout, and glorot's fans over the receptive field */
+            rc = s_add(b, nm, "kernel", (zdist_shape_t){4, {sp->kernel[0], sp->kernel[1], in, sp->filters}}, glorot,
+                       true, &l->kernel, &l->kernel_n, err);
+            if (rc == 0 && sp->use_bias)
+                rc = s_add(b, nm, "bias", (zdist_shape_t){1, {sp->filters}}, zeros, true, &l->bias, &l->bias_n, err);
+            break;
+        case ZDIST_LAYER_BATCH_NORM:
+            if (sp->scale)
+                rc = s_add(b, nm, "gamma", (zdist_shape_t){1, {c}}, ones, true, &l->gamma, &n, err);
+            s->grad_floats += s_round(n);
+            n = 0;
+            if (rc == 0 && sp->center)
+                rc = s_add(b, nm, "beta", (zdist_shape_t){1, {c}}, zeros, true, &l->beta, &n, err);
+            s->grad_floats += s_round(n);
+            if (rc == 0)
+                rc = s_add(b, nm, "moving_mean", (zdist_shape_t){1, {c}}, zeros, false, &l->mean, NULL, err);
+            if (rc == 0)
+                rc = s_add(b, nm, "moving_variance", (zdist_shape_t){1, {c}}, ones, false, &l->var, NULL, err);
+            break;
+        case ZDIST_LAYER_EMBEDDING:
+            rc = s_add(b, nm, "embeddings", (zdist_shape_t){2, {sp->input_dim, sp->output_dim}}, uniform, true,
+                       &l->table, NULL, err);
+            break;
+        default:
+            break;
+        }
+        s->grad_floats += s_round(l->kernel_n) + s_round(l->bias_n);
+    }
+    return rc;
+}
+
+/* Lays this step's buffers out in the scratch slots for n examples (nnz
+   sparse features). -ENOMEM. */
+static int
+s_plan(const s_state_t *s, zdist_replica_ctx_t *ctx, int64_t n, int64_t nnz, bool train, s_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    int64_t floats = 0;
+    int64_t act_off[ZDIST_MODEL_MAX_LAYERS], aux_off[ZDIST_MODEL_MAX_LAYERS], st_off[ZDIST_MODEL_MAX_LAYERS];
+    for (int i = 0; i < s->nl; i++) {
+        const s_layer_t *l = &s->layers[i];
+        zdist_layer_kind_t k = l->spec->kind;
+        act_off[i] = aux_off[i] = st_off[i] = -1;
+        /* flatten reuses its input, except as the last layer: the loss
+           writes its gradient over the output */
+        if (k != ZDIST_LAYER_FLATTEN || i == s->nl - 1) {
+            act_off[i] = floats;
+            floats += s_round(n * l->out_size);
+        }
+        if (k == ZDIST_LAYER_CONV2D) {
+            aux_off[i] = floats;
+            floats += s_round(layer_conv2d_cols(&l->win, n));
+        }
+        if (k == ZDIST_LAYER_BATCH_NORM) {
+            if (train) {
+                aux_off[i] = floats;
+                floats += s_round(n * l->out_size);
+            }
+            st_off[i] = floats;
+            floats += s_round(6 * l->channels + 1);
+        }
+    }
+    int64_t delta_off = floats;
+    if (train)
+        floats += 2 * s_round(n * s->max_size);
+    float *f = zdist_ctx_scratch(ctx, S_SLOT_FLOATS, (size_t)(floats + 1) * sizeof(float));
+    p->grads = train ? zdist_ctx_scratch(ctx, S_SLOT_GRADS, (size_t)(s->grad_floats + 1) * sizeof(float)) : NULL;
+    if (!f || (train && !p->grads))
+        return -ENOMEM;
+    for (int i = 0; i < s->nl; i++) {
+        p->act[i] = act_off[i] >= 0 ? f + act_off[i] : NULL;
+        p->aux[i] = aux_off[i] >= 0 ? f + aux_off[i] : NULL;
+        p->stats[i] = st_off[i] >= 0 ? f + st_off[i] : NULL;
+    }
+    if (train) {
+        p->delta[0] = f + delta_off;
+        p->delta[1] = f + delta_off + s_round(n * s->max_size);
+    }
+    if (s->spec.sparse_input) {
+        const s_layer_t *e = &s->layers[0];
+        int64_t width = e->spec->output_dim;
+        int64_t *ids = zdist_ctx_scratch(ctx, S_SLOT_IDS, (size_t)(nnz + n + 2) * sizeof(int64_t));
+        float *rows = zdist_ctx_scratch(ctx, S_SLOT_ROWS, (size_t)(s_round(nnz) + 2 * s_round(nnz * width) + 1) *
+                                                              sizeof(float));
+        if (!ids || !rows)
+            return -ENOMEM;
+        p->ids = ids;
+        p->offsets = ids + nnz + 1;
+        p->weights = rows;
+        p->rows = rows + s_round(nnz);
+        p->drows = p->rows + s_round(nnz * width);
+    }
+    return 0;
+}
+
+/* The seed of layer i's dropout mask this step: the job's seed, the
+   replica, the replica's step count and the batch's labels (so workers
+   that share a replica id draw different masks). */
+static uint64_t
+s_dropout_seed(const s_state_t *s, uint64_t step, int replica, int layer, const zdist_step_batch_t *batch)
+{
+    uint64_t h = s->seed * 0x9e3779b97f4a7c15ull ^ step * 0xbf58476d1ce4e5b9ull ^ (uint64_t)replica << 48 ^
+                 (uint64_t)layer << 40;
+    const uint32_t *lab = batch->labels;
+    for (int64_t i = 0; i < batch->size && i < 64 && lab; i++)
+        h = (h ^ lab[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The forward pass; *ret_out gets the last layer's output (logits when fused). */
+static int
+s_forward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batch, const float *const *w,
+          s_plan_t *p, bool train, uint64_t step, float **ret_out)
+{
+    int64_t n = batch->size;
+    const float *x = batch->features;
+    int rc, rid = zdist_ctx_replica_id(ctx);
+    for (int i = 0; i < s->nl; i++) {
+        const s_layer_t *l = &s->layers[i];
+        const zdist_layer_spec_t *sp = l->spec;
+        float *y = p->act[i];
+        bool last_fused = i == s->nl - 1 && s->fused;
+        switch (sp->kind) {
+        case ZDIST_LAYER_DENSE:
+            layer_dense_forward(x, n, l->in_size, l->out_size, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, y);
+            if (!last_fused)
+                layer_act_forward(sp->activation, y, n, l->out_size);
+            break;
+        case ZDIST_LAYER_CONV2D:
+            layer_conv2d_forward(&l->win, x, n, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, p->aux[i], y);
+            if (!last_fused)
+                layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
+            break;
+        case ZDIST_LAYER_MAX_POOL2D:
+            layer_max_pool_forward(&l->win, x, n, y);
+            break;
+        case ZDIST_LAYER_AVG_POOL2D:
+            layer_avg_pool_forward(&l->win, x, n, y);
+            break;
+        case ZDIST_LAYER_FLATTEN:
+            if (y)
+                memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+            else
+                p->act[i] = (float *)x;
+            break;
+        case ZDIST_LAYER_DROPOUT:
+            memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+            if (train)
+                layer_dropout(y, n * l->out_size, sp->rate, s_dropout_seed(s, step, rid, i, batch));
+            break;
+        case ZDIST_LAYER_ACTIVATION:
+            memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+            if (!last_fused)
+                layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
+            break;
+        case ZDIST_LAYER_BATCH_NORM: {
+            int64_t c = l->channels, rows = n * l->out_size / c;
+            float *mean = p->stats[i], *var = mean + c, *sums = var + c;
+            const float *gamma = l->gamma >= 0 ? w[l->gamma] : NULL, *beta = l->beta >= 0 ? w[l->beta] : NULL;
+            if (!train) {
+                layer_bn_forward(x, rows, c, w[l->mean], w[l->var], sp->epsilon, gamma, beta, NULL, y);
+                break;
+            }
+            /* The global batch's statistics: every replica's sums, all-reduced. */
+            layer_bn_sums(x, rows, c, w[l->mean], sums);
+            sums[2 * c] = (float)rows;
+            float *bufs[1] = {sums};
+            int64_t lens[1] = {2 * c + 1};
+            if ((rc = zdist_ctx_all_reduce(ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
+                return rc;
+            layer_bn_moments(sums, w[l->mean], c, sums[2 * c], mean, var);
+            layer_bn_forward(x, rows, c, mean, var, sp->epsilon, gamma, beta, p->aux[i], y);
+            break;
+        }
+        case ZDIST_LAYER_EMBEDDING: {
+            int64_t width = sp->output_dim;
+            p->lookups = n > 0 ? layer_embedding_lookups(batch->row_offsets, batch->feature_ids, batch->feature_values,
+                                                         n, sp->first_id, sp->input_dim, p->ids, p->weights, p->offsets)
+                               : 0;
+            if (p->lookups > 0 && (rc = zdist_ctx_read_rows(ctx, l->table, p->ids, p->lookups, p->rows)) < 0)
+                return rc;
+            if (n > 0)
+                layer_embedding_forward(p->rows, p->weights, p->offsets, n, width, sp->combiner, y);
+            break;
+        }
+        case ZDIST_LAYER_CONCAT:
+            layer_concat_forward(x, n, l->in_size, batch->row_offsets, batch->feature_ids, batch->feature_values,
+                                 sp->dense_features, y);
+            break;
+        }
+        x = p->act[i];
+    }
+    *ret_out = p->act[s->nl - 1];
+    return 0;
+}
+
+/* The backward pass from dy (the loss's gradient, in the last output):
+   the gradients land in p->grads; batch norm all-reduces its sums. */
+static int
+s_backward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batch, const float *const *w,
+           s_plan_t *p, uint64_t step, float *dy, zdist_grad_t *g, int *ret_ng)
+{
+    int64_t n = batch->size;
+    int rc, ng = 0, rid = zdist_ctx_replica_id(ctx);
+    float *gp = p->grads;
+    for (int i = s->nl - 1; i >= 0; i--) {
+        const s_layer_t *l = &s->layers[i];
+        const zdist_layer_spec_t *sp = l->spec;
+        const float *x = i > 0 ? p->act[i - 1] : batch->features;
+        bool last_fused = i == s->nl - 1 && s->fused;
+        /* dx: the delta buffer dy is not in (none for the first layer) */
+        float *dx = i == 0 ? NULL : dy == p->delta[0] ? p->delta[1] : p->delta[0];
+        switch (sp->kind) {
+        case ZDIST_LAYER_DENSE:
+        case ZDIST_LAYER_CONV2D: {
+            float *dw = gp, *db = l->bias >= 0 ? gp + s_round(l->kernel_n) : NULL;
+            gp += s_round(l->kernel_n) + s_round(l->bias_n);
+            if (!last_fused)
+                layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
+            if (sp->kind == ZDIST_LAYER_DENSE)
+                layer_dense_backward(x, dy, n, l->in_size, l->out_size, w[l->kernel], dw, db, dx);
+            else
+                layer_conv2d_backward(&l->win, dy, n, w[l->kernel], p->aux[i], dw, db, dx);
+            g[ng++] = (zdist_grad_t){.var = l->kernel, .values = dw};
+            if (db)
+                g[ng++] = (zdist_grad_t){.var = l->bias, .values = db};
+            break;
+        }
+        case ZDIST_LAYER_MAX_POOL2D:
+            if (dx)
+                layer_max_pool_backward(&l->win, x, p->act[i], dy, n, dx);
+            break;
+        case ZDIST_LAYER_AVG_POOL2D:
+            if (dx)
+                layer_avg_pool_backward(&l->win, dy, n, dx);
+            break;
+        case ZDIST_LAYER_FLATTEN:
+            dx = dy;
+            break;
+        case ZDIST_LAYER_DROPOUT:
+            layer_dropout(dy, n * l->out_size, sp->rate, s_dropout_seed(s, step, rid, i, batch));
+            dx = dy;
+            break;
+        case ZDIST_LAYER_ACTIVATION:
+            if (!last_fused)
+                layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
+            dx = dy;
+            break;
+        case ZDIST_LAYER_BATCH_NORM: {
+            int64_t c = l->channels, rows = n * l->out_size / c;
+            float *var = p->stats[i] + c, *count = var + c + 2 * c, *dsums = count + 1;
+            layer_bn_backward_sums(dy, p->aux[i], rows, c, dsums);
+            /* gamma's and beta's gradients are this replica's sums (apply_gradients adds the replicas') */
+            if (l->gamma >= 0) {
+                memcpy(gp, dsums + c, (size_t)c * sizeof *gp);
+                g[ng++] = (zdist_grad_t){.var = l->gamma, .values = gp};
+                gp += s_round(c);
+            }
+            if (l->beta >= 0) {
+                memcpy(gp, dsums, (size_t)c * sizeof *gp);
+                g[ng++] = (zdist_grad_t){.var = l->beta, .values = gp};
+                gp += s_round(c);
+            }
+            /* the input's gradient goes through the global batch's statistics */
+            float *bufs[1] = {dsums};
+            int64_t lens[1] = {2 * c};
+            if ((rc = zdist_ctx_all_reduce(ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
+                return rc;
+            if (dx)
+                layer_bn_backward(dy, p->aux[i], rows, c, var, sp->epsilon, l->gamma >= 0 ? w[l->gamma] : NULL,
+                                  dsums, *count, dx);
+            break;
+        }
+        case ZDIST_LAYER_EMBEDDING:
+            if (n > 0)
+                layer_embedding_backward(dy, p->weights, p->offsets, n, sp->output_dim, sp->combiner, p->drows);
+            g[ng++] = (zdist_grad_t){.var = l->table, .values = p->drows, .ids = p->ids, .nids = p->lookups};
+            break;
+        case ZDIST_LAYER_CONCAT:
+            if (dx) {
+                layer_concat_backward(dy, n, l->in_size, sp->dense_features, dy);
+                dx = dy;
+            }
+            break;
+        }
+        dy = dx;
+    }
+    *ret_ng = ng;
+    return 0;
+}
+
+static int
+s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
+{
+    const zdist_step_batch_t *batch;
+    int rc = zdist_ctx_next_batch(ctx, &batch);
+    if (rc <= 0)
+        return rc;
+    int64_t n = batch->size;
+    bool sparse = s->spec.sparse_input;
+    if (n > 0 && (sparse ? !batch->row_offsets : !batch->features)) {
+        zdist_ctx_set_error(ctx, -EINVAL, sparse ? "sequential: the model's input is sparse, the batch is not"
+                                                 : "sequential: the model's input is dense, the batch is not");
+        return -EINVAL;
+    }
+    const float *w[4 * ZDIST_MODEL_MAX_LAYERS] = {0};
+    for (int i = 0; i < s->nl; i++) {
+        const s_layer_t *l = &s->layers[i];
+        int vars[] = {l->kernel, l->bias, l->gamma, l->beta, l->mean, l->var};
+        for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++)
+            if (vars[v] >= 0 && (rc = zdist_ctx_read(ctx, vars[v], &w[vars[v]])) < 0)
+                return rc;
+    }
+    s_plan_t p;
+    if ((rc = s_plan(s, ctx, n, sparse && n > 0 ? batch->row_offsets[n] : 0, train, &p)) < 0)
+        return rc;
+    uint64_t *counter = train ? zdist_ctx_scratch(ctx, S_SLOT_STEP, sizeof(uint64_t)) : NULL;
+    if (train && !counter)
+        return -ENOMEM;
+    uint64_t step = train ? (*counter)++ : 0;
+
+    float *out;
+    if ((rc = s_forward(s, ctx, batch, w, &p, train, step, &out)) < 0)
+        return rc;
+    int64_t units = s->layers[s->nl - 1].out_size;
+    if (train) {
+        /* The loss turns its input into the gradient: the last layer's
+           output stays for its own backward pass (an activation's derivative). */
+        memcpy(p.delta[0], out, (size_t)(n * units) * sizeof *out);
+        out = p.delta[0];
+    }
+    double loss = 0;
+    int64_t correct = 0;
+    float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;
+    rc = 0;
+    if (n > 0) {
+        switch (s->spec.loss) {
+        case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+            rc = batch->label_dtype != ZDIST_DTYPE_INT32
+                     ? -EINVAL
+                     : layer_loss_sparse_xent(out, batch->labels, n, (int)units, scale, &loss, &correct);
+            break;
+        case ZDIST_LOSS_BINARY_CROSSENTROPY:
+            rc = layer_loss_sigmoid_xent(out, batch->label_dtype, batch->labels, n, scale, &loss, &correct);
+            break;
+        case ZDIST_LOSS_MEAN_SQUARED_ERROR:
+            rc = layer_loss_mse(out, batch->label_dtype, batch->labels, n, scale, &loss);
+            break;
+        }
+    }
+    if (rc < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "sequential: a label does not fit %s (%s)", zdist_loss_name(s->spec.loss),
+                 s->spec.loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? "an int32 class below the output units"
+                                                                             : "a number in [0, 1]");
+        zdist_ctx_set_error(ctx, rc, msg);
+        return rc;
+    }
+
+    if (train) {
+        zdist_grad_t g[2 * ZDIST_MODEL_MAX_LAYERS];
+        int ng = 0;
+        /* an empty replica still applies (zero) gradients */
+        if ((rc = s_backward(s, ctx, batch, w, &p, step, out, g, &ng)) < 0 ||
+            (rc = zdist_ctx_apply_gradients(ctx, g, ng)) < 0)
+            return rc;
+        /* Keras's moving statistics, after the apply (reads stay valid until then):
+           moving += (1 - momentum) * (batch - moving), each replica its own copy. */
+        for (int i = 0; i < s->nl; i++) {
+            const s_layer_t *l = &s->layers[i];
+            if (l->spec->kind != ZDIST_LAYER_BATCH_NORM)
+                continue;
+            int64_t c = l->channels;
+            float *mean = p.stats[i], *var = mean + c, *dsums = var + 3 * c + 1;
+            float f = (float)(1 - l->spec->momentum);
+            const float *mm, *mv;
+            if ((rc = zdist_ctx_read(ctx, l->mean, &mm)) < 0 || (rc = zdist_ctx_read(ctx, l->var, &mv)) < 0)
+                return rc;
+            /* dsums is spent: it holds the two deltas */
+            for (int64_t ch = 0; ch < c; ch++) {
+                dsums[ch] = f * (mean[ch] - mm[ch]);
+                dsums[c + ch] = f * (var[ch] - mv[ch]);
+            }
+            if ((rc = zdist_ctx_assign_add(ctx, l->mean, dsums)) < 0 ||
+                (rc = zdist_ctx_assign_add(ctx, l->var, dsums + c)) < 0)
+                return rc;
+        }
+    }
+    return model_outputs(ctx, loss, batch->global_size, s->spec.loss == ZDIST_LOSS_MEAN_SQUARED_ERROR ? -1 : correct,
+                         n);
+}
+
+static int
+s_train_step(void *state, zdist_replica_ctx_t *ctx)
+{
+    return s_step(state, ctx, true);
+}
+
+static int
+s_eval_step(void *state, zdist_replica_ctx_t *ctx)
+{
+    return s_step(state, ctx, false);
+}
+
+const zdist_model_t worker_model_sequential = {
+    .name = ZDIST_MODEL_SEQUENTIAL,
+    .description = "Keras-like stack of layers from the job's model section (input_shape, layers, loss)",
+    .init = s_init,
+    .destroy = s_destroy,
+    .build = s_build,
+    .train_step = s_train_step,
+    .eval_step = s_eval_step,
+};
