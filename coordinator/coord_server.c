@@ -13,7 +13,7 @@
 
 #include "coord_job.h"
 #include "coord_server.h"
-#include "zdist/coord_client.h"
+#include "zdist/coord_service.h"
 #include "zdist/daemon.h"
 #include "zdist/file.h"
 #include "zdist/rpc.h"

@@ -1,12 +1,12 @@
-/* CUnit suite: the coordinator service's bodies, replies and client (zdist/coord_client.h) against a small
-   coordinator actor over real loopback sockets. */
+/* CUnit suite: the coordinator service (zdist/coord_service.h: bodies, replies) and its client
+   (zdist/coord_client.h), against a small coordinator actor over real loopback sockets. */
 #include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
-#include "zdist/coord_client.h"
+#include "zdist/coord_service.h"
 #include "zdist/sys.h"
 
 #define S_JOB_OK                                                                                             \

@@ -1,13 +1,10 @@
-/* zdist coordinator service (proto/coordinator.proto): typed requests and replies, the server's body types,
-   and a client.
+/* zdist coordinator client: proto/coordinator.proto as plain C — its methods, a job's status, and the client
+   of `zdist submit`, `status` and `cancel`.
 
    The service of zdist-coordinator: SUBMIT a job document, STATUS of a
    job (one snapshot, or a stream with follow), CANCEL a job, LIST every
-   job. Everything protobuf about it stays in libzdist: a server puts the
-   zdist_coord_body_* types in its method table and its handlers get the
-   typed, validated request structs below; it answers with the
-   zdist_coord_reply_* functions. A client (the `zdist` CLI) uses
-   zdist_coord_client_t.
+   job. Everything protobuf about it stays in libzdist; the coordinator's
+   method table and replies are in zdist/coord_service.h.
 
    Errors: functions return 0 or a negative errno. When the coordinator
    refused a call, the errno is its status's (zdist_status_to_errno:
@@ -28,7 +25,6 @@
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
-#include "zdist/job.h"
 #include "zdist/rpc.h"
 
 #ifdef __cplusplus
@@ -52,8 +48,9 @@ typedef enum {
 #define ZDIST_COORD_MAX_PATH 4096
 
 /* One job's status. Received (zdist_coord_client_*): the strings are the
-   caller's, freed by zdist_coord_job_release. Given to zdist_coord_reply_*:
-   borrowed for the call, NULL name / error / detail_json sent as "". */
+   caller's, freed by zdist_coord_job_release. Given to zdist_coord_reply_jobs
+   (zdist/coord_service.h): borrowed for the call, NULL name / error /
+   detail_json sent as "". */
 typedef struct {
     char job_id[ZDIST_COORD_ID_MAX];
     char *name;
@@ -73,48 +70,6 @@ ZDIST_EXPORT void zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n);
 /* True for the states a job ends in: done, failed, cancelled. */
 ZDIST_EXPORT bool zdist_coord_state_final(const char *state);
 
-/* ---- server side ---- */
-
-/* SUBMIT as its handler gets it: the document, present and at most
-   ZDIST_COORD_MAX_JOB_BYTES, parsed and validated by zdist_job_parse (a bad
-   job is answered INVALID_ARGUMENT "submit: <the field and the fix>" before
-   the handler runs). Strings borrowed from the request; the job is the
-   call's (released after the handler, or the deferred call's finish). */
-typedef struct {
-    const char *job_json; /* the document as sent, to keep */
-    const char *base_dir; /* resolves relative data paths; NULL: as given */
-    zdist_job_t job;
-} zdist_coord_submit_request_t;
-
-/* STATUS: job_id "" = the latest job; follow: a stream (see
-   proto/coordinator.proto). job_id bounded by ZDIST_COORD_ID_MAX. */
-typedef struct {
-    const char *job_id;
-    bool follow;
-} zdist_coord_status_request_t;
-
-/* CANCEL: job_id not empty, bounded by ZDIST_COORD_ID_MAX. */
-typedef struct {
-    const char *job_id;
-} zdist_coord_cancel_request_t;
-
-/* Body types for a zdist_rpc_method_t table: SUBMIT ->
-   zdist_coord_submit_request_t, STATUS -> zdist_coord_status_request_t,
-   CANCEL -> zdist_coord_cancel_request_t, LIST -> no fields (the body must
-   decode). zdist_rpc_call_body returns the typed struct. */
-ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_submit;
-ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_status;
-ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_cancel;
-ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
-
-/* Replies, set on the call's reply (a deferred call's too, e.g. before
-   zdist_rpc_call_send_partial). -ENOMEM, or -EINVAL for an id or state
-   longer than its bound. STATUS and LIST answer with jobs (STATUS with
-   exactly one). */
-ZDIST_EXPORT int zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id);
-ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n);
-ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
-
 /* ---- client ---- */
 
 typedef struct zdist_coord_client_t zdist_coord_client_t;
@@ -123,8 +78,8 @@ typedef struct zdist_coord_client_t zdist_coord_client_t;
    asynchronously: it may come up later) with the rpc client's options
    (NULL: zdist_rpc_client_options_default, e.g. CURVE keys). NULL with err
    on a bad endpoint. */
-ZDIST_EXPORT zdist_coord_client_t *zdist_coord_client_new(const char *endpoint, const zdist_rpc_client_options_t *opts,
-                                                          zdist_error_t *err);
+ZDIST_EXPORT zdist_coord_client_t *
+zdist_coord_client_new(const char *endpoint, const zdist_rpc_client_options_t *opts, zdist_error_t *err);
 ZDIST_EXPORT void zdist_coord_client_destroy(zdist_coord_client_t **self_p);
 ZDIST_EXPORT const char *zdist_coord_client_endpoint(const zdist_coord_client_t *self);
 

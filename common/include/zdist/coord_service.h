@@ -1,0 +1,68 @@
+/* zdist coordinator service: proto/coordinator.proto's request bodies and reply setters, for
+   zdist-coordinator's method table.
+
+   Each body type decodes a request into the plain C struct below and checks
+   it before any handler runs (a bad one is answered INVALID_ARGUMENT
+   "<method>: <the field and the fix>", STYLE rule 13); the handler reads it
+   with zdist_rpc_call_body and answers with a setter below. So the
+   coordinator never sees protobuf-c. Methods, limits and the job status
+   struct are in zdist/coord_client.h. */
+#ifndef ZDIST_COORD_SERVICE_H
+#define ZDIST_COORD_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "zdist/coord_client.h"
+#include "zdist/defs.h"
+#include "zdist/job.h"
+#include "zdist/rpc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* SUBMIT as its handler gets it: the document, present and at most
+   ZDIST_COORD_MAX_JOB_BYTES, parsed and validated by zdist_job_parse (a bad
+   job is answered INVALID_ARGUMENT "submit: <the field and the fix>" before
+   the handler runs). Strings borrowed from the request; the job is the
+   call's (released after the handler, or the deferred call's finish). */
+typedef struct {
+    const char *job_json; /* the document as sent, to keep */
+    const char *base_dir; /* resolves relative data paths; NULL: as given */
+    zdist_job_t job;
+} zdist_coord_submit_request_t;
+
+/* STATUS: job_id "" = the latest job; follow: a stream (see
+   proto/coordinator.proto). job_id bounded by ZDIST_COORD_ID_MAX. */
+typedef struct {
+    const char *job_id;
+    bool follow;
+} zdist_coord_status_request_t;
+
+/* CANCEL: job_id not empty, bounded by ZDIST_COORD_ID_MAX. */
+typedef struct {
+    const char *job_id;
+} zdist_coord_cancel_request_t;
+
+/* Body types for a zdist_rpc_method_t table: SUBMIT ->
+   zdist_coord_submit_request_t, STATUS -> zdist_coord_status_request_t,
+   CANCEL -> zdist_coord_cancel_request_t, LIST -> no fields (the body must
+   decode). zdist_rpc_call_body returns the typed struct. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_submit;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_status;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_cancel;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
+
+/* Replies, set on the call's reply (a deferred call's too, e.g. before
+   zdist_rpc_call_send_partial). -ENOMEM, or -EINVAL for an id or state
+   longer than its bound. STATUS and LIST answer with jobs (STATUS with
+   exactly one). */
+ZDIST_EXPORT int zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id);
+ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n);
+ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
