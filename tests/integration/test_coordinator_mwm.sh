@@ -140,7 +140,7 @@ zd_stop chief2 KILL
 # The newest complete checkpoint (its manifest.json is written last): the
 # kill may have caught a newer one half-written, which a resume ignores.
 last=$(ls -d "$ZD_TMP/state/jobs/$JOB"/ckpt-* | sort -t- -k2 -n |
-    while read -r d; do [[ -f $d/manifest.json ]] && echo "$d"; done | tail -1)
+    while read -r d; do if [[ -f $d/manifest.json ]]; then echo "$d"; fi; done | tail -1)
 python3 - "$last/workers-state.bin" <<'PY'
 import sys
 p = sys.argv[1]
