@@ -48,6 +48,38 @@ test_reduce_partial_batch_axis(void)
     CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, w, 2, 1, &out, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "only along axis"));
 
+    /* distribute_lib.py's example with int32 values: reduce(MEAN, axis=0)
+       casts the count to int32 and truediv gives a float64 2.5; SUM stays
+       int32 15. int64 alike. */
+    int32_t ia[] = {0, 1, 2, 3}, ib[] = {4, 5};
+    zdist_tensor_t iv[2] = {{.dtype = ZDIST_DTYPE_INT32, .shape = {1, {4}}, .data = ia, .nbytes = 16},
+                            {.dtype = ZDIST_DTYPE_INT32, .shape = {1, {2}}, .data = ib, .nbytes = 8}};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, iv, 2, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_FLOAT64);
+    CU_ASSERT_EQUAL(out.shape.rank, 0);
+    CU_ASSERT_EQUAL(out.nbytes, 8);
+    CU_ASSERT_EQUAL(((double *)out.data)[0], 2.5);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, iv, 2, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_INT32);
+    CU_ASSERT_EQUAL(((int32_t *)out.data)[0], 15);
+    free(out.data);
+    int64_t la[] = {1, 2, 3, 4}, lb[] = {6, 8};
+    zdist_tensor_t lv[2] = {{.dtype = ZDIST_DTYPE_INT64, .shape = {2, {2, 2}}, .data = la, .nbytes = 32},
+                            {.dtype = ZDIST_DTYPE_INT64, .shape = {2, {1, 2}}, .data = lb, .nbytes = 16}};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, lv, 2, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_FLOAT64);
+    CU_ASSERT_EQUAL(out.shape.rank, 1);
+    CU_ASSERT_EQUAL(((double *)out.data)[0], 10.0 / 3);
+    CU_ASSERT_EQUAL(((double *)out.data)[1], 14.0 / 3);
+    free(out.data);
+    /* reduce_to keeps the destinations' dtype: MEAN of ints still refused */
+    int32_t dst[4];
+    zdist_tensor_t dt = {.dtype = ZDIST_DTYPE_INT32, .shape = {1, {4}}, .data = dst, .nbytes = 16};
+    zdist_tensor_t same[2] = {iv[0], iv[0]};
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_to(ZDIST_REDUCE_MEAN, same, 2, &dt, 1, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "MEAN of int32"));
+
     /* every replica empty: MEAN is 0/0 */
     zdist_tensor_t e[2] = {s_f32(NULL, 1, 0, 0), s_f32(NULL, 1, 0, 0)};
     CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, e, 2, 0, &out, &err), 0);
@@ -84,8 +116,13 @@ test_reduce_axis_none(void)
     CU_ASSERT_EQUAL(((int32_t *)out.data)[0], INT32_MIN);
     CU_ASSERT_EQUAL(((int32_t *)out.data)[1], 11);
     free(out.data);
-    CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, iv, 2, ZDIST_AXIS_NONE, &out, &err), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "MEAN of int32"));
+    /* int MEAN: the wrapped int32 sum, truediv -> float64 (distribute_lib.py) */
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, iv, 2, ZDIST_AXIS_NONE, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_FLOAT64);
+    CU_ASSERT_EQUAL(out.nbytes, 16);
+    CU_ASSERT_EQUAL(((double *)out.data)[0], (double)INT32_MIN / 2);
+    CU_ASSERT_EQUAL(((double *)out.data)[1], 5.5);
+    free(out.data);
 
     /* bad axis, bad sizes, no replicas */
     CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, v, 2, 1, &out, &err), -EINVAL);

@@ -107,9 +107,9 @@ s_trace(zdist_input_t *in, char *buf, size_t size)
     size_t at = 0;
     buf[0] = '\0';
     const zdist_input_step_t *st;
-    int r;
+    int r, steps = 0;
     while ((r = zdist_input_next(in, &st)) == 1) {
-        if (at)
+        if (steps++)
             at += (size_t) snprintf(buf + at, size - at, ";");
         for (int k = 0; k < st->num_replicas; k++) {
             if (k)
@@ -225,6 +225,16 @@ test_rebatch_steps(void)
     s_expect_trace(ds, 1, 0, 2, 4, ZDIST_AUTO_SHARD_OFF, true, "0,1|2,3;4,5|6,7", 2);
     /* A batch smaller than the replicas: G=2 over 4 -> 1,1,0,0. */
     s_expect_trace(ds, 1, 0, 4, 2, ZDIST_AUTO_SHARD_OFF, false, "0|1||;2|3||;4|5||;6|7||;8|9||", 5);
+    /* TF's rebatch_dataset_test, testEmptyFirstSplits: batch sizes [0, 1]
+       (G=1 over 2 pipelines of 1 replica, pipeline 1's rotation) emit an empty
+       batch before every example and a trailing empty one before they read
+       the end of input: 21 steps over 10 examples. testEmptyLastSplits: [1, 0]
+       (pipeline 0) ends with its empty batch too: 20 steps. */
+    s_expect_trace(ds, 2, 1, 2, 1, ZDIST_AUTO_SHARD_OFF, false, ";0;;1;;2;;3;;4;;5;;6;;7;;8;;9;", 21);
+    s_expect_trace(ds, 2, 0, 2, 1, ZDIST_AUTO_SHARD_OFF, false, "0;;1;;2;;3;;4;;5;;6;;7;;8;;9;", 20);
+    /* G=3 over 4 replicas: sizes 1,1,1,0; after 9 the next size-1 sub-batch
+       sees the end, the step's other replicas are padding. */
+    s_expect_trace(ds, 1, 0, 4, 3, ZDIST_AUTO_SHARD_OFF, false, "0|1|2|;3|4|5|;6|7|8|;9|||", 4);
     /* One replica: plain batching. */
     s_expect_trace(ds, 1, 0, 1, 4, ZDIST_AUTO_SHARD_OFF, false, "0,1,2,3;4,5,6,7;8,9", 3);
     zdist_dataset_destroy(&ds);
@@ -382,7 +392,14 @@ test_input_context(void)
     int64_t per = 0;
     CU_ASSERT_EQUAL(zdist_input_context_get_per_replica_batch_size(ctx, 64, &per, &err), 0);
     CU_ASSERT_EQUAL(per, 16);
+    /* TF: 0 % 4 == 0, so 0 // 4 = 0 */
     per = -5;
+    CU_ASSERT_EQUAL(zdist_input_context_get_per_replica_batch_size(ctx, 0, &per, &err), 0);
+    CU_ASSERT_EQUAL(per, 0);
+    per = -5;
+    CU_ASSERT_EQUAL(zdist_input_context_get_per_replica_batch_size(ctx, -4, &per, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "global_batch_size is -4"));
+    CU_ASSERT_EQUAL(per, -5);
     CU_ASSERT_EQUAL(zdist_input_context_get_per_replica_batch_size(ctx, 10, &per, &err), -EINVAL);
     CU_ASSERT_EQUAL(per, -5);
     CU_ASSERT_EQUAL(err.code, -EINVAL);

@@ -18,7 +18,8 @@ extern "C" {
    array `values[num_replicas]` of tensor views in replica order. Tensors may
    differ in their size along an axis (a partial last batch); everything else
    (dtype, rank, other dims) must agree. Dtypes: float32, float64, int32,
-   int64 (MEAN: float32/float64 only, as TF refuses to average integers).
+   int64 (reduce's MEAN of integers is a float64, as distribute_lib.py's
+   truediv; reduce_to and variable writes average floats only).
 
    Pure functions: no threads, no I/O, nothing kept. Functions that return a
    new tensor in `ret` malloc ret->data (the caller frees it with free());
@@ -40,7 +41,10 @@ ZDIST_EXPORT const char *zdist_reduce_op_name(zdist_reduce_op_t op);
    along `axis` first, the result has that dim removed; MEAN divides by the
    total size of `axis` over all replicas, so [0,1,2,3] and [4,5] -> 2.5
    (not the mean of 1.5 and 4.5). All replicas empty along axis: MEAN is NaN.
-   Replicas are added in replica order (deterministic). */
+   MEAN of int32/int64 values follows distribute_lib.py: the sum in the
+   values' dtype (wrapping), then truediv by the count -> ret is float64
+   (int32 [0,1,2,3] and [4,5], axis 0 -> 2.5). Replicas are added in replica
+   order (deterministic). */
 ZDIST_EXPORT int zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
                                          int axis, zdist_tensor_t *ret, zdist_error_t *err);
 

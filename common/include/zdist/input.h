@@ -39,8 +39,10 @@ ZDIST_EXPORT int zdist_input_context_input_pipeline_id(const zdist_input_context
 ZDIST_EXPORT int zdist_input_context_num_replicas_in_sync(const zdist_input_context_t *self);
 /* global_batch_size / num_replicas_in_sync. -EINVAL when it does not divide,
    with TensorFlow's message: "The `global_batch_size` 7 is not divisible by
-   `num_replicas_in_sync` 2 " (trailing space included, as TF). Also -EINVAL
-   for a global batch size < 1. ret written only on success. */
+   `num_replicas_in_sync` 2 " (trailing space included, as TF). 0 gives 0,
+   as TensorFlow's (0 % n == 0). A negative size is -EINVAL (TensorFlow would
+   floor-divide it; no batch has a negative size). ret written only on
+   success. */
 ZDIST_EXPORT int zdist_input_context_get_per_replica_batch_size(const zdist_input_context_t *self,
                                                                 int64_t global_batch_size, int64_t *ret,
                                                                 zdist_error_t *err);
@@ -271,6 +273,9 @@ typedef struct zdist_input_t zdist_input_t;
      sub-batches whose sizes cycle through
      zdist_input_batch_sizes_for_worker(G, W, R, w); a step takes the next R.
      When the data runs out a replica gets what is left, later ones nothing.
+     As TF's RebatchDatasetV2, a sub-batch of size 0 is still emitted after
+     the data ran out exactly (no read has seen the end yet): sizes [0, 1]
+     over 8 examples give 17 sub-batches, the last one empty.
    - DATA (TF rewrites to the legacy RebatchDataset and shards its output):
      every pipeline walks the same global batches (same seed, same order); each
      batch (G, or the partial last one) is split by zdist_input_rebatch_legacy

@@ -78,8 +78,8 @@ int
 zdist_input_context_get_per_replica_batch_size(const zdist_input_context_t *self, int64_t global_batch_size,
                                                int64_t *ret, zdist_error_t *err)
 {
-    if (global_batch_size < 1)
-        return zdist_error_set(err, -EINVAL, "global_batch_size is %lld: it must be at least 1",
+    if (global_batch_size < 0)
+        return zdist_error_set(err, -EINVAL, "global_batch_size is %lld: it must be 0 or more",
                                (long long) global_batch_size);
     if (global_batch_size % self->num_replicas_in_sync != 0)
         /* TensorFlow's text, trailing space and all. */

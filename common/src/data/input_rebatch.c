@@ -245,6 +245,15 @@ s_prefetch_thread(void *arg)
     return NULL;
 }
 
+/* Steps in an epoch. DATA: one per global batch. OFF/FILE: TF's
+   RebatchDatasetV2 emits sub-batches of the cycling sizes; one whose size is
+   0 is emitted empty without reading the input (so also after the input ran
+   out, as long as no read has seen its end), one of size d > 0 ends the
+   epoch when nothing is left, and takes what is left when less than d
+   remains (that read saw the end: nothing follows). A step is R sub-batches,
+   the last one padded with empty batches. So sizes [0, 1] over range(8)
+   give [],[0],[],[1],...,[],[7],[] (17), and [1, 0] give [0],[],...,[7],[]
+   (16), as rebatch_dataset_test's testEmptyFirstSplits / testEmptyLastSplits. */
 static int64_t
 s_steps_per_epoch(const zdist_input_t *self)
 {
@@ -253,24 +262,29 @@ s_steps_per_epoch(const zdist_input_t *self)
         return 0;
     if (self->legacy)
         return (L + G - 1) / G;
-    int64_t n = (int64_t) self->workers * self->replicas, pos = 0, k = 0, last = -1;
-    /* Whole cycles take G each; walk only the tail. */
+    int64_t n = (int64_t) self->workers * self->replicas, pos = 0, k = 0;
+    /* Whole cycles take G each and emit all n sub-batches; walk the tail. */
     int64_t cycles = L / G;
     if (cycles > 0) {
         cycles--; /* keep the last full cycle in the walk: its end may be the end */
         pos = cycles * G;
         k = cycles * n;
     }
-    while (pos < L) {
-        int64_t take = self->cycle_sizes[k % n];
-        if (take > L - pos)
-            take = L - pos;
-        if (take > 0)
-            last = k;
+    for (;;) { /* ends: the sizes add up to G >= 1, so one of every n is > 0 */
+        int64_t want = self->cycle_sizes[k % n];
+        if (want == 0) {
+            k++;
+            continue;
+        }
+        if (pos == L)
+            break;
+        int64_t take = want < L - pos ? want : L - pos;
         pos += take;
         k++;
+        if (take < want)
+            break;
     }
-    return (last + 1 + self->replicas - 1) / self->replicas;
+    return (k + self->replicas - 1) / self->replicas;
 }
 
 zdist_input_t *

@@ -93,6 +93,13 @@ s_addi(int64_t a, int64_t b)
     return (int64_t)((uint64_t)a + (uint64_t)b);
 }
 
+/* An int64 accumulator as the dtype's wrapped value (int32 keeps its low 32 bits). */
+static int64_t
+s_wrap_int(zdist_dtype_t dtype, int64_t v)
+{
+    return dtype == ZDIST_DTYPE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v : v;
+}
+
 int
 zdist_reduce_op_from_name(const char *name, zdist_reduce_op_t *ret_op)
 {
@@ -278,16 +285,30 @@ zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int 
     if (rc < 0)
         return rc;
     zdist_dtype_t dt = values[0].dtype;
-    rc = s_mean_dtype_check(op, dt, err);
-    if (rc < 0)
-        return rc;
+    if (op != ZDIST_REDUCE_SUM && op != ZDIST_REDUCE_MEAN)
+        return zdist_error_set(err, -EINVAL, "reduce_op must be SUM or MEAN (got %d)", (int)op);
+    /* distribute_lib.py's MEAN of integers: the sum in the values' dtype
+       (wrapping as TF's int adds), then math_ops.truediv by the count cast
+       to that dtype -> float64. */
+    bool int_mean = op == ZDIST_REDUCE_MEAN && !s_is_float(dt);
+    zdist_dtype_t odt = int_mean ? ZDIST_DTYPE_FLOAT64 : dt;
 
     zdist_tensor_t out;
     if (a < 0) {
-        rc = s_alloc(dt, &values[0].shape, &out, err);
+        rc = s_alloc(odt, &values[0].shape, &out, err);
         if (rc < 0)
             return rc;
-        s_reduce_elementwise(op, values, num_replicas, &out);
+        if (int_mean) {
+            int64_t count = 0;
+            (void)zdist_shape_num_elements(&values[0].shape, &count);
+            for (int64_t i = 0; i < count; i++) {
+                int64_t acc = 0;
+                for (int r = 0; r < num_replicas; r++)
+                    acc = s_addi(acc, s_geti(&values[r], i));
+                s_putf(odt, out.data, i, (double)s_wrap_int(dt, acc) / (double)num_replicas);
+            }
+        } else
+            s_reduce_elementwise(op, values, num_replicas, &out);
         *ret = out;
         return 0;
     }
@@ -305,7 +326,7 @@ zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int 
         else
             inner *= values[0].shape.dims[d];
     }
-    rc = s_alloc(dt, &oshape, &out, err);
+    rc = s_alloc(odt, &oshape, &out, err);
     if (rc < 0)
         return rc;
     int64_t total_along = 0;
@@ -328,6 +349,8 @@ zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int 
             int64_t oi = o * inner + in;
             if (s_is_float(dt))
                 s_putf(dt, out.data, oi, op == ZDIST_REDUCE_MEAN ? accf / (double)total_along : accf);
+            else if (int_mean)
+                s_putf(odt, out.data, oi, (double)s_wrap_int(dt, acci) / (double)total_along);
             else
                 s_puti(dt, out.data, oi, acci);
         }
