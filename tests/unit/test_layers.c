@@ -7,6 +7,7 @@
 
 #include "layers/layers.h"
 #include "testutil.h"
+#include "zdist/embedding.h"
 
 static uint64_t s_rng = 0x2545f4914f6cdd1dull;
 static double
@@ -395,7 +396,8 @@ test_embedding_concat(void)
     static const int64_t offs[] = {0, 4, 6, 8, 11};
     static const int64_t fids[] = {0, 3, 9, 3, 1, 12, 2, 0, 4, 2, 5};
     static const float vals[] = {0.5f, 1, 2, 0.5f, -1, 1, 3, 1, 0.25f, 2, 1.5f};
-    for (int comb = 0; comb < 2; comb++) {
+    static const char *const names[] = {"embedding mean", "embedding sum", "embedding sqrtn"};
+    for (int comb = 0; comb < 3; comb++) {
         s_emb_t t = {.n = 4, .e = 3, .k = 3, .comb = (zdist_combiner_t)comb, .offs = offs, .fids = fids, .vals = vals};
         t.m = layer_embedding_lookups(offs, fids, vals, 4, 3, 5, t.ids, t.weights, t.loff);
         CU_ASSERT_EQUAL(t.m, 6);
@@ -411,13 +413,19 @@ test_embedding_concat(void)
         CU_ASSERT_DOUBLE_EQUAL(t.z[3], 0.5, 0);      /* feature 0 of example 0 */
         CU_ASSERT_DOUBLE_EQUAL(t.z[2 * 6 + 5], 3, 0); /* feature 2 of example 2 */
         CU_ASSERT_DOUBLE_EQUAL(t.y[2 * 3], 0, 0);    /* no ids: zeros */
+        /* the layer's forward is libzdist's embedding_lookup_sparse */
+        float want[4 * 3];
+        zdist_sparse_ids_t sp = {.n = 4, .row_offsets = t.loff, .ids = t.ids, .weights = t.weights};
+        CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(t.table, 5, 3, &sp, t.comb, want, NULL), 0);
+        for (int i = 0; i < 12; i++)
+            CU_ASSERT_DOUBLE_EQUAL(t.y[i], want[i], 1e-5);
         float dy[12], drows[32 * 3], dtable[15] = {0};
         layer_concat_backward(t.r, 4, 3, 3, dy);
         layer_embedding_backward(dy, t.weights, t.loff, 4, 3, t.comb, drows);
         for (int64_t j = 0; j < t.m; j++) /* duplicates sum, as the host does */
             for (int c = 0; c < 3; c++)
                 dtable[t.ids[j] * 3 + c] += drows[j * 3 + c];
-        CU_ASSERT(s_fd(s_emb_loss, &t, t.table, dtable, 15, 1e-2, comb ? "embedding sum" : "embedding mean") < 1e-2);
+        CU_ASSERT(s_fd(s_emb_loss, &t, t.table, dtable, 15, 1e-2, names[comb]) < 1e-2);
         free(t.table), free(t.rows), free(t.y), free(t.z), free(t.r);
     }
 }

@@ -163,6 +163,17 @@ test_embedding_concat(void)
     CU_ASSERT_EQUAL(spec.layers[1].out.dims[0], 21);
     CU_ASSERT_EQUAL(spec.total_params, 8000 + 21 * 16 + 16 + 17);
     zdist_model_spec_release(&spec);
+    /* sqrtn is TF's third combiner; a fourth is refused by name */
+    const char *sq = "{\"input_shape\": [20], \"layers\": [{\"embedding\": {\"input_dim\": 10, \"output_dim\": 4, "
+                     "\"combiner\": \"sqrtn\"}}, {\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
+    CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(sq, true, &spec, &err), 0);
+    CU_ASSERT_EQUAL(spec.layers[0].combiner, ZDIST_COMBINER_SQRTN);
+    zdist_model_spec_release(&spec);
+    const char *mx = "{\"input_shape\": [20], \"layers\": [{\"embedding\": {\"input_dim\": 10, \"output_dim\": 4, "
+                     "\"combiner\": \"max\"}}, {\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
+    CU_ASSERT_EQUAL(zdist_model_spec_parse(mx, true, &spec, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "combiner"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "sqrtn"));
     /* The same on dense data is refused. */
     CU_ASSERT_EQUAL(zdist_model_spec_parse(text, false, &spec, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "model.layers[0].embedding: an embedding looks up the ids of sparse"));

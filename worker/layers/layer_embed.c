@@ -1,8 +1,9 @@
-/* layer_embed: embedding lookups of sparse (CSR) examples with sum / mean combiners, and concat of their dense features. */
+/* layer_embed: embedding lookups of sparse (CSR) examples with sum / mean / sqrtn combiners, and concat of their dense features. */
 #include <math.h>
 #include <string.h>
 
 #include "layers.h"
+#include "zdist/embedding.h"
 
 int64_t
 layer_embedding_lookups(const int64_t *row_offsets, const int64_t *feature_ids, const float *values, int64_t n,
@@ -21,19 +22,13 @@ layer_embedding_lookups(const int64_t *row_offsets, const int64_t *feature_ids, 
     return m;
 }
 
-/* What an example's weighted rows are divided by: 1 (sum), or the sum of
-   its weights (mean); 0 when it has no lookups (its output is 0). */
+/* What an example's weighted rows are multiplied by: libzdist's combiner
+   factor (1 for sum, 1 / sum(w) for mean, 1 / sqrt(sum(w^2)) for sqrtn; 0
+   when the example has no lookups or the denominator is 0). */
 static float
 s_scale(const float *weights, int64_t lo, int64_t hi, zdist_combiner_t combiner)
 {
-    if (lo == hi)
-        return 0;
-    if (combiner == ZDIST_COMBINER_SUM)
-        return 1;
-    double sum = 0;
-    for (int64_t k = lo; k < hi; k++)
-        sum += weights[k];
-    return fabs(sum) > 1e-30 ? (float)(1.0 / sum) : 0;
+    return (float)zdist_combiner_scale(combiner, weights, lo, hi);
 }
 
 void

@@ -98,7 +98,8 @@ int64_t layer_embedding_lookups(const int64_t *row_offsets, const int64_t *featu
                                 int64_t n, int64_t first_id, int64_t input_dim, int64_t *ids, float *weights,
                                 int64_t *offsets);
 /* y[n, e]: each example's rows (rows[m, e], read by id) combined: sum of
-   weight x row, divided by the weights' sum for MEAN (0 for no lookups). */
+   weight x row, divided by the weights' sum for MEAN and by the square root
+   of their squares' sum for SQRTN (zdist_combiner_scale; 0 for no lookups). */
 void layer_embedding_forward(const float *rows, const float *weights, const int64_t *offsets, int64_t n, int64_t e,
                              zdist_combiner_t combiner, float *y);
 /* The rows' gradients drows[m, e] (a sparse gradient over ids). */

@@ -58,7 +58,8 @@ typedef enum {
 
 typedef enum {
     ZDIST_COMBINER_MEAN = 0, /* sum(value * row) / sum(value), tf.nn.embedding_lookup_sparse */
-    ZDIST_COMBINER_SUM,
+    ZDIST_COMBINER_SUM,      /* sum(value * row) */
+    ZDIST_COMBINER_SQRTN,    /* sum(value * row) / sqrt(sum(value^2)) */
 } zdist_combiner_t;
 
 typedef enum {

@@ -46,7 +46,7 @@ static const s_type_t s_types[] = {
 
 static const char *const s_act_names[] = {"linear", "relu", "tanh", "sigmoid", "softmax", NULL};
 static const char *const s_padding_names[] = {"valid", "same", NULL};
-static const char *const s_combiner_names[] = {"mean", "sum", NULL};
+static const char *const s_combiner_names[] = {"mean", "sum", "sqrtn", NULL};
 static const char *const s_loss_names[] = {"sparse_categorical_crossentropy", "binary_crossentropy",
                                            "mean_squared_error", NULL};
 

@@ -1,0 +1,335 @@
+/* CUnit suite: embedding_lookup_sparse / safe_embedding_lookup_sparse (TF's docstring examples), over a local table
+ * and over a table sharded on two real psd servers (psd_server_actor in this process). */
+#include <czmq.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "psd_server.h"
+#include "testutil.h"
+#include "zdist/embedding.h"
+#include "zdist/ps_client.h"
+
+enum { S_VOCAB = 10, S_DIM = 20 };
+
+/* params[r][j] = r + j / 100: every row different, every value exact enough. */
+static void
+s_params(float *p, int64_t vocab, int64_t dim)
+{
+    for (int64_t r = 0; r < vocab; r++)
+        for (int64_t j = 0; j < dim; j++)
+            p[r * dim + j] = (float)r + (float)j / 100.0f;
+}
+
+/* TF's docstring: a 10x20 params and
+     [0, 0]: id 1, weight 2.0
+     [0, 1]: id 3, weight 0.5
+     [1, 0]: id 0, weight 1.0
+     [2, 3]: id 1, weight 3.0 */
+static const int64_t s_doc_offsets[] = {0, 2, 3, 4};
+static const int64_t s_doc_ids[] = {1, 3, 0, 1};
+static const float s_doc_weights[] = {2.0f, 0.5f, 1.0f, 3.0f};
+
+static void
+s_expect_row(const float *got, const float *want, int64_t dim)
+{
+    for (int64_t j = 0; j < dim; j++)
+        CU_ASSERT_DOUBLE_EQUAL(got[j], want[j], 1e-5);
+}
+
+static void
+test_docstring_combiners(void)
+{
+    float p[S_VOCAB * S_DIM], out[3 * S_DIM], want[S_DIM];
+    s_params(p, S_VOCAB, S_DIM);
+    zdist_sparse_ids_t sp = {.n = 3, .row_offsets = s_doc_offsets, .ids = s_doc_ids, .weights = s_doc_weights};
+    zdist_error_t err = {0};
+    const float *p0 = p, *p1 = p + S_DIM, *p3 = p + 3 * S_DIM;
+
+    /* mean: output[0] = (params[1] * 2.0 + params[3] * 0.5) / (2.0 + 0.5),
+       output[1] = params[0] * 1.0 / 1.0, output[2] = params[1] * 3.0 / 3.0 */
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    for (int j = 0; j < S_DIM; j++)
+        want[j] = (p1[j] * 2.0f + p3[j] * 0.5f) / 2.5f;
+    s_expect_row(out, want, S_DIM);
+    s_expect_row(out + S_DIM, p0, S_DIM);
+    s_expect_row(out + 2 * S_DIM, p1, S_DIM);
+    CU_ASSERT_DOUBLE_EQUAL(out[0], (2.0 + 1.5) / 2.5, 1e-6); /* row 1 at j=0 is 1, row 3 is 3 */
+
+    /* sum: the weighted rows added */
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, out, &err), 0);
+    for (int j = 0; j < S_DIM; j++)
+        want[j] = p1[j] * 2.0f + p3[j] * 0.5f;
+    s_expect_row(out, want, S_DIM);
+    CU_ASSERT_DOUBLE_EQUAL(out[2 * S_DIM], 3.0, 1e-6);
+
+    /* sqrtn: divided by sqrt(sum of the squared weights) */
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
+    for (int j = 0; j < S_DIM; j++)
+        want[j] = (p1[j] * 2.0f + p3[j] * 0.5f) / sqrtf(4.0f + 0.25f);
+    s_expect_row(out, want, S_DIM);
+    s_expect_row(out + S_DIM, p0, S_DIM);
+    s_expect_row(out + 2 * S_DIM, p1, S_DIM); /* 3 * p1 / sqrt(9) */
+
+    /* No weights: mean is the plain average, sqrtn the sum over sqrt(count). */
+    sp.weights = NULL;
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(out[0], 2.0, 1e-6); /* (1 + 3) / 2 */
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(out[0], 4.0 / sqrt(2.0), 1e-6);
+
+    /* Weights summing to 0: div_no_nan gives zeros, not NaN; sum still adds. */
+    const int64_t offs[] = {0, 2};
+    const int64_t ids[] = {1, 3};
+    const float ws[] = {1.0f, -1.0f};
+    zdist_sparse_ids_t z = {.n = 1, .row_offsets = offs, .ids = ids, .weights = ws};
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL(out[0], 0.0f);
+    CU_ASSERT_EQUAL(out[5], 0.0f);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_SUM, out, &err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(out[0], -2.0, 1e-6);
+}
+
+static void
+test_empty_rows_and_errors(void)
+{
+    float p[S_VOCAB * S_DIM], out[3 * S_DIM];
+    s_params(p, S_VOCAB, S_DIM);
+    zdist_error_t err = {0};
+    /* rows 0 and 2 empty: zeros */
+    const int64_t offs[] = {0, 0, 1, 1};
+    const int64_t ids[] = {4};
+    zdist_sparse_ids_t sp = {.n = 3, .row_offsets = offs, .ids = ids};
+    memset(out, 0x7f, sizeof out);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL(out[0], 0.0f);
+    CU_ASSERT_EQUAL(out[S_DIM - 1], 0.0f);
+    CU_ASSERT_DOUBLE_EQUAL(out[S_DIM], 4.0, 1e-6);
+    CU_ASSERT_EQUAL(out[2 * S_DIM + 7], 0.0f);
+
+    /* ids outside the table: refused, naming the entry */
+    const int64_t bad[] = {-1};
+    const int64_t big[] = {10};
+    const int64_t one[] = {0, 1};
+    zdist_sparse_ids_t b = {.n = 1, .row_offsets = one, .ids = bad};
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &b, ZDIST_COMBINER_SUM, out, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "entry 0 has id -1"));
+    b.ids = big;
+    CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &b, ZDIST_COMBINER_SUM,
+                                                       ZDIST_EMBEDDING_NO_DEFAULT, out, &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "outside the table's rows 0..9"));
+    /* decreasing offsets, bad combiner, bad default_id */
+    const int64_t dec[] = {0, 2, 1};
+    zdist_sparse_ids_t d = {.n = 2, .row_offsets = dec, .ids = ids};
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &d, ZDIST_COMBINER_SUM, out, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "must not decrease"));
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, (zdist_combiner_t)7, out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "combiner must be one of 'mean', 'sqrtn' or 'sum'");
+    CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, 10, out, &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "default_id 10"));
+
+    zdist_combiner_t c;
+    CU_ASSERT_EQUAL(zdist_combiner_from_name("sqrtn", &c, &err), 0);
+    CU_ASSERT_EQUAL(c, ZDIST_COMBINER_SQRTN);
+    CU_ASSERT_STRING_EQUAL(zdist_combiner_name(c), "sqrtn");
+    CU_ASSERT_EQUAL(zdist_combiner_from_name("max", &c, &err), -EINVAL);
+    CU_ASSERT_DOUBLE_EQUAL(zdist_combiner_scale(ZDIST_COMBINER_SQRTN, (float[]){3, 4}, 0, 2), 0.2, 1e-12);
+    CU_ASSERT_EQUAL(zdist_combiner_scale(ZDIST_COMBINER_MEAN, NULL, 3, 3), 0.0);
+}
+
+/* safe_embedding_lookup_sparse's docstring: row 1's only id is -1 (invalid):
+   pruned, the row is empty, default_id 0 fills it with weight 1. */
+static void
+test_safe_docstring(void)
+{
+    float p[S_VOCAB * S_DIM], out[3 * S_DIM], want[S_DIM];
+    s_params(p, S_VOCAB, S_DIM);
+    const int64_t ids[] = {1, 3, -1, 1};
+    zdist_sparse_ids_t sp = {.n = 3, .row_offsets = s_doc_offsets, .ids = ids, .weights = s_doc_weights};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, 0, out, &err), 0);
+    for (int j = 0; j < S_DIM; j++)
+        want[j] = (p[S_DIM + j] * 2.0f + p[3 * S_DIM + j] * 0.5f) / 2.5f;
+    s_expect_row(out, want, S_DIM);
+    s_expect_row(out + S_DIM, p, S_DIM);
+    s_expect_row(out + 2 * S_DIM, p + S_DIM, S_DIM);
+    /* default_id 2 fills row 1 with params[2]; none: zeros */
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, 2, out, &err), 0);
+    s_expect_row(out + S_DIM, p + 2 * S_DIM, S_DIM);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN,
+                                                             ZDIST_EMBEDDING_NO_DEFAULT, out, &err),
+                          0);
+    CU_ASSERT_EQUAL(out[S_DIM], 0.0f);
+    CU_ASSERT_EQUAL(out[2 * S_DIM - 1], 0.0f);
+
+    /* Non-positive weights are pruned for mean and sqrtn, kept for sum (TF
+       prunes weights only when combiner != "sum"). Row 0: id 1 w 2, id 3 w 0,
+       id 5 w -1; row 1: id 4 w -2 only. */
+    const int64_t offs[] = {0, 3, 4};
+    const int64_t ids2[] = {1, 3, 5, 4};
+    const float ws[] = {2.0f, 0.0f, -1.0f, -2.0f};
+    zdist_sparse_ids_t w = {.n = 2, .row_offsets = offs, .ids = ids2, .weights = ws};
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &w, ZDIST_COMBINER_MEAN,
+                                                             ZDIST_EMBEDDING_NO_DEFAULT, out, &err),
+                          0);
+    s_expect_row(out, p + S_DIM, S_DIM); /* 2 * p1 / 2 */
+    CU_ASSERT_EQUAL(out[S_DIM], 0.0f);   /* row 1 pruned empty, no default: zeros */
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &w, ZDIST_COMBINER_SQRTN, 7, out, &err), 0);
+    s_expect_row(out, p + S_DIM, S_DIM);         /* 2 * p1 / sqrt(4) */
+    s_expect_row(out + S_DIM, p + 7 * S_DIM, S_DIM); /* the default, weight 1 */
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &w, ZDIST_COMBINER_SUM,
+                                                             ZDIST_EMBEDDING_NO_DEFAULT, out, &err),
+                          0);
+    CU_ASSERT_DOUBLE_EQUAL(out[0], 2.0 * 1 + 0.0 * 3 - 1.0 * 5, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(out[S_DIM], -2.0 * 4, 1e-6);
+}
+
+/* ---- over two psd servers ---- */
+
+typedef struct {
+    zactor_t *psd[2];
+    zdist_ps_client_t *client[2];
+    zdist_layout_t *layout;
+} s_cluster_t;
+
+static uint64_t
+s_pull_rows_served(zdist_ps_client_t *c)
+{
+    zdist_ps_stats_t *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c, &st, NULL), 0);
+    uint64_t n = 0;
+    for (size_t i = 0; i < st->nmethods; i++)
+        if (strcmp(st->methods[i].name, "pull_rows") == 0)
+            n = st->methods[i].requests;
+    zdist_ps_stats_destroy(&st);
+    return n;
+}
+
+/* 'emb' [10, 20] in 3 Div shards (rows 0-3, 4-6, 7-9) placed round-robin on
+   2 ps tasks (0, 1, 0), holding s_params's values. */
+static void
+s_cluster_new(s_cluster_t *c, const float *params)
+{
+    zdist_error_t err = {0};
+    for (int i = 0; i < 2; i++) {
+        psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
+        zdist_wire_limits_default(&cfg.limits);
+        c->psd[i] = zactor_new(psd_server_actor, &cfg);
+        char *hello = zstr_recv(c->psd[i]);
+        CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+        c->client[i] = zdist_ps_client_new(hello + 6, NULL, &err);
+        zstr_free(&hello);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c->client[i]);
+    }
+    zdist_placement_t *pl = zdist_placement_new(2);
+    zdist_partitioner_t part = {.kind = ZDIST_PARTITIONER_FIXED, .num_shards = 3};
+    zdist_shape_t shape = {2, {S_VOCAB, S_DIM}};
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place_variable(pl, "emb", &shape, ZDIST_DTYPE_FLOAT32, &part, &c->layout,
+                                                         &err),
+                          0);
+    zdist_placement_destroy(&pl);
+    CU_ASSERT_EQUAL_FATAL(c->layout->num_shards, 3);
+    for (int s = 0; s < 3; s++) {
+        const zdist_shard_t *sh = &c->layout->shards[s];
+        zdist_ps_var_spec_t spec = {.name = "emb",
+                                    .dtype = ZDIST_DTYPE_FLOAT32,
+                                    .shape = shape,
+                                    .shard_index = s,
+                                    .row_offset = sh->offset,
+                                    .row_count = sh->rows};
+        CU_ASSERT_EQUAL_FATAL(zdist_ps_client_create(c->client[sh->ps], &spec, NULL, &err), 0);
+        zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32,
+                            .shape = {2, {sh->rows, S_DIM}},
+                            .data = (void *)(params + sh->offset * S_DIM),
+                            .nbytes = (size_t)(sh->rows * S_DIM) * sizeof(float)};
+        CU_ASSERT_EQUAL_FATAL(zdist_ps_client_assign(c->client[sh->ps], "emb", s, 0, 0, &v, NULL, &err), 0);
+    }
+}
+
+static void
+s_cluster_destroy(s_cluster_t *c)
+{
+    zdist_layout_destroy(&c->layout);
+    for (int i = 0; i < 2; i++) {
+        zdist_ps_client_destroy(&c->client[i]);
+        zactor_destroy(&c->psd[i]);
+    }
+}
+
+static void
+test_ps_sharded(void)
+{
+    float p[S_VOCAB * S_DIM], local[4 * S_DIM], remote[4 * S_DIM];
+    s_params(p, S_VOCAB, S_DIM);
+    s_cluster_t c = {0};
+    s_cluster_new(&c, p);
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(c.layout->shards[0].ps, 0);
+    CU_ASSERT_EQUAL(c.layout->shards[1].ps, 1);
+    CU_ASSERT_EQUAL(c.layout->shards[2].ps, 0);
+
+    /* Ids in shards 0 (1, 3) and 2 (8, twice) only: two pulls, both to ps 0. */
+    const int64_t offs[] = {0, 2, 4, 5, 5};
+    const int64_t ids[] = {1, 3, 8, 1, 8};
+    const float ws[] = {2.0f, 0.5f, 1.0f, 3.0f, 0.25f};
+    zdist_sparse_ids_t sp = {.n = 4, .row_offsets = offs, .ids = ids, .weights = ws};
+    for (int comb = 0; comb < 3; comb++) {
+        zdist_embedding_options_t o = {.combiner = (zdist_combiner_t)comb, .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
+        uint64_t before0 = s_pull_rows_served(c.client[0]), before1 = s_pull_rows_served(c.client[1]);
+        memset(remote, 0x7f, sizeof remote);
+        CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err), 0);
+        CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), before0 + 2);
+        CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1);
+        CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, o.combiner, local, &err), 0);
+        CU_ASSERT_EQUAL(memcmp(local, remote, sizeof local), 0); /* the same rows, combined alike */
+        CU_ASSERT_EQUAL(remote[3 * S_DIM], 0.0f);                /* the empty row */
+    }
+
+    /* The safe lookup over the shards: -1 pruned, row 1 (id 5, weight 0)
+       empties under mean and takes default_id 4 (shard 1, on ps 1). */
+    const int64_t offs2[] = {0, 3, 4};
+    const int64_t ids2[] = {-1, 9, 0, 5};
+    const float ws2[] = {1.0f, 1.0f, 3.0f, 0.0f};
+    zdist_sparse_ids_t s2 = {.n = 2, .row_offsets = offs2, .ids = ids2, .weights = ws2};
+    zdist_embedding_options_t so = {.combiner = ZDIST_COMBINER_MEAN, .safe = true, .default_id = 4};
+    uint64_t before1 = s_pull_rows_served(c.client[1]);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &s2, &so, remote, &err), 0);
+    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1 + 1);
+    CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &s2, ZDIST_COMBINER_MEAN, 4, local, &err),
+                    0);
+    CU_ASSERT_EQUAL(memcmp(local, remote, 2 * S_DIM * sizeof(float)), 0);
+    CU_ASSERT_DOUBLE_EQUAL(remote[0], (9.0 + 0.0 * 3) / 4.0, 1e-6); /* (p9 + 3 p0) / 4 at j = 0 */
+    CU_ASSERT_DOUBLE_EQUAL(remote[S_DIM], 4.0, 1e-6);
+
+    /* An id past the table: refused before anything is sent. */
+    const int64_t far[] = {10};
+    const int64_t one[] = {0, 1};
+    zdist_sparse_ids_t f = {.n = 1, .row_offsets = one, .ids = far};
+    uint64_t before0 = s_pull_rows_served(c.client[0]);
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &f, &so, remote, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "entry 0 has id 10"));
+    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), before0);
+    /* Too few clients for the layout. */
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 1, c.layout, &sp, &so, remote, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "on ps task 1, but there are clients for 1 ps tasks"));
+    /* A psd that lost the table: the pull's refusal comes back by name. */
+    zdist_layout_t renamed = *c.layout;
+    renamed.name = "nothing";
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, &renamed, &sp, &so, remote, &err), -ENOENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "'nothing' shard 0 on ps task 0"));
+    s_cluster_destroy(&c);
+}
+
+void
+zdist_test_embedding_register(void)
+{
+    ZDIST_SUITE("embedding", {"embedding_lookup_sparse: the docstring's combiners", test_docstring_combiners},
+                {"empty rows are zeros; bad ids, offsets, combiners refused", test_empty_rows_and_errors},
+                {"safe_embedding_lookup_sparse: pruning and default_id", test_safe_docstring},
+                {"over a table sharded on two psd servers", test_ps_sharded});
+}
