@@ -1,5 +1,5 @@
-/* CUnit suite: embedding_lookup_sparse / safe_embedding_lookup_sparse (TF's docstring examples), over a local table
- * and over a table sharded on two real psd servers (psd_server_actor in this process). */
+/* CUnit suite: embedding_lookup_sparse / safe_embedding_lookup_sparse (TF's docstring examples), over a local
+ * table and over a table sharded on two real psd servers (psd_server_actor in this process). */
 #include <czmq.h>
 #include <errno.h>
 #include <math.h>
@@ -18,7 +18,7 @@ s_params(float *p, int64_t vocab, int64_t dim)
 {
     for (int64_t r = 0; r < vocab; r++)
         for (int64_t j = 0; j < dim; j++)
-            p[r * dim + j] = (float)r + (float)j / 100.0f;
+            p[r * dim + j] = (float) r + (float) j / 100.0f;
 }
 
 /* TF's docstring: a 10x20 params and
@@ -42,13 +42,15 @@ test_docstring_combiners(void)
 {
     float p[S_VOCAB * S_DIM], out[3 * S_DIM], want[S_DIM];
     s_params(p, S_VOCAB, S_DIM);
-    zdist_sparse_ids_t sp = {.n = 3, .row_offsets = s_doc_offsets, .ids = s_doc_ids, .weights = s_doc_weights};
+    zdist_sparse_ids_t sp = {
+        .n = 3, .row_offsets = s_doc_offsets, .ids = s_doc_ids, .weights = s_doc_weights};
     zdist_error_t err = {0};
     const float *p0 = p, *p1 = p + S_DIM, *p3 = p + 3 * S_DIM;
 
     /* mean: output[0] = (params[1] * 2.0 + params[3] * 0.5) / (2.0 + 0.5),
        output[1] = params[0] * 1.0 / 1.0, output[2] = params[1] * 3.0 / 3.0 */
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
     for (int j = 0; j < S_DIM; j++)
         want[j] = (p1[j] * 2.0f + p3[j] * 0.5f) / 2.5f;
     s_expect_row(out, want, S_DIM);
@@ -57,14 +59,16 @@ test_docstring_combiners(void)
     CU_ASSERT_DOUBLE_EQUAL(out[0], (2.0 + 1.5) / 2.5, 1e-6); /* row 1 at j=0 is 1, row 3 is 3 */
 
     /* sum: the weighted rows added */
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, out, &err), 0);
     for (int j = 0; j < S_DIM; j++)
         want[j] = p1[j] * 2.0f + p3[j] * 0.5f;
     s_expect_row(out, want, S_DIM);
     CU_ASSERT_DOUBLE_EQUAL(out[2 * S_DIM], 3.0, 1e-6);
 
     /* sqrtn: divided by sqrt(sum of the squared weights) */
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
     for (int j = 0; j < S_DIM; j++)
         want[j] = (p1[j] * 2.0f + p3[j] * 0.5f) / sqrtf(4.0f + 0.25f);
     s_expect_row(out, want, S_DIM);
@@ -73,9 +77,11 @@ test_docstring_combiners(void)
 
     /* No weights: mean is the plain average, sqrtn the sum over sqrt(count). */
     sp.weights = NULL;
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
     CU_ASSERT_DOUBLE_EQUAL(out[0], 2.0, 1e-6); /* (1 + 3) / 2 */
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SQRTN, out, &err), 0);
     CU_ASSERT_DOUBLE_EQUAL(out[0], 4.0 / sqrt(2.0), 1e-6);
 
     /* Weights summing to 0: div_no_nan gives zeros, not NaN; sum still adds. */
@@ -83,10 +89,12 @@ test_docstring_combiners(void)
     const int64_t ids[] = {1, 3};
     const float ws[] = {1.0f, -1.0f};
     zdist_sparse_ids_t z = {.n = 1, .row_offsets = offs, .ids = ids, .weights = ws};
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_MEAN, out, &err), 0);
     CU_ASSERT_EQUAL(out[0], 0.0f);
     CU_ASSERT_EQUAL(out[5], 0.0f);
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_SUM, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &z, ZDIST_COMBINER_SUM, out, &err),
+                          0);
     CU_ASSERT_DOUBLE_EQUAL(out[0], -2.0, 1e-6);
 }
 
@@ -101,7 +109,8 @@ test_empty_rows_and_errors(void)
     const int64_t ids[] = {4};
     zdist_sparse_ids_t sp = {.n = 3, .row_offsets = offs, .ids = ids};
     memset(out, 0x7f, sizeof out);
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_MEAN, out, &err), 0);
     CU_ASSERT_EQUAL(out[0], 0.0f);
     CU_ASSERT_EQUAL(out[S_DIM - 1], 0.0f);
     CU_ASSERT_DOUBLE_EQUAL(out[S_DIM], 4.0, 1e-6);
@@ -112,7 +121,8 @@ test_empty_rows_and_errors(void)
     const int64_t big[] = {10};
     const int64_t one[] = {0, 1};
     zdist_sparse_ids_t b = {.n = 1, .row_offsets = one, .ids = bad};
-    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &b, ZDIST_COMBINER_SUM, out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &b, ZDIST_COMBINER_SUM, out, &err),
+                    -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "entry 0 has id -1"));
     b.ids = big;
     CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &b, ZDIST_COMBINER_SUM,
@@ -122,12 +132,15 @@ test_empty_rows_and_errors(void)
     /* decreasing offsets, bad combiner, bad default_id */
     const int64_t dec[] = {0, 2, 1};
     zdist_sparse_ids_t d = {.n = 2, .row_offsets = dec, .ids = ids};
-    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &d, ZDIST_COMBINER_SUM, out, &err), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "must not decrease"));
-    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, (zdist_combiner_t)7, out, &err), -EINVAL);
-    CU_ASSERT_STRING_EQUAL(err.text, "combiner must be one of 'mean', 'sqrtn' or 'sum'");
-    CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, 10, out, &err),
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &d, ZDIST_COMBINER_SUM, out, &err),
                     -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "must not decrease"));
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, (zdist_combiner_t) 7, out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "combiner must be one of 'mean', 'sqrtn' or 'sum'");
+    CU_ASSERT_EQUAL(
+        zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &sp, ZDIST_COMBINER_SUM, 10, out, &err),
+        -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "default_id 10"));
 
     zdist_combiner_t c;
@@ -180,7 +193,7 @@ test_safe_docstring(void)
     CU_ASSERT_EQUAL(out[S_DIM], 0.0f);   /* row 1 pruned empty, no default: zeros */
     CU_ASSERT_EQUAL_FATAL(
         zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &w, ZDIST_COMBINER_SQRTN, 7, out, &err), 0);
-    s_expect_row(out, p + S_DIM, S_DIM);         /* 2 * p1 / sqrt(4) */
+    s_expect_row(out, p + S_DIM, S_DIM);             /* 2 * p1 / sqrt(4) */
     s_expect_row(out + S_DIM, p + 7 * S_DIM, S_DIM); /* the default, weight 1 */
     CU_ASSERT_EQUAL_FATAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &w, ZDIST_COMBINER_SUM,
                                                              ZDIST_EMBEDDING_NO_DEFAULT, out, &err),
@@ -217,7 +230,8 @@ s_cluster_new(s_cluster_t *c, const float *params)
 {
     zdist_error_t err = {0};
     for (int i = 0; i < 2; i++) {
-        psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
+        psd_server_config_t cfg = {
+            .endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
         zdist_wire_limits_default(&cfg.limits);
         c->psd[i] = zactor_new(psd_server_actor, &cfg);
         char *hello = zstr_recv(c->psd[i]);
@@ -229,9 +243,8 @@ s_cluster_new(s_cluster_t *c, const float *params)
     zdist_placement_t *pl = zdist_placement_new(2);
     zdist_partitioner_t part = {.kind = ZDIST_PARTITIONER_FIXED, .num_shards = 3};
     zdist_shape_t shape = {2, {S_VOCAB, S_DIM}};
-    CU_ASSERT_EQUAL_FATAL(zdist_placement_place_variable(pl, "emb", &shape, ZDIST_DTYPE_FLOAT32, &part, &c->layout,
-                                                         &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_placement_place_variable(pl, "emb", &shape, ZDIST_DTYPE_FLOAT32, &part, &c->layout, &err), 0);
     zdist_placement_destroy(&pl);
     CU_ASSERT_EQUAL_FATAL(c->layout->num_shards, 3);
     for (int s = 0; s < 3; s++) {
@@ -245,8 +258,8 @@ s_cluster_new(s_cluster_t *c, const float *params)
         CU_ASSERT_EQUAL_FATAL(zdist_ps_client_create(c->client[sh->ps], &spec, NULL, &err), 0);
         zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32,
                             .shape = {2, {sh->rows, S_DIM}},
-                            .data = (void *)(params + sh->offset * S_DIM),
-                            .nbytes = (size_t)(sh->rows * S_DIM) * sizeof(float)};
+                            .data = (void *) (params + sh->offset * S_DIM),
+                            .nbytes = (size_t) (sh->rows * S_DIM) * sizeof(float)};
         CU_ASSERT_EQUAL_FATAL(zdist_ps_client_assign(c->client[sh->ps], "emb", s, 0, 0, &v, NULL, &err), 0);
     }
 }
@@ -279,10 +292,12 @@ test_ps_sharded(void)
     const float ws[] = {2.0f, 0.5f, 1.0f, 3.0f, 0.25f};
     zdist_sparse_ids_t sp = {.n = 4, .row_offsets = offs, .ids = ids, .weights = ws};
     for (int comb = 0; comb < 3; comb++) {
-        zdist_embedding_options_t o = {.combiner = (zdist_combiner_t)comb, .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
+        zdist_embedding_options_t o = {.combiner = (zdist_combiner_t) comb,
+                                       .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
         uint64_t before0 = s_pull_rows_served(c.client[0]), before1 = s_pull_rows_served(c.client[1]);
         memset(remote, 0x7f, sizeof remote);
-        CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err),
+                              0);
         CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), before0 + 2);
         CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1);
         CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, o.combiner, local, &err), 0);
@@ -300,8 +315,8 @@ test_ps_sharded(void)
     uint64_t before1 = s_pull_rows_served(c.client[1]);
     CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &s2, &so, remote, &err), 0);
     CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1 + 1);
-    CU_ASSERT_EQUAL(zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &s2, ZDIST_COMBINER_MEAN, 4, local, &err),
-                    0);
+    CU_ASSERT_EQUAL(
+        zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &s2, ZDIST_COMBINER_MEAN, 4, local, &err), 0);
     CU_ASSERT_EQUAL(memcmp(local, remote, 2 * S_DIM * sizeof(float)), 0);
     CU_ASSERT_DOUBLE_EQUAL(remote[0], (9.0 + 0.0 * 3) / 4.0, 1e-6); /* (p9 + 3 p0) / 4 at j = 0 */
     CU_ASSERT_DOUBLE_EQUAL(remote[S_DIM], 4.0, 1e-6);

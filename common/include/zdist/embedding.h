@@ -1,5 +1,5 @@
-/* zdist embedding: tf.nn.embedding_lookup_sparse and tf.nn.safe_embedding_lookup_sparse, over a local table or a
-   table partitioned over ps tasks. */
+/* zdist embedding: tf.nn.embedding_lookup_sparse and tf.nn.safe_embedding_lookup_sparse, over a local table
+   or a table partitioned over ps tasks. */
 #ifndef ZDIST_EMBEDDING_H
 #define ZDIST_EMBEDDING_H
 
@@ -33,7 +33,8 @@ ZDIST_EXPORT const char *zdist_combiner_name(zdist_combiner_t combiner);
    weight: 1 (sum), 1 / sum(w) (mean), 1 / sqrt(sum(w^2)) (sqrtn); 0 for an
    empty range or a zero denominator. weights NULL: every weight 1. The
    weights are summed in double, in order. */
-ZDIST_EXPORT double zdist_combiner_scale(zdist_combiner_t combiner, const float *weights, int64_t lo, int64_t hi);
+ZDIST_EXPORT double zdist_combiner_scale(zdist_combiner_t combiner, const float *weights, int64_t lo,
+                                         int64_t hi);
 
 /* A rank-2 SparseTensor of ids [n, ?] in CSR form (TF's sp_ids with its
    sp_weights: same indices): row i's entries are [row_offsets[i],

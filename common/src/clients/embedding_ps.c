@@ -1,4 +1,5 @@
-/* zdist embedding over ps tasks: a sparse lookup of a partitioned table, one pull_rows per shard that holds ids. */
+/* zdist embedding over ps tasks: a sparse lookup of a partitioned table, one pull_rows per shard that holds
+ * ids. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +24,25 @@ s_key_cmp(const void *a, const void *b)
 }
 
 int
-zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clients, const zdist_layout_t *layout,
-                                 const zdist_sparse_ids_t *sp, const zdist_embedding_options_t *opts, float *out,
-                                 zdist_error_t *err)
+zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clients,
+                                 const zdist_layout_t *layout, const zdist_sparse_ids_t *sp,
+                                 const zdist_embedding_options_t *opts, float *out, zdist_error_t *err)
 {
     if (!clients || num_clients < 1 || !layout || !layout->shards || layout->num_shards < 1)
-        return zdist_error_set(err, -EINVAL, "embedding lookup on ps: give the table's layout and one client per "
+        return zdist_error_set(err, -EINVAL,
+                               "embedding lookup on ps: give the table's layout and one client per "
                                "ps task");
     if (layout->shape.rank < 2)
-        return zdist_error_set(err, -EINVAL, "embedding lookup on ps: '%s' has rank %d; a table is [rows, dim]",
+        return zdist_error_set(err, -EINVAL,
+                               "embedding lookup on ps: '%s' has rank %d; a table is [rows, dim]",
                                layout->name, layout->shape.rank);
     int64_t vocab = layout->shape.dims[0], dim = 1;
     for (int d = 1; d < layout->shape.rank; d++)
         dim *= layout->shape.dims[d];
     for (int s = 0; s < layout->num_shards; s++)
         if (layout->shards[s].ps < 0 || layout->shards[s].ps >= num_clients || !clients[layout->shards[s].ps])
-            return zdist_error_set(err, -EINVAL, "embedding lookup on ps: shard %d of '%s' is on ps task %d, but "
+            return zdist_error_set(err, -EINVAL,
+                                   "embedding lookup on ps: shard %d of '%s' is on ps task %d, but "
                                    "there are clients for %d ps tasks",
                                    s, layout->name, layout->shards[s].ps, num_clients);
     if (dim < 1 || (sp && sp->n > 0 && !out))
@@ -49,14 +53,14 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
     if (rc < 0)
         return rc;
 
-    size_t m = (size_t)plan.m;
+    size_t m = (size_t) plan.m;
     s_key_t *keys = malloc((m ? m : 1) * sizeof *keys);
-    int64_t *uids = malloc((m ? m : 1) * sizeof *uids);     /* distinct ids, grouped by shard */
-    int64_t *uidx = malloc((m ? m : 1) * sizeof *uidx);     /* entry -> its distinct id */
+    int64_t *uids = malloc((m ? m : 1) * sizeof *uids);      /* distinct ids, grouped by shard */
+    int64_t *uidx = malloc((m ? m : 1) * sizeof *uidx);      /* entry -> its distinct id */
     const float **rows = malloc((m ? m : 1) * sizeof *rows); /* entry -> its row in a reply */
-    zdist_ps_op_t *ops = calloc((size_t)layout->num_shards, sizeof *ops);
-    int *op_shard = calloc((size_t)layout->num_shards, sizeof *op_shard);
-    int64_t *op_first = calloc((size_t)layout->num_shards + 1, sizeof *op_first);
+    zdist_ps_op_t *ops = calloc((size_t) layout->num_shards, sizeof *ops);
+    int *op_shard = calloc((size_t) layout->num_shards, sizeof *op_shard);
+    int64_t *op_first = calloc((size_t) layout->num_shards + 1, sizeof *op_first);
     const float **urow = NULL;
     size_t nops = 0;
     if (!keys || !uids || !uidx || !rows || !ops || !op_shard || !op_first) {
@@ -66,7 +70,7 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
     for (size_t k = 0; k < m; k++) {
         int64_t row;
         keys[k].id = plan.ids[k];
-        keys[k].entry = (int64_t)k;
+        keys[k].entry = (int64_t) k;
         if ((rc = zdist_layout_lookup(layout, plan.ids[k], &keys[k].shard, &row, err)) < 0)
             goto done;
     }
@@ -87,20 +91,20 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
     for (size_t i = 0; i < nops; i++) {
         const zdist_shard_t *sh = &layout->shards[op_shard[i]];
         ops[i] = (zdist_ps_op_t){.client = clients[sh->ps], .request = {.method = ZDIST_PS_PULL_ROWS}};
-        ops[i].request.pull_rows =
-            (zdist_ps_pull_rows_t){layout->name, uids + op_first[i], (size_t)(op_first[i + 1] - op_first[i])};
+        ops[i].request.pull_rows = (zdist_ps_pull_rows_t){layout->name, uids + op_first[i],
+                                                          (size_t) (op_first[i + 1] - op_first[i])};
     }
     zdist_ps_client_run(ops, nops);
     /* Where each distinct id's row landed. */
-    urow = malloc((nu ? (size_t)nu : 1) * sizeof *urow);
+    urow = malloc((nu ? (size_t) nu : 1) * sizeof *urow);
     if (!urow) {
         rc = zdist_error_set(err, -ENOMEM, "embedding lookup on ps: out of memory");
         goto done;
     }
     for (size_t i = 0; i < nops; i++) {
         const zdist_shard_t *sh = &layout->shards[op_shard[i]];
-        size_t nids = (size_t)(op_first[i + 1] - op_first[i]);
-        size_t want = nids * (size_t)dim * sizeof(float);
+        size_t nids = (size_t) (op_first[i + 1] - op_first[i]);
+        size_t want = nids * (size_t) dim * sizeof(float);
         zdist_error_t e = {0};
         zdist_tensor_t t = {0};
         int r = ops[i].rc;
@@ -113,13 +117,14 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
                                 zdist_dtype_name(t.dtype), want);
         if (r < 0) {
             if (rc == 0)
-                rc = zdist_error_set(err, r, "embedding lookup: pull_rows of %zu ids from '%s' shard %d on ps task "
+                rc = zdist_error_set(err, r,
+                                     "embedding lookup: pull_rows of %zu ids from '%s' shard %d on ps task "
                                      "%d: %s",
                                      nids, layout->name, op_shard[i], sh->ps, e.text);
             continue;
         }
         for (size_t j = 0; j < nids; j++)
-            urow[op_first[i] + (int64_t)j] = (const float *)t.data + j * (size_t)dim;
+            urow[op_first[i] + (int64_t) j] = (const float *) t.data + j * (size_t) dim;
     }
     if (rc == 0) {
         for (size_t k = 0; k < m; k++)

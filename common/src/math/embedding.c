@@ -1,4 +1,5 @@
-/* zdist embedding: tf.nn.embedding_lookup_sparse / safe_embedding_lookup_sparse's combiners over a local table. */
+/* zdist embedding: tf.nn.embedding_lookup_sparse / safe_embedding_lookup_sparse's combiners over a local
+ * table. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -24,9 +25,12 @@ const char *
 zdist_combiner_name(zdist_combiner_t combiner)
 {
     switch (combiner) {
-    case ZDIST_COMBINER_MEAN: return "mean";
-    case ZDIST_COMBINER_SUM: return "sum";
-    case ZDIST_COMBINER_SQRTN: return "sqrtn";
+    case ZDIST_COMBINER_MEAN:
+        return "mean";
+    case ZDIST_COMBINER_SUM:
+        return "sum";
+    case ZDIST_COMBINER_SQRTN:
+        return "sqrtn";
     }
     return "invalid";
 }
@@ -73,42 +77,44 @@ zdist_emb_plan_(const zdist_sparse_ids_t *sp, const zdist_embedding_options_t *o
         return zdist_error_set(err, -EINVAL, "combiner must be one of 'mean', 'sqrtn' or 'sum'");
     if (sp->n < 0 || (sp->n > 0 && !sp->row_offsets) || (sp->row_offsets && sp->row_offsets[0] != 0))
         return zdist_error_set(err, -EINVAL, "sparse ids: row_offsets must hold n + 1 = %lld offsets from 0",
-                               (long long)sp->n + 1);
+                               (long long) sp->n + 1);
     int64_t nnz = sp->n > 0 ? sp->row_offsets[sp->n] : 0;
     for (int64_t i = 0; i < sp->n; i++)
         if (sp->row_offsets[i + 1] < sp->row_offsets[i])
             return zdist_error_set(err, -EINVAL,
                                    "sparse ids: row_offsets[%lld] = %lld is below row_offsets[%lld] = %lld; "
                                    "the offsets must not decrease",
-                                   (long long)i + 1, (long long)sp->row_offsets[i + 1], (long long)i,
-                                   (long long)sp->row_offsets[i]);
+                                   (long long) i + 1, (long long) sp->row_offsets[i + 1], (long long) i,
+                                   (long long) sp->row_offsets[i]);
     if (nnz > 0 && !sp->ids)
-        return zdist_error_set(err, -EINVAL, "sparse ids: %lld entries but no ids", (long long)nnz);
+        return zdist_error_set(err, -EINVAL, "sparse ids: %lld entries but no ids", (long long) nnz);
     bool safe = opts->safe;
     if (safe && opts->default_id != ZDIST_EMBEDDING_NO_DEFAULT &&
         (opts->default_id < 0 || (vocab >= 0 && opts->default_id >= vocab)))
         return zdist_error_set(err, -EINVAL, "default_id %lld is outside the table's rows 0..%lld",
-                               (long long)opts->default_id, (long long)vocab - 1);
+                               (long long) opts->default_id, (long long) vocab - 1);
     for (int64_t k = 0; k < nnz; k++) {
         int64_t id = sp->ids[k];
         if ((id < 0 && !safe) || (vocab >= 0 && id >= vocab))
-            return zdist_error_set(err, -EINVAL, "sparse ids: entry %lld has id %lld, outside the table's rows "
+            return zdist_error_set(err, -EINVAL,
+                                   "sparse ids: entry %lld has id %lld, outside the table's rows "
                                    "0..%lld%s",
-                                   (long long)k, (long long)id, (long long)vocab - 1,
+                                   (long long) k, (long long) id, (long long) vocab - 1,
                                    id < 0 ? " (the safe lookup prunes negative ids)" : "");
     }
 
     zdist_emb_plan_t p = {.n = sp->n};
-    p.offsets = malloc((size_t)(sp->n + 1) * sizeof *p.offsets);
+    p.offsets = malloc((size_t) (sp->n + 1) * sizeof *p.offsets);
     /* at most one default entry per row more than the input's */
-    size_t cap = (size_t)nnz + (safe ? (size_t)sp->n : 0);
+    size_t cap = (size_t) nnz + (safe ? (size_t) sp->n : 0);
     p.ids = malloc((cap ? cap : 1) * sizeof *p.ids);
     bool weighted = sp->weights || (safe && opts->default_id != ZDIST_EMBEDDING_NO_DEFAULT);
     if (weighted)
         p.weights = malloc((cap ? cap : 1) * sizeof *p.weights);
     if (!p.offsets || !p.ids || (weighted && !p.weights)) {
         zdist_emb_plan_free_(&p);
-        return zdist_error_set(err, -ENOMEM, "embedding lookup: out of memory for %lld entries", (long long)nnz);
+        return zdist_error_set(err, -ENOMEM, "embedding lookup: out of memory for %lld entries",
+                               (long long) nnz);
     }
     int64_t m = 0;
     p.offsets[0] = 0;
@@ -138,12 +144,12 @@ zdist_emb_plan_(const zdist_sparse_ids_t *sp, const zdist_embedding_options_t *o
 }
 
 void
-zdist_emb_combine_(const zdist_emb_plan_t *plan, zdist_combiner_t combiner, const float *const *rows, int64_t dim,
-                   float *out)
+zdist_emb_combine_(const zdist_emb_plan_t *plan, zdist_combiner_t combiner, const float *const *rows,
+                   int64_t dim, float *out)
 {
     for (int64_t i = 0; i < plan->n; i++) {
         float *y = out + i * dim;
-        memset(y, 0, (size_t)dim * sizeof *y);
+        memset(y, 0, (size_t) dim * sizeof *y);
         int64_t lo = plan->offsets[i], hi = plan->offsets[i + 1];
         float den = 0;
         for (int64_t k = lo; k < hi; k++) {
@@ -167,14 +173,15 @@ s_local(const float *params, int64_t vocab, int64_t dim, const zdist_sparse_ids_
         const zdist_embedding_options_t *opts, float *out, zdist_error_t *err)
 {
     if (vocab < 0 || dim < 1 || (vocab > 0 && !params) || (sp && sp->n > 0 && !out))
-        return zdist_error_set(err, -EINVAL, "embedding lookup: the table needs vocab >= 0 rows of dim >= 1 "
+        return zdist_error_set(err, -EINVAL,
+                               "embedding lookup: the table needs vocab >= 0 rows of dim >= 1 "
                                "(got %lld x %lld) and data, and out a buffer",
-                               (long long)vocab, (long long)dim);
+                               (long long) vocab, (long long) dim);
     zdist_emb_plan_t plan;
     int rc = zdist_emb_plan_(sp, opts, vocab, &plan, err);
     if (rc < 0)
         return rc;
-    const float **rows = malloc((plan.m ? (size_t)plan.m : 1) * sizeof *rows);
+    const float **rows = malloc((plan.m ? (size_t) plan.m : 1) * sizeof *rows);
     if (!rows) {
         zdist_emb_plan_free_(&plan);
         return zdist_error_set(err, -ENOMEM, "embedding lookup: out of memory");
@@ -196,8 +203,9 @@ zdist_embedding_lookup_sparse(const float *params, int64_t vocab, int64_t dim, c
 }
 
 int
-zdist_embedding_safe_lookup_sparse(const float *params, int64_t vocab, int64_t dim, const zdist_sparse_ids_t *sp,
-                                   zdist_combiner_t combiner, int64_t default_id, float *out, zdist_error_t *err)
+zdist_embedding_safe_lookup_sparse(const float *params, int64_t vocab, int64_t dim,
+                                   const zdist_sparse_ids_t *sp, zdist_combiner_t combiner,
+                                   int64_t default_id, float *out, zdist_error_t *err)
 {
     zdist_embedding_options_t o = {.combiner = combiner, .safe = true, .default_id = default_id};
     return s_local(params, vocab, dim, sp, &o, out, err);

@@ -1,4 +1,5 @@
-/* libzdist-private: the prepared entries of a sparse embedding lookup, shared by the local and the ps lookups. */
+/* libzdist-private: the prepared entries of a sparse embedding lookup, shared by the local and the ps
+ * lookups. */
 #ifndef ZDIST_EMBEDDING_PRIVATE_H
 #define ZDIST_EMBEDDING_PRIVATE_H
 
