@@ -726,8 +726,18 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
             zdist_error_prefix(err, "variable '%s': partitioner", var->name);
             goto fail;
         }
-        if (zdist_placement_place_variable(pl, self->names[v], &var->shape, var->dtype, &part, &self->layouts[v], err) <
-            0) {
+        if (var->colocated && (var->anchor < 0 || var->anchor >= v)) {
+            zdist_error_set(err, -EINVAL, "variable '%s': colocated with variable %d, which is not declared before it",
+                            var->name, var->anchor);
+            goto fail;
+        }
+        /* colocate_vars_with: unpartitioned, on the anchor's ps task (declared earlier, so placed). */
+        int prc = var->colocated
+                      ? zdist_placement_colocate(pl, self->names[v], &var->shape, self->layouts[var->anchor],
+                                                 &self->layouts[v], err)
+                      : zdist_placement_place_variable(pl, self->names[v], &var->shape, var->dtype, &part,
+                                                       &self->layouts[v], err);
+        if (prc < 0) {
             zdist_error_prefix(err, "variable '%s'", var->name);
             goto fail;
         }

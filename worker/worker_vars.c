@@ -10,6 +10,7 @@
 typedef struct {
     zdist_model_builder_t base;
     worker_vars_t *vars;
+    int anchor; /* colocate_vars_with's current anchor, or ZDIST_NO_COLOCATION */
 } s_builder_t;
 
 static bool
@@ -28,6 +29,7 @@ static int
 s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err)
 {
     worker_vars_t *vars = ((s_builder_t *)b)->vars;
+    int anchor = ((s_builder_t *)b)->anchor;
     if (!spec || !s_name_ok(spec->name))
         return zdist_error_set(err, -EINVAL, "variable name '%s' is not valid: use 1-200 of [A-Za-z0-9_./-]",
                                spec && spec->name ? spec->name : "(null)");
@@ -47,6 +49,11 @@ s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_err
         zdist_error_prefix(err, "variable '%s'", spec->name);
         return -EINVAL;
     }
+    if (spec->partitioner && anchor != ZDIST_NO_COLOCATION)
+        return zdist_error_set(err, -EINVAL,
+                               "variable '%s': declared under colocate_vars_with('%s'), it is never partitioned; "
+                               "drop its partitioner \"%s\" or declare it outside the colocation",
+                               spec->name, vars->vars[anchor].name, spec->partitioner);
     if (spec->partitioner) {
         zdist_partitioner_t p;
         if (zdist_partitioner_parse(spec->partitioner, &p, err) < 0) {
@@ -90,19 +97,39 @@ s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_err
     v->rows = spec->shape.rank == 0 ? 1 : spec->shape.dims[0];
     v->n = n;
     v->width = v->rows ? n / v->rows : 0;
+    v->colocated = anchor != ZDIST_NO_COLOCATION;
+    v->anchor = v->colocated ? anchor : 0;
     return vars->n++;
+}
+
+static int
+s_colocate_vars_with(zdist_model_builder_t *b, int anchor, zdist_error_t *err)
+{
+    s_builder_t *self = (s_builder_t *)b;
+    if (anchor != ZDIST_NO_COLOCATION && (anchor < 0 || anchor >= self->vars->n))
+        return zdist_error_set(err, -EINVAL,
+                               "colocate_vars_with: %d is not a declared variable's handle (0..%d), nor "
+                               "ZDIST_NO_COLOCATION",
+                               anchor, self->vars->n - 1);
+    /* An anchor that is itself colocated: its variables live with its own
+       anchor, the same ps task. */
+    if (anchor != ZDIST_NO_COLOCATION && self->vars->vars[anchor].colocated)
+        anchor = self->vars->vars[anchor].anchor;
+    self->anchor = anchor;
+    return 0;
 }
 
 static const zdist_builder_ops_t s_builder_ops = {
     .size = sizeof(zdist_builder_ops_t),
     .add_variable = s_add_variable,
+    .colocate_vars_with = s_colocate_vars_with,
 };
 
 int
 worker_vars_build(const zdist_model_t *model, void *state, worker_vars_t *ret, zdist_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
-    s_builder_t b = {.base = {.ops = &s_builder_ops}, .vars = ret};
+    s_builder_t b = {.base = {.ops = &s_builder_ops}, .vars = ret, .anchor = ZDIST_NO_COLOCATION};
     int rc = model->build(state, &b.base, err);
     if (rc >= 0 && ret->n == 0)
         rc = zdist_error_set(err, -EINVAL, "model '%s' declared no variables", model->name);

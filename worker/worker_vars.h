@@ -19,6 +19,10 @@ typedef struct {
     zdist_var_agg_t aggregation;
     bool trainable;
     int64_t rows, width, n;
+    /* Declared under colocate_vars_with: never partitioned, placed with
+       variable `anchor` (an index below its own; zeroed: not colocated). */
+    bool colocated;
+    int anchor;
 } worker_var_t;
 
 typedef struct {
@@ -29,7 +33,8 @@ typedef struct {
 
 /* Runs model->build(state) and collects the variables into *ret (zeroed
    first). Specs are checked: unique names, float32, a valid initializer and
-   partitioner spec, ON_READ only for non-trainable variables (as TF). 0 or a
+   partitioner spec, ON_READ only for non-trainable variables (as TF), no
+   partitioner on a variable declared under colocate_vars_with. 0 or a
    negative errno with err naming the variable; *ret is left empty on error. */
 int worker_vars_build(const zdist_model_t *model, void *state, worker_vars_t *ret, zdist_error_t *err);
 /* Frees the table; safe on a zeroed or half-built one. */

@@ -612,6 +612,50 @@ test_lookup(void)
     zdist_placement_destroy(&ctx);
 }
 
+/* colocate_vars_with (runner.ParameterServerStrategy): a colocated variable
+   is one unsharded shard on its anchor's ps task, whatever its size, and
+   takes no turn of the round robin. */
+static void
+test_colocate(void)
+{
+    zdist_placement_t *ctx = zdist_placement_new(3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    zdist_error_t err = {0};
+    zdist_layout_t *emb = NULL, *bias = NULL, *slot = NULL, *acc = NULL, *next = NULL;
+    zdist_shape_t big = s_shape(2, 1000000, 64, 0), row = s_shape(1, 64, 0, 0);
+    const int64_t p3[2] = {3, 1};
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place(ctx, "emb", &big, p3, &emb, &err), 0); /* ps 0, 1, 2 */
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place(ctx, "bias", &row, NULL, &bias, &err), 0); /* ps 0 */
+    CU_ASSERT_EQUAL(bias->shards[0].ps, 0);
+    CU_ASSERT_EQUAL(zdist_placement_count(ctx), 4);
+    /* 256 MB beside a 256-byte anchor: still one shard, on ps 0 */
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_colocate(ctx, "bias/slot", &big, bias, &slot, &err), 0);
+    CU_ASSERT_FALSE(slot->sharded);
+    CU_ASSERT_EQUAL(slot->num_shards, 1);
+    CU_ASSERT_STRING_EQUAL(slot->shards[0].name, "bias/slot");
+    CU_ASSERT_EQUAL(slot->shards[0].ps, 0);
+    CU_ASSERT_EQUAL(slot->shards[0].rows, 1000000);
+    CU_ASSERT_EQUAL(zdist_placement_count(ctx), 4); /* no turn taken */
+    /* a sharded anchor: its first shard's task */
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_colocate(ctx, "emb/acc", &row, emb, &acc, &err), 0);
+    CU_ASSERT_EQUAL(acc->shards[0].ps, emb->shards[0].ps);
+    /* the next plain variable takes the turn the colocated ones did not */
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place(ctx, "next", &row, NULL, &next, &err), 0);
+    CU_ASSERT_EQUAL(next->shards[0].ps, 1);
+    zdist_layout_t *none = NULL;
+    CU_ASSERT_EQUAL(zdist_placement_colocate(ctx, "x", &row, NULL, &none, &err), -EINVAL);
+    HAS(err.text, "colocate_vars_with needs a placed anchor");
+    CU_ASSERT_EQUAL(zdist_placement_colocate(ctx, "", &row, bias, &none, &err), -EINVAL);
+    CU_ASSERT_PTR_NULL(none);
+    CU_ASSERT_EQUAL(zdist_placement_count(ctx), 5);
+    zdist_layout_destroy(&emb);
+    zdist_layout_destroy(&bias);
+    zdist_layout_destroy(&slot);
+    zdist_layout_destroy(&acc);
+    zdist_layout_destroy(&next);
+    zdist_placement_destroy(&ctx);
+}
+
 void
 zdist_test_partition_register(void)
 {
@@ -627,5 +671,6 @@ zdist_test_partition_register(void)
                 {"place div", test_place_div},
                 {"place round robin", test_place_round_robin},
                 {"place errors", test_place_errors},
-                {"lookup", test_lookup});
+                {"lookup", test_lookup},
+                {"colocate_vars_with", test_colocate});
 }

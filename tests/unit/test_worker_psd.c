@@ -6,6 +6,8 @@
 #include "psd_server.h"
 #include "testutil.h"
 #include "worker_psd.h"
+#include "worker_vars.h"
+#include <errno.h>
 #include "zdist/ps_client.h"
 
 /* One psd, the backend over two variables placed on it ('w' [4, 2] in two
@@ -168,10 +170,195 @@ test_values_never_older_than_the_own_last_push(void)
     s_fixture_destroy(&f);
 }
 
+/* ---- colocate_vars_with through the step ABI's builder ---- */
+
+/* emb [6, 2] (the job's fixed:2: ps 0 and 1), bias [2] (unpartitioned: ps 0), then under
+   colocate_vars_with(bias): bias_acc [2]; then last [2], which takes the
+   next turn (ps 1, as the colocated one took none); then under
+   colocate_vars_with(emb): emb_norm [6, 2], one shard beside emb's first. */
+static int
+s_colocated_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
+{
+    (void)state;
+    zdist_var_spec_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1}};
+    int emb, bias, rc;
+    v.name = "emb", v.shape = (zdist_shape_t){2, {6, 2}}, v.trainable = true;
+    if ((emb = zdist_builder_add_variable(b, &v, err)) < 0)
+        return emb;
+    v.name = "bias", v.shape = (zdist_shape_t){1, {2}}, v.partitioner = "none";
+    if ((bias = zdist_builder_add_variable(b, &v, err)) < 0)
+        return bias;
+    if ((rc = zdist_builder_colocate_vars_with(b, bias, err)) < 0)
+        return rc;
+    v.name = "bias_acc", v.trainable = false, v.partitioner = NULL;
+    if ((rc = zdist_builder_add_variable(b, &v, err)) < 0)
+        return rc;
+    if ((rc = zdist_builder_colocate_vars_with(b, ZDIST_NO_COLOCATION, err)) < 0)
+        return rc;
+    v.name = "last", v.partitioner = "none";
+    if ((rc = zdist_builder_add_variable(b, &v, err)) < 0)
+        return rc;
+    if ((rc = zdist_builder_colocate_vars_with(b, emb, err)) < 0)
+        return rc;
+    v.name = "emb_norm", v.shape = (zdist_shape_t){2, {6, 2}}, v.partitioner = NULL;
+    return zdist_builder_add_variable(b, &v, err);
+}
+
+static const zdist_model_t s_colocated_model = {.name = "colocated", .build = s_colocated_build};
+
+/* Bad uses: an anchor that is no variable, a partitioner under colocation. */
+static int
+s_bad_anchor_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
+{
+    (void)state;
+    return zdist_builder_colocate_vars_with(b, 3, err);
+}
+
+static int
+s_bad_partitioner_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
+{
+    (void)state;
+    zdist_var_spec_t v = {.name = "a", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {4}}, .trainable = true};
+    int a = zdist_builder_add_variable(b, &v, err), rc;
+    if (a < 0)
+        return a;
+    if ((rc = zdist_builder_colocate_vars_with(b, a, err)) < 0)
+        return rc;
+    v.name = "a_slot", v.partitioner = "fixed:2";
+    return zdist_builder_add_variable(b, &v, err);
+}
+
+typedef struct {
+    zactor_t *psd[3];
+    zdist_ps_client_t *client[3];
+    char endpoint[3][256];
+    worker_backend_t *be;
+} s_cluster_t;
+
+static void
+s_cluster_start(s_cluster_t *c, int num_ps, const worker_vars_t *vars)
+{
+    zdist_error_t err = {0};
+    const char *eps[3];
+    for (int i = 0; i < num_ps; i++) {
+        psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
+        zdist_wire_limits_default(&cfg.limits);
+        c->psd[i] = zactor_new(psd_server_actor, &cfg);
+        char *hello = zstr_recv(c->psd[i]);
+        CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+        snprintf(c->endpoint[i], sizeof c->endpoint[i], "%s", hello + 6);
+        zstr_free(&hello);
+        eps[i] = c->endpoint[i];
+        c->client[i] = zdist_ps_client_new(c->endpoint[i], NULL, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c->client[i]);
+    }
+    worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = num_ps, .partitioner = "fixed:2", .prefix = "t/",
+                                .timeout_ms = 10000};
+    c->be = worker_psd_new((worker_vars_t *)vars, &pcfg, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c->be);
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
+    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(c->be, &sgd, 1, NULL, &err), 0);
+}
+
+static void
+s_cluster_stop(s_cluster_t *c, int num_ps)
+{
+    c->be->ops->destroy(&c->be);
+    for (int i = 0; i < num_ps; i++) {
+        zdist_ps_client_destroy(&c->client[i]);
+        zactor_destroy(&c->psd[i]);
+    }
+}
+
+/* Whether ps task `ps` holds shard 0 of `name`: a pull answers, or NOT_FOUND. */
+static int
+s_pull2(s_cluster_t *c, int ps, const char *name, float *out)
+{
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .data = out, .nbytes = 2 * sizeof(float)};
+    return zdist_ps_client_pull(c->client[ps], name, 0, 0, 0, &t, NULL);
+}
+
+static void
+test_colocate_vars_with(void)
+{
+    zdist_error_t err = {0};
+    worker_vars_t vars;
+    CU_ASSERT_EQUAL(worker_vars_build(&(zdist_model_t){.name = "bad", .build = s_bad_anchor_build}, NULL, &vars,
+                                      &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "colocate_vars_with: 3 is not a declared variable's handle"));
+    CU_ASSERT_EQUAL(worker_vars_build(&(zdist_model_t){.name = "bad", .build = s_bad_partitioner_build}, NULL,
+                                      &vars, &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "variable 'a_slot': declared under colocate_vars_with('a')"));
+
+    CU_ASSERT_EQUAL_FATAL(worker_vars_build(&s_colocated_model, NULL, &vars, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(vars.n, 5);
+    CU_ASSERT_FALSE(vars.vars[1].colocated);
+    CU_ASSERT_TRUE(vars.vars[2].colocated);
+    CU_ASSERT_EQUAL(vars.vars[2].anchor, 1);
+    CU_ASSERT_FALSE(vars.vars[3].colocated);
+    CU_ASSERT_EQUAL(vars.vars[4].anchor, 0);
+
+    /* Two ps tasks: the placement. */
+    s_cluster_t c = {0};
+    s_cluster_start(&c, 2, &vars);
+    const zdist_layout_t *emb = worker_psd_layout(c.be, 0), *bias = worker_psd_layout(c.be, 1),
+                         *acc = worker_psd_layout(c.be, 2), *last = worker_psd_layout(c.be, 3),
+                         *norm = worker_psd_layout(c.be, 4);
+    CU_ASSERT_EQUAL(emb->num_shards, 2);
+    CU_ASSERT_EQUAL(bias->shards[0].ps, 0);
+    CU_ASSERT_EQUAL(acc->num_shards, 1);
+    CU_ASSERT_EQUAL(acc->shards[0].ps, 0);
+    CU_ASSERT_EQUAL(last->shards[0].ps, 1); /* count 3: the colocated variable took no turn */
+    CU_ASSERT_FALSE(norm->sharded);          /* the job's fixed:2 does not apply */
+    CU_ASSERT_EQUAL(norm->shards[0].ps, emb->shards[0].ps);
+    /* ... and the shards really are there on the real psds */
+    float got[2];
+    CU_ASSERT_EQUAL(s_pull2(&c, 0, "t/bias_acc", got), 0);
+    CU_ASSERT_EQUAL(got[0], 1.0f);
+    CU_ASSERT_EQUAL(s_pull2(&c, 1, "t/bias_acc", got), -ENOENT);
+    CU_ASSERT_EQUAL(s_pull2(&c, 1, "t/last", got), 0);
+
+    /* Checkpoint: bias_acc = 7 saved, then 9, then restored onto three ps
+       tasks: the new layout puts bias (count 2) and bias_acc on ps 2, and
+       the restore finds the saved 7 there. */
+    float seven[2] = {7, 7}, nine[2] = {9, 9};
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {2}}, .data = seven, .nbytes = sizeof seven};
+    CU_ASSERT_EQUAL(zdist_ps_client_assign(c.client[0], "t/bias_acc", 0, 0, 0, &t, NULL, &err), 0);
+    char *dir = zdist_test_tmpdir("colocate");
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(zdist_ps_client_save(c.client[i], dir, 5, i, NULL, &err), 0);
+    t.data = nine;
+    CU_ASSERT_EQUAL(zdist_ps_client_assign(c.client[0], "t/bias_acc", 0, 0, 0, &t, NULL, &err), 0);
+    s_cluster_stop(&c, 2);
+
+    s_cluster_t d = {0};
+    s_cluster_start(&d, 3, &vars);
+    bias = worker_psd_layout(d.be, 1);
+    acc = worker_psd_layout(d.be, 2);
+    CU_ASSERT_EQUAL(bias->shards[0].ps, 2);
+    CU_ASSERT_EQUAL(acc->shards[0].ps, 2);
+    CU_ASSERT_EQUAL(worker_psd_layout(d.be, 4)->shards[0].ps, worker_psd_layout(d.be, 0)->shards[0].ps);
+    int64_t step = -1;
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(zdist_ps_client_restore(d.client[i], dir, &step, &err), 0);
+    CU_ASSERT_EQUAL(step, 5);
+    CU_ASSERT_EQUAL(s_pull2(&d, 2, "t/bias_acc", got), 0);
+    CU_ASSERT_EQUAL(got[0], 7.0f);
+    CU_ASSERT_EQUAL(got[1], 7.0f);
+    CU_ASSERT_EQUAL(s_pull2(&d, 0, "t/bias_acc", got), -ENOENT);
+    s_cluster_stop(&d, 3);
+    worker_vars_release(&vars);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 void
 zdist_test_worker_psd_register(void)
 {
     ZDIST_SUITE(
         "worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
-        {"values never older than the own last push", test_values_never_older_than_the_own_last_push});
+        {"values never older than the own last push", test_values_never_older_than_the_own_last_push},
+        {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with});
 }

@@ -163,6 +163,20 @@ ZDIST_EXPORT int zdist_placement_place_variable(zdist_placement_t *self, const c
                                                 const zdist_partitioner_t *partitioner,
                                                 zdist_layout_t **ret_layout, zdist_error_t *err);
 
+/* StrategyExtended.colocate_vars_with(anchor) under ParameterServerStrategyV2
+   (runner.ParameterServerStrategy: "Variables created under
+   `strategy.extended.colocate_vars_with` will not be partitioned"): variable
+   `name` gets one unsharded shard on the ps task of the anchor's first shard
+   (the anchor's only one unless it is sharded), and the round-robin counter
+   does not move (TF creates it under ops.colocate_with, outside
+   _create_variable_round_robin). Since placement depends only on the order
+   of declaration, a restore onto any number of ps tasks places it beside its
+   anchor again. Errors: -EINVAL (no anchor, NULL or empty name, bad shape),
+   -ENOMEM; on failure nothing changes. */
+ZDIST_EXPORT int zdist_placement_colocate(zdist_placement_t *self, const char *name, const zdist_shape_t *shape,
+                                          const zdist_layout_t *anchor, zdist_layout_t **ret_layout,
+                                          zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,9 +33,11 @@
    TensorFlow; an empty replica (batch size 0) still makes them, with zero
    gradients. */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "zdist/error.h"
 #include "zdist/init.h"
@@ -87,21 +89,54 @@ typedef struct {
 
 typedef struct zdist_model_builder_t zdist_model_builder_t;
 
+/* colocate_vars_with's anchor meaning "leave the colocation scope". */
+#define ZDIST_NO_COLOCATION (-1)
+
 typedef struct {
     uint32_t size; /* sizeof the table the host filled */
     /* Declares a variable; returns its handle (>= 0) or a negative errno
        (-EEXIST duplicate name, -EINVAL bad spec) with err filled. */
     int (*add_variable)(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err);
+    /* strategy.extended.colocate_vars_with(anchor) (appended in ABI 1):
+       the variables declared after this call, until it is called again
+       (with another anchor, or ZDIST_NO_COLOCATION to leave), live with the
+       variable of handle `anchor`: under parameter_server they are never
+       partitioned and are created on the ps task of the anchor (of its
+       first shard, if the anchor is sharded), and checkpoints restore them
+       there; under the other strategies every variable is local anyway. A
+       colocated variable must not name a partitioner (-EINVAL). 0, or
+       -EINVAL for an anchor that is not a declared variable. */
+    int (*colocate_vars_with)(zdist_model_builder_t *b, int anchor, zdist_error_t *err);
 } zdist_builder_ops_t;
 
 struct zdist_model_builder_t {
     const zdist_builder_ops_t *ops;
 };
 
+/* True when the host's builder table has operation `member`. */
+#define zdist_builder_has(b, member)                                                        \
+    ((b)->ops->size >= offsetof(zdist_builder_ops_t, member) + sizeof((b)->ops->member) && \
+     (b)->ops->member != NULL)
+
 static inline int
 zdist_builder_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err)
 {
     return b->ops->add_variable(b, spec, err);
+}
+/* -ENOSYS (err filled when err is not NULL) from a host that predates it. */
+static inline int
+zdist_builder_colocate_vars_with(zdist_model_builder_t *b, int anchor, zdist_error_t *err)
+{
+    if (!zdist_builder_has(b, colocate_vars_with)) {
+        static const char text[] = "this host's builder has no colocate_vars_with";
+        if (err) {
+            err->code = -ENOSYS;
+            memcpy(err->text, text, sizeof text < sizeof err->text ? sizeof text : sizeof err->text - 1);
+            err->text[sizeof err->text - 1] = '\0';
+        }
+        return -ENOSYS;
+    }
+    return b->ops->colocate_vars_with(b, anchor, err);
 }
 
 /* ------------------------------------------------------------------------ */

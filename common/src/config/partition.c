@@ -520,3 +520,25 @@ zdist_placement_place_variable(zdist_placement_t *self, const char *name, const 
         return rc;
     return zdist_placement_place(self, name, shape, parts, ret_layout, err);
 }
+
+int
+zdist_placement_colocate(zdist_placement_t *self, const char *name, const zdist_shape_t *shape,
+                         const zdist_layout_t *anchor, zdist_layout_t **ret_layout, zdist_error_t *err)
+{
+    assert(self);
+    assert(ret_layout);
+    if (!anchor || anchor->num_shards < 1 || !anchor->shards)
+        return zdist_error_set(err, -EINVAL, "variable '%s': colocate_vars_with needs a placed anchor variable",
+                               name ? name : "(null)");
+    int ps = anchor->shards[0].ps;
+    if (ps < 0 || ps >= self->num_ps)
+        return zdist_error_set(err, -EINVAL, "variable '%s': its anchor '%s' is on ps task %d, outside 0..%d",
+                               name ? name : "(null)", anchor->name ? anchor->name : "?", ps, self->num_ps - 1);
+    int64_t count = self->count;
+    int rc = zdist_placement_place(self, name, shape, NULL, ret_layout, err);
+    if (rc < 0)
+        return rc;
+    self->count = count;
+    (*ret_layout)->shards[0].ps = ps;
+    return 0;
+}
