@@ -57,6 +57,26 @@ s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
     return 0;
 }
 
+/* plugin_linear_colocated: the same model plus "plugin/w_avg" [dim], a
+   non-trainable companion of w declared under colocate_vars_with(w): one
+   unpartitioned shard on the ps task of w's first shard. */
+static int
+s_build_colocated(void *state, zdist_model_builder_t *b, zdist_error_t *err)
+{
+    s_state_t *s = state;
+    int rc = s_build(state, b, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = zdist_builder_colocate_vars_with(b, s->w, err)) < 0)
+        return rc;
+    zdist_var_spec_t avg = {.name = "plugin/w_avg", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {s->dim}},
+                            .init = {.kind = ZDIST_INIT_ZEROS}, .trainable = false,
+                            .aggregation = ZDIST_AGG_ONLY_FIRST_REPLICA};
+    if ((rc = zdist_builder_add_variable(b, &avg, err)) < 0)
+        return rc;
+    return zdist_builder_colocate_vars_with(b, ZDIST_NO_COLOCATION, err);
+}
+
 static int
 s_step(s_state_t *s, zdist_replica_ctx_t *ctx, int train)
 {
@@ -117,11 +137,21 @@ static const zdist_model_t s_linear = {
     .eval_step = s_eval,
 };
 
-static const zdist_model_t *const s_models[] = {&s_linear};
+static const zdist_model_t s_linear_colocated = {
+    .name = "plugin_linear_colocated",
+    .description = "test plugin: plugin_linear with a companion of w under colocate_vars_with",
+    .init = s_init,
+    .destroy = s_destroy,
+    .build = s_build_colocated,
+    .train_step = s_train,
+    .eval_step = s_eval,
+};
+
+static const zdist_model_t *const s_models[] = {&s_linear, &s_linear_colocated};
 
 __attribute__((visibility("default"))) const zdist_step_plugin_t zdist_step_plugin = {
     .abi_version = PLUGIN_ABI_VERSION,
     .name = "zdist-test-plugin",
-    .num_models = 1,
+    .num_models = 2,
     .models = s_models,
 };
