@@ -277,6 +277,119 @@ s_merge_call(zdist_replica_ctx_t *ctx, zdist_merge_fn fn, void *arg)
     return be->ops->merge_call(be, r->replica, fn, arg);
 }
 
+/* merge_call_values: every replica's bytes, gathered (across workers too)
+   as float32 rows of a [1, k] tensor along axis 0; the backend's merge_call
+   then runs fn on one replica per worker with pointers into the gathered
+   rows (the same on every replica of every worker). */
+typedef struct {
+    zdist_merge_fn fn;
+    const char *all; /* [n * stride] */
+    size_t stride;
+    int n;
+} s_mcv_t;
+
+#define S_MCV_MAX_BYTES (1u << 20)
+
+static int
+s_mcv_trampoline(void *const *args, int num_local)
+{
+    (void)num_local;
+    const s_mcv_t *m = args[0];
+    void **ptrs = malloc((size_t)m->n * sizeof *ptrs);
+    if (!ptrs)
+        return -ENOMEM;
+    for (int i = 0; i < m->n; i++)
+        ptrs[i] = (void *)(m->all + (size_t)i * m->stride);
+    int rc = m->fn(ptrs, m->n);
+    free(ptrs);
+    return rc;
+}
+
+static int
+s_merge_call_values(zdist_replica_ctx_t *ctx, zdist_merge_fn fn, const void *arg, size_t size)
+{
+    s_replica_t *r = s_rep(ctx);
+    if (!fn || !arg || size < 1 || size > S_MCV_MAX_BYTES)
+        return s_fail(r, -EINVAL, "merge_call_values: a function and 1..%u bytes of argument are needed (got %zu)",
+                      S_MCV_MAX_BYTES, size);
+    /* 8-byte rows: k float32 slots, k even. */
+    size_t k = (size + 7) / 8 * 2, stride = k * sizeof(float);
+    float *row = calloc(k, sizeof *row);
+    if (!row)
+        return -ENOMEM;
+    memcpy(row, arg, size);
+    worker_backend_t *be = r->trainer->backend;
+    zdist_shape_t shape = {2, {1, (int64_t)k}}, out_shape;
+    const float *all = NULL;
+    int rc = be->ops->all_gather(be, r->replica, row, &shape, 0, &all, &out_shape);
+    free(row);
+    if (rc == -EINVAL)
+        return s_fail(r, rc, "merge_call_values: replicas passed arguments of different sizes");
+    if (rc < 0)
+        return rc;
+    if (out_shape.dims[0] != s_num_replicas(ctx))
+        return s_fail(r, -EPROTO, "merge_call_values: gathered %lld arguments for %d replicas",
+                      (long long)out_shape.dims[0], s_num_replicas(ctx));
+    s_mcv_t m = {.fn = fn, .all = (const char *)all, .stride = stride, .n = s_num_replicas(ctx)};
+    return be->ops->merge_call(be, r->replica, s_mcv_trampoline, &m);
+}
+
+/* read_cross_replica of ONLY_FIRST_REPLICA: inside a merge_call, so replica
+   0's copy is read while no replica writes. */
+typedef struct {
+    worker_backend_t *be;
+    int var;
+    int64_t n;
+    float *out;
+} s_rcr_t;
+
+static int
+s_read_first(void *const *args, int num_local)
+{
+    const s_rcr_t *a0 = args[0];
+    const float *w = NULL;
+    int rc = a0->be->ops->read(a0->be, 0, a0->var, &w);
+    for (int q = 0; q < num_local && rc == 0; q++)
+        memcpy(((const s_rcr_t *)args[q])->out, w, (size_t)a0->n * sizeof(float));
+    return rc;
+}
+
+static int
+s_read_cross_replica(zdist_replica_ctx_t *ctx, int var, float *out)
+{
+    s_replica_t *r = s_rep(ctx);
+    int rc = s_check_var(r, var);
+    if (rc < 0)
+        return rc;
+    const worker_var_t *v = &r->trainer->vars.vars[var];
+    if (!out)
+        return s_fail(r, -EINVAL, "read_cross_replica: '%s': no output buffer", v->name);
+    worker_backend_t *be = r->trainer->backend;
+    const float *w = NULL;
+    if (v->synchronization == ZDIST_SYNC_ON_WRITE || v->aggregation == ZDIST_AGG_SUM ||
+        v->aggregation == ZDIST_AGG_MEAN) {
+        if ((rc = be->ops->read(be, r->replica, var, &w)) < 0)
+            return rc;
+        memcpy(out, w, (size_t)v->n * sizeof *out);
+        if (v->synchronization == ZDIST_SYNC_ON_WRITE)
+            return 0;
+        /* Every replica of every worker: the backend's all-reduce (the ring
+           under multi_worker_mirrored). */
+        float *bufs[1] = {out};
+        int64_t lens[1] = {v->n};
+        return be->ops->all_reduce(be, r->replica, v->aggregation == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN,
+                                   bufs, lens, 1);
+    }
+    if (v->aggregation == ZDIST_AGG_ONLY_FIRST_REPLICA) {
+        s_rcr_t a = {.be = be, .var = var, .n = v->n, .out = out};
+        return be->ops->merge_call(be, r->replica, s_read_first, &a);
+    }
+    zdist_reduce_op_t op;
+    zdist_error_t why = {0};
+    zdist_reduce_op_from_aggregation(v->aggregation, &op, &why);
+    return s_fail(r, -EINVAL, "read_cross_replica: variable '%s': %s", v->name, why.text);
+}
+
 static int
 s_assign_any(zdist_replica_ctx_t *ctx, int var, const float *values, bool add)
 {
@@ -375,6 +488,8 @@ static const zdist_replica_ops_t s_replica_ops = {
     .output = s_output,
     .scratch = s_scratch,
     .set_error = s_set_error,
+    .merge_call_values = s_merge_call_values,
+    .read_cross_replica = s_read_cross_replica,
 };
 
 /* ---- running replicas ---- */

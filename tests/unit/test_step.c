@@ -17,7 +17,7 @@
    step runs the collective chosen by s_mode and reports "ok" = 1 when what
    it saw was right (SUM over replicas, so ok == num_replicas). ---- */
 
-enum { M_ALL_REDUCE, M_ALL_GATHER, M_MERGE, M_ON_READ, M_ON_WRITE_SUM, M_ASSIGN_NONE, M_FAIL, M_READ_ROWS };
+enum { M_ALL_REDUCE, M_ALL_GATHER, M_MERGE, M_ON_READ, M_ON_WRITE_SUM, M_ASSIGN_NONE, M_FAIL, M_READ_ROWS, M_CROSS };
 static int s_mode;
 
 typedef struct {
@@ -48,6 +48,26 @@ s_probe_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
         if ((*h[i] = zdist_builder_add_variable(b, &specs[i], err)) < 0)
             return *h[i];
     return 0;
+}
+
+/* merge_call_values' argument: what replica `id` passes. */
+typedef struct {
+    int64_t id;
+    double half;
+} s_mcv_arg_t;
+
+/* Sum of ids + 1000 per argument when every args[i] is replica i's. */
+static int
+s_check_mcv(void *const *args, int n)
+{
+    int sum = 0;
+    for (int i = 0; i < n; i++) {
+        const s_mcv_arg_t *a = args[i];
+        if (a->id != i || a->half != i * 0.5 || ((uintptr_t)a & 7) != 0)
+            return -EPROTO;
+        sum += (int)a->id + 1000;
+    }
+    return sum;
 }
 
 static int
@@ -161,6 +181,37 @@ s_probe_train(void *state, zdist_replica_ctx_t *ctx)
         int64_t bad = 6;
         ok = ok && zdist_ctx_read_rows(ctx, s_probe.w, &bad, 1, rows) == -ERANGE;
         ok = ok && zdist_ctx_variable(ctx, "rd_mean") == s_probe.rd_mean && zdist_ctx_variable(ctx, "x") == -ENOENT;
+    } else if (s_mode == M_CROSS) {
+        /* merge_call_values: every replica in sync, in order */
+        s_mcv_arg_t a = {.id = r, .half = r * 0.5};
+        rc = zdist_ctx_merge_call_values(ctx, s_check_mcv, &a, sizeof a);
+        ok = rc == n * (n - 1) / 2 + 1000 * n;
+        if (n > 1) /* sizes that differ are refused on every replica */
+            ok = ok && zdist_ctx_merge_call_values(ctx, s_check_mcv, &a, r % 2 ? 16 : 8) == -EINVAL;
+        /* ON_READ copies written per replica, then read across replicas */
+        float sum[2] = {(float)(r + 1), 1}, mean[2] = {(float)(r + 1), 2}, first[2] = {(float)(r + 1), 3};
+        if ((rc = zdist_ctx_assign(ctx, s_probe.rd_sum, sum)) < 0 ||
+            (rc = zdist_ctx_assign(ctx, s_probe.rd_mean, mean)) < 0 ||
+            (rc = zdist_ctx_assign(ctx, s_probe.rd_first, first)) < 0)
+            return rc;
+        float out[2];
+        if ((rc = zdist_ctx_read_cross_replica(ctx, s_probe.rd_sum, out)) < 0)
+            return rc;
+        ok = ok && out[0] == (float)(n * (n + 1) / 2) && out[1] == (float)n;
+        if ((rc = zdist_ctx_read_cross_replica(ctx, s_probe.rd_mean, out)) < 0)
+            return rc;
+        ok = ok && out[0] == (float)(n + 1) / 2 && out[1] == 2;
+        /* ONLY_FIRST_REPLICA: this worker's replica 0 (global id <= r) */
+        if ((rc = zdist_ctx_read_cross_replica(ctx, s_probe.rd_first, out)) < 0)
+            return rc;
+        ok = ok && out[0] >= 1 && out[0] <= (float)(r + 1) && out[0] == floorf(out[0]) && out[1] == 3;
+        ok = ok && zdist_ctx_read_cross_replica(ctx, s_probe.rd_none, out) == -EINVAL;
+        /* ON_WRITE: the variable itself */
+        const float *mine;
+        if ((rc = zdist_ctx_read(ctx, s_probe.wr_sum, &mine)) < 0 ||
+            (rc = zdist_ctx_read_cross_replica(ctx, s_probe.wr_sum, out)) < 0)
+            return rc;
+        ok = ok && memcmp(out, mine, sizeof out) == 0;
     }
     return zdist_ctx_output(ctx, "ok", ok ? 1 : 0, ZDIST_REDUCE_SUM);
 }
@@ -225,9 +276,20 @@ test_collectives(void)
         CU_ASSERT_EQUAL(s_run_probe(t, M_MERGE, false, &rc, &err), n);
         CU_ASSERT_EQUAL(s_run_probe(t, M_READ_ROWS, false, &rc, &err), n);
         CU_ASSERT_EQUAL(s_run_probe(t, M_ON_WRITE_SUM, false, &rc, &err), n);
+        CU_ASSERT_EQUAL(s_run_probe(t, M_CROSS, false, &rc, &err), n);
+        if (rc != 0)
+            fprintf(stderr, "\nM_CROSS on %d replicas: rc %d %s\n", n, rc, err.text);
         CU_ASSERT_EQUAL(s_run_probe(t, 0, true, &rc, &err), n); /* eval refuses apply */
         worker_trainer_destroy(&t);
     }
+    /* central_storage keeps a copy of each ON_READ variable per replica too */
+    worker_trainer_t *t = s_probe_trainer(ZDIST_STRATEGY_CENTRAL_STORAGE, 2);
+    if (!t)
+        return;
+    int rc;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(s_run_probe(t, M_CROSS, false, &rc, &err), 2);
+    worker_trainer_destroy(&t);
 }
 
 static void
@@ -639,7 +701,7 @@ test_multi_worker_collectives(void)
         }
         /* The probe checks against the global replicas (ids worker-major),
            so each worker's local sum of "ok" is its replica count. */
-        int modes[] = {M_ALL_REDUCE, M_ALL_GATHER, M_ON_WRITE_SUM, M_READ_ROWS};
+        int modes[] = {M_ALL_REDUCE, M_ALL_GATHER, M_ON_WRITE_SUM, M_READ_ROWS, M_CROSS};
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             s_mw_run(w, modes[m]);
             for (int i = 0; i < 2; i++) {

@@ -228,6 +228,25 @@ typedef struct {
     void *(*scratch)(zdist_replica_ctx_t *ctx, int slot, size_t bytes);
     /* Fills the error message the host reports when the step fails. */
     void (*set_error)(zdist_replica_ctx_t *ctx, int code, const char *text);
+    /* Appended in ABI 1 (zdist_ctx_has tells whether a host has them). */
+    /* merge_call whose arguments are values: `size` bytes (1..1 MiB, the
+       same on every replica) at arg. fn gets args[num_replicas_in_sync],
+       args[i] pointing at a copy of replica i's bytes (8-byte aligned), in
+       replica_id_in_sync_group order — under multi_worker_mirrored those of
+       every replica of every worker, gathered through the ring, so fn sees
+       what one worker with all the replicas would see. fn runs once per
+       worker (on one replica's thread, the others waiting); its return
+       value goes to every replica. -EINVAL when the replicas' sizes differ. */
+    int (*merge_call_values)(zdist_replica_ctx_t *ctx, zdist_merge_fn fn, const void *arg, size_t size);
+    /* A cross-replica read inside a step (TF reading a variable in
+       cross-replica context, e.g. in merge_fn). Every replica calls it and
+       gets the same values in out (the variable's element count):
+       ON_WRITE: the variable (its copies agree); ON_READ: SUM or MEAN of
+       the copies of every replica in sync (across workers through the ring
+       under multi_worker_mirrored), ONLY_FIRST_REPLICA: this worker's
+       replica 0's copy (TF's _get_replica(0)), NONE: -EINVAL with TF's
+       "Could not convert from `tf.VariableAggregation` ..." text. */
+    int (*read_cross_replica)(zdist_replica_ctx_t *ctx, int var, float *out);
 } zdist_replica_ops_t;
 
 struct zdist_replica_ctx_t {
@@ -277,6 +296,17 @@ zdist_ctx_output(zdist_replica_ctx_t *c, const char *name, double value, zdist_r
 }
 static inline void *zdist_ctx_scratch(zdist_replica_ctx_t *c, int slot, size_t bytes) { return c->ops->scratch(c, slot, bytes); }
 static inline void zdist_ctx_set_error(zdist_replica_ctx_t *c, int code, const char *text) { c->ops->set_error(c, code, text); }
+/* -ENOSYS from a host that predates them. */
+static inline int
+zdist_ctx_merge_call_values(zdist_replica_ctx_t *c, zdist_merge_fn fn, const void *arg, size_t size)
+{
+    return zdist_ctx_has(c, merge_call_values) ? c->ops->merge_call_values(c, fn, arg, size) : -ENOSYS;
+}
+static inline int
+zdist_ctx_read_cross_replica(zdist_replica_ctx_t *c, int var, float *out)
+{
+    return zdist_ctx_has(c, read_cross_replica) ? c->ops->read_cross_replica(c, var, out) : -ENOSYS;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Models and plugins                                                         */
