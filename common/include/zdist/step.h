@@ -177,7 +177,10 @@ typedef struct {
 
 /* merge_call's function: runs once, on one replica's thread, while every
    replica waits (tf.distribute.ReplicaContext.merge_call). args[r] is what
-   replica r passed. Its return value is returned to every replica. */
+   replica r passed. Its return value is returned to every replica. Under
+   multi_worker_mirrored merge_call's pointers cannot leave the worker: fn
+   runs on every worker with that worker's replicas' args only; pass values
+   with merge_call_values to see every replica of every worker. */
 typedef int (*zdist_merge_fn)(void *const *args, int num_replicas);
 
 typedef struct zdist_replica_ctx_t zdist_replica_ctx_t;
