@@ -321,6 +321,18 @@ test_ps_sharded(void)
     CU_ASSERT_DOUBLE_EQUAL(remote[0], (9.0 + 0.0 * 3) / 4.0, 1e-6); /* (p9 + 3 p0) / 4 at j = 0 */
     CU_ASSERT_DOUBLE_EQUAL(remote[S_DIM], 4.0, 1e-6);
 
+    /* A batch with no ids at all: zeros, and no pull is sent. */
+    const int64_t none_offs[] = {0, 0, 0};
+    zdist_sparse_ids_t empty = {.n = 2, .row_offsets = none_offs};
+    zdist_embedding_options_t mo = {.combiner = ZDIST_COMBINER_MEAN, .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
+    uint64_t e0 = s_pull_rows_served(c.client[0]), e1 = s_pull_rows_served(c.client[1]);
+    memset(remote, 0x7f, sizeof remote);
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &empty, &mo, remote, &err), 0);
+    CU_ASSERT_EQUAL(remote[0], 0.0f);
+    CU_ASSERT_EQUAL(remote[2 * S_DIM - 1], 0.0f);
+    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), e0);
+    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), e1);
+
     /* An id past the table: refused before anything is sent. */
     const int64_t far[] = {10};
     const int64_t one[] = {0, 1};
