@@ -747,9 +747,14 @@ coord_mwm_workers_json(coord_run_t *r)
     coord_mwm_t *m = r->mwm;
     for (int i = 0; m && i < m->n; i++) {
         const s_worker_t *w = &m->w[i];
-        json_array_append_new(a, json_pack("{s:i, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
-                                           "up", w->up, "in_ring", w->in_ring, "rank", w->rank,
-                                           "ring_endpoint", w->ring_ep, "restarts", (int)w->restarts));
+        bool final = strcmp(r->state, "running") != 0;
+        const char *state = !w->up ? "lost" : final ? "idle" : w->in_ring ? "running" : "rejoining";
+        json_t *j = json_pack("{s:i, s:s, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
+                              "state", state, "up", w->up, "in_ring", w->in_ring, "rank", w->rank, "ring_endpoint",
+                              w->ring_ep, "restarts", (int)w->restarts);
+        if (j && strcmp(state, "running") == 0)
+            json_object_set_new(j, "job", json_string(r->cfg->job_id));
+        json_array_append_new(a, j);
     }
     return a;
 }
