@@ -68,6 +68,8 @@ typedef struct {
 
 /* Counts a result's steps, loss and examples; writes metrics lines. */
 void coord_run_account(coord_run_t *r, const zdist_closure_result_t *res);
+/* Sends an EVENT to the server (kind: lost, back, recovered...; one line). */
+void coord_run_event(coord_run_t *r, const char *kind, const char *line);
 /* Sends a STATUS to the server, at most every 250 ms unless forced. */
 void coord_run_status(coord_run_t *r, bool force);
 /* Takes CANCEL / $TERM from the pipe (sets r->cancel, r->term). */

@@ -60,9 +60,11 @@ s_ps_stats(coord_run_t *r)
                 if (!ms->requests || strcmp(ms->name, "stats") == 0)
                     continue; /* the coordinator's own polling is not the job's traffic */
                 int64_t prev = s_prev_requests(r->ps_methods[i], ms->name);
+                /* Between the last two looks; at the first, over the psd's uptime. */
                 double per_s = dt > 0 && prev >= 0 && (int64_t)ms->requests >= prev
                                    ? (double)((int64_t)ms->requests - prev) / dt
-                                   : 0;
+                               : st->uptime_ms > 0 ? (double)ms->requests / ((double)st->uptime_ms / 1000.0)
+                                                   : 0;
                 json_array_append_new(methods, json_pack("{s:s, s:I, s:f, s:I, s:I, s:I}", "method", ms->name,
                                                          "requests", (json_int_t)ms->requests, "per_s", per_s,
                                                          "p50_us", (json_int_t)ms->p50_us, "p99_us",
@@ -533,6 +535,17 @@ s_wait_ps(coord_run_t *r)
     }
 }
 
+void
+coord_run_event(coord_run_t *r, const char *kind, const char *line)
+{
+    json_t *ev = json_pack("{s:s, s:s}", "kind", kind, "text", line);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    if (text && zstr_sendm(r->pipe, "EVENT") == 0)
+        zstr_send(r->pipe, text);
+    free(text);
+}
+
 static void
 s_worker_event(void *arg, bool problem, const char *line)
 {
@@ -541,6 +554,7 @@ s_worker_event(void *arg, bool problem, const char *line)
         zsys_warning("job %s: %s", r->cfg->job_id, line);
     else
         zsys_info("job %s: %s", r->cfg->job_id, line);
+    coord_run_event(r, problem ? "lost" : "back", line);
 }
 
 /* One attempt: start the workers, restore the last checkpoint, train until
@@ -617,6 +631,12 @@ s_attempt(coord_run_t *r)
             return rc;
         }
         zsys_info("job %s: restored every ps from the checkpoint at step %lld", cfg->job_id, (long long)last);
+        if (r->psd_recoveries > 0) {
+            char line[160];
+            snprintf(line, sizeof line, "every ps restored from the checkpoint at step %lld; training resumes",
+                     (long long)last);
+            coord_run_event(r, "recovered", line);
+        }
         r->step = last;
         r->ckpt_step = last;
     } else {
@@ -729,6 +749,10 @@ coord_runner_actor(zsock_t *pipe, void *args)
             r->psd_recoveries++;
             zsys_warning("job %s: a ps task was lost (%s); waiting for it, then restoring step %lld", cfg->job_id,
                          r->lost_why, (long long)r->ckpt_step);
+            char line[1200];
+            snprintf(line, sizeof line, "a ps task was lost (%s); waiting for it, then restoring step %lld",
+                     r->lost_why, (long long)r->ckpt_step);
+            coord_run_event(r, "lost", line);
         }
         coord_run_status(r, true);
         if (!(mwm ? coord_mwm_wait(r) : s_wait_ps(r))) {
