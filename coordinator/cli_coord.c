@@ -115,9 +115,9 @@ cli_coord_progress(json_t *st, bool tty, cli_coord_progress_t *p)
     json_t *loss_j = json_object_get(m, "loss");
     double eps = json_number_value(json_object_get(m, "examples_per_sec"));
     const char *state = json_string_value(json_object_get(st, "state"));
-    /* Nothing true to say before the job runs and knows its steps, nor
-       once it ended (the caller prints the final status). */
-    if (!state || strcmp(state, "running") != 0 || steps <= 0)
+    /* Nothing to say before the job runs, knows its steps and has done
+       one, nor once it ended (the caller prints the final status). */
+    if (!state || strcmp(state, "running") != 0 || steps <= 0 || step <= 0)
         return;
     int64_t now = zdist_clock_now_ms();
     if (!p->running_ms)
