@@ -304,9 +304,13 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
                 (long long)json_integer_value(json_object_get(w, "requests")));
         size_t k;
         json_t *pm;
+        bool first = true;
         json_array_foreach(json_object_get(w, "methods"), k, pm) {
-            fprintf(out, "%s %s %.1f/s p99 %.3g ms", k ? "," : ";", json_string_value(json_object_get(pm, "method")),
+            if (s_num(pm, "requests", 0) <= 0)
+                continue;
+            fprintf(out, "%s %s %.1f/s p99 %.3g ms", first ? ";" : ",", json_string_value(json_object_get(pm, "method")),
                     s_num(pm, "per_s", 0), s_num(pm, "p99_us", 0) / 1000.0);
+            first = false;
         }
         fputc('\n', out);
     }

@@ -46,7 +46,7 @@ s_job_family(FILE *out, const coord_http_job_t *jobs, size_t n, const char *name
         if (!header)
             zdist_prom_family(out, name, type, help);
         header = true;
-        zdist_prom_sample(out, name, v, "job", jobs[i].id, "name", jobs[i].name, NULL);
+        zdist_prom_sample(out, name, v, "job_id", jobs[i].id, "name", jobs[i].name, NULL);
     }
 }
 
@@ -68,7 +68,7 @@ s_task_family(FILE *out, const coord_http_job_t *jobs, size_t n, const char *kin
             header = true;
             char task[32];
             snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(t, "task")));
-            zdist_prom_sample(out, name, json_is_boolean(v) ? json_is_true(v) : json_number_value(v), "job",
+            zdist_prom_sample(out, name, json_is_boolean(v) ? json_is_true(v) : json_number_value(v), "job_id",
                               jobs[i].id, label, task, NULL);
         }
     }
@@ -127,7 +127,7 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
             header = true;
             char task[32];
             snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(w, "task")));
-            const char *labels[4] = {"job", jobs[i].id, "worker", task};
+            const char *labels[4] = {"job_id", jobs[i].id, "worker", task};
             zdist_prom_histogram_write(out, "zdist_coordinator_worker_step_seconds", labels, 2, &h);
         }
     }
@@ -159,7 +159,7 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
                     header = true;
                     char task[32];
                     snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(p, "task")));
-                    zdist_prom_sample(out, pm[f].name, s_num(m, pm[f].key, 0) * pm[f].scale, "job", jobs[i].id,
+                    zdist_prom_sample(out, pm[f].name, s_num(m, pm[f].key, 0) * pm[f].scale, "job_id", jobs[i].id,
                                       "ps", task, "method", method, NULL);
                 }
             }

@@ -57,7 +57,7 @@ s_ps_stats(coord_run_t *r)
             for (size_t m = 0; m < st->nmethods; m++) {
                 const zdist_ps_method_stats_t *ms = &st->methods[m];
                 req += ms->requests;
-                if (!ms->requests || strcmp(ms->name, "stats") == 0)
+                if (strcmp(ms->name, "stats") == 0)
                     continue; /* the coordinator's own polling is not the job's traffic */
                 int64_t prev = s_prev_requests(r->ps_methods[i], ms->name);
                 /* Between the last two looks; at the first, over the psd's uptime. */
