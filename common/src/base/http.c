@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "zdist/http.h"
-#include "zdist/parse.h"
+#include "zdist/endpoint.h"
 
 #define S_WAIT_MS 10000 /* a request the daemon's loop has not answered by then: 503 */
 
@@ -34,49 +34,36 @@ int
 zdist_http_parse_addr(const char *addr, char *host, size_t host_size, int *ret_port, bool *ret_loopback,
                       zdist_error_t *err)
 {
-    char buf[128];
-    const char *port_s;
-    if (!addr || !*addr || strlen(addr) >= sizeof buf)
-        return zdist_error_set(err, -EINVAL, "--http '%s': give PORT, HOST:PORT or [V6]:PORT", addr ? addr : "");
-    snprintf(buf, sizeof buf, "%s", addr);
-    const char *h;
-    if (buf[0] == '[') {
-        char *end = strchr(buf, ']');
-        if (!end || end[1] != ':')
-            return zdist_error_set(err, -EINVAL, "--http '%s': an IPv6 address is written [ADDR]:PORT", addr);
-        *end = '\0';
-        h = buf + 1;
-        port_s = end + 2;
-    } else {
-        char *colon = strrchr(buf, ':');
-        if (colon) {
-            *colon = '\0';
-            h = buf;
-            port_s = colon + 1;
-        } else {
-            h = "127.0.0.1";
-            port_s = buf;
-        }
-    }
-    int64_t port;
-    if (zdist_parse_int64(port_s, 0, 65535, &port) < 0)
-        return zdist_error_set(err, -EINVAL, "--http '%s': the port must be a number in 0..65535 (0: any free one)",
-                               addr);
+    if (!addr || !*addr)
+        return zdist_error_set(err, -EINVAL, "--http '': give PORT, HOST:PORT or [V6]:PORT");
+    /* A bare port: loopback. Else the one address grammar (zdist/endpoint.h), port 0 allowed. */
+    char buf[ZDIST_ENDPOINT_MAX + 16];
+    bool bare = strspn(addr, "0123456789") == strlen(addr);
+    if ((size_t)snprintf(buf, sizeof buf, bare ? "127.0.0.1:%s" : "%s", addr) >= sizeof buf)
+        return zdist_error_set(err, -EINVAL, "--http '%.40s...': too long", addr);
+    zdist_endpoint_t ep;
+    zdist_error_t perr = {0};
+    if (zdist_endpoint_parse(buf, ZDIST_ENDPOINT_WILDCARD, &ep, &perr) < 0)
+        return zdist_error_set(err, -EINVAL, "--http '%s': %s (give PORT, HOST:PORT or [V6]:PORT; port 0: any free one)",
+                               addr, perr.text);
     struct in_addr a4;
     struct in6_addr a6;
     bool loopback;
-    if (inet_pton(AF_INET, h, &a4) == 1)
+    if (ep.kind == ZDIST_HOST_IPV4 && inet_pton(AF_INET, ep.host, &a4) == 1)
         loopback = (ntohl(a4.s_addr) >> 24) == 127;
-    else if (inet_pton(AF_INET6, h, &a6) == 1)
+    else if (ep.kind == ZDIST_HOST_IPV6 && inet_pton(AF_INET6, ep.host, &a6) == 1)
         loopback = IN6_IS_ADDR_LOOPBACK(&a6);
     else
         return zdist_error_set(err, -EINVAL,
-                               "--http '%s': '%s' is not a numeric IP address (e.g. 127.0.0.1:9100, [::1]:9100)",
-                               addr, h);
-    if (strlen(h) >= host_size)
+                               "--http '%s': '%s' is not a numeric IP address (e.g. 127.0.0.1:9100, [::1]:9100, "
+                               "0.0.0.0:9100 for every interface)",
+                               addr, ep.host);
+    if (ep.port < 0 || ep.port > 65535)
+        return zdist_error_set(err, -EINVAL, "--http '%s': the port must be in 0..65535 (0: any free one)", addr);
+    if (strlen(ep.host) >= host_size)
         return zdist_error_set(err, -EINVAL, "--http '%s': address too long", addr);
-    snprintf(host, host_size, "%s", h);
-    *ret_port = (int)port;
+    snprintf(host, host_size, "%s", ep.host);
+    *ret_port = ep.port;
     *ret_loopback = loopback;
     return 0;
 }
