@@ -455,7 +455,7 @@ s_rounds(coord_run_t *r, int64_t target)
             return 1;
         m->round_steps = target - r->step < spe ? target - r->step : spe;
         s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
-        zdist_closure_result_t res = {.steps = -1};
+        zdist_closure_result_t res = {.steps = -1, .worker = -1}; /* lockstep: no per-worker step time */
         bool ok = true;
         for (int i = 0; i < m->n; i++) {
             if (!m->w[i].in_ring)
