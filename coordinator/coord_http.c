@@ -16,23 +16,46 @@ s_num(json_t *o, const char *key, double dflt)
 /* A job-level gauge or counter: value from fn, skipped when it is NaN. */
 typedef double (*s_job_value_fn)(const coord_http_job_t *j);
 
-static double s_step(const coord_http_job_t *j) { return (double)j->step; }
-static double s_steps(const coord_http_job_t *j) { return (double)j->steps; }
-static double s_loss(const coord_http_job_t *j) { return s_num(json_object_get(j->detail, "metrics"), "loss", NAN); }
-static double s_examples(const coord_http_job_t *j)
+static double
+s_step(const coord_http_job_t *j)
+{
+    return (double) j->step;
+}
+static double
+s_steps(const coord_http_job_t *j)
+{
+    return (double) j->steps;
+}
+static double
+s_loss(const coord_http_job_t *j)
+{
+    return s_num(json_object_get(j->detail, "metrics"), "loss", NAN);
+}
+static double
+s_examples(const coord_http_job_t *j)
 {
     return s_num(json_object_get(j->detail, "metrics"), "examples", NAN);
 }
-static double s_eps(const coord_http_job_t *j)
+static double
+s_eps(const coord_http_job_t *j)
 {
     return s_num(json_object_get(j->detail, "metrics"), "examples_per_sec", NAN);
 }
-static double s_acc(const coord_http_job_t *j)
+static double
+s_acc(const coord_http_job_t *j)
 {
     return s_num(json_object_get(j->detail, "metrics"), "test_accuracy", NAN);
 }
-static double s_ckpt(const coord_http_job_t *j) { return s_num(j->detail, "checkpoint_step", NAN); }
-static double s_recov(const coord_http_job_t *j) { return s_num(j->detail, "psd_recoveries", NAN); }
+static double
+s_ckpt(const coord_http_job_t *j)
+{
+    return s_num(j->detail, "checkpoint_step", NAN);
+}
+static double
+s_recov(const coord_http_job_t *j)
+{
+    return s_num(j->detail, "psd_recoveries", NAN);
+}
 
 static void
 s_job_family(FILE *out, const coord_http_job_t *jobs, size_t n, const char *name, const char *type,
@@ -59,7 +82,8 @@ s_task_family(FILE *out, const coord_http_job_t *jobs, size_t n, const char *kin
     for (size_t i = 0; i < n; i++) {
         size_t k;
         json_t *t;
-        json_array_foreach(json_object_get(jobs[i].detail, kind), k, t) {
+        json_array_foreach(json_object_get(jobs[i].detail, kind), k, t)
+        {
             json_t *v = json_object_get(t, key);
             if (!json_is_number(v) && !json_is_boolean(v))
                 continue;
@@ -67,9 +91,9 @@ s_task_family(FILE *out, const coord_http_job_t *jobs, size_t n, const char *kin
                 zdist_prom_family(out, name, type, help);
             header = true;
             char task[32];
-            snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(t, "task")));
-            zdist_prom_sample(out, name, json_is_boolean(v) ? json_is_true(v) : json_number_value(v), "job_id",
-                              jobs[i].id, label, task, NULL);
+            snprintf(task, sizeof task, "%lld", (long long) json_integer_value(json_object_get(t, "task")));
+            zdist_prom_sample(out, name, json_is_boolean(v) ? json_is_true(v) : json_number_value(v),
+                              "job_id", jobs[i].id, label, task, NULL);
         }
     }
 }
@@ -79,16 +103,17 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
 {
     s_job_family(out, jobs, n, "zdist_coordinator_job_step", "gauge",
                  "The job's current step (goes back to a checkpoint's step after a recovery).", s_step);
-    s_job_family(out, jobs, n, "zdist_coordinator_job_steps", "gauge", "The job's planned steps (0 while unknown).",
-                 s_steps);
-    s_job_family(out, jobs, n, "zdist_coordinator_job_loss", "gauge", "Mean training loss of the latest window.",
-                 s_loss);
+    s_job_family(out, jobs, n, "zdist_coordinator_job_steps", "gauge",
+                 "The job's planned steps (0 while unknown).", s_steps);
+    s_job_family(out, jobs, n, "zdist_coordinator_job_loss", "gauge",
+                 "Mean training loss of the latest window.", s_loss);
     s_job_family(out, jobs, n, "zdist_coordinator_job_examples_total", "counter",
-                 "Training examples the job's closures consumed (since the coordinator started it).", s_examples);
+                 "Training examples the job's closures consumed (since the coordinator started it).",
+                 s_examples);
     s_job_family(out, jobs, n, "zdist_coordinator_job_examples_per_second", "gauge",
                  "Training throughput of the latest window.", s_eps);
-    s_job_family(out, jobs, n, "zdist_coordinator_job_test_accuracy", "gauge", "Accuracy of the final evaluation.",
-                 s_acc);
+    s_job_family(out, jobs, n, "zdist_coordinator_job_test_accuracy", "gauge",
+                 "Accuracy of the final evaluation.", s_acc);
     s_job_family(out, jobs, n, "zdist_coordinator_job_checkpoint_step", "gauge",
                  "Step of the job's newest complete checkpoint (-1 none).", s_ckpt);
     s_job_family(out, jobs, n, "zdist_coordinator_job_psd_recoveries_total", "counter",
@@ -111,22 +136,24 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
     for (size_t i = 0; i < n; i++) {
         size_t k;
         json_t *w;
-        json_array_foreach(json_object_get(jobs[i].detail, "workers"), k, w) {
+        json_array_foreach(json_object_get(jobs[i].detail, "workers"), k, w)
+        {
             json_t *hs = json_object_get(w, "step_seconds");
             json_t *counts = json_object_get(hs, "counts");
-            if (!json_is_array(counts) || json_array_size(counts) != (size_t)h.n + 1)
+            if (!json_is_array(counts) || json_array_size(counts) != (size_t) h.n + 1)
                 continue;
             for (int b = 0; b <= h.n; b++)
-                h.counts[b] = (uint64_t)json_integer_value(json_array_get(counts, (size_t)b));
+                h.counts[b] = (uint64_t) json_integer_value(json_array_get(counts, (size_t) b));
             h.sum = s_num(hs, "sum", 0);
-            h.count = (uint64_t)json_integer_value(json_object_get(hs, "count"));
+            h.count = (uint64_t) json_integer_value(json_object_get(hs, "count"));
             if (!header)
-                zdist_prom_family(out, "zdist_coordinator_worker_step_seconds", "histogram",
-                                  "Step time on each worker as the coordinator sees it (a closure's time on the "
-                                  "worker over its steps).");
+                zdist_prom_family(
+                    out, "zdist_coordinator_worker_step_seconds", "histogram",
+                    "Step time on each worker as the coordinator sees it (a closure's time on the "
+                    "worker over its steps).");
             header = true;
             char task[32];
-            snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(w, "task")));
+            snprintf(task, sizeof task, "%lld", (long long) json_integer_value(json_object_get(w, "task")));
             const char *labels[4] = {"job_id", jobs[i].id, "worker", task};
             zdist_prom_histogram_write(out, "zdist_coordinator_worker_step_seconds", labels, 2, &h);
         }
@@ -136,21 +163,24 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
         const char *name, *help, *key;
         double scale;
     } pm[] = {
-        {"zdist_coordinator_ps_requests_per_second", "Requests per second to the ps task, by method (between the "
-                                                     "coordinator's last two looks).",
+        {"zdist_coordinator_ps_requests_per_second",
+         "Requests per second to the ps task, by method (between the "
+         "coordinator's last two looks).",
          "per_s", 1},
-        {"zdist_coordinator_ps_latency_p99_seconds", "99th percentile of the ps task's handling time, by method.",
-         "p99_us", 1e-6},
+        {"zdist_coordinator_ps_latency_p99_seconds",
+         "99th percentile of the ps task's handling time, by method.", "p99_us", 1e-6},
     };
     for (size_t f = 0; f < sizeof pm / sizeof pm[0]; f++) {
         header = false;
         for (size_t i = 0; i < n; i++) {
             size_t k;
             json_t *p;
-            json_array_foreach(json_object_get(jobs[i].detail, "ps"), k, p) {
+            json_array_foreach(json_object_get(jobs[i].detail, "ps"), k, p)
+            {
                 size_t q;
                 json_t *m;
-                json_array_foreach(json_object_get(p, "methods"), q, m) {
+                json_array_foreach(json_object_get(p, "methods"), q, m)
+                {
                     const char *method = json_string_value(json_object_get(m, "method"));
                     if (!method)
                         continue;
@@ -158,9 +188,10 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
                         zdist_prom_family(out, pm[f].name, "gauge", pm[f].help);
                     header = true;
                     char task[32];
-                    snprintf(task, sizeof task, "%lld", (long long)json_integer_value(json_object_get(p, "task")));
-                    zdist_prom_sample(out, pm[f].name, s_num(m, pm[f].key, 0) * pm[f].scale, "job_id", jobs[i].id,
-                                      "ps", task, "method", method, NULL);
+                    snprintf(task, sizeof task, "%lld",
+                             (long long) json_integer_value(json_object_get(p, "task")));
+                    zdist_prom_sample(out, pm[f].name, s_num(m, pm[f].key, 0) * pm[f].scale, "job_id",
+                                      jobs[i].id, "ps", task, "method", method, NULL);
                 }
             }
         }

@@ -14,7 +14,8 @@ typedef struct {
 } coord_http_job_t;
 
 /* Families zdist_coordinator_job_* and zdist_coordinator_worker_* /
-   _ps_*, labelled {job_id="ID"} (not "job": Prometheus keeps that for the scrape job) (and worker="N", ps="N"). */
+   _ps_*, labelled {job_id="ID"} (not "job": Prometheus keeps that for the scrape job) (and worker="N",
+   ps="N"). */
 void coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n);
 
 /* coordinator/dashboard.html, embedded at build time (NUL-terminated). */

@@ -123,7 +123,7 @@ test_addresses(void)
 static void
 s_handler(void *arg, const char *path, zdist_http_reply_t *reply)
 {
-    (void)arg;
+    (void) arg;
     if (strcmp(path, "/missing") == 0) {
         reply->status = 404;
         return;
@@ -137,8 +137,8 @@ s_handler(void *arg, const char *path, zdist_http_reply_t *reply)
 static int
 s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 {
-    (void)loop;
-    (void)arg;
+    (void) loop;
+    (void) arg;
     char *cmd = zstr_recv(pipe);
     zstr_free(&cmd);
     return -1; /* the $TERM: end the loop */
@@ -147,7 +147,7 @@ s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 static void
 s_server(zsock_t *pipe, void *args)
 {
-    (void)args;
+    (void) args;
     zloop_t *loop = zloop_new();
     zdist_error_t err = {0};
     zdist_http_t *h = zdist_http_new("0", loop, s_handler, NULL, &err);
@@ -164,15 +164,15 @@ static char *
 s_request(int port, const char *req)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    CU_ASSERT_EQUAL_FATAL(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    CU_ASSERT_EQUAL(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    CU_ASSERT_EQUAL_FATAL(connect(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+    CU_ASSERT_EQUAL(write(fd, req, strlen(req)), (ssize_t) strlen(req));
     static char buf[8192];
     size_t n = 0;
     ssize_t r;
     while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
-        n += (size_t)r;
+        n += (size_t) r;
     buf[n] = '\0';
     close(fd);
     return buf;

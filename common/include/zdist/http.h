@@ -38,8 +38,8 @@ ZDIST_EXPORT int zdist_http_parse_addr(const char *addr, char *host, size_t host
                                        bool *ret_loopback, zdist_error_t *err);
 /* Binds ADDR and serves: the handler runs in `loop` (a reader is added;
    zdist_http_destroy removes it). NULL with err (bad address, port taken). */
-ZDIST_EXPORT zdist_http_t *zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void *arg,
-                                          zdist_error_t *err);
+ZDIST_EXPORT zdist_http_t *zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn,
+                                          void *arg, zdist_error_t *err);
 /* "http://127.0.0.1:PORT" with the bound port. */
 ZDIST_EXPORT const char *zdist_http_url(const zdist_http_t *self);
 ZDIST_EXPORT bool zdist_http_is_loopback(const zdist_http_t *self);

@@ -20,11 +20,12 @@ ZDIST_EXPORT void zdist_prom_family(FILE *out, const char *name, const char *typ
    infinities are written as Prometheus spells them. */
 ZDIST_EXPORT void zdist_prom_sample(FILE *out, const char *name, double value, ...);
 /* Same, the label pairs as an array of 2*n strings. */
-ZDIST_EXPORT void zdist_prom_sample_v(FILE *out, const char *name, const char *const *labels, int n, double value);
+ZDIST_EXPORT void zdist_prom_sample_v(FILE *out, const char *name, const char *const *labels, int n,
+                                      double value);
 
 /* A histogram of non-negative values (seconds), cumulative at its bounds. */
 typedef struct {
-    int n;                               /* bounds, ascending (+Inf implicit) */
+    int n; /* bounds, ascending (+Inf implicit) */
     double le[ZDIST_PROM_MAX_BUCKETS];
     uint64_t counts[ZDIST_PROM_MAX_BUCKETS + 1]; /* per bucket, not cumulative; last: above every bound */
     double sum;

@@ -25,7 +25,7 @@ struct zdist_http_t {
     zdist_http_handler_fn *fn;
     void *arg;
     atomic_bool stopping;
-    uint64_t seq;   /* the MHD thread's */
+    uint64_t seq; /* the MHD thread's */
     bool loopback;
     char url[128];
 };
@@ -39,12 +39,13 @@ zdist_http_parse_addr(const char *addr, char *host, size_t host_size, int *ret_p
     /* A bare port: loopback. Else the one address grammar (zdist/endpoint.h), port 0 allowed. */
     char buf[ZDIST_ENDPOINT_MAX + 16];
     bool bare = strspn(addr, "0123456789") == strlen(addr);
-    if ((size_t)snprintf(buf, sizeof buf, bare ? "127.0.0.1:%s" : "%s", addr) >= sizeof buf)
+    if ((size_t) snprintf(buf, sizeof buf, bare ? "127.0.0.1:%s" : "%s", addr) >= sizeof buf)
         return zdist_error_set(err, -EINVAL, "--http '%.40s...': too long", addr);
     zdist_endpoint_t ep;
     zdist_error_t perr = {0};
     if (zdist_endpoint_parse(buf, ZDIST_ENDPOINT_WILDCARD, &ep, &perr) < 0)
-        return zdist_error_set(err, -EINVAL, "--http '%s': %s (give PORT, HOST:PORT or [V6]:PORT; port 0: any free one)",
+        return zdist_error_set(err, -EINVAL,
+                               "--http '%s': %s (give PORT, HOST:PORT or [V6]:PORT; port 0: any free one)",
                                addr, perr.text);
     struct in_addr a4;
     struct in6_addr a6;
@@ -54,12 +55,14 @@ zdist_http_parse_addr(const char *addr, char *host, size_t host_size, int *ret_p
     else if (ep.kind == ZDIST_HOST_IPV6 && inet_pton(AF_INET6, ep.host, &a6) == 1)
         loopback = IN6_IS_ADDR_LOOPBACK(&a6);
     else
-        return zdist_error_set(err, -EINVAL,
-                               "--http '%s': '%s' is not a numeric IP address (e.g. 127.0.0.1:9100, [::1]:9100, "
-                               "0.0.0.0:9100 for every interface)",
-                               addr, ep.host);
+        return zdist_error_set(
+            err, -EINVAL,
+            "--http '%s': '%s' is not a numeric IP address (e.g. 127.0.0.1:9100, [::1]:9100, "
+            "0.0.0.0:9100 for every interface)",
+            addr, ep.host);
     if (ep.port < 0 || ep.port > 65535)
-        return zdist_error_set(err, -EINVAL, "--http '%s': the port must be in 0..65535 (0: any free one)", addr);
+        return zdist_error_set(err, -EINVAL, "--http '%s': the port must be in 0..65535 (0: any free one)",
+                               addr);
     if (strlen(ep.host) >= host_size)
         return zdist_error_set(err, -EINVAL, "--http '%s': address too long", addr);
     snprintf(host, host_size, "%s", ep.host);
@@ -73,9 +76,8 @@ zdist_http_parse_addr(const char *addr, char *host, size_t host_size, int *ret_p
 static enum MHD_Result
 s_queue(struct MHD_Connection *conn, int status, const char *ctype, char *body, size_t len)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
-                                                                body ? MHD_RESPMEM_MUST_FREE
-                                                                     : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, body ? body : (char *) "", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(body);
         return MHD_NO;
@@ -83,7 +85,7 @@ s_queue(struct MHD_Connection *conn, int status, const char *ctype, char *body, 
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned) status, resp);
     MHD_destroy_response(resp);
     return rc;
 }
@@ -99,8 +101,8 @@ static enum MHD_Result
 s_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method, const char *version,
          const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
-    (void)upload_data;
+    (void) version;
+    (void) upload_data;
     zdist_http_t *self = cls;
     static int marker;
     if (*con_cls != &marker) { /* headers only so far */
@@ -115,7 +117,7 @@ s_access(void *cls, struct MHD_Connection *conn, const char *url, const char *me
         return s_text(conn, 405, "only GET and HEAD: this server is read-only\n");
     uint64_t seq = ++self->seq;
     char seq_s[32];
-    snprintf(seq_s, sizeof seq_s, "%llu", (unsigned long long)seq);
+    snprintf(seq_s, sizeof seq_s, "%llu", (unsigned long long) seq);
     if (zstr_sendx(self->front, seq_s, url ? url : "/", NULL) < 0)
         return s_text(conn, 503, "the daemon is not answering\n");
     zpoller_t *poller = zpoller_new(self->front, NULL);
@@ -158,7 +160,7 @@ s_access(void *cls, struct MHD_Connection *conn, const char *url, const char *me
 static int
 s_on_request(zloop_t *loop, zsock_t *sock, void *arg)
 {
-    (void)loop;
+    (void) loop;
     zdist_http_t *self = arg;
     char *seq = NULL, *path = NULL;
     if (zstr_recvx(sock, &seq, &path, NULL) < 0 || !seq || !path) {
@@ -207,30 +209,30 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
     struct sockaddr_storage ss = {0};
     socklen_t sl;
     if (v6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *) &ss;
         s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
+        s6->sin6_port = htons((uint16_t) port);
         inet_pton(AF_INET6, host, &s6->sin6_addr);
         sl = sizeof *s6;
     } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in *s4 = (struct sockaddr_in *) &ss;
         s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
+        s4->sin_port = htons((uint16_t) port);
         inet_pton(AF_INET, host, &s4->sin_addr);
         sl = sizeof *s4;
     }
     int one = 1;
     self->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (self->fd < 0 || setsockopt(self->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(self->fd, (struct sockaddr *)&ss, sl) < 0 || listen(self->fd, 64) < 0 ||
-        getsockname(self->fd, (struct sockaddr *)&ss, &sl) < 0) {
+        bind(self->fd, (struct sockaddr *) &ss, sl) < 0 || listen(self->fd, 64) < 0 ||
+        getsockname(self->fd, (struct sockaddr *) &ss, &sl) < 0) {
         zdist_error_set(err, -errno, "--http %s: cannot listen there: %s", addr, strerror(errno));
         goto fail;
     }
-    port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    port = ntohs(v6 ? ((struct sockaddr_in6 *) &ss)->sin6_port : ((struct sockaddr_in *) &ss)->sin_port);
     snprintf(self->url, sizeof self->url, v6 ? "http://[%s]:%d" : "http://%s:%d", host, port);
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://zdist-http-%p", (void *)self);
+    snprintf(ep, sizeof ep, "inproc://zdist-http-%p", (void *) self);
     self->back = zsock_new(ZMQ_PAIR);
     self->front = zsock_new(ZMQ_PAIR);
     if (!self->back || !self->front || zsock_bind(self->back, "%s", ep) < 0 ||
@@ -240,10 +242,10 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
     }
     zsock_set_sndtimeo(self->front, 1000);
     zsock_set_sndtimeo(self->back, 1000);
-    self->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0), 0, NULL,
-                                 NULL, s_access, self, MHD_OPTION_LISTEN_SOCKET, self->fd,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned)64, MHD_OPTION_END);
+    self->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0), 0,
+                                 NULL, NULL, s_access, self, MHD_OPTION_LISTEN_SOCKET, self->fd,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_CONNECTION_LIMIT,
+                                 (unsigned) 64, MHD_OPTION_END);
     if (!self->mhd) {
         zloop_reader_end(loop, self->back);
         zdist_error_set(err, -EIO, "--http %s: libmicrohttpd did not start", addr);

@@ -91,7 +91,7 @@ zdist_prom_histogram_init_seconds(zdist_prom_histogram_t *h)
     static const double le[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                 0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
     memset(h, 0, sizeof *h);
-    h->n = (int)(sizeof le / sizeof le[0]);
+    h->n = (int) (sizeof le / sizeof le[0]);
     memcpy(h->le, le, sizeof le);
 }
 
@@ -123,10 +123,10 @@ zdist_prom_histogram_write(FILE *out, const char *name, const char *const *label
             snprintf(le, sizeof le, "+Inf");
         fputs(metric, out);
         s_labels(out, labels, n, le);
-        fprintf(out, " %llu\n", (unsigned long long)cum);
+        fprintf(out, " %llu\n", (unsigned long long) cum);
     }
     snprintf(metric, sizeof metric, "%s_sum", name);
     zdist_prom_sample_v(out, metric, labels, n, h->sum);
     snprintf(metric, sizeof metric, "%s_count", name);
-    zdist_prom_sample_v(out, metric, labels, n, (double)h->count);
+    zdist_prom_sample_v(out, metric, labels, n, (double) h->count);
 }
