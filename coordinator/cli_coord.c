@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "cli_coord.h"
@@ -111,25 +112,43 @@ cli_coord_progress(json_t *st, bool tty, cli_coord_progress_t *p)
     int64_t step = json_integer_value(json_object_get(st, "step"));
     int64_t steps = json_integer_value(json_object_get(st, "steps"));
     json_t *m = json_object_get(st, "metrics");
-    double loss = json_number_value(json_object_get(m, "loss"));
+    json_t *loss_j = json_object_get(m, "loss");
     double eps = json_number_value(json_object_get(m, "examples_per_sec"));
-    int64_t now = zdist_clock_now_ms();
-    double el = (double)(now - p->t0_ms) / 1000.0;
-    double eta = step > 0 && steps > step ? el * (double)(steps - step) / (double)step : 0;
     const char *state = json_string_value(json_object_get(st, "state"));
+    /* Nothing to say before the job runs, knows its steps and has done
+       one, nor once it ended (the caller prints the final status). */
+    if (!state || strcmp(state, "running") != 0 || steps <= 0 || step <= 0)
+        return;
+    int64_t now = zdist_clock_now_ms();
+    if (!p->running_ms)
+        p->running_ms = now;
+    if (p->first_step < 0 || step < p->first_step)
+        p->first_step = step, p->running_ms = now; /* a resumed job's ETA counts from where it resumed */
+    double el = (double)(now - p->running_ms) / 1000.0;
+    int64_t done = step - p->first_step;
+    char loss[32], eta[32];
+    if (json_is_number(loss_j))
+        snprintf(loss, sizeof loss, "%.4f", json_number_value(loss_j));
+    else
+        snprintf(loss, sizeof loss, "-");
+    if (done > 0 && steps >= step)
+        snprintf(eta, sizeof eta, "%.0fs", el * (double)(steps - step) / (double)done);
+    else
+        snprintf(eta, sizeof eta, "-");
     if (tty) {
-        int width = 30, fill = steps > 0 ? (int)(width * step / steps) : 0;
+        int width = 30, fill = (int)(width * step / steps);
         char bar[64];
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %lld/%lld loss %.4f %.0f ex/s ETA %.0fs %s   ", bar, (long long)step, (long long)steps,
-                loss, eps, eta, state ? state : "");
+        fprintf(stderr, "\r[%s] %lld/%lld loss %s %.0f ex/s ETA %s %s   ", bar, (long long)step, (long long)steps, loss,
+                eps, eta, state);
         fflush(stderr);
-    } else if (now - p->last_ms >= 5000 || (steps > 0 && (step - p->last_step) * 10 >= steps)) {
-        printf("step %lld/%lld loss %.4f examples/s %.0f eta %.0fs (%s)\n", (long long)step, (long long)steps, loss,
-               eps, eta, state ? state : "");
+    } else if (!p->printed || now - p->last_ms >= 5000 || (step - p->last_step) * 10 >= steps) {
+        printf("step %lld/%lld loss %s examples/s %.0f eta %s (%s)\n", (long long)step, (long long)steps, loss, eps,
+               eta, state);
         fflush(stdout);
+        p->printed = true;
         p->last_ms = now;
         p->last_step = step;
     }
@@ -165,7 +184,7 @@ s_on_lost(const char *why, void *arg)
 json_t *
 cli_coord_follow(const char *sub, zdist_coord_client_t *c, const char *job_id, bool show, bool tty, int *ret_exit)
 {
-    s_follow_t f = {.sub = sub, .c = c, .show = show, .tty = tty, .prog = {.t0_ms = zdist_clock_now_ms()}};
+    s_follow_t f = {.sub = sub, .c = c, .show = show, .tty = tty, .prog = {.t0_ms = zdist_clock_now_ms(), .first_step = -1}};
     zdist_coord_follow_options_t opts;
     zdist_coord_follow_options_default(&opts);
     opts.on_status = s_on_status;
@@ -195,6 +214,30 @@ s_num(json_t *o, const char *key, double dflt)
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
+/* A worker's state: "running (job J)", "idle", "lost since HH:MM:SS (N s
+   ago): why", "rejoining (lost since ...)", "starting". */
+static void
+s_print_state(FILE *out, json_t *w)
+{
+    const char *state = json_string_value(json_object_get(w, "state"));
+    if (!state) /* a status from before the states */
+        state = json_is_true(json_object_get(w, "up")) ? "up" : "down";
+    fputs(state, out);
+    const char *job = json_string_value(json_object_get(w, "job"));
+    if (job)
+        fprintf(out, " (job %s)", job);
+    if (json_object_get(w, "lost_since")) {
+        time_t t = (time_t)s_num(w, "lost_since", 0);
+        struct tm tm;
+        char when[32] = "?";
+        if (localtime_r(&t, &tm))
+            strftime(when, sizeof when, "%H:%M:%S", &tm);
+        const char *why = json_string_value(json_object_get(w, "lost_why"));
+        fprintf(out, " (lost since %s, %.1f s ago%s%s)", when, s_num(w, "lost_ms_ago", 0) / 1000.0,
+                why && *why ? ": " : "", why && *why ? why : "");
+    }
+}
+
 void
 cli_coord_print(FILE *out, json_t *st, bool tasks)
 {
@@ -222,9 +265,10 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
     json_t *w;
     json_array_foreach(json_object_get(st, "workers"), i, w) {
         if (json_object_get(w, "in_ring")) { /* multi_worker_mirrored */
-            fprintf(out, "  worker %lld %s: %s, ", (long long)json_integer_value(json_object_get(w, "task")),
-                    json_string_value(json_object_get(w, "endpoint")),
-                    json_is_true(json_object_get(w, "up")) ? "up" : "down");
+            fprintf(out, "  worker %lld %s: ", (long long)json_integer_value(json_object_get(w, "task")),
+                    json_string_value(json_object_get(w, "endpoint")));
+            s_print_state(out, w);
+            fprintf(out, ", ");
             if (json_is_true(json_object_get(w, "in_ring")))
                 fprintf(out, "rank %lld of the ring at %s", (long long)json_integer_value(json_object_get(w, "rank")),
                         json_string_value(json_object_get(w, "ring_endpoint")));
@@ -239,21 +283,35 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
             snprintf(heard, sizeof heard, "never");
         else
             snprintf(heard, sizeof heard, "%lld ms ago", ago);
-        fprintf(out,
-                "  worker %lld %s: %s, %lld closures done, %lld in flight (oldest %lld ms), last heard %s, %lld "
-                "rejoins\n",
-                (long long)json_integer_value(json_object_get(w, "task")),
-                json_string_value(json_object_get(w, "endpoint")),
-                json_is_true(json_object_get(w, "up")) ? "up" : "down",
+        fprintf(out, "  worker %lld %s: ", (long long)json_integer_value(json_object_get(w, "task")),
+                json_string_value(json_object_get(w, "endpoint")));
+        s_print_state(out, w);
+        if (json_object_get(w, "step_time_p50_s"))
+            fprintf(out, ", step time p50 %.3g ms p99 %.3g ms over the last minute%s",
+                    1000 * s_num(w, "step_time_p50_s", 0), 1000 * s_num(w, "step_time_p99_s", 0),
+                    json_is_true(json_object_get(w, "straggler")) ? " (STRAGGLER: >= 2x the median)" : "");
+        fprintf(out, ", %lld closures done, %lld in flight (oldest %lld ms), last heard %s, %lld rejoins\n",
                 (long long)json_integer_value(json_object_get(w, "closures_done")),
                 (long long)json_integer_value(json_object_get(w, "in_flight")),
                 (long long)json_integer_value(json_object_get(w, "in_flight_ms")), heard,
                 (long long)json_integer_value(json_object_get(w, "restarts")));
     }
     json_array_foreach(json_object_get(st, "ps"), i, w) {
-        fprintf(out, "  ps %lld %s: %lld bytes, %lld requests\n", (long long)json_integer_value(json_object_get(w, "task")),
+        fprintf(out, "  ps %lld %s: %lld bytes held, %lld requests",
+                (long long)json_integer_value(json_object_get(w, "task")),
                 json_string_value(json_object_get(w, "endpoint")),
                 (long long)json_integer_value(json_object_get(w, "bytes")),
                 (long long)json_integer_value(json_object_get(w, "requests")));
+        size_t k;
+        json_t *pm;
+        bool first = true;
+        json_array_foreach(json_object_get(w, "methods"), k, pm) {
+            if (s_num(pm, "requests", 0) <= 0)
+                continue;
+            fprintf(out, "%s %s %.1f/s p99 %.3g ms", first ? ";" : ",", json_string_value(json_object_get(pm, "method")),
+                    s_num(pm, "per_s", 0), s_num(pm, "p99_us", 0) / 1000.0);
+            first = false;
+        }
+        fputc('\n', out);
     }
 }

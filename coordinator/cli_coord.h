@@ -27,6 +27,9 @@ typedef struct {
     int64_t t0_ms;      /* when following started */
     int64_t last_ms;    /* the last plain line */
     int64_t last_step;
+    int64_t running_ms; /* when it was first seen running */
+    int64_t first_step; /* the step it was first seen running at; -1 not yet */
+    bool printed;       /* a plain line went out */
 } cli_coord_progress_t;
 void cli_coord_progress(json_t *st, bool tty, cli_coord_progress_t *p);
 /* Follows job_id ("" = the latest job) to its end (zdist_coord_client_follow:

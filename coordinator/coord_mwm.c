@@ -455,7 +455,7 @@ s_rounds(coord_run_t *r, int64_t target)
             return 1;
         m->round_steps = target - r->step < spe ? target - r->step : spe;
         s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
-        zdist_closure_result_t res = {.steps = -1};
+        zdist_closure_result_t res = {.steps = -1, .worker = -1}; /* lockstep: no per-worker step time */
         bool ok = true;
         for (int i = 0; i < m->n; i++) {
             if (!m->w[i].in_ring)
@@ -747,9 +747,14 @@ coord_mwm_workers_json(coord_run_t *r)
     coord_mwm_t *m = r->mwm;
     for (int i = 0; m && i < m->n; i++) {
         const s_worker_t *w = &m->w[i];
-        json_array_append_new(a, json_pack("{s:i, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
-                                           "up", w->up, "in_ring", w->in_ring, "rank", w->rank,
-                                           "ring_endpoint", w->ring_ep, "restarts", (int)w->restarts));
+        bool final = strcmp(r->state, "running") != 0;
+        const char *state = !w->up ? "lost" : final ? "idle" : w->in_ring ? "running" : "rejoining";
+        json_t *j = json_pack("{s:i, s:s, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
+                              "state", state, "up", w->up, "in_ring", w->in_ring, "rank", w->rank, "ring_endpoint",
+                              w->ring_ep, "restarts", (int)w->restarts);
+        if (j && strcmp(state, "running") == 0)
+            json_object_set_new(j, "job", json_string(r->cfg->job_id));
+        json_array_append_new(a, j);
     }
     return a;
 }

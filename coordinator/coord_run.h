@@ -11,11 +11,22 @@
 
 #include "coord_runner.h"
 #include "zdist/coordinator.h"
+#include "zdist/prom.h"
 #include "zdist/ps_client.h"
 
 #define S_MAX_POINTS 4096
 
 typedef struct coord_mwm_t coord_mwm_t;
+
+/* A worker's step times: the last minute's samples (for p50/p99) and a
+   histogram since the job started (for /metrics). */
+#define COORD_STEP_SAMPLES 2048
+typedef struct {
+    int64_t t_ms[COORD_STEP_SAMPLES];
+    double sec[COORD_STEP_SAMPLES];
+    int head, n;
+    zdist_prom_histogram_t hist;
+} coord_steptime_t;
 
 typedef struct {
     coord_runner_config_t *cfg;
@@ -48,10 +59,17 @@ typedef struct {
     unsigned worker_restarts[COORD_MAX_TASKS];
     int64_t worker_closures[COORD_MAX_TASKS];
     char lost_why[1024];  /* why the attempt ended with -EAGAIN */
+    coord_steptime_t steptime[COORD_MAX_TASKS];
+    int64_t examples_total;
+    /* ps request rates: the requests per method at the last stats call */
+    int64_t ps_stats_ms[COORD_MAX_TASKS];
+    json_t *ps_methods[COORD_MAX_TASKS]; /* [{method, requests, per_s, p50_us, p99_us, errors}] */
 } coord_run_t;
 
 /* Counts a result's steps, loss and examples; writes metrics lines. */
 void coord_run_account(coord_run_t *r, const zdist_closure_result_t *res);
+/* Sends an EVENT to the server (kind: lost, back, recovered...; one line). */
+void coord_run_event(coord_run_t *r, const char *kind, const char *line);
 /* Sends a STATUS to the server, at most every 250 ms unless forced. */
 void coord_run_status(coord_run_t *r, bool force);
 /* Takes CANCEL / $TERM from the pipe (sets r->cancel, r->term). */

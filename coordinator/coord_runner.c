@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coord_run.h"
@@ -30,19 +31,159 @@ coord_runner_config_destroy(coord_runner_config_t **self_p)
 
 /* ---- status ---- */
 
+/* Requests of `method` in an earlier s_ps_stats list; -1 when absent. */
+static int64_t
+s_prev_requests(json_t *prev, const char *method)
+{
+    size_t k;
+    json_t *m;
+    json_array_foreach(prev, k, m) {
+        if (strcmp(json_string_value(json_object_get(m, "method")), method) == 0)
+            return json_integer_value(json_object_get(m, "requests"));
+    }
+    return -1;
+}
+
 static void
 s_ps_stats(coord_run_t *r)
 {
+    int64_t now = zdist_clock_now_ms();
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
         if (zdist_ps_client_stats(r->ps[i], &st, NULL) == 0) {
             uint64_t req = 0;
-            for (size_t m = 0; m < st->nmethods; m++)
-                req += st->methods[m].requests;
+            json_t *methods = json_array();
+            double dt = r->ps_stats_ms[i] ? (double)(now - r->ps_stats_ms[i]) / 1000.0 : 0;
+            for (size_t m = 0; m < st->nmethods; m++) {
+                const zdist_ps_method_stats_t *ms = &st->methods[m];
+                req += ms->requests;
+                if (strcmp(ms->name, "stats") == 0)
+                    continue; /* the coordinator's own polling is not the job's traffic */
+                int64_t prev = s_prev_requests(r->ps_methods[i], ms->name);
+                /* Between the last two looks; at the first, over the psd's uptime. */
+                double per_s = dt > 0 && prev >= 0 && (int64_t)ms->requests >= prev
+                                   ? (double)((int64_t)ms->requests - prev) / dt
+                               : st->uptime_ms > 0 ? (double)ms->requests / ((double)st->uptime_ms / 1000.0)
+                                                   : 0;
+                json_array_append_new(methods, json_pack("{s:s, s:I, s:f, s:I, s:I, s:I}", "method", ms->name,
+                                                         "requests", (json_int_t)ms->requests, "per_s", per_s,
+                                                         "p50_us", (json_int_t)ms->p50_us, "p99_us",
+                                                         (json_int_t)ms->p99_us, "errors", (json_int_t)ms->errors));
+            }
+            json_decref(r->ps_methods[i]);
+            r->ps_methods[i] = methods;
+            r->ps_stats_ms[i] = now;
             r->ps_bytes[i] = st->value_bytes + st->slot_bytes;
             r->ps_requests[i] = req;
             zdist_ps_stats_destroy(&st);
         }
+    }
+}
+
+/* Seconds since the epoch, for a time an operator reads. */
+static double
+s_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 of worker i's step times of the last minute; false without any. */
+static bool
+s_step_percentiles(coord_run_t *r, int i, int64_t now, double *p50, double *p99, int *count)
+{
+    coord_steptime_t *st = &r->steptime[i];
+    static double buf[COORD_STEP_SAMPLES]; /* the runner's thread only */
+    int n = 0;
+    for (int k = 0; k < st->n; k++) {
+        int at = (st->head - 1 - k + COORD_STEP_SAMPLES) % COORD_STEP_SAMPLES;
+        if (now - st->t_ms[at] > 60000)
+            break;
+        buf[n++] = st->sec[at];
+    }
+    *count = n;
+    if (n == 0)
+        return false;
+    qsort(buf, (size_t)n, sizeof buf[0], s_cmp_double);
+    *p50 = buf[(int)ceil(0.50 * n) - 1];
+    *p99 = buf[(int)ceil(0.99 * n) - 1];
+    return true;
+}
+
+static json_t *
+s_histogram_json(const zdist_prom_histogram_t *h)
+{
+    json_t *counts = json_array();
+    for (int b = 0; b <= h->n; b++)
+        json_array_append_new(counts, json_integer((json_int_t)h->counts[b]));
+    return json_pack("{s:o, s:f, s:I}", "counts", counts, "sum", h->sum, "count", (json_int_t)h->count);
+}
+
+/* The workers of a parameter_server job: state (running, idle, lost,
+   rejoining, starting), step-time p50/p99 of the last minute, straggler. */
+static void
+s_ps_workers_json(coord_run_t *r, json_t *workers, int64_t now)
+{
+    size_t nw = r->coord ? zdist_coordinator_num_workers(r->coord) : 0;
+    if (nw > COORD_MAX_TASKS)
+        nw = COORD_MAX_TASKS;
+    double p50[COORD_MAX_TASKS], p99[COORD_MAX_TASKS], sorted[COORD_MAX_TASKS];
+    int count[COORD_MAX_TASKS], nsorted = 0;
+    bool has[COORD_MAX_TASKS];
+    for (size_t i = 0; i < nw; i++) {
+        has[i] = s_step_percentiles(r, (int)i, now, &p50[i], &p99[i], &count[i]);
+        if (has[i])
+            sorted[nsorted++] = p50[i];
+    }
+    /* The lower median: with two workers, the faster one is the yardstick. */
+    qsort(sorted, (size_t)nsorted, sizeof sorted[0], s_cmp_double);
+    double median = nsorted ? sorted[(nsorted - 1) / 2] : 0;
+    bool final = strcmp(r->state, "running") != 0;
+    for (size_t i = 0; i < nw; i++) {
+        zdist_coordinator_worker_info_t wi;
+        if (zdist_coordinator_worker_info(r->coord, i, &wi) < 0)
+            continue;
+        const char *state;
+        if (wi.lost_since_ms && !wi.up)
+            state = wi.rejoining ? "rejoining" : "lost";
+        else if (final)
+            state = "idle"; /* the job ended and STOP_JOB went out: it holds nothing */
+        else if (wi.up)
+            state = "running";
+        else
+            state = "starting";
+        bool up = strcmp(state, "running") == 0 || strcmp(state, "idle") == 0;
+        json_t *w = json_pack("{s:i, s:s, s:s, s:b, s:I, s:i, s:I, s:I, s:i}", "task", (int)i, "endpoint",
+                              wi.endpoint, "state", state, "up", up, "closures_done",
+                              (json_int_t)(wi.closures_done + r->worker_closures[i]), "in_flight", wi.in_flight,
+                              "in_flight_ms", (json_int_t)wi.oldest_in_flight_ms, "last_heartbeat_ms_ago",
+                              (json_int_t)(wi.last_heard_ms ? now - wi.last_heard_ms : -1), "restarts",
+                              (int)(wi.restarts + r->worker_restarts[i]));
+        if (!w)
+            continue;
+        if (strcmp(state, "running") == 0)
+            json_object_set_new(w, "job", json_string(r->cfg->job_id));
+        if (wi.lost_since_ms && !wi.up) {
+            json_object_set_new(w, "lost_ms_ago", json_integer(now - wi.lost_since_ms));
+            json_object_set_new(w, "lost_since", json_real(s_wall_s() - (double)(now - wi.lost_since_ms) / 1000.0));
+            json_object_set_new(w, "lost_why", json_string(wi.lost_why ? wi.lost_why : ""));
+        }
+        if (has[i]) {
+            json_object_set_new(w, "step_time_p50_s", json_real(p50[i]));
+            json_object_set_new(w, "step_time_p99_s", json_real(p99[i]));
+            json_object_set_new(w, "step_time_samples", json_integer(count[i]));
+        }
+        json_object_set_new(w, "straggler", json_boolean(has[i] && nsorted >= 2 && p50[i] >= 2 * median));
+        json_object_set_new(w, "step_seconds", s_histogram_json(&r->steptime[i].hist));
+        json_array_append_new(workers, w);
     }
 }
 
@@ -61,28 +202,18 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
     if (!isnan(r->loss))
         json_object_set_new(metrics, "loss", json_real(r->loss));
     json_object_set_new(metrics, "examples_per_sec", json_real(r->ex_per_s));
+    json_object_set_new(metrics, "examples", json_integer(r->examples_total));
     if (r->evaluated) {
         json_object_set_new(metrics, "test_accuracy", json_real(r->test_accuracy));
         json_object_set_new(metrics, "test_loss", json_real(r->test_loss));
     }
     json_t *workers = r->mwm ? coord_mwm_workers_json(r) : json_array();
-    for (size_t i = 0; r->coord && i < zdist_coordinator_num_workers(r->coord); i++) {
-        zdist_coordinator_worker_info_t wi;
-        if (zdist_coordinator_worker_info(r->coord, i, &wi) < 0)
-            continue;
-        json_array_append_new(
-            workers, json_pack("{s:i, s:s, s:b, s:I, s:i, s:I, s:I, s:i}", "task", (int)i, "endpoint", wi.endpoint,
-                               "up", wi.up, "closures_done",
-                               (json_int_t)(wi.closures_done + (i < COORD_MAX_TASKS ? r->worker_closures[i] : 0)),
-                               "in_flight", wi.in_flight,
-                               "in_flight_ms", (json_int_t)wi.oldest_in_flight_ms, "last_heartbeat_ms_ago",
-                               (json_int_t)(wi.last_heard_ms ? now - wi.last_heard_ms : -1), "restarts",
-                               (int)(wi.restarts + (i < COORD_MAX_TASKS ? r->worker_restarts[i] : 0))));
-    }
+    s_ps_workers_json(r, workers, now);
     json_t *ps = json_array();
     for (int i = 0; i < r->cfg->num_ps; i++)
-        json_array_append_new(ps, json_pack("{s:i, s:s, s:I, s:I}", "task", i, "endpoint", r->cfg->ps[i], "bytes",
-                                            (json_int_t)r->ps_bytes[i], "requests", (json_int_t)r->ps_requests[i]));
+        json_array_append_new(ps, json_pack("{s:i, s:s, s:I, s:I, s:O}", "task", i, "endpoint", r->cfg->ps[i], "bytes",
+                                            (json_int_t)r->ps_bytes[i], "requests", (json_int_t)r->ps_requests[i],
+                                            "methods", r->ps_methods[i] ? r->ps_methods[i] : json_array()));
     json_t *detail = json_pack("{s:o, s:o, s:o, s:I, s:f, s:i, s:s}", "metrics", metrics, "workers", workers, "ps",
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", (int)r->psd_recoveries,
@@ -154,6 +285,18 @@ void
 coord_run_account(coord_run_t *r, const zdist_closure_result_t *res)
 {
     r->step += res->steps;
+    r->examples_total += (int64_t)res->examples;
+    if (res->worker >= 0 && res->worker < COORD_MAX_TASKS && res->steps > 0 && res->run_us >= 0) {
+        coord_steptime_t *st = &r->steptime[res->worker];
+        double sec = (double)res->run_us / 1e6 / (double)res->steps;
+        st->t_ms[st->head] = zdist_clock_now_ms();
+        st->sec[st->head] = sec;
+        st->head = (st->head + 1) % COORD_STEP_SAMPLES;
+        if (st->n < COORD_STEP_SAMPLES)
+            st->n++;
+        for (int64_t k = 0; k < res->steps; k++)
+            zdist_prom_histogram_observe(&st->hist, sec);
+    }
     r->win_steps += res->steps;
     r->win_loss += res->loss_sum;
     r->win_examples += res->examples;
@@ -392,6 +535,17 @@ s_wait_ps(coord_run_t *r)
     }
 }
 
+void
+coord_run_event(coord_run_t *r, const char *kind, const char *line)
+{
+    json_t *ev = json_pack("{s:s, s:s}", "kind", kind, "text", line);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    if (text && zstr_sendm(r->pipe, "EVENT") == 0)
+        zstr_send(r->pipe, text);
+    free(text);
+}
+
 static void
 s_worker_event(void *arg, bool problem, const char *line)
 {
@@ -400,6 +554,7 @@ s_worker_event(void *arg, bool problem, const char *line)
         zsys_warning("job %s: %s", r->cfg->job_id, line);
     else
         zsys_info("job %s: %s", r->cfg->job_id, line);
+    coord_run_event(r, problem ? "lost" : "back", line);
 }
 
 /* One attempt: start the workers, restore the last checkpoint, train until
@@ -476,6 +631,12 @@ s_attempt(coord_run_t *r)
             return rc;
         }
         zsys_info("job %s: restored every ps from the checkpoint at step %lld", cfg->job_id, (long long)last);
+        if (r->psd_recoveries > 0) {
+            char line[160];
+            snprintf(line, sizeof line, "every ps restored from the checkpoint at step %lld; training resumes",
+                     (long long)last);
+            coord_run_event(r, "recovered", line);
+        }
         r->step = last;
         r->ckpt_step = last;
     } else {
@@ -566,6 +727,8 @@ coord_runner_actor(zsock_t *pipe, void *args)
     r->ckpt_step = -1;
     r->started_ms = zdist_clock_now_ms();
     r->steps = cfg->job.steps;
+    for (int i = 0; i < COORD_MAX_TASKS; i++)
+        zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
     zdist_ps_client_options_t po;
     zdist_ps_client_options_default(&po);
     po.timeout_ms = 5000;
@@ -586,6 +749,10 @@ coord_runner_actor(zsock_t *pipe, void *args)
             r->psd_recoveries++;
             zsys_warning("job %s: a ps task was lost (%s); waiting for it, then restoring step %lld", cfg->job_id,
                          r->lost_why, (long long)r->ckpt_step);
+            char line[1200];
+            snprintf(line, sizeof line, "a ps task was lost (%s); waiting for it, then restoring step %lld",
+                     r->lost_why, (long long)r->ckpt_step);
+            coord_run_event(r, "lost", line);
         }
         coord_run_status(r, true);
         if (!(mwm ? coord_mwm_wait(r) : s_wait_ps(r))) {
@@ -626,8 +793,10 @@ coord_runner_actor(zsock_t *pipe, void *args)
     s_status_as(r, true, "END");
     zdist_coordinator_destroy(&r->coord);
     coord_mwm_destroy(r);
-    for (int i = 0; i < cfg->num_ps; i++)
+    for (int i = 0; i < cfg->num_ps; i++) {
         zdist_ps_client_destroy(&r->ps[i]);
+        json_decref(r->ps_methods[i]);
+    }
     free(r);
     coord_runner_config_destroy(&cfg);
     /* zactor_destroy's $TERM may be pending: wait for it when asked to stop. */

@@ -25,7 +25,8 @@ typedef struct {
    "STATUS" + a JSON object {state, step, steps, error, detail}; its last
    is "END" + the same, with a final state (done, failed, cancelled) or
    "running" when it was stopped by $TERM after a checkpoint (to resume
-   later). It takes "CANCEL"
+   later). Between them, "EVENT" + {kind, text}: a worker or ps lost, back,
+   a recovery. It takes "CANCEL"
    and "$TERM". */
 void coord_runner_actor(zsock_t *pipe, void *args);
 void coord_runner_config_destroy(coord_runner_config_t **self_p);

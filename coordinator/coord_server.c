@@ -7,12 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "coord_job.h"
+#include "coord_http.h"
 #include "coord_server.h"
+#include "zdist/prom.h"
 #include "zdist/coord_service.h"
 #include "zdist/daemon.h"
 #include "zdist/file.h"
@@ -23,6 +27,9 @@
 #define S_MAX_FOLLOWERS 64       /* STATUS streams open at once */
 #define S_FOLLOW_MIN_MS 250      /* at most one update per follower this often */
 #define S_FOLLOW_IDLE_MS 5000    /* and at least one this often, changed or not */
+#define S_MAX_EVENTS 64          /* recent events kept for the dashboard */
+#define S_CURVE_POINTS 2000      /* loss points per job sent to the dashboard */
+#define S_CURVE_BYTES (64u << 20) /* metrics.jsonl read for them */
 
 typedef struct {
     char id[ZDIST_COORD_ID_MAX];
@@ -62,7 +69,48 @@ typedef struct {
     s_follower_t followers[S_MAX_FOLLOWERS];
     size_t nfollowers;
     int follow_timer; /* zloop timer of the next follower update due; -1 none */
+    zdist_http_t *http; /* --http */
+    struct {
+        double time; /* seconds since the epoch */
+        char job[ZDIST_COORD_ID_MAX];
+        char kind[16];
+        char *text;
+    } events[S_MAX_EVENTS]; /* a ring, oldest at ev_head when full */
+    int ev_head, ev_n;
 } self_t;
+
+/* ---- events (the dashboard's "recent events") ---- */
+
+static double
+s_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+s_event(self_t *self, const char *job, const char *kind, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void
+s_event(self_t *self, const char *job, const char *kind, const char *fmt, ...)
+{
+    int at = (self->ev_head + self->ev_n) % S_MAX_EVENTS;
+    if (self->ev_n == S_MAX_EVENTS) {
+        at = self->ev_head;
+        self->ev_head = (self->ev_head + 1) % S_MAX_EVENTS;
+    } else {
+        self->ev_n++;
+    }
+    free(self->events[at].text);
+    self->events[at].time = s_wall_s();
+    snprintf(self->events[at].job, sizeof self->events[at].job, "%s", job);
+    snprintf(self->events[at].kind, sizeof self->events[at].kind, "%s", kind);
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&self->events[at].text, fmt, ap) < 0)
+        self->events[at].text = NULL;
+    va_end(ap);
+}
 
 /* ---- persistence ----
 
@@ -312,6 +360,8 @@ s_start_next(self_t *self)
         self->running = next;
         zsys_info("job %s ('%s'): running on %d workers and %d ps", next->id, next->name, cfg->num_workers,
                   cfg->num_ps);
+        s_event(self, next->id, "running", "job '%s' running on %d workers and %d ps", next->name, cfg->num_workers,
+                cfg->num_ps);
         self->runner = zactor_new(coord_runner_actor, cfg);
         if (!self->runner || zloop_reader(self->loop, zactor_sock(self->runner), s_on_runner, self) < 0) {
             zsys_error("job %s: cannot start its runner: out of memory", next->id);
@@ -328,6 +378,17 @@ s_runner_message(self_t *self)
     char *text = kind ? zstr_recv(self->runner) : NULL;
     bool end = kind && strcmp(kind, "END") == 0;
     s_job_t *j = self->running;
+    if (kind && strcmp(kind, "EVENT") == 0) {
+        json_t *ev = text ? json_loads(text, 0, NULL) : NULL;
+        const char *ek = json_string_value(json_object_get(ev, "kind"));
+        const char *et = json_string_value(json_object_get(ev, "text"));
+        if (j && ek && et)
+            s_event(self, j->id, ek, "%s", et);
+        json_decref(ev);
+        zstr_free(&kind);
+        zstr_free(&text);
+        return false;
+    }
     json_t *st = text ? json_loads(text, 0, NULL) : NULL;
     const char *state = NULL, *error = NULL;
     json_int_t step = 0, steps = 0;
@@ -348,9 +409,12 @@ s_runner_message(self_t *self)
             s_persist(self, j);
             self->last_persist_ms = now;
         }
-        if (end)
+        if (end) {
             zsys_info("job %s ('%s'): %s at step %lld of %lld%s%s", j->id, j->name, j->state, (long long)j->step,
                       (long long)j->steps, *j->error ? ": " : "", j->error);
+            s_event(self, j->id, j->state, "job '%s' %s at step %lld of %lld%s%s", j->name, j->state,
+                    (long long)j->step, (long long)j->steps, *j->error ? ": " : "", j->error);
+        }
         sd_notifyf(0, "STATUS=job %s %s: step %lld/%lld", j->id, j->state, (long long)j->step, (long long)j->steps);
     }
     json_decref(st);
@@ -496,6 +560,7 @@ s_submit(zdist_rpc_call_t *call, void *state)
     }
     s_persist(self, j);
     zsys_info("job %s ('%s') submitted", j->id, j->name);
+    s_event(self, j->id, "submitted", "job '%s' submitted", j->name);
     int rc = zdist_coord_reply_submit(call, j->id);
     s_start_next(self);
     s_followers_update(self, false);
@@ -672,6 +737,151 @@ static const zdist_rpc_method_t s_methods[] = {
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
+/* ---- --http: the dashboard, its JSON, /metrics (coord_http.c renders) ---- */
+
+/* The jobs the dashboard and /metrics show: running and queued ones, and
+   the newest S_SHOWN of the rest, newest first. */
+#define S_SHOWN 10
+static size_t
+s_shown_jobs(self_t *self, s_job_t **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->njobs; i++)
+        if (!zdist_coord_state_final(self->jobs[i]->state) && n < max)
+            out[n++] = self->jobs[i];
+    for (size_t i = 0; i < self->njobs; i++)
+        if (zdist_coord_state_final(self->jobs[i]->state) && n < max)
+            out[n++] = self->jobs[i];
+    /* newest first */
+    for (size_t a = 1; a < n; a++)
+        for (size_t b = a; b > 0 && out[b - 1]->seq < out[b]->seq; b--) {
+            s_job_t *t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    size_t keep = 0, finals = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool final = zdist_coord_state_final(out[i]->state);
+        if (final && finals >= S_SHOWN)
+            continue;
+        finals += final;
+        out[keep++] = out[i];
+    }
+    return keep;
+}
+
+/* A job's loss curve from its metrics.jsonl: [[step, loss], ...], the last
+   S_CURVE_POINTS. */
+static json_t *
+s_curve(self_t *self, s_job_t *j)
+{
+    char dir[1100], path[1200];
+    s_job_dir(self, j, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    json_t *points = json_array();
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return points;
+    char line[512];
+    size_t read = 0;
+    while (fgets(line, sizeof line, f) && read < S_CURVE_BYTES) {
+        read += strlen(line);
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *st = json_object_get(o, "step"), *lo = json_object_get(o, "loss");
+        if (json_is_integer(st) && json_is_number(lo)) {
+            if (json_array_size(points) >= S_CURVE_POINTS)
+                json_array_remove(points, 0);
+            json_array_append_new(points, json_pack("[I, f]", json_integer_value(st), json_number_value(lo)));
+        }
+        json_decref(o);
+    }
+    fclose(f);
+    return points;
+}
+
+static json_t *
+s_api_status(self_t *self)
+{
+    s_job_t *shown[64];
+    size_t n = s_shown_jobs(self, shown, 64);
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        s_job_t *j = shown[i];
+        json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:o}", "job_id", j->id, "name", j->name, "state",
+                              j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
+                              j->error ? j->error : "", "detail", detail ? detail : json_object(), "loss_curve",
+                              s_curve(self, j));
+        json_array_append_new(jobs, o);
+    }
+    json_t *events = json_array();
+    for (int k = self->ev_n - 1; k >= 0; k--) { /* newest first */
+        int at = (self->ev_head + k) % S_MAX_EVENTS;
+        json_array_append_new(events, json_pack("{s:f, s:s, s:s, s:s}", "time", self->events[at].time, "job",
+                                                self->events[at].job, "kind", self->events[at].kind, "text",
+                                                self->events[at].text ? self->events[at].text : ""));
+    }
+    return json_pack("{s:f, s:s, s:i, s:i, s:o, s:o}", "time", s_wall_s(), "endpoint",
+                     zdist_rpc_server_endpoint(self->rpc), "num_workers", self->config.num_workers, "num_ps",
+                     self->config.num_ps, "jobs", jobs, "events", events);
+}
+
+static void
+s_metrics(self_t *self, FILE *f)
+{
+    zdist_rpc_server_write_metrics(self->rpc, f, "zdist_coordinator");
+    static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+    zdist_prom_family(f, "zdist_coordinator_jobs", "gauge", "Jobs in the coordinator's table, by state.");
+    for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+        int count = 0;
+        for (size_t i = 0; i < self->njobs; i++)
+            count += strcmp(self->jobs[i]->state, states[k]) == 0;
+        zdist_prom_sample(f, "zdist_coordinator_jobs", count, "state", states[k], NULL);
+    }
+    s_job_t *shown[64];
+    size_t n = s_shown_jobs(self, shown, 64);
+    coord_http_job_t v[64];
+    for (size_t i = 0; i < n; i++)
+        v[i] = (coord_http_job_t){shown[i]->id, shown[i]->name, shown[i]->state, shown[i]->step, shown[i]->steps,
+                                  shown[i]->detail ? json_loads(shown[i]->detail, 0, NULL) : NULL};
+    coord_http_jobs_metrics(f, v, n);
+    for (size_t i = 0; i < n; i++)
+        json_decref(v[i].detail);
+}
+
+static void
+s_http(void *arg, const char *path, zdist_http_reply_t *reply)
+{
+    self_t *self = arg;
+    if (strcmp(path, "/metrics") == 0) {
+        FILE *f = open_memstream(&reply->body, &reply->len);
+        if (!f) {
+            reply->status = 500;
+            return;
+        }
+        s_metrics(self, f);
+        if (fclose(f) != 0)
+            reply->status = 500;
+        reply->content_type = ZDIST_PROM_CONTENT_TYPE;
+    } else if (strcmp(path, "/api/status") == 0) {
+        json_t *st = s_api_status(self);
+        reply->body = st ? json_dumps(st, JSON_COMPACT) : NULL;
+        json_decref(st);
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        reply->status = reply->body ? 200 : 500;
+        reply->content_type = "application/json";
+    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        reply->body = strdup(coord_dashboard_html);
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        reply->status = reply->body ? 200 : 500;
+        reply->content_type = "text/html; charset=utf-8";
+    } else {
+        reply->status = 404;
+        reply->body = strdup("not found: / (the dashboard), /api/status, /metrics\n");
+        reply->len = reply->body ? strlen(reply->body) : 0;
+    }
+}
+
 /* ---- the actor ---- */
 
 static void
@@ -715,9 +925,16 @@ coord_server_actor(zsock_t *pipe, void *args)
         free(self);
         return;
     }
-    zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
     self->loop = zloop_new();
     self->follow_timer = -1;
+    if (*self->config.http && !(self->http = zdist_daemon_http(self->config.http, self->loop, s_http, self, &err))) {
+        zstr_sendf(pipe, "ERROR %s", err.text);
+        zloop_destroy(&self->loop);
+        zdist_rpc_server_destroy(&self->rpc);
+        free(self);
+        return;
+    }
+    zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
     s_load_jobs(self);
     s_start_next(self);
     zdist_daemon_serve(self->loop, pipe, self->rpc, 16);
@@ -735,7 +952,10 @@ coord_server_actor(zsock_t *pipe, void *args)
        meanwhile gets its last reply, every other stream UNAVAILABLE. */
     s_followers_update(self, false);
     s_followers_update(self, true);
+    zdist_http_destroy(&self->http);
     zloop_destroy(&self->loop);
+    for (int i = 0; i < S_MAX_EVENTS; i++)
+        free(self->events[i].text);
     for (size_t i = 0; i < self->njobs; i++)
         s_job_free(&self->jobs[i]);
     free(self->jobs);

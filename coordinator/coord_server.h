@@ -16,6 +16,7 @@ typedef struct {
     int64_t closure_timeout_ms;
     int64_t preflight_timeout_ms;
     int max_jobs; /* jobs kept in the table (a peer-controlled quantity) */
+    char http[128]; /* --http ADDR: /metrics, the dashboard ("" none) */
 } coord_server_config_t;
 
 /* zactor_new (coord_server_actor, &config): copied at start. Sends "READY

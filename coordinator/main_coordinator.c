@@ -28,6 +28,9 @@ s_usage(FILE *out)
             "  --state-dir DIR           jobs, checkpoints, metrics (default $STATE_DIRECTORY, else ./zdist-state);\n"
             "                            every ps task must be able to write there (same machine or shared fs)\n"
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
+            "  --http ADDR               serve a live dashboard at http://ADDR/, its JSON at /api/status and\n"
+            "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
+            "                            127.0.0.1; off by default; read-only, no authentication)\n"
             "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
@@ -40,6 +43,7 @@ main(int argc, char **argv)
         {"bind", required_argument, NULL, 'b'},      {"state-dir", required_argument, NULL, 's'},
         {"closure-timeout-ms", required_argument, NULL, 'T'},
         {"keys", required_argument, NULL, 'k'},
+        {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -72,6 +76,11 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'H':
+            if (zdist_daemon_http_check("zdist-coordinator", optarg) != 0)
+                return 2;
+            snprintf(config.http, sizeof config.http, "%s", optarg);
             break;
         case 'h':
             s_usage(stdout);

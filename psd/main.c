@@ -22,6 +22,8 @@ s_usage(FILE *out)
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
             "  --max-tensor-bytes N    largest tensor in a request or reply (default 268435456)\n"
+            "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
+            "                          a bare PORT is on 127.0.0.1; off by default)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
@@ -36,6 +38,7 @@ main(int argc, char **argv)
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-tensor-bytes", required_argument, NULL, 'T'},
         {"keys", required_argument, NULL, 'k'},
+        {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -71,6 +74,11 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'H':
+            if (zdist_daemon_http_check("zdist-psd", optarg) != 0)
+                return 2;
+            snprintf(config.http, sizeof config.http, "%s", optarg);
             break;
         case 'h':
             s_usage(stdout);

@@ -6,6 +6,7 @@
 
 #include "psd_ckpt.h"
 #include "psd_server.h"
+#include "zdist/prom.h"
 #include "psd_shard.h"
 #include "zdist/daemon.h"
 #include "zdist/ps_service.h"
@@ -450,6 +451,39 @@ s_stats(zdist_rpc_call_t *call, void *state)
     return rc;
 }
 
+/* --http: /metrics, on the actor's thread. */
+static void
+s_http(void *arg, const char *path, zdist_http_reply_t *reply)
+{
+    self_t *self = arg;
+    if (strcmp(path, "/metrics") != 0) {
+        reply->status = 404;
+        reply->body = strdup("not found: this daemon serves /metrics\n");
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        return;
+    }
+    FILE *f = open_memstream(&reply->body, &reply->len);
+    if (!f) {
+        reply->status = 500;
+        return;
+    }
+    zdist_rpc_server_write_metrics(self->rpc, f, "zdist_psd");
+    psd_store_stats_t st;
+    psd_store_stats(self->store, &st);
+    zdist_prom_family(f, "zdist_psd_variables", "gauge", "Variables with at least one shard here.");
+    zdist_prom_sample(f, "zdist_psd_variables", (double) st.variables, NULL);
+    zdist_prom_family(f, "zdist_psd_shards", "gauge", "Variable shards held.");
+    zdist_prom_sample(f, "zdist_psd_shards", (double) st.shards, NULL);
+    zdist_prom_family(f, "zdist_psd_held_bytes", "gauge", "Bytes held by the shards, by kind (value, slot).");
+    zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.value_bytes, "kind", "value", NULL);
+    zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.slot_bytes, "kind", "slot", NULL);
+    zdist_prom_family(f, "zdist_psd_ps_task", "gauge", "This psd's index in the ps job.");
+    zdist_prom_sample(f, "zdist_psd_ps_task", (double) self->config.ps_task, NULL);
+    if (fclose(f) != 0)
+        reply->status = 500;
+    reply->content_type = ZDIST_PROM_CONTENT_TYPE;
+}
+
 void
 psd_server_actor(zsock_t *pipe, void *args)
 {
@@ -472,10 +506,19 @@ psd_server_actor(zsock_t *pipe, void *args)
         psd_store_destroy(&self.store);
         return;
     }
+    zloop_t *loop = zloop_new();
+    zdist_http_t *http = NULL;
+    if (loop && *self.config.http && !(http = zdist_daemon_http(self.config.http, loop, s_http, &self, &err))) {
+        zstr_sendf(pipe, "ERROR %s", err.text);
+        zloop_destroy(&loop);
+        zdist_rpc_server_destroy(&self.rpc);
+        psd_store_destroy(&self.store);
+        return;
+    }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self.rpc));
 
-    zloop_t *loop = zloop_new();
     zdist_daemon_serve(loop, pipe, self.rpc, 256);
+    zdist_http_destroy(&http);
     zloop_destroy(&loop);
     zdist_rpc_server_destroy(&self.rpc);
     psd_store_destroy(&self.store);

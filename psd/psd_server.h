@@ -11,6 +11,7 @@ typedef struct {
     int ps_task;                 /* this psd's index in the ps job */
     zdist_wire_limits_t limits;  /* per request */
     size_t max_tensor_bytes;     /* one tensor in a request or reply */
+    char http[128];              /* --http ADDR: /metrics ("" none) */
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After

@@ -13,6 +13,14 @@ packages=(
     dataset-fashion-mnist
     # ctest -R systemd boots a throwaway systemd (tests/systemd/sandbox.sh)
     debootstrap systemd-container
+    # --http: /metrics and the coordinator's dashboard
+    libmicrohttpd-dev
+    # ctest -R metrics: promtool check metrics, and a real Prometheus scraping
+    # the daemons (about 96 MB installed, with its web UI's JavaScript)
+    prometheus
+    # ctest -R dashboard: the page loaded in headless Chromium (about 360 MB
+    # installed with chromium-common; the test skips, saying so, without it)
+    chromium
 )
 
 missing=()

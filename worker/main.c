@@ -27,6 +27,8 @@ s_usage(FILE *out)
             "  --evaluator             serve an 'evaluator' task (reserved: evaluates like a worker for now)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
+            "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
+            "                          a bare PORT is on 127.0.0.1; off by default)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
@@ -67,6 +69,7 @@ main(int argc, char **argv)
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"keys", required_argument, NULL, 'k'},
+        {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -109,6 +112,11 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'H':
+            if (zdist_daemon_http_check("zdist-worker", optarg) != 0)
+                return 2;
+            snprintf(config.http, sizeof config.http, "%s", optarg);
             break;
         case 'h':
             s_usage(stdout);

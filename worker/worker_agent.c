@@ -20,6 +20,7 @@
 #include "zdist/collective.h"
 #include "zdist/input.h"
 #include "zdist/daemon.h"
+#include "zdist/prom.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 #include "zdist/worker_service.h"
@@ -43,6 +44,14 @@ typedef struct {
     int64_t collective_timeout_ms;
 } s_job_t;
 
+/* The worker's counters since it started, kept by the steps thread and
+   copied into each snapshot, for /metrics. */
+typedef struct {
+    uint64_t steps, examples, failed_steps;
+    double loss; /* of the last step, NaN before one */
+    zdist_prom_histogram_t step_seconds;
+} s_counters_t;
+
 /* What STATUS and systemd are told: the job as the steps thread last left
    it (the agent's thread never reads s_job_t while that thread runs). */
 typedef struct {
@@ -52,6 +61,7 @@ typedef struct {
     int64_t steps;
     double last_loss;
     char error[2 * ZDIST_ERROR_TEXT_MAX + 4];
+    s_counters_t counters;
 } s_snapshot_t;
 
 typedef struct {
@@ -61,6 +71,8 @@ typedef struct {
     zactor_t *steps;         /* runs every request that touches the job */
     atomic_bool stopping;    /* set before the steps thread is flushed */
     s_snapshot_t snap;       /* the agent thread's */
+    s_counters_t counters;   /* the steps thread's */
+    zdist_http_t *http;      /* --http */
 } self_t;
 
 /* A request handed to the steps thread: its handler runs there and fills
@@ -280,8 +292,10 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         zdist_error_t err = {0};
         worker_outputs_t *o = &vals[done];
         int64_t epoch = 0;
+        int64_t t0 = zdist_clock_now_us();
         int more = worker_session_step(j->sess, o, &epoch, &err);
         if (more < 0) {
+            self->counters.failed_steps++;
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
             zsys_error("job '%s' step %lld failed: %s", j->job->name, (long long)j->steps + 1, j->error);
@@ -295,6 +309,11 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         }
         j->steps++;
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
+        self->counters.steps++;
+        self->counters.loss = j->last_loss;
+        double ex = worker_outputs_get(o, ZDIST_OUTPUT_EXAMPLES, 0);
+        self->counters.examples += ex > 0 ? (uint64_t)ex : 0;
+        zdist_prom_histogram_observe(&self->counters.step_seconds, (double)(zdist_clock_now_us() - t0) / 1e6);
         zdist_worker_step_t *r = &res[done];
         r->step = j->steps;
         r->epoch = epoch;
@@ -604,6 +623,7 @@ s_steps_actor(zsock_t *pipe, void *args)
             else
                 w->rc = w->fn(w->call, self);
             s_snapshot(&self->job, &w->snap);
+            w->snap.counters = self->counters;
             zsock_send(pipe, "sp", "DONE", w);
         } else if (cmd && streq(cmd, "FLUSH")) {
             zsock_send(pipe, "sp", "FLUSHED", NULL);
@@ -651,6 +671,45 @@ static const zdist_rpc_method_t s_methods[] = {
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
+/* ---- --http ---- */
+
+/* /metrics, on the agent's thread: the counters of the last snapshot. */
+static void
+s_http(void *arg, const char *path, zdist_http_reply_t *reply)
+{
+    self_t *self = arg;
+    if (strcmp(path, "/metrics") != 0) {
+        reply->status = 404;
+        reply->body = strdup("not found: this daemon serves /metrics\n");
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        return;
+    }
+    FILE *f = open_memstream(&reply->body, &reply->len);
+    if (!f) {
+        reply->status = 500;
+        return;
+    }
+    const s_counters_t *c = &self->snap.counters;
+    zdist_rpc_server_write_metrics(self->rpc, f, "zdist_worker");
+    zdist_prom_family(f, "zdist_worker_steps_total", "counter", "Training steps run by this worker.");
+    zdist_prom_sample(f, "zdist_worker_steps_total", (double)c->steps, NULL);
+    zdist_prom_family(f, "zdist_worker_examples_total", "counter", "Training examples consumed by this worker.");
+    zdist_prom_sample(f, "zdist_worker_examples_total", (double)c->examples, NULL);
+    zdist_prom_family(f, "zdist_worker_failed_steps_total", "counter", "Training steps that failed.");
+    zdist_prom_sample(f, "zdist_worker_failed_steps_total", (double)c->failed_steps, NULL);
+    zdist_prom_family(f, "zdist_worker_loss", "gauge", "Loss of the last training step (NaN before one).");
+    zdist_prom_sample(f, "zdist_worker_loss", c->steps ? c->loss : NAN, NULL);
+    zdist_prom_family(f, "zdist_worker_step_seconds", "histogram", "Wall time of one training step on this worker.");
+    zdist_prom_histogram_write(f, "zdist_worker_step_seconds", NULL, 0, &c->step_seconds);
+    zdist_prom_family(f, "zdist_worker_job_active", "gauge", "1 while the worker holds a job.");
+    zdist_prom_sample(f, "zdist_worker_job_active", self->snap.active ? 1 : 0, NULL);
+    zdist_prom_family(f, "zdist_worker_task", "gauge", "This worker's index in the worker job.");
+    zdist_prom_sample(f, "zdist_worker_task", (double)self->config.worker_task, NULL);
+    if (fclose(f) != 0)
+        reply->status = 500;
+    reply->content_type = ZDIST_PROM_CONTENT_TYPE;
+}
+
 /* ---- the actor ---- */
 
 void
@@ -675,17 +734,30 @@ worker_agent_actor(zsock_t *pipe, void *args)
         free(self);
         return;
     }
+    zdist_prom_histogram_init_seconds(&self->counters.step_seconds);
+    self->counters.loss = NAN;
+    self->snap.counters = self->counters;
+    zloop_t *loop = zloop_new();
+    if (loop && *self->config.http && !(self->http = zdist_daemon_http(self->config.http, loop, s_http, self, &err))) {
+        zstr_sendf(pipe, "ERROR %s", err.text);
+        zloop_destroy(&loop);
+        zdist_rpc_server_destroy(&self->rpc);
+        free(self);
+        return;
+    }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
 
     self->steps = zactor_new(s_steps_actor, self);
-    zloop_t *loop = self->steps ? zloop_new() : NULL;
-    if (loop) {
+    if (loop && self->steps) {
         zloop_reader(loop, zactor_sock(self->steps), s_on_steps, self);
         zdist_daemon_serve(loop, pipe, self->rpc, 32);
         zloop_reader_end(loop, zactor_sock(self->steps));
+        zdist_http_destroy(&self->http);
         zloop_destroy(&loop);
     } else {
         zsys_error("cannot start the steps thread: out of memory");
+        zdist_http_destroy(&self->http);
+        zloop_destroy(&loop);
     }
     /* Requests still queued for the steps thread are answered (UNAVAILABLE
        past the one running) before the server goes. */

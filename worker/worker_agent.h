@@ -21,6 +21,7 @@ typedef struct {
     int64_t ps_timeout_ms; /* per psd call attempt, when START_JOB gives none */
     int host_workers;      /* worker tasks of the cluster on this host (BLAS threads are shared out); 0 = 1 */
     zdist_wire_limits_t limits;
+    char http[128]; /* --http ADDR: /metrics ("" none) */
 } worker_agent_config_t;
 
 /* zactor_new (worker_agent_actor, &config): config is copied at start. The

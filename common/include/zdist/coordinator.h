@@ -80,6 +80,8 @@ typedef struct {
     int worker;          /* the worker task that ran it */
     int attempts;        /* 1 + times it was put back after a worker loss */
     bool end_of_data;
+    int64_t run_us;      /* how long the worker ran it (microseconds): from its sending, or from the end of the
+                            worker's previous closure when that was later, to its reply */
 } zdist_closure_result_t;
 
 /* NULL with err on bad options (no workers, too many, bad endpoint). */
@@ -135,6 +137,9 @@ typedef struct {
     int64_t oldest_in_flight_ms; /* how long the oldest in-flight closure has run; 0 without */
     int64_t last_heard_ms;  /* zdist_clock_now_ms of the last reply; 0 never */
     unsigned restarts;      /* times it rejoined after a loss */
+    bool rejoining;         /* lost, answered again, being given the job (START_JOB in flight) */
+    int64_t lost_since_ms;  /* zdist_clock_now_ms when it was lost; 0 when up or never lost */
+    const char *lost_why;   /* borrowed: why it was lost ("" when not) */
 } zdist_coordinator_worker_info_t;
 
 ZDIST_EXPORT size_t zdist_coordinator_num_workers(const zdist_coordinator_t *self);

@@ -9,6 +9,7 @@
 
 #include "zdist/cluster.h"
 #include "zdist/defs.h"
+#include "zdist/http.h"
 #include "zdist/rpc.h"
 
 #ifdef __cplusplus
@@ -62,6 +63,16 @@ ZDIST_EXPORT int zdist_daemon_run(zactor_fn *actor, void *args, const char *what
    received, then returns. `loop` may carry the service's own readers and
    timers; it is not destroyed. */
 ZDIST_EXPORT void zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int batch);
+
+/* --http ADDR (NULL or "": none): zdist_http_new on the actor's loop,
+   logging the URL it serves, with a warning when the address is not a
+   loopback one (the pages are read-only and unauthenticated). NULL after
+   logging why when it cannot listen; the caller then stops with an error. */
+ZDIST_EXPORT zdist_http_t *zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void *arg,
+                                             zdist_error_t *err);
+/* Parses a --http option's value for main (): 0, or 2 after printing one
+   line on stderr prefixed with ident. */
+ZDIST_EXPORT int zdist_daemon_http_check(const char *ident, const char *addr);
 
 /* zdist_rpc_server_options_t.log target: one warning line per refusal. */
 ZDIST_EXPORT void zdist_daemon_rpc_log(void *state, const char *line);

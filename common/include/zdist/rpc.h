@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "zdist/auth.h"
 #include "zdist/defs.h"
@@ -108,6 +109,12 @@ typedef struct {
 } zdist_rpc_method_stats_t;
 ZDIST_EXPORT int zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, uint32_t method,
                                                zdist_rpc_method_stats_t *ret_stats);
+/* The server's counters in Prometheus text format (zdist/prom.h), each
+   family named PREFIX_...: requests_total, request_errors_total,
+   received_bytes_total, sent_bytes_total and the request_duration_seconds
+   histogram, labelled {method="pull"} (PING as "ping"); then
+   rejected_requests_total and uptime_seconds. */
+ZDIST_EXPORT void zdist_rpc_server_write_metrics(const zdist_rpc_server_t *self, FILE *out, const char *prefix);
 
 /* In a handler: */
 ZDIST_EXPORT uint32_t zdist_rpc_call_method(const zdist_rpc_call_t *call);

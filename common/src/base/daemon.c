@@ -221,3 +221,38 @@ zdist_daemon_rpc_log(void *state, const char *line)
     (void) state;
     zsys_warning("%s", line);
 }
+
+/* ---- --http ---- */
+
+zdist_http_t *
+zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void *arg, zdist_error_t *err)
+{
+    if (!addr || !*addr)
+        return NULL;
+    zdist_http_t *h = zdist_http_new(addr, loop, fn, arg, err);
+    if (!h) {
+        zsys_error("%s", err->text);
+        return NULL;
+    }
+    zsys_info("http: serving %s (/metrics)", zdist_http_url(h));
+    if (!zdist_http_is_loopback(h))
+        zsys_warning("http: %s is not a loopback address: anyone who reaches it reads this daemon's metrics "
+                     "(read-only, plain HTTP, no authentication); bind 127.0.0.1 and put a proxy in front to "
+                     "restrict it",
+                     zdist_http_url(h));
+    return h;
+}
+
+int
+zdist_daemon_http_check(const char *ident, const char *addr)
+{
+    char host[64];
+    int port;
+    bool loopback;
+    zdist_error_t err = {0};
+    if (zdist_http_parse_addr(addr, host, sizeof host, &port, &loopback, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", ident, err.text);
+        return 2;
+    }
+    return 0;
+}

@@ -23,6 +23,7 @@ struct zdist_remote_value_t {
     zdist_closure_result_t result;
     uint64_t req_id;
     int64_t sent_ms;
+    int64_t sent_us;
     zdist_remote_value_t *qnext;    /* queue, or completed list */
     zdist_remote_value_t *all_next; /* every value, for destroy */
 };
@@ -45,6 +46,9 @@ typedef struct {
     unsigned restarts;
     int64_t steps_per_epoch;
     bool ever_up;
+    int64_t last_done_us;   /* when its last closure completed (service time of the next) */
+    int64_t lost_since_ms;  /* 0 while up */
+    char lost_why[256];
 } s_worker_t;
 
 struct zdist_coordinator_t {
@@ -305,6 +309,10 @@ s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
     if (why && w->state == W_UP)
         s_event(self, true, "worker %zu (%s) %s; %d closure%s put back in the queue", (size_t)(w - self->workers),
                 w->endpoint, why, w->nflight, w->nflight == 1 ? "" : "s");
+    if (why && !w->lost_since_ms) {
+        w->lost_since_ms = zdist_clock_now_ms();
+        snprintf(w->lost_why, sizeof w->lost_why, "%s", why);
+    }
     for (int k = w->nflight - 1; k >= 0; k--) {
         zdist_remote_value_t *v = w->flight[k];
         v->result.attempts++;
@@ -374,6 +382,11 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         return;
     }
     zdist_closure_result_t *res = &v->result;
+    int64_t now = zdist_clock_now_us();
+    /* Closures run one after the other on a worker: this one started when
+       it was sent or when the one before it ended, whichever is later. */
+    res->run_us = now - (w->last_done_us > v->sent_us ? w->last_done_us : v->sent_us);
+    w->last_done_us = now;
     res->steps = (int64_t)reply->ran.num_steps;
     res->end_of_data = reply->ran.end_of_data;
     res->loss_sum = reply->ran.loss_sum;
@@ -430,6 +443,8 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *rep
             }
             w->ever_up = true;
             w->state = W_UP;
+            w->lost_since_ms = 0;
+            w->lost_why[0] = '\0';
         } else if (s_transient(status)) {
             w->state = W_DOWN;
             w->next_ping_ms = zdist_clock_now_ms() + self->ping_interval_ms;
@@ -483,6 +498,7 @@ s_dispatch(zdist_coordinator_t *self)
         }
         v->state = S_FLIGHT;
         v->sent_ms = zdist_clock_now_ms();
+        v->sent_us = zdist_clock_now_us();
         best->flight[best->nflight++] = v;
     }
 }
@@ -683,6 +699,9 @@ zdist_coordinator_worker_info(zdist_coordinator_t *self, size_t i, zdist_coordin
         .oldest_in_flight_ms = w->nflight ? now - w->flight[0]->sent_ms : 0,
         .last_heard_ms = w->last_heard_ms,
         .restarts = w->restarts,
+        .rejoining = w->state == W_STARTING && w->ever_up,
+        .lost_since_ms = w->state == W_UP ? 0 : w->lost_since_ms,
+        .lost_why = w->lost_why,
     };
     return 0;
 }

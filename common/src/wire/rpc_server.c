@@ -9,6 +9,7 @@
 
 #include "common.pb-c.h"
 #include "wire/body.h"
+#include "zdist/prom.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -19,6 +20,8 @@ typedef struct {
     uint64_t requests;
     uint64_t errors;
     uint32_t latency[S_LAT_BUCKETS];
+    uint64_t bytes_in, bytes_out; /* bodies and tensor payloads */
+    zdist_prom_histogram_t seconds;
 } s_method_stats_t;
 
 struct zdist_rpc_server_t {
@@ -118,6 +121,8 @@ zdist_rpc_server_new(const char *endpoint, const zdist_rpc_method_t *methods, si
         zdist_rpc_server_destroy(&self);
         return NULL;
     }
+    for (size_t i = 0; i <= nmethods; i++)
+        zdist_prom_histogram_init_seconds(&self->stats[i].seconds);
     self->handle = zsock_resolve(self->sock);
     zsock_set_linger(self->sock, 0);
     zsock_set_rcvhwm(self->sock, self->opts.rcvhwm);
@@ -229,6 +234,43 @@ zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, uint32_t method, z
     return 0;
 }
 
+void
+zdist_rpc_server_write_metrics(const zdist_rpc_server_t *self, FILE *out, const char *prefix)
+{
+    static const struct {
+        const char *suffix, *type, *help;
+    } fam[] = {
+        {"requests_total", "counter", "Requests handled, by method."},
+        {"request_errors_total", "counter", "Requests answered with an error status, by method."},
+        {"received_bytes_total", "counter", "Request bytes (body and tensors) received, by method."},
+        {"sent_bytes_total", "counter", "Reply bytes (body and tensors) sent, by method."},
+        {"request_duration_seconds", "histogram", "Time from a request's arrival to its reply, by method."},
+    };
+    char name[160];
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        snprintf(name, sizeof name, "%s_%s", prefix, fam[f].suffix);
+        zdist_prom_family(out, name, fam[f].type, fam[f].help);
+        for (size_t i = 0; i <= self->nmethods; i++) {
+            const s_method_stats_t *st = &self->stats[i];
+            const char *labels[2] = {"method", i < self->nmethods ? self->methods[i].name : "ping"};
+            double v = f == 0 ? (double) st->requests
+                     : f == 1 ? (double) st->errors
+                     : f == 2 ? (double) st->bytes_in
+                              : (double) st->bytes_out;
+            if (f == 4)
+                zdist_prom_histogram_write(out, name, labels, 1, &st->seconds);
+            else
+                zdist_prom_sample_v(out, name, labels, 1, v);
+        }
+    }
+    snprintf(name, sizeof name, "%s_rejected_requests_total", prefix);
+    zdist_prom_family(out, name, "counter", "Requests refused before a handler (malformed, unknown method, limits).");
+    zdist_prom_sample_v(out, name, NULL, 0, (double) self->rejected);
+    snprintf(name, sizeof name, "%s_uptime_seconds", prefix);
+    zdist_prom_family(out, name, "gauge", "Seconds since this process started serving (a drop is a restart).");
+    zdist_prom_sample_v(out, name, NULL, 0, (double) (zdist_clock_now_ms() - self->started_ms) / 1000.0);
+}
+
 /* ---- calls ---- */
 
 uint32_t
@@ -326,6 +368,16 @@ zdist_rpc_call_defer(zdist_rpc_call_t *call)
     return call;
 }
 
+static uint64_t
+s_msg_bytes(const zdist_msg_t *m)
+{
+    size_t body = 0;
+    if (!m)
+        return 0;
+    zdist_msg_body(m, &body);
+    return (uint64_t) body + zdist_msg_payload_bytes(m);
+}
+
 static void
 s_account(zdist_rpc_call_t *call)
 {
@@ -334,7 +386,11 @@ s_account(zdist_rpc_call_t *call)
     call->stats->requests++;
     if (zdist_msg_status(call->reply) != ZDIST_STATUS_OK)
         call->stats->errors++;
-    call->stats->latency[s_bucket(zdist_clock_now_us() - call->received_us)]++;
+    int64_t us = zdist_clock_now_us() - call->received_us;
+    call->stats->latency[s_bucket(us)]++;
+    zdist_prom_histogram_observe(&call->stats->seconds, (double) us / 1e6);
+    call->stats->bytes_in += s_msg_bytes(call->request);
+    call->stats->bytes_out += s_msg_bytes(call->reply);
 }
 
 int
