@@ -827,8 +827,9 @@ s_api_status(self_t *self)
 }
 
 static void
-s_metrics(self_t *self, FILE *f)
+s_metrics(void *arg, FILE *f)
 {
+    self_t *self = arg;
     zdist_rpc_server_write_metrics(self->rpc, f, "zdist_coordinator");
     static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
     zdist_prom_family(f, "zdist_coordinator_jobs", "gauge", "Jobs in the coordinator's table, by state.");
@@ -854,15 +855,7 @@ s_http(void *arg, const char *path, zdist_http_reply_t *reply)
 {
     self_t *self = arg;
     if (strcmp(path, "/metrics") == 0) {
-        FILE *f = open_memstream(&reply->body, &reply->len);
-        if (!f) {
-            reply->status = 500;
-            return;
-        }
-        s_metrics(self, f);
-        if (fclose(f) != 0)
-            reply->status = 500;
-        reply->content_type = ZDIST_PROM_CONTENT_TYPE;
+        zdist_http_reply_metrics(reply, s_metrics, self);
     } else if (strcmp(path, "/api/status") == 0) {
         json_t *st = s_api_status(self);
         reply->body = st ? json_dumps(st, JSON_COMPACT) : NULL;

@@ -453,20 +453,9 @@ s_stats(zdist_rpc_call_t *call, void *state)
 
 /* --http: /metrics, on the actor's thread. */
 static void
-s_http(void *arg, const char *path, zdist_http_reply_t *reply)
+s_metrics(void *arg, FILE *f)
 {
     self_t *self = arg;
-    if (strcmp(path, "/metrics") != 0) {
-        reply->status = 404;
-        reply->body = strdup("not found: this daemon serves /metrics\n");
-        reply->len = reply->body ? strlen(reply->body) : 0;
-        return;
-    }
-    FILE *f = open_memstream(&reply->body, &reply->len);
-    if (!f) {
-        reply->status = 500;
-        return;
-    }
     zdist_rpc_server_write_metrics(self->rpc, f, "zdist_psd");
     psd_store_stats_t st;
     psd_store_stats(self->store, &st);
@@ -479,9 +468,6 @@ s_http(void *arg, const char *path, zdist_http_reply_t *reply)
     zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.slot_bytes, "kind", "slot", NULL);
     zdist_prom_family(f, "zdist_psd_ps_task", "gauge", "This psd's index in the ps job.");
     zdist_prom_sample(f, "zdist_psd_ps_task", (double) self->config.ps_task, NULL);
-    if (fclose(f) != 0)
-        reply->status = 500;
-    reply->content_type = ZDIST_PROM_CONTENT_TYPE;
 }
 
 void
@@ -508,7 +494,9 @@ psd_server_actor(zsock_t *pipe, void *args)
     }
     zloop_t *loop = zloop_new();
     zdist_http_t *http = NULL;
-    if (loop && *self.config.http && !(http = zdist_daemon_http(self.config.http, loop, s_http, &self, &err))) {
+    zdist_http_metrics_t metrics = {s_metrics, &self};
+    if (loop && *self.config.http &&
+        !(http = zdist_daemon_http(self.config.http, loop, zdist_http_serve_metrics, &metrics, &err))) {
         zstr_sendf(pipe, "ERROR %s", err.text);
         zloop_destroy(&loop);
         zdist_rpc_server_destroy(&self.rpc);

@@ -73,6 +73,7 @@ typedef struct {
     s_snapshot_t snap;       /* the agent thread's */
     s_counters_t counters;   /* the steps thread's */
     zdist_http_t *http;      /* --http */
+    zdist_http_metrics_t metrics;
 } self_t;
 
 /* A request handed to the steps thread: its handler runs there and fills
@@ -675,20 +676,9 @@ static const zdist_rpc_method_t s_methods[] = {
 
 /* /metrics, on the agent's thread: the counters of the last snapshot. */
 static void
-s_http(void *arg, const char *path, zdist_http_reply_t *reply)
+s_metrics(void *arg, FILE *f)
 {
     self_t *self = arg;
-    if (strcmp(path, "/metrics") != 0) {
-        reply->status = 404;
-        reply->body = strdup("not found: this daemon serves /metrics\n");
-        reply->len = reply->body ? strlen(reply->body) : 0;
-        return;
-    }
-    FILE *f = open_memstream(&reply->body, &reply->len);
-    if (!f) {
-        reply->status = 500;
-        return;
-    }
     const s_counters_t *c = &self->snap.counters;
     zdist_rpc_server_write_metrics(self->rpc, f, "zdist_worker");
     zdist_prom_family(f, "zdist_worker_steps_total", "counter", "Training steps run by this worker.");
@@ -705,9 +695,6 @@ s_http(void *arg, const char *path, zdist_http_reply_t *reply)
     zdist_prom_sample(f, "zdist_worker_job_active", self->snap.active ? 1 : 0, NULL);
     zdist_prom_family(f, "zdist_worker_task", "gauge", "This worker's index in the worker job.");
     zdist_prom_sample(f, "zdist_worker_task", (double)self->config.worker_task, NULL);
-    if (fclose(f) != 0)
-        reply->status = 500;
-    reply->content_type = ZDIST_PROM_CONTENT_TYPE;
 }
 
 /* ---- the actor ---- */
@@ -738,7 +725,9 @@ worker_agent_actor(zsock_t *pipe, void *args)
     self->counters.loss = NAN;
     self->snap.counters = self->counters;
     zloop_t *loop = zloop_new();
-    if (loop && *self->config.http && !(self->http = zdist_daemon_http(self->config.http, loop, s_http, self, &err))) {
+    self->metrics = (zdist_http_metrics_t){s_metrics, self};
+    if (loop && *self->config.http &&
+        !(self->http = zdist_daemon_http(self->config.http, loop, zdist_http_serve_metrics, &self->metrics, &err))) {
         zstr_sendf(pipe, "ERROR %s", err.text);
         zloop_destroy(&loop);
         zdist_rpc_server_destroy(&self->rpc);

@@ -10,6 +10,7 @@
 #include <czmq.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
@@ -43,6 +44,17 @@ ZDIST_EXPORT zdist_http_t *zdist_http_new(const char *addr, zloop_t *loop, zdist
 /* "http://127.0.0.1:PORT" with the bound port. */
 ZDIST_EXPORT const char *zdist_http_url(const zdist_http_t *self);
 ZDIST_EXPORT bool zdist_http_is_loopback(const zdist_http_t *self);
+/* Writes a daemon's metrics into the reply (the exposition format's content
+   type; 500 when the text cannot be kept). */
+typedef void(zdist_http_metrics_fn)(void *arg, FILE *f);
+ZDIST_EXPORT void zdist_http_reply_metrics(zdist_http_reply_t *reply, zdist_http_metrics_fn *write, void *arg);
+/* A handler for daemons that serve /metrics alone: arg is a
+   zdist_http_metrics_t; any other path is 404 saying what is served. */
+typedef struct {
+    zdist_http_metrics_fn *write;
+    void *arg;
+} zdist_http_metrics_t;
+ZDIST_EXPORT void zdist_http_serve_metrics(void *metrics, const char *path, zdist_http_reply_t *reply);
 /* NULL-safe; stops the server thread (a request waiting on the loop is
    answered 503) and nulls *self_p. Call on the loop's thread. */
 ZDIST_EXPORT void zdist_http_destroy(zdist_http_t **self_p);

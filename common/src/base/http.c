@@ -13,6 +13,7 @@
 
 #include "zdist/http.h"
 #include "zdist/endpoint.h"
+#include "zdist/prom.h"
 
 #define S_WAIT_MS 10000 /* a request the daemon's loop has not answered by then: 503 */
 
@@ -287,4 +288,31 @@ zdist_http_destroy(zdist_http_t **self_p)
     zsock_destroy(&self->back);
     free(self);
     *self_p = NULL;
+}
+
+void
+zdist_http_reply_metrics(zdist_http_reply_t *reply, zdist_http_metrics_fn *write, void *arg)
+{
+    FILE *f = open_memstream(&reply->body, &reply->len);
+    if (!f) {
+        reply->status = 500;
+        return;
+    }
+    write(arg, f);
+    if (fclose(f) != 0)
+        reply->status = 500;
+    reply->content_type = ZDIST_PROM_CONTENT_TYPE;
+}
+
+void
+zdist_http_serve_metrics(void *metrics, const char *path, zdist_http_reply_t *reply)
+{
+    const zdist_http_metrics_t *m = metrics;
+    if (strcmp(path, "/metrics") != 0) {
+        reply->status = 404;
+        reply->body = strdup("not found: this daemon serves /metrics\n");
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        return;
+    }
+    zdist_http_reply_metrics(reply, m->write, m->arg);
 }
