@@ -518,7 +518,7 @@ s_restore(coord_run_t *r, int64_t last)
         return -ESTALE; /* the caller tries the one before */
     }
     if (rc < 0) {
-        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, why);
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, why);
         return rc;
     }
     m->loaded = &ws;
@@ -605,8 +605,10 @@ coord_mwm_attempt(coord_run_t *r)
     while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
         ; /* a damaged checkpoint was set aside: the one before */
     if (last < 0 && r->ckpt_damaged > 0) {
-        snprintf(r->error, sizeof r->error, "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
-                 "%s; see the coordinator's log for why)", cfg->job_dir);
+        snprintf(r->error, sizeof r->error,
+                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
+                 "%s; see the coordinator's log for why)",
+                 cfg->job_dir);
         return -EBADMSG;
     }
     if (last >= 0) {

@@ -260,7 +260,7 @@ int
 coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->job_dir, (long long)step);
+    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->job_dir, (long long) step);
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -273,12 +273,12 @@ coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
     uint32_t crc = 0;
     int rc = 0;
     if (got_step != step) {
-        snprintf(why, size, "%s names step %lld", path, (long long)got_step);
+        snprintf(why, size, "%s names step %lld", path, (long long) got_step);
         rc = -EBADMSG;
     } else if (want && (!json_is_integer(want) || s_manifest_crc(root, &crc) < 0 ||
-                        (json_int_t)crc != json_integer_value(want))) {
+                        (json_int_t) crc != json_integer_value(want))) {
         snprintf(why, size, "%s is damaged (CRC-32 %08x, recorded %08llx)", path, crc,
-                 (unsigned long long)json_integer_value(want));
+                 (unsigned long long) json_integer_value(want));
         rc = -EBADMSG;
     }
     json_decref(root);
@@ -289,7 +289,7 @@ void
 coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
 {
     char dir[1100], aside[1200];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
     snprintf(aside, sizeof aside, "%s.damaged", dir);
     nftw(aside, s_rm, 8, FTW_DEPTH | FTW_PHYS); /* an older one of the same step */
     if (rename(dir, aside) < 0) {
@@ -301,18 +301,18 @@ coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
     int64_t before = coord_run_ckpt_last(r->cfg->job_dir);
     char next[64];
     if (before >= 0)
-        snprintf(next, sizeof next, "resuming from the one at step %lld", (long long)before);
+        snprintf(next, sizeof next, "resuming from the one at step %lld", (long long) before);
     else
         snprintf(next, sizeof next, "no older checkpoint is left");
     zsys_warning("job %s: the checkpoint at step %lld is damaged (%s): set aside as %s; %s", r->cfg->job_id,
-                 (long long)step, why, aside, next);
+                 (long long) step, why, aside, next);
 }
 
 void
 coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why)
 {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
     if (step != r->ckpt_step) /* never the complete one */
         nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     r->ckpt_failed++;
@@ -320,11 +320,12 @@ coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why)
     int64_t every = r->cfg->job.ckpt_every;
     char when[96];
     if (every > 0)
-        snprintf(when, sizeof when, "retrying at step %lld", (long long)coord_run_ckpt_next(r, every));
+        snprintf(when, sizeof when, "retrying at step %lld", (long long) coord_run_ckpt_next(r, every));
     else
         snprintf(when, sizeof when, "retrying at the end");
-    zsys_warning("job %s: the checkpoint at step %lld failed (%s); the one at step %lld stays, the job goes on, %s",
-                 r->cfg->job_id, (long long)step, why, (long long)r->ckpt_step, when);
+    zsys_warning(
+        "job %s: the checkpoint at step %lld failed (%s); the one at step %lld stays, the job goes on, %s",
+        r->cfg->job_id, (long long) step, why, (long long) r->ckpt_step, when);
 }
 
 int64_t
@@ -614,12 +615,14 @@ s_attempt(coord_run_t *r)
             coord_run_ckpt_reject(r, last, err.text);
             continue;
         }
-        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, err.text);
         return rc;
     }
     if (last < 0 && r->ckpt_damaged > 0) {
-        snprintf(r->error, sizeof r->error, "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
-                 "%s; see the coordinator's log for why)", cfg->job_dir);
+        snprintf(r->error, sizeof r->error,
+                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
+                 "%s; see the coordinator's log for why)",
+                 cfg->job_dir);
         return -EBADMSG;
     }
     if (last >= 0) {

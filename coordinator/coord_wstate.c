@@ -133,10 +133,7 @@ out:
 static int
 s_damaged(zdist_error_t *err, const char *path, const char *what)
 {
-    return zdist_error_set(
-        err, -EBADMSG,
-        "%s: not a complete zdist worker-state file (%s)",
-        path, what);
+    return zdist_error_set(err, -EBADMSG, "%s: not a complete zdist worker-state file (%s)", path, what);
 }
 
 static int
@@ -199,7 +196,8 @@ coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
         json_int_t want = json_integer_value(jm);
         if (!json_is_integer(jm) || s_manifest_crc(root, &mcrc) < 0 || (json_int_t) mcrc != want) {
             char what[96];
-            snprintf(what, sizeof what, "its CRC-32 is %08x, recorded %08llx", mcrc, (unsigned long long) want);
+            snprintf(what, sizeof what, "its CRC-32 is %08x, recorded %08llx", mcrc,
+                     (unsigned long long) want);
             rc = s_damaged(err, manifest, what);
             goto out;
         }

@@ -230,13 +230,12 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
         for (int k = 0; k < view.nslots; k++)
             json_array_append_new(slots, json_string(zdist_optim_slot_name(view.optim.kind, k)));
         json_t *entry = json_pack(
-            "{s:s, s:i, s:I, s:I, s:I, s:I, s:{s:s, s:I, s:o, s:o}, s:o}", "file", fname,
-            "shard_index", (int) s->shard_index, "row_start", (json_int_t) s->row_offset,
-            "row_end", (json_int_t) (s->row_offset + s->rows), "bytes",
-            (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32",
-            (json_int_t) crc, "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step",
-            (json_int_t) view.step, "slots", slots, "config", s_optim_config_json(&view.optim),
-            "dedup", dedup);
+            "{s:s, s:i, s:I, s:I, s:I, s:I, s:{s:s, s:I, s:o, s:o}, s:o}", "file", fname, "shard_index",
+            (int) s->shard_index, "row_start", (json_int_t) s->row_offset, "row_end",
+            (json_int_t) (s->row_offset + s->rows), "bytes",
+            (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32", (json_int_t) crc,
+            "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step", (json_int_t) view.step,
+            "slots", slots, "config", s_optim_config_json(&view.optim), "dedup", dedup);
         if (!entry || json_array_append_new(files, entry) < 0) {
             rc = zdist_error_set(err, -ENOMEM, "out of memory");
             goto out;
@@ -247,8 +246,8 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
     snprintf(mpath, sizeof mpath, "%s/%s", dir, mname);
     old = s_old_files(mpath);
     uint32_t mcrc = 0;
-    if ((rc = s_manifest_crc(root, &mcrc)) < 0
-        || json_object_set_new(root, "crc32", json_integer((json_int_t) mcrc)) < 0) {
+    if ((rc = s_manifest_crc(root, &mcrc)) < 0 ||
+        json_object_set_new(root, "crc32", json_integer((json_int_t) mcrc)) < 0) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
@@ -391,10 +390,11 @@ s_parse_dedup(s_restore_t *r, const char *mname, json_t *list, s_entry_t *e, zdi
     json_t *c;
     json_array_foreach(list, i, c) {
         psd_dedup_t *d = &e->dedup[i];
-        if (!json_is_array(c) || json_array_size(c) != 3 || !s_hex64(json_array_get(c, 0), &d->client_id)
-            || !s_hex64(json_array_get(c, 1), &d->highest) || !s_hex64(json_array_get(c, 2), &d->window)
-            || d->client_id == 0)
-            return s_bad(err, r->dir, mname, "a 'dedup' record is not [client, highest, window] in 16 hex "
+        if (!json_is_array(c) || json_array_size(c) != 3 || !s_hex64(json_array_get(c, 0), &d->client_id) ||
+            !s_hex64(json_array_get(c, 1), &d->highest) || !s_hex64(json_array_get(c, 2), &d->window) ||
+            d->client_id == 0)
+            return s_bad(err, r->dir, mname,
+                         "a 'dedup' record is not [client, highest, window] in 16 hex "
                          "digits each");
     }
     e->ndedup = n;
@@ -426,9 +426,9 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
         if (s_manifest_crc(root, &crc) < 0)
             return zdist_error_set(err, -ENOMEM, "out of memory");
         if ((json_int_t) crc != json_integer_value(jcrc))
-            return zdist_error_set(err, -EBADMSG, "checkpoint manifest %s/%s is damaged: CRC-32 %08"
-                                   PRIx32 ", recorded %08llx", r->dir, mname, crc,
-                                   (unsigned long long) json_integer_value(jcrc));
+            return zdist_error_set(
+                err, -EBADMSG, "checkpoint manifest %s/%s is damaged: CRC-32 %08" PRIx32 ", recorded %08llx",
+                r->dir, mname, crc, (unsigned long long) json_integer_value(jcrc));
     }
     if (!json_is_array(vars))
         return s_bad(err, r->dir, mname, "'variables' is not an array");
@@ -626,7 +626,8 @@ s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
     bool many = false;
     for (size_t k = 0; k < r->nentries; k++) {
         const s_entry_t *e = &r->entries[k];
-        if (strcmp(e->var, s->name) != 0 || e->row_start >= s->row_offset + s->rows || s->row_offset >= e->row_end)
+        if (strcmp(e->var, s->name) != 0 || e->row_start >= s->row_offset + s->rows ||
+            s->row_offset >= e->row_end)
             continue;
         if (nsrc == sizeof src / sizeof *src)
             many = true;

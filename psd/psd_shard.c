@@ -695,8 +695,10 @@ psd_dedup_table_new(const psd_dedup_t *list, size_t n)
     }
     for (size_t i = 0; i < n; i++)
         if (list[i].client_id != 0)
-            t->clients[t->n++] = (s_client_t){.id = list[i].client_id, .highest = list[i].highest,
-                                              .window = list[i].window, .has_seq = true};
+            t->clients[t->n++] = (s_client_t){.id = list[i].client_id,
+                                              .highest = list[i].highest,
+                                              .window = list[i].window,
+                                              .has_seq = true};
     return t;
 }
 
@@ -711,8 +713,8 @@ psd_dedup_table_destroy(psd_dedup_table_t **self_p)
 }
 
 void
-psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots,
-                  zdist_optim_kind_t kind, int64_t step, psd_dedup_table_t **dedup_p)
+psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots, zdist_optim_kind_t kind,
+                  int64_t step, psd_dedup_table_t **dedup_p)
 {
     psd_dedup_table_t *table = dedup_p ? *dedup_p : NULL;
     if (dedup_p)

@@ -633,11 +633,14 @@ s_restart_dedup(const char *phase, const char *addr, const char *dir)
         CHECK(step == 5, "restored step %lld, wanted 5", (long long) step);
         for (uint64_t seq = 5; seq >= 1; seq--) {
             v = s_add_seq(c, seq, &dup);
-            CHECK(dup && v == 5, "retransmitted sequence %" PRIu64 " after the restart: value %g, duplicate %d "
-                  "(wanted 5, a duplicate)", seq, v, dup);
+            CHECK(dup && v == 5,
+                  "retransmitted sequence %" PRIu64 " after the restart: value %g, duplicate %d "
+                  "(wanted 5, a duplicate)",
+                  seq, v, dup);
         }
         v = s_add_seq(c, 6, &dup);
-        CHECK(!dup && v == 6, "sequence 6 (not in the checkpoint): value %g duplicate %d, wanted 6 applied", v, dup);
+        CHECK(!dup && v == 6, "sequence 6 (not in the checkpoint): value %g duplicate %d, wanted 6 applied",
+              v, dup);
         v = s_add_seq(c, 6, &dup);
         CHECK(dup && v == 6, "sequence 6 again: value %g duplicate %d, wanted 6 duplicate", v, dup);
         zdist_ps_client_t *other = s_client_id(addr, S_RESTART_CLIENT + 1);

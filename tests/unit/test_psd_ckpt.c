@@ -527,8 +527,12 @@ test_slots_follow_optimizer(void)
 static psd_shard_t *
 s_row_shard(psd_store_t *store, int64_t rows, int idx, int64_t off, int64_t n)
 {
-    psd_shard_spec_t s = {.name = "x", .shape = {.rank = 2, .dims = {rows, 1}}, .dtype = ZDIST_DTYPE_FLOAT32,
-                          .shard_index = idx, .row_offset = off, .rows = n};
+    psd_shard_spec_t s = {.name = "x",
+                          .shape = {.rank = 2, .dims = {rows, 1}},
+                          .dtype = ZDIST_DTYPE_FLOAT32,
+                          .shard_index = idx,
+                          .row_offset = off,
+                          .rows = n};
     psd_shard_t *sh = NULL;
     CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &s, &sh, NULL), 0);
     return sh;
@@ -540,8 +544,13 @@ s_add_one(psd_shard_t *sh, uint64_t client, uint64_t seq)
 {
     float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     int64_t n = psd_shard_spec(sh)->rows;
-    psd_write_t w = {.op = PSD_OP_ASSIGN_ADD, .client_id = client, .sequence = seq, .dtype = ZDIST_DTYPE_FLOAT32,
-                     .row_start = psd_shard_spec(sh)->row_offset, .nrows = n, .data = ones,
+    psd_write_t w = {.op = PSD_OP_ASSIGN_ADD,
+                     .client_id = client,
+                     .sequence = seq,
+                     .dtype = ZDIST_DTYPE_FLOAT32,
+                     .row_start = psd_shard_spec(sh)->row_offset,
+                     .nrows = n,
+                     .data = ones,
                      .nbytes = (size_t) n * sizeof(float)};
     return psd_shard_write(sh, &w, NULL);
 }
@@ -577,8 +586,9 @@ test_dedup_restored(void)
     snprintf(mpath, sizeof mpath, "%s/manifest-ps0.json", dir);
     json_t *m = json_load_file(mpath, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    json_t *dd = json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(m, "variables"), 0),
-                                                                "files"), 0), "dedup");
+    json_t *dd = json_object_get(
+        json_array_get(json_object_get(json_array_get(json_object_get(m, "variables"), 0), "files"), 0),
+        "dedup");
     CU_ASSERT_EQUAL(json_array_size(dd), 2);
     CU_ASSERT_TRUE(json_is_integer(json_object_get(m, "crc32")));
     json_decref(m);
@@ -593,7 +603,7 @@ test_dedup_restored(void)
     CU_ASSERT_EQUAL(s_add_one(sb, C, 3), PSD_DUPLICATE); /* beyond the window */
     CU_ASSERT_EQUAL(s_add_one(sb, D, 7), PSD_DUPLICATE);
     CU_ASSERT_EQUAL(s_row0(sb), 100.0f);
-    CU_ASSERT_EQUAL(s_add_one(sb, C, 98), 0); /* the gap was never applied */
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 98), 0);  /* the gap was never applied */
     CU_ASSERT_EQUAL(s_add_one(sb, C, 101), 0); /* lost with the restore: applied again */
     CU_ASSERT_EQUAL(s_add_one(sb, C, 101), PSD_DUPLICATE);
     CU_ASSERT_EQUAL(s_add_one(sb, 0xE, 100), 0); /* another client */
@@ -646,11 +656,9 @@ test_dedup_restored(void)
 void
 zdist_test_psd_ckpt_register(void)
 {
-    ZDIST_SUITE("psd_ckpt",
-                {"manifest format, CRCs and byte lengths", test_manifest_format},
+    ZDIST_SUITE("psd_ckpt", {"manifest format, CRCs and byte lengths", test_manifest_format},
                 {"reshard 4 -> 1 (values and slots)", test_reshard_4_to_1},
-                {"reshard 1 -> 4", test_reshard_1_to_4},
-                {"reshard 4 -> 2", test_reshard_4_to_2},
+                {"reshard 1 -> 4", test_reshard_1_to_4}, {"reshard 4 -> 2", test_reshard_4_to_2},
                 {"reshard 2 -> 4", test_reshard_2_to_4},
                 {"two ps tasks share a directory", test_two_ps_shared_dir},
                 {"corrupt, truncated, missing: DATA_LOSS, nothing restored", test_corruption},
