@@ -308,11 +308,14 @@ s_save(coord_run_t *r, int64_t step)
                      (long long)step, w0, why);
         s_fail_note(m, "checkpoint: worker task %d: %s", w0, why);
         rc = s_is_loss(rs.got[w0] ? &rs.r[w0] : NULL) ? -EAGAIN : -EIO;
+        if (rc != -EAGAIN)
+            r->ckpt_tried = step; /* tried again an interval later */
         goto out;
     }
     if (rep->state.step != step) {
         zsys_error("job %s: worker task %d is at step %lld, the job at %lld: not saving", r->cfg->job_id, w0,
                    (long long)rep->state.step, (long long)step);
+        r->ckpt_tried = step;
         goto out;
     }
     size_t n = zdist_worker_reply_tensor_count(rep);
@@ -328,7 +331,7 @@ s_save(coord_run_t *r, int64_t step)
     zdist_error_t err = {0};
     coord_run_ckpt_dir(r, step, dir, sizeof dir);
     if ((rc = coord_wstate_save(dir, step, rep->state.iterations, ts, n, &bytes, &err)) < 0) {
-        zsys_warning("job %s: checkpoint at step %lld: %s", r->cfg->job_id, (long long)step, err.text);
+        coord_run_ckpt_failed(r, step, err.text);
         goto out;
     }
     snprintf(fields, sizeof fields, "\"strategy\": \"multi_worker_mirrored\", \"num_workers\": %d", m->ring);
@@ -506,9 +509,16 @@ s_restore(coord_run_t *r, int64_t last)
     coord_wstate_t ws;
     zdist_error_t err = {0};
     coord_run_ckpt_dir(r, last, dir, sizeof dir);
-    int rc = coord_wstate_load(dir, &ws, &err);
+    char why[ZDIST_ERROR_TEXT_MAX + 1300];
+    int rc = coord_run_ckpt_check(r, last, why, sizeof why);
+    if (rc == 0 && (rc = coord_wstate_load(dir, &ws, &err)) < 0)
+        snprintf(why, sizeof why, "%s", err.text);
+    if (rc == -EBADMSG) {
+        coord_run_ckpt_reject(r, last, why);
+        return -ESTALE; /* the caller tries the one before */
+    }
     if (rc < 0) {
-        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, why);
         return rc;
     }
     m->loaded = &ws;
@@ -591,13 +601,22 @@ coord_mwm_attempt(coord_run_t *r)
             return -EIO;
         }
     }
-    int64_t last = coord_run_ckpt_last(cfg->job_dir);
+    int64_t last;
+    while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
+        ; /* a damaged checkpoint was set aside: the one before */
+    if (last < 0 && r->ckpt_damaged > 0) {
+        snprintf(r->error, sizeof r->error,
+                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
+                 "%s; see the coordinator's log for why)",
+                 cfg->job_dir);
+        return -EBADMSG;
+    }
     if (last >= 0) {
-        if ((rc = s_restore(r, last)) < 0)
+        if (rc < 0)
             return rc;
         zsys_info("job %s: %d workers in the ring, restored from the checkpoint at step %lld", cfg->job_id, m->ring,
                   (long long)last);
-        r->step = r->ckpt_step = last;
+        r->step = r->ckpt_step = r->ckpt_tried = last;
     } else {
         r->step = 0;
         if ((rc = s_save(r, 0)) < 0) {
@@ -616,8 +635,8 @@ coord_mwm_attempt(coord_run_t *r)
     int64_t every = cfg->job.ckpt_every;
     while (r->step < r->steps) {
         int64_t target = r->steps;
-        if (every > 0 && (r->ckpt_step / every + 1) * every < target)
-            target = (r->ckpt_step / every + 1) * every;
+        if (every > 0 && coord_run_ckpt_next(r, every) < target)
+            target = coord_run_ckpt_next(r, every);
         rc = s_rounds(r, target);
         if (rc == 1) {
             if (r->term && !r->cancel && r->ckpt_step != r->step)

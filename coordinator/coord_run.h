@@ -37,6 +37,8 @@ typedef struct {
     uint64_t ps_bytes[COORD_MAX_TASKS], ps_requests[COORD_MAX_TASKS];
     int64_t step, steps, scheduled;
     int64_t ckpt_step; /* last complete checkpoint, -1 none */
+    int64_t ckpt_tried; /* last step a save was tried at (the next is due an interval later) */
+    unsigned ckpt_damaged, ckpt_failed; /* checkpoints set aside as damaged; saves that failed */
     const char *state;
     char error[4096];
     double loss;       /* mean loss of the latest window */
@@ -84,6 +86,20 @@ void coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t si
    manifest (fields: a JSON object's members, without braces), prunes to the
    newest `keep`, redraws loss.svg. 0 or a negative errno. */
 int coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where);
+
+/* Checks the coordinator's manifest.json of checkpoint `step` against its
+   CRC-32 (manifests without one pass): 0, or -EBADMSG with why filled. */
+int coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size);
+/* Sets a damaged checkpoint aside (ckpt-STEP -> ckpt-STEP.damaged, kept
+   for a look until newer checkpoints replace it) and logs which and why,
+   so the next coord_run_ckpt_last is the one before. */
+void coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why);
+/* A save at `step` failed (a full disk, a psd's error): removes what it
+   wrote, keeps the previous checkpoint, logs that it retries an interval
+   later. */
+void coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why);
+/* The step the next checkpoint is due at, for checkpoints every `every`. */
+int64_t coord_run_ckpt_next(const coord_run_t *r, int64_t every);
 
 /* multi_worker_mirrored (coord_mwm.c). attempt: 0 done, 1 stopped (cancel
    or term), -EAGAIN a worker was lost or came back (call wait, then again),

@@ -218,6 +218,8 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", (int)r->psd_recoveries,
                                "dir", r->cfg->job_dir);
+    json_object_set_new(detail, "checkpoints_damaged", json_integer(r->ckpt_damaged));
+    json_object_set_new(detail, "checkpoints_failed", json_integer(r->ckpt_failed));
     if (r->mwm)
         json_object_set_new(detail, "ring_reformed_because", json_string(coord_mwm_last_failure(r)));
     json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:o}", "state", r->state, "step", (json_int_t)r->step, "steps",
@@ -380,6 +382,124 @@ coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t size)
     mkdir(dir, 0755);
 }
 
+/* CRC-32 of a manifest's canonical text (compact, keys sorted) without its "crc32". */
+static int
+s_manifest_crc(json_t *root, uint32_t *ret)
+{
+    json_t *copy = json_copy(root);
+    if (!copy)
+        return -ENOMEM;
+    json_object_del(copy, "crc32");
+    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    if (!canon)
+        return -ENOMEM;
+    *ret = zdist_crc32(0, canon, strlen(canon));
+    free(canon);
+    return 0;
+}
+
+int
+coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->job_dir, (long long) step);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        snprintf(why, size, "%s does not parse: line %d: %s", path, jerr.line, jerr.text);
+        return -EBADMSG;
+    }
+    json_t *want = json_object_get(root, "crc32");
+    json_int_t got_step = -1;
+    json_unpack(root, "{s:I}", "step", &got_step);
+    uint32_t crc = 0;
+    int rc = 0;
+    if (got_step != step) {
+        snprintf(why, size, "%s names step %lld", path, (long long) got_step);
+        rc = -EBADMSG;
+    } else if (want && (!json_is_integer(want) || s_manifest_crc(root, &crc) < 0 ||
+                        (json_int_t) crc != json_integer_value(want))) {
+        snprintf(why, size, "%s is damaged (CRC-32 %08x, recorded %08llx)", path, crc,
+                 (unsigned long long) json_integer_value(want));
+        rc = -EBADMSG;
+    }
+    json_decref(root);
+    return rc;
+}
+
+void
+coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
+{
+    char dir[1100], aside[1200];
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
+    snprintf(aside, sizeof aside, "%s.damaged", dir);
+    nftw(aside, s_rm, 8, FTW_DEPTH | FTW_PHYS); /* an older one of the same step */
+    if (rename(dir, aside) < 0) {
+        zsys_error("job %s: cannot set the damaged checkpoint %s aside: %s; removing it", r->cfg->job_id, dir,
+                   strerror(errno));
+        nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    }
+    r->ckpt_damaged++;
+    int64_t before = coord_run_ckpt_last(r->cfg->job_dir);
+    char next[64];
+    if (before >= 0)
+        snprintf(next, sizeof next, "resuming from the one at step %lld", (long long) before);
+    else
+        snprintf(next, sizeof next, "no older checkpoint is left");
+    zsys_warning("job %s: the checkpoint at step %lld is damaged (%s): set aside as %s; %s", r->cfg->job_id,
+                 (long long) step, why, aside, next);
+}
+
+void
+coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
+    if (step != r->ckpt_step) /* never the complete one */
+        nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    r->ckpt_failed++;
+    r->ckpt_tried = step;
+    int64_t every = r->cfg->job.ckpt_every;
+    char when[96];
+    if (every > 0)
+        snprintf(when, sizeof when, "retrying at step %lld", (long long) coord_run_ckpt_next(r, every));
+    else
+        snprintf(when, sizeof when, "retrying at the end");
+    zsys_warning(
+        "job %s: the checkpoint at step %lld failed (%s); the one at step %lld stays, the job goes on, %s",
+        r->cfg->job_id, (long long) step, why, (long long) r->ckpt_step, when);
+}
+
+int64_t
+coord_run_ckpt_next(const coord_run_t *r, int64_t every)
+{
+    int64_t from = r->ckpt_tried > r->ckpt_step ? r->ckpt_tried : r->ckpt_step;
+    return (from / every + 1) * every;
+}
+
+/* Removes checkpoints set aside as damaged at steps below `below`. */
+static void
+s_prune_damaged(const char *job_dir, int64_t below)
+{
+    DIR *d = opendir(job_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        if (strncmp(e->d_name, "ckpt-", 5) != 0)
+            continue;
+        long long s = strtoll(e->d_name + 5, &end, 10);
+        if (strcmp(end, ".damaged") != 0 || s >= below)
+            continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", job_dir, e->d_name);
+        nftw(path, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
 int
 coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where)
 {
@@ -389,12 +509,20 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
              r->cfg->job_id, (long long)step, fields, (unsigned long long)bytes, (double)zdist_clock_now_ms() / 1000.0);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     zdist_error_t err = {0};
-    int rc = zdist_file_write_text(path, manifest, &err);
+    json_t *root = json_loads(manifest, 0, NULL);
+    uint32_t crc = 0;
+    char *text = NULL;
+    if (root && s_manifest_crc(root, &crc) == 0 && json_object_set_new(root, "crc32", json_integer(crc)) == 0)
+        text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(root);
+    int rc = text ? zdist_file_write_text(path, text, &err) : zdist_error_set(&err, -ENOMEM, "out of memory");
+    free(text);
     if (rc < 0) {
-        zsys_warning("job %s: checkpoint at step %lld: %s", r->cfg->job_id, (long long)step, err.text);
+        coord_run_ckpt_failed(r, step, err.text);
         return rc;
     }
     r->ckpt_step = step;
+    r->ckpt_tried = step;
     /* Keep the newest K complete ones; drop older and incomplete ones. */
     int64_t steps[1024];
     int n = s_ckpt_list(r->cfg->job_dir, steps, 1024, false);
@@ -415,6 +543,7 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
         snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->job_dir, (long long)steps[i]);
         nftw(old, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     }
+    s_prune_damaged(r->cfg->job_dir, keep_from >= 0 ? keep_from : (nd ? done[0] : 0));
     zsys_info("job %s: checkpoint at step %lld (%llu bytes %s)", r->cfg->job_id, (long long)step,
               (unsigned long long)bytes, where);
     s_svg(r);
@@ -432,7 +561,9 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         zdist_error_t err = {0};
         int rc = zdist_ps_client_save(r->ps[i], dir, step, i, &bytes, &err);
         if (rc < 0) {
-            zsys_warning("job %s: checkpoint at step %lld: ps %d: %s", r->cfg->job_id, (long long)step, i, err.text);
+            char why[ZDIST_ERROR_TEXT_MAX + 32];
+            snprintf(why, sizeof why, "ps %d: %s", i, err.text);
+            coord_run_ckpt_failed(r, step, why);
             return rc;
         }
         total += bytes;
@@ -622,14 +753,34 @@ s_attempt(coord_run_t *r)
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
     }
-    int64_t last = coord_run_ckpt_last(cfg->job_dir);
-    if (last >= 0) {
-        if ((rc = s_ckpt_restore(r, last, &err)) < 0) {
-            if (s_ps_changed(r))
-                return s_ps_lost(r, "while restoring the checkpoint", &err);
-            snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long)last, err.text);
-            return rc;
+    int64_t last;
+    /* The newest checkpoint that restores: a damaged one is set aside and
+       the one before it tried. */
+    while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0) {
+        char why[ZDIST_ERROR_TEXT_MAX + 1300];
+        if (coord_run_ckpt_check(r, last, why, sizeof why) < 0) {
+            coord_run_ckpt_reject(r, last, why);
+            continue;
         }
+        if ((rc = s_ckpt_restore(r, last, &err)) == 0)
+            break;
+        if (s_ps_changed(r))
+            return s_ps_lost(r, "while restoring the checkpoint", &err);
+        if (rc == -EBADMSG) { /* DATA_LOSS: a file fails its CRC, is cut short or missing */
+            coord_run_ckpt_reject(r, last, err.text);
+            continue;
+        }
+        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, err.text);
+        return rc;
+    }
+    if (last < 0 && r->ckpt_damaged > 0) {
+        snprintf(r->error, sizeof r->error,
+                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
+                 "%s; see the coordinator's log for why)",
+                 cfg->job_dir);
+        return -EBADMSG;
+    }
+    if (last >= 0) {
         zsys_info("job %s: restored every ps from the checkpoint at step %lld", cfg->job_id, (long long)last);
         if (r->psd_recoveries > 0) {
             char line[160];
@@ -638,7 +789,7 @@ s_attempt(coord_run_t *r)
             coord_run_event(r, "recovered", line);
         }
         r->step = last;
-        r->ckpt_step = last;
+        r->ckpt_step = r->ckpt_tried = last;
     } else {
         r->step = 0;
         if ((rc = s_ckpt_save(r, 0)) < 0) {
@@ -660,7 +811,7 @@ s_attempt(coord_run_t *r)
             break;
         int64_t target = r->steps;
         if (every > 0) {
-            int64_t next = (r->ckpt_step / every + 1) * every;
+            int64_t next = coord_run_ckpt_next(r, every);
             if (next < target)
                 target = next;
         }
@@ -688,9 +839,8 @@ s_attempt(coord_run_t *r)
         if (r->step >= target && target < r->steps && zdist_coordinator_done(r->coord)) {
             if (s_ckpt_save(r, r->step) < 0 && s_ps_changed(r))
                 return s_ps_lost(r, "during a checkpoint", NULL);
-            /* A failed save keeps the previous one as the last complete. */
-            if (r->ckpt_step != r->step)
-                r->ckpt_step = r->step;
+            /* A failed save keeps the previous one as the last complete
+               and is tried again an interval later (ckpt_tried). */
         }
         coord_run_status(r, false);
     }
@@ -725,6 +875,7 @@ coord_runner_actor(zsock_t *pipe, void *args)
     r->state = "running";
     r->loss = NAN;
     r->ckpt_step = -1;
+    r->ckpt_tried = -1;
     r->started_ms = zdist_clock_now_ms();
     r->steps = cfg->job.steps;
     for (int i = 0; i < COORD_MAX_TASKS; i++)

@@ -28,6 +28,23 @@ coord_wstate_release(coord_wstate_t *state)
     memset(state, 0, sizeof *state);
 }
 
+/* CRC-32 of a manifest's canonical text (compact, keys sorted) without its "manifest_crc32". */
+static int
+s_manifest_crc(json_t *root, uint32_t *ret)
+{
+    json_t *copy = json_copy(root);
+    if (!copy)
+        return -ENOMEM;
+    json_object_del(copy, "manifest_crc32");
+    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    if (!canon)
+        return -ENOMEM;
+    *ret = zdist_crc32(0, canon, strlen(canon));
+    free(canon);
+    return 0;
+}
+
 static int
 s_paths(const char *dir, char *data, char *manifest, zdist_error_t *err)
 {
@@ -92,7 +109,10 @@ coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist
         json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:O}", "format", S_FORMAT, "version", S_VERSION,
                   "step", (json_int_t) step, "iterations", (json_int_t) iterations, "file", COORD_WSTATE_DATA,
                   "bytes", (json_int_t) offset, "crc32", (json_int_t) crc, "tensors", list);
-    text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+    uint32_t mcrc = 0;
+    if (root && s_manifest_crc(root, &mcrc) == 0 &&
+        json_object_set_new(root, "manifest_crc32", json_integer((json_int_t) mcrc)) == 0)
+        text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
     if (!text) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
@@ -113,11 +133,7 @@ out:
 static int
 s_damaged(zdist_error_t *err, const char *path, const char *what)
 {
-    return zdist_error_set(
-        err, -EBADMSG,
-        "%s: not a complete zdist worker-state file (%s); delete this checkpoint directory to "
-        "resume from the one before",
-        path, what);
+    return zdist_error_set(err, -EBADMSG, "%s: not a complete zdist worker-state file (%s)", path, what);
 }
 
 static int
@@ -172,6 +188,21 @@ coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
     const char *format = "", *file = "";
     int version = 0;
     json_int_t step, iterations, bytes, crc;
+    /* "manifest_crc32": the CRC-32 of the rest in canonical form (absent in
+       older states, which the data's CRC alone guards). */
+    json_t *jm = root ? json_object_get(root, "manifest_crc32") : NULL;
+    if (jm) {
+        uint32_t mcrc = 0;
+        json_int_t want = json_integer_value(jm);
+        if (!json_is_integer(jm) || s_manifest_crc(root, &mcrc) < 0 || (json_int_t) mcrc != want) {
+            char what[96];
+            snprintf(what, sizeof what, "its CRC-32 is %08x, recorded %08llx", mcrc,
+                     (unsigned long long) want);
+            rc = s_damaged(err, manifest, what);
+            goto out;
+        }
+        json_object_del(root, "manifest_crc32");
+    }
     if (!root ||
         json_unpack_ex(root, &jerr, JSON_STRICT, "{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:o}", "format",
                        &format, "version", &version, "step", &step, "iterations", &iterations, "file", &file,

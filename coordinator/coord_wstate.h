@@ -38,8 +38,10 @@ typedef struct {
 int coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors,
                       size_t n, uint64_t *ret_bytes, zdist_error_t *err);
 /* Loads the state saved in dir into *ret (release it). -EBADMSG when a file
-   is missing, truncated, fails its CRC or does not describe the data, with
-   err naming that file and how to go back one checkpoint; -ENOMEM. */
+   is missing, truncated, fails its CRC (the data's, or the manifest's own
+   "manifest_crc32") or does not describe the data, with err naming that
+   file (the coordinator then sets the checkpoint aside and resumes from the
+   one before); -ENOMEM. */
 int coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err);
 /* NULL-safe; zeroes *state. */
 void coord_wstate_release(coord_wstate_t *state);

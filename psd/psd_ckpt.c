@@ -132,6 +132,24 @@ s_old_files(const char *path)
     return names;
 }
 
+/* CRC-32 of a manifest's canonical text (compact, keys sorted) without
+   its "crc32" member, so any change to a value is caught. */
+static int
+s_manifest_crc(json_t *root, uint32_t *ret)
+{
+    json_t *copy = json_copy(root);
+    if (!copy)
+        return -ENOMEM;
+    json_object_del(copy, "crc32");
+    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    if (!canon)
+        return -ENOMEM;
+    *ret = zdist_crc32(0, canon, strlen(canon));
+    free(canon);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- save */
 
 int
@@ -191,20 +209,33 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
         char fpath[S_PATH_MAX];
         snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
         rc = zdist_file_write(fpath, pieces, 1 + view.nslots, 0644, &crc, err);
+        /* The exactly-once table as of these values, under the same lock. */
+        json_t *dedup = json_array();
+        for (size_t c = 0; rc == 0 && dedup && c < view.ndedup; c++) {
+            psd_dedup_t d;
+            psd_shard_view_dedup(shards[i], c, &d);
+            char id[17], hi[17], win[17];
+            snprintf(id, sizeof id, "%016" PRIx64, d.client_id);
+            snprintf(hi, sizeof hi, "%016" PRIx64, d.highest);
+            snprintf(win, sizeof win, "%016" PRIx64, d.window);
+            json_array_append_new(dedup, json_pack("[s, s, s]", id, hi, win));
+        }
         psd_shard_view_end(shards[i]);
-        if (rc < 0)
+        if (rc < 0) {
+            json_decref(dedup);
             goto out;
+        }
 
         json_t *slots = json_array();
         for (int k = 0; k < view.nslots; k++)
             json_array_append_new(slots, json_string(zdist_optim_slot_name(view.optim.kind, k)));
         json_t *entry = json_pack(
-            "{s:s, s:i, s:I, s:I, s:I, s:I, s:{s:s, s:I, s:o, s:o}}", "file", fname,
-            "shard_index", (int) s->shard_index, "row_start", (json_int_t) s->row_offset,
-            "row_end", (json_int_t) (s->row_offset + s->rows), "bytes",
-            (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32",
-            (json_int_t) crc, "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step",
-            (json_int_t) view.step, "slots", slots, "config", s_optim_config_json(&view.optim));
+            "{s:s, s:i, s:I, s:I, s:I, s:I, s:{s:s, s:I, s:o, s:o}, s:o}", "file", fname, "shard_index",
+            (int) s->shard_index, "row_start", (json_int_t) s->row_offset, "row_end",
+            (json_int_t) (s->row_offset + s->rows), "bytes",
+            (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32", (json_int_t) crc,
+            "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step", (json_int_t) view.step,
+            "slots", slots, "config", s_optim_config_json(&view.optim), "dedup", dedup);
         if (!entry || json_array_append_new(files, entry) < 0) {
             rc = zdist_error_set(err, -ENOMEM, "out of memory");
             goto out;
@@ -214,6 +245,12 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
     snprintf(mname, sizeof mname, "manifest-ps%d.json", ps_task);
     snprintf(mpath, sizeof mpath, "%s/%s", dir, mname);
     old = s_old_files(mpath);
+    uint32_t mcrc = 0;
+    if ((rc = s_manifest_crc(root, &mcrc)) < 0 ||
+        json_object_set_new(root, "crc32", json_integer((json_int_t) mcrc)) < 0) {
+        rc = zdist_error_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
     text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
     if (!text) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
@@ -263,6 +300,8 @@ typedef struct {
     zdist_optim_kind_t kind; /* 0 when the file has no slots */
     int nslots;
     int64_t opt_step;
+    psd_dedup_t *dedup; /* the shard's exactly-once table at the save */
+    size_t ndedup;
 } s_entry_t;
 
 /* What one store shard receives. */
@@ -276,6 +315,7 @@ typedef struct {
     int nslots; /* allocated slot buffers (the optimizer's count) or 0 */
     bool got_slots;
     int64_t step;
+    psd_dedup_table_t *dedup;
 } s_target_t;
 
 typedef struct {
@@ -298,8 +338,11 @@ s_restore_free(s_restore_t *r)
     }
     free(r->roots);
     free(r->names);
+    for (size_t i = 0; i < r->nentries; i++)
+        free(r->entries[i].dedup);
     free(r->entries);
     for (size_t i = 0; i < r->ntargets; i++) {
+        psd_dedup_table_destroy(&r->targets[i].dedup);
         free(r->targets[i].values);
         for (int k = 0; k < ZDIST_OPTIM_MAX_SLOTS; k++)
             free(r->targets[i].slots[k]);
@@ -314,9 +357,54 @@ s_bad(zdist_error_t *err, const char *dir, const char *manifest, const char *wha
                            manifest, what);
 }
 
+static bool
+s_hex64(json_t *j, uint64_t *ret)
+{
+    const char *t = json_string_value(j);
+    if (!t || strlen(t) != 16)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(t, &end, 16);
+    if (errno || *end)
+        return false;
+    *ret = (uint64_t) v;
+    return true;
+}
+
+/* A file's "dedup": [[client, highest, window], ...] in 16 hex digits each;
+   absent in checkpoints written before it was kept (an empty table). */
+static int
+s_parse_dedup(s_restore_t *r, const char *mname, json_t *list, s_entry_t *e, zdist_error_t *err)
+{
+    if (!list)
+        return 0;
+    if (!json_is_array(list) || json_array_size(list) > PSD_DEDUP_MAX_CLIENTS)
+        return s_bad(err, r->dir, mname, "'dedup' is not an array of at most 1024 clients");
+    size_t n = json_array_size(list);
+    if (n == 0)
+        return 0;
+    if (!(e->dedup = calloc(n, sizeof *e->dedup)))
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        psd_dedup_t *d = &e->dedup[i];
+        if (!json_is_array(c) || json_array_size(c) != 3 || !s_hex64(json_array_get(c, 0), &d->client_id) ||
+            !s_hex64(json_array_get(c, 1), &d->highest) || !s_hex64(json_array_get(c, 2), &d->window) ||
+            d->client_id == 0)
+            return s_bad(err, r->dir, mname,
+                         "a 'dedup' record is not [client, highest, window] in 16 hex "
+                         "digits each");
+    }
+    e->ndedup = n;
+    return 0;
+}
+
 static int
 s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *err)
 {
+    int rc;
     const char *mname = r->names[mi];
     json_t *root = r->roots[mi];
     json_error_t jerr;
@@ -329,6 +417,19 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
         return s_bad(err, r->dir, mname, jerr.text);
     if (strcmp(format, S_FORMAT) != 0 || version != S_VERSION)
         return s_bad(err, r->dir, mname, "not a version 1 zdist-psd-checkpoint manifest");
+    /* Manifests since exactly-once state is saved carry their CRC-32. */
+    json_t *jcrc = json_object_get(root, "crc32");
+    if (jcrc) {
+        uint32_t crc = 0;
+        if (!json_is_integer(jcrc))
+            return s_bad(err, r->dir, mname, "'crc32' is not an integer");
+        if (s_manifest_crc(root, &crc) < 0)
+            return zdist_error_set(err, -ENOMEM, "out of memory");
+        if ((json_int_t) crc != json_integer_value(jcrc))
+            return zdist_error_set(
+                err, -EBADMSG, "checkpoint manifest %s/%s is damaged: CRC-32 %08" PRIx32 ", recorded %08llx",
+                r->dir, mname, crc, (unsigned long long) json_integer_value(jcrc));
+    }
     if (!json_is_array(vars))
         return s_bad(err, r->dir, mname, "'variables' is not an array");
     *ret_step = step;
@@ -404,11 +505,17 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
                                            "disagree on the dtype or shape of '%s'", r->dir,
                                            o->manifest, mname, name);
             }
+            if ((rc = s_parse_dedup(r, mname, json_object_get(f, "dedup"), &e, err)) < 0) {
+                free(e.dedup);
+                return rc;
+            }
             if (r->nentries == r->cap) {
                 size_t cap = r->cap ? r->cap * 2 : 32;
                 s_entry_t *p = realloc(r->entries, cap * sizeof *p);
-                if (!p)
+                if (!p) {
+                    free(e.dedup);
                     return zdist_error_set(err, -ENOMEM, "out of memory");
+                }
                 r->entries = p;
                 r->cap = cap;
             }
@@ -490,6 +597,85 @@ s_load_manifests(s_restore_t *r, int dirfd, int64_t *ret_step, zdist_error_t *er
     return 0;
 }
 
+/* The largest sequence <= from that every record counts as applied
+   (records beyond their window count everything as applied, so the scan
+   ends within 65 steps of the lowest highest). */
+static uint64_t
+s_common_highest(const psd_dedup_t *const *recs, size_t n, uint64_t from)
+{
+    for (uint64_t seq = from;; seq--) {
+        bool all = true;
+        for (size_t k = 0; k < n && all; k++)
+            all = psd_dedup_seen(recs[k], seq);
+        if (all || seq == 0)
+            return seq;
+    }
+}
+
+/* The exactly-once table of a target from the files it is restored from.
+   One file: its table. Several (a reshard): a client's write counts as
+   applied only when every file counts it (a write seen by only some of
+   the rows is applied again rather than half lost; a client missing from
+   one file is not kept). */
+static int
+s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
+{
+    const psd_shard_spec_t *s = t->spec;
+    const s_entry_t *src[64];
+    size_t nsrc = 0;
+    bool many = false;
+    for (size_t k = 0; k < r->nentries; k++) {
+        const s_entry_t *e = &r->entries[k];
+        if (strcmp(e->var, s->name) != 0 || e->row_start >= s->row_offset + s->rows ||
+            s->row_offset >= e->row_end)
+            continue;
+        if (nsrc == sizeof src / sizeof *src)
+            many = true;
+        else
+            src[nsrc++] = e;
+    }
+    psd_dedup_t *out = NULL;
+    size_t nout = 0;
+    if (nsrc > 0 && !many && src[0]->ndedup > 0) {
+        out = calloc(src[0]->ndedup, sizeof *out);
+        if (!out)
+            return zdist_error_set(err, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < src[0]->ndedup; i++) {
+            const psd_dedup_t *recs[64] = {&src[0]->dedup[i]};
+            bool everywhere = true;
+            for (size_t k = 1; k < nsrc && everywhere; k++) {
+                everywhere = false;
+                for (size_t j = 0; j < src[k]->ndedup && !everywhere; j++)
+                    if (src[k]->dedup[j].client_id == recs[0]->client_id) {
+                        recs[k] = &src[k]->dedup[j];
+                        everywhere = true;
+                    }
+            }
+            if (!everywhere)
+                continue;
+            uint64_t low = recs[0]->highest;
+            for (size_t k = 1; k < nsrc; k++)
+                if (recs[k]->highest < low)
+                    low = recs[k]->highest;
+            psd_dedup_t d = {.client_id = recs[0]->client_id};
+            d.highest = s_common_highest(recs, nsrc, low);
+            for (uint64_t b = 0; b < PSD_DEDUP_WINDOW && b < d.highest; b++) {
+                bool all = true;
+                for (size_t k = 0; k < nsrc && all; k++)
+                    all = psd_dedup_seen(recs[k], d.highest - 1 - b);
+                if (all)
+                    d.window |= 1ULL << b;
+            }
+            out[nout++] = d;
+        }
+    }
+    t->dedup = psd_dedup_table_new(out, nout);
+    free(out);
+    if (!t->dedup)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    return 0;
+}
+
 /* Prepares a target per store shard: checks the checkpoint covers it. */
 static int
 s_plan_targets(s_restore_t *r, psd_store_t *store, zdist_error_t *err)
@@ -550,6 +736,8 @@ s_plan_targets(s_restore_t *r, psd_store_t *store, zdist_error_t *err)
                                  s->row_offset + s->rows, s->name);
             break;
         }
+        if ((rc = s_target_dedup(r, t, err)) < 0)
+            break;
         size_t alloc = t->value_bytes ? t->value_bytes : 1;
         t->values = malloc(alloc);
         if (!t->values) {
@@ -675,7 +863,7 @@ psd_ckpt_restore(psd_store_t *store, const char *dir, int64_t *ret_step, zdist_e
     /* Everything verified: swap in. Nothing below can fail. */
     for (size_t ti = 0; rc == 0 && ti < r.ntargets; ti++) {
         s_target_t *t = &r.targets[ti];
-        psd_shard_replace(t->shard, &t->values, t->slots, t->nslots, t->optim.kind, t->step);
+        psd_shard_replace(t->shard, &t->values, t->slots, t->nslots, t->optim.kind, t->step, &t->dedup);
     }
     if (rc == 0 && ret_step)
         *ret_step = step;

@@ -22,7 +22,14 @@ extern "C" {
             "files": [{"file", "shard_index", "row_start", "row_end",
                        "bytes", "crc32",
                        "optimizer": {"kind", "step", "slots": [names],
-                                     "config": {hyperparameters}}}]}]}
+                                     "config": {hyperparameters}},
+                       "dedup": [[client, highest, window], ...]}]}],
+          "crc32": C}
+         "dedup" is the shard's exactly-once table as of the values in the
+         file (taken under the same lock), each number 16 hex digits; "crc32"
+         is the CRC-32 of the manifest's canonical JSON (compact, keys
+         sorted) without "crc32". Both are absent in older checkpoints,
+         which restore with an empty table and no manifest check.
    Every file is written to a temporary name, fsync'd and renamed; the
    directory is fsync'd before and after the manifest's rename. A crash
    (kill -9) at any point leaves the previous manifest and the files it
@@ -46,10 +53,15 @@ int psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task
    overlap them, so any sharding restores onto any other. Slots are restored
    when the file's optimizer kind matches the shard's (else they start
    fresh); a shard's step counter becomes the highest step of the files it
-   read with that kind. Everything is read and verified into new buffers
+   read with that kind. Each shard's exactly-once table becomes the one
+   saved with its rows (so a write retransmitted after a restart or a
+   restore is a duplicate exactly when the restored values hold it; on a
+   reshard a write counts as held only when every file it is gathered
+   from holds it). Everything is read and verified into new buffers
    first and swapped in only when all succeeded, so on error nothing is
    changed. Errors (message names the file or variable):
-     -EBADMSG  (DATA_LOSS) a manifest does not parse or is inconsistent,
+     -EBADMSG  (DATA_LOSS) a manifest does not parse, fails its CRC-32 or
+               is inconsistent,
                a listed file is missing, truncated or fails its CRC,
                manifests disagree on the step
      -ENOENT   no manifest in dir, or a variable (or some of its rows) of

@@ -649,6 +649,7 @@ psd_shard_view_begin(psd_shard_t *self, psd_shard_view_t *ret_view)
         .optim = self->optim,
         .nslots = self->nslots,
         .step = self->step,
+        .ndedup = self->nclients,
     };
     for (int i = 0; i < self->nslots; i++)
         v.slots[i] = self->slots[i];
@@ -662,10 +663,72 @@ psd_shard_view_end(psd_shard_t *self)
 }
 
 void
-psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots,
-                  zdist_optim_kind_t kind, int64_t step)
+psd_shard_view_dedup(psd_shard_t *self, size_t i, psd_dedup_t *ret)
 {
+    const s_client_t *c = &self->clients[i];
+    *ret = (psd_dedup_t){.client_id = c->id, .highest = c->highest, .window = c->window};
+}
+
+struct _psd_dedup_table_t {
+    s_client_t *clients;
+    size_t n;
+};
+
+bool
+psd_dedup_seen(const psd_dedup_t *d, uint64_t seq)
+{
+    s_client_t c = {.id = d->client_id, .highest = d->highest, .window = d->window, .has_seq = true};
+    return s_client_seen(&c, seq);
+}
+
+psd_dedup_table_t *
+psd_dedup_table_new(const psd_dedup_t *list, size_t n)
+{
+    psd_dedup_table_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    if (n > PSD_DEDUP_MAX_CLIENTS)
+        n = PSD_DEDUP_MAX_CLIENTS;
+    if (n && !(t->clients = calloc(n, sizeof *t->clients))) {
+        free(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (list[i].client_id != 0)
+            t->clients[t->n++] = (s_client_t){.id = list[i].client_id,
+                                              .highest = list[i].highest,
+                                              .window = list[i].window,
+                                              .has_seq = true};
+    return t;
+}
+
+void
+psd_dedup_table_destroy(psd_dedup_table_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    free((*self_p)->clients);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+void
+psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots, zdist_optim_kind_t kind,
+                  int64_t step, psd_dedup_table_t **dedup_p)
+{
+    psd_dedup_table_t *table = dedup_p ? *dedup_p : NULL;
+    if (dedup_p)
+        *dedup_p = NULL;
+    s_client_t *clients = table ? table->clients : NULL;
+    size_t n = table ? table->n : 0;
+    free(table);
     pthread_rwlock_wrlock(&self->lock);
+    free(self->clients);
+    self->clients = clients;
+    self->nclients = n;
+    self->clients_cap = clients ? n : 0;
+    for (size_t i = 0; i < n; i++)
+        clients[i].last_use = ++self->tick;
     void *old = self->values;
     self->values = *values_p;
     *values_p = NULL;

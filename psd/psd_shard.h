@@ -162,6 +162,15 @@ int psd_shard_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t
 
 /* ---- for psd_ckpt ---- */
 
+/* What a shard remembers of one client for exactly-once writes: the
+   highest sequence applied, and bit i of window set when sequence
+   highest - 1 - i was applied (older ones count as applied). */
+typedef struct {
+    uint64_t client_id;
+    uint64_t highest;
+    uint64_t window;
+} psd_dedup_t;
+
 /* A consistent view of a shard's state while its read lock is held. */
 typedef struct {
     const void *values;
@@ -170,20 +179,36 @@ typedef struct {
     int nslots;                              /* 0 when slots are not allocated */
     const void *slots[ZDIST_OPTIM_MAX_SLOTS];  /* each value_bytes long */
     int64_t step;
+    size_t ndedup; /* clients remembered; read them with psd_shard_view_dedup */
 } psd_shard_view_t;
 /* Takes the read lock and fills view; pair with psd_shard_view_end. */
 void psd_shard_view_begin(psd_shard_t *self, psd_shard_view_t *ret_view);
 void psd_shard_view_end(psd_shard_t *self);
+/* Client i (< view.ndedup) of the exactly-once table, while the view is held. */
+void psd_shard_view_dedup(psd_shard_t *self, size_t i, psd_dedup_t *ret);
+
+/* True when (client, seq) counts as applied by this record. */
+bool psd_dedup_seen(const psd_dedup_t *d, uint64_t seq);
+
+/* An exactly-once table ready to be swapped into a shard (so the swap
+   cannot fail): the first PSD_DEDUP_MAX_CLIENTS records of list with a
+   client id other than 0. NULL when out of memory. */
+typedef struct _psd_dedup_table_t psd_dedup_table_t;
+psd_dedup_table_t *psd_dedup_table_new(const psd_dedup_t *list, size_t n);
+void psd_dedup_table_destroy(psd_dedup_table_t **self_p);
 
 /* Replaces the shard's state under its write lock, taking ownership of
    *values_p (malloc'd, psd_shard_value_bytes long) and of slots_p[0..nslots)
    (each as long), and nulling the pointers taken. The slots are installed
    when nslots equals the slot count of the shard's optimizer kind `kind`
    as it is now; otherwise (0 slots, or the optimizer changed meanwhile) they
-   are freed and the shard starts fresh slots on its next apply. The old
-   buffers are freed. Cannot fail. */
+   are freed and the shard starts fresh slots on its next apply. The
+   exactly-once table becomes *dedup_p (taken, nulled; NULL or a NULL
+   table: empty), so it describes the writes the new values hold: a
+   retransmission of one of them is a duplicate, a write they lack is
+   applied. The old buffers are freed. Cannot fail. */
 void psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots,
-                       zdist_optim_kind_t kind, int64_t step);
+                       zdist_optim_kind_t kind, int64_t step, psd_dedup_table_t **dedup_p);
 
 #ifdef __cplusplus
 }

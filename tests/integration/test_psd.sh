@@ -68,6 +68,20 @@ zd_ok "exactly-once"
 "$D" push-pull "$PS1" "${ZD_PID[ps1]}"
 zd_ok "push-pull"
 
+# ---- exactly once across kill -9: the dedup table is restored with the checkpoint ----
+RD=$ZD_TMP/restart-dedup
+PS6=127.0.0.1:$(zd_free_port)
+zd_start ps6 "$ZDIST_PSD_BIN" --bind "tcp://$PS6"
+zd_wait_psd ps6 "$PS6"
+"$D" restart-dedup before "$PS6" "$RD"
+zd_stop ps6 KILL
+[[ $ZD_RC -eq 137 ]] || zd_fail "kill -9 of ps6: exit status $ZD_RC"
+zd_start ps6b "$ZDIST_PSD_BIN" --bind "tcp://$PS6"
+zd_wait_psd ps6b "$PS6"
+"$D" restart-dedup after "$PS6" "$RD"
+zd_stop ps6b
+zd_ok "exactly-once across kill -9 and a restore: retransmitted writes the checkpoint holds answered duplicate"
+
 # ---- bad input: each refused with its status, nothing changed, still serving ----
 "$D" bad-input "$PS0"
 grep -q "refused" "$ZD_TMP/ps0.log" || zd_fail "refusals are not logged"

@@ -105,7 +105,6 @@ s_refused(const char *dir, const char *file, const char *what)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, file));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "not a complete zdist worker-state file"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, what));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "resume from the one before"));
     CU_ASSERT_PTR_NULL(ws.tensors);
     CU_ASSERT_EQUAL(ws.n, 0);
 }
@@ -142,6 +141,14 @@ test_damage_named(void)
     char *at = strstr(text, "\"offset\": 24");
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     memcpy(at, "\"offset\": 28", 12);
+    CU_ASSERT_EQUAL(zdist_file_write_text(path, text, &err), 0);
+    s_refused(dir, "/" COORD_WSTATE_MANIFEST, "CRC-32"); /* the manifest's own CRC */
+    /* Without its own CRC (an older state), the check of the tensors catches it. */
+    char *m = strstr(text, "\"manifest_crc32\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char *eol = strchr(m, '\n');
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eol);
+    memmove(m, eol + 1, strlen(eol + 1) + 1);
     CU_ASSERT_EQUAL(zdist_file_write_text(path, text, &err), 0);
     free(text);
     s_refused(dir, "/" COORD_WSTATE_MANIFEST, "place in the data");

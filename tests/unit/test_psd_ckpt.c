@@ -14,6 +14,7 @@
 #include "psd_ckpt.h"
 #include "psd_shard.h"
 #include "testutil.h"
+#include "zdist/file.h"
 
 #define EMB "emb/table"
 #define EMB_ROWS 13
@@ -522,17 +523,146 @@ test_slots_follow_optimizer(void)
     free(dir);
 }
 
+/* A one-row float shard "x" [rows, 1] covering [off, off + n). */
+static psd_shard_t *
+s_row_shard(psd_store_t *store, int64_t rows, int idx, int64_t off, int64_t n)
+{
+    psd_shard_spec_t s = {.name = "x",
+                          .shape = {.rank = 2, .dims = {rows, 1}},
+                          .dtype = ZDIST_DTYPE_FLOAT32,
+                          .shard_index = idx,
+                          .row_offset = off,
+                          .rows = n};
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &s, &sh, NULL), 0);
+    return sh;
+}
+
+/* assign_add of 1 to every row of the shard as (client, seq). */
+static int
+s_add_one(psd_shard_t *sh, uint64_t client, uint64_t seq)
+{
+    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t n = psd_shard_spec(sh)->rows;
+    psd_write_t w = {.op = PSD_OP_ASSIGN_ADD,
+                     .client_id = client,
+                     .sequence = seq,
+                     .dtype = ZDIST_DTYPE_FLOAT32,
+                     .row_start = psd_shard_spec(sh)->row_offset,
+                     .nrows = n,
+                     .data = ones,
+                     .nbytes = (size_t) n * sizeof(float)};
+    return psd_shard_write(sh, &w, NULL);
+}
+
+static float
+s_row0(psd_shard_t *sh)
+{
+    float v = -1;
+    CU_ASSERT_EQUAL(psd_shard_read(sh, psd_shard_spec(sh)->row_offset, 1, &v, sizeof v, NULL), 0);
+    return v;
+}
+
+/* The exactly-once table travels with the values: a write the checkpoint
+   holds is a duplicate after the restore (on a fresh store, as after a
+   restart), one made after the save is applied again, a sequence far
+   below the window still counts as applied. */
+static void
+test_dedup_restored(void)
+{
+    char *dir = zdist_test_tmpdir("ckpt");
+    const uint64_t C = 0xC0FFEE0000000001ULL, D = 0xD00D;
+    psd_store_t *a = psd_store_new();
+    psd_shard_t *sa = s_row_shard(a, 4, 0, 0, 4);
+    for (uint64_t seq = 1; seq <= 100; seq++)
+        if (seq != 98) /* a gap inside the window: not applied */
+            CU_ASSERT_EQUAL(s_add_one(sa, C, seq), 0);
+    CU_ASSERT_EQUAL(s_add_one(sa, D, 7), 0);
+    CU_ASSERT_EQUAL(s_row0(sa), 100.0f);
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(psd_ckpt_save(a, dir, 100, 0, &err), 0);
+    CU_ASSERT_EQUAL(s_add_one(sa, C, 101), 0); /* after the save: not in the checkpoint */
+    char mpath[600];
+    snprintf(mpath, sizeof mpath, "%s/manifest-ps0.json", dir);
+    json_t *m = json_load_file(mpath, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    json_t *dd = json_object_get(
+        json_array_get(json_object_get(json_array_get(json_object_get(m, "variables"), 0), "files"), 0),
+        "dedup");
+    CU_ASSERT_EQUAL(json_array_size(dd), 2);
+    CU_ASSERT_TRUE(json_is_integer(json_object_get(m, "crc32")));
+    json_decref(m);
+
+    psd_store_t *b = psd_store_new();
+    psd_shard_t *sb = s_row_shard(b, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 500), 0); /* live state the restore replaces */
+    CU_ASSERT_EQUAL(psd_ckpt_restore(b, dir, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_row0(sb), 100.0f);
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 100), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 60), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 3), PSD_DUPLICATE); /* beyond the window */
+    CU_ASSERT_EQUAL(s_add_one(sb, D, 7), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_row0(sb), 100.0f);
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 98), 0);  /* the gap was never applied */
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 101), 0); /* lost with the restore: applied again */
+    CU_ASSERT_EQUAL(s_add_one(sb, C, 101), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_one(sb, 0xE, 100), 0); /* another client */
+    CU_ASSERT_EQUAL(s_row0(sb), 103.0f);
+    psd_store_destroy(&b);
+
+    /* Resharded onto one shard from two files: a write counts as applied
+       only when both halves hold it. */
+    char dir2[700];
+    snprintf(dir2, sizeof dir2, "%s/two", dir);
+    psd_store_t *c = psd_store_new();
+    psd_shard_t *c0 = s_row_shard(c, 4, 0, 0, 2), *c1 = s_row_shard(c, 4, 1, 2, 2);
+    for (uint64_t seq = 1; seq <= 10; seq++) {
+        CU_ASSERT_EQUAL(s_add_one(c0, C, seq), 0);
+        if (seq != 9)
+            CU_ASSERT_EQUAL(s_add_one(c1, C, seq), 0);
+    }
+    CU_ASSERT_EQUAL(s_add_one(c0, D, 1), 0); /* only on one half */
+    CU_ASSERT_EQUAL(psd_ckpt_save(c, dir2, 10, 0, &err), 0);
+    psd_store_t *e = psd_store_new();
+    psd_shard_t *e0 = s_row_shard(e, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL(psd_ckpt_restore(e, dir2, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_add_one(e0, C, 10), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_one(e0, C, 2), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_one(e0, C, 9), 0);
+    CU_ASSERT_EQUAL(s_add_one(e0, D, 1), 0);
+    psd_store_destroy(&c);
+    psd_store_destroy(&e);
+
+    /* A manifest changed in a way that still parses fails its CRC-32. */
+    char *text = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(zdist_file_read(mpath, 1 << 20, (void **) &text, &len, &err), 0);
+    char *at = strstr(text, "\"step\": 100");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    at[strlen("\"step\": 10")] = '1';
+    s_write_text(mpath, text);
+    free(text);
+    psd_store_t *f = psd_store_new();
+    s_row_shard(f, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL(psd_ckpt_restore(f, dir, NULL, &err), -EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "CRC-32"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "manifest-ps0.json"));
+    psd_store_destroy(&f);
+    psd_store_destroy(&a);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 void
 zdist_test_psd_ckpt_register(void)
 {
-    ZDIST_SUITE("psd_ckpt",
-                {"manifest format, CRCs and byte lengths", test_manifest_format},
+    ZDIST_SUITE("psd_ckpt", {"manifest format, CRCs and byte lengths", test_manifest_format},
                 {"reshard 4 -> 1 (values and slots)", test_reshard_4_to_1},
-                {"reshard 1 -> 4", test_reshard_1_to_4},
-                {"reshard 4 -> 2", test_reshard_4_to_2},
+                {"reshard 1 -> 4", test_reshard_1_to_4}, {"reshard 4 -> 2", test_reshard_4_to_2},
                 {"reshard 2 -> 4", test_reshard_2_to_4},
                 {"two ps tasks share a directory", test_two_ps_shared_dir},
                 {"corrupt, truncated, missing: DATA_LOSS, nothing restored", test_corruption},
                 {"kill -9 during save keeps the previous checkpoint", test_crash_during_save},
-                {"slots follow the optimizer kind", test_slots_follow_optimizer});
+                {"slots follow the optimizer kind", test_slots_follow_optimizer},
+                {"the exactly-once table is saved and restored with the values", test_dedup_restored});
 }
