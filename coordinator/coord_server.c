@@ -454,8 +454,13 @@ s_submit(zdist_rpc_call_t *call, void *state)
                                    "%zu jobs in the state dir (limit %d); remove old ones from %s/jobs", self->njobs,
                                    self->config.max_jobs, self->config.state_dir);
     zdist_error_t err = {0};
-    if (coord_job_check(&req->job, &err) < 0)
-        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
+    int crc = coord_job_check(&req->job, &err);
+    if (crc < 0) {
+        if (crc == -EACCES)
+            zsys_warning("job '%s' refused: %s", req->job.name, err.text);
+        return zdist_rpc_call_fail(call, crc == -EACCES ? ZDIST_STATUS_PERMISSION_DENIED
+                                                        : ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
+    }
     if (req->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION,
                                    "strategy.type: parameter_server needs ps tasks and the cluster has none; add "
