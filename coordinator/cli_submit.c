@@ -90,6 +90,8 @@ cli_submit_main(int argc, char **argv)
     if (rc < 0) {
         if (rc == -ETIMEDOUT || rc == -ENOTCONN)
             fprintf(stderr, "zdist submit: coordinator %s does not answer; is zdist-coordinator running?\n", endpoint);
+        else if (rc == -EPERM || rc == -EACCES)
+            fprintf(stderr, "zdist submit: coordinator %s: %s\n", endpoint, err.text);
         else
             fprintf(stderr, "zdist submit: %s: %s\n", path, err.text);
         zdist_coord_client_destroy(&c);
