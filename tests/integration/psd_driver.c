@@ -19,6 +19,9 @@
      bad-input ADDR               garbage, unknown variable, wrong dtype/length, ids
                                   out of range...: status + message, nothing changed
      oversized ADDR               (psd started with small limits) refusals by size
+     held ADDR                    (psd started with --max-variables 3 --max-bytes
+                                  65536) creates past either limit refused
+                                  RESOURCE_EXHAUSTED naming the flag, nothing made
      memory ADDR MIB              create a float32 variable of MIB MiB, print stats
      auth ADDR allowed|denied     'sec' (8x16) created, pushed, assigned: allowed,
                                   or every write refused PERMISSION_DENIED with the
@@ -1080,6 +1083,38 @@ s_int_arg(const char *text)
     return v;
 }
 
+/* held: what a psd with --max-variables 3 --max-bytes 65536 lets peers create. */
+static int
+s_held(const char *addr)
+{
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    zdist_ps_var_spec_t spec = s_spec("a", 4, 16, 0, 0, 4, "zeros", 0);
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    zdist_ps_var_spec_t huge = s_spec("huge", 128, 256, 0, 0, 128, "zeros", 0); /* 128 KiB */
+    EXPECT(-ENOSPC, "zdist-psd --max-bytes", zdist_ps_client_create(c, &huge, NULL, &s_err));
+    printf("huge refused: %s\n", s_err.text);
+    spec.name = "b";
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    spec.name = "c";
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    spec.name = "d";
+    EXPECT(-ENOSPC, "zdist-psd --max-variables 3", zdist_ps_client_create(c, &spec, NULL, &s_err));
+    printf("d refused: %s\n", s_err.text);
+    spec.name = "a"; /* creating what exists stays idempotent at the limit */
+    bool created = true;
+    OK(zdist_ps_client_create(c, &spec, &created, &s_err));
+    CHECK(!created, "'a' created twice");
+    zdist_ps_stats_t *st = NULL;
+    OK(zdist_ps_client_stats(c, &st, &s_err));
+    if (st)
+        CHECK(st->shards == 3, "%zu shards, wanted 3", (size_t) st->shards);
+    zdist_ps_stats_destroy(&st);
+    zdist_ps_client_destroy(&c);
+    if (!s_failures)
+        s_ok("held: shards and bytes past --max-variables / --max-bytes refused, nothing made");
+    return s_failures ? 1 : 0;
+}
+
 /* ---- auth / pattern (test_security.sh) ---- */
 
 #define SEC_ROWS 8
@@ -1199,6 +1234,8 @@ main(int argc, char **argv)
         rc = s_oversized(argv[2]);
     else if (strcmp(cmd, "memory") == 0 && argc == 4)
         rc = s_memory(argv[2], s_int_arg(argv[3]));
+    else if (strcmp(cmd, "held") == 0)
+        rc = s_held(argv[2]);
     else if (strcmp(cmd, "auth") == 0 && argc == 4)
         rc = s_auth(argv[2], strcmp(argv[3], "allowed") == 0);
     else if (strcmp(cmd, "pattern") == 0)
