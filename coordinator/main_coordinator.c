@@ -29,6 +29,10 @@ s_usage(FILE *out)
             "                            every ps task must be able to write there (same machine or shared fs)\n"
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
             "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
+            "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
+            "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
+            "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
+            "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --help, --version\n");
 }
 
@@ -40,6 +44,10 @@ main(int argc, char **argv)
         {"bind", required_argument, NULL, 'b'},      {"state-dir", required_argument, NULL, 's'},
         {"closure-timeout-ms", required_argument, NULL, 'T'},
         {"keys", required_argument, NULL, 'k'},
+        {"max-jobs", required_argument, NULL, 'J'},
+        {"max-queued-jobs", required_argument, NULL, 'Q'},
+        {"max-followers", required_argument, NULL, 'F'},
+        {"max-message-bytes", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -72,6 +80,25 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'J':
+        case 'Q':
+        case 'F':
+            if (zdist_parse_int64(optarg, 1, opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --%s must be in 1..%d, got '%s'\n",
+                        opt == 'J' ? "max-jobs" : opt == 'Q' ? "max-queued-jobs" : "max-followers",
+                        opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, optarg);
+                return 2;
+            }
+            *(opt == 'J' ? &config.max_jobs : opt == 'Q' ? &config.max_queued : &config.max_followers) = (int)v;
+            break;
+        case 'm':
+            if (zdist_parse_int64(optarg, 1024, INT64_C(1) << 40, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --max-message-bytes must be a number of bytes >= 1024, got "
+                        "'%s'\n", optarg);
+                return 2;
+            }
+            config.max_message_bytes = (size_t)v;
             break;
         case 'h':
             s_usage(stdout);
