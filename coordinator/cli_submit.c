@@ -88,8 +88,13 @@ cli_submit_main(int argc, char **argv)
     rc = zdist_coord_client_submit(c, text, base, 30000, job_id, &err);
     free(text);
     if (rc < 0) {
-        if (rc == -ETIMEDOUT || rc == -ENOTCONN)
+        if (rc == -ETIMEDOUT)
             fprintf(stderr, "zdist submit: coordinator %s does not answer; is zdist-coordinator running?\n", endpoint);
+        else if (rc == -ENOTCONN)
+            fprintf(stderr, "zdist submit: coordinator %s closed the connection (%zu bytes of job sent); is "
+                    "zdist-coordinator running, and the request under its --max-message-bytes?\n", endpoint, len);
+        else if (rc == -EPERM || rc == -EACCES)
+            fprintf(stderr, "zdist submit: coordinator %s: %s\n", endpoint, err.text);
         else
             fprintf(stderr, "zdist submit: %s: %s\n", path, err.text);
         zdist_coord_client_destroy(&c);

@@ -24,6 +24,14 @@ coord_job_check(const zdist_job_t *job, zdist_error_t *err)
                                "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
                                "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
                                zdist_strategy_name(job->strategy), zdist_strategy_name(job->strategy));
+    /* A job names code and data, never places: workers load plugins from
+       their operator's --plugin-dir only (and refuse plugin_path too). */
+    if (job->plugin_path && *job->plugin_path)
+        return zdist_error_set(err, -EACCES,
+                               "plugin_path: '%.200s': a job submitted to a cluster names its model by name only "
+                               "(model.name), never a place to load code from; the workers load plugins from the "
+                               "directories their operator gave them (zdist-worker --plugin-dir): remove plugin_path",
+                               job->plugin_path);
     return 0;
 }
 

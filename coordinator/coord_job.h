@@ -32,7 +32,8 @@ typedef struct {
 int coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_error_t *err);
 void coord_job_release(coord_job_t *job);
 /* What a chief runs of a job parsed by zdist/job.h: parameter_server and
-   multi_worker_mirrored. -EINVAL naming strategy.type otherwise. */
+   multi_worker_mirrored (-EINVAL naming strategy.type otherwise), without a
+   plugin_path (-EACCES naming it: a job names code, never a place). */
 int coord_job_check(const zdist_job_t *job, zdist_error_t *err);
 
 #endif

@@ -24,7 +24,6 @@
 #include "zdist/sys.h"
 
 #define S_MAX_STATE_BYTES (64u << 20) /* a state.json (its detail lists every task) */
-#define S_MAX_FOLLOWERS 64       /* STATUS streams open at once */
 #define S_FOLLOW_MIN_MS 250      /* at most one update per follower this often */
 #define S_FOLLOW_IDLE_MS 5000    /* and at least one this often, changed or not */
 #define S_MAX_EVENTS 64          /* recent events kept for the dashboard */
@@ -66,7 +65,7 @@ typedef struct {
     zactor_t *runner;
     s_job_t *running;
     int64_t last_persist_ms;
-    s_follower_t followers[S_MAX_FOLLOWERS];
+    s_follower_t followers[COORD_MAX_FOLLOWERS];
     size_t nfollowers;
     int follow_timer; /* zloop timer of the next follower update due; -1 none */
     zdist_http_t *http; /* --http */
@@ -517,9 +516,24 @@ s_submit(zdist_rpc_call_t *call, void *state)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
                                    "%zu jobs in the state dir (limit %d); remove old ones from %s/jobs", self->njobs,
                                    self->config.max_jobs, self->config.state_dir);
+    size_t unfinished = 0;
+    for (size_t i = 0; i < self->njobs; i++)
+        unfinished += !zdist_coord_state_final(self->jobs[i]->state);
+    if (unfinished >= (size_t)self->config.max_queued) {
+        zsys_warning("job '%s' refused: %zu jobs queued or running (limit %d)", req->job.name, unfinished,
+                     self->config.max_queued);
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                                   "%zu jobs are queued or running, the limit (zdist-coordinator --max-queued-jobs "
+                                   "%d); wait for one to end or cancel one", unfinished, self->config.max_queued);
+    }
     zdist_error_t err = {0};
-    if (coord_job_check(&req->job, &err) < 0)
-        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
+    int crc = coord_job_check(&req->job, &err);
+    if (crc < 0) {
+        if (crc == -EACCES)
+            zsys_warning("job '%s' refused: %s", req->job.name, err.text);
+        return zdist_rpc_call_fail(call, crc == -EACCES ? ZDIST_STATUS_PERMISSION_DENIED
+                                                        : ZDIST_STATUS_INVALID_ARGUMENT, "%s", err.text);
+    }
     if (req->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER && self->config.num_ps == 0)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION,
                                    "strategy.type: parameter_server needs ps tasks and the cluster has none; add "
@@ -598,9 +612,13 @@ s_status(zdist_rpc_call_t *call, void *state)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "job '%s': no such job%s", req->job_id,
                                    *req->job_id ? "; 'zdist status' lists them" : " yet");
     bool follow = req->follow && !zdist_coord_state_final(j->state);
-    if (follow && self->nfollowers >= S_MAX_FOLLOWERS)
+    if (follow && self->nfollowers >= (size_t)self->config.max_followers) {
+        zsys_warning("STATUS stream of job %s refused: %zu status streams open, the limit (zdist-coordinator "
+                     "--max-followers %d)", j->id, self->nfollowers, self->config.max_followers);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                                   "%d status streams open (the limit); poll STATUS without follow", S_MAX_FOLLOWERS);
+                                   "%zu status streams open, the limit (zdist-coordinator --max-followers %d); poll "
+                                   "STATUS without follow", self->nfollowers, self->config.max_followers);
+    }
     int rc = s_reply_jobs(call, &j, 1, true);
     if (rc < 0 || !follow)
         return rc;
@@ -897,6 +915,12 @@ coord_server_actor(zsock_t *pipe, void *args)
     self->pipe = pipe;
     if (self->config.max_jobs <= 0)
         self->config.max_jobs = 10000;
+    if (self->config.max_queued <= 0)
+        self->config.max_queued = 64;
+    if (self->config.max_followers <= 0 || self->config.max_followers > COORD_MAX_FOLLOWERS)
+        self->config.max_followers = 64;
+    if (self->config.max_message_bytes == 0)
+        self->config.max_message_bytes = (size_t)32 << 20;
     if (self->config.preflight_timeout_ms <= 0)
         self->config.preflight_timeout_ms = 3000;
     char dir[1100];
@@ -911,6 +935,7 @@ coord_server_actor(zsock_t *pipe, void *args)
     zdist_rpc_server_options_default(&opts);
     opts.role = "chief";
     opts.log = s_rpc_log;
+    opts.limits.max_message_bytes = self->config.max_message_bytes;
     zdist_error_t err = {0};
     self->rpc = zdist_rpc_server_new(self->config.endpoint, s_methods, S_NMETHODS, self, &opts, &err);
     if (!self->rpc) {

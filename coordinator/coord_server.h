@@ -7,6 +7,8 @@
 
 #include "coord_runner.h"
 
+#define COORD_MAX_FOLLOWERS 1024
+
 typedef struct {
     char endpoint[256];    /* to bind */
     char state_dir[1024];  /* absolute */
@@ -15,8 +17,14 @@ typedef struct {
     char ps[COORD_MAX_TASKS][256];
     int64_t closure_timeout_ms;
     int64_t preflight_timeout_ms;
-    int max_jobs; /* jobs kept in the table (a peer-controlled quantity) */
     char http[128]; /* --http ADDR: /metrics, the dashboard ("" none) */
+    /* What peers control (0: the default): jobs kept in the table (10000),
+       jobs queued or running (64), STATUS streams open (64, at most
+       COORD_MAX_FOLLOWERS), and the largest request (32 MiB). */
+    int max_jobs;
+    int max_queued;
+    int max_followers;
+    size_t max_message_bytes;
 } coord_server_config_t;
 
 /* zactor_new (coord_server_actor, &config): copied at start. Sends "READY

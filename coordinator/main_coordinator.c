@@ -32,6 +32,10 @@ s_usage(FILE *out)
             "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
             "                            127.0.0.1; off by default; read-only, no authentication)\n"
             "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
+            "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
+            "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
+            "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
+            "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --help, --version\n");
 }
 
@@ -44,6 +48,10 @@ main(int argc, char **argv)
         {"closure-timeout-ms", required_argument, NULL, 'T'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
+        {"max-jobs", required_argument, NULL, 'J'},
+        {"max-queued-jobs", required_argument, NULL, 'Q'},
+        {"max-followers", required_argument, NULL, 'F'},
+        {"max-message-bytes", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -81,6 +89,25 @@ main(int argc, char **argv)
             if (zdist_daemon_http_check("zdist-coordinator", optarg) != 0)
                 return 2;
             snprintf(config.http, sizeof config.http, "%s", optarg);
+            break;
+        case 'J':
+        case 'Q':
+        case 'F':
+            if (zdist_parse_int64(optarg, 1, opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --%s must be in 1..%d, got '%s'\n",
+                        opt == 'J' ? "max-jobs" : opt == 'Q' ? "max-queued-jobs" : "max-followers",
+                        opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, optarg);
+                return 2;
+            }
+            *(opt == 'J' ? &config.max_jobs : opt == 'Q' ? &config.max_queued : &config.max_followers) = (int)v;
+            break;
+        case 'm':
+            if (zdist_parse_int64(optarg, 1024, INT64_C(1) << 40, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --max-message-bytes must be a number of bytes >= 1024, got "
+                        "'%s'\n", optarg);
+                return 2;
+            }
+            config.max_message_bytes = (size_t)v;
             break;
         case 'h':
             s_usage(stdout);

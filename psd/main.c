@@ -24,6 +24,9 @@ s_usage(FILE *out)
             "  --max-tensor-bytes N    largest tensor in a request or reply (default 268435456)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
             "                          a bare PORT is on 127.0.0.1; off by default)\n"
+            "  --max-variables N       variable shards peers may create here (default 65536)\n"
+            "  --max-bytes N           bytes of values and optimizer slots peers may make this psd hold\n"
+            "                          (checked at create; default 3/4 of the machine's memory)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
@@ -37,6 +40,8 @@ main(int argc, char **argv)
         {"bind", required_argument, NULL, 'b'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-tensor-bytes", required_argument, NULL, 'T'},
+        {"max-variables", required_argument, NULL, 'v'},
+        {"max-bytes", required_argument, NULL, 'B'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
@@ -71,6 +76,20 @@ main(int argc, char **argv)
                 config.limits.max_message_bytes = (size_t) v;
             else
                 config.max_tensor_bytes = (size_t) v;
+            break;
+        case 'v':
+            if (zdist_parse_int64(optarg, 1, INT64_C(1) << 30, &v) < 0) {
+                fprintf(stderr, "zdist-psd: --max-variables must be a number of shards in 1..2^30, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_variables = (size_t) v;
+            break;
+        case 'B':
+            if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {
+                fprintf(stderr, "zdist-psd: --max-bytes must be a number of bytes >= 1024, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_bytes = (uint64_t) v;
             break;
         case 'k':
             keys_dir = optarg;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "psd_ckpt.h"
 #include "psd_server.h"
@@ -79,6 +80,30 @@ s_create(zdist_rpc_call_t *call, void *state)
         .seed = req->seed,
     };
     bool existed = psd_store_find(self->store, req->name, req->shard_index) != NULL;
+    if (!existed) {
+        psd_store_stats_t st;
+        psd_store_stats(self->store, &st);
+        if (st.shards >= self->config.max_variables)
+            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                            "creating '%s' shard %d: ps task %d holds %zu variable shards, its limit "
+                            "(zdist-psd --max-variables %zu); drop a job's variables or raise the limit",
+                            req->name, req->shard_index, self->config.ps_task, st.shards,
+                            self->config.max_variables);
+        /* The new shard's value bytes, saturating (the store checks the shape itself). */
+        uint64_t bytes = zdist_dtype_size(req->dtype), rows = req->row_count > 0 ? (uint64_t) req->row_count : 1;
+        bool over = __builtin_mul_overflow(bytes, rows, &bytes);
+        for (int d = 1; d < req->shape.rank && !over; d++)
+            over = req->shape.dims[d] < 0 || __builtin_mul_overflow(bytes, (uint64_t) req->shape.dims[d], &bytes);
+        uint64_t held = st.value_bytes + st.slot_bytes;
+        if (over || held + bytes > self->config.max_bytes || held + bytes < held)
+            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                            "creating '%s' shard %d: %llu bytes more on ps task %d, which holds %llu bytes of "
+                            "values and optimizer slots, would pass its limit of %llu (zdist-psd --max-bytes); use "
+                            "more ps tasks or raise the limit", req->name, req->shard_index,
+                            over ? (unsigned long long) UINT64_MAX : (unsigned long long) bytes,
+                            self->config.ps_task, (unsigned long long) held,
+                            (unsigned long long) self->config.max_bytes);
+    }
     int rc = psd_store_create(self->store, &spec, NULL, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
@@ -475,6 +500,12 @@ psd_server_actor(zsock_t *pipe, void *args)
 {
     self_t self = {0};
     self.config = *(const psd_server_config_t *) args;
+    if (self.config.max_variables == 0)
+        self.config.max_variables = 65536;
+    if (self.config.max_bytes == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        self.config.max_bytes = pages > 0 && page > 0 ? (uint64_t) pages * (uint64_t) page / 4 * 3 : UINT64_MAX;
+    }
     self.started_ms = zdist_clock_now_ms();
     zsock_signal(pipe, 0);
 

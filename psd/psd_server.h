@@ -12,6 +12,12 @@ typedef struct {
     zdist_wire_limits_t limits;  /* per request */
     size_t max_tensor_bytes;     /* one tensor in a request or reply */
     char http[128];              /* --http ADDR: /metrics ("" none) */
+    /* What peers may make this psd hold: variable shards, and bytes of
+       values plus optimizer slots (checked when a shard is created: slots
+       an optimizer adds later may take up to twice the values more).
+       0: the defaults, 65536 shards and 3/4 of the machine's memory. */
+    size_t max_variables;
+    uint64_t max_bytes;
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After

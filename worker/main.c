@@ -2,8 +2,11 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "worker_agent.h"
 #include "worker_run.h"
@@ -30,7 +33,71 @@ s_usage(FILE *out)
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
             "                          a bare PORT is on 127.0.0.1; off by default)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
+            "  --plugin-dir DIR        load plugin models (every *.so) from DIR only; repeatable, also\n"
+            "                          $ZDIST_PLUGIN_DIRS (colon-separated). A job names a model, never a\n"
+            "                          place: its plugin_path is refused\n"
+            "  --data-root DIR         a job's dataset files must resolve under DIR (no '..', no symbolic\n"
+            "                          link out); repeatable, also $ZDIST_DATA_ROOTS (colon-separated).\n"
+            "                          None given: any file this user can read (a warning at start)\n"
             "  --help, --version\n");
+}
+
+/* Adds DIR (from `what`: "--plugin-dir" or an environment variable) to a
+   list of canonical directories. A bad flag is fatal (2); a directory named
+   by the environment that does not exist is skipped with a warning (a
+   unit's default may name one the host does not have). */
+static int
+s_add_dir(const char *what, const char *dir, bool from_env, char list[][WORKER_AGENT_PATH_MAX], int *n)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    if (!*dir)
+        return 0;
+    const char *why = NULL;
+    if (!realpath(dir, real))
+        why = strerror(errno);
+    else if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        why = "not a directory";
+    if (why) {
+        if (from_env) {
+            fprintf(stderr, "zdist-worker: warning: %s: '%s' skipped: %s\n", what, dir, why);
+            return 0;
+        }
+        fprintf(stderr, "zdist-worker: %s '%s': %s; give an existing directory\n", what, dir, why);
+        return 2;
+    }
+    if (strchr(real, ':') || strlen(real) >= WORKER_AGENT_PATH_MAX) {
+        fprintf(stderr, "zdist-worker: %s '%s': a directory whose path holds ':' or is longer than %d bytes cannot "
+                "be used\n", what, dir, WORKER_AGENT_PATH_MAX - 1);
+        return 2;
+    }
+    for (int i = 0; i < *n; i++)
+        if (strcmp(list[i], real) == 0)
+            return 0;
+    if (*n == WORKER_AGENT_MAX_DIRS) {
+        fprintf(stderr, "zdist-worker: %s: at most %d directories\n", what, WORKER_AGENT_MAX_DIRS);
+        return 2;
+    }
+    memcpy(list[(*n)++], real, strlen(real) + 1);
+    return 0;
+}
+
+/* Each entry of a colon-separated environment variable, through s_add_dir. */
+static int
+s_add_env_dirs(const char *var, char list[][WORKER_AGENT_PATH_MAX], int *n, bool *seen)
+{
+    const char *v = getenv(var);
+    if (!v)
+        return 0;
+    *seen = true;
+    char *copy = strdup(v), *save = NULL;
+    if (!copy)
+        return 2;
+    int rc = 0;
+    for (char *e = strtok_r(copy, ":", &save); e && rc == 0; e = strtok_r(NULL, ":", &save))
+        rc = s_add_dir(var, e, true, list, n);
+    free(copy);
+    return rc;
 }
 
 /* How many of the cluster's worker tasks share this worker's host. */
@@ -70,12 +137,17 @@ main(int argc, char **argv)
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
+        {"plugin-dir", required_argument, NULL, 'P'},
+        {"data-root", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
     const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL;
     static worker_agent_config_t config;
+    static char plugin_dirs[WORKER_AGENT_MAX_DIRS][WORKER_AGENT_PATH_MAX];
+    int num_plugin_dirs = 0;
+    bool plugin_env = false;
     zdist_wire_limits_default(&config.limits);
     config.ps_timeout_ms = 30000;
     int opt;
@@ -118,6 +190,15 @@ main(int argc, char **argv)
                 return 2;
             snprintf(config.http, sizeof config.http, "%s", optarg);
             break;
+        case 'P':
+            if (s_add_dir("--plugin-dir", optarg, false, plugin_dirs, &num_plugin_dirs) != 0)
+                return 2;
+            break;
+        case 'D':
+            config.confine_data = true;
+            if (s_add_dir("--data-root", optarg, false, config.data_roots, &config.num_data_roots) != 0)
+                return 2;
+            break;
         case 'h':
             s_usage(stdout);
             return 0;
@@ -133,6 +214,13 @@ main(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "zdist-worker: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
+    }
+    if (s_add_env_dirs("ZDIST_PLUGIN_DIRS", plugin_dirs, &num_plugin_dirs, &plugin_env) != 0 ||
+        s_add_env_dirs("ZDIST_DATA_ROOTS", config.data_roots, &config.num_data_roots, &config.confine_data) != 0)
+        return 2;
+    for (int i = 0; i < num_plugin_dirs; i++) {
+        size_t len = strlen(config.plugin_dirs);
+        snprintf(config.plugin_dirs + len, sizeof config.plugin_dirs - len, "%s%s", i ? ":" : "", plugin_dirs[i]);
     }
 
     zsys_init();
@@ -165,6 +253,21 @@ main(int argc, char **argv)
         zsys_notice("--evaluator: evaluating beside training from checkpoints is reserved; serving as a worker");
 
     zsys_info("%d ps task%s in the cluster", config.num_ps, config.num_ps == 1 ? "" : "s");
+    zsys_info("plugins from: %s", config.plugin_dirs[0] ? config.plugin_dirs : "none (built-in models only)");
+    if (getenv("ZDIST_PLUGIN_PATH"))
+        zsys_notice("ZDIST_PLUGIN_PATH is ignored by the daemon (it is `zdist run`'s); use --plugin-dir or "
+                    "ZDIST_PLUGIN_DIRS");
+    if (!config.confine_data) {
+        zsys_warning("no --data-root: a job may name any file this worker's user can read as its dataset; give "
+                     "--data-root DIR (or ZDIST_DATA_ROOTS) on a shared cluster");
+    } else {
+        char roots[WORKER_AGENT_MAX_DIRS * WORKER_AGENT_PATH_MAX] = "";
+        for (int i = 0; i < config.num_data_roots; i++) {
+            size_t len = strlen(roots);
+            snprintf(roots + len, sizeof roots - len, "%s%s", i ? ", " : "", config.data_roots[i]);
+        }
+        zsys_info("dataset files only under: %s", config.num_data_roots ? roots : "nothing (synthetic data only)");
+    }
     char what[64];
     snprintf(what, sizeof what, "%s task %d", want, config.worker_task);
     return zdist_daemon_run(worker_agent_actor, &config, what);

@@ -198,13 +198,23 @@ s_start_job(zdist_rpc_call_t *call, void *state)
         .ring_host = host,
         .collective_timeout_ms = req->collective_timeout_ms,
         .repeat_input = req->repeat_input,
+        .confined = true,
+        .confine_data = self->config.confine_data,
+        .plugin_dirs = self->config.plugin_dirs,
     };
+    const char *roots[WORKER_AGENT_MAX_DIRS];
+    for (int i = 0; i < self->config.num_data_roots; i++)
+        roots[i] = self->config.data_roots[i];
+    cfg.data_roots = roots;
+    cfg.num_data_roots = (size_t)self->config.num_data_roots;
     worker_session_stage_t stage;
     s_job_t nj = {0};
     nj.sess = worker_session_new(&job, &cfg, &stage, &err);
     if (!nj.sess) {
         zdist_job_release(&job);
-        if (stage == WORKER_SESSION_DATASET)
+        if (stage == WORKER_SESSION_CONFINED)
+            status = ZDIST_STATUS_PERMISSION_DENIED;
+        else if (stage == WORKER_SESSION_DATASET)
             status = err.code == -ENOENT ? ZDIST_STATUS_NOT_FOUND : ZDIST_STATUS_INVALID_ARGUMENT;
         else if (stage != WORKER_SESSION_BAD_JOB && stage != WORKER_SESSION_MODEL)
             status = zdist_status_from_errno(err.code ? err.code : -ENOMEM);

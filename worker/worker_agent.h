@@ -10,6 +10,8 @@
 
 #define WORKER_AGENT_MAX_PS 64
 #define WORKER_AGENT_ENDPOINT_MAX 256
+#define WORKER_AGENT_MAX_DIRS 16
+#define WORKER_AGENT_PATH_MAX 1024
 
 typedef struct {
     char endpoint[WORKER_AGENT_ENDPOINT_MAX]; /* ZeroMQ endpoint to bind */
@@ -22,6 +24,14 @@ typedef struct {
     int host_workers;      /* worker tasks of the cluster on this host (BLAS threads are shared out); 0 = 1 */
     zdist_wire_limits_t limits;
     char http[128]; /* --http ADDR: /metrics ("" none) */
+    /* Where a job's code and data may come from (the operator's
+       --plugin-dir / --data-root, canonical): plugins only from plugin_dirs
+       (colon-separated, "" none); dataset files under data_roots when
+       confine_data (else anywhere the worker's user may read). */
+    char plugin_dirs[WORKER_AGENT_MAX_DIRS * WORKER_AGENT_PATH_MAX];
+    bool confine_data;
+    int num_data_roots;
+    char data_roots[WORKER_AGENT_MAX_DIRS][WORKER_AGENT_PATH_MAX];
 } worker_agent_config_t;
 
 /* zactor_new (worker_agent_actor, &config): config is copied at start. The

@@ -27,6 +27,7 @@ typedef struct {
 
 struct worker_registry_t {
     char *path;
+    char *where;
     bool scanned;
     s_plugin_t *plugins;
     int nplugins, cap;
@@ -41,13 +42,16 @@ worker_registry_builtins(void)
 }
 
 worker_registry_t *
-worker_registry_new(const char *plugin_path)
+worker_registry_new(const char *plugin_path, const char *where)
 {
     worker_registry_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
     self->path = strdup(plugin_path ? plugin_path : "");
-    if (!self->path) {
+    self->where = strdup(where ? where : "the job's plugin_path and ZDIST_PLUGIN_PATH");
+    if (!self->path || !self->where) {
+        free(self->path);
+        free(self->where);
         free(self);
         return NULL;
     }
@@ -66,6 +70,7 @@ worker_registry_destroy(worker_registry_t **self_p)
     }
     free(self->plugins);
     free(self->path);
+    free(self->where);
     free(self);
     *self_p = NULL;
 }
@@ -245,8 +250,8 @@ worker_registry_find(worker_registry_t *self, const char *name, zdist_error_t *e
     for (int i = 0; s_builtins[i]; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", s_builtins[i]->name);
     zdist_error_set(err, -ENOENT,
-                    "unknown model '%s': built-ins are %s; plugins are looked for in the job's plugin_path and "
-                    "ZDIST_PLUGIN_PATH (%s)%s%s", name, known, self->path[0] ? self->path : "both empty",
+                    "unknown model '%s': built-ins are %s; plugins are looked for in %s (%s)%s%s", name, known,
+                    self->where, self->path[0] ? self->path : "none given",
                     self->scan_err.text[0] ? "; note: " : "", self->scan_err.text);
     return NULL;
 }

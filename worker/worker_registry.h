@@ -11,7 +11,9 @@ typedef struct worker_registry_t worker_registry_t;
    order) or shared-object files, searched when a name is not built in; NULL
    or "" for none. The caller joins the job's plugin_path and
    ZDIST_PLUGIN_PATH as it likes (zdist run: the job's first). NULL on ENOMEM. */
-worker_registry_t *worker_registry_new(const char *plugin_path);
+/* where: how an unknown model's message names the origin of plugin_path
+   (NULL: "the job's plugin_path and ZDIST_PLUGIN_PATH"). */
+worker_registry_t *worker_registry_new(const char *plugin_path, const char *where);
 /* dlcloses the plugins: models found earlier become invalid. */
 void worker_registry_destroy(worker_registry_t **self_p);
 

@@ -151,6 +151,21 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
                                           .retries = 2, .prefix = cfg->variable_prefix};
     }
 
+    if (cfg->confined) {
+        if (job->plugin_path && *job->plugin_path) {
+            rc = zdist_error_set(err, -EACCES,
+                                 "plugin_path: '%.200s': a job sent to a cluster names its model by name only "
+                                 "(model.name) and never a place to load code from; this worker loads plugins from "
+                                 "its --plugin-dir directories (%s): remove plugin_path and ask the operator to "
+                                 "install the plugin there", job->plugin_path,
+                                 cfg->plugin_dirs && *cfg->plugin_dirs ? cfg->plugin_dirs : "none configured");
+            return s_fail(&self, WORKER_SESSION_CONFINED, ret_stage, rc, NULL, err);
+        }
+        if (cfg->confine_data && (rc = zdist_job_confine_data(&self->job, cfg->data_roots, cfg->num_data_roots, err)) < 0)
+            return s_fail(&self, rc == -EACCES ? WORKER_SESSION_CONFINED : WORKER_SESSION_DATASET, ret_stage, rc,
+                          NULL, err);
+    }
+
     self->ictx = zdist_input_context_new(self->num_workers, self->worker_index, self->num_workers * job->num_replicas,
                                          err);
     zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_DATA;
@@ -163,9 +178,13 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
 
     char *plugin_path = NULL;
     const char *env = getenv("ZDIST_PLUGIN_PATH");
-    if (asprintf(&plugin_path, "%s:%s", job->plugin_path ? job->plugin_path : "", env ? env : "") < 0)
+    if (cfg->confined)
+        plugin_path = strdup(cfg->plugin_dirs ? cfg->plugin_dirs : "");
+    else if (asprintf(&plugin_path, "%s:%s", job->plugin_path ? job->plugin_path : "", env ? env : "") < 0)
         plugin_path = NULL;
-    self->reg = plugin_path ? worker_registry_new(plugin_path) : NULL;
+    self->reg = plugin_path ? worker_registry_new(plugin_path, cfg->confined ? "this worker's --plugin-dir directories"
+                                                                             : NULL)
+                            : NULL;
     free(plugin_path);
     if (!self->reg) {
         zdist_error_set(err, -ENOMEM, "out of memory");

@@ -21,6 +21,7 @@ typedef enum {
     WORKER_SESSION_TRAINER,     /* the model's build or the backend failed */
     WORKER_SESSION_RING,        /* multi_worker_mirrored's end of the ring */
     WORKER_SESSION_VARIABLES,   /* parameter_server: creating the shards */
+    WORKER_SESSION_CONFINED,    /* a daemon's job named a place: plugin_path, data outside the roots */
 } worker_session_stage_t;
 
 typedef struct {
@@ -38,6 +39,16 @@ typedef struct {
     int64_t collective_timeout_ms;
     /* Input epochs: the job's, or for ever when the coordinator counts steps. */
     bool repeat_input;
+    /* A daemon's START_JOB (false for `zdist run`, which keeps its user's
+       rules: the job's plugin_path and ZDIST_PLUGIN_PATH): a job names code
+       and data, never places. The job's plugin_path is refused and plugins
+       come only from plugin_dirs (colon-separated; NULL or "": none); the
+       dataset's files must lie under data_roots (canonical directories,
+       zdist_job_confine_data) when confine_data (none then: no file). */
+    bool confined, confine_data;
+    const char *plugin_dirs;
+    const char *const *data_roots;
+    size_t num_data_roots;
 } worker_session_config_t;
 
 typedef struct worker_session_t worker_session_t;

@@ -22,7 +22,10 @@
    Both sides run with zdist_daemon_keep_memory (glibc keeps freed buffers),
    as zdist-psd and zdist-worker do.
    Goals (reported, never asserted): pull >= 0.9, push+sgd and push_pull
-   >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw. */
+   >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw.
+   --curve adds a second table: the same cases against a second zdist-psd
+   serving with --keys (certificates made for the run), the plain psd
+   beside it, with what CURVE costs per call and per MiB moved. */
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
@@ -32,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <dirent.h>
 #include <linux/perf_event.h>
@@ -41,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_raw.h"
+#include "zdist/auth.h"
 #include "zdist/daemon.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
@@ -71,13 +76,13 @@ s_drain(void *arg)
     return NULL;
 }
 
-static pid_t s_raw_pid;
+static pid_t s_raw_pid, s_curve_pid;
 
 static void
 s_stop_children(void)
 {
-    pid_t *pids[2] = {&s_psd_pid, &s_raw_pid};
-    for (int i = 0; i < 2; i++) {
+    pid_t *pids[3] = {&s_psd_pid, &s_raw_pid, &s_curve_pid};
+    for (int i = 0; i < 3; i++) {
         if (*pids[i] > 0) {
             kill(*pids[i], SIGTERM);
             waitpid(*pids[i], NULL, 0);
@@ -89,8 +94,8 @@ s_stop_children(void)
 /* Starts a server process (zdist-psd, or this program as the raw server)
    on a free port; returns its endpoint (into endpoint) or NULL. */
 static const char *
-s_spawn(const char *path, const char *arg1, const char *arg2, pid_t *ret_pid, char *endpoint,
-        pthread_t *drain_thread, s_drain_t *drain)
+s_spawn(const char *path, const char *arg1, const char *arg2, const char *arg3, const char *arg4, pid_t *ret_pid,
+        char *endpoint, pthread_t *drain_thread, s_drain_t *drain)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -101,7 +106,7 @@ s_spawn(const char *path, const char *arg1, const char *arg2, pid_t *ret_pid, ch
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(fds[1], 2);
-        execl(path, path, arg1, arg2, (char *) NULL);
+        execl(path, path, arg1, arg2, arg3, arg4, (char *) NULL);
         fprintf(stderr, "bench_ps: cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
@@ -494,6 +499,93 @@ s_default_psd(void)
     return path;
 }
 
+/* --curve: a second psd serving with keys, the same cases on both. */
+static int
+s_curve_table(const char *psd_path, zdist_ps_client_t *plain, const s_case_t *cases, size_t ncases, bool quick,
+              int reps)
+{
+    static char dir[] = "/tmp/zdist-bench-keys.XXXXXX";
+    zdist_error_t err = {0};
+    zdist_keys_t *keys = NULL;
+    if (!mkdtemp(dir) || zdist_keys_generate(dir, "ps-0", false, &err) < 0 ||
+        zdist_keys_generate(dir, "worker-0", false, &err) < 0 || zdist_keys_load(dir, "worker-0", &keys, &err) < 0) {
+        fprintf(stderr, "bench_ps: keys: %s\n", err.text[0] ? err.text : strerror(errno));
+        return 1;
+    }
+    static char ep[256];
+    pthread_t drain_thread;
+    static s_drain_t drain = {-1};
+    int rc = 1;
+    zdist_ps_client_t *c = NULL;
+    if (!s_spawn(psd_path, "--bind", "tcp://127.0.0.1:*", "--keys", dir, &s_curve_pid, ep, &drain_thread, &drain))
+        goto out;
+    zdist_ps_client_options_t copts;
+    zdist_ps_client_options_default(&copts);
+    copts.timeout_ms = 60000;
+    copts.rpc.keys = keys;
+    copts.rpc.server_name = "ps-0";
+    c = zdist_ps_client_new(ep, &copts, &err);
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 0.01};
+    if (!c || zdist_ps_client_set_optimizer(c, &sgd, &err) < 0 || s_create(c, "d4k", 4, 256) < 0 ||
+        s_create(c, "d256k", 256, 256) < 0 || s_create(c, "d4m", 4096, 256) < 0 || s_create(c, "d16m", 16384, 256) < 0 ||
+        s_create(c, "table", S_TABLE_ROWS, S_SPARSE_COLS) < 0 || s_create(c, "small", 1, 16) < 0) {
+        fprintf(stderr, "bench_ps: the CURVE psd: %s\n", err.text);
+        goto out;
+    }
+    printf("\nzdist-psd in plain text vs with --keys (CurveZMQ), same client code (best of %d)\n", reps);
+    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s %10s %10s\n", "op", "size", "W", "plain c/s", "curve c/s",
+           "plain MB/s", "curve MB/s", "ratio", "+us/call", "+ms/MiB");
+    static const int windows[] = {1, 8};
+    for (size_t ci = 0; ci < ncases; ci++) {
+        const s_case_t *k = &cases[ci];
+        for (int wi = 0; wi < 2; wi++) {
+            if (quick && (windows[wi] != 1 || k->moved > ((size_t) 4 << 20)))
+                continue; /* --quick: that it works, on a few cases */
+            int calls = quick ? s_calls_for(k->moved, quick) : s_calls_for(k->moved, quick) / 4 + 20;
+            s_result_t bp = {0}, bc = {0};
+            bool f = false;
+            for (int r = 0; r < reps && !f; r++) {
+                s_result_t a = s_run_psd(plain, k, windows[wi], calls, &f);
+                s_result_t b = s_run_psd(c, k, windows[wi], calls, &f);
+                if (a.calls_per_s > bp.calls_per_s)
+                    bp = a;
+                if (b.calls_per_s > bc.calls_per_s)
+                    bc = b;
+            }
+            if (f)
+                goto out;
+            double us_call = 1e6 / bc.calls_per_s - 1e6 / bp.calls_per_s;
+            double ms_mib = us_call / 1000.0 / ((double) k->moved / (1 << 20));
+            printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f %10.1f %10.2f\n", k->op, k->size_name,
+                   windows[wi], bp.calls_per_s, bc.calls_per_s, bp.mb_per_s, bc.mb_per_s,
+                   bc.calls_per_s / bp.calls_per_s, us_call, ms_mib);
+            fflush(stdout);
+        }
+    }
+    printf("+us/call: what CURVE adds to one call; +ms/MiB: the same per MiB moved (both directions)\n");
+    rc = 0;
+out:
+    zdist_ps_client_destroy(&c);
+    if (s_curve_pid > 0) {
+        kill(s_curve_pid, SIGTERM);
+        waitpid(s_curve_pid, NULL, 0);
+        s_curve_pid = 0;
+    }
+    if (drain.fd >= 0) {
+        pthread_join(drain_thread, NULL);
+        close(drain.fd);
+    }
+    zdist_keys_destroy(&keys);
+    char path[PATH_MAX];
+    const char *files[] = {"ps-0.key", "ps-0.key_secret", "worker-0.key", "worker-0.key_secret"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -505,12 +597,16 @@ main(int argc, char **argv)
                                               {"raw-server", no_argument, NULL, 'R'},
                                               {"reps", required_argument, NULL, 'r'},
                                               {"psd", required_argument, NULL, 'p'},
+                                              {"curve", no_argument, NULL, 'c'},
                                               {"help", no_argument, NULL, 'h'},
                                               {0}};
     int opt;
-    while ((opt = getopt_long(argc, argv, "qr:p:h", longopts, NULL)) != -1) {
+    bool curve = false;
+    while ((opt = getopt_long(argc, argv, "qr:p:hc", longopts, NULL)) != -1) {
         if (opt == 'q')
             quick = true;
+        else if (opt == 'c')
+            curve = true;
         else if (opt == 'R')
             raw_server = true;
         else if (opt == 'r' && zdist_parse_int64(optarg, 1, 100, &reps) == 0)
@@ -518,7 +614,7 @@ main(int argc, char **argv)
         else if (opt == 'p')
             psd_path = optarg;
         else {
-            printf("usage: bench_ps [--quick] [--reps N] [--psd PATH/zdist-psd]\n"
+            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--psd PATH/zdist-psd]\n"
                    "  (default psd: $ZDIST_PSD_BIN, else ../../psd/zdist-psd beside this binary)\n");
             return opt == 'h' ? 0 : 2;
         }
@@ -550,8 +646,10 @@ main(int argc, char **argv)
     s_drain_t drains[2] = {{-1}, {-1}};
     static char psd_ep[256], raw_ep[256];
     atexit(s_stop_children);
-    if (!s_spawn(psd_path, "--bind", "tcp://127.0.0.1:*", &s_psd_pid, psd_ep, &drain_threads[0], &drains[0]) ||
-        !s_spawn("/proc/self/exe", "--raw-server", NULL, &s_raw_pid, raw_ep, &drain_threads[1], &drains[1]))
+    if (!s_spawn(psd_path, "--bind", "tcp://127.0.0.1:*", NULL, NULL, &s_psd_pid, psd_ep, &drain_threads[0],
+                 &drains[0]) ||
+        !s_spawn("/proc/self/exe", "--raw-server", NULL, NULL, NULL, &s_raw_pid, raw_ep, &drain_threads[1],
+                 &drains[1]))
         return 1;
     zsys_init();
     zsys_set_logstream(NULL);
@@ -660,6 +758,8 @@ main(int argc, char **argv)
     }
     printf("ratio: psd/raw throughput (64 B row: psd/raw round-trip time, lower is better)\n");
     printf("syscalls, faults: per call, client and server processes together (all threads), last repeat\n");
+    if (curve && !failed)
+        failed = s_curve_table(psd_path, client, cases, ncases, quick, (int) reps) != 0;
     s_counters_close(&cnt_self);
     s_counters_close(&cnt_raw);
     s_counters_close(&cnt_psd);

@@ -19,7 +19,17 @@
      bad-input ADDR               garbage, unknown variable, wrong dtype/length, ids
                                   out of range...: status + message, nothing changed
      oversized ADDR               (psd started with small limits) refusals by size
-     memory ADDR MIB              create a float32 variable of MIB MiB, print stats */
+     held ADDR                    (psd started with --max-variables 3 --max-bytes
+                                  65536) creates past either limit refused
+                                  RESOURCE_EXHAUSTED naming the flag, nothing made
+     memory ADDR MIB              create a float32 variable of MIB MiB, print stats
+     auth ADDR allowed|denied     'sec' (8x16) created, pushed, assigned: allowed,
+                                  or every write refused PERMISSION_DENIED with the
+                                  values unchanged (stats and reads still answered)
+     pattern ADDR                 assigns 'pat' the bytes of a known ASCII pattern
+                                  (PSD_DRIVER_PATTERN) and reads them back
+   With PSD_DRIVER_KEY=NAME (and ZDIST_KEYS_DIR), every connection is CURVE with
+   the certificate NAME, trusting the psd at ADDR as PSD_DRIVER_SERVER (ps-0). */
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +44,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "zdist/auth.h"
 #include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/partition.h"
@@ -1164,6 +1175,123 @@ s_int_arg(const char *text)
     return v;
 }
 
+/* held: what a psd with --max-variables 3 --max-bytes 65536 lets peers create. */
+static int
+s_held(const char *addr)
+{
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    zdist_ps_var_spec_t spec = s_spec("a", 4, 16, 0, 0, 4, "zeros", 0);
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    zdist_ps_var_spec_t huge = s_spec("huge", 128, 256, 0, 0, 128, "zeros", 0); /* 128 KiB */
+    EXPECT(-ENOSPC, "zdist-psd --max-bytes", zdist_ps_client_create(c, &huge, NULL, &s_err));
+    printf("huge refused: %s\n", s_err.text);
+    spec.name = "b";
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    spec.name = "c";
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    spec.name = "d";
+    EXPECT(-ENOSPC, "zdist-psd --max-variables 3", zdist_ps_client_create(c, &spec, NULL, &s_err));
+    printf("d refused: %s\n", s_err.text);
+    spec.name = "a"; /* creating what exists stays idempotent at the limit */
+    bool created = true;
+    OK(zdist_ps_client_create(c, &spec, &created, &s_err));
+    CHECK(!created, "'a' created twice");
+    zdist_ps_stats_t *st = NULL;
+    OK(zdist_ps_client_stats(c, &st, &s_err));
+    if (st)
+        CHECK(st->shards == 3, "%zu shards, wanted 3", (size_t) st->shards);
+    zdist_ps_stats_destroy(&st);
+    zdist_ps_client_destroy(&c);
+    if (!s_failures)
+        s_ok("held: shards and bytes past --max-variables / --max-bytes refused, nothing made");
+    return s_failures ? 1 : 0;
+}
+
+/* ---- auth / pattern (test_security.sh) ---- */
+
+#define SEC_ROWS 8
+#define SEC_COLS 16
+
+static int
+s_auth(const char *addr, bool allowed)
+{
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    zdist_ps_var_spec_t spec = s_spec("sec", SEC_ROWS, SEC_COLS, 0, 0, SEC_ROWS, "zeros", 0);
+    float ones[SEC_ROWS * SEC_COLS], got[SEC_ROWS * SEC_COLS], before[SEC_ROWS * SEC_COLS];
+    for (int i = 0; i < SEC_ROWS * SEC_COLS; i++)
+        ones[i] = 1.0f;
+    zdist_tensor_t t = s_f32(ones, SEC_ROWS, SEC_COLS);
+    zdist_ps_stats_t *st = NULL;
+    OK(zdist_ps_client_stats(c, &st, &s_err)); /* open to every admitted key */
+    zdist_ps_stats_destroy(&st);
+    if (allowed) {
+        OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+        OK(zdist_ps_client_push(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
+        OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, got));
+        CHECK(got[0] != 0.0f, "sec[0] still 0 after a push");
+        s_ok("auth: this key creates and pushes");
+    } else {
+        OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, before)); /* reads are open */
+        spec.name = "sec2";
+        EXPECT(-EACCES, "", zdist_ps_client_create(c, &spec, NULL, &s_err));
+        printf("create refused: %s\n", s_err.text);
+        EXPECT(-EACCES, "", zdist_ps_client_push(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
+        EXPECT(-EACCES, "", zdist_ps_client_assign(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
+        OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, got));
+        CHECK(memcmp(got, before, sizeof got) == 0, "a refused write changed 'sec'");
+        memset(&s_err, 0, sizeof s_err);
+        CHECK(s_pull(c, "sec2", 0, 0, SEC_ROWS, SEC_COLS, got) < 0, "the refused create made 'sec2'");
+        s_ok("auth: create, push and assign refused PERMISSION_DENIED, values unchanged");
+    }
+    zdist_ps_client_destroy(&c);
+    return s_failures ? 1 : 0;
+}
+
+static int
+s_pattern(const char *addr)
+{
+    const char *pat = getenv("PSD_DRIVER_PATTERN");
+    if (!pat || strlen(pat) < 8) {
+        fprintf(stderr, "psd_driver: set PSD_DRIVER_PATTERN to at least 8 ASCII characters\n");
+        return 2;
+    }
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    static float vals[64 * 16], got[64 * 16];
+    uint8_t *b = (uint8_t *) vals;
+    size_t plen = strlen(pat);
+    for (size_t i = 0; i < sizeof vals; i++)
+        b[i] = (uint8_t) pat[i % plen]; /* ASCII bytes: finite floats */
+    zdist_ps_var_spec_t spec = s_spec("pat", 64, 16, 0, 0, 64, "zeros", 0);
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    zdist_tensor_t t = s_f32(vals, 64, 16);
+    OK(zdist_ps_client_assign(c, "pat", 0, 0, 64, &t, NULL, &s_err));
+    OK(s_pull(c, "pat", 0, 0, 64, 16, got));
+    CHECK(memcmp(got, vals, sizeof got) == 0, "'pat' read back differs from what was assigned");
+    s_ok("pattern: %zu bytes of the pattern assigned and read back", sizeof vals);
+    zdist_ps_client_destroy(&c);
+    return s_failures ? 1 : 0;
+}
+
+/* PSD_DRIVER_KEY: this process speaks CURVE as that certificate. */
+static zdist_keys_t *
+s_keys(const char *addr)
+{
+    const char *name = getenv("PSD_DRIVER_KEY");
+    if (!name || !*name)
+        return NULL;
+    zdist_keys_t *keys = NULL;
+    zdist_error_t err = {0};
+    char ep[300];
+    if (zdist_keys_load(NULL, name, &keys, &err) < 0 || !keys ||
+        zdist_endpoint_normalize(addr, ep, sizeof ep, &err) < 0 ||
+        zdist_keys_add_endpoint(keys, ep, getenv("PSD_DRIVER_SERVER") ? getenv("PSD_DRIVER_SERVER") : "ps-0") < 0) {
+        fprintf(stderr, "psd_driver: keys: %s\n", err.text[0] ? err.text : "no key directory ($ZDIST_KEYS_DIR)");
+        exit(2);
+    }
+    zdist_keys_set_process(keys);
+    return keys;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1175,6 +1303,7 @@ main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     int rc;
+    zdist_keys_t *keys = s_keys(argv[2]);
     if (strcmp(cmd, "basic") == 0)
         rc = s_basic(argc >= 4 ? 2 : 1, argv + 2);
     else if (strcmp(cmd, "concurrency") == 0)
@@ -1199,10 +1328,18 @@ main(int argc, char **argv)
         rc = s_oversized(argv[2]);
     else if (strcmp(cmd, "memory") == 0 && argc == 4)
         rc = s_memory(argv[2], s_int_arg(argv[3]));
+    else if (strcmp(cmd, "held") == 0)
+        rc = s_held(argv[2]);
+    else if (strcmp(cmd, "auth") == 0 && argc == 4)
+        rc = s_auth(argv[2], strcmp(argv[3], "allowed") == 0);
+    else if (strcmp(cmd, "pattern") == 0)
+        rc = s_pattern(argv[2]);
     else {
         fprintf(stderr, "psd_driver: unknown case '%s' or wrong arguments\n", cmd);
         return 2;
     }
+    zdist_keys_set_process(NULL);
+    zdist_keys_destroy(&keys);
     zsys_shutdown();
     return rc;
 }

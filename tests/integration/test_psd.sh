@@ -139,6 +139,13 @@ zd_wait_psd ps5 "$PS5"
 zd_stop ps5
 [[ $ZD_RC -eq 0 ]] || zd_fail "ps5 exit status $ZD_RC"
 zd_ok "oversized"
+PS6=127.0.0.1:$(zd_free_port)
+zd_start ps6 "$ZDIST_PSD_BIN" --bind "tcp://$PS6" --max-variables 3 --max-bytes 65536
+zd_wait_psd ps6 "$PS6"
+"$D" held "$PS6"
+grep -q "psd --max-variables 3" "$ZD_TMP/ps6.log" || zd_fail "ps6 did not log the refused create"
+zd_stop ps6
+zd_ok "variables and bytes per psd: --max-variables, --max-bytes"
 
 # ---- refusals at start, --help ----
 zd_run_expect 2 "$OUT" "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task worker:0

@@ -83,6 +83,9 @@ sx tee /etc/zdist/cluster.json >/dev/null <<JSON
              "worker": ["127.0.0.1:${port[worker0]}", "127.0.0.1:${port[worker1]}"],
              "ps": ["127.0.0.1:${port[ps0]}", "127.0.0.1:${port[ps1]}"]}}
 JSON
+# The workers read datasets only under their data roots (the unit's default:
+# /usr/share/datasets and /srv); the operator's worker.env names this one.
+echo "ZDIST_DATA_ROOTS=$data" | sx tee /etc/zdist/worker.env >/dev/null
 
 # Enable the instances (WantedBy=zdist.target) and the target itself
 # (WantedBy=multi-user.target), then start the target: it pulls in all five.

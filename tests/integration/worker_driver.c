@@ -17,7 +17,11 @@
                                          state get/set, bad requests, a collective whose
                                          peer never comes failing within its deadline;
                                          with SVM_FILE, sparse_logreg too (sparse
-                                         gradients gathered across the workers) */
+                                         gradients gathered across the workers)
+     start WORKER JOB.json               START_JOB of the job (input pipeline 0 of 1, no
+                                         ps) as the chief would send it: prints the
+                                         status and message; exit 0 when started
+                                         (then stopped), 3 when refused */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -846,6 +850,27 @@ s_mwm_watchdog(const char *waddr)
     return s_failures ? 1 : 0;
 }
 
+/* start WORKER JOB.json: one START_JOB, its answer printed. */
+static int
+s_start_file(const char *addr, const char *path)
+{
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    if (zdist_job_load(path, &job, &err) < 0) {
+        fprintf(stderr, "worker_driver: %s: %s\n", path, err.text);
+        return 2;
+    }
+    zdist_worker_client_t *w = s_worker(addr);
+    char msg[2048];
+    int st = s_start_job(w, &job, 0, 1, NULL, 0, false, 0, NULL, msg, sizeof msg);
+    printf("%s: %s\n", st < 0 ? "NO_REPLY" : zdist_status_name(st), msg);
+    if (st == ZDIST_STATUS_OK)
+        s_stop(w, job.name, msg, sizeof msg);
+    zdist_job_release(&job);
+    zdist_worker_client_destroy(&w);
+    return st == ZDIST_STATUS_OK ? 0 : 3;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -863,6 +888,8 @@ main(int argc, char **argv)
     }
     if (argc == 5 && strcmp(argv[1], "unreachable") == 0)
         return s_unreachable(argv[2], argv[3], argv[4]);
+    if (argc == 4 && strcmp(argv[1], "start") == 0)
+        return s_start_file(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "mwm_watchdog") == 0)
         return s_mwm_watchdog(argv[2]);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "mwm") == 0)

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/job_wire.h"
 #include "testutil.h"
@@ -162,6 +164,88 @@ test_copy(void)
     zdist_job_release(&copy);
 }
 
+
+/* One csv job whose train path is `path`, confined to `root`: the return
+   code, err's text in msg, the (resolved) path in got. */
+static int
+s_confine(const char *path, const char *root, char *msg, size_t msg_size, char *got, size_t got_size)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"name\": \"c\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\", \"learning_rate\": 0.1}, \"dataset\": {\"format\": \"csv\","
+             " \"train\": {\"path\": \"%s\"}, \"global_batch_size\": 8}, \"steps\": 1}", path);
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(text, NULL, &job, &err), 0);
+    const char *roots[] = {"/nonexistent-root", root};
+    int rc = zdist_job_confine_data(&job, roots, root ? 2 : 0, &err);
+    snprintf(msg, msg_size, "%s", err.text);
+    snprintf(got, got_size, "%s", job.train.path ? job.train.path : "");
+    zdist_job_release(&job);
+    return rc;
+}
+
+static void
+test_confine_data(void)
+{
+    char base[] = "/tmp/zdist-confine.XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(base));
+    char root[256], out[256], f[300], o[300], p[600], msg[1024], got[1024], real_root[4096];
+    snprintf(root, sizeof root, "%s/data", base);
+    snprintf(out, sizeof out, "%s/database", base); /* a sibling whose name starts with the root's */
+    CU_ASSERT_EQUAL_FATAL(mkdir(root, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(mkdir(out, 0700), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(root, real_root));
+    snprintf(f, sizeof f, "%s/a.csv", root);
+    snprintf(o, sizeof o, "%s/secret.csv", out);
+    FILE *fp = fopen(f, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    fclose(fp);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp = fopen(o, "w"));
+    fclose(fp);
+    snprintf(p, sizeof p, "%s/out", root);
+    CU_ASSERT_EQUAL(symlink(o, p), 0);
+    snprintf(p, sizeof p, "%s/in", root);
+    CU_ASSERT_EQUAL(symlink(f, p), 0);
+
+    /* Under the root, as written and through "." and "//": accepted, resolved. */
+    CU_ASSERT_EQUAL(s_confine(f, real_root, msg, sizeof msg, got, sizeof got), 0);
+    CU_ASSERT_STRING_EQUAL(got, f);
+    snprintf(p, sizeof p, "%s/.//in", root);
+    CU_ASSERT_EQUAL(s_confine(p, real_root, msg, sizeof msg, got, sizeof got), 0);
+    CU_ASSERT_STRING_EQUAL(got, f); /* the link's target, what will be read */
+    /* Elsewhere, by "..", by a symbolic link out, relative, the sibling: refused, naming the field. */
+    CU_ASSERT_EQUAL(s_confine(o, real_root, msg, sizeof msg, got, sizeof got), -EACCES);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "dataset.train.path: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is outside the data roots (--data-root /nonexistent-root, --data-root "));
+    CU_ASSERT_STRING_EQUAL(got, o); /* untouched */
+    snprintf(p, sizeof p, "%s/../database/secret.csv", root);
+    CU_ASSERT_EQUAL(s_confine(p, real_root, msg, sizeof msg, got, sizeof got), -EACCES);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "contains '..'"));
+    snprintf(p, sizeof p, "%s/out", root);
+    CU_ASSERT_EQUAL(s_confine(p, real_root, msg, sizeof msg, got, sizeof got), -EACCES);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "(a symbolic link), outside the data roots"));
+    CU_ASSERT_EQUAL(s_confine("a.csv", real_root, msg, sizeof msg, got, sizeof got), -EACCES);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is a relative path"));
+    CU_ASSERT_EQUAL(s_confine(real_root, real_root, msg, sizeof msg, got, sizeof got), -EACCES); /* the root itself */
+    /* Missing under the root: -ENOENT; no roots at all: nothing admitted. */
+    snprintf(p, sizeof p, "%s/missing.csv", root);
+    CU_ASSERT_EQUAL(s_confine(p, real_root, msg, sizeof msg, got, sizeof got), -ENOENT);
+    CU_ASSERT_EQUAL(s_confine(f, NULL, msg, sizeof msg, got, sizeof got), -EACCES);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "reads no data files, only synthetic data"));
+
+    snprintf(p, sizeof p, "%s/out", root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/in", root);
+    unlink(p);
+    unlink(f);
+    unlink(o);
+    rmdir(root);
+    rmdir(out);
+    rmdir(base);
+}
+
 void
 zdist_test_job_register(void)
 {
@@ -169,5 +253,7 @@ zdist_test_job_register(void)
                 {"parse: checkpoint and evaluation sections, defaults", test_parse_sections},
                 {"bad sections name the field", test_bad_sections},
                 {"typed message round trip, validated on arrival", test_typed_round_trip},
-                {"a deep copy outlives its source", test_copy});
+                {"a deep copy outlives its source", test_copy},
+                {"dataset files confined to the data roots: '..', links out, elsewhere refused by field",
+                 test_confine_data});
 }

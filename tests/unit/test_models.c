@@ -520,7 +520,7 @@ test_bad_params(void)
 static void
 test_registry_builtins(void)
 {
-    worker_registry_t *reg = worker_registry_new(NULL);
+    worker_registry_t *reg = worker_registry_new(NULL, NULL);
     zdist_error_t err = {0};
     const char *names[] = {"linear_regression", "softmax_regression", "mlp", "sparse_logreg", "sequential"};
     for (int i = 0; i < 5; i++) {

@@ -593,7 +593,7 @@ test_sparse_mirrored(void)
 static void
 test_plugin_load_and_train(void)
 {
-    worker_registry_t *reg = worker_registry_new("/nonexistent:" S_PLUGIN_DIR "/good");
+    worker_registry_t *reg = worker_registry_new("/nonexistent:" S_PLUGIN_DIR "/good", NULL);
     zdist_error_t err = {0};
     const zdist_model_t *m = worker_registry_find(reg, "plugin_linear", &err);
     if (!m)
@@ -624,7 +624,7 @@ test_plugin_load_and_train(void)
 static void
 test_plugin_abi_mismatch(void)
 {
-    worker_registry_t *reg = worker_registry_new(S_PLUGIN_DIR "/badabi");
+    worker_registry_t *reg = worker_registry_new(S_PLUGIN_DIR "/badabi", NULL);
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL(worker_registry_load(reg, S_PLUGIN_DIR "/badabi/plugin_linear.so", &err), -EPROTO);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "badabi/plugin_linear.so"));
@@ -640,7 +640,7 @@ test_plugin_abi_mismatch(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "/nonexistent/x.so"));
     worker_registry_destroy(&reg);
     /* A plugin may not shadow a built-in. */
-    reg = worker_registry_new(NULL);
+    reg = worker_registry_new(NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL(worker_registry_find(reg, "mlp", &err));
     worker_registry_destroy(&reg);
 }

@@ -84,6 +84,17 @@ ZDIST_EXPORT int zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_
    optimizer, the dataset's files, evaluation with a test set): every job
    parsed or received as a message passes it. -EINVAL naming the field. */
 ZDIST_EXPORT int zdist_job_validate(const zdist_job_t *job, zdist_error_t *err);
+/* Confines the job's dataset files (train and test: images, labels, path)
+   to the directories `roots` (n of them, absolute and canonical, as
+   realpath() gives them): each path must be absolute, have no ".."
+   component, lie under a root as written (nothing outside the roots is
+   touched, not even stat'ed), and still lie under one once resolved
+   (realpath: symlinks followed). Each path of *job is then replaced by its
+   resolved form, so what is read is what was checked. n == 0 admits no
+   file at all (synthetic data only). 0; -EACCES naming the field and the roots ("dataset.train.images:
+   '/etc/shadow' is outside the data roots (--data-root /srv/data); ..."),
+   -ENOENT when a path under a root does not resolve, -ENOMEM. */
+ZDIST_EXPORT int zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err);
 /* Loads the job's train (test = false) or test set, sharded for ictx (may
    be NULL: one pipeline) by `policy`. Synthetic data: example i depends only
    on (seed, i), so the test set is generated as the test_n examples after

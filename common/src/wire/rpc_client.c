@@ -133,7 +133,9 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://zdist-rpc-mon-%p-%llx", (void *) self,
              (unsigned long long) self->client_id);
-    if (zmq_socket_monitor(self->handle, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+    if (zmq_socket_monitor(self->handle, mon,
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
         !(self->monitor = zsock_new_pair(mon))) {
         zdist_error_set(err, -EIO, "cannot monitor the connection to '%s'", endpoint);
         zdist_rpc_client_destroy(&self);
@@ -341,6 +343,36 @@ s_expire(zdist_rpc_client_t *self, int64_t now)
         s_fail_slot(self, self->heap[0], ZDIST_STATUS_DEADLINE_EXCEEDED, "no reply before the deadline");
 }
 
+/* A failed security handshake, in words an operator can act on: the calls
+   in flight end UNAUTHENTICATED at once instead of at their deadline. */
+static void
+s_handshake_failed(zdist_rpc_client_t *self, uint16_t event, uint32_t value)
+{
+    char why[512];
+    const zdist_keys_t *keys = self->opts.keys;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        snprintf(why, sizeof why,
+                 "the server at %s refused the key '%s' (ZAP status %u): its public key %s.key is not in its key "
+                 "directory; the operator adds it there, or use a key that is",
+                 self->endpoint, keys ? zdist_keys_self_name(keys) : "?", value,
+                 keys ? zdist_keys_self_name(keys) : "NAME");
+    else if (!keys)
+        snprintf(why, sizeof why,
+                 "security handshake with %s failed (%s): it speaks CURVE and this process has no keys; give "
+                 "--keys DIR (or ZDIST_KEYS_DIR) and --key NAME", self->endpoint,
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "mechanism mismatch" : "no detail");
+    else
+        snprintf(why, sizeof why,
+                 "CURVE handshake with %s failed (%s, code 0x%x): it serves without keys, or not as the "
+                 "certificate this client expects (%s); check --keys on both sides", self->endpoint,
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail", value,
+                 self->opts.server_name ? self->opts.server_name
+                                        : zdist_keys_name_at(keys, self->endpoint) ? zdist_keys_name_at(keys, self->endpoint)
+                                                                                  : "unknown");
+    while (self->nheap > 0)
+        s_fail_slot(self, self->heap[0], ZDIST_STATUS_UNAUTHENTICATED, why);
+}
+
 static void
 s_read_monitor(zdist_rpc_client_t *self)
 {
@@ -352,15 +384,21 @@ s_read_monitor(zdist_rpc_client_t *self)
             return;
         }
         uint16_t event = 0;
+        uint32_t value = 0;
         if (zmq_msg_size(&ev) >= 2)
             memcpy(&event, zmq_msg_data(&ev), 2);
+        if (zmq_msg_size(&ev) >= 6)
+            memcpy(&value, (const uint8_t *) zmq_msg_data(&ev) + 2, 4);
         zmq_msg_close(&ev);
         /* The second frame holds the address. */
         zmq_msg_t addr;
         zmq_msg_init(&addr);
         zmq_msg_recv(&addr, zsock_resolve(self->monitor), 0);
         zmq_msg_close(&addr);
-        if (event == ZMQ_EVENT_CONNECTED) {
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+            event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            s_handshake_failed(self, event, value);
+        } else if (event == ZMQ_EVENT_CONNECTED) {
             self->connected = true;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             self->connected = false;
