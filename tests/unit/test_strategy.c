@@ -622,6 +622,146 @@ test_extended(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* merge_call (ReplicaContext.merge_call's docstring) and update from a replica */
+
+typedef struct {
+    zdist_strategy_object_t *s;
+    int cross[4];
+    int fail;
+    int nested_rc;
+} merge_arg_t;
+
+/* merge_fn(distribution, three_plus_replica_id):
+     return sum(distribution.experimental_local_results(three_plus_replica_id)) */
+static int
+s_merge_fn(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, void *arg, zdist_tensor_t *ret,
+           zdist_error_t *err)
+{
+    merge_arg_t *m = arg;
+    m->cross[0] = zdist_strategy_in_cross_replica_context() && zdist_strategy_get_replica_context() == NULL &&
+                  s == m->s && n == 2;
+    zdist_error_t e;
+    m->nested_rc = zdist_strategy_run(s, s_leak_ctx_fn, NULL, NULL, NULL, &e);
+    if (m->fail)
+        return zdist_error_set(err, -EDOM, "merge_fn refuses");
+    const zdist_tensor_t *local = NULL;
+    int nl = 0;
+    int rc = zdist_strategy_experimental_local_results(s, values, n, &local, &nl, err);
+    if (rc < 0)
+        return rc;
+    zdist_tensor_t sum;
+    rc = zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, local, nl, ZDIST_AXIS_NONE, &sum, err);
+    if (rc < 0)
+        return rc;
+    *ret = sum;
+    return 0;
+}
+
+typedef struct {
+    merge_arg_t *m;
+    int rc[4];
+    float got[4];
+    char text[4][64];
+} merge_run_t;
+
+static int
+s_merge_replica_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void)ret;
+    (void)err;
+    merge_run_t *mr = arg;
+    int id = zdist_strategy_replica_id(ctx);
+    float v = 3.0f + (float)id; /* replica_id + 3 */
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &v, .nbytes = 4}, out = {0};
+    zdist_error_t e = {0};
+    mr->rc[id] = zdist_strategy_replica_merge_call(ctx, s_merge_fn, mr->m, &t, &out, &e);
+    memcpy(mr->text[id], e.text, sizeof mr->text[id] - 1);
+    /* back in the replica context */
+    if (zdist_strategy_get_replica_context() != ctx)
+        mr->rc[id] = -999;
+    if (mr->rc[id] == 0) {
+        mr->got[id] = s_f(&out, 0);
+        free(out.data);
+    }
+    return 0;
+}
+
+static int
+s_add_arg(zdist_tensor_t *copy, int replica, void *arg)
+{
+    (void)replica;
+    ((float *)copy->data)[0] += *(const float *)arg;
+    return 0;
+}
+
+typedef struct {
+    zdist_strategy_var_t *var;
+    int rc[4];
+} update_run_t;
+
+static int
+s_update_replica_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void)ret;
+    update_run_t *u = arg;
+    int id = zdist_strategy_replica_id(ctx);
+    float add = 10.0f * (float)(id + 1);
+    u->rc[id] = zdist_strategy_extended_update(zdist_strategy_replica_strategy(ctx), u->var, s_add_arg, &add, err);
+    return 0;
+}
+
+static void
+test_merge_call_and_replica_update(void)
+{
+    zdist_error_t err;
+    zdist_strategy_object_t *s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    merge_arg_t m = {.s = s};
+    merge_run_t mr = {.m = &m};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_merge_replica_fn, &mr, NULL, NULL, &err), 0);
+    CU_ASSERT_TRUE(m.cross[0]);
+    CU_ASSERT_EQUAL(m.nested_rc, -EBUSY); /* run from merge_fn is refused, not corrupting the running one */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(mr.rc[i], 0);
+        CU_ASSERT_EQUAL(mr.got[i], 7.0f); /* 3 + 4 on every replica */
+    }
+    /* merge_fn's error reaches every replica */
+    m.fail = 1;
+    mr = (merge_run_t){.m = &m};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_merge_replica_fn, &mr, NULL, NULL, &err), 0);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(mr.rc[i], -EDOM);
+        CU_ASSERT_STRING_EQUAL(mr.text[i], "merge_fn refuses");
+    }
+    /* merge_call outside run */
+    float x = 0;
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &x, .nbytes = 4};
+    CU_ASSERT_EQUAL(zdist_strategy_replica_merge_call(NULL, s_merge_fn, &m, &t, NULL, &err), -EPERM);
+    CU_ASSERT_STRING_EQUAL(err.text, "Need to be inside `call_for_each_replica()`");
+
+    /* update from a replica context: copy r gets replica r's argument */
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_enter(s, &err), 0);
+    zdist_strategy_var_t *v = s_var(s, "v", 1, ZDIST_SYNC_ON_WRITE, ZDIST_AGG_SUM);
+    CU_ASSERT_EQUAL(zdist_strategy_scope_exit(s, &err), 0);
+    update_run_t u = {.var = v};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_update_replica_fn, &u, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL(u.rc[0], 0);
+    CU_ASSERT_EQUAL(u.rc[1], 0);
+    CU_ASSERT_EQUAL(s_f(zdist_strategy_variable_copy(v, 0), 0), 11.0f);
+    CU_ASSERT_EQUAL(s_f(zdist_strategy_variable_copy(v, 1), 0), 21.0f);
+    zdist_strategy_destroy(&s);
+
+    /* central_storage: one copy, updated once with replica 0's argument */
+    zdist_strategy_object_t *c = s_new(ZDIST_STRATEGY_CENTRAL_STORAGE, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_enter(c, &err), 0);
+    zdist_strategy_var_t *cv = s_var(c, "v", 1, ZDIST_SYNC_ON_WRITE, ZDIST_AGG_SUM);
+    CU_ASSERT_EQUAL(zdist_strategy_scope_exit(c, &err), 0);
+    u = (update_run_t){.var = cv};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(c, s_update_replica_fn, &u, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_f(zdist_strategy_variable_copy(cv, 0), 0), 11.0f);
+    zdist_strategy_destroy(&c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Datasets                                                                   */
 
 /* dataset_fn(ctx): range(14).batch(ctx.get_per_replica_batch_size(10)).shard(ctx.num_input_pipelines,
@@ -780,6 +920,8 @@ zdist_test_strategy_register(void)
                 {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},
                 {"variables: placement and replica/cross-replica writes", test_variables},
                 {"extended: update, reduce_to, batch_reduce_to, colocate_vars_with", test_extended},
+                {"merge_call (docstring: 3 + 4 = 7), update from a replica context",
+                 test_merge_call_and_replica_update},
                 {"distribute_datasets_from_function (2 pipelines, range(14))", test_datasets_from_function},
                 {"experimental_distribute_dataset", test_experimental_distribute_dataset});
 }

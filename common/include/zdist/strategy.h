@@ -25,13 +25,13 @@ extern "C" {
        with strategy.scope():            zdist_strategy_scope_enter (s, &err);
            v = tf.Variable(...)            zdist_strategy_variable_new (s, &def, &v, &err);
                                            zdist_strategy_scope_exit (s);
-       r = strategy.run(fn, args=(x,))   zdist_strategy_run (s, fn, arg, r, &err);
+       r = strategy.run(fn, args=(x,))   zdist_strategy_run (s, fn, arg, NULL, r, &err);
        strategy.reduce(SUM, r, axis=None) zdist_strategy_reduce (s, ZDIST_REDUCE_SUM, r, n, ZDIST_AXIS_NONE, ...);
 
    `run` calls fn once per replica, each on its own thread, in a replica
    context (zdist_strategy_replica_t: TF's ReplicaContext) whose collectives
-   (all_reduce, all_gather, variable writes) meet the other replicas' calls
-   in the same order. Values follow zdist/distribute.h (a per-replica value
+   (all_reduce, all_gather, merge_call, variable writes, update) meet the
+   other replicas' calls in the same order. Values follow zdist/distribute.h (a per-replica value
    is zdist_tensor_t values[num_replicas_in_sync], replica order).
 
    Strategies served: one_device (1 replica), mirrored (N replicas, a copy
@@ -43,9 +43,11 @@ extern "C" {
 
    Contexts, as distribute_lib.py tracks them per thread: a thread starts in
    the default context; scope_enter puts it in the strategy's cross-replica
-   context; run's threads are in a replica context. Methods that need the
-   cross-replica context (run, reduce, gather, the extended calls) fail in a
-   replica context with TensorFlow's RuntimeError text (-EPERM), and inside
+   context; run's threads are in a replica context, and a merge_call's
+   merge_fn is back in the cross-replica one. Methods that need the
+   cross-replica context (run, reduce, gather, reduce_to, batch_reduce_to,
+   variable_new) fail in a replica context with TensorFlow's RuntimeError
+   text (-EPERM), and inside
    another strategy's scope with TF's "Mixing different
    tf.distribute.Strategy objects: A is not B" (-EPERM). Replica methods
    called outside run fail with "Need to be inside `call_for_each_replica()`".
@@ -198,6 +200,18 @@ ZDIST_EXPORT int zdist_strategy_replica_read(zdist_strategy_replica_t *ctx, cons
 ZDIST_EXPORT int zdist_strategy_replica_assign(zdist_strategy_replica_t *ctx, zdist_strategy_var_t *var,
                                                zdist_var_op_t op, const zdist_tensor_t *value, zdist_error_t *err);
 
+/* ReplicaContext.merge_call(merge_fn, args=(value,)): every replica calls
+   it with its value; merge_fn runs once (on replica 0's thread) in the
+   strategy's cross-replica context with values[num_replicas_in_sync] (the
+   per-replica value, replica order) and may fill *ret (zeroed before the
+   call) with a malloc'd tensor; every replica gets its own malloc'd copy
+   in *ret (may be NULL), or merge_fn's error. */
+typedef int (*zdist_strategy_merge_fn)(zdist_strategy_object_t *strategy, const zdist_tensor_t *values, int n,
+                                       void *arg, zdist_tensor_t *ret, zdist_error_t *err);
+ZDIST_EXPORT int zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx, zdist_strategy_merge_fn fn,
+                                                   void *arg, const zdist_tensor_t *value, zdist_tensor_t *ret,
+                                                   zdist_error_t *err);
+
 /* ------------------------------------------------------------------------ */
 /* Cross-replica methods                                                      */
 
@@ -292,10 +306,11 @@ ZDIST_EXPORT int zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self
 ZDIST_EXPORT int zdist_strategy_extended_batch_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op_t op,
                                                          const zdist_reduce_pair_t *pairs, int n,
                                                          zdist_error_t *err);
-/* update(var, fn, args): fn on every copy of var in order. In a replica
-   context TF merges into the cross-replica one; zdist refuses it with TF's
-   "Method requires being in cross-replica context, ..." (call it from run's
-   caller). */
+/* update(var, fn, args): fn on every copy of var in order. From a replica
+   context of this strategy, as TF's _replica_ctx_update, it is a merge_call:
+   every replica calls it with its own arg, then copy r is updated once with
+   replica r's arg (a one-copy variable: once, with replica 0's), and every
+   replica gets the result. */
 ZDIST_EXPORT int zdist_strategy_extended_update(zdist_strategy_object_t *self, zdist_strategy_var_t *var,
                                                 zdist_update_fn fn, void *arg, zdist_error_t *err);
 /* with strategy.extended.colocate_vars_with(anchor): begin / end on this

@@ -57,8 +57,11 @@ struct zdist_strategy_object_t {
     int departed;
     int departed_id;
     zdist_tensor_t *slots; /* [replicas]: each replica's operand */
+    void **uargs;          /* [replicas]: each replica's update argument */
+    zdist_tensor_t merged; /* merge_call's result, copied by every replica */
     int coll_rc;
     zdist_error_t coll_err;
+    int running; /* a run is under way (its replicas share the fields above) */
 };
 
 /* The calling thread's mode (distribute_lib's _ThreadMode): the current
@@ -200,7 +203,10 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     if (!self)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     self->slots = calloc((size_t)n, sizeof *self->slots);
-    if (!self->slots) {
+    self->uargs = calloc((size_t)n, sizeof *self->uargs);
+    if (!self->slots || !self->uargs) {
+        free(self->slots);
+        free(self->uargs);
         free(self);
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
@@ -249,6 +255,7 @@ zdist_strategy_destroy(zdist_strategy_object_t **self_p)
     pthread_mutex_destroy(&self->mu);
     pthread_cond_destroy(&self->cv);
     free(self->slots);
+    free(self->uargs);
     free(self);
     *self_p = NULL;
 }
@@ -534,10 +541,16 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
+    if (self->running)
+        return zdist_error_set(err, -EBUSY,
+                               "run: a run of this %s is under way (run called from a merge_call's merge_fn?); "
+                               "call run from outside it",
+                               zdist_strategy_class_name(self));
     int n = self->replicas;
     zdist_strategy_replica_t *ctxs = calloc((size_t)n, sizeof *ctxs);
     if (!ctxs)
         return zdist_error_set(err, -ENOMEM, "out of memory");
+    self->running = 1;
     self->arrived = 0;
     self->departed = 0;
     self->departed_id = -1;
@@ -577,6 +590,7 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
             free(ctxs[r].ret.data);
     }
     free(ctxs);
+    self->running = 0;
     return rc;
 }
 
@@ -720,6 +734,64 @@ zdist_strategy_replica_assign(zdist_strategy_replica_t *ctx, zdist_strategy_var_
     return s->coll_rc;
 }
 
+int
+zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx, zdist_strategy_merge_fn fn, void *arg,
+                                  const zdist_tensor_t *value, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    int rc = s_require_replica(ctx, err);
+    if (rc < 0)
+        return rc;
+    if (!fn || !value)
+        return zdist_error_set(err, -EINVAL, "replica %d: merge_call: merge_fn and value are required", ctx->id);
+    zdist_strategy_object_t *s = ctx->strategy;
+    s->slots[ctx->id] = *value;
+    if ((rc = s_barrier(ctx, "merge_call", err)) < 0)
+        return rc;
+    if (ctx->id == 0) {
+        /* merge_fn runs once, in the strategy's cross-replica context */
+        zdist_error_clear(&s->coll_err);
+        memset(&s->merged, 0, sizeof s->merged);
+        tl_replica = NULL;
+        tl_depth = 1;
+        s->coll_rc = fn(s, s->slots, s->replicas, arg, &s->merged, &s->coll_err);
+        tl_depth = 0;
+        tl_replica = ctx;
+        if (s->coll_rc < 0 && s->coll_err.text[0] == '\0')
+            zdist_error_set(&s->coll_err, s->coll_rc, "merge_call: merge_fn failed (%s)", strerror(-s->coll_rc));
+    }
+    if ((rc = s_barrier(ctx, "merge_call", err)) < 0)
+        return rc;
+    rc = s->coll_rc;
+    if (rc < 0) {
+        if (err)
+            *err = s->coll_err;
+    } else if (ret) {
+        *ret = s->merged;
+        ret->data = NULL;
+        if (s->merged.nbytes) {
+            ret->data = malloc(s->merged.nbytes);
+            if (!ret->data)
+                rc = zdist_error_set(err, -ENOMEM, "out of memory");
+            else
+                memcpy(ret->data, s->merged.data, s->merged.nbytes);
+        }
+    }
+    /* everyone has its copy before replica 0 frees the result */
+    int brc = s_barrier(ctx, "merge_call", rc < 0 ? NULL : err);
+    if (ctx->id == 0) {
+        free(s->merged.data);
+        memset(&s->merged, 0, sizeof s->merged);
+    }
+    if (rc == 0 && brc < 0) {
+        if (ret) {
+            free(ret->data);
+            ret->data = NULL;
+        }
+        rc = brc;
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cross-replica methods                                                      */
 
@@ -853,12 +925,46 @@ zdist_strategy_extended_batch_reduce_to(zdist_strategy_object_t *self, zdist_red
     return zdist_distribute_batch_reduce_to(op, pairs, n, err);
 }
 
+/* update(var, fn, arg) from a replica context: TF's _replica_ctx_update, a
+   merge_call whose merge function updates every copy, copy r with replica
+   r's argument (one copy: once, with replica 0's). */
+static int
+s_update_in_replica(zdist_strategy_replica_t *ctx, zdist_strategy_var_t *var, zdist_update_fn fn, void *arg,
+                    zdist_error_t *err)
+{
+    zdist_strategy_object_t *s = ctx->strategy;
+    int rc = s_check_own_var(s, var, err);
+    if (rc < 0)
+        return rc;
+    if (!fn)
+        return zdist_error_set(err, -EINVAL, "update: fn is required");
+    s->uargs[ctx->id] = arg;
+    if ((rc = s_barrier(ctx, "update", err)) < 0)
+        return rc;
+    if (ctx->id == 0) {
+        zdist_error_clear(&s->coll_err);
+        s->coll_rc = 0;
+        for (int c = 0; c < var->ncopies && s->coll_rc == 0; c++) {
+            s->coll_rc = fn(&var->copies[c], c, s->uargs[var->ncopies == 1 ? 0 : c]);
+            if (s->coll_rc < 0)
+                zdist_error_set(&s->coll_err, s->coll_rc, "update of %s: fn failed on copy %d", var->name, c);
+        }
+    }
+    if ((rc = s_barrier(ctx, "update", err)) < 0)
+        return rc;
+    if (s->coll_rc < 0 && err)
+        *err = s->coll_err;
+    return s->coll_rc;
+}
+
 int
 zdist_strategy_extended_update(zdist_strategy_object_t *self, zdist_strategy_var_t *var, zdist_update_fn fn,
                                void *arg, zdist_error_t *err)
 {
     if (!self)
         return zdist_error_set(err, -EINVAL, "update: strategy is NULL");
+    if (tl_replica && tl_replica->strategy == self)
+        return s_update_in_replica(tl_replica, var, fn, arg, err);
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
