@@ -1,11 +1,15 @@
 /* CUnit suite: zdist/strategy.h, the Strategy object of the local strategies, against TF's documented examples
    (docstring values) and TF's messages for calls made in the wrong context. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
+#include "zdist/collective.h"
 #include "zdist/strategy.h"
+
+#include <pthread.h>
 
 static const char s_cross_text[] =
     "Method requires being in cross-replica context, use get_replica_context().merge_call()";
@@ -60,12 +64,16 @@ test_new_and_specs(void)
     CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "one_device runs exactly 1 replica"));
     CU_ASSERT_PTR_NULL(s);
-    /* the cluster strategies are refused, saying where they run */
+    /* multi_worker_mirrored needs its place and ring; parameter_server is refused, saying where it runs */
     spec = (zdist_strategy_spec_t){.kind = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 1};
-    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "multi_worker_mirrored is not served by zdist_strategy_new"));
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "needs num_workers >= 1 and worker_index in 0..num_workers-1"));
+    spec.num_workers = 2;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "needs comm, a connected zdist/collective.h ring"));
     spec.kind = ZDIST_STRATEGY_PARAMETER_SERVER;
     CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server is not served by zdist_strategy_new"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "ClusterCoordinator of zdist/coordinator.h"));
     CU_ASSERT_PTR_NULL(s);
 
@@ -910,6 +918,254 @@ test_experimental_distribute_dataset(void)
     zdist_strategy_destroy(&s);
 }
 
+/* ------------------------------------------------------------------------ */
+/* multi_worker_mirrored: two workers (threads here, each its own strategy    */
+/* object and ring rank over loopback), as two processes would be            */
+
+typedef struct {
+    zdist_comm_t *comm;
+    int index;
+    int local;
+    /* results, asserted by the main thread */
+    int rc;
+    char text[ZDIST_ERROR_TEXT_MAX];
+    int total, ids[2];
+    float sum_ids, mean_ids, all_reduce[2], gathered[2][4], merged[2];
+    float var_sum[2], var_first[2], on_read, cross_gather[4];
+    int64_t gather_rows;
+    float values_fn[2];
+    float first_batch[5];
+    int64_t first_batch_n;
+    int steps;
+    zdist_strategy_var_t *vsum, *vfirst, *vread;
+} mw_worker_t;
+
+#define MW_CHECK(call)                                                                                               \
+    do {                                                                                                             \
+        int rc_ = (call);                                                                                            \
+        if (rc_ < 0) {                                                                                               \
+            w->rc = rc_;                                                                                             \
+            memcpy(w->text, err.text, sizeof w->text);                                                               \
+            goto out;                                                                                                \
+        }                                                                                                            \
+    } while (0)
+
+static int
+s_mw_merge(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, void *arg, zdist_tensor_t *ret,
+           zdist_error_t *err)
+{
+    (void)arg;
+    /* TF's merge_fn under MultiWorkerMirroredStrategy: this worker's replicas' values;
+       strategy.reduce then combines every worker's */
+    return zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, values, n, ZDIST_AXIS_NONE, ret, err);
+}
+
+static int
+s_mw_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    mw_worker_t *w = arg;
+    int local = zdist_strategy_replica_id(ctx) - w->index * w->local;
+    int id = zdist_strategy_replica_id(ctx);
+    w->ids[local] = id;
+    float v = (float)id + 1;
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &v, .nbytes = 4};
+    zdist_tensor_t out;
+    int rc = zdist_strategy_replica_all_reduce(ctx, ZDIST_REDUCE_SUM, &t, &out, err);
+    if (rc < 0)
+        return rc;
+    w->all_reduce[local] = s_f(&out, 0);
+    free(out.data);
+    zdist_tensor_t row = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {1}}, .data = &v, .nbytes = 4};
+    if ((rc = zdist_strategy_replica_all_gather(ctx, &row, 0, &out, err)) < 0)
+        return rc;
+    for (int i = 0; i < 4 && i < out.shape.dims[0]; i++)
+        w->gathered[local][i] = s_f(&out, i);
+    free(out.data);
+    float three = (float)id + 3; /* merge_call's docstring: replica_id + 3 */
+    zdist_tensor_t m = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &three, .nbytes = 4};
+    if ((rc = zdist_strategy_replica_merge_call(ctx, s_mw_merge, NULL, &m, &out, err)) < 0)
+        return rc;
+    w->merged[local] = s_f(&out, 0);
+    free(out.data);
+    if ((rc = zdist_strategy_replica_assign(ctx, w->vsum, ZDIST_VAR_ASSIGN_ADD, &t, err)) < 0)
+        return rc;
+    float first = 100.0f + (float)id;
+    zdist_tensor_t f = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &first, .nbytes = 4};
+    if ((rc = zdist_strategy_replica_assign(ctx, w->vfirst, ZDIST_VAR_ASSIGN, &f, err)) < 0)
+        return rc;
+    if ((rc = zdist_strategy_replica_assign(ctx, w->vread, ZDIST_VAR_ASSIGN, &t, err)) < 0)
+        return rc;
+    const zdist_tensor_t *mine;
+    if ((rc = zdist_strategy_replica_read(ctx, w->vsum, &mine, err)) < 0)
+        return rc;
+    w->var_sum[local] = s_f(mine, 0);
+    if ((rc = zdist_strategy_replica_read(ctx, w->vfirst, &mine, err)) < 0)
+        return rc;
+    w->var_first[local] = s_f(mine, 0);
+    *ret = s_scalar_f32((float)id);
+    return 0;
+}
+
+static int
+s_mw_value_fn(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
+{
+    float *vals = arg;
+    int i = ctx->replica_id_in_sync_group % 2;
+    vals[i] = (float)ctx->replica_id_in_sync_group / (float)ctx->num_replicas_in_sync;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &vals[i], .nbytes = 4};
+    return 0;
+}
+
+static void *
+s_mw_worker(void *p)
+{
+    mw_worker_t *w = p;
+    zdist_error_t err = {0};
+    zdist_strategy_object_t *s = NULL;
+    zdist_strategy_dist_dataset_t *dd = NULL;
+    zdist_tensor_t r[2] = {{0}, {0}};
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED,
+                                  .num_replicas = w->local,
+                                  .num_workers = 2,
+                                  .worker_index = w->index,
+                                  .comm = w->comm};
+    MW_CHECK(zdist_strategy_new(&spec, &s, &err));
+    w->total = zdist_strategy_num_replicas_in_sync(s);
+    if (w->local == 2) {
+        MW_CHECK(zdist_strategy_scope_enter(s, &err));
+        float zero = 0;
+        zdist_strategy_var_def_t d1 = {.name = "sum", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+                                       .aggregation = ZDIST_AGG_SUM};
+        zdist_strategy_var_def_t d2 = {.name = "first", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+                                       .aggregation = ZDIST_AGG_ONLY_FIRST_REPLICA};
+        zdist_strategy_var_def_t d3 = {.name = "on_read", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+                                       .synchronization = ZDIST_SYNC_ON_READ, .aggregation = ZDIST_AGG_SUM};
+        MW_CHECK(zdist_strategy_variable_new(s, &d1, &w->vsum, &err));
+        MW_CHECK(zdist_strategy_variable_new(s, &d2, &w->vfirst, &err));
+        MW_CHECK(zdist_strategy_variable_new(s, &d3, &w->vread, &err));
+        MW_CHECK(zdist_strategy_scope_exit(s, &err));
+        MW_CHECK(zdist_strategy_run(s, s_mw_replica, w, NULL, r, &err));
+        zdist_tensor_t out;
+        MW_CHECK(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, r, 2, ZDIST_AXIS_NONE, &out, &err));
+        w->sum_ids = s_f(&out, 0);
+        free(out.data);
+        MW_CHECK(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, r, 2, ZDIST_AXIS_NONE, &out, &err));
+        w->mean_ids = s_f(&out, 0);
+        free(out.data);
+        /* ids as rows [1] each: gather along axis 0 over every worker */
+        for (int i = 0; i < 2; i++)
+            r[i].shape = (zdist_shape_t){1, {1}};
+        MW_CHECK(zdist_strategy_gather(s, r, 2, 0, &out, &err));
+        w->gather_rows = out.shape.dims[0];
+        for (int i = 0; i < 4 && i < out.shape.dims[0]; i++)
+            w->cross_gather[i] = s_f(&out, i);
+        free(out.data);
+        float x = 0;
+        zdist_tensor_t rd = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &x, .nbytes = 4};
+        MW_CHECK(zdist_strategy_variable_read(s, w->vread, &rd, &err));
+        w->on_read = x;
+        float vals[2];
+        zdist_tensor_t dv[2];
+        MW_CHECK(zdist_strategy_experimental_distribute_values_from_function(s, s_mw_value_fn, vals, dv, &err));
+        w->values_fn[0] = s_f(&dv[0], 0);
+        w->values_fn[1] = s_f(&dv[1], 0);
+    } else {
+        /* TF's documented distribute_datasets_from_function case: 2 pipelines (workers), 2 replicas,
+           global batch 10 over range(14) */
+        int calls = 0;
+        const zdist_tensor_t *v = NULL;
+        MW_CHECK(zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls, ZDIST_INPUT_PER_WORKER, &dd,
+                                                                  &err));
+        int got;
+        while ((got = zdist_strategy_dist_dataset_next(dd, &v, &err)) == 1) {
+            if (w->steps == 0) {
+                w->first_batch_n = v[0].shape.dims[0];
+                for (int i = 0; i < 5 && i < w->first_batch_n; i++)
+                    w->first_batch[i] = s_f(&v[0], i);
+            }
+            w->steps++;
+        }
+        MW_CHECK(got);
+    }
+out:
+    zdist_strategy_values_free(r, 2);
+    zdist_strategy_dist_dataset_destroy(&dd);
+    zdist_strategy_destroy(&s);
+    return NULL;
+}
+
+static void
+s_mw_run(mw_worker_t *w, int local)
+{
+    zdist_error_t err;
+    zdist_comm_t *comm[2];
+    const char *eps[2];
+    for (int i = 0; i < 2; i++) {
+        zdist_comm_config_t cc = {.rank = i, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 20000};
+        comm[i] = zdist_comm_new(&cc, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(comm[i]);
+        eps[i] = zdist_comm_endpoint(comm[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(zdist_comm_connect(comm[i], eps, &err), 0);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].comm = comm[i];
+        w[i].index = i;
+        w[i].local = local;
+        pthread_create(&th[i], NULL, s_mw_worker, &w[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++)
+        zdist_comm_destroy(&comm[i]);
+}
+
+static void
+test_multi_worker_mirrored(void)
+{
+    mw_worker_t w[2];
+    s_mw_run(w, 2);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(w[k].rc, 0);
+        if (w[k].rc)
+            fprintf(stderr, "worker %d: %s\n", k, w[k].text);
+        CU_ASSERT_EQUAL(w[k].total, 4);
+        CU_ASSERT_EQUAL(w[k].ids[0], 2 * k);
+        CU_ASSERT_EQUAL(w[k].ids[1], 2 * k + 1);
+        CU_ASSERT_EQUAL(w[k].sum_ids, 6.0f); /* reduce(SUM) of replica ids 0..3 */
+        CU_ASSERT_EQUAL(w[k].mean_ids, 1.5f);
+        CU_ASSERT_EQUAL(w[k].gather_rows, 4);
+        for (int l = 0; l < 2; l++) {
+            CU_ASSERT_EQUAL(w[k].all_reduce[l], 10.0f); /* 1+2+3+4 */
+            for (int i = 0; i < 4; i++) {
+                CU_ASSERT_EQUAL(w[k].gathered[l][i], (float)(i + 1));
+                CU_ASSERT_EQUAL(w[k].cross_gather[i], (float)i);
+            }
+            CU_ASSERT_EQUAL(w[k].merged[l], 18.0f);    /* 3+4+5+6 */
+            CU_ASSERT_EQUAL(w[k].var_sum[l], 10.0f);   /* assign_add SUM of every replica's */
+            /* ONLY_FIRST_REPLICA: as values_util.apply_aggregation, this worker's first local replica's value */
+            CU_ASSERT_EQUAL(w[k].var_first[l], 100.0f + (float)(2 * k));
+        }
+        CU_ASSERT_EQUAL(w[k].on_read, 10.0f); /* ON_READ SUM read over every worker */
+        CU_ASSERT_EQUAL(w[k].values_fn[0], (float)(2 * k) / 4.0f);
+        CU_ASSERT_EQUAL(w[k].values_fn[1], (float)(2 * k + 1) / 4.0f);
+    }
+    /* 2 workers of 1 replica: pipeline 0's first batch is [0..4], pipeline 1's [5..9] */
+    s_mw_run(w, 1);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(w[k].rc, 0);
+        if (w[k].rc)
+            fprintf(stderr, "worker %d: %s\n", k, w[k].text);
+        CU_ASSERT_EQUAL(w[k].first_batch_n, 5);
+        for (int i = 0; i < 5; i++)
+            CU_ASSERT_EQUAL(w[k].first_batch[i], (float)(5 * k + i));
+    }
+    CU_ASSERT_EQUAL(w[0].steps, 2); /* [0..4], [10..13] */
+    CU_ASSERT_EQUAL(w[1].steps, 1); /* [5..9] */
+}
+
 void
 zdist_test_strategy_register(void)
 {
@@ -923,5 +1179,7 @@ zdist_test_strategy_register(void)
                 {"merge_call (docstring: 3 + 4 = 7), update from a replica context",
                  test_merge_call_and_replica_update},
                 {"distribute_datasets_from_function (2 pipelines, range(14))", test_datasets_from_function},
-                {"experimental_distribute_dataset", test_experimental_distribute_dataset});
+                {"experimental_distribute_dataset", test_experimental_distribute_dataset},
+                {"multi_worker_mirrored: 2 workers over a loopback ring (2x2, and 2x1 datasets)",
+                 test_multi_worker_mirrored});
 }

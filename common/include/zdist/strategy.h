@@ -35,11 +35,26 @@ extern "C" {
    is zdist_tensor_t values[num_replicas_in_sync], replica order).
 
    Strategies served: one_device (1 replica), mirrored (N replicas, a copy
-   of each variable per replica) and central_storage (N replicas, ON_WRITE
-   variables held once, the replicas' writes aggregated then applied once).
-   multi_worker_mirrored and parameter_server are refused by
-   zdist_strategy_new (-ENOTSUP, saying so): they run as jobs on zdist-worker
-   / zdist-coordinator (zdist/coordinator.h drives parameter_server from C).
+   of each variable per replica), central_storage (N replicas, ON_WRITE
+   variables held once, the replicas' writes aggregated then applied once)
+   and multi_worker_mirrored (one strategy object per worker process, N
+   local replicas each, the workers joined by a zdist/collective.h ring the
+   caller connected: num_replicas_in_sync = workers x N, replica ids
+   worker_index * N + local, a variable copy per local replica).
+   parameter_server is refused by zdist_strategy_new (-ENOTSUP, saying so):
+   it runs as a job (zdist/coordinator.h drives it from C).
+
+   Under multi_worker_mirrored every worker's program makes the same calls
+   in the same order: reduce, gather, reduce_to, batch_reduce_to, reading an
+   ON_READ SUM/MEAN variable across replicas, and every collective inside
+   run are collectives over the ring (float32 only across workers, gather
+   along axis 0 only: others -ENOTSUP). A per-replica value there holds this
+   worker's local replicas (as experimental_local_results), and merge_fn of
+   merge_call gets the local replicas' values, as TensorFlow's. A replica
+   write of an ON_WRITE variable sums (SUM, MEAN) every worker's replicas'
+   values; ONLY_FIRST_REPLICA takes this worker's first replica's value, as
+   values_util.apply_aggregation does (experimental_local_results()[0]).
+   Replicas per worker must be the same on every worker.
 
    Contexts, as distribute_lib.py tracks them per thread: a thread starts in
    the default context; scope_enter puts it in the strategy's cross-replica
@@ -60,11 +75,20 @@ typedef struct zdist_strategy_object_t zdist_strategy_object_t;
 typedef struct zdist_strategy_replica_t zdist_strategy_replica_t;
 typedef struct zdist_strategy_var_t zdist_strategy_var_t;
 
+typedef struct zdist_comm_t zdist_comm_t; /* zdist/collective.h */
+
 typedef struct {
     zdist_strategy_t kind;
     /* mirrored, central_storage: replicas (>= 1; 0 means 1);
-       one_device: 0 or 1. */
+       one_device: 0 or 1; multi_worker_mirrored: this worker's replicas. */
     int num_replicas;
+    /* multi_worker_mirrored only: this worker's place among num_workers
+       (>= 1) and a connected ring communicator of num_workers ranks whose
+       rank is worker_index (borrowed: it must outlive the strategy, and
+       nothing else may use it meanwhile). */
+    int num_workers;
+    int worker_index;
+    zdist_comm_t *comm;
 } zdist_strategy_spec_t;
 
 /* "one_device", "mirrored", "mirrored:N", "central_storage",
@@ -72,8 +96,10 @@ typedef struct {
 ZDIST_EXPORT int zdist_strategy_spec_parse(const char *text, zdist_strategy_spec_t *ret, zdist_error_t *err);
 
 /* tf.distribute.OneDeviceStrategy / MirroredStrategy /
-   experimental.CentralStorageStrategy. multi_worker_mirrored and
-   parameter_server: -ENOTSUP (see above). -EINVAL for a bad replica count.
+   experimental.CentralStorageStrategy / MultiWorkerMirroredStrategy.
+   parameter_server: -ENOTSUP (see above). -EINVAL for a bad replica count,
+   or a multi_worker_mirrored spec without its comm or with worker_index
+   outside num_workers.
    *ret written only on success. */
 ZDIST_EXPORT int zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **ret,
                                     zdist_error_t *err);
@@ -82,11 +108,18 @@ ZDIST_EXPORT int zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_str
 ZDIST_EXPORT void zdist_strategy_destroy(zdist_strategy_object_t **self_p);
 
 /* TF's class name: "OneDeviceStrategy", "MirroredStrategy",
-   "CentralStorageStrategy" (the %s of TF's messages). */
+   "CentralStorageStrategy", "MultiWorkerMirroredStrategy" (the %s of
+   TF's messages). */
 ZDIST_EXPORT const char *zdist_strategy_class_name(const zdist_strategy_object_t *self);
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_kind(const zdist_strategy_object_t *self);
-/* Strategy.num_replicas_in_sync. */
+/* Strategy.num_replicas_in_sync (every worker's replicas). */
 ZDIST_EXPORT int zdist_strategy_num_replicas_in_sync(const zdist_strategy_object_t *self);
+/* This process's place: workers (1 but under multi_worker_mirrored), its
+   index, and its local replicas — the length of every per-replica array
+   this header takes or returns (num_replicas_in_sync for the local
+   strategies). Any pointer may be NULL. */
+ZDIST_EXPORT void zdist_strategy_worker_place(const zdist_strategy_object_t *self, int *ret_num_workers,
+                                              int *ret_worker_index, int *ret_local_replicas);
 
 /* with strategy.scope(): enter / exit on the calling thread. Re-entering
    the same strategy nests (TF's same-scope-again count). Entering while
@@ -157,7 +190,7 @@ typedef int (*zdist_strategy_fn)(zdist_strategy_replica_t *ctx, void *arg, zdist
                                  zdist_error_t *err);
 
 /* Strategy.run(fn, args): fn on every replica, in replica order of ids,
-   concurrently; ret_values[num_replicas_in_sync] (may be NULL) gets the
+   concurrently; ret_values[local replicas] (may be NULL) gets the
    per-replica results (free each .data with free(), or use
    zdist_strategy_values_free). args_per_replica (may be NULL) is
    experimental_distribute_values_from_function's output or a distributed
@@ -233,14 +266,16 @@ ZDIST_EXPORT int zdist_strategy_experimental_local_results(zdist_strategy_object
                                                            const zdist_tensor_t **ret_values, int *ret_n,
                                                            zdist_error_t *err);
 /* Strategy.experimental_distribute_values_from_function: fn once per
-   replica with its ValueContext; ret_values[num_replicas_in_sync]. */
+   local replica with its ValueContext (replica ids of this worker);
+   ret_values[local replicas]. */
 ZDIST_EXPORT int zdist_strategy_experimental_distribute_values_from_function(zdist_strategy_object_t *self,
                                                                              zdist_value_fn fn, void *arg,
                                                                              zdist_tensor_t *ret_values,
                                                                              zdist_error_t *err);
 
-/* Strategy.experimental_distribute_dataset(dataset): the strategy's one
-   input pipeline (InputContext(1, 0, num_replicas_in_sync)) over an
+/* Strategy.experimental_distribute_dataset(dataset): this worker's input
+   pipeline (InputContext(workers, worker_index, num_replicas_in_sync):
+   InputContext(1, 0, R) for a local strategy) over an
    in-memory dataset, batched by opts->global_batch_size and rebatched
    into per-replica batches as zdist_input_new does; each
    zdist_input_next step holds one batch per replica. */
@@ -271,8 +306,9 @@ typedef enum {
 typedef struct zdist_strategy_dist_dataset_t zdist_strategy_dist_dataset_t;
 
 /* Strategy.distribute_datasets_from_function(dataset_fn, options). PER_WORKER:
-   fn called once with InputContext(1, 0, R); replica r of each step gets
-   element k*R + r of it. PER_REPLICA: fn called once per replica r with
+   fn called once with InputContext(workers, worker_index, R) (R =
+   num_replicas_in_sync; one worker for a local strategy); local replica r
+   of each step gets element k*L + r of it (L local replicas). PER_REPLICA: fn called once per replica r with
    InputContext(R, r, R); replica r gets pipeline r's elements. The
    batches are passed on as the function gives them: neither rebatched nor
    sharded (the function shards with its InputContext, as TF's example).
@@ -285,7 +321,7 @@ ZDIST_EXPORT int zdist_strategy_distribute_datasets_from_function(zdist_strategy
                                                                   zdist_input_replication_t mode,
                                                                   zdist_strategy_dist_dataset_t **ret,
                                                                   zdist_error_t *err);
-/* Next per-replica value: 1 and *ret_values (borrowed: [num_replicas_in_sync],
+/* Next per-replica value: 1 and *ret_values (borrowed: [local replicas],
    each batch copied out of its pipeline, valid until the next call), 0 when every pipeline has ended, or a
    negative errno. */
 ZDIST_EXPORT int zdist_strategy_dist_dataset_next(zdist_strategy_dist_dataset_t *self,

@@ -3,6 +3,8 @@
    the cross-replica methods and extended. */
 #include "zdist/strategy.h"
 
+#include "zdist/collective.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,7 +48,11 @@ struct zdist_strategy_replica_t {
 
 struct zdist_strategy_object_t {
     zdist_strategy_t kind;
-    int replicas;
+    int replicas; /* this process's (local) replicas: run's threads */
+    int workers;  /* multi_worker_mirrored: the ring's ranks; 1 otherwise */
+    int rank;
+    int total; /* num_replicas_in_sync = workers x replicas */
+    zdist_comm_t *comm;
     zdist_strategy_var_t *vars;
     zdist_strategy_var_t **vars_tail;
     /* run's rendezvous */
@@ -63,6 +69,10 @@ struct zdist_strategy_object_t {
     zdist_error_t coll_err;
     int running; /* a run is under way (its replicas share the fields above) */
 };
+
+static int s_ring_dtype(const char *what, zdist_dtype_t dtype, zdist_error_t *err);
+static int s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
+                       int axis, zdist_tensor_t *ret, zdist_error_t *err);
 
 /* The calling thread's mode (distribute_lib's _ThreadMode): the current
    strategy (NULL: default), how many times its scope is entered, and the
@@ -85,6 +95,8 @@ zdist_strategy_class_name(const zdist_strategy_object_t *self)
         return "MirroredStrategy";
     case ZDIST_STRATEGY_CENTRAL_STORAGE:
         return "CentralStorageStrategy";
+    case ZDIST_STRATEGY_MULTI_WORKER_MIRRORED:
+        return "MultiWorkerMirroredStrategy";
     default:
         return "Strategy";
     }
@@ -184,15 +196,26 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
                                    spec->num_replicas, S_MAX_REPLICAS);
         break;
     case ZDIST_STRATEGY_MULTI_WORKER_MIRRORED:
+        if (n < 1 || n > S_MAX_REPLICAS)
+            return zdist_error_set(err, -EINVAL, "strategy spec: num_replicas %d is out of range; use 1..%d",
+                                   spec->num_replicas, S_MAX_REPLICAS);
+        if (spec->num_workers < 1 || spec->worker_index < 0 || spec->worker_index >= spec->num_workers)
+            return zdist_error_set(err, -EINVAL,
+                                   "strategy spec: multi_worker_mirrored needs num_workers >= 1 and worker_index in "
+                                   "0..num_workers-1 (got %d and %d)",
+                                   spec->num_workers, spec->worker_index);
+        if (!spec->comm && spec->num_workers > 1)
+            return zdist_error_set(err, -EINVAL,
+                                   "strategy spec: multi_worker_mirrored over %d workers needs comm, a connected "
+                                   "zdist/collective.h ring (zdist_comm_new + zdist_comm_connect)",
+                                   spec->num_workers);
+        break;
     case ZDIST_STRATEGY_PARAMETER_SERVER:
         return zdist_error_set(err, -ENOTSUP,
-                               "strategy spec: %s is not served by zdist_strategy_new, which runs the local "
-                               "strategies (one_device, mirrored, central_storage) in this process; run %s as a "
-                               "job on zdist-worker tasks (zdist submit)%s",
-                               zdist_strategy_name(spec->kind), zdist_strategy_name(spec->kind),
-                               spec->kind == ZDIST_STRATEGY_PARAMETER_SERVER
-                                   ? ", or drive it from C with the ClusterCoordinator of zdist/coordinator.h"
-                                   : "");
+                               "strategy spec: parameter_server is not served by zdist_strategy_new, which runs "
+                               "one_device, mirrored, central_storage and multi_worker_mirrored in this process; "
+                               "run parameter_server as a job on zdist-worker and zdist-psd tasks (zdist submit), "
+                               "or drive it from C with the ClusterCoordinator of zdist/coordinator.h");
     default:
         return zdist_error_set(err, -EINVAL,
                                "strategy spec: unknown strategy kind %d; use one_device, mirrored or "
@@ -212,6 +235,13 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     }
     self->kind = spec->kind;
     self->replicas = n;
+    self->workers = 1;
+    if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        self->workers = spec->num_workers;
+        self->rank = spec->worker_index;
+        self->comm = spec->comm;
+    }
+    self->total = self->workers * n;
     self->vars_tail = &self->vars;
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->cv, NULL);
@@ -269,7 +299,19 @@ zdist_strategy_kind(const zdist_strategy_object_t *self)
 int
 zdist_strategy_num_replicas_in_sync(const zdist_strategy_object_t *self)
 {
-    return self ? self->replicas : 1;
+    return self ? self->total : 1;
+}
+
+void
+zdist_strategy_worker_place(const zdist_strategy_object_t *self, int *ret_num_workers, int *ret_worker_index,
+                            int *ret_local_replicas)
+{
+    if (ret_num_workers)
+        *ret_num_workers = self ? self->workers : 1;
+    if (ret_worker_index)
+        *ret_worker_index = self ? self->rank : 0;
+    if (ret_local_replicas)
+        *ret_local_replicas = self ? self->replicas : 1;
 }
 
 int
@@ -365,7 +407,7 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
             return zdist_error_set(err, -EEXIST, "variable %s: a variable of that name exists in this strategy",
                                    def->name);
     int ncopies = 1;
-    if (self->kind == ZDIST_STRATEGY_MIRRORED ||
+    if (self->kind == ZDIST_STRATEGY_MIRRORED || self->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED ||
         (self->kind == ZDIST_STRATEGY_CENTRAL_STORAGE && def->synchronization == ZDIST_SYNC_ON_READ))
         ncopies = self->replicas;
     zdist_strategy_var_t *v = calloc(1, sizeof *v);
@@ -452,6 +494,21 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
         return rc;
     if ((rc = s_check_own_var(self, var, err)) < 0)
         return rc;
+    if (self->workers > 1 && var->sync == ZDIST_SYNC_ON_READ &&
+        (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)) {
+        /* SyncOnRead SUM / MEAN: every replica of every worker */
+        if (!ret || ret->dtype != var->dtype || ret->nbytes != var->nbytes || !ret->data)
+            return zdist_error_set(err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size",
+                                   var->name);
+        zdist_tensor_t v;
+        rc = s_mw_reduce(self, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, var->copies,
+                         var->ncopies, ZDIST_AXIS_NONE, &v, err);
+        if (rc < 0)
+            return rc;
+        memcpy(ret->data, v.data, var->nbytes);
+        free(v.data);
+        return 0;
+    }
     return zdist_distribute_var_read_cross_replica(var->sync, var->agg, var->copies, var->ncopies, ret, err);
 }
 
@@ -464,6 +521,23 @@ zdist_strategy_variable_assign(zdist_strategy_object_t *self, zdist_strategy_var
         return rc;
     if ((rc = s_check_own_var(self, var, err)) < 0)
         return rc;
+    if (self->workers > 1 && var->sync == ZDIST_SYNC_ON_READ && var->agg == ZDIST_AGG_SUM &&
+        op == ZDIST_VAR_ASSIGN && value) {
+        /* each copy holds value / num_replicas_in_sync, so that the SUM over
+           every worker reads value back: this worker's share first */
+        if ((rc = s_ring_dtype("assign", value->dtype, err)) < 0)
+            return rc;
+        zdist_tensor_t share = *value;
+        share.data = malloc(value->nbytes ? value->nbytes : 1);
+        if (!share.data)
+            return zdist_error_set(err, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < value->nbytes / sizeof(float); i++)
+            ((float *)share.data)[i] = ((const float *)value->data)[i] / (float)self->workers;
+        rc = zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies, &share,
+                                                      err);
+        free(share.data);
+        return rc;
+    }
     return zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies, value, err);
 }
 
@@ -597,19 +671,211 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
 int
 zdist_strategy_replica_id(const zdist_strategy_replica_t *ctx)
 {
-    return ctx ? ctx->id : 0;
+    return ctx ? ctx->strategy->rank * ctx->strategy->replicas + ctx->id : 0;
 }
 
 int
 zdist_strategy_replica_num_replicas_in_sync(const zdist_strategy_replica_t *ctx)
 {
-    return ctx ? ctx->strategy->replicas : 1;
+    return ctx ? ctx->strategy->total : 1;
 }
 
 zdist_strategy_object_t *
 zdist_strategy_replica_strategy(const zdist_strategy_replica_t *ctx)
 {
     return ctx ? ctx->strategy : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* multi_worker_mirrored: this worker's replicas combined, then the ring     */
+
+static int
+s_ring_dtype(const char *what, zdist_dtype_t dtype, zdist_error_t *err)
+{
+    if (dtype == ZDIST_DTYPE_FLOAT32)
+        return 0;
+    return zdist_error_set(err, -ENOTSUP,
+                           "%s: multi_worker_mirrored combines float32 values across workers (the ring's dtype), "
+                           "not %s",
+                           what, zdist_dtype_name(dtype));
+}
+
+static int
+s_ring_sum(zdist_strategy_object_t *s, float *data, int64_t len, zdist_error_t *err)
+{
+    float *p = data;
+    return zdist_comm_all_reduce(s->comm, ZDIST_REDUCE_SUM, &p, &len, 1, 0, err);
+}
+
+/* Strategy.reduce over every worker: values[n] are this worker's replicas'. */
+static int
+s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n, int axis,
+            zdist_tensor_t *ret, zdist_error_t *err)
+{
+    int rc = s_ring_dtype("reduce", values[0].dtype, err);
+    if (rc < 0)
+        return rc;
+    zdist_tensor_t loc;
+    if ((rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, values, n, axis, &loc, err)) < 0)
+        return rc;
+    int64_t len = (int64_t)(loc.nbytes / sizeof(float));
+    double count = s->total;
+    if (axis != ZDIST_AXIS_NONE) {
+        /* MEAN divides by the size of `axis` over every replica of every worker */
+        int a = axis < 0 ? axis + values[0].shape.rank : axis;
+        float *buf = malloc((size_t)(len + 1) * sizeof *buf);
+        if (!buf) {
+            free(loc.data);
+            return zdist_error_set(err, -ENOMEM, "out of memory");
+        }
+        memcpy(buf, loc.data, loc.nbytes);
+        buf[len] = 0;
+        for (int i = 0; i < n; i++)
+            buf[len] += (float)values[i].shape.dims[a];
+        rc = s_ring_sum(s, buf, len + 1, err);
+        if (rc == 0) {
+            memcpy(loc.data, buf, loc.nbytes);
+            count = buf[len];
+        }
+        free(buf);
+    } else {
+        rc = s_ring_sum(s, loc.data, len, err);
+    }
+    if (rc < 0) {
+        free(loc.data);
+        return rc;
+    }
+    if (op == ZDIST_REDUCE_MEAN)
+        for (int64_t i = 0; i < len; i++)
+            ((float *)loc.data)[i] = (float)(((float *)loc.data)[i] / count);
+    *ret = loc;
+    return 0;
+}
+
+/* Strategy.gather over every worker, along axis 0. */
+static int
+s_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int axis, zdist_tensor_t *ret,
+            zdist_error_t *err)
+{
+    int rank = values[0].shape.rank;
+    if ((axis < 0 ? axis + rank : axis) != 0)
+        return zdist_error_set(err, -ENOTSUP,
+                               "gather: multi_worker_mirrored gathers across workers along axis 0 only, not axis %d",
+                               axis);
+    zdist_tensor_t loc;
+    int rc = zdist_distribute_gather(values, n, axis, &loc, err);
+    if (rc < 0)
+        return rc;
+    int64_t inner = 1;
+    for (int d = 1; d < loc.shape.rank; d++)
+        inner *= loc.shape.dims[d];
+    size_t row_bytes = (size_t)inner * zdist_dtype_size(loc.dtype);
+    void *all = NULL;
+    int64_t rows = 0;
+    rc = zdist_comm_all_gather(s->comm, loc.data, loc.shape.dims[0], row_bytes, &all, &rows, NULL, 0, err);
+    free(loc.data);
+    if (rc < 0)
+        return rc;
+    loc.shape.dims[0] = rows;
+    loc.data = all;
+    loc.nbytes = (size_t)rows * row_bytes;
+    *ret = loc;
+    return 0;
+}
+
+/* The one value an ON_WRITE variable takes from every replica's write
+   (s->slots hold this worker's), for a cross-replica write of it. */
+static int
+s_mw_combine_write(zdist_strategy_object_t *s, const zdist_strategy_var_t *var, zdist_tensor_t *ret,
+                   zdist_error_t *err)
+{
+    int rc = zdist_distribute_check_replica_write(var->sync, var->agg, var->dtype, s->total, err);
+    if (rc < 0)
+        return rc;
+    if (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)
+        return s_mw_reduce(s, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, s->slots, s->replicas,
+                           ZDIST_AXIS_NONE, ret, err);
+    /* ONLY_FIRST_REPLICA: values_util.apply_aggregation takes
+       experimental_local_results(value)[0], this worker's first replica's
+       value (TF does not send it to the other workers) */
+    if (s->slots[0].nbytes != var->nbytes || s->slots[0].dtype != var->dtype)
+        return zdist_error_set(err, -EINVAL, "assign to %s: the value's dtype or size differs from the variable's",
+                               var->name);
+    zdist_tensor_t v = var->copies[0];
+    v.data = malloc(var->nbytes ? var->nbytes : 1);
+    if (!v.data)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    memcpy(v.data, s->slots[0].data, var->nbytes);
+    *ret = v;
+    return 0;
+}
+
+/* Local replica 0 computes s->merged from the operands in s->slots; every
+   replica gets its own copy (or the error). Three meetings: operands in,
+   result out, result freed. */
+typedef int (*s_leader_fn)(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *out, zdist_error_t *err);
+
+static int
+s_leader(zdist_strategy_replica_t *ctx, const char *what, s_leader_fn fn, void *cookie, zdist_tensor_t *ret,
+         zdist_error_t *err)
+{
+    zdist_strategy_object_t *s = ctx->strategy;
+    int rc = s_barrier(ctx, what, err);
+    if (rc < 0)
+        return rc;
+    if (ctx->id == 0) {
+        zdist_error_clear(&s->coll_err);
+        memset(&s->merged, 0, sizeof s->merged);
+        s->coll_rc = fn(ctx, cookie, &s->merged, &s->coll_err);
+        if (s->coll_rc < 0 && s->coll_err.text[0] == '\0')
+            zdist_error_set(&s->coll_err, s->coll_rc, "%s failed (%s)", what, strerror(-s->coll_rc));
+    }
+    if ((rc = s_barrier(ctx, what, err)) < 0)
+        return rc;
+    rc = s->coll_rc;
+    if (rc < 0) {
+        if (err)
+            *err = s->coll_err;
+    } else if (ret) {
+        *ret = s->merged;
+        ret->data = NULL;
+        if (s->merged.nbytes) {
+            ret->data = malloc(s->merged.nbytes);
+            if (!ret->data)
+                rc = zdist_error_set(err, -ENOMEM, "out of memory");
+            else
+                memcpy(ret->data, s->merged.data, s->merged.nbytes);
+        }
+    }
+    int brc = s_barrier(ctx, what, rc < 0 ? NULL : err);
+    if (ctx->id == 0) {
+        free(s->merged.data);
+        memset(&s->merged, 0, sizeof s->merged);
+    }
+    if (rc == 0 && brc < 0) {
+        if (ret) {
+            free(ret->data);
+            ret->data = NULL;
+        }
+        rc = brc;
+    }
+    return rc;
+}
+
+typedef struct {
+    zdist_reduce_op_t op;
+    int axis;
+    int gather;
+} s_mw_coll_t;
+
+static int
+s_mw_coll_leader(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *out, zdist_error_t *err)
+{
+    s_mw_coll_t *c = cookie;
+    zdist_strategy_object_t *s = ctx->strategy;
+    if (c->gather)
+        return s_mw_gather(s, s->slots, s->replicas, c->axis, out, err);
+    return s_mw_reduce(s, c->op, s->slots, s->replicas, ZDIST_AXIS_NONE, out, err);
 }
 
 typedef enum { S_REDUCE, S_GATHER } s_coll_t;
@@ -626,6 +892,10 @@ s_collective(zdist_strategy_replica_t *ctx, s_coll_t kind, zdist_reduce_op_t op,
     const char *what = kind == S_REDUCE ? "all_reduce" : "all_gather";
     zdist_strategy_object_t *s = ctx->strategy;
     s->slots[ctx->id] = *value;
+    if (s->workers > 1) {
+        s_mw_coll_t c = {.op = op, .axis = axis, .gather = kind == S_GATHER};
+        return s_leader(ctx, what, s_mw_coll_leader, &c, ret, err);
+    }
     if ((rc = s_barrier(ctx, what, err)) < 0)
         return rc;
     /* Every replica computes the same function of the same operands, in
@@ -680,6 +950,16 @@ static int
 s_apply_replica_write(zdist_strategy_object_t *s, zdist_strategy_var_t *var, zdist_var_op_t op,
                       zdist_error_t *err)
 {
+    if (s->workers > 1 && var->sync == ZDIST_SYNC_ON_WRITE) {
+        zdist_tensor_t v;
+        int rc = s_mw_combine_write(s, var, &v, err);
+        if (rc < 0)
+            return rc;
+        rc = zdist_distribute_var_write_cross_replica(ZDIST_SYNC_ON_WRITE, var->agg, op, var->copies, var->ncopies,
+                                                      &v, err);
+        free(v.data);
+        return rc;
+    }
     if (var->ncopies == s->replicas)
         return zdist_distribute_var_write_replica(var->sync, var->agg, op, var->copies, s->slots, s->replicas, err);
     /* One copy for several replicas (central_storage ON_WRITE): the
@@ -734,6 +1014,27 @@ zdist_strategy_replica_assign(zdist_strategy_replica_t *ctx, zdist_strategy_var_
     return s->coll_rc;
 }
 
+typedef struct {
+    zdist_strategy_merge_fn fn;
+    void *arg;
+} s_merge_t;
+
+static int
+s_merge_leader(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *out, zdist_error_t *err)
+{
+    s_merge_t *m = cookie;
+    zdist_strategy_object_t *s = ctx->strategy;
+    /* merge_fn runs once, in the strategy's cross-replica context */
+    tl_replica = NULL;
+    tl_depth = 1;
+    int rc = m->fn(s, s->slots, s->replicas, m->arg, out, err);
+    tl_depth = 0;
+    tl_replica = ctx;
+    if (rc < 0 && err && err->text[0] == '\0')
+        zdist_error_set(err, rc, "merge_call: merge_fn failed (%s)", strerror(-rc));
+    return rc;
+}
+
 int
 zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx, zdist_strategy_merge_fn fn, void *arg,
                                   const zdist_tensor_t *value, zdist_tensor_t *ret, zdist_error_t *err)
@@ -743,53 +1044,9 @@ zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx, zdist_strategy_
         return rc;
     if (!fn || !value)
         return zdist_error_set(err, -EINVAL, "replica %d: merge_call: merge_fn and value are required", ctx->id);
-    zdist_strategy_object_t *s = ctx->strategy;
-    s->slots[ctx->id] = *value;
-    if ((rc = s_barrier(ctx, "merge_call", err)) < 0)
-        return rc;
-    if (ctx->id == 0) {
-        /* merge_fn runs once, in the strategy's cross-replica context */
-        zdist_error_clear(&s->coll_err);
-        memset(&s->merged, 0, sizeof s->merged);
-        tl_replica = NULL;
-        tl_depth = 1;
-        s->coll_rc = fn(s, s->slots, s->replicas, arg, &s->merged, &s->coll_err);
-        tl_depth = 0;
-        tl_replica = ctx;
-        if (s->coll_rc < 0 && s->coll_err.text[0] == '\0')
-            zdist_error_set(&s->coll_err, s->coll_rc, "merge_call: merge_fn failed (%s)", strerror(-s->coll_rc));
-    }
-    if ((rc = s_barrier(ctx, "merge_call", err)) < 0)
-        return rc;
-    rc = s->coll_rc;
-    if (rc < 0) {
-        if (err)
-            *err = s->coll_err;
-    } else if (ret) {
-        *ret = s->merged;
-        ret->data = NULL;
-        if (s->merged.nbytes) {
-            ret->data = malloc(s->merged.nbytes);
-            if (!ret->data)
-                rc = zdist_error_set(err, -ENOMEM, "out of memory");
-            else
-                memcpy(ret->data, s->merged.data, s->merged.nbytes);
-        }
-    }
-    /* everyone has its copy before replica 0 frees the result */
-    int brc = s_barrier(ctx, "merge_call", rc < 0 ? NULL : err);
-    if (ctx->id == 0) {
-        free(s->merged.data);
-        memset(&s->merged, 0, sizeof s->merged);
-    }
-    if (rc == 0 && brc < 0) {
-        if (ret) {
-            free(ret->data);
-            ret->data = NULL;
-        }
-        rc = brc;
-    }
-    return rc;
+    ctx->strategy->slots[ctx->id] = *value;
+    s_merge_t m = {.fn = fn, .arg = arg};
+    return s_leader(ctx, "merge_call", s_merge_leader, &m, ret, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -803,9 +1060,10 @@ s_check_values(const zdist_strategy_object_t *self, const char *what, const zdis
         return zdist_error_set(err, -EINVAL, "%s: values is NULL", what);
     if (n != self->replicas)
         return zdist_error_set(err, -EINVAL,
-                               "%s: %d values for a %s of %d replicas; pass one per replica (strategy.run's "
+                               "%s: %d values for a %s of %d %sreplicas; pass one per replica (strategy.run's "
                                "per-replica results)",
-                               what, n, zdist_strategy_class_name(self), self->replicas);
+                               what, n, zdist_strategy_class_name(self), self->replicas,
+                               self->workers > 1 ? "local " : "");
     return 0;
 }
 
@@ -818,10 +1076,12 @@ zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
-    if (n == 1 && values && self->replicas > 1) /* a value that is not distributed */
+    if (n == 1 && values && self->total > 1 && self->replicas > 1) /* a value that is not distributed */
         return zdist_distribute_reduce(op, values, 1, axis, ret, err);
     if ((rc = s_check_values(self, "reduce", values, n, err)) < 0)
         return rc;
+    if (self->workers > 1)
+        return s_mw_reduce(self, op, values, n, axis, ret, err);
     return zdist_distribute_reduce(op, values, n, axis, ret, err);
 }
 
@@ -836,6 +1096,8 @@ zdist_strategy_gather(zdist_strategy_object_t *self, const zdist_tensor_t *value
         return rc;
     if ((rc = s_check_values(self, "gather", values, n, err)) < 0)
         return rc;
+    if (self->workers > 1)
+        return s_mw_gather(self, values, n, axis, ret, err);
     return zdist_distribute_gather(values, n, axis, ret, err);
 }
 
@@ -860,7 +1122,8 @@ zdist_strategy_experimental_distribute_values_from_function(zdist_strategy_objec
 {
     if (!self)
         return zdist_error_set(err, -EINVAL, "experimental_distribute_values_from_function: strategy is NULL");
-    return zdist_distribute_values_from_function(self->replicas, 0, self->replicas, fn, arg, ret_values, err);
+    return zdist_distribute_values_from_function(self->total, self->rank * self->replicas, self->replicas, fn, arg,
+                                                 ret_values, err);
 }
 
 int
@@ -871,7 +1134,7 @@ zdist_strategy_experimental_distribute_dataset(zdist_strategy_object_t *self, co
     if (!self || !dataset || !opts || !ret)
         return zdist_error_set(err, -EINVAL, "experimental_distribute_dataset: strategy, dataset, options and ret "
                                              "are required");
-    zdist_input_context_t *ctx = zdist_input_context_new(1, 0, self->replicas, err);
+    zdist_input_context_t *ctx = zdist_input_context_new(self->workers, self->rank, self->total, err);
     if (!ctx)
         return err ? err->code : -ENOMEM;
     zdist_input_t *in = zdist_input_new(dataset, ctx, opts, err);
@@ -884,6 +1147,39 @@ zdist_strategy_experimental_distribute_dataset(zdist_strategy_object_t *self, co
 
 /* ------------------------------------------------------------------------ */
 /* Strategy.extended                                                          */
+
+/* reduce_to / batch_reduce_to over every worker: every pair checked (float32,
+   destinations of the reduced shape) before the first ring call. */
+static int
+s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_reduce_pair_t *pairs, int n,
+                     zdist_error_t *err)
+{
+    if (!pairs && n > 0)
+        return zdist_error_set(err, -EINVAL, "batch_reduce_to: pairs is NULL");
+    for (int i = 0; i < n; i++) {
+        const zdist_reduce_pair_t *p = &pairs[i];
+        int rc = s_ring_dtype("reduce_to", p->values[0].dtype, err);
+        if (rc < 0)
+            return rc;
+        for (int d = 0; d < p->num_dests; d++)
+            if (!p->dests || p->dests[d].dtype != p->values[0].dtype || !p->dests[d].data ||
+                !zdist_shape_equal(&p->dests[d].shape, &p->values[0].shape))
+                return zdist_error_set(err, -EINVAL,
+                                       "reduce_to: pair %d, destination %d: give a buffer of the values' dtype and "
+                                       "shape",
+                                       i, d);
+    }
+    for (int i = 0; i < n; i++) {
+        zdist_tensor_t v;
+        int rc = s_mw_reduce(s, op, pairs[i].values, pairs[i].num_replicas, ZDIST_AXIS_NONE, &v, err);
+        if (rc < 0)
+            return rc;
+        for (int d = 0; d < pairs[i].num_dests; d++)
+            memcpy(pairs[i].dests[d].data, v.data, v.nbytes);
+        free(v.data);
+    }
+    return 0;
+}
 
 int
 zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
@@ -905,6 +1201,10 @@ zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op
                                    "reduce_to: destination %s has %d copies; pass num_dests %d buffers, not %d",
                                    destination->name, destination->ncopies, destination->ncopies, num_dests);
     }
+    if (self->workers > 1) {
+        zdist_reduce_pair_t pair = {values, n, dests, num_dests};
+        return s_mw_batch_reduce_to(self, op, &pair, 1, err);
+    }
     return zdist_distribute_reduce_to(op, values, n, dests, num_dests, err);
 }
 
@@ -922,6 +1222,8 @@ zdist_strategy_extended_batch_reduce_to(zdist_strategy_object_t *self, zdist_red
             zdist_error_prefix(err, "pair %d", i);
             return rc;
         }
+    if (self->workers > 1)
+        return s_mw_batch_reduce_to(self, op, pairs, n, err);
     return zdist_distribute_batch_reduce_to(op, pairs, n, err);
 }
 

@@ -63,26 +63,31 @@ zdist_strategy_distribute_datasets_from_function(zdist_strategy_object_t *strate
                                "InputReplicationMode.PER_REPLICA is only supported with "
                                "tf.distribute.MirroredStrategy, not %s",
                                zdist_strategy_class_name(strategy));
-    int R = zdist_strategy_num_replicas_in_sync(strategy);
+    /* R: every worker's replicas; this process reads one pipeline per
+       worker (PER_WORKER) for its local replicas */
+    int R = zdist_strategy_num_replicas_in_sync(strategy), workers = 1, worker_index = 0, local = R;
+    zdist_strategy_worker_place(strategy, &workers, &worker_index, &local);
     zdist_strategy_dist_dataset_t *self = calloc(1, sizeof *self);
     if (!self)
         return zdist_error_set(err, -ENOMEM, "out of memory");
-    self->replicas = R;
+    self->replicas = local;
     self->mode = mode;
     self->pipelines = mode == ZDIST_INPUT_PER_REPLICA ? R : 1;
     self->ctxs = calloc((size_t)self->pipelines, sizeof *self->ctxs);
     self->sets = calloc((size_t)self->pipelines, sizeof *self->sets);
     self->ended = calloc((size_t)self->pipelines, sizeof *self->ended);
-    self->values = calloc((size_t)R, sizeof *self->values);
-    self->last = calloc((size_t)R, sizeof *self->last);
-    self->bufs = calloc((size_t)R, sizeof *self->bufs);
-    self->caps = calloc((size_t)R, sizeof *self->caps);
+    self->values = calloc((size_t)local, sizeof *self->values);
+    self->last = calloc((size_t)local, sizeof *self->last);
+    self->bufs = calloc((size_t)local, sizeof *self->bufs);
+    self->caps = calloc((size_t)local, sizeof *self->caps);
     if (!self->ctxs || !self->sets || !self->ended || !self->values || !self->last || !self->bufs || !self->caps) {
         zdist_strategy_dist_dataset_destroy(&self);
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
     for (int p = 0; p < self->pipelines; p++) {
-        self->ctxs[p] = zdist_input_context_new(self->pipelines, p, R, err);
+        self->ctxs[p] = mode == ZDIST_INPUT_PER_REPLICA
+                            ? zdist_input_context_new(R, p, R, err)
+                            : zdist_input_context_new(workers, worker_index, R, err);
         if (!self->ctxs[p]) {
             zdist_strategy_dist_dataset_destroy(&self);
             return err && err->code < 0 ? err->code : -ENOMEM;
