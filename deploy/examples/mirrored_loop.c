@@ -14,13 +14,19 @@
    the whole batch would.
 
    usage: mirrored_loop [SPEC] [EPOCHS]     SPEC: mirrored:N (default mirrored:4), central_storage:N, one_device
+          mirrored_loop multi_worker_mirrored:N EPOCHS INDEX tcp://HOST:PORT,tcp://HOST:PORT...
+   The second form is one worker of a MultiWorkerMirroredStrategy: start one process per endpoint, each with its
+   INDEX; they form a ring (zdist/collective.h) and train in lockstep, every worker reading its share of each
+   global batch (InputContext(workers, INDEX, ...)).
    Linear regression on synthetic data (zdist_dataset_synthetic_regression); exits 0 when the learnt weights are
-   within 0.05 of the teacher's and every replica's copy is identical, 1 otherwise. */
+   within 0.05 of the teacher's and every replica's copy is identical, 1 otherwise; the last line prints the
+   weights' bytes in hex, so that workers can be compared. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "zdist/collective.h"
 #include "zdist/strategy.h"
 
 #define DIM 8
@@ -32,7 +38,6 @@
 typedef struct {
     zdist_strategy_var_t *w, *b;
     const zdist_batch_t *batch; /* this replica's per-replica batch */
-    int64_t global_batch;       /* the step's examples over all replicas */
 } step_arg_t;
 
 /* One replica's step: loss and gradients on its batch, update in replica context. */
@@ -42,13 +47,20 @@ train_step(zdist_strategy_replica_t *ctx, void *p, zdist_tensor_t *ret_loss, zdi
     step_arg_t *a = p;
     const zdist_tensor_t *w = NULL, *b = NULL;
     int rc;
+    /* the step's global batch: every replica's examples (of every worker), an all_reduce */
+    float mine = (float)a->batch->size;
+    zdist_tensor_t n = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &mine, .nbytes = sizeof mine}, global;
+    if ((rc = zdist_strategy_replica_all_reduce(ctx, ZDIST_REDUCE_SUM, &n, &global, err)) < 0)
+        return rc;
+    float global_batch = *(float *)global.data;
+    free(global.data);
     if ((rc = zdist_strategy_replica_read(ctx, a->w, &w, err)) < 0 ||
         (rc = zdist_strategy_replica_read(ctx, a->b, &b, err)) < 0)
         return rc;
     const float *wv = w->data, bv = *(const float *)b->data;
     float gw[DIM] = {0}, gb = 0, loss = 0;
     const float *x = a->batch->features, *y = a->batch->labels;
-    float scale = a->global_batch > 0 ? 1.0f / (float)a->global_batch : 0.0f;
+    float scale = global_batch > 0 ? 1.0f / global_batch : 0.0f;
     for (int64_t i = 0; i < a->batch->size; i++) {
         float pred = bv;
         for (int j = 0; j < DIM; j++)
@@ -81,11 +93,45 @@ main(int argc, char **argv)
     zdist_error_t err = {0};
     zdist_strategy_spec_t spec;
     zdist_strategy_object_t *strategy = NULL;
-    if (zdist_strategy_spec_parse(spec_text, &spec, &err) < 0 || zdist_strategy_new(&spec, &strategy, &err) < 0) {
+    zdist_comm_t *comm = NULL;
+    if (zdist_strategy_spec_parse(spec_text, &spec, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         return 2;
     }
-    int R = zdist_strategy_num_replicas_in_sync(strategy);
+    if (spec.kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        /* one worker: its ring rank, bound at its endpoint, connected to the next */
+        if (argc < 5) {
+            fprintf(stderr, "usage: mirrored_loop multi_worker_mirrored:N EPOCHS INDEX EP0,EP1,...\n");
+            return 2;
+        }
+        static char list[4096];
+        const char *eps[64];
+        int nw = 0;
+        snprintf(list, sizeof list, "%s", argv[4]);
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nw < 64; tok = strtok_r(NULL, ",", &save))
+            eps[nw++] = tok;
+        spec.num_workers = nw;
+        spec.worker_index = atoi(argv[3]);
+        if (spec.worker_index < 0 || spec.worker_index >= nw) {
+            fprintf(stderr, "mirrored_loop: INDEX %s is not in 0..%d\n", argv[3], nw - 1);
+            return 2;
+        }
+        zdist_comm_config_t cc = {.rank = spec.worker_index, .size = nw, .bind = eps[spec.worker_index],
+                                  .timeout_ms = 60000};
+        if (!(comm = zdist_comm_new(&cc, &err)) || zdist_comm_connect(comm, eps, &err) < 0) {
+            fprintf(stderr, "mirrored_loop: ring: %s\n", err.text);
+            zdist_comm_destroy(&comm);
+            return 2;
+        }
+        spec.comm = comm;
+    }
+    if (zdist_strategy_new(&spec, &strategy, &err) < 0) {
+        fprintf(stderr, "mirrored_loop: %s\n", err.text);
+        zdist_comm_destroy(&comm);
+        return 2;
+    }
+    int R = 0; /* this worker's replicas: the length of every per-replica array */
+    zdist_strategy_worker_place(strategy, NULL, NULL, &R);
 
     /* with strategy.scope(): the model's variables */
     zdist_strategy_var_t *w = NULL, *b = NULL;
@@ -97,6 +143,7 @@ main(int argc, char **argv)
         zdist_strategy_variable_new(strategy, &bdef, &b, &err) < 0 || zdist_strategy_scope_exit(strategy, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_strategy_destroy(&strategy);
+        zdist_comm_destroy(&comm);
         return 2;
     }
 
@@ -104,6 +151,7 @@ main(int argc, char **argv)
     if (zdist_dataset_synthetic_regression(N, DIM, SEED, 0.0, &ds, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_strategy_destroy(&strategy);
+        zdist_comm_destroy(&comm);
         return 2;
     }
     zdist_input_options_t opts;
@@ -116,6 +164,7 @@ main(int argc, char **argv)
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_dataset_destroy(&ds);
         zdist_strategy_destroy(&strategy);
+        zdist_comm_destroy(&comm);
         return 2;
     }
 
@@ -135,7 +184,7 @@ main(int argc, char **argv)
             epoch_steps = 0;
         }
         for (int r = 0; r < R; r++) {
-            args[r] = (step_arg_t){.w = w, .b = b, .batch = &step->replicas[r], .global_batch = step->size};
+            args[r] = (step_arg_t){.w = w, .b = b, .batch = &step->replicas[r]};
             argp[r] = &args[r];
         }
         zdist_tensor_t total;
@@ -172,8 +221,13 @@ main(int argc, char **argv)
             for (int c = 1; c < zdist_strategy_variable_num_copies(w); c++)
                 same &= memcmp(zdist_strategy_variable_copy(w, c)->data, lw, sizeof lw) == 0;
             printf("%s, %d replicas: largest |w - teacher| %.5f, copies of %s %s\n",
-                   zdist_strategy_class_name(strategy), R, worst, zdist_strategy_variable_name(w),
-                   same ? "identical" : "DIFFER");
+                   zdist_strategy_class_name(strategy), zdist_strategy_num_replicas_in_sync(strategy), worst,
+                   zdist_strategy_variable_name(w), same ? "identical" : "DIFFER");
+            printf("weights:");
+            for (size_t k = 0; k < sizeof lw; k++)
+                printf("%02x", ((unsigned char *)lw)[k]);
+            printf("%02x%02x%02x%02x\n", ((unsigned char *)&lb)[0], ((unsigned char *)&lb)[1],
+                   ((unsigned char *)&lb)[2], ((unsigned char *)&lb)[3]);
             status = worst < 0.05 && same ? 0 : 1;
         }
     }
@@ -183,5 +237,6 @@ main(int argc, char **argv)
     zdist_input_destroy(&dist);
     zdist_dataset_destroy(&ds);
     zdist_strategy_destroy(&strategy);
+    zdist_comm_destroy(&comm);
     return status;
 }
