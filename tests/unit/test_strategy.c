@@ -151,6 +151,20 @@ test_contexts_and_reduce_docstring(void)
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, r, 2, ZDIST_AXIS_NONE, &out, &err), 0);
     CU_ASSERT_EQUAL(s_f(&out, 0), 0.5f);
     free(out.data);
+    /* a value that is not distributed (reduce_non_distributed_value): MEAN is
+       the value, SUM over 2 replicas TF's ValueError, zeros stay zeros */
+    zdist_tensor_t five = s_scalar_f32(5), zero = s_scalar_f32(0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, &five, 1, ZDIST_AXIS_NONE, &out, &err), 0);
+    CU_ASSERT_EQUAL(s_f(&out, 0), 5.0f);
+    free(out.data);
+    CU_ASSERT_EQUAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &five, 1, ZDIST_AXIS_NONE, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text,
+                           "A non-DistributedValues value 5.0 cannot be reduced with the given reduce op ReduceOp.SUM.");
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &zero, 1, ZDIST_AXIS_NONE, &out, &err), 0);
+    CU_ASSERT_EQUAL(s_f(&out, 0), 0.0f);
+    free(out.data);
+    free(five.data);
+    free(zero.data);
     /* local results of a local strategy: every replica's value */
     const zdist_tensor_t *local = NULL;
     int nlocal = 0;

@@ -248,9 +248,15 @@ ZDIST_EXPORT int zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx
 /* ------------------------------------------------------------------------ */
 /* Cross-replica methods                                                      */
 
-/* Strategy.reduce(op, value, axis): values[n], n == num_replicas_in_sync
-   (or 1: a value that is not distributed is its own reduce, as TF's
-   one-device path). zdist_distribute_reduce. */
+/* Strategy.reduce(op, value, axis): values[n], n == local replicas
+   (num_replicas_in_sync but under multi_worker_mirrored), reduced with
+   zdist_distribute_reduce (over every worker under multi_worker_mirrored).
+   n == 1 with several local replicas is a value that is not distributed:
+   with axis ZDIST_AXIS_NONE, as cross_device_ops.
+   reduce_non_distributed_value, zeros give zeros, MEAN gives the value and
+   SUM is TF's ValueError "A non-DistributedValues value 5.0 cannot be
+   reduced with the given reduce op ReduceOp.SUM." (-EINVAL; a scalar is
+   printed, anything else as "<a tensor>"). */
 ZDIST_EXPORT int zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op,
                                        const zdist_tensor_t *values, int n, int axis, zdist_tensor_t *ret,
                                        zdist_error_t *err);

@@ -1067,6 +1067,44 @@ s_check_values(const zdist_strategy_object_t *self, const char *what, const zdis
     return 0;
 }
 
+/* cross_device_ops.reduce_non_distributed_value: zeros stay zeros, MEAN is
+   the value, SUM over several replicas is TF's ValueError. */
+static int
+s_reduce_non_distributed(const zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *value,
+                         zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void)self;
+    bool zeros = true;
+    for (size_t i = 0; i < value->nbytes && zeros; i++)
+        zeros = ((const unsigned char *)value->data)[i] == 0;
+    if (!zeros && op == ZDIST_REDUCE_SUM) {
+        char text[64] = "<a tensor>";
+        if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_FLOAT32) {
+            double v = *(const float *)value->data;
+            snprintf(text, sizeof text, v == (double)(long long)v ? "%.1f" : "%g", v);
+        } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_FLOAT64) {
+            double v = *(const double *)value->data;
+            snprintf(text, sizeof text, v == (double)(long long)v ? "%.1f" : "%g", v);
+        } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_INT32) {
+            snprintf(text, sizeof text, "%d", *(const int32_t *)value->data);
+        } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_INT64) {
+            snprintf(text, sizeof text, "%lld", (long long)*(const int64_t *)value->data);
+        }
+        return zdist_error_set(err, -EINVAL,
+                               "A non-DistributedValues value %s cannot be reduced with the given reduce op "
+                               "ReduceOp.SUM.",
+                               text);
+    }
+    zdist_tensor_t out = *value;
+    out.name = NULL;
+    out.data = malloc(value->nbytes ? value->nbytes : 1);
+    if (!out.data)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    memcpy(out.data, value->data, value->nbytes);
+    *ret = out;
+    return 0;
+}
+
 int
 zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
                       int axis, zdist_tensor_t *ret, zdist_error_t *err)
@@ -1076,8 +1114,11 @@ zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
-    if (n == 1 && values && self->total > 1 && self->replicas > 1) /* a value that is not distributed */
+    if (n == 1 && values && self->replicas > 1) { /* a value that is not distributed */
+        if (axis == ZDIST_AXIS_NONE)
+            return s_reduce_non_distributed(self, op, values, ret, err);
         return zdist_distribute_reduce(op, values, 1, axis, ret, err);
+    }
     if ((rc = s_check_values(self, "reduce", values, n, err)) < 0)
         return rc;
     if (self->workers > 1)
