@@ -948,6 +948,7 @@ typedef struct {
     float var_sum[2], var_first[2], on_read, cross_gather[4];
     int64_t gather_rows;
     float values_fn[2];
+    float init[2];
     float first_batch[5];
     int64_t first_batch_n;
     int steps;
@@ -1057,6 +1058,13 @@ s_mw_worker(void *p)
         MW_CHECK(zdist_strategy_variable_new(s, &d1, &w->vsum, &err));
         MW_CHECK(zdist_strategy_variable_new(s, &d2, &w->vfirst, &err));
         MW_CHECK(zdist_strategy_variable_new(s, &d3, &w->vread, &err));
+        /* every worker starts from worker 0's initial value */
+        float mine = 7.0f + (float)w->index;
+        zdist_strategy_var_def_t d4 = {.name = "init", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &mine};
+        zdist_strategy_var_t *vinit = NULL;
+        MW_CHECK(zdist_strategy_variable_new(s, &d4, &vinit, &err));
+        w->init[0] = s_f(zdist_strategy_variable_copy(vinit, 0), 0);
+        w->init[1] = s_f(zdist_strategy_variable_copy(vinit, 1), 0);
         MW_CHECK(zdist_strategy_scope_exit(s, &err));
         MW_CHECK(zdist_strategy_run(s, s_mw_replica, w, NULL, r, &err));
         zdist_tensor_t out;
@@ -1163,6 +1171,8 @@ test_multi_worker_mirrored(void)
             CU_ASSERT_EQUAL(w[k].var_first[l], 100.0f + (float)(2 * k));
         }
         CU_ASSERT_EQUAL(w[k].on_read, 10.0f); /* ON_READ SUM read over every worker */
+        CU_ASSERT_EQUAL(w[k].init[0], 7.0f);
+        CU_ASSERT_EQUAL(w[k].init[1], 7.0f);
         CU_ASSERT_EQUAL(w[k].values_fn[0], (float)(2 * k) / 4.0f);
         CU_ASSERT_EQUAL(w[k].values_fn[1], (float)(2 * k + 1) / 4.0f);
     }

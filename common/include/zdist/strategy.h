@@ -160,7 +160,9 @@ typedef struct {
    MirroredStrategy' (-EPERM) — a variable created outside every scope is a
    plain tf.Variable, which this header does not model. Inside
    colocate_vars_with(anchor) the variable is the anchor's companion.
-   The strategy owns it. */
+   Under multi_worker_mirrored every worker creates its variables in the
+   same order and each starts from worker 0's initial value (broadcast over
+   the ring, as TF's). The strategy owns it. */
 ZDIST_EXPORT int zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_var_def_t *def,
                                              zdist_strategy_var_t **ret, zdist_error_t *err);
 ZDIST_EXPORT const char *zdist_strategy_variable_name(const zdist_strategy_var_t *var);

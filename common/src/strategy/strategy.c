@@ -440,6 +440,19 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
         if (def->initial_value && nbytes)
             memcpy(c->data, def->initial_value, nbytes);
     }
+    if (self->workers > 1 && nbytes) {
+        /* MultiWorkerMirroredStrategy: the initial value is worker 0's,
+           broadcast to every worker (each creates its variables in the same
+           order) */
+        int rc2 = zdist_comm_broadcast(self->comm, 0, v->copies[0].data, nbytes, 0, err);
+        if (rc2 < 0) {
+            s_var_free(v);
+            zdist_error_prefix(err, "variable %s: broadcasting worker 0's initial value", def->name);
+            return rc2;
+        }
+        for (int i = 1; i < ncopies; i++)
+            memcpy(v->copies[i].data, v->copies[0].data, nbytes);
+    }
     if (tl_anchor_strategy == self)
         v->anchor = tl_anchor;
     *self->vars_tail = v;
