@@ -1,5 +1,5 @@
-/* CUnit suite: zdist/strategy.h, the Strategy object of the local strategies, against TF's documented examples
-   (docstring values) and TF's messages for calls made in the wrong context. */
+/* CUnit suite: zdist/strategy.h, the Strategy object of the local strategies, against TF's documented
+   examples (docstring values) and TF's messages for calls made in the wrong context. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +13,9 @@
 
 static const char s_cross_text[] =
     "Method requires being in cross-replica context, use get_replica_context().merge_call()";
-static const char s_gather_text[] =
-    "tf.distribute.Strategy.gather method requires cross-replica context, use get_replica_context().all_gather() "
-    "instead";
+static const char s_gather_text[] = "tf.distribute.Strategy.gather method requires cross-replica context, "
+                                    "use get_replica_context().all_gather() "
+                                    "instead";
 
 static zdist_strategy_object_t *
 s_new(zdist_strategy_t kind, int n)
@@ -38,7 +38,7 @@ s_scalar_f32(float v)
 static float
 s_f(const zdist_tensor_t *t, int i)
 {
-    return ((const float *)t->data)[i];
+    return ((const float *) t->data)[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -100,14 +100,14 @@ typedef struct {
 static int
 s_probe_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)err;
+    (void) err;
     ctx_probe_t *p = arg;
     int id = zdist_strategy_replica_id(ctx);
     p->ok[id] = zdist_strategy_get_replica_context() == ctx && !zdist_strategy_in_cross_replica_context() &&
                 zdist_strategy_current() == p->s && zdist_strategy_replica_strategy(ctx) == p->s &&
                 zdist_strategy_replica_num_replicas_in_sync(ctx) == 2;
     /* Strategy.reduce's docstring: step_fn returns replica_id_in_sync_group */
-    *ret = s_scalar_f32((float)id);
+    *ret = s_scalar_f32((float) id);
     return 0;
 }
 
@@ -130,12 +130,15 @@ test_contexts_and_reduce_docstring(void)
     CU_ASSERT_TRUE(zdist_strategy_in_cross_replica_context());
     /* another strategy's scope inside it: TF's text */
     CU_ASSERT_EQUAL(zdist_strategy_scope_enter(other, &err), -EPERM);
-    CU_ASSERT_STRING_EQUAL(err.text,
-                           "Mixing different tf.distribute.Strategy objects: MirroredStrategy is not OneDeviceStrategy");
+    CU_ASSERT_STRING_EQUAL(
+        err.text,
+        "Mixing different tf.distribute.Strategy objects: MirroredStrategy is not OneDeviceStrategy");
     zdist_tensor_t one = s_scalar_f32(1), out;
-    CU_ASSERT_EQUAL(zdist_strategy_reduce(other, ZDIST_REDUCE_SUM, &one, 1, ZDIST_AXIS_NONE, &out, &err), -EPERM);
-    CU_ASSERT_STRING_EQUAL(err.text,
-                           "Mixing different tf.distribute.Strategy objects: MirroredStrategy is not OneDeviceStrategy");
+    CU_ASSERT_EQUAL(zdist_strategy_reduce(other, ZDIST_REDUCE_SUM, &one, 1, ZDIST_AXIS_NONE, &out, &err),
+                    -EPERM);
+    CU_ASSERT_STRING_EQUAL(
+        err.text,
+        "Mixing different tf.distribute.Strategy objects: MirroredStrategy is not OneDeviceStrategy");
 
     ctx_probe_t probe = {.s = s};
     zdist_tensor_t r[2];
@@ -154,13 +157,17 @@ test_contexts_and_reduce_docstring(void)
     /* a value that is not distributed (reduce_non_distributed_value): MEAN is
        the value, SUM over 2 replicas TF's ValueError, zeros stay zeros */
     zdist_tensor_t five = s_scalar_f32(5), zero = s_scalar_f32(0);
-    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, &five, 1, ZDIST_AXIS_NONE, &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, &five, 1, ZDIST_AXIS_NONE, &out, &err),
+                          0);
     CU_ASSERT_EQUAL(s_f(&out, 0), 5.0f);
     free(out.data);
-    CU_ASSERT_EQUAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &five, 1, ZDIST_AXIS_NONE, &out, &err), -EINVAL);
-    CU_ASSERT_STRING_EQUAL(err.text,
-                           "A non-DistributedValues value 5.0 cannot be reduced with the given reduce op ReduceOp.SUM.");
-    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &zero, 1, ZDIST_AXIS_NONE, &out, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &five, 1, ZDIST_AXIS_NONE, &out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(
+        err.text,
+        "A non-DistributedValues value 5.0 cannot be reduced with the given reduce op ReduceOp.SUM.");
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, &zero, 1, ZDIST_AXIS_NONE, &out, &err),
+                          0);
     CU_ASSERT_EQUAL(s_f(&out, 0), 0.0f);
     free(out.data);
     free(five.data);
@@ -203,8 +210,8 @@ typedef struct {
 static int
 s_wrong_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)ret;
-    (void)err;
+    (void) ret;
+    (void) err;
     wrong_ctx_t *w = arg;
     if (zdist_strategy_replica_id(ctx) != 0)
         return 0;
@@ -212,11 +219,11 @@ s_wrong_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zd
     float one = 1;
     zdist_tensor_t v[1] = {{.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {1}}, .data = &one, .nbytes = 4}};
     zdist_tensor_t out;
-#define W(i, call)                                                                                                   \
-    do {                                                                                                             \
-        memset(&e, 0, sizeof e);                                                                                     \
-        w->rc[i] = (call);                                                                                           \
-        memcpy(w->text[i], e.text, sizeof e.text);                                                                   \
+#define W(i, call)                                                                                           \
+    do {                                                                                                     \
+        memset(&e, 0, sizeof e);                                                                             \
+        w->rc[i] = (call);                                                                                   \
+        memcpy(w->text[i], e.text, sizeof e.text);                                                           \
     } while (0)
     W(0, zdist_strategy_gather(w->s, v, 1, 0, &out, &e));
     W(1, zdist_strategy_reduce(w->s, ZDIST_REDUCE_SUM, v, 1, ZDIST_AXIS_NONE, &out, &e));
@@ -236,9 +243,9 @@ static zdist_strategy_replica_t *s_leaked_ctx;
 static int
 s_leak_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)arg;
-    (void)ret;
-    (void)err;
+    (void) arg;
+    (void) ret;
+    (void) err;
     if (zdist_strategy_replica_id(ctx) == 0)
         s_leaked_ctx = ctx;
     return 0;
@@ -267,7 +274,8 @@ test_wrong_context_messages(void)
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_leak_ctx_fn, NULL, NULL, NULL, &err), 0);
     float one = 1;
     zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = 4}, out;
-    CU_ASSERT_EQUAL(zdist_strategy_replica_all_reduce(s_leaked_ctx, ZDIST_REDUCE_SUM, &v, &out, &err), -EPERM);
+    CU_ASSERT_EQUAL(zdist_strategy_replica_all_reduce(s_leaked_ctx, ZDIST_REDUCE_SUM, &v, &out, &err),
+                    -EPERM);
     CU_ASSERT_STRING_EQUAL(err.text, "Need to be inside `call_for_each_replica()`");
     CU_ASSERT_EQUAL(zdist_strategy_replica_all_gather(NULL, &v, 0, &out, &err), -EPERM);
     CU_ASSERT_STRING_EQUAL(err.text, "Need to be inside `call_for_each_replica()`");
@@ -282,8 +290,11 @@ s_value_fn(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
 {
     float *vals = arg;
     /* value_fn(ctx): ctx.replica_id_in_sync_group / ctx.num_replicas_in_sync */
-    vals[ctx->replica_id_in_sync_group] = (float)ctx->replica_id_in_sync_group / (float)ctx->num_replicas_in_sync;
-    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &vals[ctx->replica_id_in_sync_group],
+    vals[ctx->replica_id_in_sync_group] =
+        (float) ctx->replica_id_in_sync_group / (float) ctx->num_replicas_in_sync;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32,
+                            .shape = {0},
+                            .data = &vals[ctx->replica_id_in_sync_group],
                             .nbytes = 4};
     return 0;
 }
@@ -293,8 +304,8 @@ static int32_t s_col[2] = {1, 2};
 static int
 s_const_fn(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
 {
-    (void)ctx;
-    (void)arg;
+    (void) ctx;
+    (void) arg;
     /* lambda _: tf.identity(tf.constant([[1], [2]])) */
     *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_INT32, .shape = {2, {2, 1}}, .data = s_col, .nbytes = 8};
     return 0;
@@ -304,8 +315,8 @@ static int
 s_collectives_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
     const zdist_tensor_t *in = arg; /* this replica's distributed value */
-    float x = ((const float *)in->data)[0];
-    float mine[2] = {x, (float)zdist_strategy_replica_id(ctx) + 1};
+    float x = ((const float *) in->data)[0];
+    float mine[2] = {x, (float) zdist_strategy_replica_id(ctx) + 1};
     zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {2}}, .data = mine, .nbytes = 8};
     zdist_tensor_t sum, all;
     int rc = zdist_strategy_replica_all_reduce(ctx, ZDIST_REDUCE_SUM, &v, &sum, err);
@@ -336,8 +347,8 @@ test_values_gather_collectives(void)
     /* experimental_distribute_values_from_function's docstring: 0.0 and 0.5 */
     float vals[2];
     zdist_tensor_t dv[2];
-    CU_ASSERT_EQUAL_FATAL(zdist_strategy_experimental_distribute_values_from_function(s, s_value_fn, vals, dv, &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_strategy_experimental_distribute_values_from_function(s, s_value_fn, vals, dv, &err), 0);
     const zdist_tensor_t *local = NULL;
     int n = 0;
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_experimental_local_results(s, dv, 2, &local, &n, &err), 0);
@@ -362,8 +373,8 @@ test_values_gather_collectives(void)
     /* Strategy.gather's docstring: [[1],[2]] on each of 2 replicas,
        axis 0 -> shape (4, 1) [[1],[2],[1],[2]]; axis 1 -> (2, 2) [[1,1],[2,2]] */
     zdist_tensor_t cv[2], out;
-    CU_ASSERT_EQUAL_FATAL(zdist_strategy_experimental_distribute_values_from_function(s, s_const_fn, NULL, cv, &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_strategy_experimental_distribute_values_from_function(s, s_const_fn, NULL, cv, &err), 0);
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_gather(s, cv, 2, 0, &out, &err), 0);
     CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_INT32);
     CU_ASSERT_EQUAL(out.shape.rank, 2);
@@ -385,8 +396,8 @@ test_values_gather_collectives(void)
 static int
 s_desert_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)arg;
-    (void)ret;
+    (void) arg;
+    (void) ret;
     if (zdist_strategy_replica_id(ctx) == 1)
         return 0;
     float x = 1;
@@ -401,7 +412,8 @@ test_deserting_replica(void)
     zdist_error_t err;
     zdist_tensor_t r[2] = {{0}, {0}};
     CU_ASSERT_EQUAL(zdist_strategy_run(s, s_desert_fn, NULL, NULL, r, &err), -EPIPE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "replica 0: all_reduce: replica 1 returned from the step function"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err.text, "replica 0: all_reduce: replica 1 returned from the step function"));
     CU_ASSERT_PTR_NULL(r[0].data);
     /* the strategy is usable afterwards */
     ctx_probe_t probe = {.s = s};
@@ -425,11 +437,11 @@ typedef struct {
 static int
 s_assign_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)ret;
-    (void)err;
+    (void) ret;
+    (void) err;
     assign_t *a = arg;
     int id = zdist_strategy_replica_id(ctx);
-    float v = (float)id + 1;
+    float v = (float) id + 1;
     zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &v, .nbytes = 4};
     zdist_error_t e = {0};
     a->rc[id] = zdist_strategy_replica_assign(ctx, a->var, a->op, &t, &e);
@@ -548,17 +560,17 @@ test_variables(void)
 static int
 s_assign_one(zdist_tensor_t *copy, int replica, void *arg)
 {
-    (void)replica;
-    (void)arg;
-    ((float *)copy->data)[0] = 1.0f; /* update_fn(v): v.assign(1.0) */
+    (void) replica;
+    (void) arg;
+    ((float *) copy->data)[0] = 1.0f; /* update_fn(v): v.assign(1.0) */
     return 0;
 }
 
 static int
 s_times_two_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)ctx;
-    (void)err;
+    (void) ctx;
+    (void) err;
     const zdist_tensor_t *in = arg;
     *ret = s_scalar_f32(s_f(in, 0) * 2.0f);
     return 0;
@@ -567,9 +579,9 @@ s_times_two_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zd
 static int
 s_one_fn(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
 {
-    (void)ctx;
+    (void) ctx;
     static float one = 1.0f;
-    (void)arg;
+    (void) arg;
     *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = 4};
     return 0;
 }
@@ -592,8 +604,9 @@ test_extended(void)
 
     /* colocate_vars_with: a companion records its anchor; a foreign anchor is TF's ValueError */
     CU_ASSERT_EQUAL(zdist_strategy_extended_colocate_vars_with_begin(s, v1, &err), -EINVAL);
-    CU_ASSERT_STRING_EQUAL(err.text, "`colocate_vars_with` must only be passed a variable created in this "
-                                     "tf.distribute.Strategy.scope(), not v1 created in scope: OneDeviceStrategy");
+    CU_ASSERT_STRING_EQUAL(err.text,
+                           "`colocate_vars_with` must only be passed a variable created in this "
+                           "tf.distribute.Strategy.scope(), not v1 created in scope: OneDeviceStrategy");
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_extended_colocate_vars_with_begin(s, v2, &err), 0);
     CU_ASSERT_EQUAL(zdist_strategy_extended_colocate_vars_with_begin(s, v2, &err), -EBUSY);
     zdist_strategy_var_t *slot = s_var(s, "v2/slot", 0, ZDIST_SYNC_ON_WRITE, ZDIST_AGG_SUM);
@@ -614,8 +627,8 @@ test_extended(void)
 
     /* reduce_to(SUM, per_replica(2.0, 2.0), destinations=v2) -> 4.0 on both devices */
     zdist_tensor_t ones[2], twos[2];
-    CU_ASSERT_EQUAL_FATAL(zdist_strategy_experimental_distribute_values_from_function(s, s_one_fn, NULL, ones, &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_strategy_experimental_distribute_values_from_function(s, s_one_fn, NULL, ones, &err), 0);
     void *args[2] = {&ones[0], &ones[1]};
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_times_two_fn, NULL, args, twos, &err), 0);
     float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
@@ -624,7 +637,8 @@ test_extended(void)
     CU_ASSERT_EQUAL(zdist_strategy_extended_reduce_to(s, ZDIST_REDUCE_SUM, twos, 2, v2, dests, 2, &err), 0);
     CU_ASSERT_EQUAL(d0, 4.0f);
     CU_ASSERT_EQUAL(d1, 4.0f);
-    CU_ASSERT_EQUAL(zdist_strategy_extended_reduce_to(s, ZDIST_REDUCE_SUM, twos, 2, v2, dests, 1, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_strategy_extended_reduce_to(s, ZDIST_REDUCE_SUM, twos, 2, v2, dests, 1, &err),
+                    -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "destination v2 has 2 copies"));
     /* batch_reduce_to: SUM and the MEAN of the same pair */
     zdist_tensor_t dests2[2] = {{.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &d2, .nbytes = 4},
@@ -689,11 +703,11 @@ typedef struct {
 static int
 s_merge_replica_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)ret;
-    (void)err;
+    (void) ret;
+    (void) err;
     merge_run_t *mr = arg;
     int id = zdist_strategy_replica_id(ctx);
-    float v = 3.0f + (float)id; /* replica_id + 3 */
+    float v = 3.0f + (float) id; /* replica_id + 3 */
     zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &v, .nbytes = 4}, out = {0};
     zdist_error_t e = {0};
     mr->rc[id] = zdist_strategy_replica_merge_call(ctx, s_merge_fn, mr->m, &t, &out, &e);
@@ -711,8 +725,8 @@ s_merge_replica_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret
 static int
 s_add_arg(zdist_tensor_t *copy, int replica, void *arg)
 {
-    (void)replica;
-    ((float *)copy->data)[0] += *(const float *)arg;
+    (void) replica;
+    ((float *) copy->data)[0] += *(const float *) arg;
     return 0;
 }
 
@@ -724,11 +738,12 @@ typedef struct {
 static int
 s_update_replica_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)ret;
+    (void) ret;
     update_run_t *u = arg;
     int id = zdist_strategy_replica_id(ctx);
-    float add = 10.0f * (float)(id + 1);
-    u->rc[id] = zdist_strategy_extended_update(zdist_strategy_replica_strategy(ctx), u->var, s_add_arg, &add, err);
+    float add = 10.0f * (float) (id + 1);
+    u->rc[id] =
+        zdist_strategy_extended_update(zdist_strategy_replica_strategy(ctx), u->var, s_add_arg, &add, err);
     return 0;
 }
 
@@ -797,7 +812,7 @@ typedef struct {
 static int
 s_range_next(void *state, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)err;
+    (void) err;
     range_ds_t *d = state;
     /* batches k with k % pipelines == id */
     while (d->next_batch % d->pipelines != d->id)
@@ -807,9 +822,11 @@ s_range_next(void *state, zdist_tensor_t *ret, zdist_error_t *err)
         return 0;
     int64_t hi = lo + d->per_replica < 14 ? lo + d->per_replica : 14;
     for (int64_t i = lo; i < hi; i++)
-        d->buf[i - lo] = (float)i;
-    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {hi - lo}}, .data = d->buf,
-                            .nbytes = (size_t)(hi - lo) * 4};
+        d->buf[i - lo] = (float) i;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32,
+                            .shape = {1, {hi - lo}},
+                            .data = d->buf,
+                            .nbytes = (size_t) (hi - lo) * 4};
     d->next_batch++;
     return 1;
 }
@@ -837,7 +854,7 @@ s_expect_range(const zdist_tensor_t *t, int lo, int n)
     CU_ASSERT_EQUAL(t->shape.rank, 1);
     CU_ASSERT_EQUAL(t->shape.dims[0], n);
     for (int i = 0; i < n && t->data; i++)
-        CU_ASSERT_EQUAL(s_f(t, i), (float)(lo + i));
+        CU_ASSERT_EQUAL(s_f(t, i), (float) (lo + i));
 }
 
 static void
@@ -852,8 +869,9 @@ test_datasets_from_function(void)
        pipeline 0 has [10..13] and pipeline 1 nothing (an empty batch). */
     int calls = 0;
     zdist_strategy_dist_dataset_t *dd = NULL;
-    CU_ASSERT_EQUAL_FATAL(
-        zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls, ZDIST_INPUT_PER_REPLICA, &dd, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_distribute_datasets_from_function(
+                              s, s_range_fn, &calls, ZDIST_INPUT_PER_REPLICA, &dd, &err),
+                          0);
     CU_ASSERT_EQUAL(calls, 2);
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_dist_dataset_next(dd, &v, &err), 1);
     s_expect_range(&v[0], 0, 5);
@@ -868,8 +886,9 @@ test_datasets_from_function(void)
     /* PER_WORKER: one pipeline (InputContext(1, 0, 2)), its replicas take
        successive per-replica batches, not rebatched: [0..4], [5..9], then [10..13] */
     calls = 0;
-    CU_ASSERT_EQUAL_FATAL(
-        zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls, ZDIST_INPUT_PER_WORKER, &dd, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls,
+                                                                           ZDIST_INPUT_PER_WORKER, &dd, &err),
+                          0);
     CU_ASSERT_EQUAL(calls, 1);
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_dist_dataset_next(dd, &v, &err), 1);
     s_expect_range(&v[0], 0, 5);
@@ -882,18 +901,19 @@ test_datasets_from_function(void)
 
     /* PER_REPLICA under another strategy: refused */
     zdist_strategy_object_t *c = s_new(ZDIST_STRATEGY_CENTRAL_STORAGE, 2);
-    CU_ASSERT_EQUAL(
-        zdist_strategy_distribute_datasets_from_function(c, s_range_fn, &calls, ZDIST_INPUT_PER_REPLICA, &dd, &err),
-        -ENOTSUP);
+    CU_ASSERT_EQUAL(zdist_strategy_distribute_datasets_from_function(c, s_range_fn, &calls,
+                                                                     ZDIST_INPUT_PER_REPLICA, &dd, &err),
+                    -ENOTSUP);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "InputReplicationMode.PER_REPLICA is only supported with "
                                             "tf.distribute.MirroredStrategy"));
     zdist_strategy_destroy(&c);
     /* a global batch the replicas do not divide: the function's error (TF's text) comes back */
     zdist_strategy_object_t *three = s_new(ZDIST_STRATEGY_MIRRORED, 3);
-    CU_ASSERT_EQUAL(
-        zdist_strategy_distribute_datasets_from_function(three, s_range_fn, &calls, ZDIST_INPUT_PER_WORKER, &dd, &err),
-        -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "The `global_batch_size` 10 is not divisible by `num_replicas_in_sync` 3"));
+    CU_ASSERT_EQUAL(zdist_strategy_distribute_datasets_from_function(three, s_range_fn, &calls,
+                                                                     ZDIST_INPUT_PER_WORKER, &dd, &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err.text, "The `global_batch_size` 10 is not divisible by `num_replicas_in_sync` 3"));
     CU_ASSERT_PTR_NULL(dd);
     zdist_strategy_destroy(&three);
     zdist_strategy_destroy(&s);
@@ -955,21 +975,21 @@ typedef struct {
     zdist_strategy_var_t *vsum, *vfirst, *vread;
 } mw_worker_t;
 
-#define MW_CHECK(call)                                                                                               \
-    do {                                                                                                             \
-        int rc_ = (call);                                                                                            \
-        if (rc_ < 0) {                                                                                               \
-            w->rc = rc_;                                                                                             \
-            memcpy(w->text, err.text, sizeof w->text);                                                               \
-            goto out;                                                                                                \
-        }                                                                                                            \
+#define MW_CHECK(call)                                                                                       \
+    do {                                                                                                     \
+        int rc_ = (call);                                                                                    \
+        if (rc_ < 0) {                                                                                       \
+            w->rc = rc_;                                                                                     \
+            memcpy(w->text, err.text, sizeof w->text);                                                       \
+            goto out;                                                                                        \
+        }                                                                                                    \
     } while (0)
 
 static int
 s_mw_merge(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, void *arg, zdist_tensor_t *ret,
            zdist_error_t *err)
 {
-    (void)arg;
+    (void) arg;
     /* TF's merge_fn under MultiWorkerMirroredStrategy: this worker's replicas' values;
        strategy.reduce then combines every worker's */
     return zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, values, n, ZDIST_AXIS_NONE, ret, err);
@@ -982,7 +1002,7 @@ s_mw_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdis
     int local = zdist_strategy_replica_id(ctx) - w->index * w->local;
     int id = zdist_strategy_replica_id(ctx);
     w->ids[local] = id;
-    float v = (float)id + 1;
+    float v = (float) id + 1;
     zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &v, .nbytes = 4};
     zdist_tensor_t out;
     int rc = zdist_strategy_replica_all_reduce(ctx, ZDIST_REDUCE_SUM, &t, &out, err);
@@ -996,7 +1016,7 @@ s_mw_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdis
     for (int i = 0; i < 4 && i < out.shape.dims[0]; i++)
         w->gathered[local][i] = s_f(&out, i);
     free(out.data);
-    float three = (float)id + 3; /* merge_call's docstring: replica_id + 3 */
+    float three = (float) id + 3; /* merge_call's docstring: replica_id + 3 */
     zdist_tensor_t m = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &three, .nbytes = 4};
     if ((rc = zdist_strategy_replica_merge_call(ctx, s_mw_merge, NULL, &m, &out, err)) < 0)
         return rc;
@@ -1004,7 +1024,7 @@ s_mw_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdis
     free(out.data);
     if ((rc = zdist_strategy_replica_assign(ctx, w->vsum, ZDIST_VAR_ASSIGN_ADD, &t, err)) < 0)
         return rc;
-    float first = 100.0f + (float)id;
+    float first = 100.0f + (float) id;
     zdist_tensor_t f = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &first, .nbytes = 4};
     if ((rc = zdist_strategy_replica_assign(ctx, w->vfirst, ZDIST_VAR_ASSIGN, &f, err)) < 0)
         return rc;
@@ -1017,7 +1037,7 @@ s_mw_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdis
     if ((rc = zdist_strategy_replica_read(ctx, w->vfirst, &mine, err)) < 0)
         return rc;
     w->var_first[local] = s_f(mine, 0);
-    *ret = s_scalar_f32((float)id);
+    *ret = s_scalar_f32((float) id);
     return 0;
 }
 
@@ -1026,7 +1046,7 @@ s_mw_value_fn(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
 {
     float *vals = arg;
     int i = ctx->replica_id_in_sync_group % 2;
-    vals[i] = (float)ctx->replica_id_in_sync_group / (float)ctx->num_replicas_in_sync;
+    vals[i] = (float) ctx->replica_id_in_sync_group / (float) ctx->num_replicas_in_sync;
     *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &vals[i], .nbytes = 4};
     return 0;
 }
@@ -1049,17 +1069,24 @@ s_mw_worker(void *p)
     if (w->local == 2) {
         MW_CHECK(zdist_strategy_scope_enter(s, &err));
         float zero = 0;
-        zdist_strategy_var_def_t d1 = {.name = "sum", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+        zdist_strategy_var_def_t d1 = {.name = "sum",
+                                       .dtype = ZDIST_DTYPE_FLOAT32,
+                                       .initial_value = &zero,
                                        .aggregation = ZDIST_AGG_SUM};
-        zdist_strategy_var_def_t d2 = {.name = "first", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+        zdist_strategy_var_def_t d2 = {.name = "first",
+                                       .dtype = ZDIST_DTYPE_FLOAT32,
+                                       .initial_value = &zero,
                                        .aggregation = ZDIST_AGG_ONLY_FIRST_REPLICA};
-        zdist_strategy_var_def_t d3 = {.name = "on_read", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
-                                       .synchronization = ZDIST_SYNC_ON_READ, .aggregation = ZDIST_AGG_SUM};
+        zdist_strategy_var_def_t d3 = {.name = "on_read",
+                                       .dtype = ZDIST_DTYPE_FLOAT32,
+                                       .initial_value = &zero,
+                                       .synchronization = ZDIST_SYNC_ON_READ,
+                                       .aggregation = ZDIST_AGG_SUM};
         MW_CHECK(zdist_strategy_variable_new(s, &d1, &w->vsum, &err));
         MW_CHECK(zdist_strategy_variable_new(s, &d2, &w->vfirst, &err));
         MW_CHECK(zdist_strategy_variable_new(s, &d3, &w->vread, &err));
         /* every worker starts from worker 0's initial value */
-        float mine = 7.0f + (float)w->index;
+        float mine = 7.0f + (float) w->index;
         zdist_strategy_var_def_t d4 = {.name = "init", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &mine};
         zdist_strategy_var_t *vinit = NULL;
         MW_CHECK(zdist_strategy_variable_new(s, &d4, &vinit, &err));
@@ -1088,7 +1115,8 @@ s_mw_worker(void *p)
         w->on_read = x;
         float vals[2];
         zdist_tensor_t dv[2];
-        MW_CHECK(zdist_strategy_experimental_distribute_values_from_function(s, s_mw_value_fn, vals, dv, &err));
+        MW_CHECK(
+            zdist_strategy_experimental_distribute_values_from_function(s, s_mw_value_fn, vals, dv, &err));
         w->values_fn[0] = s_f(&dv[0], 0);
         w->values_fn[1] = s_f(&dv[1], 0);
     } else {
@@ -1096,8 +1124,8 @@ s_mw_worker(void *p)
            global batch 10 over range(14) */
         int calls = 0;
         const zdist_tensor_t *v = NULL;
-        MW_CHECK(zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls, ZDIST_INPUT_PER_WORKER, &dd,
-                                                                  &err));
+        MW_CHECK(zdist_strategy_distribute_datasets_from_function(s, s_range_fn, &calls,
+                                                                  ZDIST_INPUT_PER_WORKER, &dd, &err));
         int got;
         while ((got = zdist_strategy_dist_dataset_next(dd, &v, &err)) == 1) {
             if (w->steps == 0) {
@@ -1162,19 +1190,20 @@ test_multi_worker_mirrored(void)
         for (int l = 0; l < 2; l++) {
             CU_ASSERT_EQUAL(w[k].all_reduce[l], 10.0f); /* 1+2+3+4 */
             for (int i = 0; i < 4; i++) {
-                CU_ASSERT_EQUAL(w[k].gathered[l][i], (float)(i + 1));
-                CU_ASSERT_EQUAL(w[k].cross_gather[i], (float)i);
+                CU_ASSERT_EQUAL(w[k].gathered[l][i], (float) (i + 1));
+                CU_ASSERT_EQUAL(w[k].cross_gather[i], (float) i);
             }
-            CU_ASSERT_EQUAL(w[k].merged[l], 18.0f);    /* 3+4+5+6 */
-            CU_ASSERT_EQUAL(w[k].var_sum[l], 10.0f);   /* assign_add SUM of every replica's */
-            /* ONLY_FIRST_REPLICA: as values_util.apply_aggregation, this worker's first local replica's value */
-            CU_ASSERT_EQUAL(w[k].var_first[l], 100.0f + (float)(2 * k));
+            CU_ASSERT_EQUAL(w[k].merged[l], 18.0f);  /* 3+4+5+6 */
+            CU_ASSERT_EQUAL(w[k].var_sum[l], 10.0f); /* assign_add SUM of every replica's */
+            /* ONLY_FIRST_REPLICA: as values_util.apply_aggregation, this worker's first local replica's value
+             */
+            CU_ASSERT_EQUAL(w[k].var_first[l], 100.0f + (float) (2 * k));
         }
         CU_ASSERT_EQUAL(w[k].on_read, 10.0f); /* ON_READ SUM read over every worker */
         CU_ASSERT_EQUAL(w[k].init[0], 7.0f);
         CU_ASSERT_EQUAL(w[k].init[1], 7.0f);
-        CU_ASSERT_EQUAL(w[k].values_fn[0], (float)(2 * k) / 4.0f);
-        CU_ASSERT_EQUAL(w[k].values_fn[1], (float)(2 * k + 1) / 4.0f);
+        CU_ASSERT_EQUAL(w[k].values_fn[0], (float) (2 * k) / 4.0f);
+        CU_ASSERT_EQUAL(w[k].values_fn[1], (float) (2 * k + 1) / 4.0f);
     }
     /* 2 workers of 1 replica: pipeline 0's first batch is [0..4], pipeline 1's [5..9] */
     s_mw_run(w, 1);
@@ -1184,7 +1213,7 @@ test_multi_worker_mirrored(void)
             fprintf(stderr, "worker %d: %s\n", k, w[k].text);
         CU_ASSERT_EQUAL(w[k].first_batch_n, 5);
         for (int i = 0; i < 5; i++)
-            CU_ASSERT_EQUAL(w[k].first_batch[i], (float)(5 * k + i));
+            CU_ASSERT_EQUAL(w[k].first_batch[i], (float) (5 * k + i));
     }
     CU_ASSERT_EQUAL(w[0].steps, 2); /* [0..4], [10..13] */
     CU_ASSERT_EQUAL(w[1].steps, 1); /* [5..9] */
@@ -1193,17 +1222,18 @@ test_multi_worker_mirrored(void)
 void
 zdist_test_strategy_register(void)
 {
-    ZDIST_SUITE("strategy", {"new: specs, replica counts, cluster strategies refused", test_new_and_specs},
-                {"contexts, run, reduce (docstring: SUM of replica ids = 1)", test_contexts_and_reduce_docstring},
-                {"wrong context: TF's messages", test_wrong_context_messages},
-                {"values from function, gather (docstring), all_reduce/all_gather", test_values_gather_collectives},
-                {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},
-                {"variables: placement and replica/cross-replica writes", test_variables},
-                {"extended: update, reduce_to, batch_reduce_to, colocate_vars_with", test_extended},
-                {"merge_call (docstring: 3 + 4 = 7), update from a replica context",
-                 test_merge_call_and_replica_update},
-                {"distribute_datasets_from_function (2 pipelines, range(14))", test_datasets_from_function},
-                {"experimental_distribute_dataset", test_experimental_distribute_dataset},
-                {"multi_worker_mirrored: 2 workers over a loopback ring (2x2, and 2x1 datasets)",
-                 test_multi_worker_mirrored});
+    ZDIST_SUITE(
+        "strategy", {"new: specs, replica counts, cluster strategies refused", test_new_and_specs},
+        {"contexts, run, reduce (docstring: SUM of replica ids = 1)", test_contexts_and_reduce_docstring},
+        {"wrong context: TF's messages", test_wrong_context_messages},
+        {"values from function, gather (docstring), all_reduce/all_gather", test_values_gather_collectives},
+        {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},
+        {"variables: placement and replica/cross-replica writes", test_variables},
+        {"extended: update, reduce_to, batch_reduce_to, colocate_vars_with", test_extended},
+        {"merge_call (docstring: 3 + 4 = 7), update from a replica context",
+         test_merge_call_and_replica_update},
+        {"distribute_datasets_from_function (2 pipelines, range(14))", test_datasets_from_function},
+        {"experimental_distribute_dataset", test_experimental_distribute_dataset},
+        {"multi_worker_mirrored: 2 workers over a loopback ring (2x2, and 2x1 datasets)",
+         test_multi_worker_mirrored});
 }

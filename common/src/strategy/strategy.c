@@ -146,30 +146,32 @@ int
 zdist_strategy_spec_parse(const char *text, zdist_strategy_spec_t *ret, zdist_error_t *err)
 {
     if (!text || !ret)
-        return zdist_error_set(err, -EINVAL, "strategy spec: missing text; write one_device, mirrored[:N] or "
-                                             "central_storage[:N]");
+        return zdist_error_set(err, -EINVAL,
+                               "strategy spec: missing text; write one_device, mirrored[:N] or "
+                               "central_storage[:N]");
     char name[64];
     const char *colon = strchr(text, ':');
-    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    size_t len = colon ? (size_t) (colon - text) : strlen(text);
     if (len >= sizeof name)
         len = sizeof name - 1;
     memcpy(name, text, len);
     name[len] = '\0';
     zdist_strategy_spec_t spec = {.kind = zdist_strategy_from_name(name), .num_replicas = 1};
     if (spec.kind == ZDIST_STRATEGY_INVALID)
-        return zdist_error_set(err, -EINVAL,
-                               "strategy spec \"%s\": unknown strategy \"%s\"; write one_device, mirrored[:N] or "
-                               "central_storage[:N]",
-                               text, name);
+        return zdist_error_set(
+            err, -EINVAL,
+            "strategy spec \"%s\": unknown strategy \"%s\"; write one_device, mirrored[:N] or "
+            "central_storage[:N]",
+            text, name);
     if (colon) {
         char *end = NULL;
         errno = 0;
         long n = strtol(colon + 1, &end, 10);
         if (errno || end == colon + 1 || *end || n < 1 || n > S_MAX_REPLICAS)
-            return zdist_error_set(err, -EINVAL,
-                                   "strategy spec \"%s\": the replica count after ':' must be an integer in 1..%d",
-                                   text, S_MAX_REPLICAS);
-        spec.num_replicas = (int)n;
+            return zdist_error_set(
+                err, -EINVAL, "strategy spec \"%s\": the replica count after ':' must be an integer in 1..%d",
+                text, S_MAX_REPLICAS);
+        spec.num_replicas = (int) n;
     }
     *ret = spec;
     return 0;
@@ -184,10 +186,11 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     switch (spec->kind) {
     case ZDIST_STRATEGY_ONE_DEVICE:
         if (n != 1)
-            return zdist_error_set(err, -EINVAL,
-                                   "strategy spec: one_device runs exactly 1 replica, not num_replicas %d; use "
-                                   "mirrored:%d for several",
-                                   spec->num_replicas, spec->num_replicas);
+            return zdist_error_set(
+                err, -EINVAL,
+                "strategy spec: one_device runs exactly 1 replica, not num_replicas %d; use "
+                "mirrored:%d for several",
+                spec->num_replicas, spec->num_replicas);
         break;
     case ZDIST_STRATEGY_MIRRORED:
     case ZDIST_STRATEGY_CENTRAL_STORAGE:
@@ -200,33 +203,36 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
             return zdist_error_set(err, -EINVAL, "strategy spec: num_replicas %d is out of range; use 1..%d",
                                    spec->num_replicas, S_MAX_REPLICAS);
         if (spec->num_workers < 1 || spec->worker_index < 0 || spec->worker_index >= spec->num_workers)
-            return zdist_error_set(err, -EINVAL,
-                                   "strategy spec: multi_worker_mirrored needs num_workers >= 1 and worker_index in "
-                                   "0..num_workers-1 (got %d and %d)",
-                                   spec->num_workers, spec->worker_index);
+            return zdist_error_set(
+                err, -EINVAL,
+                "strategy spec: multi_worker_mirrored needs num_workers >= 1 and worker_index in "
+                "0..num_workers-1 (got %d and %d)",
+                spec->num_workers, spec->worker_index);
         if (!spec->comm && spec->num_workers > 1)
-            return zdist_error_set(err, -EINVAL,
-                                   "strategy spec: multi_worker_mirrored over %d workers needs comm, a connected "
-                                   "zdist/collective.h ring (zdist_comm_new + zdist_comm_connect)",
-                                   spec->num_workers);
+            return zdist_error_set(
+                err, -EINVAL,
+                "strategy spec: multi_worker_mirrored over %d workers needs comm, a connected "
+                "zdist/collective.h ring (zdist_comm_new + zdist_comm_connect)",
+                spec->num_workers);
         break;
     case ZDIST_STRATEGY_PARAMETER_SERVER:
-        return zdist_error_set(err, -ENOTSUP,
-                               "strategy spec: parameter_server is not served by zdist_strategy_new, which runs "
-                               "one_device, mirrored, central_storage and multi_worker_mirrored in this process; "
-                               "run parameter_server as a job on zdist-worker and zdist-psd tasks (zdist submit), "
-                               "or drive it from C with the ClusterCoordinator of zdist/coordinator.h");
+        return zdist_error_set(
+            err, -ENOTSUP,
+            "strategy spec: parameter_server is not served by zdist_strategy_new, which runs "
+            "one_device, mirrored, central_storage and multi_worker_mirrored in this process; "
+            "run parameter_server as a job on zdist-worker and zdist-psd tasks (zdist submit), "
+            "or drive it from C with the ClusterCoordinator of zdist/coordinator.h");
     default:
         return zdist_error_set(err, -EINVAL,
                                "strategy spec: unknown strategy kind %d; use one_device, mirrored or "
                                "central_storage",
-                               (int)spec->kind);
+                               (int) spec->kind);
     }
     zdist_strategy_object_t *self = calloc(1, sizeof *self);
     if (!self)
         return zdist_error_set(err, -ENOMEM, "out of memory");
-    self->slots = calloc((size_t)n, sizeof *self->slots);
-    self->uargs = calloc((size_t)n, sizeof *self->uargs);
+    self->slots = calloc((size_t) n, sizeof *self->slots);
+    self->uargs = calloc((size_t) n, sizeof *self->uargs);
     if (!self->slots || !self->uargs) {
         free(self->slots);
         free(self->uargs);
@@ -335,7 +341,8 @@ int
 zdist_strategy_scope_exit(zdist_strategy_object_t *self, zdist_error_t *err)
 {
     if (!self || tl_strategy != self || tl_replica || tl_depth < 1)
-        return zdist_error_set(err, -EINVAL, "scope exit: this thread is not inside %s's scope (exit without enter)",
+        return zdist_error_set(err, -EINVAL,
+                               "scope exit: this thread is not inside %s's scope (exit without enter)",
                                zdist_strategy_class_name(self));
     if (--tl_depth == 0) {
         tl_strategy = NULL;
@@ -386,26 +393,28 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
     case ZDIST_DTYPE_INT64:
         break;
     default:
-        return zdist_error_set(err, -EINVAL, "variable %s: dtype %s is not served; use float32, float64, int32 or int64",
+        return zdist_error_set(err, -EINVAL,
+                               "variable %s: dtype %s is not served; use float32, float64, int32 or int64",
                                def->name, zdist_dtype_name(def->dtype));
     }
     if (def->synchronization != ZDIST_SYNC_ON_WRITE && def->synchronization != ZDIST_SYNC_ON_READ)
-        return zdist_error_set(err, -EINVAL, "variable %s: synchronization %d is unknown; use ON_WRITE or ON_READ",
-                               def->name, (int)def->synchronization);
-    if ((int)def->aggregation < ZDIST_AGG_NONE || def->aggregation > ZDIST_AGG_ONLY_FIRST_REPLICA)
         return zdist_error_set(err, -EINVAL,
-                               "variable %s: aggregation %d is unknown; use NONE, SUM, MEAN or ONLY_FIRST_REPLICA",
-                               def->name, (int)def->aggregation);
+                               "variable %s: synchronization %d is unknown; use ON_WRITE or ON_READ",
+                               def->name, (int) def->synchronization);
+    if ((int) def->aggregation < ZDIST_AGG_NONE || def->aggregation > ZDIST_AGG_ONLY_FIRST_REPLICA)
+        return zdist_error_set(
+            err, -EINVAL, "variable %s: aggregation %d is unknown; use NONE, SUM, MEAN or ONLY_FIRST_REPLICA",
+            def->name, (int) def->aggregation);
     size_t nbytes = 0;
     zdist_shape_t shape;
     if (zdist_shape_init(&shape, def->shape.rank, def->shape.dims) < 0 ||
         zdist_tensor_byte_size(def->dtype, &shape, &nbytes) < 0)
-        return zdist_error_set(err, -EINVAL, "variable %s: shape is invalid (rank 0..%d, dims >= 0)", def->name,
-                               ZDIST_MAX_RANK);
+        return zdist_error_set(err, -EINVAL, "variable %s: shape is invalid (rank 0..%d, dims >= 0)",
+                               def->name, ZDIST_MAX_RANK);
     for (zdist_strategy_var_t *o = self->vars; o; o = o->next)
         if (strcmp(o->name, def->name) == 0)
-            return zdist_error_set(err, -EEXIST, "variable %s: a variable of that name exists in this strategy",
-                                   def->name);
+            return zdist_error_set(err, -EEXIST,
+                                   "variable %s: a variable of that name exists in this strategy", def->name);
     int ncopies = 1;
     if (self->kind == ZDIST_STRATEGY_MIRRORED || self->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED ||
         (self->kind == ZDIST_STRATEGY_CENTRAL_STORAGE && def->synchronization == ZDIST_SYNC_ON_READ))
@@ -421,7 +430,7 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
     v->sync = def->synchronization;
     v->agg = def->aggregation;
     v->ncopies = ncopies;
-    v->copies = calloc((size_t)ncopies, sizeof *v->copies);
+    v->copies = calloc((size_t) ncopies, sizeof *v->copies);
     if (!v->name || !v->copies) {
         s_var_free(v);
         return zdist_error_set(err, -ENOMEM, "out of memory");
@@ -493,14 +502,15 @@ s_check_own_var(const zdist_strategy_object_t *self, const zdist_strategy_var_t 
     if (!var)
         return zdist_error_set(err, -EINVAL, "variable is NULL");
     if (var->strategy != self)
-        return zdist_error_set(err, -EINVAL, "variable %s was created under another strategy's scope, not this %s's",
+        return zdist_error_set(err, -EINVAL,
+                               "variable %s was created under another strategy's scope, not this %s's",
                                var->name, zdist_strategy_class_name(self));
     return 0;
 }
 
 int
-zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy_var_t *var, zdist_tensor_t *ret,
-                             zdist_error_t *err)
+zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy_var_t *var,
+                             zdist_tensor_t *ret, zdist_error_t *err)
 {
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
@@ -511,8 +521,8 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
         (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)) {
         /* SyncOnRead SUM / MEAN: every replica of every worker */
         if (!ret || ret->dtype != var->dtype || ret->nbytes != var->nbytes || !ret->data)
-            return zdist_error_set(err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size",
-                                   var->name);
+            return zdist_error_set(
+                err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size", var->name);
         zdist_tensor_t v;
         rc = s_mw_reduce(self, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, var->copies,
                          var->ncopies, ZDIST_AXIS_NONE, &v, err);
@@ -545,13 +555,14 @@ zdist_strategy_variable_assign(zdist_strategy_object_t *self, zdist_strategy_var
         if (!share.data)
             return zdist_error_set(err, -ENOMEM, "out of memory");
         for (size_t i = 0; i < value->nbytes / sizeof(float); i++)
-            ((float *)share.data)[i] = ((const float *)value->data)[i] / (float)self->workers;
-        rc = zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies, &share,
-                                                      err);
+            ((float *) share.data)[i] = ((const float *) value->data)[i] / (float) self->workers;
+        rc = zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies,
+                                                      &share, err);
         free(share.data);
         return rc;
     }
-    return zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies, value, err);
+    return zdist_distribute_var_write_cross_replica(var->sync, var->agg, op, var->copies, var->ncopies, value,
+                                                    err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -579,10 +590,11 @@ s_barrier(zdist_strategy_replica_t *ctx, const char *what, zdist_error_t *err)
     pthread_mutex_unlock(&s->mu);
     if (ok)
         return 0;
-    return zdist_error_set(err, -EPIPE,
-                           "replica %d: %s: replica %d returned from the step function without joining it; every "
-                           "replica must make the same collective calls in the same order",
-                           ctx->id, what, who);
+    return zdist_error_set(
+        err, -EPIPE,
+        "replica %d: %s: replica %d returned from the step function without joining it; every "
+        "replica must make the same collective calls in the same order",
+        ctx->id, what, who);
 }
 
 static void *
@@ -620,8 +632,8 @@ zdist_strategy_values_free(zdist_tensor_t *values, int n)
 }
 
 int
-zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *arg, void *const *args_per_replica,
-                   zdist_tensor_t *ret_values, zdist_error_t *err)
+zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *arg,
+                   void *const *args_per_replica, zdist_tensor_t *ret_values, zdist_error_t *err)
 {
     if (!self || !fn)
         return zdist_error_set(err, -EINVAL, "run: strategy and fn are required");
@@ -629,12 +641,13 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
     if (rc < 0)
         return rc;
     if (self->running)
-        return zdist_error_set(err, -EBUSY,
-                               "run: a run of this %s is under way (run called from a merge_call's merge_fn?); "
-                               "call run from outside it",
-                               zdist_strategy_class_name(self));
+        return zdist_error_set(
+            err, -EBUSY,
+            "run: a run of this %s is under way (run called from a merge_call's merge_fn?); "
+            "call run from outside it",
+            zdist_strategy_class_name(self));
     int n = self->replicas;
-    zdist_strategy_replica_t *ctxs = calloc((size_t)n, sizeof *ctxs);
+    zdist_strategy_replica_t *ctxs = calloc((size_t) n, sizeof *ctxs);
     if (!ctxs)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     self->running = 1;
@@ -707,10 +720,11 @@ s_ring_dtype(const char *what, zdist_dtype_t dtype, zdist_error_t *err)
 {
     if (dtype == ZDIST_DTYPE_FLOAT32)
         return 0;
-    return zdist_error_set(err, -ENOTSUP,
-                           "%s: multi_worker_mirrored combines float32 values across workers (the ring's dtype), "
-                           "not %s",
-                           what, zdist_dtype_name(dtype));
+    return zdist_error_set(
+        err, -ENOTSUP,
+        "%s: multi_worker_mirrored combines float32 values across workers (the ring's dtype), "
+        "not %s",
+        what, zdist_dtype_name(dtype));
 }
 
 static int
@@ -731,12 +745,12 @@ s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor
     zdist_tensor_t loc;
     if ((rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, values, n, axis, &loc, err)) < 0)
         return rc;
-    int64_t len = (int64_t)(loc.nbytes / sizeof(float));
+    int64_t len = (int64_t) (loc.nbytes / sizeof(float));
     double count = s->total;
     if (axis != ZDIST_AXIS_NONE) {
         /* MEAN divides by the size of `axis` over every replica of every worker */
         int a = axis < 0 ? axis + values[0].shape.rank : axis;
-        float *buf = malloc((size_t)(len + 1) * sizeof *buf);
+        float *buf = malloc((size_t) (len + 1) * sizeof *buf);
         if (!buf) {
             free(loc.data);
             return zdist_error_set(err, -ENOMEM, "out of memory");
@@ -744,7 +758,7 @@ s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor
         memcpy(buf, loc.data, loc.nbytes);
         buf[len] = 0;
         for (int i = 0; i < n; i++)
-            buf[len] += (float)values[i].shape.dims[a];
+            buf[len] += (float) values[i].shape.dims[a];
         rc = s_ring_sum(s, buf, len + 1, err);
         if (rc == 0) {
             memcpy(loc.data, buf, loc.nbytes);
@@ -760,7 +774,7 @@ s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor
     }
     if (op == ZDIST_REDUCE_MEAN)
         for (int64_t i = 0; i < len; i++)
-            ((float *)loc.data)[i] = (float)(((float *)loc.data)[i] / count);
+            ((float *) loc.data)[i] = (float) (((float *) loc.data)[i] / count);
     *ret = loc;
     return 0;
 }
@@ -772,9 +786,9 @@ s_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int
 {
     int rank = values[0].shape.rank;
     if ((axis < 0 ? axis + rank : axis) != 0)
-        return zdist_error_set(err, -ENOTSUP,
-                               "gather: multi_worker_mirrored gathers across workers along axis 0 only, not axis %d",
-                               axis);
+        return zdist_error_set(
+            err, -ENOTSUP,
+            "gather: multi_worker_mirrored gathers across workers along axis 0 only, not axis %d", axis);
     zdist_tensor_t loc;
     int rc = zdist_distribute_gather(values, n, axis, &loc, err);
     if (rc < 0)
@@ -782,7 +796,7 @@ s_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int
     int64_t inner = 1;
     for (int d = 1; d < loc.shape.rank; d++)
         inner *= loc.shape.dims[d];
-    size_t row_bytes = (size_t)inner * zdist_dtype_size(loc.dtype);
+    size_t row_bytes = (size_t) inner * zdist_dtype_size(loc.dtype);
     void *all = NULL;
     int64_t rows = 0;
     rc = zdist_comm_all_gather(s->comm, loc.data, loc.shape.dims[0], row_bytes, &all, &rows, NULL, 0, err);
@@ -791,7 +805,7 @@ s_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int
         return rc;
     loc.shape.dims[0] = rows;
     loc.data = all;
-    loc.nbytes = (size_t)rows * row_bytes;
+    loc.nbytes = (size_t) rows * row_bytes;
     *ret = loc;
     return 0;
 }
@@ -806,14 +820,14 @@ s_mw_combine_write(zdist_strategy_object_t *s, const zdist_strategy_var_t *var, 
     if (rc < 0)
         return rc;
     if (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)
-        return s_mw_reduce(s, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, s->slots, s->replicas,
-                           ZDIST_AXIS_NONE, ret, err);
+        return s_mw_reduce(s, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, s->slots,
+                           s->replicas, ZDIST_AXIS_NONE, ret, err);
     /* ONLY_FIRST_REPLICA: values_util.apply_aggregation takes
        experimental_local_results(value)[0], this worker's first replica's
        value (TF does not send it to the other workers) */
     if (s->slots[0].nbytes != var->nbytes || s->slots[0].dtype != var->dtype)
-        return zdist_error_set(err, -EINVAL, "assign to %s: the value's dtype or size differs from the variable's",
-                               var->name);
+        return zdist_error_set(
+            err, -EINVAL, "assign to %s: the value's dtype or size differs from the variable's", var->name);
     zdist_tensor_t v = var->copies[0];
     v.data = malloc(var->nbytes ? var->nbytes : 1);
     if (!v.data)
@@ -826,7 +840,8 @@ s_mw_combine_write(zdist_strategy_object_t *s, const zdist_strategy_var_t *var, 
 /* Local replica 0 computes s->merged from the operands in s->slots; every
    replica gets its own copy (or the error). Three meetings: operands in,
    result out, result freed. */
-typedef int (*s_leader_fn)(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *out, zdist_error_t *err);
+typedef int (*s_leader_fn)(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *out,
+                           zdist_error_t *err);
 
 static int
 s_leader(zdist_strategy_replica_t *ctx, const char *what, s_leader_fn fn, void *cookie, zdist_tensor_t *ret,
@@ -930,8 +945,8 @@ s_collective(zdist_strategy_replica_t *ctx, s_coll_t kind, zdist_reduce_op_t op,
 }
 
 int
-zdist_strategy_replica_all_reduce(zdist_strategy_replica_t *ctx, zdist_reduce_op_t op, const zdist_tensor_t *value,
-                                  zdist_tensor_t *ret, zdist_error_t *err)
+zdist_strategy_replica_all_reduce(zdist_strategy_replica_t *ctx, zdist_reduce_op_t op,
+                                  const zdist_tensor_t *value, zdist_tensor_t *ret, zdist_error_t *err)
 {
     return s_collective(ctx, S_REDUCE, op, 0, value, ret, err);
 }
@@ -968,19 +983,20 @@ s_apply_replica_write(zdist_strategy_object_t *s, zdist_strategy_var_t *var, zdi
         int rc = s_mw_combine_write(s, var, &v, err);
         if (rc < 0)
             return rc;
-        rc = zdist_distribute_var_write_cross_replica(ZDIST_SYNC_ON_WRITE, var->agg, op, var->copies, var->ncopies,
-                                                      &v, err);
+        rc = zdist_distribute_var_write_cross_replica(ZDIST_SYNC_ON_WRITE, var->agg, op, var->copies,
+                                                      var->ncopies, &v, err);
         free(v.data);
         return rc;
     }
     if (var->ncopies == s->replicas)
-        return zdist_distribute_var_write_replica(var->sync, var->agg, op, var->copies, s->slots, s->replicas, err);
+        return zdist_distribute_var_write_replica(var->sync, var->agg, op, var->copies, s->slots, s->replicas,
+                                                  err);
     /* One copy for several replicas (central_storage ON_WRITE): the
        aggregated write computed on scratch copies, then stored once. */
     int rc = zdist_distribute_check_replica_write(var->sync, var->agg, var->dtype, s->replicas, err);
     if (rc < 0)
         return rc;
-    zdist_tensor_t *tmp = calloc((size_t)s->replicas, sizeof *tmp);
+    zdist_tensor_t *tmp = calloc((size_t) s->replicas, sizeof *tmp);
     if (!tmp)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     for (int r = 0; r < s->replicas && rc == 0; r++) {
@@ -1011,7 +1027,8 @@ zdist_strategy_replica_assign(zdist_strategy_replica_t *ctx, zdist_strategy_var_
     if ((rc = s_check_own_var(ctx->strategy, var, err)) < 0)
         return rc;
     if (!value)
-        return zdist_error_set(err, -EINVAL, "replica %d: assign to %s: value is required", ctx->id, var->name);
+        return zdist_error_set(err, -EINVAL, "replica %d: assign to %s: value is required", ctx->id,
+                               var->name);
     zdist_strategy_object_t *s = ctx->strategy;
     s->slots[ctx->id] = *value;
     if ((rc = s_barrier(ctx, "assign", err)) < 0)
@@ -1056,7 +1073,8 @@ zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx, zdist_strategy_
     if (rc < 0)
         return rc;
     if (!fn || !value)
-        return zdist_error_set(err, -EINVAL, "replica %d: merge_call: merge_fn and value are required", ctx->id);
+        return zdist_error_set(err, -EINVAL, "replica %d: merge_call: merge_fn and value are required",
+                               ctx->id);
     ctx->strategy->slots[ctx->id] = *value;
     s_merge_t m = {.fn = fn, .arg = arg};
     return s_leader(ctx, "merge_call", s_merge_leader, &m, ret, err);
@@ -1072,36 +1090,36 @@ s_check_values(const zdist_strategy_object_t *self, const char *what, const zdis
     if (!values)
         return zdist_error_set(err, -EINVAL, "%s: values is NULL", what);
     if (n != self->replicas)
-        return zdist_error_set(err, -EINVAL,
-                               "%s: %d values for a %s of %d %sreplicas; pass one per replica (strategy.run's "
-                               "per-replica results)",
-                               what, n, zdist_strategy_class_name(self), self->replicas,
-                               self->workers > 1 ? "local " : "");
+        return zdist_error_set(
+            err, -EINVAL,
+            "%s: %d values for a %s of %d %sreplicas; pass one per replica (strategy.run's "
+            "per-replica results)",
+            what, n, zdist_strategy_class_name(self), self->replicas, self->workers > 1 ? "local " : "");
     return 0;
 }
 
 /* cross_device_ops.reduce_non_distributed_value: zeros stay zeros, MEAN is
    the value, SUM over several replicas is TF's ValueError. */
 static int
-s_reduce_non_distributed(const zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *value,
-                         zdist_tensor_t *ret, zdist_error_t *err)
+s_reduce_non_distributed(const zdist_strategy_object_t *self, zdist_reduce_op_t op,
+                         const zdist_tensor_t *value, zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)self;
+    (void) self;
     bool zeros = true;
     for (size_t i = 0; i < value->nbytes && zeros; i++)
-        zeros = ((const unsigned char *)value->data)[i] == 0;
+        zeros = ((const unsigned char *) value->data)[i] == 0;
     if (!zeros && op == ZDIST_REDUCE_SUM) {
         char text[64] = "<a tensor>";
         if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_FLOAT32) {
-            double v = *(const float *)value->data;
-            snprintf(text, sizeof text, v == (double)(long long)v ? "%.1f" : "%g", v);
+            double v = *(const float *) value->data;
+            snprintf(text, sizeof text, v == (double) (long long) v ? "%.1f" : "%g", v);
         } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_FLOAT64) {
-            double v = *(const double *)value->data;
-            snprintf(text, sizeof text, v == (double)(long long)v ? "%.1f" : "%g", v);
+            double v = *(const double *) value->data;
+            snprintf(text, sizeof text, v == (double) (long long) v ? "%.1f" : "%g", v);
         } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_INT32) {
-            snprintf(text, sizeof text, "%d", *(const int32_t *)value->data);
+            snprintf(text, sizeof text, "%d", *(const int32_t *) value->data);
         } else if (value->shape.rank == 0 && value->dtype == ZDIST_DTYPE_INT64) {
-            snprintf(text, sizeof text, "%lld", (long long)*(const int64_t *)value->data);
+            snprintf(text, sizeof text, "%lld", (long long) *(const int64_t *) value->data);
         }
         return zdist_error_set(err, -EINVAL,
                                "A non-DistributedValues value %s cannot be reduced with the given reduce op "
@@ -1119,8 +1137,8 @@ s_reduce_non_distributed(const zdist_strategy_object_t *self, zdist_reduce_op_t 
 }
 
 int
-zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
-                      int axis, zdist_tensor_t *ret, zdist_error_t *err)
+zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
+                      int n, int axis, zdist_tensor_t *ret, zdist_error_t *err)
 {
     if (!self)
         return zdist_error_set(err, -EINVAL, "reduce: strategy is NULL");
@@ -1175,9 +1193,10 @@ zdist_strategy_experimental_distribute_values_from_function(zdist_strategy_objec
                                                             zdist_error_t *err)
 {
     if (!self)
-        return zdist_error_set(err, -EINVAL, "experimental_distribute_values_from_function: strategy is NULL");
-    return zdist_distribute_values_from_function(self->total, self->rank * self->replicas, self->replicas, fn, arg,
-                                                 ret_values, err);
+        return zdist_error_set(err, -EINVAL,
+                               "experimental_distribute_values_from_function: strategy is NULL");
+    return zdist_distribute_values_from_function(self->total, self->rank * self->replicas, self->replicas, fn,
+                                                 arg, ret_values, err);
 }
 
 int
@@ -1186,8 +1205,9 @@ zdist_strategy_experimental_distribute_dataset(zdist_strategy_object_t *self, co
                                                zdist_error_t *err)
 {
     if (!self || !dataset || !opts || !ret)
-        return zdist_error_set(err, -EINVAL, "experimental_distribute_dataset: strategy, dataset, options and ret "
-                                             "are required");
+        return zdist_error_set(err, -EINVAL,
+                               "experimental_distribute_dataset: strategy, dataset, options and ret "
+                               "are required");
     zdist_input_context_t *ctx = zdist_input_context_new(self->workers, self->rank, self->total, err);
     if (!ctx)
         return err ? err->code : -ENOMEM;
@@ -1205,8 +1225,8 @@ zdist_strategy_experimental_distribute_dataset(zdist_strategy_object_t *self, co
 /* reduce_to / batch_reduce_to over every worker: every pair checked (float32,
    destinations of the reduced shape) before the first ring call. */
 static int
-s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_reduce_pair_t *pairs, int n,
-                     zdist_error_t *err)
+s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_reduce_pair_t *pairs,
+                     int n, zdist_error_t *err)
 {
     if (!pairs && n > 0)
         return zdist_error_set(err, -EINVAL, "batch_reduce_to: pairs is NULL");
@@ -1218,10 +1238,11 @@ s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdi
         for (int d = 0; d < p->num_dests; d++)
             if (!p->dests || p->dests[d].dtype != p->values[0].dtype || !p->dests[d].data ||
                 !zdist_shape_equal(&p->dests[d].shape, &p->values[0].shape))
-                return zdist_error_set(err, -EINVAL,
-                                       "reduce_to: pair %d, destination %d: give a buffer of the values' dtype and "
-                                       "shape",
-                                       i, d);
+                return zdist_error_set(
+                    err, -EINVAL,
+                    "reduce_to: pair %d, destination %d: give a buffer of the values' dtype and "
+                    "shape",
+                    i, d);
     }
     for (int i = 0; i < n; i++) {
         zdist_tensor_t v;
@@ -1236,8 +1257,9 @@ s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdi
 }
 
 int
-zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
-                                  int n, const zdist_strategy_var_t *destination, zdist_tensor_t *dests,
+zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op_t op,
+                                  const zdist_tensor_t *values, int n,
+                                  const zdist_strategy_var_t *destination, zdist_tensor_t *dests,
                                   int num_dests, zdist_error_t *err)
 {
     if (!self)
@@ -1251,9 +1273,9 @@ zdist_strategy_extended_reduce_to(zdist_strategy_object_t *self, zdist_reduce_op
         if ((rc = s_check_own_var(self, destination, err)) < 0)
             return rc;
         if (num_dests != destination->ncopies)
-            return zdist_error_set(err, -EINVAL,
-                                   "reduce_to: destination %s has %d copies; pass num_dests %d buffers, not %d",
-                                   destination->name, destination->ncopies, destination->ncopies, num_dests);
+            return zdist_error_set(
+                err, -EINVAL, "reduce_to: destination %s has %d copies; pass num_dests %d buffers, not %d",
+                destination->name, destination->ncopies, destination->ncopies, num_dests);
     }
     if (self->workers > 1) {
         zdist_reduce_pair_t pair = {values, n, dests, num_dests};
@@ -1330,8 +1352,8 @@ zdist_strategy_extended_update(zdist_strategy_object_t *self, zdist_strategy_var
 }
 
 int
-zdist_strategy_extended_colocate_vars_with_begin(zdist_strategy_object_t *self, const zdist_strategy_var_t *anchor,
-                                                 zdist_error_t *err)
+zdist_strategy_extended_colocate_vars_with_begin(zdist_strategy_object_t *self,
+                                                 const zdist_strategy_var_t *anchor, zdist_error_t *err)
 {
     if (!self)
         return zdist_error_set(err, -EINVAL, "colocate_vars_with: strategy is NULL");
@@ -1359,8 +1381,9 @@ int
 zdist_strategy_extended_colocate_vars_with_end(zdist_strategy_object_t *self, zdist_error_t *err)
 {
     if (!self || tl_anchor_strategy != self)
-        return zdist_error_set(err, -EINVAL, "colocate_vars_with end: no colocate_vars_with is open on this thread "
-                                             "for this strategy");
+        return zdist_error_set(err, -EINVAL,
+                               "colocate_vars_with end: no colocate_vars_with is open on this thread "
+                               "for this strategy");
     tl_anchor = NULL;
     tl_anchor_strategy = NULL;
     return 0;

@@ -16,8 +16,8 @@ struct zdist_strategy_dist_dataset_t {
     bool *ended;                    /* [pipelines] */
     zdist_tensor_t *values;         /* [replicas]: the current step */
     zdist_tensor_t *last;           /* [replicas]: each replica's last batch (shape of its empty ones) */
-    void **bufs;                    /* [replicas]: the step's batches, copied (a pipeline's view lasts one next) */
-    size_t *caps;                   /* [replicas] */
+    void **bufs;  /* [replicas]: the step's batches, copied (a pipeline's view lasts one next) */
+    size_t *caps; /* [replicas] */
 };
 
 void
@@ -46,18 +46,21 @@ zdist_strategy_dist_dataset_destroy(zdist_strategy_dist_dataset_t **self_p)
 }
 
 int
-zdist_strategy_distribute_datasets_from_function(zdist_strategy_object_t *strategy, zdist_strategy_dataset_fn fn,
-                                                 void *arg, zdist_input_replication_t mode,
+zdist_strategy_distribute_datasets_from_function(zdist_strategy_object_t *strategy,
+                                                 zdist_strategy_dataset_fn fn, void *arg,
+                                                 zdist_input_replication_t mode,
                                                  zdist_strategy_dist_dataset_t **ret, zdist_error_t *err)
 {
     if (!strategy || !fn || !ret)
-        return zdist_error_set(err, -EINVAL, "distribute_datasets_from_function: strategy, dataset_fn and ret are "
-                                             "required");
-    if (mode != ZDIST_INPUT_PER_WORKER && mode != ZDIST_INPUT_PER_REPLICA)
         return zdist_error_set(err, -EINVAL,
-                               "distribute_datasets_from_function: replication mode %d is unknown; use PER_WORKER "
-                               "or PER_REPLICA",
-                               (int)mode);
+                               "distribute_datasets_from_function: strategy, dataset_fn and ret are "
+                               "required");
+    if (mode != ZDIST_INPUT_PER_WORKER && mode != ZDIST_INPUT_PER_REPLICA)
+        return zdist_error_set(
+            err, -EINVAL,
+            "distribute_datasets_from_function: replication mode %d is unknown; use PER_WORKER "
+            "or PER_REPLICA",
+            (int) mode);
     if (mode == ZDIST_INPUT_PER_REPLICA && zdist_strategy_kind(strategy) != ZDIST_STRATEGY_MIRRORED)
         return zdist_error_set(err, -ENOTSUP,
                                "InputReplicationMode.PER_REPLICA is only supported with "
@@ -73,14 +76,15 @@ zdist_strategy_distribute_datasets_from_function(zdist_strategy_object_t *strate
     self->replicas = local;
     self->mode = mode;
     self->pipelines = mode == ZDIST_INPUT_PER_REPLICA ? R : 1;
-    self->ctxs = calloc((size_t)self->pipelines, sizeof *self->ctxs);
-    self->sets = calloc((size_t)self->pipelines, sizeof *self->sets);
-    self->ended = calloc((size_t)self->pipelines, sizeof *self->ended);
-    self->values = calloc((size_t)local, sizeof *self->values);
-    self->last = calloc((size_t)local, sizeof *self->last);
-    self->bufs = calloc((size_t)local, sizeof *self->bufs);
-    self->caps = calloc((size_t)local, sizeof *self->caps);
-    if (!self->ctxs || !self->sets || !self->ended || !self->values || !self->last || !self->bufs || !self->caps) {
+    self->ctxs = calloc((size_t) self->pipelines, sizeof *self->ctxs);
+    self->sets = calloc((size_t) self->pipelines, sizeof *self->sets);
+    self->ended = calloc((size_t) self->pipelines, sizeof *self->ended);
+    self->values = calloc((size_t) local, sizeof *self->values);
+    self->last = calloc((size_t) local, sizeof *self->last);
+    self->bufs = calloc((size_t) local, sizeof *self->bufs);
+    self->caps = calloc((size_t) local, sizeof *self->caps);
+    if (!self->ctxs || !self->sets || !self->ended || !self->values || !self->last || !self->bufs ||
+        !self->caps) {
         zdist_strategy_dist_dataset_destroy(&self);
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
@@ -95,7 +99,8 @@ zdist_strategy_distribute_datasets_from_function(zdist_strategy_object_t *strate
         zdist_strategy_dataset_t ds = {0};
         int rc = fn(self->ctxs[p], arg, &ds, err);
         if (rc == 0 && !ds.next)
-            rc = zdist_error_set(err, -EINVAL, "dataset_fn for input pipeline %d returned a dataset without next", p);
+            rc = zdist_error_set(err, -EINVAL,
+                                 "dataset_fn for input pipeline %d returned a dataset without next", p);
         if (rc < 0) {
             if (ds.destroy)
                 ds.destroy(ds.state);
