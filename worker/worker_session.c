@@ -233,6 +233,7 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
     opts.epochs = job->epochs > 0 && !cfg->repeat_input ? job->epochs : ZDIST_INPUT_REPEAT_FOREVER;
     opts.shard_policy = applied;
     opts.prefetch = job->prefetch;
+    opts.whole_batches = job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER;
     self->in = zdist_input_new(self->train, self->ictx, &opts, err);
     if (!self->in)
         return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, -EINVAL, "dataset", err);

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST CNN to the end under three strategies: test accuracy of each, and the spread.
 #
-#     bash tests/bench/accuracy_cnn.sh [BUILD_DIR] [--epochs N] [--only run|ps|mwm]
+#     bash tests/bench/accuracy_cnn.sh [BUILD_DIR] [--epochs N] [--only run,ps,mwm]
 #
 # Trains deploy/examples/fmnist-cnn-run.json with `zdist run` (one_device), then starts a local cluster on
 # free 127.0.0.1 ports (a chief, 2 workers, 2 ps) and submits fmnist-cnn-ps.json (parameter_server) and
 # fmnist-cnn-mwm.json (multi_worker_mirrored over the 2 workers). Prints one row per strategy (test
 # accuracy, test loss, wall time) and the largest difference between them. Takes a while: 10 epochs of
 # the CNN each (about 5 to 15 minutes per strategy on 2 cores). BUILD_DIR defaults to build-rel, then
-# build (a Release build: the sanitizers' builds are several times slower).
+# build (a Release build: the sanitizers' builds are several times slower). Each run's JSON result is
+# kept in BUILD_DIR/accuracy-cnn/ (run.json, ps.json, mwm.json).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=""
 epochs=""
-only=""
+only="run,ps,mwm"
 while [[ $# -gt 0 ]]; do
     case $1 in
     --epochs) epochs=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) build=$1; shift ;;
     esac
 done
@@ -33,8 +34,11 @@ source "$root/tests/integration/lib.sh"
 source "$root/tests/integration/coord_lib.sh"
 zd_init accuracy-cnn
 OUT=$ZD_TMP/out
+KEEP=$build/accuracy-cnn
+mkdir -p "$KEEP"
 RESULTS=$ZD_TMP/results.txt
 : >"$RESULTS"
+wanted() { [[ ,$only, == *,$1,* ]]; }
 
 # job_copy NAME: the example with --epochs applied, in $ZD_TMP.
 job_copy() {
@@ -49,23 +53,25 @@ PY
 # row STRATEGY ACCURACY LOSS SECONDS
 row() { printf '%s %s %s %s\n' "$@" >>"$RESULTS"; zd_log "$1: test accuracy $2, test loss $3, $4 s"; }
 
-if [[ -z $only || $only == run ]]; then
+if wanted run; then
     job_copy run
     t0=$SECONDS
-    "$ZDIST_BIN" run "$ZD_TMP/run.json" --json --quiet >"$OUT"
-    row one_device "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.4f %.4f" % (j["test_accuracy"], j["test_loss"]))' "$OUT")" $((SECONDS - t0))
+    "$ZDIST_BIN" run "$ZD_TMP/run.json" --json --quiet >"$KEEP/run.json"
+    # shellcheck disable=SC2046 # two numbers, split on purpose
+    row one_device $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.4f %.4f" % (j["test_accuracy"], j["test_loss"]))' "$KEEP/run.json") $((SECONDS - t0))
 fi
-if [[ -z $only || $only == ps || $only == mwm ]]; then
+if wanted ps || wanted mwm; then
     coord_cluster 2 2
     coord_up 2 2
     for s in ps mwm; do
-        [[ -n $only && $only != "$s" ]] && continue
+        wanted $s || continue
         job_copy $s
         t0=$SECONDS
-        zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/$s.json" --cluster "$CLUSTER" --json
+        zd_run_expect 0 "$KEEP/$s.json" "$ZDIST_BIN" submit "$ZD_TMP/$s.json" --cluster "$CLUSTER" --json
         name=parameter_server
         [[ $s == mwm ]] && name=multi_worker_mirrored
-        row $name "$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["metrics"]; print("%.4f %.4f" % (m["test_accuracy"], m.get("test_loss", float("nan"))))' "$OUT")" $((SECONDS - t0))
+        # shellcheck disable=SC2046
+        row $name $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["metrics"]; print("%.4f %.4f" % (m["test_accuracy"], m.get("test_loss", float("nan"))))' "$KEEP/$s.json") $((SECONDS - t0))
     done
 fi
 echo

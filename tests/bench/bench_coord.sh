@@ -239,7 +239,7 @@ base = next(v[1] for k, v in b.items() if k[0].startswith("one_device"))
 one = b.get(("parameter_server", "1"), [None] * 4)[1]
 print()
 print("(b) mlp 784-256-128-10, adam, global batch 128, %s steps, data: %s, median of %s" % (steps, fmt, repeat))
-print("    (a worker's step is its share of the global batch: 128 / workers examples; vs_1_worker against")
+print("    (parameter_server: a worker's step is the whole global batch, as TF's; multi_worker_mirrored: its share; vs_1_worker against")
 print("    parameter_server with 1 worker)")
 print("%-24s %7s %9s %11s %10s %11s %7s" % ("strategy", "workers", "steps/s", "examples/s", "vs_one_dev", "vs_1_worker",
                                           "wall_s"))

@@ -84,8 +84,8 @@ zd_ok "status --follow: progress lines from the stream, then the final status, e
 # ---- epochs: steps from the workers' steps per epoch ----
 sed 's/"steps": 301, //; s/"seed": 3/"seed": 3, "epochs": 1/' "$ZD_TMP/job.json" >"$ZD_TMP/ep.json"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ep.json" --cluster "$CLUSTER" --json
-zd_json_check "$OUT" 'j["state"] == "done" and j["steps"] == 128 and j["step"] == 128'
-zd_ok "epochs: 1 epoch = 2 workers x 64 steps of their shard"
+zd_json_check "$OUT" 'j["state"] == "done" and j["steps"] == 64 and j["step"] == 64'
+zd_ok "epochs: 1 epoch = 64 whole global batches shared out by 2 workers"
 
 # ---- cancel ----
 coord_softmax_job "$ZD_TMP/long.json" 1000000

@@ -123,8 +123,8 @@ s_trace(zdist_input_t *in, char *buf, size_t size)
 }
 
 static void
-s_expect_trace(const zdist_dataset_t *ds, int pipelines, int id, int replicas, int64_t G,
-               zdist_auto_shard_policy_t policy, bool drop, const char *want, int64_t want_steps)
+s_expect_trace_of(const zdist_dataset_t *ds, int pipelines, int id, int replicas, int64_t G,
+                  zdist_auto_shard_policy_t policy, bool drop, bool whole, const char *want, int64_t want_steps)
 {
     zdist_error_t err = {0};
     zdist_input_context_t *ctx = zdist_input_context_new(pipelines, id, replicas, &err);
@@ -133,6 +133,7 @@ s_expect_trace(const zdist_dataset_t *ds, int pipelines, int id, int replicas, i
     zdist_input_options_init(&o, G);
     o.shard_policy = policy;
     o.drop_remainder = drop;
+    o.whole_batches = whole;
     zdist_input_t *in = zdist_input_new(ds, ctx, &o, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(in);
     CU_ASSERT_EQUAL(zdist_input_steps_per_epoch(in), want_steps);
@@ -146,6 +147,13 @@ s_expect_trace(const zdist_dataset_t *ds, int pipelines, int id, int replicas, i
     CU_ASSERT_PTR_NULL(in);
     zdist_input_destroy(&in);
     zdist_input_context_destroy(&ctx);
+}
+
+static void
+s_expect_trace(const zdist_dataset_t *ds, int pipelines, int id, int replicas, int64_t G,
+               zdist_auto_shard_policy_t policy, bool drop, const char *want, int64_t want_steps)
+{
+    s_expect_trace_of(ds, pipelines, id, replicas, G, policy, drop, false, want, want_steps);
 }
 
 /* ------------------------------------------------------------- rebatching */
@@ -262,6 +270,21 @@ test_shard_data_and_off(void)
        4,3,..., worker 1 cuts 3,4,... (TF's rotation). */
     s_expect_trace(ds, 2, 0, 2, 7, ZDIST_AUTO_SHARD_OFF, false, "0,1,2,3;4,5,6;7,8,9", 3);
     s_expect_trace(ds, 2, 1, 2, 7, ZDIST_AUTO_SHARD_OFF, false, "0,1,2;3,4,5,6;7,8,9", 3);
+
+    /* Whole batches (parameter_server: a worker's step is the global batch).
+       DATA, 2 pipelines x 1 replica each, G=4: pipeline w takes batches w, w+2
+       of the common order, whole; the epoch is shared out (3 batches: 2 + 1). */
+    s_expect_trace_of(ds, 2, 0, 2, 4, ZDIST_AUTO_SHARD_DATA, false, true, "0,1,2,3;8,9", 2);
+    s_expect_trace_of(ds, 2, 1, 2, 4, ZDIST_AUTO_SHARD_DATA, false, true, "4,5,6,7", 1);
+    /* 3 pipelines, 4 batches of 3 with drop_remainder off: 2, 1, 1 steps. */
+    s_expect_trace_of(ds, 3, 2, 3, 3, ZDIST_AUTO_SHARD_DATA, false, true, "6,7,8", 1);
+    s_expect_trace_of(ds, 3, 0, 3, 3, ZDIST_AUTO_SHARD_DATA, false, true, "0,1,2;9", 2);
+    /* 2 pipelines of 2 replicas, G=4: the pipeline's batch splits over its own replicas. */
+    s_expect_trace_of(ds, 2, 1, 4, 4, ZDIST_AUTO_SHARD_DATA, false, true, "4,5|6,7", 1);
+    /* More pipelines than batches: the last ones get none. */
+    s_expect_trace_of(ds, 4, 3, 4, 8, ZDIST_AUTO_SHARD_DATA, false, true, "", 0);
+    /* OFF: every pipeline walks all the data in whole batches. */
+    s_expect_trace_of(ds, 2, 1, 2, 4, ZDIST_AUTO_SHARD_OFF, false, true, "0,1,2,3;4,5,6,7;8,9", 3);
 
     /* tf.data shard: every third from 1. */
     zdist_dataset_t *sh = NULL;

@@ -54,7 +54,7 @@ extern "C" {
 
 typedef struct _zdist_cluster_t zdist_cluster_t;
 
-/* The strategies of DESIGN.md §2. */
+/* The strategies (ARCHITECTURE.md, "Strategies"). */
 typedef enum {
     ZDIST_STRATEGY_INVALID = -1,
     ZDIST_STRATEGY_PARAMETER_SERVER = 0,

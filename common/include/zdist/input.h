@@ -237,6 +237,13 @@ typedef struct {
        for data already in memory). */
     zdist_auto_shard_policy_t shard_policy;
     int prefetch; /* steps prepared ahead by a background thread; 0 = none */
+    /* ParameterServerStrategy: a worker's step is the whole global batch (TF's
+       InputContext there has one pipeline in sync and the worker's replicas:
+       "no synchronization beyond a worker"). The workers share out the epoch:
+       under DATA, pipeline w of W takes global batches w, w + W, ... of the
+       common order; under FILE or OFF it walks its own data. The batch is
+       split over the pipeline's own replicas only. */
+    bool whole_batches;
 } zdist_input_options_t;
 
 /* TF's defaults: drop_remainder false, no shuffle, 1 epoch, AUTO, no prefetch. */

@@ -1,4 +1,4 @@
-/* zdist job: a job document (DESIGN.md §4) parsed once, strictly, into a plain C struct.
+/* zdist job: a job document (ARCHITECTURE.md, "How a job travels") parsed once, strictly, into a plain C struct.
 
    The one job class: `zdist submit` sends the text to the coordinator, which
    parses it here (refusing bad specs with a message naming the field and

@@ -2,7 +2,7 @@
 #ifndef ZDIST_STEP_H
 #define ZDIST_STEP_H
 
-/* A model is C code that runs unchanged under every strategy (DESIGN.md §3).
+/* A model is C code that runs unchanged under every strategy (ARCHITECTURE.md, "Strategies").
    It declares its variables in `build` (the equivalent of creating variables
    under strategy.scope()), and its steps talk to a replica context
    (tf.distribute.ReplicaContext) that turns reads, gradient applies and

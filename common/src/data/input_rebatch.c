@@ -71,6 +71,8 @@ struct zdist_input_t {
     zdist_input_options_t opts;
     int workers, worker, replicas; /* W, w, local R */
     bool legacy;                   /* DATA: legacy rebatch, then shard */
+    bool whole;                    /* opts.whole_batches */
+    int cycle_workers;             /* W the batch is split over: 1 when whole */
     int64_t *cycle_sizes;          /* V2: [W * R] */
     int64_t epoch_len;             /* examples walked per epoch, after drop_remainder */
     int64_t steps_per_epoch;
@@ -174,7 +176,18 @@ s_produce(zdist_input_t *self, s_slot_t *slot)
     }
     int R = self->replicas, W = self->workers;
     int64_t total = 0;
-    if (self->legacy) {
+    if (self->legacy && self->whole) {
+        /* this pipeline's next whole batch: batch w + W * step of the common order */
+        int64_t start = (self->step_in_epoch * W + self->worker) * self->opts.global_batch_size;
+        int64_t b = self->epoch_len - start;
+        if (b > self->opts.global_batch_size)
+            b = self->opts.global_batch_size;
+        zdist_input_rebatch_legacy(b, R, self->legacy_offsets, self->legacy_sizes);
+        for (int r = 0; r < R; r++) {
+            s_gather(self, slot, r, self->perm + start + self->legacy_offsets[r], self->legacy_sizes[r]);
+            total += self->legacy_sizes[r];
+        }
+    } else if (self->legacy) {
         int64_t start = self->step_in_epoch * self->opts.global_batch_size;
         int64_t b = self->epoch_len - start;
         if (b > self->opts.global_batch_size)
@@ -186,7 +199,7 @@ s_produce(zdist_input_t *self, s_slot_t *slot)
             total += self->legacy_sizes[j];
         }
     } else {
-        int64_t n = (int64_t) W * R;
+        int64_t n = (int64_t) self->cycle_workers * R;
         for (int r = 0; r < R; r++) {
             int64_t take = self->cycle_sizes[self->cycle % n];
             if (take > self->epoch_len - self->pos)
@@ -260,9 +273,13 @@ s_steps_per_epoch(const zdist_input_t *self)
     int64_t L = self->epoch_len, G = self->opts.global_batch_size;
     if (L == 0)
         return 0;
+    if (self->legacy && self->whole) {
+        int64_t batches = (L + G - 1) / G, w = self->worker, W = self->workers;
+        return batches > w ? (batches - 1 - w) / W + 1 : 0;
+    }
     if (self->legacy)
         return (L + G - 1) / G;
-    int64_t n = (int64_t) self->workers * self->replicas, pos = 0, k = 0;
+    int64_t n = (int64_t) self->cycle_workers * self->replicas, pos = 0, k = 0;
     /* Whole cycles take G each and emit all n sub-batches; walk the tail. */
     int64_t cycles = L / G;
     if (cycles > 0) {
@@ -331,10 +348,12 @@ zdist_input_new(const zdist_dataset_t *dataset, const zdist_input_context_t *ctx
     self->replicas = RT / W;
     self->held = -1;
     self->legacy = opts->shard_policy == ZDIST_AUTO_SHARD_DATA || opts->shard_policy == ZDIST_AUTO_SHARD_AUTO;
+    self->whole = opts->whole_batches;
+    self->cycle_workers = self->whole ? 1 : W;
     int64_t G = opts->global_batch_size;
     int64_t n = dataset->n;
     self->epoch_len = opts->drop_remainder ? n / G * G : n;
-    self->maxb = (G + RT - 1) / RT;
+    self->maxb = (G + self->cycle_workers * self->replicas - 1) / (self->cycle_workers * self->replicas);
     self->max_nnz = dataset->sparse ? (dataset->max_row_nnz ? dataset->max_row_nnz : 1) : 0;
     size_t ncycle = (size_t) W * (size_t) self->replicas;
     self->cycle_sizes = calloc(ncycle, sizeof(int64_t));
@@ -348,7 +367,7 @@ zdist_input_new(const zdist_dataset_t *dataset, const zdist_input_context_t *ctx
     if (!self->cycle_sizes || !self->legacy_offsets || !self->legacy_sizes || !self->perm || !self->slots ||
         !self->ready_q || !self->free_q)
         goto oom;
-    zdist_input_batch_sizes_for_worker(G, W, self->replicas, w, self->cycle_sizes);
+    zdist_input_batch_sizes_for_worker(G, self->cycle_workers, self->replicas, self->whole ? 0 : w, self->cycle_sizes);
     self->steps_per_epoch = s_steps_per_epoch(self);
 
     size_t R = (size_t) self->replicas, mb = (size_t) self->maxb, d = (size_t) dataset->dim;
