@@ -10,9 +10,11 @@ PLUGIN_DIR=$(cd "$ZDIST_TEST_PLUGIN_DIR" && pwd)
 OUT=$ZD_TMP/out
 
 coord_cluster 2 1
+# The operator's plugin directory: a job names its model, never a place (--plugin-dir's environment form).
+export ZDIST_PLUGIN_DIRS=$PLUGIN_DIR/good
 coord_up 2 1
 cat >"$ZD_TMP/job.json" <<JSON
-{"name": "colocated", "plugin_path": "$PLUGIN_DIR/good",
+{"name": "colocated",
  "strategy": {"type": "parameter_server", "partitioner": "fixed:2"},
  "model": {"name": "plugin_linear_colocated"}, "optimizer": {"type": "sgd", "learning_rate": 0.05},
  "dataset": {"format": "synthetic", "synthetic": {"n": 512, "test_n": 128, "dim": 8, "noise_std": 0.01, "seed": 2},
