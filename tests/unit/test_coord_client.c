@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -31,6 +32,7 @@ typedef struct {
     zdist_rpc_server_t *rpc;
     char endpoint[256];
     bool refuse_streams; /* RESOURCE_EXHAUSTED to follow: clients poll */
+    int64_t hold_at;     /* jobs stop at this step until a RESTART (0: never) */
     s_tjob_t jobs[S_MAX_JOBS];
     size_t njobs;
     zdist_rpc_call_t *followers[S_MAX_FOLLOWERS];
@@ -187,7 +189,9 @@ s_on_tick(zloop_t *loop, int timer_id, void *arg)
     s_coord_t *self = arg;
     for (size_t i = 0; i < self->njobs; i++) {
         zdist_coord_job_t *st = &self->jobs[i].st;
-        if (strcmp(st->state, "running") == 0 && ++st->step >= st->steps)
+        if (strcmp(st->state, "running") != 0 || (self->hold_at && st->step >= self->hold_at))
+            continue;
+        if (++st->step >= st->steps)
             snprintf(st->state, sizeof st->state, "done");
     }
     for (size_t i = 0; i < self->nfollowers;) {
@@ -242,7 +246,8 @@ s_on_rebind(zloop_t *loop, int timer_id, void *arg)
 }
 
 /* Commands: "RESTART" (streams end UNAVAILABLE, the server goes and comes
-   back on the same endpoint), "REFUSE STREAMS", "$TERM". */
+   back on the same endpoint, held jobs go on), "REFUSE STREAMS", "HOLD <step>"
+   (jobs wait at that step for a RESTART), "$TERM". */
 static int
 s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 {
@@ -257,9 +262,12 @@ s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
         zloop_poller_end(loop, &item);
         zdist_rpc_server_destroy(&self->rpc);
         self->rebind_attempts = 0;
+        self->hold_at = 0;
         rc = zloop_timer(loop, 5, 0, s_on_rebind, self) < 0 ? -1 : 0;
     } else if (strcmp(cmd, "REFUSE STREAMS") == 0) {
         self->refuse_streams = true;
+    } else if (strncmp(cmd, "HOLD ", 5) == 0) {
+        self->hold_at = strtoll(cmd + 5, NULL, 10);
     }
     zstr_free(&cmd);
     return rc;
@@ -483,6 +491,11 @@ test_follow_stream_across_restart(void)
     char ep[256];
     zactor_t *coord = s_coord_start(5, ep, sizeof ep);
     CU_ASSERT_FATAL(coord && *ep);
+    /* The job waits at step 10 for the restart: a client that reads its
+       stream late (a loaded machine) still sees the restart mid-job, not a
+       job that ended before it asked for the restart. The pipe's command is
+       handled before the SUBMIT that comes after it. */
+    zstr_send(coord, "HOLD 10");
     zdist_error_t err = {0};
     zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
