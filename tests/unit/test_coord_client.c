@@ -32,7 +32,7 @@ typedef struct {
     zdist_rpc_server_t *rpc;
     char endpoint[256];
     bool refuse_streams; /* RESOURCE_EXHAUSTED to follow: clients poll */
-    int64_t hold_at;     /* jobs stop at this step until a RESTART (0: never) */
+    int64_t hold_at;     /* jobs wait at this step until a RELEASE (0: never) */
     s_tjob_t jobs[S_MAX_JOBS];
     size_t njobs;
     zdist_rpc_call_t *followers[S_MAX_FOLLOWERS];
@@ -246,8 +246,8 @@ s_on_rebind(zloop_t *loop, int timer_id, void *arg)
 }
 
 /* Commands: "RESTART" (streams end UNAVAILABLE, the server goes and comes
-   back on the same endpoint, held jobs go on), "REFUSE STREAMS", "HOLD <step>"
-   (jobs wait at that step for a RESTART), "$TERM". */
+   back on the same endpoint), "REFUSE STREAMS", "HOLD <step>" (running jobs
+   wait at that step), "RELEASE" (they go on), "$TERM". */
 static int
 s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 {
@@ -262,12 +262,13 @@ s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
         zloop_poller_end(loop, &item);
         zdist_rpc_server_destroy(&self->rpc);
         self->rebind_attempts = 0;
-        self->hold_at = 0;
         rc = zloop_timer(loop, 5, 0, s_on_rebind, self) < 0 ? -1 : 0;
     } else if (strcmp(cmd, "REFUSE STREAMS") == 0) {
         self->refuse_streams = true;
     } else if (strncmp(cmd, "HOLD ", 5) == 0) {
         self->hold_at = strtoll(cmd + 5, NULL, 10);
+    } else if (strcmp(cmd, "RELEASE") == 0) {
+        self->hold_at = 0;
     }
     zstr_free(&cmd);
     return rc;
@@ -452,6 +453,10 @@ typedef struct {
     zactor_t *coord; /* restarted at restart_at (0: never) */
     int64_t restart_at;
     bool restarted;
+    /* The coordinator holds the job (HOLD): RELEASE it on the first update,
+       or with restart_at, on the first after the restart was noticed. So
+       the follower sees the job mid-way however late it reads its socket. */
+    bool held;
     const char *endpoint; /* a second client submits a job there before the restart */
 } s_seen_t;
 
@@ -474,6 +479,9 @@ s_on_status(const zdist_coord_job_t *job, void *arg)
         free(text);
         zdist_coord_client_destroy(&other);
         zstr_send(s->coord, "RESTART");
+    } else if (s->held && (!s->restart_at || s->lost > 0)) {
+        s->held = false;
+        zstr_send(s->coord, "RELEASE");
     }
 }
 
@@ -491,10 +499,11 @@ test_follow_stream_across_restart(void)
     char ep[256];
     zactor_t *coord = s_coord_start(5, ep, sizeof ep);
     CU_ASSERT_FATAL(coord && *ep);
-    /* The job waits at step 10 for the restart: a client that reads its
-       stream late (a loaded machine) still sees the restart mid-job, not a
-       job that ended before it asked for the restart. The pipe's command is
-       handled before the SUBMIT that comes after it. */
+    /* The job waits at step 10 for the restart and the first status after
+       it: a client that reads its stream late (a loaded machine) still
+       restarts the coordinator mid-job and sees the job after the restart
+       before its end. The pipe's command is handled before the SUBMIT that
+       comes after it. */
     zstr_send(coord, "HOLD 10");
     zdist_error_t err = {0};
     zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
@@ -504,7 +513,7 @@ test_follow_stream_across_restart(void)
     CU_ASSERT_EQUAL_FATAL(zdist_coord_client_submit(c, text, NULL, 5000, id, &err), 0);
     free(text);
 
-    s_seen_t seen = {.monotonic = true, .coord = coord, .restart_at = 10, .endpoint = ep};
+    s_seen_t seen = {.monotonic = true, .coord = coord, .restart_at = 10, .held = true, .endpoint = ep};
     zdist_coord_follow_options_t opts;
     zdist_coord_follow_options_default(&opts);
     CU_ASSERT_EQUAL(opts.lost_wait_ms, 180000);
@@ -554,6 +563,7 @@ test_follow_polls_when_streams_are_refused(void)
     zactor_t *coord = s_coord_start(5, ep, sizeof ep);
     CU_ASSERT_FATAL(coord && *ep);
     zstr_send(coord, "REFUSE STREAMS");
+    zstr_send(coord, "HOLD 1"); /* until the first poll's answer: then at least one more poll */
     zdist_error_t err = {0};
     zdist_coord_client_t *c = zdist_coord_client_new(ep, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -561,7 +571,7 @@ test_follow_polls_when_streams_are_refused(void)
     char id[ZDIST_COORD_ID_MAX];
     CU_ASSERT_EQUAL_FATAL(zdist_coord_client_submit(c, text, NULL, 5000, id, &err), 0);
     free(text);
-    s_seen_t seen = {.monotonic = true};
+    s_seen_t seen = {.monotonic = true, .coord = coord, .held = true};
     zdist_coord_follow_options_t opts;
     zdist_coord_follow_options_default(&opts);
     opts.resubscribe_ms = 20;
