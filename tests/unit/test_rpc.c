@@ -454,6 +454,9 @@ test_bind_conflict_and_bad_endpoint(void)
     CU_ASSERT_PTR_NULL(b);
     CU_ASSERT_EQUAL(err.code, -EADDRINUSE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "cannot bind"));
+    /* The server that failed to bind (NULL) is refused, not dereferenced. */
+    CU_ASSERT_EQUAL(zdist_rpc_server_dispatch(b, 16), -EINVAL);
+    CU_ASSERT_PTR_NULL(zdist_rpc_server_socket(b));
     s_server_stop(&a);
     zdist_rpc_client_t *c = zdist_rpc_client_new("tcp://nonsense", NULL, &err);
     CU_ASSERT_PTR_NULL(c);
@@ -526,6 +529,6 @@ zdist_test_rpc_register(void)
                 {"silent server: DEADLINE_EXCEEDED on time", test_silent_server_deadline},
                 {"restarted server noticed by incarnation", test_restart_noticed},
                 {"garbage from a raw socket, oversized message", test_garbage_from_raw_socket},
-                {"bind conflict and bad endpoint", test_bind_conflict_and_bad_endpoint},
+                {"bind conflict, bad endpoint, NULL server refused", test_bind_conflict_and_bad_endpoint},
                 {"frozen peer noticed by heartbeat", test_frozen_peer_noticed_by_heartbeat});
 }

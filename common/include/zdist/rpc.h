@@ -88,13 +88,15 @@ ZDIST_EXPORT zdist_rpc_server_t *zdist_rpc_server_new(const char *endpoint, cons
                                                       size_t nmethods, void *state,
                                                       const zdist_rpc_server_options_t *opts, zdist_error_t *err);
 ZDIST_EXPORT void zdist_rpc_server_destroy(zdist_rpc_server_t **self_p);
-/* Raw libzmq socket to poll for ZMQ_POLLIN. */
+/* Raw libzmq socket to poll for ZMQ_POLLIN; NULL for a NULL server. */
 ZDIST_EXPORT void *zdist_rpc_server_socket(zdist_rpc_server_t *self);
 /* The bound endpoint with the real port, e.g. "tcp://127.0.0.1:40411". */
 ZDIST_EXPORT const char *zdist_rpc_server_endpoint(const zdist_rpc_server_t *self);
 ZDIST_EXPORT uint64_t zdist_rpc_server_incarnation(const zdist_rpc_server_t *self);
 /* Handles up to max_messages waiting requests without blocking. Returns how
-   many were handled, or a negative errno when the socket failed. */
+   many were handled, or a negative errno when the socket failed; -EINVAL,
+   touching nothing, for a NULL server (one that failed to bind, or was
+   destroyed). */
 ZDIST_EXPORT int zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages);
 /* Requests refused before reaching a handler (malformed, unknown method...). */
 ZDIST_EXPORT uint64_t zdist_rpc_server_rejected(const zdist_rpc_server_t *self);

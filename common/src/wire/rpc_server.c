@@ -155,7 +155,7 @@ zdist_rpc_server_new(const char *endpoint, const zdist_rpc_method_t *methods, si
 void *
 zdist_rpc_server_socket(zdist_rpc_server_t *self)
 {
-    return self->handle;
+    return self ? self->handle : NULL;
 }
 
 const char *
@@ -552,6 +552,10 @@ s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
 int
 zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages)
 {
+    /* No server (one whose zdist_rpc_server_new failed, or destroyed): a
+       caller's bug, refused rather than dereferenced. */
+    if (!self)
+        return -EINVAL;
     int handled = 0;
     while (handled < max_messages) {
         zdist_msg_t *request = NULL;
