@@ -489,7 +489,8 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     zdist_error_t err = {0};
     json_t *root = json_loads(manifest, 0, NULL);
-    int rc = root ? zdist_json_write_sealed(path, root, "crc32", &err) : zdist_error_set(&err, -ENOMEM, "out of memory");
+    int rc = root ? zdist_json_write_sealed(path, root, "crc32", &err)
+                  : zdist_error_set(&err, -ENOMEM, "out of memory");
     json_decref(root);
     if (rc < 0) {
         coord_run_ckpt_failed(r, step, err.text);

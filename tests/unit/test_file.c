@@ -12,7 +12,8 @@
    compact, key-sorted text without it (worked out by Python's zlib.crc32 of
    {"a":"x","b":[1,2],"n":{"y":null,"z":1.5}}). A file written before this
    helper existed must still pass. */
-static const char *s_golden = "{\"n\": {\"z\": 1.5, \"y\": null},\n \"crc32\": 1201796400, \"b\": [1, 2], \"a\": \"x\"}";
+static const char *s_golden =
+    "{\"n\": {\"z\": 1.5, \"y\": null},\n \"crc32\": 1201796400, \"b\": [1, 2], \"a\": \"x\"}";
 
 static json_t *
 s_doc(void)
@@ -54,7 +55,7 @@ test_round_trip(void)
     /* On disk: indented, keys sorted, the seal among them. */
     char *text = NULL;
     size_t len = 0;
-    CU_ASSERT_EQUAL_FATAL(zdist_file_read(path, 1 << 20, (void **)&text, &len, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_file_read(path, 1 << 20, (void **) &text, &len, &err), 0);
     char *want = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
     CU_ASSERT_STRING_EQUAL(text, want);
     free(want);
@@ -128,7 +129,8 @@ test_tampered(void)
 void
 zdist_test_file_register(void)
 {
-    ZDIST_SUITE("file", {"sealed JSON: the on-disk format is zlib's CRC-32 of the canonical text", test_golden},
+    ZDIST_SUITE("file",
+                {"sealed JSON: the on-disk format is zlib's CRC-32 of the canonical text", test_golden},
                 {"sealed JSON: written, read back and checked round-trips", test_round_trip},
                 {"sealed JSON: a tampered document is refused naming the file and field", test_tampered});
 }

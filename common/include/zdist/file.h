@@ -1,5 +1,5 @@
-/* zdist file: crash-safe writes (temp file, fsync, rename, directory fsync) with a CRC-32, bounded whole-file reads,
-   and JSON documents sealed with the CRC-32 of their canonical form.
+/* zdist file: crash-safe writes (temp file, fsync, rename, directory fsync) with a CRC-32, bounded whole-file
+   reads, and JSON documents sealed with the CRC-32 of their canonical form.
 
    Every checkpoint, manifest and state file of every daemon is written
    through zdist_file_write: a reader sees the old file or the new one,
@@ -70,7 +70,8 @@ ZDIST_EXPORT int zdist_json_crc_check(json_t *doc, const char *field, bool requi
 
 /* Seals doc (zdist_json_crc_seal) and writes it to path crash-safe
    (zdist_file_write_text) as JSON_INDENT(1) | JSON_SORT_KEYS text. */
-ZDIST_EXPORT int zdist_json_write_sealed(const char *path, json_t *doc, const char *field, zdist_error_t *err);
+ZDIST_EXPORT int zdist_json_write_sealed(const char *path, json_t *doc, const char *field,
+                                         zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* file: crash-safe writes (temp + fsync + rename + directory fsync) with a CRC-32, bounded reads, sealed JSON. */
+/* file: crash-safe writes (temp, fsync, rename, dir fsync) with a CRC-32, bounded reads, sealed JSON. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -196,9 +196,11 @@ int
 zdist_json_crc_seal(json_t *doc, const char *field, zdist_error_t *err)
 {
     if (!json_is_object(doc))
-        return zdist_error_set(err, -EINVAL, "cannot seal \"%s\" into a JSON value that is not an object", field);
+        return zdist_error_set(err, -EINVAL, "cannot seal \"%s\" into a JSON value that is not an object",
+                               field);
     uint32_t crc = 0;
-    if (s_json_crc(doc, field, &crc) < 0 || json_object_set_new(doc, field, json_integer((json_int_t)crc)) < 0)
+    if (s_json_crc(doc, field, &crc) < 0 ||
+        json_object_set_new(doc, field, json_integer((json_int_t) crc)) < 0)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     return 0;
 }
@@ -216,9 +218,9 @@ zdist_json_crc_check(json_t *doc, const char *field, bool required, const char *
     uint32_t crc = 0;
     if (s_json_crc(doc, field, &crc) < 0)
         return zdist_error_set(err, -ENOMEM, "%s: out of memory", name);
-    if ((json_int_t)crc != json_integer_value(want))
-        return zdist_error_set(err, -EBADMSG, "%s is damaged (CRC-32 %08" PRIx32 ", \"%s\" says %08llx)", name, crc,
-                               field, (unsigned long long)json_integer_value(want));
+    if ((json_int_t) crc != json_integer_value(want))
+        return zdist_error_set(err, -EBADMSG, "%s is damaged (CRC-32 %08" PRIx32 ", \"%s\" says %08llx)",
+                               name, crc, field, (unsigned long long) json_integer_value(want));
     json_object_del(doc, field);
     return 0;
 }
