@@ -88,7 +88,7 @@ void coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t si
 int coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where);
 
 /* Checks the coordinator's manifest.json of checkpoint `step` against its
-   CRC-32 (manifests without one pass): 0, or -EBADMSG with why filled. */
+   CRC-32 (manifests without one pass): 0, or -EBADMSG (-ENOMEM) with why filled. */
 int coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size);
 /* Sets a damaged checkpoint aside (ckpt-STEP -> ckpt-STEP.damaged, kept
    for a look until newer checkpoints replace it) and logs which and why,

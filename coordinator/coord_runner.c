@@ -382,23 +382,6 @@ coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t size)
     mkdir(dir, 0755);
 }
 
-/* CRC-32 of a manifest's canonical text (compact, keys sorted) without its "crc32". */
-static int
-s_manifest_crc(json_t *root, uint32_t *ret)
-{
-    json_t *copy = json_copy(root);
-    if (!copy)
-        return -ENOMEM;
-    json_object_del(copy, "crc32");
-    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(copy);
-    if (!canon)
-        return -ENOMEM;
-    *ret = zdist_crc32(0, canon, strlen(canon));
-    free(canon);
-    return 0;
-}
-
 int
 coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
 {
@@ -410,19 +393,15 @@ coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
         snprintf(why, size, "%s does not parse: line %d: %s", path, jerr.line, jerr.text);
         return -EBADMSG;
     }
-    json_t *want = json_object_get(root, "crc32");
     json_int_t got_step = -1;
     json_unpack(root, "{s:I}", "step", &got_step);
-    uint32_t crc = 0;
+    zdist_error_t err = {0};
     int rc = 0;
     if (got_step != step) {
         snprintf(why, size, "%s names step %lld", path, (long long) got_step);
         rc = -EBADMSG;
-    } else if (want && (!json_is_integer(want) || s_manifest_crc(root, &crc) < 0 ||
-                        (json_int_t) crc != json_integer_value(want))) {
-        snprintf(why, size, "%s is damaged (CRC-32 %08x, recorded %08llx)", path, crc,
-                 (unsigned long long) json_integer_value(want));
-        rc = -EBADMSG;
+    } else if ((rc = zdist_json_crc_check(root, "crc32", false, path, &err)) < 0) {
+        snprintf(why, size, "%s", err.text);
     }
     json_decref(root);
     return rc;
@@ -510,13 +489,9 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     zdist_error_t err = {0};
     json_t *root = json_loads(manifest, 0, NULL);
-    uint32_t crc = 0;
-    char *text = NULL;
-    if (root && s_manifest_crc(root, &crc) == 0 && json_object_set_new(root, "crc32", json_integer(crc)) == 0)
-        text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    int rc = root ? zdist_json_write_sealed(path, root, "crc32", &err)
+                  : zdist_error_set(&err, -ENOMEM, "out of memory");
     json_decref(root);
-    int rc = text ? zdist_file_write_text(path, text, &err) : zdist_error_set(&err, -ENOMEM, "out of memory");
-    free(text);
     if (rc < 0) {
         coord_run_ckpt_failed(r, step, err.text);
         return rc;

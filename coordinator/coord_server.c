@@ -127,18 +127,6 @@ s_job_dir(self_t *self, const s_job_t *j, char *buf, size_t size)
         buf[0] = '\0'; /* main keeps state_dir short enough */
 }
 
-/* CRC-32 of a state object's canonical text, without its "crc32"; -ENOMEM. */
-static int
-s_state_crc(json_t *st, uint32_t *ret_crc)
-{
-    char *canon = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!canon)
-        return -ENOMEM;
-    *ret_crc = zdist_crc32(0, canon, strlen(canon));
-    free(canon);
-    return 0;
-}
-
 static void
 s_persist(self_t *self, s_job_t *j)
 {
@@ -150,17 +138,12 @@ s_persist(self_t *self, s_job_t *j)
                            "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
                            j->error ? j->error : "", "base_dir", j->base_dir, "seq", (json_int_t)j->seq, "detail",
                            detail ? detail : json_object(), "job_crc32", (json_int_t)j->text_crc);
-    uint32_t crc = 0;
-    char *text = NULL;
-    if (st && s_state_crc(st, &crc) == 0 && json_object_set_new(st, "crc32", json_integer(crc)) == 0)
-        text = json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(st);
     zdist_error_t err = {0};
-    if (!text)
+    if (!st)
         zsys_warning("job %s: cannot write '%s': out of memory, ignoring", j->id, path);
-    else if (zdist_file_write_text(path, text, &err) < 0)
+    else if (zdist_json_write_sealed(path, st, "crc32", &err) < 0)
         zsys_warning("job %s: %s, ignoring", j->id, err.text);
-    free(text);
+    json_decref(st);
 }
 
 /* state.json of a job: its object, checked against its "crc32". NULL
@@ -175,20 +158,10 @@ s_state_load(const char *path, zdist_error_t *err)
     json_error_t jerr;
     json_t *st = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     free(buf);
-    json_int_t want = -1;
-    uint32_t crc = 0;
-    if (!st) {
+    if (!st)
         zdist_error_set(err, -EINVAL, "%s: not JSON (line %d: %s)", path, jerr.line, jerr.text);
-    } else if (json_unpack(st, "{s:I}", "crc32", &want) < 0 || json_object_del(st, "crc32") < 0) {
-        zdist_error_set(err, -EINVAL, "%s: no \"crc32\"", path);
-    } else if (s_state_crc(st, &crc) < 0) {
-        zdist_error_set(err, -ENOMEM, "%s: out of memory", path);
-    } else if ((json_int_t)crc != want) {
-        zdist_error_set(err, -EBADMSG, "%s: damaged (CRC-32 %08x, recorded %08llx)", path, crc,
-                        (unsigned long long)want);
-    } else {
+    else if (zdist_json_crc_check(st, "crc32", true, path, err) == 0)
         return st;
-    }
     json_decref(st);
     return NULL;
 }

@@ -28,23 +28,6 @@ coord_wstate_release(coord_wstate_t *state)
     memset(state, 0, sizeof *state);
 }
 
-/* CRC-32 of a manifest's canonical text (compact, keys sorted) without its "manifest_crc32". */
-static int
-s_manifest_crc(json_t *root, uint32_t *ret)
-{
-    json_t *copy = json_copy(root);
-    if (!copy)
-        return -ENOMEM;
-    json_object_del(copy, "manifest_crc32");
-    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(copy);
-    if (!canon)
-        return -ENOMEM;
-    *ret = zdist_crc32(0, canon, strlen(canon));
-    free(canon);
-    return 0;
-}
-
 static int
 s_paths(const char *dir, char *data, char *manifest, zdist_error_t *err)
 {
@@ -75,7 +58,6 @@ coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist
         return zdist_error_set(err, -EINVAL, "%s: %zu tensors, at most %d", data, n, S_MAX_TENSORS);
     zdist_file_piece_t *pieces = calloc(n ? n : 1, sizeof *pieces);
     json_t *list = json_array(), *root = NULL;
-    char *text = NULL;
     if (!pieces || !list) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
@@ -109,20 +91,15 @@ coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist
         json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:O}", "format", S_FORMAT, "version", S_VERSION,
                   "step", (json_int_t) step, "iterations", (json_int_t) iterations, "file", COORD_WSTATE_DATA,
                   "bytes", (json_int_t) offset, "crc32", (json_int_t) crc, "tensors", list);
-    uint32_t mcrc = 0;
-    if (root && s_manifest_crc(root, &mcrc) == 0 &&
-        json_object_set_new(root, "manifest_crc32", json_integer((json_int_t) mcrc)) == 0)
-        text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
-    if (!text) {
+    if (!root) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = zdist_file_write_text(manifest, text, err)) < 0)
+    if ((rc = zdist_json_write_sealed(manifest, root, "manifest_crc32", err)) < 0)
         goto out;
     if (ret_bytes)
         *ret_bytes = offset;
 out:
-    free(text);
     json_decref(root);
     json_decref(list);
     free(pieces);
@@ -190,18 +167,9 @@ coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
     json_int_t step, iterations, bytes, crc;
     /* "manifest_crc32": the CRC-32 of the rest in canonical form (absent in
        older states, which the data's CRC alone guards). */
-    json_t *jm = root ? json_object_get(root, "manifest_crc32") : NULL;
-    if (jm) {
-        uint32_t mcrc = 0;
-        json_int_t want = json_integer_value(jm);
-        if (!json_is_integer(jm) || s_manifest_crc(root, &mcrc) < 0 || (json_int_t) mcrc != want) {
-            char what[96];
-            snprintf(what, sizeof what, "its CRC-32 is %08x, recorded %08llx", mcrc,
-                     (unsigned long long) want);
-            rc = s_damaged(err, manifest, what);
-            goto out;
-        }
-        json_object_del(root, "manifest_crc32");
+    if (root && (rc = zdist_json_crc_check(root, "manifest_crc32", false, "the manifest", &ferr)) < 0) {
+        rc = rc == -ENOMEM ? zdist_error_set(err, rc, "%s", ferr.text) : s_damaged(err, manifest, ferr.text);
+        goto out;
     }
     if (!root ||
         json_unpack_ex(root, &jerr, JSON_STRICT, "{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:o}", "format",

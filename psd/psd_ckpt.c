@@ -132,24 +132,6 @@ s_old_files(const char *path)
     return names;
 }
 
-/* CRC-32 of a manifest's canonical text (compact, keys sorted) without
-   its "crc32" member, so any change to a value is caught. */
-static int
-s_manifest_crc(json_t *root, uint32_t *ret)
-{
-    json_t *copy = json_copy(root);
-    if (!copy)
-        return -ENOMEM;
-    json_object_del(copy, "crc32");
-    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(copy);
-    if (!canon)
-        return -ENOMEM;
-    *ret = zdist_crc32(0, canon, strlen(canon));
-    free(canon);
-    return 0;
-}
-
 /* ---------------------------------------------------------------- save */
 
 int
@@ -166,7 +148,6 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
                                strerror(errno));
     int rc = 0;
     json_t *root = NULL, *old = NULL;
-    char *text = NULL;
     size_t n = psd_store_list(store, NULL, 0);
     psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
     if (!shards) {
@@ -245,20 +226,9 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
     snprintf(mname, sizeof mname, "manifest-ps%d.json", ps_task);
     snprintf(mpath, sizeof mpath, "%s/%s", dir, mname);
     old = s_old_files(mpath);
-    uint32_t mcrc = 0;
-    if ((rc = s_manifest_crc(root, &mcrc)) < 0 ||
-        json_object_set_new(root, "crc32", json_integer((json_int_t) mcrc)) < 0) {
-        rc = zdist_error_set(err, -ENOMEM, "out of memory");
-        goto out;
-    }
-    text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
-    if (!text) {
-        rc = zdist_error_set(err, -ENOMEM, "out of memory");
-        goto out;
-    }
     /* Written last, after every shard file is durable: a manifest names
-       only complete files. */
-    if ((rc = zdist_file_write_text(mpath, text, err)) < 0)
+       only complete files. "crc32" seals it (zdist/file.h). */
+    if ((rc = zdist_json_write_sealed(mpath, root, "crc32", err)) < 0)
         goto out;
     /* The new manifest is durable: files only the old one named can go. */
     size_t k;
@@ -278,7 +248,6 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
             unlinkat(dirfd, name, 0);
     }
 out:
-    free(text);
     json_decref(old);
     json_decref(root);
     free(shards);
@@ -418,18 +387,10 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
     if (strcmp(format, S_FORMAT) != 0 || version != S_VERSION)
         return s_bad(err, r->dir, mname, "not a version 1 zdist-psd-checkpoint manifest");
     /* Manifests since exactly-once state is saved carry their CRC-32. */
-    json_t *jcrc = json_object_get(root, "crc32");
-    if (jcrc) {
-        uint32_t crc = 0;
-        if (!json_is_integer(jcrc))
-            return s_bad(err, r->dir, mname, "'crc32' is not an integer");
-        if (s_manifest_crc(root, &crc) < 0)
-            return zdist_error_set(err, -ENOMEM, "out of memory");
-        if ((json_int_t) crc != json_integer_value(jcrc))
-            return zdist_error_set(
-                err, -EBADMSG, "checkpoint manifest %s/%s is damaged: CRC-32 %08" PRIx32 ", recorded %08llx",
-                r->dir, mname, crc, (unsigned long long) json_integer_value(jcrc));
-    }
+    char what[S_PATH_MAX + 64];
+    snprintf(what, sizeof what, "checkpoint manifest %s/%s", r->dir, mname);
+    if ((rc = zdist_json_crc_check(root, "crc32", false, what, err)) < 0)
+        return rc;
     if (!json_is_array(vars))
         return s_bad(err, r->dir, mname, "'variables' is not an array");
     *ret_step = step;

@@ -42,7 +42,7 @@ PY
 sed -i 's/"steps": 20/"steps": 21/' "$D/${JOBS[2]}/job.json"
 coord_start_chief chief2
 zd_wait_log chief2 "chief serving at" 60
-grep -qF "'$D/${JOBS[1]}' is not a job I can read: $D/${JOBS[1]}/state.json: damaged (CRC-32" "$ZD_TMP/chief2.log" ||
+grep -qF "'$D/${JOBS[1]}' is not a job I can read: $D/${JOBS[1]}/state.json is damaged (CRC-32" "$ZD_TMP/chief2.log" ||
     zd_fail "damaged state.json: $(cat "$ZD_TMP/chief2.log")"
 grep -qF "'$D/${JOBS[2]}' is not a job I can read: $D/${JOBS[2]}/job.json: damaged" "$ZD_TMP/chief2.log" ||
     zd_fail "damaged job.json: $(cat "$ZD_TMP/chief2.log")"

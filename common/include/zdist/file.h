@@ -1,4 +1,5 @@
-/* zdist file: crash-safe writes (temp file, fsync, rename, directory fsync) with a CRC-32, and bounded whole-file reads.
+/* zdist file: crash-safe writes (temp file, fsync, rename, directory fsync) with a CRC-32, bounded whole-file
+   reads, and JSON documents sealed with the CRC-32 of their canonical form.
 
    Every checkpoint, manifest and state file of every daemon is written
    through zdist_file_write: a reader sees the old file or the new one,
@@ -7,6 +8,8 @@
 #ifndef ZDIST_FILE_H
 #define ZDIST_FILE_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +48,30 @@ ZDIST_EXPORT int zdist_file_read(const char *path, size_t max_bytes, void **ret_
 
 /* fsync of a directory, so a rename or unlink in it survives a crash. */
 ZDIST_EXPORT int zdist_file_sync_dir(const char *dir, zdist_error_t *err);
+
+/* Sealed JSON documents (manifests, state files). The member `field` of an
+   object (e.g. "crc32") holds, as a JSON integer, the CRC-32 of the rest of
+   the object in its canonical form: json_dumps with JSON_COMPACT |
+   JSON_SORT_KEYS, without that member. Any change to a key or value is
+   caught; whitespace and member order are not part of it. */
+
+/* Sets doc's `field` to the CRC-32 of the rest of doc, replacing an earlier
+   one. 0, -EINVAL when doc is not an object, or -ENOMEM. */
+ZDIST_EXPORT int zdist_json_crc_seal(json_t *doc, const char *field, zdist_error_t *err);
+
+/* Checks doc's `field` against the rest of doc and, when it matches,
+   removes it (doc is again what was sealed). A doc without `field` passes
+   unless `required` (files from before it was sealed). Otherwise -EBADMSG
+   with err "NAME is damaged (...)" naming `name` (the file) and the field:
+   not an object, no field, a field that is not an integer, or a CRC-32 that
+   differs; -ENOMEM. doc is unchanged on failure. */
+ZDIST_EXPORT int zdist_json_crc_check(json_t *doc, const char *field, bool required, const char *name,
+                                      zdist_error_t *err);
+
+/* Seals doc (zdist_json_crc_seal) and writes it to path crash-safe
+   (zdist_file_write_text) as JSON_INDENT(1) | JSON_SORT_KEYS text. */
+ZDIST_EXPORT int zdist_json_write_sealed(const char *path, json_t *doc, const char *field,
+                                         zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
-/* file: crash-safe writes (temp + fsync + rename + directory fsync) with a CRC-32, and bounded reads. */
+/* file: crash-safe writes (temp, fsync, rename, dir fsync) with a CRC-32, bounded reads, sealed JSON. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,4 +173,68 @@ zdist_file_read(const char *path, size_t max_bytes, void **ret_buf, size_t *ret_
     *ret_buf = buf;
     *ret_len = len;
     return 0;
+}
+
+/* CRC-32 of doc's canonical text without its `field`; -ENOMEM. */
+static int
+s_json_crc(json_t *doc, const char *field, uint32_t *ret)
+{
+    json_t *copy = json_copy(doc); /* shallow: only the top level is new */
+    if (!copy)
+        return -ENOMEM;
+    json_object_del(copy, field);
+    char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    if (!canon)
+        return -ENOMEM;
+    *ret = zdist_crc32(0, canon, strlen(canon));
+    free(canon);
+    return 0;
+}
+
+int
+zdist_json_crc_seal(json_t *doc, const char *field, zdist_error_t *err)
+{
+    if (!json_is_object(doc))
+        return zdist_error_set(err, -EINVAL, "cannot seal \"%s\" into a JSON value that is not an object",
+                               field);
+    uint32_t crc = 0;
+    if (s_json_crc(doc, field, &crc) < 0 ||
+        json_object_set_new(doc, field, json_integer((json_int_t) crc)) < 0)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    return 0;
+}
+
+int
+zdist_json_crc_check(json_t *doc, const char *field, bool required, const char *name, zdist_error_t *err)
+{
+    if (!json_is_object(doc))
+        return zdist_error_set(err, -EBADMSG, "%s is damaged (not a JSON object)", name);
+    json_t *want = json_object_get(doc, field);
+    if (!want)
+        return required ? zdist_error_set(err, -EBADMSG, "%s is damaged (no \"%s\")", name, field) : 0;
+    if (!json_is_integer(want))
+        return zdist_error_set(err, -EBADMSG, "%s is damaged (\"%s\" is not an integer)", name, field);
+    uint32_t crc = 0;
+    if (s_json_crc(doc, field, &crc) < 0)
+        return zdist_error_set(err, -ENOMEM, "%s: out of memory", name);
+    if ((json_int_t) crc != json_integer_value(want))
+        return zdist_error_set(err, -EBADMSG, "%s is damaged (CRC-32 %08" PRIx32 ", \"%s\" says %08llx)",
+                               name, crc, field, (unsigned long long) json_integer_value(want));
+    json_object_del(doc, field);
+    return 0;
+}
+
+int
+zdist_json_write_sealed(const char *path, json_t *doc, const char *field, zdist_error_t *err)
+{
+    int rc = zdist_json_crc_seal(doc, field, err);
+    if (rc < 0)
+        return rc;
+    char *text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
+    if (!text)
+        return zdist_error_set(err, -ENOMEM, "cannot write '%s': out of memory", path);
+    rc = zdist_file_write_text(path, text, err);
+    free(text);
+    return rc;
 }
