@@ -434,8 +434,9 @@ s_two(const char *w0addr, const char *w1addr, const char *const *ps)
             EXPECT_STATUS(ZDIST_STATUS_OK, "", s_run(w[i], "syn-two", 0, &rr, msg, sizeof msg));
             if (rr.status != ZDIST_STATUS_OK)
                 return 1;
-            /* Each worker's batches are half the global batch (TF's per-worker split). */
-            CHECK(rr.ran.num_steps == 10 && s_output(&rr.ran.steps[0], "examples") == 16, "worker %d: %zu steps, %g examples",
+            /* Each worker's step is the whole global batch (TF's ParameterServerStrategy: one
+               input pipeline in sync per worker); the workers share out the epoch's batches. */
+            CHECK(rr.ran.num_steps == 10 && s_output(&rr.ran.steps[0], "examples") == 32, "worker %d: %zu steps, %g examples",
                   i, rr.ran.num_steps, s_output(&rr.ran.steps[0], "examples"));
             if (round == 0)
                 first[i] = s_mean_loss(&rr);
