@@ -38,7 +38,7 @@ TIMEOUT=${ZDIST_SANDBOX_TIMEOUT:-120}
 # the tests use.
 PACKAGES=(
     systemd systemd-sysv dbus libnss-systemd
-    libzmq5 libczmq4 libprotobuf-c1 libjansson4 libopenblas0 libsystemd0 zlib1g
+    libzmq5 libczmq4 libprotobuf-c1 libjansson4 libopenblas0 libsystemd0 zlib1g libmicrohttpd12
     libasan8 libubsan1
 )
 
