@@ -604,13 +604,8 @@ coord_mwm_attempt(coord_run_t *r)
     int64_t last;
     while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
         ; /* a damaged checkpoint was set aside: the one before */
-    if (last < 0 && r->ckpt_damaged > 0) {
-        snprintf(r->error, sizeof r->error,
-                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
-                 "%s; see the coordinator's log for why)",
-                 cfg->job_dir);
-        return -EBADMSG;
-    }
+    if (last < 0 && r->ckpt_damaged > 0)
+        return coord_run_ckpt_all_damaged(r);
     if (last >= 0) {
         if (rc < 0)
             return rc;

@@ -94,6 +94,8 @@ int coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t s
    for a look until newer checkpoints replace it) and logs which and why,
    so the next coord_run_ckpt_last is the one before. */
 void coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why);
+/* No checkpoint left to resume from, every one set aside: r->error says so; -EBADMSG. */
+int coord_run_ckpt_all_damaged(coord_run_t *r);
 /* A save at `step` failed (a full disk, a psd's error): removes what it
    wrote, keeps the previous checkpoint, logs that it retries an interval
    later. */

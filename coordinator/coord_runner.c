@@ -367,6 +367,16 @@ s_ckpt_list(const char *job_dir, int64_t *steps, int max, bool complete)
     return n;
 }
 
+int
+coord_run_ckpt_all_damaged(coord_run_t *r)
+{
+    snprintf(r->error, sizeof r->error,
+             "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in %s; see the coordinator's "
+             "log for why)",
+             r->cfg->job_dir);
+    return -EBADMSG;
+}
+
 int64_t
 coord_run_ckpt_last(const char *job_dir)
 {
@@ -748,13 +758,8 @@ s_attempt(coord_run_t *r)
         snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, err.text);
         return rc;
     }
-    if (last < 0 && r->ckpt_damaged > 0) {
-        snprintf(r->error, sizeof r->error,
-                 "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in "
-                 "%s; see the coordinator's log for why)",
-                 cfg->job_dir);
-        return -EBADMSG;
-    }
+    if (last < 0 && r->ckpt_damaged > 0)
+        return coord_run_ckpt_all_damaged(r);
     if (last >= 0) {
         zsys_info("job %s: restored every ps from the checkpoint at step %lld", cfg->job_id, (long long)last);
         if (r->psd_recoveries > 0) {
