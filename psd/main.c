@@ -27,6 +27,8 @@ s_usage(FILE *out)
             "  --max-variables N       variable shards peers may create here (default 65536)\n"
             "  --max-bytes N           bytes of values and optimizer slots peers may make this psd hold\n"
             "                          (checked at create; default 3/4 of the machine's memory)\n"
+            "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
+            "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
 }
@@ -42,6 +44,7 @@ main(int argc, char **argv)
         {"max-tensor-bytes", required_argument, NULL, 'T'},
         {"max-variables", required_argument, NULL, 'v'},
         {"max-bytes", required_argument, NULL, 'B'},
+        {"max-calls-per-peer", required_argument, NULL, 'P'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
@@ -90,6 +93,13 @@ main(int argc, char **argv)
                 return 2;
             }
             config.max_bytes = (uint64_t) v;
+            break;
+        case 'P':
+            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
+                fprintf(stderr, "zdist-psd: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_calls_per_peer = (size_t) v;
             break;
         case 'k':
             keys_dir = optarg;

@@ -514,6 +514,8 @@ psd_server_actor(zsock_t *pipe, void *args)
     zdist_rpc_server_options_default(&opts);
     opts.role = "ps";
     opts.limits = self.config.limits;
+    if (self.config.max_calls_per_peer)
+        opts.max_calls_per_peer = self.config.max_calls_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
     if (self.store)

@@ -18,6 +18,7 @@ typedef struct {
        0: the defaults, 65536 shards and 3/4 of the machine's memory. */
     size_t max_variables;
     uint64_t max_bytes;
+    size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After
