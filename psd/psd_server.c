@@ -429,22 +429,28 @@ s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, si
     char buf[PATH_MAX];
     if (!realpath(dir, buf)) {
         /* Not there yet: its parent must be (SAVE creates one level). */
+        int e = errno;
         char parent[PATH_MAX];
         snprintf(parent, sizeof parent, "%s", dir);
         size_t len = strlen(parent);
         while (len > 1 && parent[len - 1] == '/')
             parent[--len] = 0;
-        char *slash = strrchr(parent, '/');
-        const char *leaf = slash ? slash + 1 : parent;
+        char *slash = strrchr(parent, '/'), leaf[NAME_MAX + 1] = "";
+        if (slash && strlen(slash + 1) <= NAME_MAX)
+            memcpy(leaf, slash + 1, strlen(slash + 1) + 1);
         if (slash && slash != parent)
             *slash = 0;
         else
             parent[1] = 0;
         char rp[PATH_MAX];
-        if (errno != ENOENT || !*leaf || strcmp(leaf, ".") == 0 || !realpath(parent, rp) ||
-            snprintf(buf, sizeof buf, "%s/%s", strcmp(rp, "/") ? rp : "", leaf) >= (int) sizeof buf)
+        if (e == ENOENT && *leaf && strcmp(leaf, ".") != 0 && !realpath(parent, rp))
+            e = errno;
+        else if (e == ENOENT && *leaf && strcmp(leaf, ".") != 0 &&
+                 snprintf(buf, sizeof buf, "%s/%s", strcmp(rp, "/") ? rp : "", leaf) < (int) sizeof buf)
+            e = 0;
+        if (e)
             return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "%s: dir '%.200s' does not resolve: %s", m, dir,
-                                       strerror(errno ? errno : ENOENT));
+                                       strerror(e));
     }
     inside = false;
     for (int i = 0; i < n && !inside; i++)
