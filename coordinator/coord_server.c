@@ -17,13 +17,13 @@
 #include "coord_http.h"
 #include "coord_server.h"
 #include "zdist/prom.h"
+#include "coord_state.h"
 #include "zdist/coord_service.h"
 #include "zdist/daemon.h"
 #include "zdist/file.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
-#define S_MAX_STATE_BYTES (64u << 20) /* a state.json (its detail lists every task) */
 #define S_FOLLOW_MIN_MS 250      /* at most one update per follower this often */
 #define S_FOLLOW_IDLE_MS 5000    /* and at least one this often, changed or not */
 #define S_MAX_EVENTS 64          /* recent events kept for the dashboard */
@@ -146,26 +146,6 @@ s_persist(self_t *self, s_job_t *j)
     json_decref(st);
 }
 
-/* state.json of a job: its object, checked against its "crc32". NULL
-   with err naming the file. */
-static json_t *
-s_state_load(const char *path, zdist_error_t *err)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    if (zdist_file_read(path, S_MAX_STATE_BYTES, &buf, &len, err) < 0)
-        return NULL;
-    json_error_t jerr;
-    json_t *st = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(buf);
-    if (!st)
-        zdist_error_set(err, -EINVAL, "%s: not JSON (line %d: %s)", path, jerr.line, jerr.text);
-    else if (zdist_json_crc_check(st, "crc32", true, path, err) == 0)
-        return st;
-    json_decref(st);
-    return NULL;
-}
-
 static void
 s_job_free(s_job_t **jp)
 {
@@ -218,26 +198,18 @@ s_load_job(self_t *self, const char *dir, const char *name, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "%s/%s: the name is too long for a job id", dir, name);
     char path[1400];
     snprintf(path, sizeof path, "%s/%s/state.json", dir, name);
-    json_t *st = s_state_load(path, err);
-    if (!st)
-        return err->code;
+    coord_state_row_t row;
+    int rc = coord_state_read(path, &row, err);
+    if (rc < 0)
+        return rc;
     snprintf(path, sizeof path, "%s/%s/job.json", dir, name);
     void *text = NULL;
     size_t text_len = 0;
-    const char *state = NULL, *jname = NULL, *error = NULL, *base = NULL;
-    json_int_t step = 0, steps = 0, seq = 0, text_crc = 0;
-    json_t *detail = NULL;
     s_job_t *j = NULL;
-    int rc = zdist_file_read(path, ZDIST_COORD_MAX_JOB_BYTES, &text, &text_len, err);
+    rc = zdist_file_read(path, ZDIST_COORD_MAX_JOB_BYTES, &text, &text_len, err);
     if (rc < 0)
         goto out;
-    if (json_unpack(st, "{s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:I}", "state", &state, "name", &jname, "step",
-                    &step, "steps", &steps, "error", &error, "base_dir", &base, "seq", &seq, "detail", &detail,
-                    "job_crc32", &text_crc) < 0) {
-        rc = zdist_error_set(err, -EINVAL, "%s/%s/state.json: a field is missing or of the wrong type", dir, name);
-        goto out;
-    }
-    if ((json_int_t)zdist_crc32(0, text, text_len) != text_crc) {
+    if (zdist_crc32(0, text, text_len) != row.job_crc) {
         rc = zdist_error_set(err, -EBADMSG, "%s: damaged (its CRC-32 is not state.json's job_crc32)", path);
         goto out;
     }
@@ -248,29 +220,33 @@ s_load_job(self_t *self, const char *dir, const char *name, zdist_error_t *err)
     }
     /* Length checked above; memcpy says so to gcc's truncation check. */
     memcpy(j->id, name, strlen(name) + 1);
-    j->name = strdup(jname);
+    j->name = row.name;
+    row.name = NULL;
     j->text = text;
     text = NULL;
-    j->text_crc = (uint32_t)text_crc;
-    j->base_dir = strdup(base);
-    bool unfinished = strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
-    snprintf(j->state, sizeof j->state, "%s", unfinished ? "queued" : state);
-    j->step = step;
-    j->steps = steps;
-    j->error = strdup(error);
-    j->detail = json_dumps(detail, JSON_COMPACT);
-    j->seq = seq;
-    if (!j->name || !j->base_dir || !j->error || !j->detail || s_add(self, j) < 0) {
+    j->text_crc = row.job_crc;
+    j->base_dir = row.base_dir;
+    row.base_dir = NULL;
+    bool unfinished = strcmp(row.state, "queued") == 0 || strcmp(row.state, "running") == 0;
+    snprintf(j->state, sizeof j->state, "%s", unfinished ? "queued" : row.state);
+    j->step = row.step;
+    j->steps = row.steps;
+    j->error = row.error;
+    row.error = NULL;
+    j->detail = row.detail;
+    row.detail = NULL;
+    j->seq = row.seq;
+    if (s_add(self, j) < 0) {
         s_job_free(&j);
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
     if (unfinished)
-        zsys_info("job %s ('%s') was %s at step %lld: resuming it from its last checkpoint", j->id, j->name, state,
-                  (long long)step);
+        zsys_info("job %s ('%s') was %s at step %lld: resuming it from its last checkpoint", j->id, j->name,
+                  row.state, (long long)row.step);
 out:
     free(text);
-    json_decref(st);
+    coord_state_row_release(&row);
     return rc;
 }
 
@@ -909,6 +885,8 @@ coord_server_actor(zsock_t *pipe, void *args)
     opts.role = "chief";
     opts.log = s_rpc_log;
     opts.limits.max_message_bytes = self->config.max_message_bytes;
+    if (self->config.max_calls_per_peer)
+        opts.max_calls_per_peer = self->config.max_calls_per_peer;
     zdist_error_t err = {0};
     self->rpc = zdist_rpc_server_new(self->config.endpoint, s_methods, S_NMETHODS, self, &opts, &err);
     if (!self->rpc) {

@@ -25,6 +25,7 @@ typedef struct {
     int max_queued;
     int max_followers;
     size_t max_message_bytes;
+    size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
 } coord_server_config_t;
 
 /* zactor_new (coord_server_actor, &config): copied at start. Sends "READY

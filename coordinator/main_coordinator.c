@@ -36,6 +36,8 @@ s_usage(FILE *out)
             "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
             "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
             "  --max-message-bytes N     largest request accepted (default 33554432)\n"
+            "  --max-calls-per-peer N    STATUS streams and other calls answered later that one peer (its key,\n"
+            "                            else its connection) may have open; beyond, RESOURCE_EXHAUSTED (256)\n"
             "  --help, --version\n");
 }
 
@@ -52,6 +54,7 @@ main(int argc, char **argv)
         {"max-queued-jobs", required_argument, NULL, 'Q'},
         {"max-followers", required_argument, NULL, 'F'},
         {"max-message-bytes", required_argument, NULL, 'm'},
+        {"max-calls-per-peer", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -100,6 +103,13 @@ main(int argc, char **argv)
                 return 2;
             }
             *(opt == 'J' ? &config.max_jobs : opt == 'Q' ? &config.max_queued : &config.max_followers) = (int)v;
+            break;
+        case 'P':
+            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_calls_per_peer = (size_t)v;
             break;
         case 'm':
             if (zdist_parse_int64(optarg, 1024, INT64_C(1) << 40, &v) < 0) {

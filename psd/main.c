@@ -2,9 +2,12 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "psd_server.h"
 #include "zdist/daemon.h"
@@ -27,8 +30,36 @@ s_usage(FILE *out)
             "  --max-variables N       variable shards peers may create here (default 65536)\n"
             "  --max-bytes N           bytes of values and optimizer slots peers may make this psd hold\n"
             "                          (checked at create; default 3/4 of the machine's memory)\n"
+            "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
+            "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
+            "  --checkpoint-root DIR   SAVE and RESTORE may name directories under DIR only (absolute, no\n"
+            "                          '..', no symbolic link out); repeatable, also $ZDIST_CHECKPOINT_ROOTS\n"
+            "                          (colon-separated). None given: anywhere this user may write (a warning)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
+}
+
+/* A checkpoint root, canonical; a bad one is fatal (2). */
+static int
+s_add_root(const char *dir, const char *what, psd_server_config_t *config)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    const char *why = NULL;
+    if (!realpath(dir, real))
+        why = strerror(errno);
+    else if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        why = "not a directory";
+    else if (config->num_ckpt_roots >= PSD_MAX_CKPT_ROOTS)
+        why = "too many checkpoint roots (at most 16)";
+    else if (strlen(real) >= PSD_CKPT_ROOT_MAX)
+        why = "the path is too long";
+    if (why) {
+        fprintf(stderr, "zdist-psd: %s '%s': %s; give an existing directory\n", what, dir, why);
+        return 2;
+    }
+    memcpy(config->ckpt_roots[config->num_ckpt_roots++], real, strlen(real) + 1); /* length checked above */
+    return 0;
 }
 
 int
@@ -42,6 +73,8 @@ main(int argc, char **argv)
         {"max-tensor-bytes", required_argument, NULL, 'T'},
         {"max-variables", required_argument, NULL, 'v'},
         {"max-bytes", required_argument, NULL, 'B'},
+        {"max-calls-per-peer", required_argument, NULL, 'P'},
+        {"checkpoint-root", required_argument, NULL, 'R'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
@@ -91,6 +124,17 @@ main(int argc, char **argv)
             }
             config.max_bytes = (uint64_t) v;
             break;
+        case 'P':
+            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
+                fprintf(stderr, "zdist-psd: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_calls_per_peer = (size_t) v;
+            break;
+        case 'R':
+            if (s_add_root(optarg, "--checkpoint-root", &config) != 0)
+                return 2;
+            break;
         case 'k':
             keys_dir = optarg;
             break;
@@ -114,6 +158,16 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-psd: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    const char *env_roots = getenv("ZDIST_CHECKPOINT_ROOTS");
+    if (config.num_ckpt_roots == 0 && env_roots && *env_roots) {
+        char *copy = strdup(env_roots), *save = NULL;
+        for (char *r = copy ? strtok_r(copy, ":", &save) : NULL; r; r = strtok_r(NULL, ":", &save))
+            if (s_add_root(r, "ZDIST_CHECKPOINT_ROOTS", &config) != 0) {
+                free(copy);
+                return 2;
+            }
+        free(copy);
+    }
 
     /* Reply buffers are allocated here and freed by libzmq's I/O thread once
        sent. Served from mmap, each would cost fresh page faults and a
@@ -132,6 +186,9 @@ main(int argc, char **argv)
     zdist_cluster_destroy(&cluster);
     if (rc != 0)
         return rc;
+    if (config.num_ckpt_roots == 0)
+        zsys_warning("no --checkpoint-root: a peer allowed to SAVE or RESTORE may name any directory this psd's user "
+                     "can write or read; give --checkpoint-root DIR (the coordinator's --state-dir, or a parent)");
     char what[64];
     snprintf(what, sizeof what, "ps task %d", config.ps_task);
     return zdist_daemon_run(psd_server_actor, &config, what);

@@ -1,5 +1,7 @@
 /* psd_server: ps.proto handlers over the shard store, run as a czmq actor. */
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,19 +350,137 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
     return rc;
 }
 
+/* path lies under root (both absolute; root canonical), compared component
+   by component, "." and repeated slashes in path skipped. */
+static bool
+s_under(const char *path, const char *root)
+{
+    if (root[0] == '/' && root[1] == 0)
+        return path[0] == '/';
+    const char *p = path, *r = root;
+    while (*r) {
+        if (*p != '/' || *r != '/')
+            return false;
+        while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
+            p++;
+        r++;
+        size_t rn = strcspn(r, "/"), pn = strcspn(p, "/");
+        if (rn != pn || memcmp(r, p, rn) != 0)
+            return false;
+        r += rn;
+        p += pn;
+    }
+    while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
+        p++;
+    return *p != 0;
+}
+
+static bool
+s_has_dotdot(const char *path)
+{
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return true;
+        p += n;
+        while (*p == '/')
+            p++;
+    }
+    return false;
+}
+
+/* With --checkpoint-root: the checkpoint directory a peer named, held under
+   a root. dir must be absolute, without "..", below a root as written (so
+   nothing elsewhere is touched), and below one once resolved: the directory
+   itself when it exists, else its parent (SAVE creates one level). real
+   receives the resolved directory, which is what is then used. Without
+   roots, dir is used as given. 0, or refused PERMISSION_DENIED naming the
+   field and the roots. */
+static int
+s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, size_t size)
+{
+    int n = self->config.num_ckpt_roots;
+    if (n == 0) {
+        snprintf(real, size, "%s", dir);
+        return 0;
+    }
+    char roots[1200] = "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(roots);
+        snprintf(roots + len, sizeof roots - len, "%s--checkpoint-root %s", i ? ", " : "", self->config.ckpt_roots[i]);
+    }
+    const char *m = zdist_rpc_call_method(call) == ZDIST_PS_SAVE ? "save" : "restore";
+    if (dir[0] != '/')
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
+                                   "%s: dir '%.200s' is a relative path; this psd keeps checkpoints only under its "
+                                   "checkpoint roots (%s): give an absolute directory there", m, dir, roots);
+    if (s_has_dotdot(dir))
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
+                                   "%s: dir '%.200s' contains '..'; name a directory under the checkpoint roots (%s) "
+                                   "without '..'", m, dir, roots);
+    bool inside = false;
+    for (int i = 0; i < n && !inside; i++)
+        inside = s_under(dir, self->config.ckpt_roots[i]);
+    if (!inside)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
+                                   "%s: dir '%.200s' is outside this psd's checkpoint roots (%s); checkpoint under one "
+                                   "of them (the coordinator's --state-dir must lie there) or ask the operator to add "
+                                   "a root", m, dir, roots);
+    char buf[PATH_MAX];
+    if (!realpath(dir, buf)) {
+        /* Not there yet: its parent must be (SAVE creates one level). */
+        int e = errno;
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", dir);
+        size_t len = strlen(parent);
+        while (len > 1 && parent[len - 1] == '/')
+            parent[--len] = 0;
+        char *slash = strrchr(parent, '/'), leaf[NAME_MAX + 1] = "";
+        if (slash && strlen(slash + 1) <= NAME_MAX)
+            memcpy(leaf, slash + 1, strlen(slash + 1) + 1);
+        if (slash && slash != parent)
+            *slash = 0;
+        else
+            parent[1] = 0;
+        char rp[PATH_MAX];
+        if (e == ENOENT && *leaf && strcmp(leaf, ".") != 0 && !realpath(parent, rp))
+            e = errno;
+        else if (e == ENOENT && *leaf && strcmp(leaf, ".") != 0 &&
+                 snprintf(buf, sizeof buf, "%s/%s", strcmp(rp, "/") ? rp : "", leaf) < (int) sizeof buf)
+            e = 0;
+        if (e)
+            return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "%s: dir '%.200s' does not resolve: %s", m, dir,
+                                       strerror(e));
+    }
+    inside = false;
+    for (int i = 0; i < n && !inside; i++)
+        inside = s_under(buf, self->config.ckpt_roots[i]);
+    if (!inside)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
+                                   "%s: dir '%.200s' resolves to '%.200s' (a symbolic link), outside this psd's "
+                                   "checkpoint roots (%s); name a directory under one of them", m, dir, buf, roots);
+    if (snprintf(real, size, "%s", buf) >= (int) size)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s: dir '%.200s' is too long", m, dir);
+    return 0;
+}
+
 static int
 s_save(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_ps_save_t *req = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
+    char dir[PATH_MAX];
+    int rc = s_ckpt_dir(self, call, req->dir, dir, sizeof dir);
+    if (rc < 0)
+        return rc;
     int64_t t0 = zdist_clock_now_ms();
-    int rc = psd_ckpt_save(self->store, req->dir, req->step, self->config.ps_task, &err);
+    rc = psd_ckpt_save(self->store, dir, req->step, self->config.ps_task, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
     psd_store_stats_t st;
     psd_store_stats(self->store, &st);
-    zsys_info("saved step %lld to '%s' (%llu bytes, %lld ms)", (long long) req->step, req->dir,
+    zsys_info("saved step %lld to '%s' (%llu bytes, %lld ms)", (long long) req->step, dir,
               (unsigned long long) (st.value_bytes + st.slot_bytes), (long long) (zdist_clock_now_ms() - t0));
     return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), st.value_bytes + st.slot_bytes);
 }
@@ -372,10 +492,14 @@ s_restore(zdist_rpc_call_t *call, void *state)
     const zdist_ps_restore_t *req = zdist_rpc_call_body(call);
     zdist_error_t err = {0};
     int64_t step = 0;
-    int rc = psd_ckpt_restore(self->store, req->dir, &step, &err);
+    char dir[PATH_MAX];
+    int rc = s_ckpt_dir(self, call, req->dir, dir, sizeof dir);
+    if (rc < 0)
+        return rc;
+    rc = psd_ckpt_restore(self->store, dir, &step, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("restored step %lld from '%s'", (long long) step, req->dir);
+    zsys_info("restored step %lld from '%s'", (long long) step, dir);
     return zdist_ps_reply_set_restore(zdist_rpc_call_reply(call), step);
 }
 
@@ -514,6 +638,8 @@ psd_server_actor(zsock_t *pipe, void *args)
     zdist_rpc_server_options_default(&opts);
     opts.role = "ps";
     opts.limits = self.config.limits;
+    if (self.config.max_calls_per_peer)
+        opts.max_calls_per_peer = self.config.max_calls_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
     if (self.store)

@@ -6,6 +6,9 @@
 
 #include "zdist/wire.h"
 
+#define PSD_MAX_CKPT_ROOTS 16
+#define PSD_CKPT_ROOT_MAX 1024
+
 typedef struct {
     char endpoint[256];          /* ZeroMQ endpoint to bind */
     int ps_task;                 /* this psd's index in the ps job */
@@ -18,6 +21,12 @@ typedef struct {
        0: the defaults, 65536 shards and 3/4 of the machine's memory. */
     size_t max_variables;
     uint64_t max_bytes;
+    /* Where SAVE and RESTORE may name a directory (--checkpoint-root,
+       canonical): a dir must be absolute, without "..", under a root as
+       written and once resolved. None: anywhere this user may write. */
+    char ckpt_roots[PSD_MAX_CKPT_ROOTS][PSD_CKPT_ROOT_MAX];
+    int num_ckpt_roots;
+    size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After

@@ -30,6 +30,8 @@ s_usage(FILE *out)
             "  --evaluator             serve an 'evaluator' task (reserved: evaluates like a worker for now)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
+            "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
+            "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
             "                          a bare PORT is on 127.0.0.1; off by default)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
@@ -135,6 +137,7 @@ main(int argc, char **argv)
         {"evaluator", no_argument, NULL, 'e'},
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
+        {"max-calls-per-peer", required_argument, NULL, 'C'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"plugin-dir", required_argument, NULL, 'P'},
@@ -173,6 +176,13 @@ main(int argc, char **argv)
                 return 2;
             }
             config.ps_timeout_ms = v;
+            break;
+        case 'C':
+            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
+                fprintf(stderr, "zdist-worker: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
+                return 2;
+            }
+            config.max_calls_per_peer = (size_t) v;
             break;
         case 'm':
             if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {

@@ -723,6 +723,8 @@ worker_agent_actor(zsock_t *pipe, void *args)
     zdist_rpc_server_options_default(&opts);
     opts.role = self->config.evaluator ? "evaluator" : "worker";
     opts.limits = self->config.limits;
+    if (self->config.max_calls_per_peer)
+        opts.max_calls_per_peer = self->config.max_calls_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
     self->rpc = zdist_rpc_server_new(self->config.endpoint, s_methods, S_NMETHODS, self, &opts, &err);

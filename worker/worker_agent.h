@@ -23,6 +23,7 @@ typedef struct {
     int64_t ps_timeout_ms; /* per psd call attempt, when START_JOB gives none */
     int host_workers;      /* worker tasks of the cluster on this host (BLAS threads are shared out); 0 = 1 */
     zdist_wire_limits_t limits;
+    size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
     char http[128]; /* --http ADDR: /metrics ("" none) */
     /* Where a job's code and data may come from (the operator's
        --plugin-dir / --data-root, canonical): plugins only from plugin_dirs

@@ -6,7 +6,8 @@
 # The fuzz build (clang; libzdist instrumented and built with ASan and UBSan, not only the harness):
 #     CC=clang cmake -S . -B build-fuzz -DFUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 #     cmake --build build-fuzz -j --target fuzz_wire fuzz_cluster fuzz_partition fuzz_worker \
-#         fuzz_model_spec fuzz_job fuzz_bodies
+#         fuzz_model_spec fuzz_job fuzz_bodies fuzz_tf_config fuzz_ckpt fuzz_wstate fuzz_state \
+#         fuzz_idx fuzz_csv fuzz_libsvm
 #     tests/fuzz/soak.sh 30 build-fuzz
 # New inputs go to WORK/corpus/TARGET (WORK: $ZDIST_FUZZ_WORK, else a new temp directory), seeded from
 # tests/fuzz/corpus/TARGET, which is never written.

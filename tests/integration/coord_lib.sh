@@ -14,7 +14,8 @@ PY
     CLUSTER=$ZD_TMP/cluster.json
 }
 
-coord_start_ps() { zd_start "ps$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$1"; }
+# psds keep checkpoints only under the test's directory, where the chief's --state-dir is.
+coord_start_ps() { zd_start "ps$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$1" --checkpoint-root "$ZD_TMP"; }
 coord_start_worker() { zd_start "worker$1" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$1"; }
 coord_start_chief() {
     zd_start "${1:-chief}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state"

@@ -22,6 +22,10 @@
      held ADDR                    (psd started with --max-variables 3 --max-bytes
                                   65536) creates past either limit refused
                                   RESOURCE_EXHAUSTED naming the flag, nothing made
+     ckpt-confine ADDR ROOT OUT   (psd started with --checkpoint-root ROOT) SAVE and
+                                  RESTORE under ROOT work; OUT, ROOT/../x and a
+                                  symbolic link ROOT/link -> OUT are refused
+                                  PERMISSION_DENIED naming the flag, OUT untouched
      memory ADDR MIB              create a float32 variable of MIB MiB, print stats
      auth ADDR allowed|denied     'sec' (8x16) created, pushed, assigned: allowed,
                                   or every write refused PERMISSION_DENIED with the
@@ -42,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "zdist/auth.h"
@@ -1207,6 +1212,50 @@ s_held(const char *addr)
     return s_failures ? 1 : 0;
 }
 
+/* ---- checkpoint roots ---- */
+
+static int
+s_ckpt_confine(const char *addr, const char *root, const char *out)
+{
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    zdist_ps_var_spec_t spec = s_spec("conf", 4, 2, 0, 0, 4, "ones", 0);
+    OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+    char ok[1024], dotdot[1024], link[1024], outdir[1024];
+    snprintf(ok, sizeof ok, "%s/ckpt-1", root);
+    snprintf(dotdot, sizeof dotdot, "%s/../escaped", root);
+    snprintf(link, sizeof link, "%s/link", root);
+    snprintf(outdir, sizeof outdir, "%s/ckpt-2", out);
+    CHECK(symlink(out, link) == 0, "symlink %s: %s", link, strerror(errno));
+    char via_link[1100];
+    snprintf(via_link, sizeof via_link, "%s/ckpt-3", link);
+
+    OK(zdist_ps_client_save(c, ok, 1, 0, NULL, &s_err)); /* created under the root */
+    int64_t step = -1;
+    OK(zdist_ps_client_restore(c, ok, &step, &s_err));
+    CHECK(step == 1, "restored step %lld", (long long) step);
+    EXPECT(-EACCES, "outside this psd's checkpoint roots (--checkpoint-root ", zdist_ps_client_save(c, outdir, 2, 0, NULL, &s_err));
+    printf("outside refused: %s\n", s_err.text);
+    EXPECT(-EACCES, "contains '..'", zdist_ps_client_save(c, dotdot, 2, 0, NULL, &s_err));
+    EXPECT(-EACCES, "(a symbolic link), outside", zdist_ps_client_save(c, via_link, 2, 0, NULL, &s_err));
+    EXPECT(-EACCES, "is a relative path", zdist_ps_client_save(c, "ckpt-4", 2, 0, NULL, &s_err));
+    EXPECT(-EACCES, "outside this psd's checkpoint roots", zdist_ps_client_restore(c, out, &step, &s_err));
+    EXPECT(-EACCES, "(a symbolic link), outside", zdist_ps_client_restore(c, link, &step, &s_err));
+    /* Nothing was written outside the root. */
+    DIR *d = opendir(out);
+    int entries = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        entries += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    CHECK(entries == 0, "%d entries appeared in %s", entries, out);
+    zdist_ps_client_destroy(&c);
+    if (!s_failures)
+        s_ok("checkpoint roots: SAVE/RESTORE under --checkpoint-root work; outside, '..', a symbolic link out and a "
+             "relative dir are refused PERMISSION_DENIED naming the flag, nothing written outside");
+    return s_failures ? 1 : 0;
+}
+
 /* ---- auth / pattern (test_security.sh) ---- */
 
 #define SEC_ROWS 8
@@ -1328,6 +1377,8 @@ main(int argc, char **argv)
         rc = s_oversized(argv[2]);
     else if (strcmp(cmd, "memory") == 0 && argc == 4)
         rc = s_memory(argv[2], s_int_arg(argv[3]));
+    else if (strcmp(cmd, "ckpt-confine") == 0 && argc == 5)
+        rc = s_ckpt_confine(argv[2], argv[3], argv[4]);
     else if (strcmp(cmd, "held") == 0)
         rc = s_held(argv[2]);
     else if (strcmp(cmd, "auth") == 0 && argc == 4)

@@ -19,6 +19,9 @@ zd_wait_log worker0 "serving at" 60
 zd_wait_log chief "chief serving at" 60
 zd_run_expect 2 "$OUT" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --max-followers 5000
 grep -q -- "--max-followers must be in 1..1024" "$OUT.err" || zd_fail "--max-followers 5000: $(cat "$OUT.err")"
+zd_run_expect 2 "$OUT" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --max-calls-per-peer 0
+grep -q -- "--max-calls-per-peer must be a number of calls in 1..1048576, got '0'" "$OUT.err" ||
+    zd_fail "--max-calls-per-peer 0: $(cat "$OUT.err")"
 
 long_job() { # FILE NAME
     cat >"$1" <<JSON

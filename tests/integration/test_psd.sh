@@ -147,6 +147,21 @@ grep -q "psd --max-variables 3" "$ZD_TMP/ps6.log" || zd_fail "ps6 did not log th
 zd_stop ps6
 zd_ok "variables and bytes per psd: --max-variables, --max-bytes"
 
+# ---- checkpoint roots: SAVE/RESTORE name directories under --checkpoint-root only ----
+PS7=127.0.0.1:$(zd_free_port)
+mkdir -p "$ZD_TMP/ckroot" "$ZD_TMP/ckout"
+zd_start ps7 "$ZDIST_PSD_BIN" --bind "tcp://$PS7" --checkpoint-root "$ZD_TMP/ckroot"
+zd_wait_psd ps7 "$PS7"
+"$D" ckpt-confine "$PS7" "$ZD_TMP/ckroot" "$ZD_TMP/ckout"
+[[ -f $ZD_TMP/ckroot/ckpt-1/manifest-ps0.json ]] || zd_fail "no checkpoint under the root"
+[[ ! -e $ZD_TMP/escaped ]] || zd_fail "'..' escaped the root"
+zd_stop ps7
+zd_run_expect 2 "$OUT" "$ZDIST_PSD_BIN" --bind "tcp://$PS7" --checkpoint-root "$ZD_TMP/no-such-dir"
+grep -q -- "--checkpoint-root '$ZD_TMP/no-such-dir': No such file or directory" "$OUT.err" ||
+    zd_fail "missing root: $(cat "$OUT.err")"
+grep -q "no --checkpoint-root" "$ZD_TMP/ps6.log" || zd_fail "ps6 did not warn that it has no checkpoint root"
+zd_ok "checkpoint roots: --checkpoint-root confines SAVE/RESTORE (outside, '..', symlink out refused)"
+
 # ---- refusals at start, --help ----
 zd_run_expect 2 "$OUT" "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task worker:0
 grep -q "serves task type 'ps'" "$OUT.err" || zd_fail "--task worker:0: $(cat "$OUT.err")"

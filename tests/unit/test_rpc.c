@@ -520,6 +520,139 @@ test_frozen_peer_noticed_by_heartbeat(void)
     zdist_rpc_client_destroy(&c);
 }
 
+/* ---- calls in flight per peer ---- */
+
+#define M_HOLD 102
+#define S_HOLD_MAX 16
+
+typedef struct {
+    zdist_rpc_server_t *server;
+    pthread_t thread;
+    atomic_int stop, release, held_n;
+    zdist_rpc_call_t *held[S_HOLD_MAX];
+} s_hold_server_t;
+
+/* HOLD: answered only when the test says so (a deferred call). */
+static int
+s_hold(zdist_rpc_call_t *call, void *state)
+{
+    s_hold_server_t *h = state;
+    int n = atomic_load(&h->held_n);
+    if (n >= S_HOLD_MAX)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "test holds too many");
+    h->held[n] = zdist_rpc_call_defer(call);
+    atomic_store(&h->held_n, n + 1);
+    return 0;
+}
+
+static const zdist_rpc_method_t s_hold_methods[] = {
+    {M_HOLD, "hold", NULL, s_hold, 0, 0, 0},
+};
+
+static void *
+s_hold_loop(void *arg)
+{
+    s_hold_server_t *h = arg;
+    while (!atomic_load(&h->stop)) {
+        zmq_pollitem_t item = {zdist_rpc_server_socket(h->server), 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 10) > 0)
+            zdist_rpc_server_dispatch(h->server, 256);
+        if (atomic_load(&h->release)) { /* finished on the server's thread */
+            int n = atomic_load(&h->held_n);
+            for (int i = 0; i < n; i++)
+                zdist_rpc_call_finish(&h->held[i]);
+            atomic_store(&h->held_n, 0);
+            atomic_store(&h->release, 0);
+        }
+    }
+    int n = atomic_load(&h->held_n);
+    for (int i = 0; i < n; i++)
+        zdist_rpc_call_finish(&h->held[i]);
+    return NULL;
+}
+
+static uint64_t
+s_send_hold(zdist_rpc_client_t *c)
+{
+    zdist_msg_t *req = zdist_msg_new(M_HOLD);
+    uint64_t id = 0;
+    CU_ASSERT_EQUAL(zdist_rpc_client_send(c, &req, 30000, &id), 0);
+    return id;
+}
+
+static void
+s_wait_held(s_hold_server_t *h, int want)
+{
+    for (int i = 0; i < 3000 && atomic_load(&h->held_n) != want; i++)
+        usleep(2000);
+    CU_ASSERT_EQUAL(atomic_load(&h->held_n), want);
+}
+
+static void
+test_calls_in_flight_per_peer(void)
+{
+    s_hold_server_t h = {0};
+    zdist_rpc_server_options_t opts;
+    zdist_rpc_server_options_default(&opts);
+    CU_ASSERT_EQUAL(opts.max_calls_per_peer, ZDIST_RPC_MAX_CALLS_PER_PEER);
+    opts.role = "test";
+    opts.max_calls_per_peer = 3;
+    zdist_error_t err = {0};
+    h.server = zdist_rpc_server_new("tcp://127.0.0.1:*", s_hold_methods, 1, &h, &opts, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h.server);
+    pthread_create(&h.thread, NULL, s_hold_loop, &h);
+    const char *ep = zdist_rpc_server_endpoint(h.server);
+    zdist_rpc_client_t *a = s_client(ep), *b = s_client(ep);
+
+    /* Three held calls from a: the fourth (and a PING) is refused at once,
+       naming the limit and its flag; nothing reached the handler. */
+    uint64_t held_ids[3];
+    for (int i = 0; i < 3; i++)
+        held_ids[i] = s_send_hold(a);
+    s_wait_held(&h, 3);
+    uint64_t over = s_send_hold(a);
+    zdist_msg_t *reply = NULL;
+    CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_recv(a, 10000, &reply), 0);
+    CU_ASSERT_EQUAL(zdist_msg_request_id(reply), over);
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_RESOURCE_EXHAUSTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zdist_msg_status_message(reply), "--max-calls-per-peer 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(zdist_msg_status_message(reply), "3 calls from this peer are already in flight"));
+    zdist_msg_destroy(&reply);
+    zdist_msg_t *ping = zdist_msg_new(ZDIST_METHOD_PING);
+    CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_call(a, &ping, 10000, &reply), 0);
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_RESOURCE_EXHAUSTED);
+    zdist_msg_destroy(&reply);
+    CU_ASSERT_EQUAL(atomic_load(&h.held_n), 3);
+    CU_ASSERT_EQUAL(zdist_rpc_server_rejected(h.server), 2);
+
+    /* Another peer is not held back by a's calls. */
+    s_send_hold(b);
+    s_wait_held(&h, 4);
+
+    /* Once answered, a's calls no longer count: it may call again. */
+    atomic_store(&h.release, 1);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_recv(a, 10000, &reply), 0);
+        CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
+        uint64_t id = zdist_msg_request_id(reply);
+        CU_ASSERT(id == held_ids[0] || id == held_ids[1] || id == held_ids[2]);
+        zdist_msg_destroy(&reply);
+    }
+    CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_recv(b, 10000, &reply), 0);
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
+    zdist_msg_destroy(&reply);
+    for (int i = 0; i < 3; i++)
+        s_send_hold(a);
+    s_wait_held(&h, 3);
+    CU_ASSERT_EQUAL(zdist_rpc_server_rejected(h.server), 2);
+
+    atomic_store(&h.stop, 1);
+    pthread_join(h.thread, NULL);
+    zdist_rpc_client_destroy(&a);
+    zdist_rpc_client_destroy(&b);
+    zdist_rpc_server_destroy(&h.server);
+}
+
 void
 zdist_test_rpc_register(void)
 {
@@ -530,5 +663,7 @@ zdist_test_rpc_register(void)
                 {"restarted server noticed by incarnation", test_restart_noticed},
                 {"garbage from a raw socket, oversized message", test_garbage_from_raw_socket},
                 {"bind conflict, bad endpoint, NULL server refused", test_bind_conflict_and_bad_endpoint},
-                {"frozen peer noticed by heartbeat", test_frozen_peer_noticed_by_heartbeat});
+                {"frozen peer noticed by heartbeat", test_frozen_peer_noticed_by_heartbeat},
+                {"calls in flight per peer limited, RESOURCE_EXHAUSTED naming the flag",
+                 test_calls_in_flight_per_peer});
 }

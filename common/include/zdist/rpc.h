@@ -77,7 +77,18 @@ typedef struct {
     void *log_state;
     zdist_keys_t *keys;          /* CURVE server with keys' own certificate;
                                     NULL: plain. Default: zdist_keys_process() */
+    size_t max_calls_per_peer;   /* deferred calls (answered later) in flight
+                                    from one peer — its CURVE key, else its
+                                    connection; one more is answered
+                                    RESOURCE_EXHAUSTED naming the limit and
+                                    --max-calls-per-peer. 0: no limit.
+                                    Default ZDIST_RPC_MAX_CALLS_PER_PEER */
 } zdist_rpc_server_options_t;
+
+/* The default of max_calls_per_peer. Handlers that answer at once never
+   count: the server runs them one at a time, so a peer has at most one of
+   those in a handler, and the socket's rcvhwm bounds what waits. */
+#define ZDIST_RPC_MAX_CALLS_PER_PEER 256
 
 ZDIST_EXPORT void zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts);
 

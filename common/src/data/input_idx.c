@@ -155,7 +155,8 @@ zdist_dataset_read_idx(const char *images_path, const char *labels_path, zdist_d
     if ((r = s_idx_header(&fl, S_IDX_LABELS_MAGIC, 1, ldims, err)) < 0)
         goto out;
     int64_t n = idims[0], rows = idims[1], cols = idims[2];
-    if (n > S_INPUT_MAX_EXAMPLES || rows * cols > S_INPUT_MAX_DIM || rows * cols == 0) {
+    /* rows x cols checked by division: each is up to 2^32 - 1, their product overflows int64. */
+    if (n > S_INPUT_MAX_EXAMPLES || rows == 0 || cols == 0 || rows > S_INPUT_MAX_DIM / cols) {
         r = zdist_error_set(err, -EBADMSG, "'%s': implausible idx dimensions %lld x %lld x %lld at byte 4",
                             images_path, (long long) n, (long long) rows, (long long) cols);
         goto out;

@@ -37,7 +37,11 @@ struct zdist_rpc_server_t {
     uint64_t incarnation;
     int64_t started_ms;
     uint64_t rejected;
+    zhashx_t *in_flight; /* peer key -> deferred calls in flight (uintptr_t, >= 1) */
 };
+
+/* The longest peer key: a certificate name or a routing id's text. */
+#define S_PEER_KEY_MAX 128
 
 struct zdist_rpc_call_t {
     zdist_rpc_server_t *server;
@@ -50,6 +54,8 @@ struct zdist_rpc_call_t {
     int64_t received_us;
     int64_t deadline_ms; /* absolute, INT64_MAX for none */
     bool deferred;
+    bool counted; /* in server->in_flight under peer_key */
+    char peer_key[S_PEER_KEY_MAX];
 };
 
 void
@@ -63,6 +69,7 @@ zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts)
     opts->rcvhwm = 10000;
     opts->sndhwm = 100000;
     opts->keys = zdist_keys_process();
+    opts->max_calls_per_peer = ZDIST_RPC_MAX_CALLS_PER_PEER;
 }
 
 static void
@@ -88,6 +95,7 @@ zdist_rpc_server_destroy(zdist_rpc_server_t **self_p)
         return;
     zdist_rpc_server_t *self = *self_p;
     zsock_destroy(&self->sock);
+    zhashx_destroy(&self->in_flight);
     free(self->stats);
     free(self->role);
     free(self);
@@ -116,7 +124,8 @@ zdist_rpc_server_new(const char *endpoint, const zdist_rpc_method_t *methods, si
     self->started_ms = zdist_clock_now_ms();
     self->stats = calloc(nmethods + 1, sizeof *self->stats);
     self->sock = zsock_new(ZMQ_ROUTER);
-    if (!self->role || !self->stats || !self->sock) {
+    self->in_flight = zhashx_new();
+    if (!self->role || !self->stats || !self->sock || !self->in_flight) {
         zdist_error_set(err, -ENOMEM, "cannot create the server socket");
         zdist_rpc_server_destroy(&self);
         return NULL;
@@ -336,6 +345,13 @@ s_call_free(zdist_rpc_call_t **call_p)
     zdist_rpc_call_t *call = *call_p;
     if (!call)
         return;
+    if (call->counted) {
+        uintptr_t n = (uintptr_t) zhashx_lookup(call->server->in_flight, call->peer_key);
+        if (n > 1)
+            zhashx_update(call->server->in_flight, call->peer_key, (void *) (n - 1));
+        else
+            zhashx_delete(call->server->in_flight, call->peer_key);
+    }
     zdist_msg_destroy(&call->request);
     zdist_msg_destroy(&call->reply);
     if (call->body && call->body != call->pb) {
@@ -509,11 +525,29 @@ s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
         s_reject(self, &request, ZDIST_STATUS_INVALID_ARGUMENT, reason);
         return;
     }
+    /* A peer is its CURVE key (all its connections together), else its connection. */
+    char peer_key[S_PEER_KEY_MAX];
+    const char *user = zdist_msg_user_id(request);
+    if (user && *user)
+        snprintf(peer_key, sizeof peer_key, "key:%s", user);
+    else
+        snprintf(peer_key, sizeof peer_key, "conn:%s", zdist_msg_peer(request));
+    uintptr_t peer_calls = (uintptr_t) zhashx_lookup(self->in_flight, peer_key);
+    if (self->opts.max_calls_per_peer > 0 && peer_calls >= self->opts.max_calls_per_peer) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "%s: %zu calls from this peer are already in flight, the most %s takes from one peer "
+                 "(--max-calls-per-peer %zu); wait for their replies, or raise the limit",
+                 m ? m->name : "ping", (size_t) peer_calls, self->role, self->opts.max_calls_per_peer);
+        s_reject(self, &request, ZDIST_STATUS_RESOURCE_EXHAUSTED, reason);
+        return;
+    }
     zdist_rpc_call_t *call = calloc(1, sizeof *call);
     if (!call) {
         s_reject(self, &request, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
+    memcpy(call->peer_key, peer_key, sizeof peer_key);
     call->server = self;
     call->request = request;
     call->method = m;
@@ -540,8 +574,13 @@ s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
         }
     }
     int rc = builtin_ping ? s_ping(self, call) : m->handler(call, self->state);
-    if (call->deferred && rc == 0)
-        return; /* the handler owns it now */
+    if (call->deferred && rc == 0) {
+        /* The handler owns it now; it counts against its peer until finished. */
+        uintptr_t now = (uintptr_t) zhashx_lookup(self->in_flight, call->peer_key);
+        zhashx_update(self->in_flight, call->peer_key, (void *) (now + 1));
+        call->counted = true;
+        return;
+    }
     if (rc < 0 && zdist_msg_status(call->reply) == ZDIST_STATUS_OK)
         zdist_msg_set_status(call->reply, zdist_status_from_errno(rc), "%s failed: %s", m ? m->name : "ping",
                              strerror(-rc));
