@@ -12,6 +12,7 @@
 #include "zdist/prom.h"
 #include "psd_shard.h"
 #include "zdist/daemon.h"
+#include "zdist/file.h"
 #include "zdist/ps_service.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
@@ -350,45 +351,6 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
     return rc;
 }
 
-/* path lies under root (both absolute; root canonical), compared component
-   by component, "." and repeated slashes in path skipped. */
-static bool
-s_under(const char *path, const char *root)
-{
-    if (root[0] == '/' && root[1] == 0)
-        return path[0] == '/';
-    const char *p = path, *r = root;
-    while (*r) {
-        if (*p != '/' || *r != '/')
-            return false;
-        while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
-            p++;
-        r++;
-        size_t rn = strcspn(r, "/"), pn = strcspn(p, "/");
-        if (rn != pn || memcmp(r, p, rn) != 0)
-            return false;
-        r += rn;
-        p += pn;
-    }
-    while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
-        p++;
-    return *p != 0;
-}
-
-static bool
-s_has_dotdot(const char *path)
-{
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return true;
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    return false;
-}
-
 /* With --checkpoint-root: the checkpoint directory a peer named, held under
    a root. dir must be absolute, without "..", below a root as written (so
    nothing elsewhere is touched), and below one once resolved: the directory
@@ -414,13 +376,13 @@ s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, si
         return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
                                    "%s: dir '%.200s' is a relative path; this psd keeps checkpoints only under its "
                                    "checkpoint roots (%s): give an absolute directory there", m, dir, roots);
-    if (s_has_dotdot(dir))
+    if (zdist_path_has_dotdot(dir))
         return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
                                    "%s: dir '%.200s' contains '..'; name a directory under the checkpoint roots (%s) "
                                    "without '..'", m, dir, roots);
     bool inside = false;
     for (int i = 0; i < n && !inside; i++)
-        inside = s_under(dir, self->config.ckpt_roots[i]);
+        inside = zdist_path_under(dir, self->config.ckpt_roots[i]);
     if (!inside)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
                                    "%s: dir '%.200s' is outside this psd's checkpoint roots (%s); checkpoint under one "
@@ -454,7 +416,7 @@ s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, si
     }
     inside = false;
     for (int i = 0; i < n && !inside; i++)
-        inside = s_under(buf, self->config.ckpt_roots[i]);
+        inside = zdist_path_under(buf, self->config.ckpt_roots[i]);
     if (!inside)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
                                    "%s: dir '%.200s' resolves to '%.200s' (a symbolic link), outside this psd's "

@@ -126,11 +126,29 @@ test_tampered(void)
     json_decref(arr);
 }
 
+static void
+test_path_under(void)
+{
+    CU_ASSERT_TRUE(zdist_path_under("/srv/data/a.gz", "/srv/data"));
+    CU_ASSERT_TRUE(zdist_path_under("/srv//data/./a.gz", "/srv/data"));
+    CU_ASSERT_TRUE(zdist_path_under("/anything", "/"));
+    /* the root itself is not below it; a sibling sharing its prefix is not either */
+    CU_ASSERT_FALSE(zdist_path_under("/srv/data", "/srv/data"));
+    CU_ASSERT_FALSE(zdist_path_under("/srv/data/", "/srv/data"));
+    CU_ASSERT_FALSE(zdist_path_under("/srv/database/a", "/srv/data"));
+    CU_ASSERT_FALSE(zdist_path_under("srv/data/a", "/srv/data"));
+    CU_ASSERT_FALSE(zdist_path_under("/srv", "/srv/data"));
+    CU_ASSERT_TRUE(zdist_path_has_dotdot("/srv/data/../etc/passwd"));
+    CU_ASSERT_TRUE(zdist_path_has_dotdot(".."));
+    CU_ASSERT_FALSE(zdist_path_has_dotdot("/srv/data/..a/b..c/..."));
+}
+
 void
 zdist_test_file_register(void)
 {
     ZDIST_SUITE("file",
                 {"sealed JSON: the on-disk format is zlib's CRC-32 of the canonical text", test_golden},
                 {"sealed JSON: written, read back and checked round-trips", test_round_trip},
-                {"sealed JSON: a tampered document is refused naming the file and field", test_tampered});
+                {"sealed JSON: a tampered document is refused naming the file and field", test_tampered},
+                {"paths held under a root: component-wise, '..' found", test_path_under});
 }

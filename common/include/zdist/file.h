@@ -73,6 +73,13 @@ ZDIST_EXPORT int zdist_json_crc_check(json_t *doc, const char *field, bool requi
 ZDIST_EXPORT int zdist_json_write_sealed(const char *path, json_t *doc, const char *field,
                                          zdist_error_t *err);
 
+/* Paths an operator confines peers to. zdist_path_under: path lies strictly
+   below root (both absolute, root canonical without a trailing slash unless
+   it is "/"), compared component by component, path's "." and repeated
+   slashes skipped. zdist_path_has_dotdot: a ".." component anywhere. */
+ZDIST_EXPORT bool zdist_path_under(const char *path, const char *root);
+ZDIST_EXPORT bool zdist_path_has_dotdot(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

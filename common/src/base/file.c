@@ -238,3 +238,41 @@ zdist_json_write_sealed(const char *path, json_t *doc, const char *field, zdist_
     free(text);
     return rc;
 }
+
+bool
+zdist_path_under(const char *path, const char *root)
+{
+    if (root[0] == '/' && root[1] == 0)
+        return path[0] == '/';
+    const char *p = path, *r = root;
+    while (*r) {
+        if (*p != '/' || *r != '/')
+            return false;
+        while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
+            p++;
+        r++;
+        size_t rn = strcspn(r, "/"), pn = strcspn(p, "/");
+        if (rn != pn || memcmp(r, p, rn) != 0)
+            return false;
+        r += rn;
+        p += pn;
+    }
+    /* The root is used up: what follows in path must be below it. */
+    while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
+        p++;
+    return *p != 0;
+}
+
+bool
+zdist_path_has_dotdot(const char *path)
+{
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return true;
+        p += n;
+        while (*p == '/')
+            p++;
+    }
+    return false;
+}

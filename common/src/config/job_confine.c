@@ -6,50 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zdist/file.h"
 #include "zdist/job.h"
-
-/* path lies under root (both absolute; root canonical, no trailing slash
-   unless it is "/"), compared component-wise after dropping "." and
-   repeated slashes from path. */
-static bool
-s_under(const char *path, const char *root)
-{
-    size_t rl = strlen(root);
-    if (rl == 1 && root[0] == '/')
-        return path[0] == '/';
-    const char *p = path, *r = root;
-    /* Walk both, path's "//" and "/./" skipped. */
-    while (*r) {
-        if (*p != '/' || *r != '/')
-            return false;
-        while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
-            p++;
-        r++;
-        size_t rn = strcspn(r, "/"), pn = strcspn(p, "/");
-        if (rn != pn || memcmp(r, p, rn) != 0)
-            return false;
-        r += rn;
-        p += pn;
-    }
-    /* The root is used up: what follows in path must be below it. */
-    while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == 0) && p[-1] == '/'))
-        p++;
-    return *p != 0;
-}
-
-static bool
-s_has_dotdot(const char *path)
-{
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return true;
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    return false;
-}
 
 static void
 s_roots_text(const char *const *roots, size_t n, char *buf, size_t size)
@@ -75,13 +33,13 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' is a relative path; a worker reads data only under its data roots (%s): "
                                "give the absolute path of a file there", field, p, rtext);
-    if (s_has_dotdot(p))
+    if (zdist_path_has_dotdot(p))
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' contains '..'; name the file under the data roots (%s) without '..'",
                                field, p, rtext);
     bool inside = false;
     for (size_t i = 0; i < n && !inside; i++)
-        inside = s_under(p, roots[i]);
+        inside = zdist_path_under(p, roots[i]);
     if (!inside)
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' is outside the data roots (%s); copy the data under one of them or ask "
@@ -94,7 +52,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
     }
     inside = false;
     for (size_t i = 0; i < n && !inside; i++)
-        inside = s_under(real, roots[i]);
+        inside = zdist_path_under(real, roots[i]);
     if (!inside)
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' resolves to '%.200s' (a symbolic link), outside the data roots (%s); "
