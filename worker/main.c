@@ -34,7 +34,8 @@ s_usage(FILE *out)
             "                          (older ones it could not keep up with are skipped) and append\n"
             "                          eval_step, test_loss, test_accuracy to STATE/jobs/ID/evaluations.jsonl,\n"
             "                          which `zdist status` shows. Needs --state-dir\n"
-            "  --state-dir DIR         with --evaluator: the coordinator's --state-dir (also $ZDIST_STATE_DIR);\n"
+            "  --state-dir DIR         with --evaluator: the coordinator's --state-dir (also $ZDIST_STATE_DIR, then\n"
+            "                          systemd's $STATE_DIRECTORY);\n"
             "                          on another host it must be the same directory, shared (e.g. NFS)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
@@ -227,12 +228,14 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-worker: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
-    if (!state_dir)
-        state_dir = getenv("ZDIST_STATE_DIR");
     if (state_dir && !config.evaluator) {
         fprintf(stderr, "zdist-worker: --state-dir is for --evaluator only (a worker keeps no state); remove it\n");
         return 2;
     }
+    if (!state_dir && config.evaluator)
+        state_dir = getenv("ZDIST_STATE_DIR");
+    if (!state_dir && config.evaluator)
+        state_dir = getenv("STATE_DIRECTORY"); /* systemd's StateDirectory=, as the coordinator's */
     if (config.evaluator) {
         char real[PATH_MAX];
         struct stat st;
