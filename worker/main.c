@@ -30,7 +30,7 @@ s_usage(FILE *out)
             "  --task worker:N         the task, overriding TF_CONFIG's \"task\"\n"
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5001)\n"
             "  --evaluator             serve an 'evaluator' task (TensorFlow's SidecarEvaluator): evaluate the\n"
-            "                          newest checkpoint of each running parameter_server job on its test set\n"
+            "                          newest checkpoint of each running job on its test set\n"
             "                          (older ones it could not keep up with are skipped) and append\n"
             "                          eval_step, test_loss, test_accuracy to STATE/jobs/ID/evaluations.jsonl,\n"
             "                          which `zdist status` shows. Needs --state-dir\n"

@@ -245,6 +245,60 @@ s_read_var(const char *dir, json_t *manifests, const char *name, const worker_va
     return 0;
 }
 
+/* A multi_worker_mirrored checkpoint: the workers' state the coordinator
+   saved (manifest-workers.json and its one data file, variables by name,
+   then their slots). Fills vals[v] for every variable. */
+static int
+s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **vals, zdist_error_t *err)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/manifest-workers.json", dir);
+    json_t *m = s_load_json(path, err);
+    if (!m)
+        return err && err->code ? err->code : -EBADMSG;
+    int rc = zdist_json_crc_check(m, "manifest_crc32", false, path, err);
+    const char *file = json_string_value(json_object_get(m, "file"));
+    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(m, "bytes"));
+    if (rc == 0 && (json_integer_value(json_object_get(m, "step")) != step || !file || strchr(file, '/') ||
+                    bytes > S_MAX_SHARD_BYTES))
+        rc = zdist_error_set(err, -EBADMSG, "%s: step, file or bytes inconsistent with checkpoint step %lld", path,
+                             (long long)step);
+    void *data = NULL;
+    size_t len = 0;
+    if (rc == 0) {
+        char dpath[1700];
+        snprintf(dpath, sizeof dpath, "%s/%s", dir, file);
+        if ((rc = zdist_file_read(dpath, (size_t)bytes, &data, &len, err)) == 0 &&
+            (len != bytes || zdist_crc32(0, data, len) != (uint32_t)json_integer_value(json_object_get(m, "crc32"))))
+            rc = zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or CRC-32 differ "
+                                 "from its manifest)", dpath);
+    }
+    for (int v = 0; rc == 0 && v < vars->n; v++) {
+        const worker_var_t *var = &vars->vars[v];
+        json_t *t = NULL, *e;
+        size_t i;
+        json_array_foreach(json_object_get(m, "tensors"), i, e) {
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name && strcmp(name, var->name) == 0)
+                t = e;
+        }
+        uint64_t off = t ? (uint64_t)json_integer_value(json_object_get(t, "offset")) : 0;
+        uint64_t tb = t ? (uint64_t)json_integer_value(json_object_get(t, "bytes")) : 0;
+        const char *dtype = t ? json_string_value(json_object_get(t, "dtype")) : NULL;
+        if (!t)
+            rc = zdist_error_set(err, -ENOENT, "%s: variable '%s' is not in the checkpoint", path, var->name);
+        else if (!dtype || strcmp(dtype, "float32") != 0 || tb != (uint64_t)var->n * sizeof(float) || off > len ||
+                 tb > len - off)
+            rc = zdist_error_set(err, -EINVAL, "%s: variable '%s' is not float32 with %lld elements inside the data "
+                                 "file: was it saved by another model?", path, var->name, (long long)var->n);
+        else
+            memcpy(vals[v], (char *)data + off, (size_t)tb);
+    }
+    free(data);
+    json_decref(m);
+    return rc;
+}
+
 /* ---- one job ---- */
 
 /* A one_device session of the job, for evaluation only. NULL with err; a
@@ -266,9 +320,9 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
     if (zdist_file_read(path, S_MAX_TEXT_BYTES, &text, &len, err) < 0 ||
         zdist_job_parse(text, base ? base : "", &job, err) < 0)
         goto out;
-    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER) {
-        zdist_error_set(err, -ENOTSUP, "strategy %s: the evaluator reads parameter_server checkpoints (the ps "
-                        "tasks' shards) only", zdist_strategy_name(job.strategy));
+    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        zdist_error_set(err, -ENOTSUP, "strategy %s: the coordinator runs parameter_server and "
+                        "multi_worker_mirrored jobs only", zdist_strategy_name(job.strategy));
         goto out;
     }
     if (!job.has_test) {
@@ -305,8 +359,11 @@ s_evaluate(self_t *self, s_job_t *j, const char *job_dir, int64_t step, int skip
     char dir[1300];
     snprintf(dir, sizeof dir, "%s/ckpt-%lld", job_dir, (long long)step);
     int64_t t0 = zdist_clock_now_ms();
+    char wpath[1400];
+    snprintf(wpath, sizeof wpath, "%s/manifest-workers.json", dir);
+    bool wstate = access(wpath, F_OK) == 0; /* multi_worker_mirrored's */
     json_t *manifests = NULL;
-    int rc = s_load_manifests(dir, step, &manifests, err);
+    int rc = wstate ? 0 : s_load_manifests(dir, step, &manifests, err);
     if (rc < 0)
         return rc;
     worker_trainer_t *tr = worker_session_trainer(j->sess);
@@ -316,13 +373,15 @@ s_evaluate(self_t *self, s_job_t *j, const char *job_dir, int64_t step, int skip
     if (!vals)
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
     /* Every variable is read and checked before any is set. */
-    for (int v = 0; rc == 0 && v < vars->n; v++) {
-        char name[600];
-        snprintf(name, sizeof name, "%s/%s", j->id, vars->vars[v].name); /* the coordinator's variable_prefix */
+    for (int v = 0; rc == 0 && v < vars->n; v++)
         if (!(vals[v] = malloc((size_t)vars->vars[v].n * sizeof(float))))
             rc = zdist_error_set(err, -ENOMEM, "out of memory");
-        else
-            rc = s_read_var(dir, manifests, name, &vars->vars[v], vals[v], err);
+    if (rc == 0 && wstate)
+        rc = s_read_wstate(dir, step, vars, vals, err);
+    for (int v = 0; rc == 0 && !wstate && v < vars->n; v++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s/%s", j->id, vars->vars[v].name); /* the coordinator's variable_prefix */
+        rc = s_read_var(dir, manifests, name, &vars->vars[v], vals[v], err);
     }
     for (int v = 0; rc == 0 && v < vars->n; v++)
         worker_local_set_state(be, v, vals[v], NULL);

@@ -13,11 +13,12 @@
    the task's address, and on a thread of its own watches
    STATE/jobs/<ID>/ (the coordinator's --state-dir, which must be readable
    here: a shared directory when the evaluator runs on another host):
-   for every running parameter_server job with a test set, the newest
-   complete checkpoint (ckpt-STEP/ with its manifest.json) newer than the
-   last one evaluated is read (every ps task's manifest-ps*.json and shard
-   files, CRC-checked), loaded into a one_device copy of the job's model and
-   evaluated on the job's test set; checkpoints committed meanwhile are
+   for every running job (parameter_server or multi_worker_mirrored) with
+   a test set, the newest complete checkpoint (ckpt-STEP/ with its
+   manifest.json) newer than the last one evaluated is read (every ps
+   task's manifest-ps*.json and shard files, or multi_worker_mirrored's
+   workers' state; CRC-checked), loaded into a one_device copy of the job's
+   model and evaluated on the job's test set; checkpoints committed meanwhile are
    skipped (always the newest, as SidecarEvaluator). Each evaluation is
    appended, fsync'd, to STATE/jobs/<ID>/evaluations.jsonl as
    {"eval_step", "test_loss", "test_accuracy", "examples", "time",

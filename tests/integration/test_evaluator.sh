@@ -3,7 +3,8 @@
 # evaluates the newest checkpoint, appends eval_step/test_loss/test_accuracy to the job's evaluations (shown by
 # `zdist status`), skips checkpoints it missed, survives its own kill -9 without re-evaluating older checkpoints,
 # and its evaluation of the final checkpoint equals the coordinator's own end-of-job evaluation (same test loss to
-# 1e-4 relative: float sums in another order; the previous checkpoint's differs by percents).
+# 1e-4 relative: float sums in another order; the previous checkpoint's differs by percents); the same for a
+# multi_worker_mirrored job, whose checkpoints are the workers' state.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init evaluator
@@ -78,6 +79,22 @@ echo "evaluations: $(python3 -c 'import json,sys; print([(e["eval_step"], round(
 zd_json_check "$OUT" "all(not ($LAST < e['eval_step'] < $FIRST) for e in j['evaluations'])"
 zd_json_check "$OUT" 'j["evaluations"][-1]["eval_step"] == 2400 and abs(j["evaluations"][-1]["test_accuracy"] - j["metrics"]["test_accuracy"]) < 1e-9 and abs(j["evaluations"][-1]["test_loss"] - j["metrics"]["test_loss"]) <= 1e-4 * j["metrics"]["test_loss"]'
 zd_ok "every eval_step once, ascending; the final checkpoint (step 2400) evaluated with the coordinator's test accuracy $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$OUT")"
+
+# ---- a multi_worker_mirrored job: its checkpoints are the workers' state ----
+cat >"$ZD_TMP/mwm.json" <<JSON
+{"name": "sidecar-mwm", "strategy": {"type": "multi_worker_mirrored"},
+ "model": {"name": "mlp", "params": {"hidden": [64]}}, "optimizer": {"type": "adam", "learning_rate": 0.001},
+ "dataset": {"format": "synthetic", "synthetic": {"n": 4096, "test_n": 1024, "dim": 32, "classes": 4, "seed": 5},
+             "global_batch_size": 64},
+ "steps": 1200, "checkpoint": {"every_steps": 100, "keep": 3}, "seed": 3}
+JSON
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/mwm.json" --cluster "$CLUSTER" --detach
+MJOB=$(cat "$OUT")
+coord_wait_state "$MJOB" done 120
+zd_wait_log eval2 "job $MJOB ended \(done\): last evaluation at step 1200" 60
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$MJOB" --cluster "$CLUSTER" --json
+zd_json_check "$OUT" 'len(j["evaluations"]) >= 2 and j["evaluations"][-1]["eval_step"] == 1200 and j["evaluations"][-1]["examples"] == 1024 and abs(j["evaluations"][-1]["test_accuracy"] - j["metrics"]["test_accuracy"]) < 1e-9 and abs(j["evaluations"][-1]["test_loss"] - j["metrics"]["test_loss"]) <= 1e-4 * j["metrics"]["test_loss"]'
+zd_ok "multi_worker_mirrored: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["evaluations"]))' "$OUT") checkpoints evaluated from the workers' state, the final one as the coordinator's evaluation"
 
 zd_stop eval2
 [[ $ZD_RC -eq 0 ]] || zd_fail "the evaluator exited $ZD_RC on SIGTERM"
