@@ -109,7 +109,7 @@ s_add_env_dirs(const char *var, char list[][WORKER_AGENT_PATH_MAX], int *n, bool
     return rc;
 }
 
-/* How many of the cluster's worker tasks share this worker's host. */
+/* How many of the cluster's worker tasks share this task's host (0 when none). */
 static int
 s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
 {
@@ -126,7 +126,7 @@ s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
             continue;
         n += strcmp(host, mine) == 0;
     }
-    return n > 0 ? n : 1;
+    return n;
 }
 
 int
@@ -285,7 +285,10 @@ main(int argc, char **argv)
                 break;
             config.num_ps = (int)i + 1;
         }
-        config.host_workers = s_workers_on_host(cluster, config.endpoint);
+        /* BLAS threads are shared out between the worker tasks of a host;
+           an evaluator beside them counts as one more. */
+        int n = s_workers_on_host(cluster, config.endpoint);
+        config.host_workers = config.evaluator ? n + 1 : n > 0 ? n : 1;
         zdist_cluster_destroy(&cluster);
     }
 

@@ -34,13 +34,19 @@
 typedef struct {
     char id[128];
     int64_t last_eval;   /* eval_step of the last evaluation written; -1 none */
-    bool was_running;    /* running at the last look: one more pass once it ends */
     bool refused;        /* the job cannot be evaluated here (said once) */
     bool torn;           /* evaluations.jsonl ends without a newline (a kill -9 mid-write) */
     bool seen;           /* present at this look */
     int64_t failed_step; /* the checkpoint whose evaluation failed last (not retried) */
     worker_session_t *sess;
 } s_job_t;
+
+/* A job directory not followed (not running when seen): its state.json's
+   modification time, so it is read again only when the file changes. */
+typedef struct {
+    char id[128];
+    struct timespec mtime;
+} s_idle_t;
 
 typedef struct {
     worker_agent_config_t config;
@@ -52,7 +58,42 @@ typedef struct {
     atomic_llong evaluations, skipped, failures, last_step;
     s_job_t jobs[S_MAX_JOBS];
     int njobs;
+    s_idle_t *idle;
+    int nidle, idle_cap;
 } self_t;
+
+/* True when `id`'s state.json (st) is as it was when last found not running. */
+static bool
+s_idle_unchanged(self_t *self, const char *id, const struct stat *st)
+{
+    for (int i = 0; i < self->nidle; i++)
+        if (strcmp(self->idle[i].id, id) == 0)
+            return self->idle[i].mtime.tv_sec == st->st_mtim.tv_sec &&
+                   self->idle[i].mtime.tv_nsec == st->st_mtim.tv_nsec;
+    return false;
+}
+
+static void
+s_idle_note(self_t *self, const char *id, const struct stat *st)
+{
+    if (strlen(id) >= sizeof self->idle[0].id)
+        return;
+    for (int i = 0; i < self->nidle; i++)
+        if (strcmp(self->idle[i].id, id) == 0) {
+            self->idle[i].mtime = st->st_mtim;
+            return;
+        }
+    if (self->nidle == self->idle_cap) {
+        int cap = self->idle_cap ? 2 * self->idle_cap : 64;
+        s_idle_t *n = cap <= 1 << 20 ? realloc(self->idle, (size_t)cap * sizeof *n) : NULL;
+        if (!n)
+            return; /* read again at the next look */
+        self->idle = n;
+        self->idle_cap = cap;
+    }
+    snprintf(self->idle[self->nidle].id, sizeof self->idle[0].id, "%s", id);
+    self->idle[self->nidle++].mtime = st->st_mtim;
+}
 
 /* ---- files ---- */
 
@@ -336,7 +377,7 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
         roots[i] = self->config.data_roots[i];
     worker_session_config_t sc = {
         .num_workers = 1,
-        .host_workers = 1,
+        .host_workers = self->config.host_workers,
         .repeat_input = true,
         .confined = true,
         .confine_data = self->config.confine_data,
@@ -449,7 +490,38 @@ s_job(self_t *self, const char *id, const char *job_dir)
     return j;
 }
 
-/* One look at the state directory: each running job's newest checkpoint. */
+/* Evaluates the job's newest complete checkpoint when it is newer than
+   the last one evaluated (and did not fail already). */
+static void
+s_look(self_t *self, s_job_t *j, const char *job_dir)
+{
+    int newer = 0;
+    int64_t step = s_newest_ckpt(job_dir, &newer, j->last_eval);
+    if (step <= j->last_eval || step == j->failed_step)
+        return;
+    zdist_error_t err = {0};
+    if (!j->sess && !(j->sess = s_session(self, job_dir, &err))) {
+        if (err.code == -ENOTSUP) {
+            j->refused = true;
+            zsys_notice("job %s: not evaluated: %s", j->id, err.text);
+        } else {
+            j->failed_step = step; /* tried again with the next checkpoint */
+            atomic_fetch_add(&self->failures, 1);
+            zsys_warning("job %s: cannot assemble it for evaluation: %s", j->id, err.text);
+        }
+        return;
+    }
+    if (s_evaluate(self, j, job_dir, step, newer - 1, &err) < 0) {
+        /* A checkpoint pruned meanwhile, a damaged one: the next newer
+           one is tried; this one is not again. */
+        j->failed_step = step;
+        atomic_fetch_add(&self->failures, 1);
+        zsys_warning("job %s: evaluating the checkpoint at step %lld failed: %s", j->id, (long long)step, err.text);
+    }
+}
+
+/* One look at the state directory: each running job's newest checkpoint,
+   and one last look at a job that ended since the previous one. */
 static void
 s_scan(self_t *self)
 {
@@ -467,53 +539,33 @@ s_scan(self_t *self)
         char job_dir[1400], path[1500];
         snprintf(job_dir, sizeof job_dir, "%s/%s", jobs_dir, e->d_name);
         snprintf(path, sizeof path, "%s/state.json", job_dir);
+        s_job_t *j = NULL;
+        for (int i = 0; i < self->njobs; i++)
+            if (strcmp(self->jobs[i].id, e->d_name) == 0)
+                j = &self->jobs[i];
+        struct stat sst;
+        if (stat(path, &sst) < 0 || (!j && s_idle_unchanged(self, e->d_name, &sst)))
+            continue;
         json_t *st = s_load_json(path, NULL);
         char state[32];
         snprintf(state, sizeof state, "%s", json_is_string(json_object_get(st, "state"))
                                                 ? json_string_value(json_object_get(st, "state")) : "?");
         bool running = strcmp(state, "running") == 0;
         json_decref(st);
-        s_job_t *j = NULL;
-        for (int i = 0; i < self->njobs; i++)
-            if (strcmp(self->jobs[i].id, e->d_name) == 0)
-                j = &self->jobs[i];
-        if (!running && !j)
-            continue; /* finished before this evaluator saw it run */
+        if (!running && !j) {
+            s_idle_note(self, e->d_name, &sst); /* queued, or finished before this evaluator saw it run */
+            continue;
+        }
         if (!j && !(j = s_job(self, e->d_name, job_dir)))
             continue;
         j->seen = true;
-        bool last_pass = !running;
-        if (last_pass && !j->was_running)
-            continue;
-        j->was_running = running;
-        if (j->refused)
-            continue;
-        int newer = 0;
-        int64_t step = s_newest_ckpt(job_dir, &newer, j->last_eval);
-        if (step > j->last_eval && step != j->failed_step) {
-            zdist_error_t err = {0};
-            if (!j->sess && !(j->sess = s_session(self, job_dir, &err))) {
-                if (err.code == -ENOTSUP) {
-                    j->refused = true;
-                    zsys_notice("job %s: not evaluated: %s", j->id, err.text);
-                } else {
-                    zsys_warning("job %s: cannot assemble it for evaluation: %s", j->id, err.text);
-                }
-                continue;
-            }
-            if (s_evaluate(self, j, job_dir, step, newer - 1, &err) < 0) {
-                /* A checkpoint pruned meanwhile, a damaged one: the next
-                   newer one is tried; this one is not again. */
-                j->failed_step = step;
-                atomic_fetch_add(&self->failures, 1);
-                zsys_warning("job %s: evaluating the checkpoint at step %lld failed: %s", j->id, (long long)step,
-                             err.text);
-            }
-        }
-        if (last_pass) {
-            zsys_info("job %s ended (%s): last evaluation at step %lld", j->id, state,
-                      (long long)j->last_eval);
+        if (!j->refused)
+            s_look(self, j, job_dir);
+        if (!running) { /* it ended: that was its last look; follow it again if it runs again */
+            zsys_info("job %s ended (%s): last evaluation at step %lld", j->id, state, (long long)j->last_eval);
+            s_idle_note(self, j->id, &sst);
             worker_session_destroy(&j->sess);
+            *j = self->jobs[--self->njobs];
         }
     }
     closedir(d);
@@ -553,6 +605,9 @@ s_eval_actor(zsock_t *pipe, void *args)
     for (int i = 0; i < self->njobs; i++)
         worker_session_destroy(&self->jobs[i].sess);
     self->njobs = 0;
+    free(self->idle);
+    self->idle = NULL;
+    self->nidle = self->idle_cap = 0;
 }
 
 /* ---- the service ---- */
