@@ -29,7 +29,12 @@ zd_run_expect 2 "$OUT" "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --ta
 grep -q -- "--state-dir '$ZD_TMP/nope'" "$OUT.err" || zd_fail "missing state dir: $(cat "$OUT.err")"
 zd_ok "the evaluator's flags: --state-dir required, an existing directory, and refused on a worker"
 
-coord_up 2 2
+HC=$(zd_free_port)
+for i in 0 1; do coord_start_ps "$i"; coord_start_worker "$i"; done
+zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+    --http "127.0.0.1:$HC"
+for i in 0 1; do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; zd_wait_log "worker$i" "serving at" 60; done
+zd_wait_log chief "chief serving at" 60
 start_evaluator() {
     zd_start "$1" "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --task evaluator:0 --state-dir "$ZD_TMP/state"
     zd_wait_log "$1" "evaluator task 0 serving at" 60
@@ -79,6 +84,30 @@ echo "evaluations: $(python3 -c 'import json,sys; print([(e["eval_step"], round(
 zd_json_check "$OUT" "all(not ($LAST < e['eval_step'] < $FIRST) for e in j['evaluations'])"
 zd_json_check "$OUT" 'j["evaluations"][-1]["eval_step"] == 2400 and abs(j["evaluations"][-1]["test_accuracy"] - j["metrics"]["test_accuracy"]) < 1e-9 and abs(j["evaluations"][-1]["test_loss"] - j["metrics"]["test_loss"]) <= 1e-4 * j["metrics"]["test_loss"]'
 zd_ok "every eval_step once, ascending; the final checkpoint (step 2400) evaluated with the coordinator's test accuracy $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$OUT")"
+
+# ---- the dashboard: /api/status carries the evaluations, the page draws them on the loss curve ----
+if command -v curl >/dev/null; then
+    curl -sf "http://127.0.0.1:$HC/api/status" >"$OUT" || zd_fail "GET /api/status"
+    zd_json_check "$OUT" "[len(x['evaluations']) for x in j['jobs'] if x['job_id'] == '$JOB'][0] >= 3"
+    CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+    if [[ -n $CHROMIUM ]]; then
+        "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$ZD_TMP/chromium" \
+            --virtual-time-budget=5000 --window-size=1400,1000 --dump-dom "http://127.0.0.1:$HC/" \
+            >"$ZD_TMP/dom.html" 2>"$ZD_TMP/chromium.log" || zd_fail "chromium --dump-dom: $(tail -3 "$ZD_TMP/chromium.log")"
+        python3 - "$ZD_TMP/dom.html" "$JOB" <<'PY' || zd_fail "the DOM has no evaluation curve: $(head -c 2000 "$ZD_TMP/dom.html")"
+import re, sys
+dom, job = open(sys.argv[1]).read(), sys.argv[2]
+svg = re.search(r'<svg[^>]*id="loss-' + job + r'"[^>]*data-evaluations="(\d+)"', dom)
+assert svg and int(svg.group(1)) >= 3, "data-evaluations"
+assert re.search(r'<polyline[^>]*class="eval-line"[^>]*points="[^"]+ [^"]+"', dom), "eval-line"
+assert len(re.findall(r'<circle[^>]*class="eval-point"', dom)) >= 3, "eval points"
+assert re.search(r'evaluated at step 2400: test accuracy 1\.0000', dom), "the card's fact"
+PY
+        zd_ok "dashboard (headless Chromium): the job's test-loss points on its loss curve, its last evaluation in the card"
+    else
+        zd_ok "dashboard: /api/status carries the evaluations (no chromium here to render the page)"
+    fi
+fi
 
 # ---- a multi_worker_mirrored job: its checkpoints are the workers' state ----
 cat >"$ZD_TMP/mwm.json" <<JSON
