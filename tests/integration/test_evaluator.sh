@@ -35,8 +35,10 @@ zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --st
     --http "127.0.0.1:$HC"
 for i in 0 1; do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; zd_wait_log "worker$i" "serving at" 60; done
 zd_wait_log chief "chief serving at" 60
+EH=$(zd_free_port)
 start_evaluator() {
-    zd_start "$1" "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --task evaluator:0 --state-dir "$ZD_TMP/state"
+    zd_start "$1" "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --task evaluator:0 --state-dir "$ZD_TMP/state" \
+        --http "127.0.0.1:$EH"
     zd_wait_log "$1" "evaluator task 0 serving at" 60
 }
 start_evaluator eval1
@@ -84,6 +86,18 @@ echo "evaluations: $(python3 -c 'import json,sys; print([(e["eval_step"], round(
 zd_json_check "$OUT" "all(not ($LAST < e['eval_step'] < $FIRST) for e in j['evaluations'])"
 zd_json_check "$OUT" 'j["evaluations"][-1]["eval_step"] == 2400 and abs(j["evaluations"][-1]["test_accuracy"] - j["metrics"]["test_accuracy"]) < 1e-9 and abs(j["evaluations"][-1]["test_loss"] - j["metrics"]["test_loss"]) <= 1e-4 * j["metrics"]["test_loss"]'
 zd_ok "every eval_step once, ascending; the final checkpoint (step 2400) evaluated with the coordinator's test accuracy $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$OUT")"
+
+# ---- the evaluator's /metrics ----
+if command -v curl >/dev/null; then
+    curl -sf "http://127.0.0.1:$EH/metrics" >"$OUT" || zd_fail "GET the evaluator's /metrics"
+    grep -qE '^zdist_evaluator_evaluations_total [1-9]' "$OUT" || zd_fail "no evaluations counted: $(grep evaluator_ "$OUT")"
+    grep -qE '^zdist_evaluator_last_eval_step 2400$' "$OUT" || zd_fail "last_eval_step: $(grep last_eval "$OUT")"
+    grep -qE '^zdist_evaluator_skipped_checkpoints_total [1-9]' "$OUT" || zd_fail "skips: $(grep skipped "$OUT")"
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$OUT" || zd_fail "promtool check metrics refused the evaluator's /metrics"
+    fi
+    zd_ok "the evaluator's /metrics: evaluations, skipped checkpoints, the last eval_step (promtool: $(command -v promtool >/dev/null && echo checked || echo absent))"
+fi
 
 # ---- the dashboard: /api/status carries the evaluations, the page draws them on the loss curve ----
 if command -v curl >/dev/null; then
