@@ -1,5 +1,6 @@
 /* cli_coord: the coordinator's address, STATUS calls and printing, shared by zdist submit, status and cancel. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -256,6 +257,18 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
     const char *e = json_string_value(json_object_get(st, "error"));
     if (e && *e)
         fprintf(out, "  error: %s\n", e);
+    json_t *evals = json_object_get(st, "evaluations"); /* zdist-worker --evaluator's */
+    size_t ne = json_array_size(evals), i0 = ne > 10 ? ne - 10 : 0;
+    if (ne > 0)
+        fprintf(out, "  evaluations by the sidecar evaluator: %zu%s\n", ne, i0 ? " (the last 10 shown)" : "");
+    for (size_t k = i0; k < ne; k++) {
+        json_t *ev = json_array_get(evals, k);
+        fprintf(out, "    eval_step %lld: test_loss %.4f", (long long)json_integer_value(json_object_get(ev, "eval_step")),
+                s_num(ev, "test_loss", NAN));
+        if (json_is_number(json_object_get(ev, "test_accuracy")))
+            fprintf(out, ", test_accuracy %.4f", s_num(ev, "test_accuracy", 0));
+        fputc('\n', out);
+    }
     const char *rf = json_string_value(json_object_get(st, "ring_reformed_because"));
     if (rf && *rf && tasks)
         fprintf(out, "  ring last re-formed: %s\n", rf);

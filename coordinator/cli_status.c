@@ -37,7 +37,9 @@ cli_status_main(int argc, char **argv)
             printf("usage: zdist status [JOB] [--coordinator HOST:PORT] [--cluster FILE] [--follow] [--json]\n"
                    "A job's state (queued, running, done, failed, cancelled), step/steps, metrics (loss,\n"
                    "examples/s, test_accuracy once evaluated), each worker's closures done / in flight and\n"
-                   "last heartbeat, each ps task's bytes and requests. Without JOB: the latest job.\n"
+                   "last heartbeat, each ps task's bytes and requests, and the sidecar evaluator's results\n"
+                   "(zdist-worker --evaluator: eval_step, test_loss, test_accuracy per checkpoint; 'evaluations'\n"
+                   "in --json). Without JOB: the latest job.\n"
                    "  --follow   show progress until the job ends (waiting up to 3 minutes for a restarting\n"
                    "             coordinator), then its status; exit 0 done, 1 failed or cancelled\n");
             return CLI_EXIT_OK;

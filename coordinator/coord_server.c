@@ -28,6 +28,7 @@
 #define S_FOLLOW_IDLE_MS 5000    /* and at least one this often, changed or not */
 #define S_MAX_EVENTS 64          /* recent events kept for the dashboard */
 #define S_CURVE_POINTS 2000      /* loss points per job sent to the dashboard */
+#define S_EVALS_SHOWN 200        /* evaluations per job in a status (the last ones) */
 #define S_CURVE_BYTES (64u << 20) /* metrics.jsonl read for them */
 
 typedef struct {
@@ -530,13 +531,73 @@ s_submit(zdist_rpc_call_t *call, void *state)
     return rc;
 }
 
-/* The table's view of jobs, for a reply; detail: STATUS's per-task detail. */
+/* The sidecar evaluator's results for a job (zdist-worker --evaluator
+   appends them to STATE/jobs/ID/evaluations.jsonl): [{eval_step,
+   test_loss, test_accuracy, examples, time, eval_seconds}, ...] by
+   eval_step, the last S_EVALS_SHOWN; a cut line (the evaluator killed
+   mid-write) is skipped. */
+static json_t *
+s_evaluations(self_t *self, s_job_t *j)
+{
+    char dir[1100], path[1200];
+    s_job_dir(self, j, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/evaluations.jsonl", dir);
+    json_t *evals = json_array();
+    FILE *f = fopen(path, "re");
+    if (!f || !evals) {
+        if (f)
+            fclose(f);
+        return evals;
+    }
+    char line[1024];
+    size_t read = 0;
+    while (fgets(line, sizeof line, f) && read < S_CURVE_BYTES) {
+        read += strlen(line);
+        json_t *o = json_loads(line, 0, NULL);
+        if (json_is_integer(json_object_get(o, "eval_step"))) {
+            if (json_array_size(evals) >= S_EVALS_SHOWN)
+                json_array_remove(evals, 0);
+            json_array_append(evals, o);
+        }
+        json_decref(o);
+    }
+    fclose(f);
+    return evals;
+}
+
+/* The job's detail with "evaluations" when the evaluator wrote any (a new
+   string), else NULL (use j->detail as it is). */
+static char *
+s_detail_with_evaluations(self_t *self, s_job_t *j)
+{
+    json_t *evals = s_evaluations(self, j);
+    if (!evals || json_array_size(evals) == 0) {
+        json_decref(evals);
+        return NULL;
+    }
+    json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
+    if (!json_is_object(detail)) {
+        json_decref(detail);
+        detail = json_object();
+    }
+    json_object_set_new(detail, "evaluations", evals);
+    char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+    json_decref(detail);
+    return text;
+}
+
+/* The table's view of jobs, for a reply; detail: STATUS's per-task detail
+   and the evaluator's results. */
 static int
-s_reply_jobs(zdist_rpc_call_t *call, s_job_t **jobs, size_t n, bool detail)
+s_reply_jobs(self_t *self, zdist_rpc_call_t *call, s_job_t **jobs, size_t n, bool detail)
 {
     zdist_coord_job_t *v = calloc(n ? n : 1, sizeof *v);
-    if (!v)
+    char **own = calloc(n ? n : 1, sizeof *own);
+    if (!v || !own) {
+        free(v);
+        free(own);
         return -ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         memcpy(v[i].job_id, jobs[i]->id, sizeof v[i].job_id);
         memcpy(v[i].state, jobs[i]->state, sizeof v[i].state);
@@ -544,9 +605,14 @@ s_reply_jobs(zdist_rpc_call_t *call, s_job_t **jobs, size_t n, bool detail)
         v[i].step = jobs[i]->step;
         v[i].steps = jobs[i]->steps;
         v[i].error = jobs[i]->error;
-        v[i].detail_json = detail ? jobs[i]->detail : NULL;
+        if (detail)
+            own[i] = s_detail_with_evaluations(self, jobs[i]);
+        v[i].detail_json = detail ? (own[i] ? own[i] : jobs[i]->detail) : NULL;
     }
     int rc = zdist_coord_reply_jobs(call, v, n);
+    for (size_t i = 0; i < n; i++)
+        free(own[i]);
+    free(own);
     free(v);
     return rc;
 }
@@ -568,7 +634,7 @@ s_status(zdist_rpc_call_t *call, void *state)
                                    "%zu status streams open, the limit (zdist-coordinator --max-followers %d); poll "
                                    "STATUS without follow", self->nfollowers, self->config.max_followers);
     }
-    int rc = s_reply_jobs(call, &j, 1, true);
+    int rc = s_reply_jobs(self, call, &j, 1, true);
     if (rc < 0 || !follow)
         return rc;
     /* The snapshot goes out now marked `more`; s_followers_update sends the rest. */
@@ -626,7 +692,7 @@ s_followers_update(self_t *self, bool stopping)
                 i++;
                 continue;
             }
-            if (s_reply_jobs(f->call, &j, 1, true) < 0) {
+            if (s_reply_jobs(self, f->call, &j, 1, true) < 0) {
                 if (!end) {
                     i++;
                     continue; /* out of memory: try again at the next update */
@@ -674,7 +740,7 @@ static int
 s_list(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    return s_reply_jobs(call, self->jobs, self->njobs, false);
+    return s_reply_jobs(self, call, self->jobs, self->njobs, false);
 }
 
 static int
@@ -775,10 +841,10 @@ s_api_status(self_t *self)
     for (size_t i = 0; i < n; i++) {
         s_job_t *j = shown[i];
         json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
-        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:o}", "job_id", j->id, "name", j->name, "state",
-                              j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:o, s:o}", "job_id", j->id, "name", j->name,
+                              "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
                               j->error ? j->error : "", "detail", detail ? detail : json_object(), "loss_curve",
-                              s_curve(self, j));
+                              s_curve(self, j), "evaluations", s_evaluations(self, j));
         json_array_append_new(jobs, o);
     }
     json_t *events = json_array();

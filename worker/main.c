@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "worker_agent.h"
+#include "worker_eval.h"
 #include "worker_run.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
@@ -23,11 +24,19 @@ s_usage(FILE *out)
             "       zdist-worker run JOB.json [--json] [--steps N] [--quiet]   (what `zdist run` runs)\n"
             "Runs step functions of a job on this worker (proto/worker.proto): start a job, run steps,\n"
             "evaluate, stop. Under parameter_server its variables live on the ps tasks.\n\n"
-            "The task comes from TF_CONFIG (or --cluster/--task) and must be of type 'worker'.\n"
+            "The task comes from TF_CONFIG (or --cluster/--task) and must be of type 'worker'\n"
+            "('evaluator' with --evaluator).\n"
             "  --cluster FILE          cluster JSON (same form as TF_CONFIG) instead of the environment\n"
             "  --task worker:N         the task, overriding TF_CONFIG's \"task\"\n"
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5001)\n"
-            "  --evaluator             serve an 'evaluator' task (reserved: evaluates like a worker for now)\n"
+            "  --evaluator             serve an 'evaluator' task (TensorFlow's SidecarEvaluator): evaluate the\n"
+            "                          newest checkpoint of each running job on its test set\n"
+            "                          (older ones it could not keep up with are skipped) and append\n"
+            "                          eval_step, test_loss, test_accuracy to STATE/jobs/ID/evaluations.jsonl,\n"
+            "                          which `zdist status` shows. Needs --state-dir\n"
+            "  --state-dir DIR         with --evaluator: the coordinator's --state-dir (also $ZDIST_STATE_DIR, then\n"
+            "                          systemd's $STATE_DIRECTORY);\n"
+            "                          on another host it must be the same directory, shared (e.g. NFS)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
             "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
@@ -102,7 +111,7 @@ s_add_env_dirs(const char *var, char list[][WORKER_AGENT_PATH_MAX], int *n, bool
     return rc;
 }
 
-/* How many of the cluster's worker tasks share this worker's host. */
+/* How many of the cluster's worker tasks share this task's host (0 when none). */
 static int
 s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
 {
@@ -119,7 +128,7 @@ s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
             continue;
         n += strcmp(host, mine) == 0;
     }
-    return n > 0 ? n : 1;
+    return n;
 }
 
 int
@@ -135,6 +144,7 @@ main(int argc, char **argv)
         {"task", required_argument, NULL, 't'},
         {"bind", required_argument, NULL, 'b'},
         {"evaluator", no_argument, NULL, 'e'},
+        {"state-dir", required_argument, NULL, 'S'},
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'C'},
@@ -146,7 +156,7 @@ main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL;
+    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
     static worker_agent_config_t config;
     static char plugin_dirs[WORKER_AGENT_MAX_DIRS][WORKER_AGENT_PATH_MAX];
     int num_plugin_dirs = 0;
@@ -168,6 +178,9 @@ main(int argc, char **argv)
             break;
         case 'e':
             config.evaluator = true;
+            break;
+        case 'S':
+            state_dir = optarg;
             break;
         case 'p':
             if (zdist_parse_int64(optarg, 1, INT64_C(86400000), &v) < 0) {
@@ -225,6 +238,32 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-worker: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    if (state_dir && !config.evaluator) {
+        fprintf(stderr, "zdist-worker: --state-dir is for --evaluator only (a worker keeps no state); remove it\n");
+        return 2;
+    }
+    if (!state_dir && config.evaluator)
+        state_dir = getenv("ZDIST_STATE_DIR");
+    if (!state_dir && config.evaluator)
+        state_dir = getenv("STATE_DIRECTORY"); /* systemd's StateDirectory=, as the coordinator's */
+    if (config.evaluator) {
+        char real[PATH_MAX];
+        struct stat st;
+        if (!state_dir || !*state_dir) {
+            fprintf(stderr, "zdist-worker: --evaluator needs --state-dir DIR (or ZDIST_STATE_DIR): the "
+                    "coordinator's state directory, where it writes the jobs' checkpoints\n");
+            return 2;
+        }
+        errno = 0;
+        if (!realpath(state_dir, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode) ||
+            strlen(real) >= sizeof config.state_dir) {
+            fprintf(stderr, "zdist-worker: --state-dir '%s': %s; give the coordinator's existing state directory "
+                    "(shared, when the evaluator runs on another host)\n", state_dir,
+                    errno ? strerror(errno) : "not a directory");
+            return 2;
+        }
+        memcpy(config.state_dir, real, strlen(real) + 1);
+    }
     if (s_add_env_dirs("ZDIST_PLUGIN_DIRS", plugin_dirs, &num_plugin_dirs, &plugin_env) != 0 ||
         s_add_env_dirs("ZDIST_DATA_ROOTS", config.data_roots, &config.num_data_roots, &config.confine_data) != 0)
         return 2;
@@ -256,11 +295,12 @@ main(int argc, char **argv)
                 break;
             config.num_ps = (int)i + 1;
         }
-        config.host_workers = s_workers_on_host(cluster, config.endpoint);
+        /* BLAS threads are shared out between the worker tasks of a host;
+           an evaluator beside them counts as one more. */
+        int n = s_workers_on_host(cluster, config.endpoint);
+        config.host_workers = config.evaluator ? n + 1 : n > 0 ? n : 1;
         zdist_cluster_destroy(&cluster);
     }
-    if (config.evaluator)
-        zsys_notice("--evaluator: evaluating beside training from checkpoints is reserved; serving as a worker");
 
     zsys_info("%d ps task%s in the cluster", config.num_ps, config.num_ps == 1 ? "" : "s");
     zsys_info("plugins from: %s", config.plugin_dirs[0] ? config.plugin_dirs : "none (built-in models only)");
@@ -280,5 +320,5 @@ main(int argc, char **argv)
     }
     char what[64];
     snprintf(what, sizeof what, "%s task %d", want, config.worker_task);
-    return zdist_daemon_run(worker_agent_actor, &config, what);
+    return zdist_daemon_run(config.evaluator ? worker_eval_actor : worker_agent_actor, &config, what);
 }

@@ -16,7 +16,8 @@
 typedef struct {
     char endpoint[WORKER_AGENT_ENDPOINT_MAX]; /* ZeroMQ endpoint to bind */
     int worker_task;                          /* this worker's index in the worker job */
-    bool evaluator;                           /* --evaluator (reserved: serves like a worker) */
+    bool evaluator;                           /* --evaluator: worker_eval_actor serves instead (worker_eval.h) */
+    char state_dir[WORKER_AGENT_PATH_MAX];    /* --evaluator: the coordinator's --state-dir */
     /* The cluster's ps tasks, used when START_JOB names none. */
     int num_ps;
     char ps_endpoints[WORKER_AGENT_MAX_PS][WORKER_AGENT_ENDPOINT_MAX];

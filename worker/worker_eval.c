@@ -1,0 +1,682 @@
+/* worker_eval: zdist-worker --evaluator, TensorFlow's SidecarEvaluator — evaluates each new checkpoint of running jobs. */
+#include "worker_eval.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "worker_session.h"
+#include "worker_strategy.h"
+#include "worker_trainer.h"
+#include "worker_vars.h"
+#include "zdist/cluster.h"
+#include "zdist/daemon.h"
+#include "zdist/file.h"
+#include "zdist/job.h"
+#include "zdist/prom.h"
+#include "zdist/sys.h"
+
+#define S_MAX_JOBS 256
+#define S_POLL_MS 300                    /* between two looks at the state directory */
+#define S_MAX_TEXT_BYTES (16u << 20)     /* job.json, state.json, a manifest, evaluations.jsonl */
+#define S_MAX_SHARD_BYTES (UINT64_C(1) << 36)
+
+typedef struct {
+    char id[128];
+    int64_t last_eval;   /* eval_step of the last evaluation written; -1 none */
+    bool refused;        /* the job cannot be evaluated here (said once) */
+    bool torn;           /* evaluations.jsonl ends without a newline (a kill -9 mid-write) */
+    bool seen;           /* present at this look */
+    int64_t failed_step; /* the checkpoint whose evaluation failed last (not retried) */
+    worker_session_t *sess;
+} s_job_t;
+
+/* A job directory not followed (not running when seen): its state.json's
+   modification time, so it is read again only when the file changes. */
+typedef struct {
+    char id[128];
+    struct timespec mtime;
+} s_idle_t;
+
+typedef struct {
+    worker_agent_config_t config;
+    zdist_rpc_server_t *rpc;
+    zdist_http_t *http;
+    zdist_http_metrics_t metrics;
+    zactor_t *evaluator;
+    /* Counters, written by the evaluation thread, read by /metrics. */
+    atomic_llong evaluations, skipped, failures, last_step;
+    s_job_t jobs[S_MAX_JOBS];
+    int njobs;
+    s_idle_t *idle;
+    int nidle, idle_cap;
+} self_t;
+
+/* True when `id`'s state.json (st) is as it was when last found not running. */
+static bool
+s_idle_unchanged(self_t *self, const char *id, const struct stat *st)
+{
+    for (int i = 0; i < self->nidle; i++)
+        if (strcmp(self->idle[i].id, id) == 0)
+            return self->idle[i].mtime.tv_sec == st->st_mtim.tv_sec &&
+                   self->idle[i].mtime.tv_nsec == st->st_mtim.tv_nsec;
+    return false;
+}
+
+static void
+s_idle_note(self_t *self, const char *id, const struct stat *st)
+{
+    if (strlen(id) >= sizeof self->idle[0].id)
+        return;
+    for (int i = 0; i < self->nidle; i++)
+        if (strcmp(self->idle[i].id, id) == 0) {
+            self->idle[i].mtime = st->st_mtim;
+            return;
+        }
+    if (self->nidle == self->idle_cap) {
+        int cap = self->idle_cap ? 2 * self->idle_cap : 64;
+        s_idle_t *n = cap <= 1 << 20 ? realloc(self->idle, (size_t)cap * sizeof *n) : NULL;
+        if (!n)
+            return; /* read again at the next look */
+        self->idle = n;
+        self->idle_cap = cap;
+    }
+    snprintf(self->idle[self->nidle].id, sizeof self->idle[0].id, "%s", id);
+    self->idle[self->nidle++].mtime = st->st_mtim;
+}
+
+/* ---- files ---- */
+
+/* The highest eval_step in a job's evaluations.jsonl (-1: none); *ret_torn
+   when its last line was cut short (a kill -9 during the write). */
+static int64_t
+s_last_eval(const char *job_dir, bool *ret_torn)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/evaluations.jsonl", job_dir);
+    void *buf = NULL;
+    size_t len = 0;
+    *ret_torn = false;
+    if (zdist_file_read(path, S_MAX_TEXT_BYTES, &buf, &len, NULL) < 0)
+        return -1;
+    int64_t last = -1;
+    char *save = NULL;
+    *ret_torn = len > 0 && ((char *)buf)[len - 1] != '\n';
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *s = json_object_get(o, "eval_step");
+        if (json_is_integer(s) && json_integer_value(s) > last)
+            last = json_integer_value(s);
+        json_decref(o);
+    }
+    free(buf);
+    return last;
+}
+
+/* Appends one line, fsync'd. */
+static int
+s_append(const char *job_dir, bool torn, const char *line, zdist_error_t *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/evaluations.jsonl", job_dir);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return zdist_error_set(err, -errno, "%s: %s", path, strerror(errno));
+    size_t len = strlen(line);
+    int rc = 0;
+    if ((torn && write(fd, "\n", 1) != 1) || write(fd, line, len) != (ssize_t)len || fsync(fd) < 0)
+        rc = zdist_error_set(err, -EIO, "%s: writing: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+/* A JSON file of at most S_MAX_TEXT_BYTES, NULL with err. */
+static json_t *
+s_load_json(const char *path, zdist_error_t *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (zdist_file_read(path, S_MAX_TEXT_BYTES, &buf, &len, err) < 0)
+        return NULL;
+    json_error_t jerr;
+    json_t *o = json_loadb(buf, len, 0, &jerr);
+    free(buf);
+    if (!o)
+        zdist_error_set(err, -EBADMSG, "%s: not JSON: %s (line %d)", path, jerr.text, jerr.line);
+    return o;
+}
+
+/* The newest complete checkpoint of a job (ckpt-STEP/ holding the
+   coordinator's manifest.json, which it writes last), -1 when none. */
+static int64_t
+s_newest_ckpt(const char *job_dir, int *ret_count_newer, int64_t after)
+{
+    DIR *d = opendir(job_dir);
+    int64_t best = -1;
+    *ret_count_newer = 0;
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "ckpt-", 5) != 0)
+            continue;
+        char *end = NULL;
+        errno = 0;
+        long long step = strtoll(e->d_name + 5, &end, 10);
+        if (errno || !end || *end || end == e->d_name + 5 || step < 0)
+            continue; /* ckpt-N.damaged, temporaries */
+        char m[1400];
+        struct stat st;
+        snprintf(m, sizeof m, "%s/%s/manifest.json", job_dir, e->d_name);
+        if (stat(m, &st) < 0)
+            continue;
+        *ret_count_newer += step > after;
+        if (step > best)
+            best = step;
+    }
+    closedir(d);
+    return best;
+}
+
+/* The ps tasks' manifests of a checkpoint directory (manifest-ps*.json),
+   each checked against its CRC-32 and the step. */
+static int
+s_load_manifests(const char *dir, int64_t step, json_t **ret, zdist_error_t *err)
+{
+    char pattern[1300];
+    snprintf(pattern, sizeof pattern, "%s/manifest-ps*.json", dir);
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc != 0) {
+        if (rc != GLOB_NOMATCH)
+            globfree(&g);
+        return zdist_error_set(err, -ENOENT, "%s: no manifest-ps*.json (the ps tasks' part of the checkpoint)",
+                               dir);
+    }
+    json_t *all = json_array();
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
+        json_t *m = s_load_json(g.gl_pathv[i], err);
+        if (!m) {
+            rc = err && err->code ? err->code : -EBADMSG;
+            break;
+        }
+        if ((rc = zdist_json_crc_check(m, "crc32", false, g.gl_pathv[i], err)) == 0 &&
+            json_integer_value(json_object_get(m, "step")) != step)
+            rc = zdist_error_set(err, -EBADMSG, "%s: step %lld, the checkpoint directory says %lld", g.gl_pathv[i],
+                                 (long long)json_integer_value(json_object_get(m, "step")), (long long)step);
+        json_array_append_new(all, m);
+    }
+    globfree(&g);
+    if (rc < 0) {
+        json_decref(all);
+        return rc;
+    }
+    *ret = all;
+    return 0;
+}
+
+/* Fills out (var->n floats) with the variable `name` of the checkpoint:
+   the values section of every shard file naming it, by global row range. */
+static int
+s_read_var(const char *dir, json_t *manifests, const char *name, const worker_var_t *var, float *out,
+           zdist_error_t *err)
+{
+    int64_t covered = 0;
+    size_t i, k;
+    json_t *m, *v, *f;
+    json_array_foreach(manifests, i, m) {
+        json_array_foreach(json_object_get(m, "variables"), k, v) {
+            if (!json_is_string(json_object_get(v, "name")) ||
+                strcmp(json_string_value(json_object_get(v, "name")), name) != 0)
+                continue;
+            const char *dtype = json_string_value(json_object_get(v, "dtype"));
+            json_t *shape = json_object_get(v, "shape");
+            int64_t n = 1, d0 = json_array_size(shape) ? json_integer_value(json_array_get(shape, 0)) : 1;
+            size_t si;
+            json_t *d;
+            json_array_foreach(shape, si, d) n *= json_integer_value(d);
+            if (!dtype || strcmp(dtype, "float32") != 0 || n != var->n || d0 != var->rows)
+                return zdist_error_set(err, -EINVAL, "%s: variable '%s' is %s with %lld elements in the checkpoint, "
+                                       "the model declares float32 with %lld: was it saved by another model?", dir,
+                                       name, dtype ? dtype : "?", (long long)n, (long long)var->n);
+            size_t fi;
+            json_array_foreach(json_object_get(v, "files"), fi, f) {
+                const char *file = json_string_value(json_object_get(f, "file"));
+                int64_t rs = json_integer_value(json_object_get(f, "row_start"));
+                int64_t re = json_integer_value(json_object_get(f, "row_end"));
+                uint64_t bytes = (uint64_t)json_integer_value(json_object_get(f, "bytes"));
+                uint32_t crc = (uint32_t)json_integer_value(json_object_get(f, "crc32"));
+                size_t nslots = json_array_size(json_object_get(json_object_get(f, "optimizer"), "slots"));
+                uint64_t values = (uint64_t)(re - rs) * (uint64_t)var->width * sizeof(float);
+                if (!file || strchr(file, '/') || rs < 0 || re <= rs || re > var->rows ||
+                    bytes != values * (1 + nslots) || bytes > S_MAX_SHARD_BYTES)
+                    return zdist_error_set(err, -EBADMSG, "%s: variable '%s': a file entry is inconsistent (file, "
+                                           "row_start/row_end, bytes)", dir, name);
+                char path[1700];
+                snprintf(path, sizeof path, "%s/%s", dir, file);
+                void *buf = NULL;
+                size_t len = 0;
+                int rc = zdist_file_read(path, (size_t)bytes, &buf, &len, err);
+                if (rc < 0)
+                    return rc;
+                if (len != bytes || zdist_crc32(0, buf, len) != crc) {
+                    free(buf);
+                    return zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or "
+                                           "CRC-32 differ from its manifest)", path);
+                }
+                memcpy(out + rs * var->width, buf, (size_t)values);
+                free(buf);
+                covered += re - rs;
+            }
+        }
+    }
+    if (covered != var->rows)
+        return zdist_error_set(err, -ENOENT, "%s: variable '%s': %lld of its %lld rows are in the checkpoint", dir,
+                               name, (long long)covered, (long long)var->rows);
+    return 0;
+}
+
+/* A multi_worker_mirrored checkpoint: the workers' state the coordinator
+   saved (manifest-workers.json and its one data file, variables by name,
+   then their slots). Fills vals[v] for every variable. */
+static int
+s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **vals, zdist_error_t *err)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/manifest-workers.json", dir);
+    json_t *m = s_load_json(path, err);
+    if (!m)
+        return err && err->code ? err->code : -EBADMSG;
+    int rc = zdist_json_crc_check(m, "manifest_crc32", false, path, err);
+    const char *file = json_string_value(json_object_get(m, "file"));
+    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(m, "bytes"));
+    if (rc == 0 && (json_integer_value(json_object_get(m, "step")) != step || !file || strchr(file, '/') ||
+                    bytes > S_MAX_SHARD_BYTES))
+        rc = zdist_error_set(err, -EBADMSG, "%s: step, file or bytes inconsistent with checkpoint step %lld", path,
+                             (long long)step);
+    void *data = NULL;
+    size_t len = 0;
+    if (rc == 0) {
+        char dpath[1700];
+        snprintf(dpath, sizeof dpath, "%s/%s", dir, file);
+        if ((rc = zdist_file_read(dpath, (size_t)bytes, &data, &len, err)) == 0 &&
+            (len != bytes || zdist_crc32(0, data, len) != (uint32_t)json_integer_value(json_object_get(m, "crc32"))))
+            rc = zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or CRC-32 differ "
+                                 "from its manifest)", dpath);
+    }
+    for (int v = 0; rc == 0 && v < vars->n; v++) {
+        const worker_var_t *var = &vars->vars[v];
+        json_t *t = NULL, *e;
+        size_t i;
+        json_array_foreach(json_object_get(m, "tensors"), i, e) {
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name && strcmp(name, var->name) == 0)
+                t = e;
+        }
+        uint64_t off = t ? (uint64_t)json_integer_value(json_object_get(t, "offset")) : 0;
+        uint64_t tb = t ? (uint64_t)json_integer_value(json_object_get(t, "bytes")) : 0;
+        const char *dtype = t ? json_string_value(json_object_get(t, "dtype")) : NULL;
+        if (!t)
+            rc = zdist_error_set(err, -ENOENT, "%s: variable '%s' is not in the checkpoint", path, var->name);
+        else if (!dtype || strcmp(dtype, "float32") != 0 || tb != (uint64_t)var->n * sizeof(float) || off > len ||
+                 tb > len - off)
+            rc = zdist_error_set(err, -EINVAL, "%s: variable '%s' is not float32 with %lld elements inside the data "
+                                 "file: was it saved by another model?", path, var->name, (long long)var->n);
+        else
+            memcpy(vals[v], (char *)data + off, (size_t)tb);
+    }
+    free(data);
+    json_decref(m);
+    return rc;
+}
+
+/* ---- one job ---- */
+
+/* A one_device session of the job, for evaluation only. NULL with err; a
+   job this evaluator cannot evaluate is -ENOTSUP. */
+static worker_session_t *
+s_session(self_t *self, const char *job_dir, zdist_error_t *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/state.json", job_dir);
+    json_t *st = s_load_json(path, err);
+    if (!st)
+        return NULL;
+    const char *base = json_string_value(json_object_get(st, "base_dir"));
+    snprintf(path, sizeof path, "%s/job.json", job_dir);
+    void *text = NULL;
+    size_t len = 0;
+    zdist_job_t job = {0};
+    worker_session_t *sess = NULL;
+    if (zdist_file_read(path, S_MAX_TEXT_BYTES, &text, &len, err) < 0 ||
+        zdist_job_parse(text, base ? base : "", &job, err) < 0)
+        goto out;
+    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        zdist_error_set(err, -ENOTSUP, "strategy %s: the coordinator runs parameter_server and "
+                        "multi_worker_mirrored jobs only", zdist_strategy_name(job.strategy));
+        goto out;
+    }
+    if (!job.has_test) {
+        zdist_error_set(err, -ENOTSUP, "no test set (dataset.test or dataset.synthetic.test_n)");
+        goto out;
+    }
+    job.strategy = ZDIST_STRATEGY_ONE_DEVICE;
+    job.num_replicas = 1;
+    const char *roots[WORKER_AGENT_MAX_DIRS];
+    for (int i = 0; i < self->config.num_data_roots; i++)
+        roots[i] = self->config.data_roots[i];
+    worker_session_config_t sc = {
+        .num_workers = 1,
+        .host_workers = self->config.host_workers,
+        .repeat_input = true,
+        .confined = true,
+        .confine_data = self->config.confine_data,
+        .plugin_dirs = self->config.plugin_dirs,
+        .data_roots = roots,
+        .num_data_roots = (size_t)self->config.num_data_roots,
+    };
+    sess = worker_session_new(&job, &sc, NULL, err);
+out:
+    zdist_job_release(&job);
+    free(text);
+    json_decref(st);
+    return sess;
+}
+
+/* Loads checkpoint `step` into the job's session and evaluates it. */
+static int
+s_evaluate(self_t *self, s_job_t *j, const char *job_dir, int64_t step, int skipped, zdist_error_t *err)
+{
+    char dir[1300];
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", job_dir, (long long)step);
+    int64_t t0 = zdist_clock_now_ms();
+    char wpath[1400];
+    snprintf(wpath, sizeof wpath, "%s/manifest-workers.json", dir);
+    bool wstate = access(wpath, F_OK) == 0; /* multi_worker_mirrored's */
+    json_t *manifests = NULL;
+    int rc = wstate ? 0 : s_load_manifests(dir, step, &manifests, err);
+    if (rc < 0)
+        return rc;
+    worker_trainer_t *tr = worker_session_trainer(j->sess);
+    const worker_vars_t *vars = worker_trainer_vars(tr);
+    worker_backend_t *be = worker_trainer_backend(tr);
+    float **vals = calloc((size_t)vars->n + 1, sizeof *vals);
+    if (!vals)
+        rc = zdist_error_set(err, -ENOMEM, "out of memory");
+    /* Every variable is read and checked before any is set. */
+    for (int v = 0; rc == 0 && v < vars->n; v++)
+        if (!(vals[v] = malloc((size_t)vars->vars[v].n * sizeof(float))))
+            rc = zdist_error_set(err, -ENOMEM, "out of memory");
+    if (rc == 0 && wstate)
+        rc = s_read_wstate(dir, step, vars, vals, err);
+    for (int v = 0; rc == 0 && !wstate && v < vars->n; v++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s/%s", j->id, vars->vars[v].name); /* the coordinator's variable_prefix */
+        rc = s_read_var(dir, manifests, name, &vars->vars[v], vals[v], err);
+    }
+    for (int v = 0; rc == 0 && v < vars->n; v++)
+        worker_local_set_state(be, v, vals[v], NULL);
+    for (int v = 0; vals && v < vars->n; v++)
+        free(vals[v]);
+    free(vals);
+    json_decref(manifests);
+    if (rc < 0)
+        return rc;
+    worker_eval_t ev;
+    if ((rc = worker_session_evaluate(j->sess, &ev, err)) < 0)
+        return rc;
+    double secs = (double)(zdist_clock_now_ms() - t0) / 1000.0;
+    double loss = ev.total > 0 ? ev.loss_sum / ev.total : NAN;
+    double acc = ev.has_correct && ev.total > 0 ? ev.correct / ev.total : NAN;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    json_t *o = json_pack("{s:I, s:o, s:o, s:I, s:f, s:f}", "eval_step", (json_int_t)step, "test_loss",
+                          isfinite(loss) ? json_real(loss) : json_null(), "test_accuracy",
+                          isfinite(acc) ? json_real(acc) : json_null(), "examples", (json_int_t)ev.total, "time",
+                          (double)now.tv_sec + now.tv_nsec / 1e9, "eval_seconds", secs);
+    char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char *nl = line ? malloc(strlen(line) + 2) : NULL;
+    if (!nl) {
+        free(line);
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    sprintf(nl, "%s\n", line);
+    free(line);
+    rc = s_append(job_dir, j->torn, nl, err);
+    free(nl);
+    if (rc < 0)
+        return rc;
+    j->torn = false;
+    j->last_eval = step;
+    atomic_fetch_add(&self->evaluations, 1);
+    atomic_fetch_add(&self->skipped, skipped);
+    atomic_store(&self->last_step, step);
+    zsys_info("job %s: checkpoint at step %lld evaluated: test loss %.4f, accuracy %.4f over %.0f examples in %.2f s%s",
+              j->id, (long long)step, loss, acc, ev.total, secs,
+              skipped > 0 ? " (newer checkpoints came meanwhile: older ones skipped)" : "");
+    if (skipped > 0)
+        zsys_info("job %s: %d older checkpoint%s skipped to evaluate the newest", j->id, skipped,
+                  skipped == 1 ? "" : "s");
+    return 0;
+}
+
+static s_job_t *
+s_job(self_t *self, const char *id, const char *job_dir)
+{
+    for (int i = 0; i < self->njobs; i++)
+        if (strcmp(self->jobs[i].id, id) == 0)
+            return &self->jobs[i];
+    if (self->njobs == S_MAX_JOBS || strlen(id) >= sizeof self->jobs[0].id)
+        return NULL;
+    s_job_t *j = &self->jobs[self->njobs++];
+    memset(j, 0, sizeof *j);
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->last_eval = s_last_eval(job_dir, &j->torn);
+    j->failed_step = -1;
+    if (j->last_eval >= 0)
+        zsys_info("job %s: evaluated up to step %lld before (evaluations.jsonl): continuing after it", id,
+                  (long long)j->last_eval);
+    return j;
+}
+
+/* Evaluates the job's newest complete checkpoint when it is newer than
+   the last one evaluated (and did not fail already). */
+static void
+s_look(self_t *self, s_job_t *j, const char *job_dir)
+{
+    int newer = 0;
+    int64_t step = s_newest_ckpt(job_dir, &newer, j->last_eval);
+    if (step <= j->last_eval || step == j->failed_step)
+        return;
+    zdist_error_t err = {0};
+    if (!j->sess && !(j->sess = s_session(self, job_dir, &err))) {
+        if (err.code == -ENOTSUP) {
+            j->refused = true;
+            zsys_notice("job %s: not evaluated: %s", j->id, err.text);
+        } else {
+            j->failed_step = step; /* tried again with the next checkpoint */
+            atomic_fetch_add(&self->failures, 1);
+            zsys_warning("job %s: cannot assemble it for evaluation: %s", j->id, err.text);
+        }
+        return;
+    }
+    if (s_evaluate(self, j, job_dir, step, newer - 1, &err) < 0) {
+        /* A checkpoint pruned meanwhile, a damaged one: the next newer
+           one is tried; this one is not again. */
+        j->failed_step = step;
+        atomic_fetch_add(&self->failures, 1);
+        zsys_warning("job %s: evaluating the checkpoint at step %lld failed: %s", j->id, (long long)step, err.text);
+    }
+}
+
+/* One look at the state directory: each running job's newest checkpoint,
+   and one last look at a job that ended since the previous one. */
+static void
+s_scan(self_t *self)
+{
+    char jobs_dir[1100];
+    snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", self->config.state_dir);
+    DIR *d = opendir(jobs_dir);
+    if (!d)
+        return;
+    for (int i = 0; i < self->njobs; i++)
+        self->jobs[i].seen = false;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char job_dir[1400], path[1500];
+        snprintf(job_dir, sizeof job_dir, "%s/%s", jobs_dir, e->d_name);
+        snprintf(path, sizeof path, "%s/state.json", job_dir);
+        s_job_t *j = NULL;
+        for (int i = 0; i < self->njobs; i++)
+            if (strcmp(self->jobs[i].id, e->d_name) == 0)
+                j = &self->jobs[i];
+        struct stat sst;
+        if (stat(path, &sst) < 0 || (!j && s_idle_unchanged(self, e->d_name, &sst)))
+            continue;
+        json_t *st = s_load_json(path, NULL);
+        char state[32];
+        snprintf(state, sizeof state, "%s", json_is_string(json_object_get(st, "state"))
+                                                ? json_string_value(json_object_get(st, "state")) : "?");
+        bool running = strcmp(state, "running") == 0;
+        json_decref(st);
+        if (!running && !j) {
+            s_idle_note(self, e->d_name, &sst); /* queued, or finished before this evaluator saw it run */
+            continue;
+        }
+        if (!j && !(j = s_job(self, e->d_name, job_dir)))
+            continue;
+        j->seen = true;
+        if (!j->refused)
+            s_look(self, j, job_dir);
+        if (!running) { /* it ended: that was its last look; follow it again if it runs again */
+            zsys_info("job %s ended (%s): last evaluation at step %lld", j->id, state, (long long)j->last_eval);
+            s_idle_note(self, j->id, &sst);
+            worker_session_destroy(&j->sess);
+            *j = self->jobs[--self->njobs];
+        }
+    }
+    closedir(d);
+    /* Jobs whose directory went: forget them. */
+    for (int i = 0; i < self->njobs;) {
+        if (self->jobs[i].seen) {
+            i++;
+            continue;
+        }
+        worker_session_destroy(&self->jobs[i].sess);
+        self->jobs[i] = self->jobs[--self->njobs];
+    }
+}
+
+/* The evaluation thread: a look every S_POLL_MS until $TERM (which waits
+   for an evaluation under way to end). */
+static void
+s_eval_actor(zsock_t *pipe, void *args)
+{
+    self_t *self = args;
+    zsock_signal(pipe, 0);
+    zpoller_t *poller = zpoller_new(pipe, NULL);
+    while (poller) {
+        s_scan(self);
+        zsock_t *which = zpoller_wait(poller, S_POLL_MS);
+        if (which == pipe) {
+            char *cmd = zstr_recv(pipe);
+            bool term = !cmd || streq(cmd, "$TERM");
+            zstr_free(&cmd);
+            if (term)
+                break;
+        } else if (zpoller_terminated(poller)) {
+            break;
+        }
+    }
+    zpoller_destroy(&poller);
+    for (int i = 0; i < self->njobs; i++)
+        worker_session_destroy(&self->jobs[i].sess);
+    self->njobs = 0;
+    free(self->idle);
+    self->idle = NULL;
+    self->nidle = self->idle_cap = 0;
+}
+
+/* ---- the service ---- */
+
+static void
+s_metrics(void *arg, FILE *f)
+{
+    self_t *self = arg;
+    zdist_rpc_server_write_metrics(self->rpc, f, "zdist_evaluator");
+    zdist_prom_family(f, "zdist_evaluator_evaluations_total", "counter", "Checkpoints evaluated.");
+    zdist_prom_sample(f, "zdist_evaluator_evaluations_total", (double)atomic_load(&self->evaluations), NULL);
+    zdist_prom_family(f, "zdist_evaluator_skipped_checkpoints_total", "counter",
+                      "Checkpoints skipped because a newer one was committed before they could be evaluated.");
+    zdist_prom_sample(f, "zdist_evaluator_skipped_checkpoints_total", (double)atomic_load(&self->skipped), NULL);
+    zdist_prom_family(f, "zdist_evaluator_failures_total", "counter", "Checkpoints whose evaluation failed.");
+    zdist_prom_sample(f, "zdist_evaluator_failures_total", (double)atomic_load(&self->failures), NULL);
+    zdist_prom_family(f, "zdist_evaluator_last_eval_step", "gauge", "Step of the last checkpoint evaluated (-1: none).");
+    zdist_prom_sample(f, "zdist_evaluator_last_eval_step", (double)atomic_load(&self->last_step), NULL);
+}
+
+void
+worker_eval_actor(zsock_t *pipe, void *args)
+{
+    self_t *self = calloc(1, sizeof *self);
+    zsock_signal(pipe, 0);
+    if (!self) {
+        zstr_send(pipe, "ERROR out of memory");
+        return;
+    }
+    self->config = *(const worker_agent_config_t *)args;
+    atomic_store(&self->last_step, -1);
+    zdist_rpc_server_options_t opts;
+    zdist_rpc_server_options_default(&opts);
+    opts.role = "evaluator";
+    opts.limits = self->config.limits;
+    opts.log = zdist_daemon_rpc_log;
+    zdist_error_t err = {0};
+    self->rpc = zdist_rpc_server_new(self->config.endpoint, NULL, 0, self, &opts, &err);
+    if (!self->rpc) {
+        zstr_sendf(pipe, "ERROR %s", err.text);
+        free(self);
+        return;
+    }
+    zloop_t *loop = zloop_new();
+    self->metrics = (zdist_http_metrics_t){s_metrics, self};
+    if (!loop || (*self->config.http && !(self->http = zdist_daemon_http(self->config.http, loop,
+                                                                          zdist_http_serve_metrics, &self->metrics,
+                                                                          &err)))) {
+        zstr_sendf(pipe, "ERROR %s", loop ? err.text : "out of memory");
+        zloop_destroy(&loop);
+        zdist_rpc_server_destroy(&self->rpc);
+        free(self);
+        return;
+    }
+    self->evaluator = zactor_new(s_eval_actor, self);
+    if (!self->evaluator) {
+        zstr_send(pipe, "ERROR cannot start the evaluation thread");
+        zdist_http_destroy(&self->http);
+        zloop_destroy(&loop);
+        zdist_rpc_server_destroy(&self->rpc);
+        free(self);
+        return;
+    }
+    zsys_info("evaluating the newest checkpoint of each running job under %s/jobs", self->config.state_dir);
+    zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
+    zdist_daemon_serve(loop, pipe, self->rpc, 32);
+    zactor_destroy(&self->evaluator);
+    zdist_http_destroy(&self->http);
+    zloop_destroy(&loop);
+    zdist_rpc_server_destroy(&self->rpc);
+    free(self);
+}
