@@ -81,6 +81,7 @@ s_create(zdist_rpc_call_t *call, void *state)
         .rows = req->row_count,
         .init = req->init,
         .seed = req->seed,
+        .init_name = req->init_name,
     };
     bool existed = psd_store_find(self->store, req->name, req->shard_index) != NULL;
     if (!existed) {

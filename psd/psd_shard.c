@@ -147,6 +147,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
     self->spec = *spec;
     snprintf(self->name, sizeof self->name, "%s", spec->name);
     self->spec.name = self->name;
+    self->spec.init_name = NULL; /* the caller's, used by the fill below only */
     self->width = width;
     self->esize = zdist_dtype_size(spec->dtype);
     self->row_bytes = (size_t) width * self->esize;
@@ -164,7 +165,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
     self->values = malloc(value_bytes ? value_bytes : 1);
     if (!self->values)
         goto fail;
-    if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->name, spec->dtype, &spec->shape,
+    if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->init_name ? spec->init_name : spec->name, spec->dtype, &spec->shape,
                                  spec->row_offset, spec->rows, self->values, value_bytes, err)) < 0)
         goto fail;
     return self;

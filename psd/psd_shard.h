@@ -39,6 +39,7 @@ typedef struct {
     int64_t rows;
     zdist_initializer_t init;
     uint64_t seed;
+    const char *init_name; /* values drawn for it (NULL: name); borrowed for the create only */
 } psd_shard_spec_t;
 
 typedef struct _psd_shard_t psd_shard_t;

@@ -780,6 +780,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
                 .row_count = L->shards[s].rows,
                 .init = var->init,
                 .seed = seed,
+                .init_name = var->name,
             };
             bool c = false;
             int ps = L->shards[s].ps;

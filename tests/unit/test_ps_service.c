@@ -16,6 +16,7 @@ typedef struct {
     int calls;
     zdist_ps_request_t seen;
     char name[512];
+    char init_name[64]; /* create's, "(none)" when absent */
     int64_t ids[16];
     double values[64];
     /* push_pull: what the handler saw of each item */
@@ -46,6 +47,9 @@ s_record(zdist_rpc_call_t *call, void *state)
     case ZDIST_PS_CREATE:
         f->seen.create = *(const zdist_ps_var_spec_t *) body;
         s_record_name(f, &f->seen.create.name);
+        snprintf(f->init_name, sizeof f->init_name, "%s",
+                 f->seen.create.init_name ? f->seen.create.init_name : "(none)");
+        f->seen.create.init_name = f->init_name;
         return zdist_ps_reply_set_create(reply, true);
     case ZDIST_PS_PULL:
         f->seen.pull = *(const zdist_ps_pull_t *) body;
@@ -306,6 +310,7 @@ test_requests_round_trip(void)
     spec.init.minval = -0.5;
     spec.init.maxval = 0.25;
     spec.seed = 99;
+    spec.init_name = "kernel";
     zdist_msg_t *reply = s_exchange(f, zdist_ps_request_create(&spec));
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
     bool created = false;
@@ -322,12 +327,14 @@ test_requests_round_trip(void)
     CU_ASSERT_EQUAL(got->row_count, 3);
     CU_ASSERT_TRUE(zdist_init_equal(&got->init, &spec.init));
     CU_ASSERT_EQUAL(got->seed, 99);
+    CU_ASSERT_STRING_EQUAL(got->init_name, "kernel");
 
     /* No initializer kind on the wire: zeros. */
     zdist_ps_request_t req = {.method = ZDIST_PS_CREATE, .create = s_spec("z", 2, 2)};
     reply = s_exchange(f, zdist_ps_request_encode(&req));
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
     CU_ASSERT_EQUAL(f->seen.create.init.kind, ZDIST_INIT_ZEROS);
+    CU_ASSERT_STRING_EQUAL(f->seen.create.init_name, "(none)"); /* none sent: the psd uses the name */
     zdist_msg_destroy(&reply);
 
     reply = s_exchange(f, zdist_ps_request_pull("v", 1, 4, 2));

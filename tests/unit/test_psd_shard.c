@@ -588,6 +588,37 @@ test_init_distributions(void)
     free(x);
 }
 
+/* A job's variables carry its prefix on the psds; their values are drawn for the
+   model's own name (init_name), so every submission of a job starts alike. */
+static void
+test_init_name(void)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    zdist_error_t err = {0};
+    psd_shard_spec_t plain = s_spec("dense/kernel", 6, 3, ZDIST_DTYPE_FLOAT32, 0, 0, 6);
+    plain.init = (zdist_initializer_t){.kind = ZDIST_INIT_GLOROT_UNIFORM};
+    psd_shard_spec_t j1 = plain, j2 = plain, bare = plain;
+    j1.name = "j1/dense/kernel";
+    j1.init_name = "dense/kernel";
+    j2.name = "j2/dense/kernel";
+    j2.init_name = "dense/kernel";
+    bare.name = "j3/dense/kernel"; /* no init_name: drawn for its own name */
+    psd_shard_t *sh[4] = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &plain, &sh[0], &err), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &j1, &sh[1], &err), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &j2, &sh[2], &err), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &bare, &sh[3], &err), 0);
+    float v[4][18];
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(psd_shard_read(sh[i], 0, PSD_WHOLE_SHARD, v[i], sizeof v[i], &err), 0);
+    CU_ASSERT_EQUAL(memcmp(v[0], v[1], sizeof v[0]), 0);
+    CU_ASSERT_EQUAL(memcmp(v[0], v[2], sizeof v[0]), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(v[0], v[3], sizeof v[0]), 0);
+    CU_ASSERT_PTR_NULL(psd_shard_spec(sh[1])->init_name); /* not kept: it was borrowed */
+    psd_store_destroy(&store);
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -598,5 +629,6 @@ zdist_test_psd_shard_register(void)
                 {"exactly-once writes", test_exactly_once},
                 {"8 threads x 10000 assign_add, readers see whole rows", test_concurrent_assign_add},
                 {"initializers identical under 1, 3, 5 shards", test_init_sharding_determinism},
-                {"initializer distributions and glorot limits", test_init_distributions});
+                {"initializer distributions and glorot limits", test_init_distributions},
+                {"values drawn for init_name: a job's prefix changes nothing", test_init_name});
 }

@@ -77,7 +77,9 @@ typedef struct {
     int64_t row_offset;       /* first global row of the shard */
     int64_t row_count;        /* rows of the shard */
     zdist_initializer_t init; /* zdist/init.h; a zeroed one is zeros */
-    uint64_t seed;            /* values depend only on (seed, name, global row) */
+    uint64_t seed;            /* values depend only on (seed, init_name, global row) */
+    const char *init_name;    /* NULL or "": name. A job's variables carry its prefix on the
+                                 psds but start as the unprefixed model's do */
 } zdist_ps_var_spec_t;
 
 /* pull: rows [row_start, row_start + row_count) of shard shard_index;

@@ -122,6 +122,7 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
     req.row_offset = spec->row_offset;
     req.row_count = spec->row_count;
     req.seed = spec->seed;
+    req.init_name = (char *) (spec->init_name ? spec->init_name : "");
     init.kind = (char *) zdist_init_kind_name(spec->init.kind);
     init.value = spec->init.value;
     init.minval = spec->init.minval;
@@ -498,6 +499,7 @@ s_decode_create(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
     spec->row_offset = r->row_offset;
     spec->row_count = r->row_count;
     spec->seed = r->seed;
+    spec->init_name = r->init_name && *r->init_name ? r->init_name : NULL;
     spec->init.kind = ZDIST_INIT_ZEROS;
     const Zdist__Ps__Initializer *init = r->initializer;
     if (init && init->kind && *init->kind) {
