@@ -1,6 +1,7 @@
 /* coord_runner: a job from start to end — variables, closures, checkpoints, psd recovery, evaluation, metrics. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
@@ -482,9 +483,10 @@ s_prune_damaged(const char *job_dir, int64_t below)
         long long s = strtoll(e->d_name + 5, &end, 10);
         if (strcmp(end, ".damaged") != 0 || s >= below)
             continue;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", job_dir, e->d_name);
-        nftw(path, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof path, "%s/%s", job_dir, e->d_name);
+        if (n > 0 && (size_t)n < sizeof path) /* never a path cut short */
+            nftw(path, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     }
     closedir(d);
 }

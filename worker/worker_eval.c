@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <jansson.h>
@@ -97,17 +98,30 @@ s_idle_note(self_t *self, const char *id, const struct stat *st)
 
 /* ---- files ---- */
 
+/* dir + "/" + name into buf: false when it does not fit (a path cut short
+   would name another file). */
+static bool
+s_join(char *buf, size_t size, const char *dir, const char *name)
+{
+    size_t d = strlen(dir), n = strlen(name);
+    if (d + 1 + n + 1 > size)
+        return false;
+    memmove(buf, dir, d);
+    buf[d] = '/';
+    memcpy(buf + d + 1, name, n + 1);
+    return true;
+}
+
 /* The highest eval_step in a job's evaluations.jsonl (-1: none); *ret_torn
    when its last line was cut short (a kill -9 during the write). */
 static int64_t
 s_last_eval(const char *job_dir, bool *ret_torn)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/evaluations.jsonl", job_dir);
+    char path[PATH_MAX];
     void *buf = NULL;
     size_t len = 0;
     *ret_torn = false;
-    if (zdist_file_read(path, S_MAX_TEXT_BYTES, &buf, &len, NULL) < 0)
+    if (!s_join(path, sizeof path, job_dir, "evaluations.jsonl") || zdist_file_read(path, S_MAX_TEXT_BYTES, &buf, &len, NULL) < 0)
         return -1;
     int64_t last = -1;
     char *save = NULL;
@@ -127,8 +141,9 @@ s_last_eval(const char *job_dir, bool *ret_torn)
 static int
 s_append(const char *job_dir, bool torn, const char *line, zdist_error_t *err)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/evaluations.jsonl", job_dir);
+    char path[PATH_MAX];
+    if (!s_join(path, sizeof path, job_dir, "evaluations.jsonl"))
+        return zdist_error_set(err, -ENAMETOOLONG, "%s/evaluations.jsonl: path too long", job_dir);
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return zdist_error_set(err, -errno, "%s: %s", path, strerror(errno));
@@ -175,10 +190,9 @@ s_newest_ckpt(const char *job_dir, int *ret_count_newer, int64_t after)
         long long step = strtoll(e->d_name + 5, &end, 10);
         if (errno || !end || *end || end == e->d_name + 5 || step < 0)
             continue; /* ckpt-N.damaged, temporaries */
-        char m[1400];
+        char c[PATH_MAX], m[PATH_MAX];
         struct stat st;
-        snprintf(m, sizeof m, "%s/%s/manifest.json", job_dir, e->d_name);
-        if (stat(m, &st) < 0)
+        if (!s_join(c, sizeof c, job_dir, e->d_name) || !s_join(m, sizeof m, c, "manifest.json") || stat(m, &st) < 0)
             continue;
         *ret_count_newer += step > after;
         if (step > best)
@@ -193,8 +207,9 @@ s_newest_ckpt(const char *job_dir, int *ret_count_newer, int64_t after)
 static int
 s_load_manifests(const char *dir, int64_t step, json_t **ret, zdist_error_t *err)
 {
-    char pattern[1300];
-    snprintf(pattern, sizeof pattern, "%s/manifest-ps*.json", dir);
+    char pattern[PATH_MAX];
+    if (!s_join(pattern, sizeof pattern, dir, "manifest-ps*.json"))
+        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", dir);
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);
     if (rc != 0) {
@@ -262,8 +277,9 @@ s_read_var(const char *dir, json_t *manifests, const char *name, const worker_va
                     bytes != values * (1 + nslots) || bytes > S_MAX_SHARD_BYTES)
                     return zdist_error_set(err, -EBADMSG, "%s: variable '%s': a file entry is inconsistent (file, "
                                            "row_start/row_end, bytes)", dir, name);
-                char path[1700];
-                snprintf(path, sizeof path, "%s/%s", dir, file);
+                char path[PATH_MAX];
+                if (!s_join(path, sizeof path, dir, file))
+                    return zdist_error_set(err, -ENAMETOOLONG, "%s/%s: path too long", dir, file);
                 void *buf = NULL;
                 size_t len = 0;
                 int rc = zdist_file_read(path, (size_t)bytes, &buf, &len, err);
@@ -292,8 +308,9 @@ s_read_var(const char *dir, json_t *manifests, const char *name, const worker_va
 static int
 s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **vals, zdist_error_t *err)
 {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/manifest-workers.json", dir);
+    char path[PATH_MAX];
+    if (!s_join(path, sizeof path, dir, "manifest-workers.json"))
+        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", dir);
     json_t *m = s_load_json(path, err);
     if (!m)
         return err && err->code ? err->code : -EBADMSG;
@@ -307,9 +324,10 @@ s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **
     void *data = NULL;
     size_t len = 0;
     if (rc == 0) {
-        char dpath[1700];
-        snprintf(dpath, sizeof dpath, "%s/%s", dir, file);
-        if ((rc = zdist_file_read(dpath, (size_t)bytes, &data, &len, err)) == 0 &&
+        char dpath[PATH_MAX];
+        if (!s_join(dpath, sizeof dpath, dir, file))
+            rc = zdist_error_set(err, -ENAMETOOLONG, "%s/%s: path too long", dir, file);
+        else if ((rc = zdist_file_read(dpath, (size_t)bytes, &data, &len, err)) == 0 &&
             (len != bytes || zdist_crc32(0, data, len) != (uint32_t)json_integer_value(json_object_get(m, "crc32"))))
             rc = zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or CRC-32 differ "
                                  "from its manifest)", dpath);
@@ -347,13 +365,16 @@ s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **
 static worker_session_t *
 s_session(self_t *self, const char *job_dir, zdist_error_t *err)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/state.json", job_dir);
+    char path[PATH_MAX];
+    if (!s_join(path, sizeof path, job_dir, "state.json")) {
+        zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", job_dir);
+        return NULL;
+    }
     json_t *st = s_load_json(path, err);
     if (!st)
         return NULL;
     const char *base = json_string_value(json_object_get(st, "base_dir"));
-    snprintf(path, sizeof path, "%s/job.json", job_dir);
+    s_join(path, sizeof path, job_dir, "job.json"); /* no longer than state.json's */
     void *text = NULL;
     size_t len = 0;
     zdist_job_t job = {0};
@@ -397,11 +418,11 @@ out:
 static int
 s_evaluate(self_t *self, s_job_t *j, const char *job_dir, int64_t step, int skipped, zdist_error_t *err)
 {
-    char dir[1300];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", job_dir, (long long)step);
+    char ckpt[32], dir[PATH_MAX], wpath[PATH_MAX];
+    snprintf(ckpt, sizeof ckpt, "ckpt-%lld", (long long)step);
+    if (!s_join(dir, sizeof dir, job_dir, ckpt) || !s_join(wpath, sizeof wpath, dir, "manifest-workers.json"))
+        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", job_dir);
     int64_t t0 = zdist_clock_now_ms();
-    char wpath[1400];
-    snprintf(wpath, sizeof wpath, "%s/manifest-workers.json", dir);
     bool wstate = access(wpath, F_OK) == 0; /* multi_worker_mirrored's */
     json_t *manifests = NULL;
     int rc = wstate ? 0 : s_load_manifests(dir, step, &manifests, err);
@@ -536,9 +557,9 @@ s_scan(self_t *self)
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char job_dir[1400], path[1500];
-        snprintf(job_dir, sizeof job_dir, "%s/%s", jobs_dir, e->d_name);
-        snprintf(path, sizeof path, "%s/state.json", job_dir);
+        char job_dir[PATH_MAX], path[PATH_MAX];
+        if (!s_join(job_dir, sizeof job_dir, jobs_dir, e->d_name) || !s_join(path, sizeof path, job_dir, "state.json"))
+            continue;
         s_job_t *j = NULL;
         for (int i = 0; i < self->njobs; i++)
             if (strcmp(self->jobs[i].id, e->d_name) == 0)

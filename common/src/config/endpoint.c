@@ -156,7 +156,7 @@ zdist_endpoint_parse(const char *text, unsigned flags, zdist_endpoint_t *ret, zd
 int
 zdist_endpoint_format(const zdist_endpoint_t *ep, char *buf, size_t size)
 {
-    char port[8] = "*";
+    char port[12] = "*"; /* any int: the parser keeps ports to 1..65535, the formatter needn't trust it */
     if (ep->port > 0)
         snprintf(port, sizeof port, "%d", ep->port);
     bool v6 = ep->kind == ZDIST_HOST_IPV6;

@@ -404,7 +404,7 @@ zdist_distribute_gather(const zdist_tensor_t *values, int num_replicas, int axis
                         zdist_error_t *err)
 {
     zdist_shape_t oshape;
-    int a, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
+    int a = 0, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
     if (rc < 0)
         return rc;
     zdist_tensor_t out;
@@ -421,7 +421,7 @@ zdist_distribute_gather_into(const zdist_tensor_t *values, int num_replicas, int
                              zdist_error_t *err)
 {
     zdist_shape_t oshape;
-    int a, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
+    int a = 0, rc = s_gather_shape(values, num_replicas, axis, &a, &oshape, err);
     if (rc < 0)
         return rc;
     size_t bytes;
