@@ -606,11 +606,11 @@ s_offload(zdist_rpc_call_t *call, void *state)
     assert(w->fn); /* the method table names s_offload only for these */
     w->call = zdist_rpc_call_defer(call);
     if (zsock_send(self->steps, "sp", "RUN", w) < 0) {
-        /* The call is ours now: answer it here. */
-        zdist_rpc_call_fail(w->call, ZDIST_STATUS_UNAVAILABLE, "worker task %d cannot run the request now",
-                            self->config.worker_task);
-        zdist_rpc_call_finish(&w->call);
+        /* Not handed on: the error returned makes the RPC layer answer the
+           call (finishing it here would leave the layer a freed call). */
         free(w);
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_UNAVAILABLE, "worker task %d cannot run the request now",
+                                   self->config.worker_task);
     }
     return 0;
 }

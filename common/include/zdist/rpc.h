@@ -145,9 +145,11 @@ ZDIST_EXPORT int64_t zdist_rpc_call_remaining_ms(const zdist_rpc_call_t *call);
    so a handler can `return zdist_rpc_call_fail (call, ...)`. */
 ZDIST_EXPORT int zdist_rpc_call_fail(zdist_rpc_call_t *call, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Takes the call out of the handler: no reply is sent when it returns. The
-   caller owns the call and ends it with zdist_rpc_call_finish. Only the
-   server's thread may finish it, and only while the server exists. */
+/* Takes the call out of the handler: no reply is sent when it returns 0.
+   The caller owns the call and ends it with zdist_rpc_call_finish. Only the
+   server's thread may finish it, and only while the server exists. A handler
+   that defers and then cannot hand the call on returns its error instead
+   (never finishes it itself): the server answers the call with it. */
 ZDIST_EXPORT zdist_rpc_call_t *zdist_rpc_call_defer(zdist_rpc_call_t *call);
 /* Sends the reply of a deferred call and destroys it. */
 ZDIST_EXPORT int zdist_rpc_call_finish(zdist_rpc_call_t **call_p);
