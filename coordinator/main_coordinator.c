@@ -30,7 +30,7 @@ s_usage(FILE *out)
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
             "  --http ADDR               serve a live dashboard at http://ADDR/, its JSON at /api/status and\n"
             "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
-            "                            127.0.0.1; off by default; read-only, no authentication)\n"
+            "                            127.0.0.1; default $ZDIST_HTTP, else off; read-only, no authentication)\n"
             "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
             "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
@@ -134,6 +134,8 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-coordinator: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    if (zdist_daemon_http_env("zdist-coordinator", config.http, sizeof config.http) != 0)
+        return 2;
     zsys_init();
     zsys_set_logident("zdist-coordinator");
     zsys_set_logstream(stderr);
