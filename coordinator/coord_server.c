@@ -362,16 +362,19 @@ s_start_next(self_t *self)
         char why[1024];
         s_why_waiting(self, next, why, sizeof why);
         if (why[0]) {
+            /* Each queued job: what it waits for, and the job before it. */
             for (size_t i = 0; i < self->njobs; i++) {
                 s_job_t *j = self->jobs[i];
                 if (strcmp(j->state, "queued") != 0)
                     continue;
-                char mine[1200];
+                char mine[1024], line[1200];
+                s_why_waiting(self, j, mine, sizeof mine);
                 if (j == next)
-                    snprintf(mine, sizeof mine, "%s", why);
+                    snprintf(line, sizeof line, "%s", mine);
                 else
-                    snprintf(mine, sizeof mine, "%s; then after job %s", why, next->id);
-                s_set_waiting(j, mine);
+                    snprintf(line, sizeof line, "%s%sjob %s (priority %d) starts before it", mine,
+                             mine[0] ? "; " : "", next->id, next->priority);
+                s_set_waiting(j, line);
             }
             return;
         }

@@ -15,6 +15,7 @@
 
 #include "worker_agent.h"
 #include "worker_psd.h"
+#include "worker_sched.h"
 #include "worker_session.h"
 #include "zdist/job.h"
 #include "zdist/cluster.h"
@@ -703,35 +704,34 @@ s_offload(zdist_rpc_call_t *call, void *state)
     return 0;
 }
 
-/* The next request to run: each job's requests in arrival order; between
-   jobs, the higher priority first, then the one served longest ago (round
-   robin). A job not held yet (its START_JOB, or a request to refuse) goes
-   first at its priority. Takes it off the queue. */
+/* The next request to run (worker_sched_pick: each job's in arrival order,
+   then priority, then round robin); a job not held yet (its START_JOB, or a
+   request to refuse) counts as never served, at its priority. Takes it off
+   the queue. */
 static s_work_t *
 s_pick(self_t *self, s_work_t **queue)
 {
-    s_work_t **best = NULL;
-    int best_prio = 0;
-    uint64_t best_served = 0;
-    for (s_work_t **at = queue; *at; at = &(*at)->next) {
-        bool earlier = false; /* an older request of the same job is queued: that one is the job's candidate */
-        for (s_work_t *o = *queue; o != *at && !earlier; o = o->next)
-            earlier = strcmp(o->job, (*at)->job) == 0;
-        if (earlier)
-            continue;
-        const s_job_t *j = s_held(self, (*at)->job);
-        int prio = j ? j->job->priority : (*at)->priority;
-        uint64_t served = j ? j->last_served : 0;
-        if (!best || prio > best_prio || (prio == best_prio && served < best_served)) {
-            best = at;
-            best_prio = prio;
-            best_served = served;
-        }
-    }
-    if (!best)
+    size_t n = 0;
+    for (s_work_t *w = *queue; w; w = w->next)
+        n++;
+    if (n == 0)
         return NULL;
-    s_work_t *w = *best;
-    *best = w->next;
+    worker_sched_item_t *items = calloc(n, sizeof *items);
+    size_t pick = 0;
+    if (items) { /* out of memory: the oldest request */
+        size_t i = 0;
+        for (s_work_t *w = *queue; w; w = w->next, i++) {
+            const s_job_t *j = s_held(self, w->job);
+            items[i] = (worker_sched_item_t){w->job, j ? j->job->priority : w->priority, j ? j->last_served : 0};
+        }
+        pick = worker_sched_pick(items, n);
+        free(items);
+    }
+    s_work_t **at = queue;
+    while (pick--)
+        at = &(*at)->next;
+    s_work_t *w = *at;
+    *at = w->next;
     w->next = NULL;
     return w;
 }

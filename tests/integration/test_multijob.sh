@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Several parameter_server jobs at once on one cluster: two Fashion-MNIST jobs run side by side (their closures
 # interleaved on the same workers, their variables side by side on the same psds), a psd killed -9 mid-way is
-# restored per job from each job's own checkpoint, checkpoint.dir is honoured, a third job past
-# --max-running-jobs waits and says why.
+# restored per job from each job's own checkpoint, checkpoint.dir is honoured; jobs past --max-running-jobs wait
+# and say why, the higher priority starts first, a multi_worker_mirrored job waits to run alone.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init multijob
@@ -53,14 +53,23 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/a.json" --cluster "$CLUSTER"
 A=$(cat "$OUT")
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/b.json" --cluster "$CLUSTER" --detach
 B=$(cat "$OUT")
+# C (parameter_server), then D (multi_worker_mirrored), then E (parameter_server, priority 5): all wait.
 coord_softmax_job "$ZD_TMP/c.json" 40
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/c.json" --cluster "$CLUSTER" --detach
 C=$(cat "$OUT")
-coord_wait_json "$C" "j['state'] == 'queued' and '--max-running-jobs 2' in j.get('waiting', '')" 30
+sed 's/"parameter_server"/"multi_worker_mirrored"/; s/syn-softmax/syn-mwm/' "$ZD_TMP/c.json" >"$ZD_TMP/d.json"
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/d.json" --cluster "$CLUSTER" --detach
+D=$(cat "$OUT")
+coord_softmax_job "$ZD_TMP/e.json" 40 ', "priority": 5'
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/e.json" --cluster "$CLUSTER" --detach
+E=$(cat "$OUT")
+coord_wait_json "$C" "j['state'] == 'queued' and 'job $E (priority 5) starts before it' in j.get('waiting', '')" 30
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$C" --cluster "$CLUSTER"
 grep -q "queued: waiting for one of the 2 running jobs ($A, $B\|queued: waiting for one of the 2 running jobs ($B, $A" \
     "$OUT" || zd_fail "the third job does not say what it waits for: $(cat "$OUT")"
-zd_ok "a third job past --max-running-jobs 2 stays queued: '$(grep queued: "$OUT" | sed 's/^ *//')'"
+zd_ok "a job past --max-running-jobs 2 stays queued: '$(grep queued: "$OUT" | sed 's/^ *//')'"
+coord_wait_json "$D" "j['state'] == 'queued' and \"owns the workers' ring and runs alone\" in j.get('waiting', '')" 30
+zd_ok "a multi_worker_mirrored job waits for the running ones: '$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["waiting"])' "$ZD_TMP/st.json")'"
 
 # Both running at one moment, each with its own progress, in one 'zdist status'.
 coord_wait_json "" "len([x for x in j.get('jobs', []) if x['state'] == 'running' and x['step'] > 0]) >= 2" 120
@@ -116,6 +125,19 @@ sys.exit(0 if names and all(n.startswith(sys.argv[2] + "/") for n in names) else
 PY
 zd_ok "job A's checkpoints are in its checkpoint.dir ($CKPT_A/$A), holding only its variables; job B's under the state dir"
 
-coord_wait_state "$C" done 120
-zd_ok "the third job ran once one of the two ended"
+for J in "$E" "$C" "$D"; do coord_wait_state "$J" done 120; done
+python3 - "$ZD_TMP/chief.log" "$A" "$B" "$C" "$D" "$E" <<'PY' || zd_fail "the queued jobs did not start in order: $(grep -E 'running on|: done at' "$ZD_TMP/chief.log")"
+import re, sys
+log = open(sys.argv[1]).read().splitlines()
+a, b, c, d, e = sys.argv[2:]
+def at(pat):
+    return next(i for i, l in enumerate(log) if re.search(pat, l))
+start = {j: at(r"job %s \(.*\): running on" % j) for j in (c, d, e)}
+end = {j: at(r"job %s \(.*\): done at step" % j) for j in (a, b, c, e)}
+assert start[e] < start[c], "E (priority 5) starts before C"
+assert start[e] > min(end[a], end[b]), "E waits for a slot"
+assert start[d] > max(end.values()), "D (multi_worker_mirrored) starts once every other job ended"
+assert "beside other jobs" not in log[start[d]]
+PY
+zd_ok "queued jobs ran as slots freed: the priority-5 job first, the multi_worker_mirrored job alone once all others ended"
 echo "all $ZD_PASSED checks passed"
