@@ -14,6 +14,13 @@ if [[ ! -r $FMNIST/train-images-idx3-ubyte.gz ]]; then
 fi
 OUT=$ZD_TMP/out
 coord_cluster 2 2
+python3 - "$CLUSTER" "127.0.0.1:$(zd_free_port)" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["cluster"]["evaluator"] = [sys.argv[2]]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+mkdir -p "$ZD_TMP/state"
 for i in 0 1; do coord_start_ps "$i"; done
 for i in 0 1; do coord_start_worker "$i"; done
 zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
@@ -21,6 +28,8 @@ zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --st
 for i in 0 1; do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; done
 for i in 0 1; do zd_wait_log "worker$i" "serving at" 60; done
 zd_wait_log chief "chief serving at" 60
+zd_start evaluator "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --task evaluator:0 --state-dir "$ZD_TMP/state"
+zd_wait_log evaluator "evaluator task 0 serving at" 60
 
 # fmnist_job FILE NAME [EXTRA]: the Fashion-MNIST MLP, 300 steps, a checkpoint every 50.
 fmnist_job() {
@@ -124,6 +133,16 @@ names = [v["name"] for m in glob.glob(sys.argv[1] + "/manifest-ps*.json") for v 
 sys.exit(0 if names and all(n.startswith(sys.argv[2] + "/") for n in names) else 1)
 PY
 zd_ok "job A's checkpoints are in its checkpoint.dir ($CKPT_A/$A), holding only its variables; job B's under the state dir"
+
+# The sidecar evaluator found each job's checkpoints where they are: its final one evaluated.
+for J in "$A" "$B"; do
+    deadline=$((SECONDS + 60))
+    until grep -qE '"eval_step": ?300[,}]' "$ZD_TMP/state/jobs/$J/evaluations.jsonl" 2>/dev/null; do
+        ((SECONDS < deadline)) || zd_fail "job $J: no evaluation of step 300: $(tail -3 "$ZD_TMP/evaluator.log")"
+        sleep 0.2
+    done
+done
+zd_ok "the sidecar evaluator evaluated both jobs' final checkpoints (job A's from its checkpoint.dir)"
 
 for J in "$E" "$C" "$D"; do coord_wait_state "$J" done 120; done
 python3 - "$ZD_TMP/chief.log" "$A" "$B" "$C" "$D" "$E" <<'PY' || zd_fail "the queued jobs did not start in order: $(grep -E 'running on|: done at' "$ZD_TMP/chief.log")"
