@@ -44,6 +44,7 @@ typedef struct {
     int64_t seq;    /* submission order */
     int priority;   /* the job's: a higher one starts first */
     bool mwm;       /* multi_worker_mirrored: runs alone */
+    int64_t last_persist_ms; /* state.json written from a runner's status (at most once a second) */
 } s_job_t;
 
 /* A running job and its runner actor. */
@@ -73,7 +74,6 @@ typedef struct {
     int64_t next_seq;
     s_run_t runs[COORD_MAX_RUNNING];
     int nruns;
-    int64_t last_persist_ms;
     s_follower_t followers[COORD_MAX_FOLLOWERS];
     size_t nfollowers;
     int follow_timer; /* zloop timer of the next follower update due; -1 none */
@@ -454,9 +454,9 @@ s_runner_message(self_t *self, s_run_t *run)
         free(j->detail);
         j->detail = json_dumps(detail, JSON_COMPACT);
         int64_t now = zdist_clock_now_ms();
-        if (changed || end || now - self->last_persist_ms > 1000) {
+        if (changed || end || now - j->last_persist_ms > 1000) {
             s_persist(self, j);
-            self->last_persist_ms = now;
+            j->last_persist_ms = now;
         }
         if (end) {
             zsys_info("job %s ('%s'): %s at step %lld of %lld%s%s", j->id, j->name, j->state, (long long)j->step,
