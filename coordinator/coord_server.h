@@ -9,7 +9,7 @@
 
 #define COORD_MAX_FOLLOWERS 1024
 /* Jobs running at once, at most (--max-running-jobs). */
-#define COORD_MAX_RUNNING 16
+#define COORD_MAX_RUNNING 8 /* = WORKER_AGENT_MAX_JOBS: a worker holds that many */
 
 typedef struct {
     char endpoint[256];    /* to bind */

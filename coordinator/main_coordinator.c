@@ -35,7 +35,7 @@ s_usage(FILE *out)
             "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
             "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
             "  --max-running-jobs N      parameter_server jobs running at once, sharing the workers and ps\n"
-            "                            tasks, 1..16 (default 4; a multi_worker_mirrored job runs alone)\n"
+            "                            tasks, 1..8 (default 4; a multi_worker_mirrored job runs alone)\n"
             "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
             "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --max-calls-per-peer N    STATUS streams and other calls answered later that one peer (its key,\n"
