@@ -159,4 +159,31 @@ assert start[d] > max(end.values()), "D (multi_worker_mirrored) starts once ever
 assert "beside other jobs" not in log[start[d]]
 PY
 zd_ok "queued jobs ran as slots freed: the priority-5 job first, the multi_worker_mirrored job alone once all others ended"
+
+# ---- SIGTERM of the chief with two jobs running: both checkpoint, both resume at the next start; cancel one ----
+coord_softmax_job "$ZD_TMP/long1.json" 1000000 ', "checkpoint": {"every_steps": 100000}'
+coord_softmax_job "$ZD_TMP/long2.json" 1000000 ', "checkpoint": {"every_steps": 100000}'
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/long1.json" --cluster "$CLUSTER" --detach
+L1=$(cat "$OUT")
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/long2.json" --cluster "$CLUSTER" --detach
+L2=$(cat "$OUT")
+coord_wait_json "" "len([x for x in j.get('jobs', []) if x['job_id'] in ('$L1', '$L2') and x['step'] >= 20]) == 2" 60
+zd_stop chief TERM
+[[ $ZD_RC -eq 0 ]] || zd_fail "chief exit status $ZD_RC after SIGTERM"
+for J in "$L1" "$L2"; do
+    grep -qE "job $J: checkpoint at step [1-9][0-9]*" "$ZD_TMP/chief.log" || zd_fail "job $J: no checkpoint at the stop"
+done
+zd_start chief2 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+    --max-running-jobs 2
+zd_wait_log chief2 "chief serving at" 60
+for J in "$L1" "$L2"; do
+    zd_wait_log chief2 "job $J: restored every ps from the checkpoint at step [1-9]" 60
+done
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$L1" --cluster "$CLUSTER"
+coord_wait_state "$L1" cancelled 60
+zd_json_check "$ZD_TMP/st.json" 'j["step"] > 20'
+coord_wait_json "$L2" "j['state'] == 'running'" 10
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$L2" --cluster "$CLUSTER"
+coord_wait_state "$L2" cancelled 60
+zd_ok "SIGTERM of the chief with two jobs running: both checkpointed, both resumed from their own checkpoint; a cancel ends one, the other runs on"
 echo "all $ZD_PASSED checks passed"
