@@ -438,14 +438,13 @@ s_save(zdist_rpc_call_t *call, void *state)
     if (rc < 0)
         return rc;
     int64_t t0 = zdist_clock_now_ms();
-    rc = psd_ckpt_save(self->store, dir, req->step, self->config.ps_task, &err);
+    uint64_t bytes = 0;
+    rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, &bytes, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    psd_store_stats_t st;
-    psd_store_stats(self->store, &st);
-    zsys_info("saved step %lld to '%s' (%llu bytes, %lld ms)", (long long) req->step, dir,
-              (unsigned long long) (st.value_bytes + st.slot_bytes), (long long) (zdist_clock_now_ms() - t0));
-    return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), st.value_bytes + st.slot_bytes);
+    zsys_info("saved step %lld%s%s to '%s' (%llu bytes, %lld ms)", (long long) req->step, *req->job ? " of job " : "",
+              req->job, dir, (unsigned long long) bytes, (long long) (zdist_clock_now_ms() - t0));
+    return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), bytes);
 }
 
 static int
@@ -459,10 +458,10 @@ s_restore(zdist_rpc_call_t *call, void *state)
     int rc = s_ckpt_dir(self, call, req->dir, dir, sizeof dir);
     if (rc < 0)
         return rc;
-    rc = psd_ckpt_restore(self->store, dir, &step, &err);
+    rc = psd_ckpt_restore_job(self->store, dir, req->job, &step, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("restored step %lld from '%s'", (long long) step, dir);
+    zsys_info("restored step %lld%s%s from '%s'", (long long) step, *req->job ? " of job " : "", req->job, dir);
     return zdist_ps_reply_set_restore(zdist_rpc_call_reply(call), step);
 }
 
@@ -470,12 +469,14 @@ static int
 s_set_optimizer(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const zdist_optim_config_t *cfg = zdist_rpc_call_body(call);
+    const zdist_ps_set_optimizer_t *req = zdist_rpc_call_body(call);
+    const zdist_optim_config_t *cfg = &req->config;
     zdist_error_t err = {0};
-    int rc = psd_store_set_optimizer(self->store, cfg, &err);
+    int rc = psd_store_set_optimizer_job(self->store, req->job, cfg, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("optimizer %s, learning rate %g", zdist_optim_kind_name(cfg->kind), cfg->learning_rate);
+    zsys_info("optimizer %s, learning rate %g%s%s", zdist_optim_kind_name(cfg->kind), cfg->learning_rate,
+              *req->job ? ", for job " : "", req->job);
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), false, 0);
 }
 

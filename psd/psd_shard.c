@@ -35,11 +35,19 @@ struct _psd_shard_t {
     uint64_t tick;
 };
 
+/* A job's own optimizer (set_optimizer naming the job). */
+typedef struct {
+    char *job;
+    zdist_optim_config_t optim;
+} s_job_optim_t;
+
 struct _psd_store_t {
     pthread_rwlock_t lock;
     psd_shard_t **shards; /* sorted by (name, shard_index) */
     size_t nshards, cap;
-    zdist_optim_config_t optim;
+    zdist_optim_config_t optim; /* the default */
+    s_job_optim_t *jobs;
+    size_t njobs;
 };
 
 /* ---------------------------------------------------------------- shard */
@@ -774,6 +782,9 @@ psd_store_destroy(psd_store_t **self_p)
     for (size_t i = 0; i < self->nshards; i++)
         s_shard_destroy(&self->shards[i]);
     free(self->shards);
+    for (size_t i = 0; i < self->njobs; i++)
+        free(self->jobs[i].job);
+    free(self->jobs);
     pthread_rwlock_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -791,6 +802,73 @@ psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdis
         psd_shard_set_optimizer(self->shards[i], cfg, NULL);
     pthread_rwlock_unlock(&self->lock);
     return 0;
+}
+
+bool
+psd_name_in_job(const char *name, const char *job)
+{
+    if (!job || !*job)
+        return true;
+    size_t n = strlen(job);
+    return strncmp(name, job, n) == 0 && name[n] == '/';
+}
+
+bool
+psd_shard_in_job(const psd_shard_t *self, const char *job)
+{
+    return psd_name_in_job(self->name, job);
+}
+
+/* The optimizer a shard named `name` takes: its job's, else the default.
+   Under the store lock. */
+static const zdist_optim_config_t *
+s_optim_for(const psd_store_t *self, const char *name)
+{
+    for (size_t i = 0; i < self->njobs; i++)
+        if (psd_name_in_job(name, self->jobs[i].job))
+            return &self->jobs[i].optim;
+    return &self->optim;
+}
+
+int
+psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
+                            zdist_error_t *err)
+{
+    if (!job || !*job)
+        return psd_store_set_optimizer(self, cfg, err);
+    int rc = zdist_optim_config_validate(cfg, err);
+    if (rc < 0)
+        return rc;
+    pthread_rwlock_wrlock(&self->lock);
+    s_job_optim_t *e = NULL;
+    for (size_t i = 0; i < self->njobs && !e; i++)
+        if (strcmp(self->jobs[i].job, job) == 0)
+            e = &self->jobs[i];
+    if (!e && self->njobs >= PSD_MAX_JOBS)
+        rc = zdist_error_set(err, -ENOSPC, "job '%s': this psd already holds the optimizers of %d jobs", job,
+                             PSD_MAX_JOBS);
+    if (!e && rc == 0) {
+        s_job_optim_t *n = realloc(self->jobs, (self->njobs + 1) * sizeof *n);
+        char *copy = strdup(job);
+        if (!n || !copy) {
+            free(copy);
+            if (n)
+                self->jobs = n;
+            rc = zdist_error_set(err, -ENOMEM, "out of memory");
+        } else {
+            self->jobs = n;
+            e = &self->jobs[self->njobs++];
+            e->job = copy;
+        }
+    }
+    if (e) {
+        e->optim = *cfg;
+        for (size_t i = 0; i < self->nshards; i++)
+            if (psd_shard_in_job(self->shards[i], job))
+                psd_shard_set_optimizer(self->shards[i], cfg, NULL);
+    }
+    pthread_rwlock_unlock(&self->lock);
+    return rc;
 }
 
 void
@@ -871,7 +949,7 @@ psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **
     psd_shard_t *same;
     pthread_rwlock_rdlock(&self->lock);
     rc = s_conflicts(self, spec, &same, err);
-    zdist_optim_config_t optim = self->optim;
+    zdist_optim_config_t optim = *s_optim_for(self, spec->name);
     pthread_rwlock_unlock(&self->lock);
     if (rc < 0)
         return rc;
@@ -899,7 +977,7 @@ psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **
         }
     }
     if (rc == 0 && !same) {
-        shard->optim = self->optim;
+        shard->optim = *s_optim_for(self, spec->name);
         size_t pos = s_lower_bound(self, spec->name, spec->shard_index);
         memmove(&self->shards[pos + 1], &self->shards[pos],
                 (self->nshards - pos) * sizeof self->shards[0]);

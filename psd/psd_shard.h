@@ -56,11 +56,20 @@ psd_store_t *psd_store_new(void);
 /* NULL-safe, idempotent, nulls *self_p. No other thread may use the store. */
 void psd_store_destroy(psd_store_t **self_p);
 
+/* Jobs whose optimizer a store remembers (psd_store_set_optimizer_job). */
+#define PSD_MAX_JOBS 1024
+
 /* Optimizer every shard uses (default: sgd, lr 0.01). Applied to existing
    shards too; a shard whose kind changes drops its slots and step counter.
    -EINVAL (message) for a bad config. */
 int psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
 void psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg);
+/* The optimizer of one job's shards (psd_shard_in_job): applied to those it
+   holds and to those created later, whatever the store's default; other
+   jobs' shards keep theirs. job NULL or "": psd_store_set_optimizer.
+   -EINVAL for a bad config, -ENOSPC past PSD_MAX_JOBS jobs. */
+int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
+                                zdist_error_t *err);
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,
@@ -95,6 +104,12 @@ typedef struct {
 void psd_store_stats(psd_store_t *self, psd_store_stats_t *ret_stats);
 
 /* ---- shard ---- */
+
+/* True when the shard belongs to job `job`'s namespace: its name begins
+   "JOB/". Every shard belongs to job NULL or "". */
+bool psd_shard_in_job(const psd_shard_t *self, const char *job);
+/* The same for a variable name. */
+bool psd_name_in_job(const char *name, const char *job);
 
 /* The shard's spec; name borrowed from the shard. Immutable. */
 const psd_shard_spec_t *psd_shard_spec(const psd_shard_t *self);
