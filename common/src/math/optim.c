@@ -395,13 +395,24 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
     for (size_t i = 0; i < nids; i++)
         pairs[i] = (s_pair_t){ids[i], (int64_t) i};
     s_sort_pairs(pairs, pairs + nids, nids);
-    size_t nuniq = 0;
+    /* Each unique id's gradient row: the request's own when the id comes
+       once, a sum in scratch (first occurrence, then the others in request
+       order) when it repeats. The pointers take the sort's half, free again. */
+    const void **gp = (const void **) (pairs + nids);
+    size_t nuniq = 0, nsums = 0;
+    bool summed = false;
     char *ug = scratch->grad;
     const char *gb = g;
     for (size_t i = 0; i < nids; i++) {
         const char *src = gb + (size_t) pairs[i].pos * row_bytes;
         if (nuniq > 0 && pairs[nuniq - 1].id == pairs[i].id) {
-            char *dst = ug + (nuniq - 1) * row_bytes;
+            if (!summed) {
+                char *sum = ug + nsums++ * row_bytes;
+                memcpy(sum, gp[nuniq - 1], row_bytes);
+                gp[nuniq - 1] = sum;
+                summed = true;
+            }
+            char *dst = (char *) gp[nuniq - 1];
             if (dtype == ZDIST_DTYPE_FLOAT32) {
                 float *d = (float *) dst;
                 const float *s = (const float *) src;
@@ -415,8 +426,8 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
             }
         } else {
             pairs[nuniq].id = pairs[i].id;
-            memcpy(ug + nuniq * row_bytes, src, row_bytes);
-            nuniq++;
+            gp[nuniq++] = src;
+            summed = false;
         }
     }
 
@@ -438,7 +449,7 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
                 size_t off = (size_t) next * w_width;
                 s_slots_at(slots, nslots, off, esize, row_slots);
                 zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
-                                      ug + u * row_bytes, w_width);
+                                      gp[u], w_width);
                 r = next + 1;
             }
         }
@@ -448,7 +459,7 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
         size_t off = (size_t) (pairs[u].id - row_offset) * w_width;
         s_slots_at(slots, nslots, off, esize, row_slots);
         zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
-                              ug + u * row_bytes, w_width);
+                              gp[u], w_width);
     }
     return 0;
 }
