@@ -801,8 +801,9 @@ s_attempt(coord_run_t *r)
             if (next < target)
                 target = next;
         }
-        /* Keep enough closures queued for every worker to have K in flight. */
-        size_t want = 3 * (size_t)cfg->num_workers;
+        /* Keep enough closures queued for every worker to have its RUN_STEPS
+           in flight, short closures several to a message. */
+        size_t want = 8 * (size_t)cfg->num_workers;
         while (r->scheduled < target && zdist_coordinator_queued(r->coord) < want) {
             int64_t n = target - r->scheduled < spe ? target - r->scheduled : spe;
             if (!zdist_coordinator_schedule(r->coord, n)) {

@@ -147,6 +147,42 @@ s_reply_rows(self_t *self, zdist_rpc_call_t *call, const char *name, const psd_s
     return 0;
 }
 
+/* From this size a pull is answered from the shard's own buffer (pinned
+   until sent) rather than a copy: copying is what a big pull costs the psd;
+   a small one is cheaper copied than counted. */
+#define S_PIN_MIN_BYTES (64 << 10)
+
+/* Adds rows [start, start + n) of a shard (nrows_arg: n, or PSD_WHOLE_SHARD)
+   to the reply, zero-copy when big. */
+static int
+s_reply_shard(self_t *self, zdist_rpc_call_t *call, const char *name, psd_shard_t *shard, int64_t start,
+              int64_t nrows_arg, int64_t n)
+{
+    const psd_shard_spec_t *spec = psd_shard_spec(shard);
+    size_t row_bytes = psd_shard_row_bytes(shard);
+    zdist_error_t err = {0};
+    void *buf;
+    size_t bytes;
+    int rc;
+    if ((size_t) n * row_bytes < S_PIN_MIN_BYTES) {
+        if ((rc = s_reply_rows(self, call, name, spec, n, row_bytes, &buf, &bytes)) < 0)
+            return rc;
+        rc = psd_shard_read(shard, start, nrows_arg, buf, bytes, &err);
+        return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
+    }
+    if ((rc = s_check_reply_bytes(self, call, name, (size_t) n * row_bytes)) < 0)
+        return rc;
+    void *pin;
+    if ((rc = psd_shard_pin(shard, start, nrows_arg, &buf, &bytes, &pin, &err)) < 0)
+        return s_refuse_err(call, rc, &err);
+    zdist_shape_t shape;
+    s_rows_shape(spec, n, &shape);
+    rc = zdist_msg_add_tensor(zdist_rpc_call_reply(call), name, spec->dtype, &shape, buf, bytes, psd_shard_unpin, pin);
+    if (rc < 0)
+        psd_shard_unpin(buf, pin); /* not taken */
+    return rc;
+}
+
 static int
 s_pull(zdist_rpc_call_t *call, void *state)
 {
@@ -163,14 +199,7 @@ s_pull(zdist_rpc_call_t *call, void *state)
                         "pull '%s' shard %d: rows %lld..%lld are outside the shard's rows %lld..%lld", req->name,
                         req->shard_index, (long long) start, (long long) (start + n), (long long) spec->row_offset,
                         (long long) (spec->row_offset + spec->rows));
-    void *buf;
-    size_t bytes;
-    int rc = s_reply_rows(self, call, req->name, spec, n, psd_shard_row_bytes(shard), &buf, &bytes);
-    if (rc < 0)
-        return rc;
-    zdist_error_t err = {0};
-    rc = psd_shard_read(shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, buf, bytes, &err);
-    return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
+    return s_reply_shard(self, call, req->name, shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, n);
 }
 
 /* Some shard of variable `name` on this ps (for its dtype and row shape). */
@@ -336,12 +365,7 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
         if (!it->pull)
             continue;
         const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
-        void *buf;
-        size_t bytes;
-        if ((rc = s_reply_rows(self, call, it->name, spec, spec->rows, psd_shard_row_bytes(shards[i]), &buf,
-                               &bytes)) == 0 &&
-            (rc = psd_shard_read(shards[i], spec->row_offset, PSD_WHOLE_SHARD, buf, bytes, &err)) < 0)
-            rc = s_refuse_err(call, rc, &err);
+        rc = s_reply_shard(self, call, it->name, shards[i], spec->row_offset, PSD_WHOLE_SHARD, spec->rows);
     }
     if (rc == 0)
         rc = zdist_ps_reply_set_push_pull(zdist_rpc_call_reply(call), n, dup, step);

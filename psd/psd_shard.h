@@ -129,6 +129,14 @@ int psd_shard_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, 
    buf_bytes is smaller than needed. */
 int psd_shard_read(psd_shard_t *self, int64_t row_start, int64_t nrows, void *buf,
                    size_t buf_bytes, zdist_error_t *err);
+/* Rows like psd_shard_read, without copying, for a reply sent zero-copy:
+   *ret_data (*ret_bytes long) stays valid and unchanged until
+   psd_shard_unpin (data, *ret_pin) — a zdist_free_fn, callable from any
+   thread — however the shard is written meanwhile (a write copies the
+   values first while any are pinned). -EINVAL as psd_shard_read. */
+int psd_shard_pin(psd_shard_t *self, int64_t row_start, int64_t nrows, void **ret_data, size_t *ret_bytes,
+                  void **ret_pin, zdist_error_t *err);
+void psd_shard_unpin(void *data, void *pin);
 /* Reads rows by global id (duplicates fine); -EINVAL naming the first id
    outside the shard and the shard's range. */
 int psd_shard_read_ids(psd_shard_t *self, const int64_t *ids, size_t nids, void *buf,
