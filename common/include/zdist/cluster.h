@@ -62,10 +62,13 @@ typedef enum {
     ZDIST_STRATEGY_MIRRORED,
     ZDIST_STRATEGY_CENTRAL_STORAGE,
     ZDIST_STRATEGY_ONE_DEVICE,
+    /* TPUStrategy's model on CPU cores: mirrored replicas, each of
+       logical_devices_per_replica threads (zdist/job.h). */
+    ZDIST_STRATEGY_TPU,
 } zdist_strategy_t;
 
 /* "parameter_server", "multi_worker_mirrored", "mirrored",
-   "central_storage", "one_device"; NULL for anything else. */
+   "central_storage", "one_device", "tpu"; NULL for anything else. */
 ZDIST_EXPORT const char *zdist_strategy_name(zdist_strategy_t strategy);
 /* Exact name -> enum; ZDIST_STRATEGY_INVALID when unknown or NULL. */
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_from_name(const char *name);

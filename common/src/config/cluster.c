@@ -52,6 +52,7 @@ static const char *s_strategy_names[] = {
     [ZDIST_STRATEGY_MIRRORED] = "mirrored",
     [ZDIST_STRATEGY_CENTRAL_STORAGE] = "central_storage",
     [ZDIST_STRATEGY_ONE_DEVICE] = "one_device",
+    [ZDIST_STRATEGY_TPU] = "tpu",
 };
 #define S_NSTRATEGIES (sizeof s_strategy_names / sizeof s_strategy_names[0])
 
