@@ -234,7 +234,7 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
         info.num_classes = zdist_dataset_num_classes(self->test);
     worker_trainer_config_t tc = {.strategy = job->strategy, .num_replicas = job->num_replicas,
                                   .optim = job->optimizer, .seed = job->seed};
-    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+    if (zdist_strategy_syncs_workers(job->strategy)) {
         tc.num_workers = self->num_workers;
         tc.worker_index = self->worker_index;
     }
@@ -254,7 +254,7 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
     self->tr = worker_trainer_new(model, job->model_params, &info, &tc, err);
     if (!self->tr)
         return s_fail(&self, WORKER_SESSION_TRAINER, ret_stage, -EINVAL, NULL, err);
-    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && self->num_workers > 1 &&
+    if (zdist_strategy_syncs_workers(job->strategy) && self->num_workers > 1 &&
         (rc = s_comm_new(self, cfg, err)) < 0)
         return s_fail(&self, WORKER_SESSION_RING, ret_stage, rc, "the collective ring", err);
     worker_backend_t *be = worker_trainer_backend(self->tr);

@@ -3,10 +3,12 @@
 # (oversubscribe admits more), TensorFlow's ValueError for logical_device under SPMD, steps_per_execution's
 # device loop reporting every step's loss, and the same numbers: a CNN trained 50 steps with its layers
 # replicated, assigned to logical devices, split spatially (conv2d) or along units (dense) gives step by step
-# the losses of one replica on one device (--dump-losses), within float tolerance.
+# the losses of one replica on one device (--dump-losses), within float tolerance; and the same over 2 workers
+# (a replica each, split over 2 logical devices) joined by multi_worker_mirrored's ring (metrics.jsonl).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/coord_lib.sh"
 zd_init tpu
-zd_need ZDIST_BIN
+zd_need ZDIST_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 OUT=$ZD_TMP/out
 
 # job FILE STRATEGY_JSON PLACEMENT [EXTRA_JSON]: a small CNN on synthetic 8x8 images; PLACEMENT annotates it:
@@ -106,5 +108,23 @@ job "$ZD_TMP/spe.json" "$TPU22" conv '{"steps_per_execution": 8}'
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --quiet --dump-losses "$ZD_TMP/spe.txt" "$ZD_TMP/spe.json"
 cmp -s "$ZD_TMP/conv.txt" "$ZD_TMP/spe.txt" || zd_fail "steps_per_execution 8: $(paste "$ZD_TMP/conv.txt" "$ZD_TMP/spe.txt")"
 zd_ok "steps_per_execution 8: 50 per-step losses, the same as one step per dispatch"
+
+# ---- across 2 workers: each hosts a whole replica (2 logical devices), the ring all-reduces ----
+ZD_WORKER_ADDRS=("127.0.0.1:$(zd_free_port)" "127.0.0.1:$(zd_free_port)")
+ZD_CHIEF="127.0.0.1:$(zd_free_port)"
+CLUSTER=$ZD_TMP/cluster.json
+printf '{"cluster": {"chief": ["%s"], "worker": ["%s", "%s"]}}\n' "$ZD_CHIEF" "${ZD_WORKER_ADDRS[@]}" >"$CLUSTER"
+coord_up 0 2
+job "$ZD_TMP/ring.json" '{"type": "tpu", "num_replicas": 1, "logical_devices_per_replica": 2, "oversubscribe": true}' \
+    conv '{"log_every": 1}'
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ring.json" --cluster "$CLUSTER" --json
+JOB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
+zd_json_check "$OUT" 'j["state"] == "done" and j["step"] == 50 and all(w["in_ring"] for w in j["workers"])'
+python3 -c 'import json,sys
+for l in open(sys.argv[1]): m = json.loads(l); print(m["step"], m["loss"])' \
+    "$ZD_TMP/state/jobs/$JOB/metrics.jsonl" >"$ZD_TMP/ring.txt"
+same_losses "$ZD_TMP/ref.txt" "$ZD_TMP/ring.txt" 1e-3
+zd_ok "tpu over 2 workers (a replica of 2 logical devices each, conv split) in the ring: one device's 50 losses"
 
 echo "passed: $ZD_PASSED checks"

@@ -70,6 +70,9 @@ typedef enum {
 /* "parameter_server", "multi_worker_mirrored", "mirrored",
    "central_storage", "one_device", "tpu"; NULL for anything else. */
 ZDIST_EXPORT const char *zdist_strategy_name(zdist_strategy_t strategy);
+/* multi_worker_mirrored and tpu: every worker holds whole replicas, kept
+   in sync with the other workers' over the ring. */
+ZDIST_EXPORT bool zdist_strategy_syncs_workers(zdist_strategy_t strategy);
 /* Exact name -> enum; ZDIST_STRATEGY_INVALID when unknown or NULL. */
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_from_name(const char *name);
 /* As from_name, but an unknown name is -EINVAL with a message listing the

@@ -1079,6 +1079,12 @@ zdist_strategy_name(zdist_strategy_t strategy)
     return s_strategy_names[strategy];
 }
 
+bool
+zdist_strategy_syncs_workers(zdist_strategy_t strategy)
+{
+    return strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED || strategy == ZDIST_STRATEGY_TPU;
+}
+
 zdist_strategy_t
 zdist_strategy_from_name(const char *name)
 {

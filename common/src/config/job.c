@@ -439,10 +439,11 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
         (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
                     err)) < 0)
         goto out;
-    if (job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
+    if (!zdist_strategy_syncs_workers(job->strategy))
         for (const char *const *k = mwm_only; *k; k++)
             if (json_object_get(st, *k)) {
-                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored has it; remove it", *k);
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored and tpu have it; remove "
+                                     "it", *k);
                 goto out;
             }
     if (job->strategy != ZDIST_STRATEGY_TPU)
