@@ -63,6 +63,12 @@ PY
 
 TPU22='{"type": "tpu", "num_replicas": 2, "logical_devices_per_replica": 2, "oversubscribe": true}'
 
+# ---- the example loads (its splits fit its shapes and devices) ----
+EXAMPLES=$(cd "$(dirname "$0")/../../deploy/examples" && pwd)
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --summary "$EXAMPLES/fmnist-cnn-tpu.json"
+grep -qF "Total params: 422,026" "$OUT" || zd_fail "fmnist-cnn-tpu.json summary: $(cat "$OUT")"
+zd_ok "deploy/examples/fmnist-cnn-tpu.json is a valid tpu job"
+
 # ---- the device assignment must fit the cores given (one core here, by affinity) ----
 job "$ZD_TMP/fit.json" '{"type": "tpu", "num_replicas": 1, "logical_devices_per_replica": 2}' none
 zd_run_expect 2 "$OUT" taskset -c 0 "$ZDIST_BIN" run --quiet "$ZD_TMP/fit.json"

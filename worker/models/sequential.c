@@ -416,10 +416,27 @@ s_split_backward_part(void *arg, int d)
     return 0;
 }
 
+/* Every part of the layer: part d on logical device d, or all of them on
+   this thread where the host has fewer devices than parts (the sidecar
+   evaluator's one_device copy of a tpu job's model): the same numbers. */
+static int
+s_run_parts(s_pass_t *a, zdist_device_fn fn)
+{
+    int nparts = a->s->layers[a->layer].nparts;
+    if (zdist_ctx_num_logical_devices(a->ctx) == nparts)
+        return zdist_ctx_run_on_logical_devices(a->ctx, -1, fn, a);
+    for (int d = 0; d < nparts; d++) {
+        int rc = fn(a, d);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int
 s_split_forward(s_pass_t *a)
 {
-    return zdist_ctx_run_on_logical_devices(a->ctx, -1, s_split_forward_part, a);
+    return s_run_parts(a, s_split_forward_part);
 }
 
 /* The parts' gradients combined in part order: conv2d's dw and db summed and
@@ -428,7 +445,7 @@ s_split_forward(s_pass_t *a)
 static int
 s_split_backward(s_pass_t *a)
 {
-    int rc = zdist_ctx_run_on_logical_devices(a->ctx, -1, s_split_backward_part, a);
+    int rc = s_run_parts(a, s_split_backward_part);
     if (rc < 0)
         return rc;
     const s_layer_t *l = &a->s->layers[a->layer];
@@ -574,12 +591,14 @@ s_forward_on_device(void *arg, int device)
 
 /* A layer assigned to logical device d > 0 runs on its thread (TF's
    experimental_assign_to_logical_device): its input and output stay where
-   they are, in the replica's memory, which every device reads. */
+   they are, in the replica's memory, which every device reads. A host
+   without that device runs it here. */
 static int
 s_on_device(s_pass_t *a, zdist_device_fn fn)
 {
     int d = a->s->layers[a->layer].spec->logical_device;
-    return d > 0 ? zdist_ctx_run_on_logical_devices(a->ctx, d, fn, a) : fn(a, 0);
+    return d > 0 && d < zdist_ctx_num_logical_devices(a->ctx) ? zdist_ctx_run_on_logical_devices(a->ctx, d, fn, a)
+                                                              : fn(a, 0);
 }
 
 /* The forward pass; *ret_out gets the last layer's output (logits when fused). */
