@@ -393,6 +393,8 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
     }
     job.strategy = ZDIST_STRATEGY_ONE_DEVICE;
     job.num_replicas = 1;
+    job.logical_devices_per_replica = 1; /* a tpu job's split layers run their parts in turn */
+    job.spmd = job.oversubscribe = false;
     const char *roots[WORKER_AGENT_MAX_DIRS];
     for (int i = 0; i < self->config.num_data_roots; i++)
         roots[i] = self->config.data_roots[i];
