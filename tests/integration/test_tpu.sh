@@ -79,6 +79,27 @@ job "$ZD_TMP/over.json" '{"type": "tpu", "num_replicas": 1, "logical_devices_per
 zd_run_expect 0 "$OUT" taskset -c 0 "$ZDIST_BIN" run --quiet "$ZD_TMP/over.json"
 zd_ok "2 logical devices on 1 core: refused naming both numbers, admitted with oversubscribe"
 
+# ---- every logical device's thread pinned to its own core (where there are 2 cores to give) ----
+if taskset -c 0,1 true 2>/dev/null; then
+    job "$ZD_TMP/pin.json" '{"type": "tpu", "num_replicas": 1, "logical_devices_per_replica": 2}' dense \
+        '{"steps": 100000}'
+    taskset -c 0,1 "$ZDIST_BIN" run --quiet "$ZD_TMP/pin.json" >"$ZD_TMP/pin.out" 2>&1 &
+    PIN_PID=$!
+    pinned=""
+    for _ in $(seq 600); do
+        pinned=$(cat /proc/$PIN_PID/task/*/status 2>/dev/null | sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' |
+            sort -u | tr '\n' ' ')
+        [[ " $pinned" == *" 0 "*" 1 "* ]] && break
+        sleep 0.1
+    done
+    kill $PIN_PID 2>/dev/null || true
+    wait $PIN_PID 2>/dev/null || true
+    [[ " $pinned" == *" 0 "*" 1 "* ]] || zd_fail "logical devices not pinned to cores 0 and 1: threads allow '$pinned'"
+    zd_ok "2 logical devices pinned to cores 0 and 1 (threads' affinities: $pinned)"
+else
+    echo "note: fewer than 2 cores here: pinning not checked"
+fi
+
 # ---- SPMD: no per-layer assignment (TensorFlow's ValueError), splits must match the devices ----
 job "$ZD_TMP/spmd.json" '{"type": "tpu", "logical_devices_per_replica": 2, "spmd": true, "oversubscribe": true}' assign
 zd_run_expect 2 "$OUT" "$ZDIST_BIN" run --quiet "$ZD_TMP/spmd.json"
