@@ -223,10 +223,13 @@ worker_run_main(int argc, char **argv)
     if (max_steps > 0 && max_steps < total)
         total = max_steps;
     int64_t log_every = jb->log_every > 0 ? jb->log_every : (total >= 10 ? total / 10 : 1);
+    char ldev[48] = "";
+    if (jb->strategy == ZDIST_STRATEGY_TPU)
+        snprintf(ldev, sizeof ldev, " x %d logical devices", jb->logical_devices_per_replica);
     if (!o.quiet && !o.json)
-        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s, %lld steps (%lld per epoch), batch %lld\n",
+        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s%s, %lld steps (%lld per epoch), batch %lld\n",
                 jb->name, jb->model, zdist_strategy_name(jb->strategy), jb->num_replicas,
-                jb->num_replicas == 1 ? "" : "s", (long long)total, (long long)per_epoch,
+                jb->num_replicas == 1 ? "" : "s", ldev, (long long)total, (long long)per_epoch,
                 (long long)jb->global_batch_size);
 
     double train_t0 = s_now(), examples = 0, epoch_loss = 0, epoch_ex = 0, last_loss = NAN;
@@ -316,6 +319,8 @@ worker_run_main(int argc, char **argv)
         json_object_set_new(j, "model", json_string(jb->model));
         json_object_set_new(j, "strategy", json_string(zdist_strategy_name(jb->strategy)));
         json_object_set_new(j, "num_replicas", json_integer(jb->num_replicas));
+        if (jb->strategy == ZDIST_STRATEGY_TPU)
+            json_object_set_new(j, "logical_devices_per_replica", json_integer(jb->logical_devices_per_replica));
         json_object_set_new(j, "steps", json_integer(step));
         json_object_set_new(j, "examples", json_integer((json_int_t)examples));
         s_json_num(j, "final_loss", last_loss);
