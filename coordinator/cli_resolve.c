@@ -27,7 +27,7 @@ s_usage(FILE *out)
             "  -t, --task TYPE:INDEX  override the task (e.g. worker:1)\n"
             "  -r, --rpc-layer NAME   override rpc_layer (e.g. grpc); \"\" clears it\n"
             "  -s, --strategy S       also check the cluster for a strategy: parameter_server,\n"
-            "                         multi_worker_mirrored, mirrored, central_storage, one_device\n"
+            "                         multi_worker_mirrored, mirrored, central_storage, one_device, tpu\n"
             "  -h, --help             show this help\n"
             "      --version          show the version\n"
             "\n"

@@ -19,10 +19,10 @@ coord_job_release(coord_job_t *job)
 int
 coord_job_check(const zdist_job_t *job, zdist_error_t *err)
 {
-    if (job->strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
+    if (job->strategy != ZDIST_STRATEGY_PARAMETER_SERVER && !zdist_strategy_syncs_workers(job->strategy))
         return zdist_error_set(err, -EINVAL,
-                               "strategy.type: zdist-coordinator runs parameter_server and multi_worker_mirrored "
-                               "jobs, got '%s'; use one of those (or 'zdist run' for %s)",
+                               "strategy.type: zdist-coordinator runs parameter_server, multi_worker_mirrored and "
+                               "tpu jobs, got '%s'; use one of those (or 'zdist run' for %s)",
                                zdist_strategy_name(job->strategy), zdist_strategy_name(job->strategy));
     /* A job names code and data, never places: workers load plugins from
        their operator's --plugin-dir only (and refuse plugin_path too). */

@@ -887,7 +887,7 @@ coord_runner_actor(zsock_t *pipe, void *args)
     r->metrics = fopen(path, "ae");
     coord_run_status(r, true);
     int rc;
-    bool mwm = cfg->job.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    bool mwm = zdist_strategy_syncs_workers(cfg->job.strategy); /* tpu: whole replicas per worker, as mwm */
     for (;;) {
         rc = mwm ? coord_mwm_attempt(r) : s_attempt(r);
         if (rc != -EAGAIN)

@@ -459,9 +459,9 @@ s_connect(zdist_rpc_call_t *call, void *state)
     s_job_t *j = s_the_job(self, call, req->job);
     if (!j)
         return -ENOENT;
-    if (j->job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored connects "
-                        "a ring", j->job->name, zdist_strategy_name(j->job->strategy));
+    if (!zdist_strategy_syncs_workers(j->job->strategy))
+        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored and tpu "
+                        "connect a ring", j->job->name, zdist_strategy_name(j->job->strategy));
     if (req->num_endpoints != (size_t)j->num_workers)
         return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                         "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "

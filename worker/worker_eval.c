@@ -382,9 +382,9 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
     if (zdist_file_read(path, S_MAX_TEXT_BYTES, &text, &len, err) < 0 ||
         zdist_job_parse(text, base ? base : "", &job, err) < 0)
         goto out;
-    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && job.strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
-        zdist_error_set(err, -ENOTSUP, "strategy %s: the coordinator runs parameter_server and "
-                        "multi_worker_mirrored jobs only", zdist_strategy_name(job.strategy));
+    if (job.strategy != ZDIST_STRATEGY_PARAMETER_SERVER && !zdist_strategy_syncs_workers(job.strategy)) {
+        zdist_error_set(err, -ENOTSUP, "strategy %s: the coordinator runs parameter_server, "
+                        "multi_worker_mirrored and tpu jobs only", zdist_strategy_name(job.strategy));
         goto out;
     }
     if (!job.has_test) {
@@ -393,6 +393,8 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
     }
     job.strategy = ZDIST_STRATEGY_ONE_DEVICE;
     job.num_replicas = 1;
+    job.logical_devices_per_replica = 1; /* a tpu job's split layers run their parts in turn */
+    job.spmd = job.oversubscribe = false;
     const char *roots[WORKER_AGENT_MAX_DIRS];
     for (int i = 0; i < self->config.num_data_roots; i++)
         roots[i] = self->config.data_roots[i];

@@ -1,5 +1,6 @@
-/* worker_local: the copy-per-replica strategy backend — one_device, mirrored, central_storage, and
-   multi_worker_mirrored (mirrored whose reductions also cross workers through a ring communicator). */
+/* worker_local: the copy-per-replica strategy backend — one_device, mirrored, central_storage, tpu (mirrored
+   replicas whose logical devices are the trainer's), and multi_worker_mirrored (mirrored whose reductions
+   also cross workers through a ring communicator). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -200,7 +201,8 @@ worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *v
                  const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
 {
     if (kind != ZDIST_STRATEGY_ONE_DEVICE && kind != ZDIST_STRATEGY_MIRRORED &&
-        kind != ZDIST_STRATEGY_CENTRAL_STORAGE && kind != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+        kind != ZDIST_STRATEGY_CENTRAL_STORAGE && kind != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED &&
+        kind != ZDIST_STRATEGY_TPU) {
         zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", zdist_strategy_name(kind));
         return NULL;
     }

@@ -21,12 +21,14 @@ static void
 s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: zdist run JOB.json [--json] [--steps N] [--quiet]\n"
+            "usage: zdist run JOB.json [--json] [--steps N] [--quiet] [--dump-losses FILE]\n"
             "       zdist run --summary JOB.json\n\n"
-            "Trains the job in this process: strategy one_device, mirrored or central_storage with\n"
-            "num_replicas threads, running the same step functions a cluster runs. Shows a progress\n"
-            "bar on a terminal (plain lines otherwise) and the final test accuracy.\n\n"
+            "Trains the job in this process: strategy one_device, mirrored, central_storage or tpu with\n"
+            "num_replicas threads (tpu: times logical_devices_per_replica), running the same step\n"
+            "functions a cluster runs, steps_per_execution steps per dispatch. Shows a progress bar on\n"
+            "a terminal (plain lines otherwise) and the final test accuracy.\n\n"
             "  --json      print one JSON object with the final metrics on stdout\n"
+            "  --dump-losses FILE  write each step's loss to FILE, one \"STEP LOSS\" line per step\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
             "  --quiet     no progress output\n"
             "  --summary   print a sequential model's layers as Keras's model.summary() and exit\n\n"
@@ -144,11 +146,12 @@ worker_run_main(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},    {"steps", required_argument, NULL, 's'},
         {"quiet", no_argument, NULL, 'q'},   {"summary", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"dump-losses", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
     };
     s_out_t o = {0};
     bool summary = false;
     int64_t max_steps = 0;
+    const char *dump_path = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "js:qh", longopts, NULL)) != -1) {
@@ -165,6 +168,9 @@ worker_run_main(int argc, char **argv)
             break;
         case 'S':
             summary = true;
+            break;
+        case 'L':
+            dump_path = optarg;
             break;
         case 'h':
             s_usage(stdout);
@@ -194,9 +200,9 @@ worker_run_main(int argc, char **argv)
     int status = WORKER_RUN_FAILED;
     worker_session_t *sess = NULL;
     if (job.strategy != ZDIST_STRATEGY_ONE_DEVICE && job.strategy != ZDIST_STRATEGY_MIRRORED &&
-        job.strategy != ZDIST_STRATEGY_CENTRAL_STORAGE) {
+        job.strategy != ZDIST_STRATEGY_CENTRAL_STORAGE && job.strategy != ZDIST_STRATEGY_TPU) {
         fprintf(stderr, "zdist run: %s: strategy.type: '%s' needs a cluster: use 'zdist submit', or one_device, "
-                "mirrored or central_storage here\n", job_path, zdist_strategy_name(job.strategy));
+                "mirrored, central_storage or tpu here\n", job_path, zdist_strategy_name(job.strategy));
         status = WORKER_RUN_USAGE;
         goto out;
     }
@@ -217,41 +223,79 @@ worker_run_main(int argc, char **argv)
     if (max_steps > 0 && max_steps < total)
         total = max_steps;
     int64_t log_every = jb->log_every > 0 ? jb->log_every : (total >= 10 ? total / 10 : 1);
+    char ldev[48] = "";
+    if (jb->strategy == ZDIST_STRATEGY_TPU)
+        snprintf(ldev, sizeof ldev, " x %d logical devices", jb->logical_devices_per_replica);
     if (!o.quiet && !o.json)
-        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s, %lld steps (%lld per epoch), batch %lld\n",
+        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s%s, %lld steps (%lld per epoch), batch %lld\n",
                 jb->name, jb->model, zdist_strategy_name(jb->strategy), jb->num_replicas,
-                jb->num_replicas == 1 ? "" : "s", (long long)total, (long long)per_epoch,
+                jb->num_replicas == 1 ? "" : "s", ldev, (long long)total, (long long)per_epoch,
                 (long long)jb->global_batch_size);
 
     double train_t0 = s_now(), examples = 0, epoch_loss = 0, epoch_ex = 0, last_loss = NAN;
     int64_t step = 0, cur_epoch = -1;
-    while (step < total) {
-        worker_outputs_t out;
-        int64_t epoch = 0;
-        int more = worker_session_step(sess, &out, &epoch, &err);
-        if (more < 0) {
-            fprintf(stderr, "%szdist run: %s: step %lld: %s\n", o.tty && !o.quiet ? "\n" : "", job_path,
-                    (long long)step + 1, err.text);
+    FILE *dump = NULL;
+    if (dump_path && !(dump = fopen(dump_path, "w"))) {
+        fprintf(stderr, "zdist run: --dump-losses: cannot write '%s': %s\n", dump_path, strerror(errno));
+        goto out;
+    }
+    /* The device loop: steps_per_execution steps per dispatch, each step's
+       outputs kept and reported when the dispatch returns. */
+    int64_t spe = jb->steps_per_execution > 0 ? jb->steps_per_execution : 1;
+    worker_outputs_t *outs = calloc((size_t)spe, sizeof *outs);
+    int64_t *epochs = calloc((size_t)spe, sizeof *epochs);
+    if (!outs || !epochs) {
+        fprintf(stderr, "zdist run: out of memory for %lld steps' outputs\n", (long long)spe);
+        free(outs);
+        free(epochs);
+        goto out_dump;
+    }
+    for (bool more_data = true; step < total && more_data;) {
+        int64_t want = total - step < spe ? total - step : spe, ran = 0;
+        for (; ran < want; ran++) {
+            int more = worker_session_step(sess, &outs[ran], &epochs[ran], &err);
+            if (more < 0) {
+                fprintf(stderr, "%szdist run: %s: step %lld: %s\n", o.tty && !o.quiet ? "\n" : "", job_path,
+                        (long long)(step + ran + 1), err.text);
+                free(outs);
+                free(epochs);
+                goto out_dump;
+            }
+            if (more == 0)
+                break;
+        }
+        more_data = ran == want;
+        for (int64_t k = 0; k < ran; k++) {
+            if (epochs[k] != cur_epoch) {
+                cur_epoch = epochs[k];
+                epoch_loss = epoch_ex = 0;
+            }
+            step++;
+            double ex = worker_outputs_get(&outs[k], ZDIST_OUTPUT_EXAMPLES, 0);
+            double loss = worker_outputs_get(&outs[k], ZDIST_OUTPUT_LOSS, NAN);
+            examples += ex;
+            epoch_loss += loss * ex;
+            epoch_ex += ex;
+            last_loss = epoch_ex > 0 ? epoch_loss / epoch_ex : loss;
+            double el = s_now() - train_t0;
+            double eps = el > 0 ? examples / el : 0;
+            double eta = step > 0 ? el / step * (total - step) : 0;
+            if (dump)
+                fprintf(dump, "%lld %.9g\n", (long long)step, loss);
+            if (!o.json && (o.tty || step % log_every == 0 || step == total))
+                s_progress(&o, step, total, last_loss, eps, eta, step == total);
+        }
+    }
+    free(outs);
+    free(epochs);
+    if (dump) {
+        int bad = ferror(dump);
+        if (fclose(dump) != 0 || bad) {
+            dump = NULL;
+            fprintf(stderr, "zdist run: --dump-losses: writing '%s' failed\n", dump_path);
             goto out;
         }
-        if (more == 0)
-            break;
-        if (epoch != cur_epoch) {
-            cur_epoch = epoch;
-            epoch_loss = epoch_ex = 0;
-        }
-        step++;
-        double ex = worker_outputs_get(&out, ZDIST_OUTPUT_EXAMPLES, 0);
-        double loss = worker_outputs_get(&out, ZDIST_OUTPUT_LOSS, NAN);
-        examples += ex;
-        epoch_loss += loss * ex;
-        epoch_ex += ex;
-        last_loss = epoch_ex > 0 ? epoch_loss / epoch_ex : loss;
-        double el = s_now() - train_t0;
-        double eps = el > 0 ? examples / el : 0;
-        double eta = step > 0 ? el / step * (total - step) : 0;
-        if (!o.json && (o.tty || step % log_every == 0 || step == total))
-            s_progress(&o, step, total, last_loss, eps, eta, step == total);
+        dump = NULL;
     }
     double train_secs = s_now() - train_t0;
     double test_loss = NAN, test_acc = NAN;
@@ -275,6 +319,8 @@ worker_run_main(int argc, char **argv)
         json_object_set_new(j, "model", json_string(jb->model));
         json_object_set_new(j, "strategy", json_string(zdist_strategy_name(jb->strategy)));
         json_object_set_new(j, "num_replicas", json_integer(jb->num_replicas));
+        if (jb->strategy == ZDIST_STRATEGY_TPU)
+            json_object_set_new(j, "logical_devices_per_replica", json_integer(jb->logical_devices_per_replica));
         json_object_set_new(j, "steps", json_integer(step));
         json_object_set_new(j, "examples", json_integer((json_int_t)examples));
         s_json_num(j, "final_loss", last_loss);
@@ -297,6 +343,9 @@ worker_run_main(int argc, char **argv)
         printf(", %.0f examples/s, %.1f s\n", eps, wall);
     }
     status = WORKER_RUN_OK;
+out_dump:
+    if (dump)
+        fclose(dump);
 out:
     worker_session_destroy(&sess);
     zdist_job_release(&job);

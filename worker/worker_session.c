@@ -1,6 +1,7 @@
 /* worker_session: the one place a job becomes data, an input pipeline, a model and its trainer on a worker. */
 #include <cblas.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,32 @@ s_blas_threads(int host_workers, int replicas)
         n = 1;
     openblas_set_num_threads(n);
     return n;
+}
+
+/* The cores this process may run on (its affinity; else the online ones). */
+static int
+s_cores(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* TPUStrategy's device assignment must fit the machine (TF refuses more
+   logical devices than the topology has); oversubscribe admits it here. */
+static int
+s_tpu_check(const zdist_job_t *job, zdist_error_t *err)
+{
+    int ldev = job->logical_devices_per_replica > 1 ? job->logical_devices_per_replica : 1;
+    int need = job->num_replicas * ldev, cores = s_cores();
+    if (need > cores && !job->oversubscribe)
+        return zdist_error_set(err, -EINVAL, "strategy: num_replicas %d x logical_devices_per_replica %d = %d logical "
+                               "devices do not fit the %d cores this worker was given (its CPU affinity); lower "
+                               "them or set strategy.oversubscribe to true", job->num_replicas, ldev, need, cores);
+    return 0;
 }
 
 /* multi_worker_mirrored: binds this rank's end of the ring on the worker's
@@ -151,6 +178,9 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
                                           .retries = 2, .prefix = cfg->variable_prefix};
     }
 
+    if (job->strategy == ZDIST_STRATEGY_TPU && (rc = s_tpu_check(job, err)) < 0)
+        return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
+
     if (cfg->confined) {
         if (job->plugin_path && *job->plugin_path) {
             rc = zdist_error_set(err, -EACCES,
@@ -204,7 +234,7 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
         info.num_classes = zdist_dataset_num_classes(self->test);
     worker_trainer_config_t tc = {.strategy = job->strategy, .num_replicas = job->num_replicas,
                                   .optim = job->optimizer, .seed = job->seed};
-    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+    if (zdist_strategy_syncs_workers(job->strategy)) {
         tc.num_workers = self->num_workers;
         tc.worker_index = self->worker_index;
     }
@@ -212,11 +242,19 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
         tc.make_backend = s_make_psd;
         tc.make_backend_arg = &self->psd;
     }
-    self->blas_threads = s_blas_threads(cfg->host_workers, job->num_replicas);
+    if (job->strategy == ZDIST_STRATEGY_TPU) {
+        /* A logical device is one core: one BLAS thread in each device thread. */
+        tc.logical_devices = job->logical_devices_per_replica;
+        tc.pin = true;
+        openblas_set_num_threads(1);
+        self->blas_threads = 1;
+    } else {
+        self->blas_threads = s_blas_threads(cfg->host_workers, job->num_replicas);
+    }
     self->tr = worker_trainer_new(model, job->model_params, &info, &tc, err);
     if (!self->tr)
         return s_fail(&self, WORKER_SESSION_TRAINER, ret_stage, -EINVAL, NULL, err);
-    if (job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && self->num_workers > 1 &&
+    if (zdist_strategy_syncs_workers(job->strategy) && self->num_workers > 1 &&
         (rc = s_comm_new(self, cfg, err)) < 0)
         return s_fail(&self, WORKER_SESSION_RING, ret_stage, rc, "the collective ring", err);
     worker_backend_t *be = worker_trainer_backend(self->tr);

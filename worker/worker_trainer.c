@@ -1,6 +1,8 @@
 /* worker_trainer: a model's replicas on local threads — replica contexts over a strategy backend, one call per step. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +17,31 @@ typedef struct {
     zdist_reduce_op_t op;
 } s_output_t;
 
+typedef struct s_replica_t s_replica_t;
+
+/* Logical device d >= 1 of a replica (device 0 is the replica's thread). */
 typedef struct {
+    s_replica_t *r;
+    int index;
+    pthread_t thread;
+    bool started;
+    uint64_t seen_gen;
+    int rc;
+} s_device_t;
+
+struct s_replica_t {
     zdist_replica_ctx_t base;
     worker_trainer_t *trainer;
     int replica;
+    /* strategy tpu: devices[1..L-1] and the work run_on_logical_devices hands them */
+    s_device_t *devices;
+    pthread_mutex_t dmu;
+    pthread_cond_t dgo, ddone;
+    bool dsync_ready, dstop;
+    uint64_t dgen;
+    int dpending, dtarget;
+    zdist_device_fn dfn;
+    void *darg;
     pthread_t thread;
     bool thread_started;
     uint64_t seen_gen;
@@ -36,7 +59,7 @@ typedef struct {
     size_t uniq_cap;
     float *rows;
     size_t rows_cap;
-} s_replica_t;
+};
 
 struct worker_trainer_t {
     const zdist_model_t *model;
@@ -46,6 +69,11 @@ struct worker_trainer_t {
     worker_backend_t *backend;
     int n;
     int num_workers, worker_index;
+    int ndev;      /* logical devices per replica */
+    bool own_all;  /* replica 0 runs on a thread of ours too */
+    bool pin;
+    int cpus[CPU_SETSIZE], ncpus; /* the process's affinity when pinning */
+    atomic_bool pin_warned;
     s_replica_t *replicas;
     /* The step the replica threads run */
     pthread_mutex_t mu;
@@ -471,6 +499,41 @@ s_set_error(zdist_replica_ctx_t *ctx, int code, const char *text)
     snprintf(r->error, sizeof r->error, "%s", text ? text : "");
 }
 
+static int
+s_num_logical_devices(zdist_replica_ctx_t *ctx)
+{
+    return s_rep(ctx)->trainer->ndev;
+}
+
+static int
+s_run_on_logical_devices(zdist_replica_ctx_t *ctx, int device, zdist_device_fn fn, void *arg)
+{
+    s_replica_t *r = s_rep(ctx);
+    int ndev = r->trainer->ndev;
+    if (!fn || device < -1 || device >= ndev)
+        return s_fail(r, -EINVAL, "run_on_logical_devices: device %d is outside -1..%d (%d logical devices per "
+                      "replica)", device, ndev - 1, ndev);
+    if (device == 0 || ndev == 1)
+        return fn(arg, 0);
+    pthread_mutex_lock(&r->dmu);
+    r->dfn = fn;
+    r->darg = arg;
+    r->dtarget = device;
+    r->dpending = device < 0 ? ndev - 1 : 1;
+    r->dgen++;
+    pthread_cond_broadcast(&r->dgo);
+    pthread_mutex_unlock(&r->dmu);
+    int rc = device < 0 ? fn(arg, 0) : 0;
+    pthread_mutex_lock(&r->dmu);
+    while (r->dpending > 0)
+        pthread_cond_wait(&r->ddone, &r->dmu);
+    pthread_mutex_unlock(&r->dmu);
+    for (int d = 1; d < ndev && rc == 0; d++)
+        if (device < 0 || device == d)
+            rc = r->devices[d].rc;
+    return rc;
+}
+
 static const zdist_replica_ops_t s_replica_ops = {
     .size = sizeof(zdist_replica_ops_t),
     .replica_id_in_sync_group = s_replica_id,
@@ -490,6 +553,8 @@ static const zdist_replica_ops_t s_replica_ops = {
     .set_error = s_set_error,
     .merge_call_values = s_merge_call_values,
     .read_cross_replica = s_read_cross_replica,
+    .num_logical_devices = s_num_logical_devices,
+    .run_on_logical_devices = s_run_on_logical_devices,
 };
 
 /* ---- running replicas ---- */
@@ -518,11 +583,57 @@ s_run_replica(worker_trainer_t *self, s_replica_t *r)
         self->backend->ops->abort(self->backend);
 }
 
+/* Pins the calling thread, logical device `slot` of the trainer, to a core
+   of the process's affinity (round robin when oversubscribed). */
+static void
+s_pin(worker_trainer_t *self, int slot)
+{
+    if (!self->pin || self->ncpus < 1)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(self->cpus[slot % self->ncpus], &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0 && !atomic_exchange(&self->pin_warned, true))
+        fprintf(stderr, "zdist-worker: cannot pin logical device threads to cores (%s); they run unpinned\n",
+                strerror(rc));
+}
+
+static void *
+s_device_thread(void *arg)
+{
+    s_device_t *d = arg;
+    s_replica_t *r = d->r;
+    s_pin(r->trainer, r->replica * r->trainer->ndev + d->index);
+    for (;;) {
+        pthread_mutex_lock(&r->dmu);
+        while (d->seen_gen == r->dgen && !r->dstop)
+            pthread_cond_wait(&r->dgo, &r->dmu);
+        if (r->dstop) {
+            pthread_mutex_unlock(&r->dmu);
+            return NULL;
+        }
+        d->seen_gen = r->dgen;
+        bool mine = r->dtarget < 0 || r->dtarget == d->index;
+        zdist_device_fn fn = r->dfn;
+        void *farg = r->darg;
+        pthread_mutex_unlock(&r->dmu);
+        if (!mine)
+            continue;
+        d->rc = fn(farg, d->index);
+        pthread_mutex_lock(&r->dmu);
+        if (--r->dpending == 0)
+            pthread_cond_signal(&r->ddone);
+        pthread_mutex_unlock(&r->dmu);
+    }
+}
+
 static void *
 s_thread(void *arg)
 {
     s_replica_t *r = arg;
     worker_trainer_t *self = r->trainer;
+    s_pin(self, r->replica * self->ndev);
     for (;;) {
         pthread_mutex_lock(&self->mu);
         while (r->seen_gen == self->gen && !self->stop)
@@ -556,6 +667,19 @@ worker_trainer_destroy(worker_trainer_t **self_p)
             s_replica_t *r = &self->replicas[i];
             if (r->thread_started)
                 pthread_join(r->thread, NULL);
+            if (r->dsync_ready) {
+                pthread_mutex_lock(&r->dmu);
+                r->dstop = true;
+                pthread_cond_broadcast(&r->dgo);
+                pthread_mutex_unlock(&r->dmu);
+                for (int d = 1; d < self->ndev; d++)
+                    if (r->devices[d].started)
+                        pthread_join(r->devices[d].thread, NULL);
+                pthread_mutex_destroy(&r->dmu);
+                pthread_cond_destroy(&r->dgo);
+                pthread_cond_destroy(&r->ddone);
+            }
+            free(r->devices);
             for (int s = 0; s < ZDIST_SCRATCH_SLOTS; s++)
                 free(r->scratch[s]);
             free(r->uniq);
@@ -591,6 +715,17 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
     }
     self->model = model;
     self->n = cfg->num_replicas;
+    self->ndev = cfg->logical_devices > 1 ? cfg->logical_devices : 1;
+    self->pin = cfg->pin;
+    self->own_all = cfg->pin;
+    if (self->pin) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &set))
+                    self->cpus[self->ncpus++] = c;
+    }
     self->num_workers = cfg->num_workers > 0 ? cfg->num_workers : 1;
     self->worker_index = cfg->worker_index;
     self->dim = info->input_dim;
@@ -624,7 +759,26 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
         r->base.ops = &s_replica_ops;
         r->trainer = self;
         r->replica = i;
-        if (i > 0) {
+        if (self->ndev > 1) {
+            r->devices = calloc((size_t)self->ndev, sizeof *r->devices);
+            if (!r->devices) {
+                zdist_error_set(err, -ENOMEM, "out of memory");
+                goto fail;
+            }
+            pthread_mutex_init(&r->dmu, NULL);
+            pthread_cond_init(&r->dgo, NULL);
+            pthread_cond_init(&r->ddone, NULL);
+            r->dsync_ready = true;
+            for (int d = 1; d < self->ndev; d++) {
+                r->devices[d] = (s_device_t){.r = r, .index = d};
+                if (pthread_create(&r->devices[d].thread, NULL, s_device_thread, &r->devices[d]) != 0) {
+                    zdist_error_set(err, -EAGAIN, "cannot start logical device thread %d of replica %d", d, i);
+                    goto fail;
+                }
+                r->devices[d].started = true;
+            }
+        }
+        if (i > 0 || self->own_all) {
             if (pthread_create(&r->thread, NULL, s_thread, r) != 0) {
                 zdist_error_set(err, -EAGAIN, "cannot start replica thread %d", i);
                 goto fail;
@@ -682,11 +836,12 @@ worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool
     pthread_mutex_lock(&self->mu);
     self->step = step;
     self->eval = eval;
-    self->pending = self->n - 1;
+    self->pending = self->own_all ? self->n : self->n - 1;
     self->gen++;
     pthread_cond_broadcast(&self->go_cv);
     pthread_mutex_unlock(&self->mu);
-    s_run_replica(self, &self->replicas[0]);
+    if (!self->own_all)
+        s_run_replica(self, &self->replicas[0]);
     pthread_mutex_lock(&self->mu);
     while (self->pending > 0)
         pthread_cond_wait(&self->done_cv, &self->mu);

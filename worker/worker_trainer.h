@@ -26,6 +26,12 @@ typedef struct {
        training step's loss is scaled by the batch of all workers (local
        examples x num_workers, as tf.nn.compute_average_loss). 0 means 1. */
     int num_workers, worker_index;
+    /* tpu: each replica runs on logical_devices threads (0 means 1) and
+       every replica's threads, replica 0's too, are this trainer's, pinned
+       one to a core of the process's affinity when pin (a failure to pin
+       is logged once). */
+    int logical_devices;
+    bool pin;
     worker_backend_factory_fn *make_backend; /* NULL: worker_local_new */
     void *make_backend_arg;
 } worker_trainer_config_t;

@@ -112,7 +112,7 @@ expect_error 2 "TF_CONFIG: task.index: job 'worker' has no task 3"
 expect_json 'j["task_id"] == 0' --task worker:0
 expect_error 2 "task 'worker:x': the index 'x' is not an integer" --task worker:x
 expect_error 2 "There must be at least one ps." --task worker:0 --strategy parameter_server
-expect_error 2 "unknown strategy 'tpu'; use one of parameter_server" --strategy tpu
+expect_error 2 "unknown strategy 'TPUStrategy'; use one of parameter_server, multi_worker_mirrored, mirrored, central_storage, one_device, tpu" --strategy TPUStrategy
 expect_error 2 "rpc layer 'a b' is not a protocol name" --task worker:0 --rpc-layer 'a b'
 CONFIG='{"cluster": {"chief": ["c:1", "c:2"], "worker": ["w:1"]}}'
 expect_error 2 "cluster.chief: There must be at most one 'chief' job" --strategy multi_worker_mirrored

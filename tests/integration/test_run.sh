@@ -146,7 +146,7 @@ job mwm '{"name": "x", "strategy": {"type": "multi_worker_mirrored"}, "model": {
 expect_error 2 "'multi_worker_mirrored' needs a cluster" "$TMP/mwm.json"
 job mwmfield '{"name": "x", "strategy": {"type": "mirrored", "collective_timeout_ms": 5000}, "model": {"name": "mlp"},
   "optimizer": {"type": "adam"}, '"$SYN_CLS"', "epochs": 1}'
-expect_error 2 "strategy.collective_timeout_ms: only multi_worker_mirrored has it; remove it" "$TMP/mwmfield.json"
+expect_error 2 "strategy.collective_timeout_ms: only multi_worker_mirrored and tpu have it; remove it" "$TMP/mwmfield.json"
 job mwmrange '{"name": "x", "strategy": {"type": "multi_worker_mirrored", "collective_timeout_ms": 5}, "model": {"name": "mlp"},
   "optimizer": {"type": "adam"}, '"$SYN_CLS"', "epochs": 1}'
 expect_error 2 "strategy.collective_timeout_ms: must be an integer in 100..86400000, got 5" "$TMP/mwmrange.json"

@@ -583,7 +583,7 @@ test_strategies(void)
     s_validate_fails("{}", ZDIST_STRATEGY_INVALID, "unknown strategy -1");
 
     /* Names. */
-    for (int s = ZDIST_STRATEGY_PARAMETER_SERVER; s <= ZDIST_STRATEGY_ONE_DEVICE; s++)
+    for (int s = ZDIST_STRATEGY_PARAMETER_SERVER; s <= ZDIST_STRATEGY_TPU; s++)
         CU_ASSERT_EQUAL(zdist_strategy_from_name(zdist_strategy_name((zdist_strategy_t) s)), s);
     CU_ASSERT_STRING_EQUAL(zdist_strategy_name(MWM), "multi_worker_mirrored");
     CU_ASSERT_PTR_NULL(zdist_strategy_name(ZDIST_STRATEGY_INVALID));
@@ -594,10 +594,10 @@ test_strategies(void)
     zdist_error_t err = {0};
     CU_ASSERT_EQUAL(zdist_strategy_parse("parameter_server", &got, &err), 0);
     CU_ASSERT_EQUAL(got, PS);
-    CU_ASSERT_EQUAL(zdist_strategy_parse("tpu", &got, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_strategy_parse("TPUStrategy", &got, &err), -EINVAL);
     CU_ASSERT_EQUAL(got, PS); /* untouched */
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "unknown strategy 'tpu'; use one of parameter_server, "
-                                            "multi_worker_mirrored, mirrored, central_storage, one_device"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "unknown strategy 'TPUStrategy'; use one of parameter_server, "
+                                            "multi_worker_mirrored, mirrored, central_storage, one_device, tpu"));
 }
 
 static void

@@ -109,6 +109,73 @@ test_bad_sections(void)
     }
 }
 
+/* A sequential job under strategy st (JSON) with layers (JSON list) on 8x8 images. */
+static void
+s_seq_job(char *text, size_t size, const char *st, const char *layers)
+{
+    snprintf(text, size,
+             "{\"name\": \"t\", \"strategy\": %s, \"model\": {\"name\": \"sequential\", \"input_shape\": [8, 8, 1],"
+             " \"layers\": %s, \"loss\": \"sparse_categorical_crossentropy\"}, \"optimizer\": {\"type\": \"sgd\"},"
+             " \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 64, \"dim\": 64, \"classes\": 4},"
+             " \"global_batch_size\": 8}, \"steps\": 5}",
+             st, layers);
+}
+
+static void
+test_tpu(void)
+{
+    char text[2048];
+    zdist_job_t job, back;
+    zdist_error_t err = {0};
+    const char *tpu2 = "{\"type\": \"tpu\", \"num_replicas\": 2, \"logical_devices_per_replica\": 2}";
+    const char *spmd2 = "{\"type\": \"tpu\", \"logical_devices_per_replica\": 2, \"spmd\": true}";
+    s_seq_job(text, sizeof text, tpu2,
+              "[{\"conv2d\": {\"filters\": 4, \"kernel\": 3, \"split\": [2, 1]}}, {\"conv2d\": {\"filters\": 4, "
+              "\"kernel\": 3, \"logical_device\": 1}}, \"flatten\", {\"dense\": {\"units\": 4, \"split\": [2]}}]");
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(text, NULL, &job, &err), 0);
+    CU_ASSERT_EQUAL(job.strategy, ZDIST_STRATEGY_TPU);
+    CU_ASSERT_EQUAL(job.num_replicas, 2);
+    CU_ASSERT_EQUAL(job.logical_devices_per_replica, 2);
+    CU_ASSERT_FALSE(job.spmd);
+    /* The typed message carries the device assignment. */
+    zdist_job_pb_t pb;
+    zdist_job_to_pb(&job, &pb);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_from_pb(&pb.job, &back, &err), 0);
+    CU_ASSERT_EQUAL(back.logical_devices_per_replica, 2);
+    CU_ASSERT_EQUAL(back.strategy, ZDIST_STRATEGY_TPU);
+    zdist_job_release(&back);
+    zdist_job_release(&job);
+
+    s_seq_job(text, sizeof text, "{\"type\": \"mirrored\", \"logical_devices_per_replica\": 2}", "[\"flatten\"]");
+    s_refused(text, "strategy.logical_devices_per_replica: only tpu has it");
+    s_seq_job(text, sizeof text, "{\"type\": \"tpu\", \"logical_devices_per_replica\": 65}", "[\"flatten\"]");
+    s_refused(text, "strategy.logical_devices_per_replica: must be an integer in 1..64");
+    s_seq_job(text, sizeof text, "{\"type\": \"mirrored\"}", "[\"flatten\", {\"dense\": {\"units\": 4, \"split\": [2]}}]");
+    s_refused(text, "model.layers[1].dense.split: only strategy tpu has logical devices");
+    /* TensorFlow's ValueErrors, naming the layer. */
+    s_seq_job(text, sizeof text, spmd2, "[\"flatten\", {\"dense\": {\"units\": 4, \"logical_device\": 1}}]");
+    s_refused(text, "model.layers[1].dense.logical_device: Cannot assign a tensor to a logical device in SPMD mode. "
+                    "To disable SPMD, Please construct the TPUStrategy with `experimental_spmd_xla_partitioning=False`");
+    s_seq_job(text, sizeof text, tpu2, "[\"flatten\", {\"dense\": {\"units\": 4, \"logical_device\": 2}}]");
+    s_refused(text, "model.layers[1].dense.logical_device: `logical_core_id` to assign must be lower then total number "
+                    "of logical devices per replica. Received logical device id 2 but there are only total of 2");
+    s_seq_job(text, sizeof text, spmd2,
+              "[{\"conv2d\": {\"filters\": 4, \"kernel\": 3}}, {\"conv2d\": {\"filters\": 4, \"kernel\": 3, "
+              "\"split\": [2, 2]}}, \"flatten\", {\"dense\": {\"units\": 4}}]");
+    s_refused(text, "model.layers[1].conv2d.split: The product of `partition_dimensions` should be the same as the "
+                    "number of logical devices (=2). Received `partition_dimensions`=[1, 2, 2, 1],and their product is 4.");
+    /* The second conv's input is 6x6: 6 rows do not split 4 ways. */
+    s_seq_job(text, sizeof text, "{\"type\": \"tpu\", \"logical_devices_per_replica\": 4}",
+              "[{\"conv2d\": {\"filters\": 4, \"kernel\": 3}}, {\"conv2d\": {\"filters\": 4, \"kernel\": 3, "
+              "\"split\": [4, 1]}}, \"flatten\", {\"dense\": {\"units\": 4}}]");
+    s_refused(text, "model.layers[1].conv2d.split: Tensor shape at `partition_dimensions[1]` must be divisible by "
+                    "corresponding value specified by `partition_dimensions` (4). Received: 6.");
+    s_seq_job(text, sizeof text, tpu2, "[\"flatten\", {\"dense\": {\"units\": 4, \"split\": [2, 1]}}]");
+    s_refused(text, "model.layers[1].dense.split: must be [parts] in 1..64");
+    s_seq_job(text, sizeof text, tpu2, "[\"flatten\", {\"dense\": {\"units\": 4, \"split\": [2], \"logical_device\": 0}}]");
+    s_refused(text, "model.layers[1].dense: logical_device and split both given");
+}
+
 static void
 test_typed_round_trip(void)
 {
@@ -274,6 +341,7 @@ zdist_test_job_register(void)
                 {"bad sections name the field", test_bad_sections},
                 {"typed message round trip, validated on arrival", test_typed_round_trip},
                 {"a deep copy outlives its source", test_copy},
+                {"strategy tpu: logical devices, placement refused with TensorFlow's text", test_tpu},
                 {"dataset files confined to the data roots: '..', links out, elsewhere refused by field",
                  test_confine_data});
 }

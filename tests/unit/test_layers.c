@@ -206,6 +206,102 @@ test_conv2d(void)
                    "[8, 9, 2]", 1);
 }
 
+/* A conv2d split into hp x wp parts, each through the whole-layer kernels on
+   its input block (halo included): the output, dw and db summed and dx
+   added up over the blocks equal the whole layer's. */
+static void
+s_check_split(const char *layer_json, const char *input_shape, int64_t n, int hp, int wp)
+{
+    zdist_layer_spec_t l;
+    s_layer0(layer_json, input_shape, &l);
+    layer_window_t g;
+    layer_window_from_spec(&l, &g);
+    int64_t nin = n * g.h * g.w * g.c, nout = n * g.oh * g.ow * g.filters, nw = g.kh * g.kw * g.c * g.filters;
+    float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -0.5, 0.5);
+    float *dy = s_random(nout, -1, 1), *y = calloc((size_t)nout, sizeof(float)), *y2 = calloc((size_t)nout, 4);
+    float *cols = malloc((size_t)(layer_conv2d_cols(&g, n) + 1) * sizeof(float));
+    float *dx = malloc((size_t)nin * 4), *dx2 = calloc((size_t)nin, 4), *dw = malloc((size_t)nw * 4);
+    float *dw2 = calloc((size_t)nw, 4), *db = malloc((size_t)g.filters * 4), *db2 = calloc((size_t)g.filters, 4);
+    layer_conv2d_forward(&g, x, n, w, b, cols, y);
+    layer_conv2d_backward(&g, dy, n, w, cols, dw, db, dx);
+    int64_t covered = 0;
+    for (int ph = 0; ph < hp; ph++)
+        for (int pw = 0; pw < wp; pw++) {
+            layer_window_t pg;
+            int64_t iy0, ix0, oy0, ox0;
+            layer_window_part(&g, hp, wp, ph, pw, &pg, &iy0, &ix0, &oy0, &ox0);
+            int64_t pin = n * pg.h * pg.w * pg.c, pout = n * pg.oh * pg.ow * pg.filters;
+            covered += pout;
+            float *px = malloc((size_t)(pin + 1) * 4), *py = malloc((size_t)(pout + 1) * 4);
+            float *pc = malloc((size_t)(layer_conv2d_cols(&pg, n) + 1) * 4), *pdw = malloc((size_t)nw * 4);
+            float *pdb = malloc((size_t)g.filters * 4);
+            layer_block(LAYER_BLOCK_GATHER, x, g.h, g.w, g.c, px, n, iy0, pg.h, ix0, pg.w);
+            layer_conv2d_forward(&pg, px, n, w, b, pc, py);
+            layer_block(LAYER_BLOCK_SCATTER, y2, g.oh, g.ow, g.filters, py, n, oy0, pg.oh, ox0, pg.ow);
+            layer_block(LAYER_BLOCK_GATHER, dy, g.oh, g.ow, g.filters, py, n, oy0, pg.oh, ox0, pg.ow);
+            layer_conv2d_backward(&pg, py, n, w, pc, pdw, pdb, px);
+            layer_block(LAYER_BLOCK_ADD, dx2, g.h, g.w, g.c, px, n, iy0, pg.h, ix0, pg.w);
+            for (int64_t k = 0; k < nw; k++)
+                dw2[k] += pdw[k];
+            for (int64_t k = 0; k < g.filters; k++)
+                db2[k] += pdb[k];
+            free(px), free(py), free(pc), free(pdw), free(pdb);
+        }
+    CU_ASSERT_EQUAL(covered, nout); /* the blocks tile the output */
+    double worst = 0;
+    for (int64_t k = 0; k < nout; k++)
+        worst = fmax(worst, fabs(y[k] - y2[k]));
+    for (int64_t k = 0; k < nin; k++)
+        worst = fmax(worst, fabs(dx[k] - dx2[k]));
+    for (int64_t k = 0; k < nw; k++)
+        worst = fmax(worst, fabs(dw[k] - dw2[k]));
+    for (int64_t k = 0; k < g.filters; k++)
+        worst = fmax(worst, fabs(db[k] - db2[k]));
+    if (worst > 1e-4)
+        fprintf(stderr, "\n  %s on %s split [%d, %d]: off by %g", layer_json, input_shape, hp, wp, worst);
+    CU_ASSERT(worst <= 1e-4);
+    free(x), free(w), free(b), free(dy), free(y), free(y2), free(cols), free(dx), free(dx2), free(dw), free(dw2);
+    free(db), free(db2);
+}
+
+static void
+test_split(void)
+{
+    s_check_split("{\"conv2d\": {\"filters\": 3, \"kernel\": 3, \"padding\": \"same\"}}", "[8, 8, 2]", 2, 2, 2);
+    s_check_split("{\"conv2d\": {\"filters\": 3, \"kernel\": 3}}", "[8, 6, 2]", 2, 4, 1);
+    s_check_split("{\"conv2d\": {\"filters\": 2, \"kernel\": [3, 2], \"strides\": [2, 1], \"padding\": \"same\"}}",
+                  "[6, 5, 3]", 3, 3, 1);
+    s_check_split("{\"conv2d\": {\"filters\": 4, \"kernel\": 5, \"strides\": 2, \"padding\": \"same\"}}", "[8, 8, 1]",
+                  2, 1, 4);
+    /* more parts than output rows: the empty ones add nothing */
+    s_check_split("{\"conv2d\": {\"filters\": 2, \"kernel\": 3}}", "[4, 4, 1]", 1, 4, 1);
+
+    /* dense split along its units: columns in place, the dx shares summed */
+    int64_t n = 3, in = 5, out = 7;
+    float *x = s_random(n * in, -1, 1), *w = s_random(in * out, -1, 1), *b = s_random(out, -1, 1);
+    float *dy = s_random(n * out, -1, 1), y[21], y2[21], dw[35], dw2[35], db[7], db2[7], dx[15], dx2[15] = {0}, part[15];
+    layer_dense_forward(x, n, in, out, w, b, y);
+    layer_dense_backward(x, dy, n, in, out, w, dw, db, dx);
+    for (int p = 0; p < 3; p++) {
+        int64_t u0 = out * p / 3, u1 = out * (p + 1) / 3;
+        layer_dense_forward_cols(x, n, in, out, u0, u1, w, b, y2);
+        layer_dense_backward_cols(x, dy, n, in, out, u0, u1, w, dw2, db2, part);
+        for (int k = 0; k < n * in; k++)
+            dx2[k] += part[k];
+    }
+    double worst = 0;
+    for (int k = 0; k < n * out; k++)
+        worst = fmax(worst, fabs(y[k] - y2[k]));
+    for (int k = 0; k < in * out; k++)
+        worst = fmax(worst, fabs(dw[k] - dw2[k]));
+    for (int k = 0; k < out; k++)
+        worst = fmax(worst, fabs(db[k] - db2[k]));
+    for (int k = 0; k < n * in; k++)
+        worst = fmax(worst, fabs(dx[k] - dx2[k]));
+    CU_ASSERT(worst <= 1e-5);
+    free(x), free(w), free(b), free(dy);
+}
+
 static void
 test_pools(void)
 {
@@ -505,6 +601,8 @@ zdist_test_layers_register(void)
     ZDIST_SUITE("layers",
                 {"dense with every activation (finite differences)", test_dense_activations},
                 {"conv2d: shapes, strides, valid and same padding (finite differences)", test_conv2d},
+                {"conv2d split spatially with halos, dense split along units: the whole layer's numbers",
+                 test_split},
                 {"max and average pools (finite differences, padding)", test_pools},
                 {"batch norm, one replica and global-batch sums (finite differences)", test_batch_norm},
                 {"dropout: seeded, scaled, rate 0", test_dropout},

@@ -210,7 +210,7 @@ test_errors(void)
               "model.layers[0].conv2d.padding: must be one of \"valid\", \"same\", got \"full\"");
     s_refused(S_IN "[{\"conv2d\": {\"filters\": 8, \"kernel\": 3, \"kernel_size\": 3}}]}", false,
               "model.layers[0].conv2d.kernel_size: unknown field; conv2d takes filters, kernel, strides, padding, "
-              "activation, use_bias, name (and comment)");
+              "activation, use_bias, split, name, logical_device (and comment)");
     s_refused(S_IN "[{\"conv2d\": {\"filters\": 8, \"kernel\": 3, \"activation\": \"gelu\"}}]}", false,
               "model.layers[0].conv2d.activation: must be one of \"linear\", \"relu\", \"tanh\", \"sigmoid\", "
               "\"softmax\", got \"gelu\"");

@@ -375,6 +375,31 @@ test_sequential_cnn_gradients(void)
     s_teardown(&h);
 }
 
+/* sequential with strategy tpu's placement, on a host of one logical
+   device (this fake context): the split layers' parts and the assigned
+   layer run one after the other on the caller's thread, and the gradients
+   are the whole model's (finite differences; smooth activations). */
+static void
+test_sequential_split_gradients(void)
+{
+    zdist_model_info_t info = {.input_dim = 32, .num_classes = 3, .label_dtype = ZDIST_DTYPE_INT32, .seed = 4};
+    s_harness_t h;
+    s_setup(&h, &worker_model_sequential,
+            "{\"input_shape\": [4, 4, 2], \"layers\": ["
+            "{\"conv2d\": {\"filters\": 3, \"kernel\": 3, \"padding\": \"same\", \"activation\": \"tanh\", "
+            "\"split\": [2, 2]}},"
+            "{\"conv2d\": {\"filters\": 2, \"kernel\": [2, 3], \"activation\": \"tanh\", \"split\": [3, 1]}},"
+            "{\"conv2d\": {\"filters\": 2, \"kernel\": 1, \"activation\": \"tanh\", \"logical_device\": 1}},"
+            "\"flatten\", {\"dense\": {\"units\": 4, \"activation\": \"tanh\", \"split\": [4]}},"
+            "{\"dense\": {\"units\": 3, \"split\": [2]}}], \"loss\": \"sparse_categorical_crossentropy\"}",
+            &info, true);
+    float x[3 * 32];
+    int32_t y[3];
+    s_dense_batch(&h, 3, 32, 3, x, y);
+    CU_ASSERT(s_check_gradients(&h, 2e-3) < 2e-2);
+    s_teardown(&h);
+}
+
 /* One train step moves batch norm's moving statistics by (1 - momentum)
    toward the batch's; evaluation uses them and drops nothing. */
 static void
@@ -546,6 +571,8 @@ zdist_test_models_register(void)
                 {"mlp gradients (finite differences)", test_mlp_gradients},
                 {"sparse_logreg sparse gradients (finite differences)", test_sparse_logreg_gradients},
                 {"sequential CNN gradients (finite differences)", test_sequential_cnn_gradients},
+                {"sequential: split and assigned layers on a host of one logical device (finite differences)",
+                 test_sequential_split_gradients},
                 {"sequential batch norm moving statistics, evaluation", test_sequential_batch_norm_moving},
                 {"sequential binary and squared losses (finite differences)", test_sequential_losses_gradients},
                 {"sequential wide and deep on sparse input (finite differences)", test_sequential_wide_deep_gradients},

@@ -76,6 +76,10 @@ test_new_and_specs(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server is not served by zdist_strategy_new"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "ClusterCoordinator of zdist/coordinator.h"));
     CU_ASSERT_PTR_NULL(s);
+    spec.kind = ZDIST_STRATEGY_TPU;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "tpu is not served by zdist_strategy_new: it runs as a job"));
+    CU_ASSERT_PTR_NULL(s);
 
     s = s_new(ZDIST_STRATEGY_MIRRORED, 0);
     CU_ASSERT_EQUAL(zdist_strategy_num_replicas_in_sync(s), 1);

@@ -123,6 +123,56 @@ layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const
     s_col2im(g, cols, n, dx);
 }
 
+void
+layer_block(layer_block_op_t op, float *t, int64_t h, int64_t w, int64_t c, float *part, int64_t n, int64_t y0,
+            int64_t rows, int64_t x0, int64_t cols)
+{
+    size_t row_bytes = (size_t)(cols * c) * sizeof(float);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t y = 0; y < rows; y++) {
+            float *big = t + ((i * h + y0 + y) * w + x0) * c, *small = part + (i * rows + y) * cols * c;
+            if (op == LAYER_BLOCK_GATHER)
+                memcpy(small, big, row_bytes);
+            else if (op == LAYER_BLOCK_SCATTER)
+                memcpy(big, small, row_bytes);
+            else
+                for (int64_t k = 0; k < cols * c; k++)
+                    big[k] += small[k];
+        }
+}
+
+/* Output range [o0, o1) of part p of `parts` along one axis, the input
+   range [i0, i1) it reads clipped to [0, in), and the padding before it. */
+static void
+s_axis_part(int64_t out, int64_t in, int64_t k, int64_t stride, int64_t pad, int parts, int p, int64_t *o0,
+            int64_t *o1, int64_t *i0, int64_t *i1, int64_t *ret_pad)
+{
+    *o0 = out * p / parts;
+    *o1 = out * (p + 1) / parts;
+    int64_t lo = *o0 * stride - pad, hi = (*o1 - 1) * stride - pad + k;
+    *i0 = lo > 0 ? lo : 0;
+    *i1 = hi < in ? hi : in;
+    if (*o1 <= *o0)
+        *i1 = *i0;
+    *ret_pad = *i0 - lo;
+}
+
+void
+layer_window_part(const layer_window_t *g, int hp, int wp, int ph, int pw, layer_window_t *ret, int64_t *iy0,
+                  int64_t *ix0, int64_t *oy0, int64_t *ox0)
+{
+    int64_t oy1, ox1, iy1, ix1, pad_top, pad_left;
+    s_axis_part(g->oh, g->h, g->kh, g->sh, g->pad_top, hp, ph, oy0, &oy1, iy0, &iy1, &pad_top);
+    s_axis_part(g->ow, g->w, g->kw, g->sw, g->pad_left, wp, pw, ox0, &ox1, ix0, &ix1, &pad_left);
+    *ret = *g;
+    ret->h = iy1 - *iy0;
+    ret->w = ix1 - *ix0;
+    ret->pad_top = pad_top;
+    ret->pad_left = pad_left;
+    ret->oh = oy1 - *oy0;
+    ret->ow = ox1 - *ox0;
+}
+
 /* The window of output (oy, ox) clipped to the input: [y0, y1) x [x0, x1). */
 static inline void
 s_clip(const layer_window_t *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1, int64_t *x0, int64_t *x1)

@@ -79,12 +79,23 @@ layer_act_backward(zdist_activation_t act, const float *y, float *dy, int64_t ro
 void
 layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, const float *w, const float *b, float *y)
 {
-    if (n == 0)
+    layer_dense_forward_cols(x, n, in, out, 0, out, w, b, y);
+}
+
+void
+layer_dense_forward_cols(const float *x, int64_t n, int64_t in, int64_t out, int64_t u0, int64_t u1, const float *w,
+                         const float *b, float *y)
+{
+    if (n == 0 || u1 <= u0)
         return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, w, (int)out,
-                0.0f, y, (int)out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)(u1 - u0), (int)in, 1.0f, x, (int)in, w + u0,
+                (int)out, 0.0f, y + u0, (int)out);
     if (b)
-        layer_add_bias(y, n, out, b);
+        for (int64_t r = 0; r < n; r++) {
+            float *yr = y + r * out;
+            for (int64_t c = u0; c < u1; c++)
+                yr[c] += b[c];
+        }
 }
 
 void
@@ -110,18 +121,33 @@ void
 layer_dense_backward(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, const float *w, float *dw,
                      float *db, float *dx)
 {
+    layer_dense_backward_cols(x, dy, n, in, out, 0, out, w, dw, db, dx);
+}
+
+void
+layer_dense_backward_cols(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, int64_t u0, int64_t u1,
+                          const float *w, float *dw, float *db, float *dx)
+{
+    int64_t u = u1 - u0;
+    if (u <= 0)
+        return;
     if (n == 0) {
-        memset(dw, 0, (size_t)(in * out) * sizeof *dw);
+        for (int64_t r = 0; r < in; r++)
+            memset(dw + r * out + u0, 0, (size_t)u * sizeof *dw);
         if (db)
-            memset(db, 0, (size_t)out * sizeof *db);
+            memset(db + u0, 0, (size_t)u * sizeof *db);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)in, (int)out, (int)n, 1.0f, x, (int)in, dy, (int)out,
-                0.0f, dw, (int)out);
-    if (db)
-        layer_colsum(dy, n, out, db);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)in, (int)u, (int)n, 1.0f, x, (int)in, dy + u0, (int)out,
+                0.0f, dw + u0, (int)out);
+    if (db) {
+        memset(db + u0, 0, (size_t)u * sizeof *db);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = u0; c < u1; c++)
+                db[c] += dy[i * out + c];
+    }
     if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)in, (int)out, 1.0f, dy, (int)out, w,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)in, (int)u, 1.0f, dy + u0, (int)out, w + u0,
                     (int)out, 0.0f, dx, (int)in);
 }
 

@@ -26,6 +26,16 @@ void layer_dense_forward(const float *x, int64_t n, int64_t in, int64_t out, con
 /* dw[in, out], db[out] (NULL without bias), dx[n, in] (NULL: not wanted). */
 void layer_dense_backward(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, const float *w,
                           float *dw, float *db, float *dx);
+/* Columns [u0, u1) of the same layer, in place in y[n, out] and w[in, out]
+   (a dense layer split along its units over logical devices, strategy tpu).
+   The backward pass writes columns [u0, u1) of dw and db, and dx[n, in]
+   (NULL: not wanted) = dy[:, u0:u1] w[:, u0:u1]^T, this part's share of the
+   input's gradient (the parts' shares sum to it). The whole-layer calls
+   above are these with [0, out). */
+void layer_dense_forward_cols(const float *x, int64_t n, int64_t in, int64_t out, int64_t u0, int64_t u1,
+                              const float *w, const float *b, float *y);
+void layer_dense_backward_cols(const float *x, const float *dy, int64_t n, int64_t in, int64_t out, int64_t u0,
+                               int64_t u1, const float *w, float *dw, float *db, float *dx);
 /* y[r, c] += b[c] over rows x cols. */
 void layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b);
 /* Column sums of m[rows, cols] into out[cols]. */
@@ -58,6 +68,21 @@ void layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, co
    forward pass's cols, which it overwrites. */
 void layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
                            float *dw, float *db, float *dx);
+
+/* Copies the [n, rows, cols, c] block at (y0, x0) of t[n, h, w, c] into the
+   packed part[n, rows, cols, c] (LAYER_BLOCK_GATHER), or part into the block
+   (LAYER_BLOCK_SCATTER), or adds it there (LAYER_BLOCK_ADD): a spatially
+   split conv2d's part and its halo (strategy tpu). */
+typedef enum { LAYER_BLOCK_GATHER, LAYER_BLOCK_SCATTER, LAYER_BLOCK_ADD } layer_block_op_t;
+void layer_block(layer_block_op_t op, float *t, int64_t h, int64_t w, int64_t c, float *part, int64_t n, int64_t y0,
+                 int64_t rows, int64_t x0, int64_t cols);
+/* Part (ph, pw) of a conv2d's output split into hp x wp parts (rows and
+   columns as even as integers allow): its window over the input rows and
+   columns it reads (the halo included, clipped to the input; padding
+   where the window hangs over the edge), at input (iy0, ix0), writing the
+   output block at (oy0, ox0). */
+void layer_window_part(const layer_window_t *g, int hp, int wp, int ph, int pw, layer_window_t *ret, int64_t *iy0,
+                       int64_t *ix0, int64_t *oy0, int64_t *ox0);
 
 /* Max pool: y[n, oh, ow, c]. Padding is never the maximum. The backward
    pass finds each maximum again in x (the first element equal to y), so the

@@ -16,6 +16,7 @@ enum {
     S_SLOT_IDS,        /* embedding ids and per-example offsets */
     S_SLOT_ROWS,       /* embedding weights, rows and their gradients */
     S_SLOT_STEP,       /* this replica's training-step counter (dropout's seed) */
+    S_SLOT_PARTS,      /* strategy tpu: split layers' parts, one per logical device */
 };
 
 #define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
@@ -29,6 +30,12 @@ typedef struct {
     int gamma, beta, mean, var;     /* batch norm */
     int table;                      /* embedding */
     int64_t kernel_n, bias_n;       /* elements, for the gradient buffer */
+    /* strategy tpu: a split layer's parts, part d on logical device d
+       (conv2d: the output blocks and the input each reads; dense: units) */
+    int nparts;
+    layer_window_t pwin[ZDIST_MAX_LOGICAL_DEVICES];
+    int64_t iy0[ZDIST_MAX_LOGICAL_DEVICES], ix0[ZDIST_MAX_LOGICAL_DEVICES];
+    int64_t oy0[ZDIST_MAX_LOGICAL_DEVICES], ox0[ZDIST_MAX_LOGICAL_DEVICES];
 } s_layer_t;
 
 typedef struct {
@@ -46,6 +53,8 @@ typedef struct {
     float *act[ZDIST_MODEL_MAX_LAYERS];  /* outputs (NULL: the input is reused) */
     float *aux[ZDIST_MODEL_MAX_LAYERS];  /* conv2d: im2col; batch norm: xhat */
     float *stats[ZDIST_MODEL_MAX_LAYERS]; /* batch norm: mean[c], var[c], sums[2c + 1], dsums[2c] */
+    float *parts[ZDIST_MODEL_MAX_LAYERS]; /* split layers: their parts' buffers (s_part_floats each) */
+    int64_t part_floats[ZDIST_MODEL_MAX_LAYERS];
     float *delta[2];
     float *grads;
     /* embedding */
@@ -94,6 +103,12 @@ s_init(const char *params_json, const zdist_model_info_t *info, void **ret_state
         if (l->spec->kind == ZDIST_LAYER_CONV2D || l->spec->kind == ZDIST_LAYER_MAX_POOL2D ||
             l->spec->kind == ZDIST_LAYER_AVG_POOL2D)
             layer_window_from_spec(l->spec, &l->win);
+        if (l->spec->num_split > 0) {
+            l->nparts = l->spec->split[0] * l->spec->split[1];
+            for (int d = 0; d < l->nparts && l->spec->kind == ZDIST_LAYER_CONV2D; d++)
+                layer_window_part(&l->win, l->spec->split[0], l->spec->split[1], d / l->spec->split[1],
+                                  d % l->spec->split[1], &l->pwin[d], &l->iy0[d], &l->ix0[d], &l->oy0[d], &l->ox0[d]);
+        }
         if (l->out_size > s->max_size)
             s->max_size = l->out_size;
         if (i > 0 && l->in_size > s->max_size)
@@ -185,6 +200,19 @@ s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
     return rc;
 }
 
+/* Floats of one part of split layer l for n examples: conv2d: its input
+   block (then the input's gradient), im2col, its output block (then dy's),
+   dw and db; dense: its share of dx (training). */
+static int64_t
+s_part_floats(const s_layer_t *l, int d, int64_t n, bool train)
+{
+    if (l->spec->kind == ZDIST_LAYER_DENSE)
+        return train ? s_round(n * l->in_size) : 0;
+    const layer_window_t *g = &l->pwin[d];
+    return s_round(n * g->h * g->w * g->c) + s_round(layer_conv2d_cols(g, n)) + s_round(n * g->oh * g->ow * g->filters) +
+           s_round(l->kernel_n) + s_round(g->filters);
+}
+
 /* Lays this step's buffers out in the scratch slots for n examples (nnz
    sparse features). -ENOMEM. */
 static int
@@ -232,6 +260,23 @@ s_plan(const s_state_t *s, zdist_replica_ctx_t *ctx, int64_t n, int64_t nnz, boo
         p->delta[0] = f + delta_off;
         p->delta[1] = f + delta_off + s_round(n * s->max_size);
     }
+    int64_t parts = 0, part_off[ZDIST_MODEL_MAX_LAYERS];
+    for (int i = 0; i < s->nl; i++) {
+        const s_layer_t *l = &s->layers[i];
+        part_off[i] = parts;
+        p->part_floats[i] = 0;
+        for (int d = 0; d < l->nparts; d++)
+            p->part_floats[i] = s_part_floats(l, d, n, train) > p->part_floats[i] ? s_part_floats(l, d, n, train)
+                                                                                  : p->part_floats[i];
+        parts += p->part_floats[i] * l->nparts;
+    }
+    if (parts > 0) {
+        float *pf = zdist_ctx_scratch(ctx, S_SLOT_PARTS, (size_t)(parts + 1) * sizeof(float));
+        if (!pf)
+            return -ENOMEM;
+        for (int i = 0; i < s->nl; i++)
+            p->parts[i] = s->layers[i].nparts > 0 ? pf + part_off[i] : NULL;
+    }
     if (s->spec.sparse_input) {
         const s_layer_t *e = &s->layers[0];
         int64_t width = e->spec->output_dim;
@@ -263,91 +308,420 @@ s_dropout_seed(const s_state_t *s, uint64_t step, int replica, int layer, const 
     return h;
 }
 
+/* One pass's state, so that a layer can run on another logical device's
+   thread (the replica's thread waits meanwhile). */
+typedef struct {
+    s_state_t *s;
+    zdist_replica_ctx_t *ctx;
+    const zdist_step_batch_t *batch;
+    const float *const *w;
+    s_plan_t *p;
+    bool train;
+    uint64_t step;
+    int rid;
+    int layer;
+    const float *x; /* forward: the layer's input */
+    /* backward */
+    float *dy, *dx, *gp;
+    zdist_grad_t *g;
+    int ng;
+} s_pass_t;
+
+/* ---- split layers (strategy tpu): part d on logical device d, each calling
+   the layer library's kernels on its sub-tensors ---- */
+
+/* Part d's buffers (s_part_floats). */
+typedef struct {
+    float *x, *cols, *y, *dw, *db; /* conv2d */
+    float *dx;                     /* dense */
+} s_part_bufs_t;
+
+static void
+s_part_bufs(const s_pass_t *a, int d, s_part_bufs_t *b)
+{
+    const s_layer_t *l = &a->s->layers[a->layer];
+    float *f = a->p->parts[a->layer] + a->p->part_floats[a->layer] * d;
+    int64_t n = a->batch->size;
+    memset(b, 0, sizeof *b);
+    if (l->spec->kind == ZDIST_LAYER_DENSE) {
+        b->dx = f;
+        return;
+    }
+    const layer_window_t *g = &l->pwin[d];
+    b->x = f;
+    b->cols = b->x + s_round(n * g->h * g->w * g->c);
+    b->y = b->cols + s_round(layer_conv2d_cols(g, n));
+    b->dw = b->y + s_round(n * g->oh * g->ow * g->filters);
+    b->db = b->dw + s_round(l->kernel_n);
+}
+
+static void
+s_units(const s_layer_t *l, int d, int64_t *u0, int64_t *u1)
+{
+    *u0 = l->out_size * d / l->nparts;
+    *u1 = l->out_size * (d + 1) / l->nparts;
+}
+
+static int
+s_split_forward_part(void *arg, int d)
+{
+    const s_pass_t *a = arg;
+    const s_layer_t *l = &a->s->layers[a->layer];
+    const float *w = a->w[l->kernel], *b = l->bias >= 0 ? a->w[l->bias] : NULL;
+    float *y = a->p->act[a->layer];
+    int64_t n = a->batch->size;
+    if (l->spec->kind == ZDIST_LAYER_DENSE) {
+        int64_t u0, u1;
+        s_units(l, d, &u0, &u1);
+        layer_dense_forward_cols(a->x, n, l->in_size, l->out_size, u0, u1, w, b, y);
+        return 0;
+    }
+    const layer_window_t *g = &l->pwin[d], *full = &l->win;
+    if (g->oh == 0 || g->ow == 0)
+        return 0;
+    s_part_bufs_t pb;
+    s_part_bufs(a, d, &pb);
+    /* its input block with the halo rows / columns its windows read */
+    layer_block(LAYER_BLOCK_GATHER, (float *)a->x, full->h, full->w, full->c, pb.x, n, l->iy0[d], g->h, l->ix0[d],
+                g->w);
+    layer_conv2d_forward(g, pb.x, n, w, b, pb.cols, pb.y);
+    layer_block(LAYER_BLOCK_SCATTER, y, full->oh, full->ow, full->filters, pb.y, n, l->oy0[d], g->oh, l->ox0[d],
+                g->ow);
+    return 0;
+}
+
+static int
+s_split_backward_part(void *arg, int d)
+{
+    const s_pass_t *a = arg;
+    const s_layer_t *l = &a->s->layers[a->layer];
+    const float *w = a->w[l->kernel];
+    float *dw = a->gp, *db = l->bias >= 0 ? a->gp + s_round(l->kernel_n) : NULL;
+    int64_t n = a->batch->size;
+    s_part_bufs_t pb;
+    s_part_bufs(a, d, &pb);
+    if (l->spec->kind == ZDIST_LAYER_DENSE) {
+        int64_t u0, u1;
+        s_units(l, d, &u0, &u1);
+        layer_dense_backward_cols(a->x, a->dy, n, l->in_size, l->out_size, u0, u1, w, dw, db,
+                                  a->dx && u1 > u0 ? pb.dx : NULL);
+        return 0;
+    }
+    const layer_window_t *g = &l->pwin[d], *full = &l->win;
+    if (g->oh == 0 || g->ow == 0)
+        return 0;
+    layer_block(LAYER_BLOCK_GATHER, a->dy, full->oh, full->ow, full->filters, pb.y, n, l->oy0[d], g->oh, l->ox0[d],
+                g->ow);
+    layer_conv2d_backward(g, pb.y, n, w, pb.cols, pb.dw, db ? pb.db : NULL, a->dx ? pb.x : NULL);
+    return 0;
+}
+
+/* Every part of the layer: part d on logical device d, or all of them on
+   this thread where the host has fewer devices than parts (the sidecar
+   evaluator's one_device copy of a tpu job's model): the same numbers. */
+static int
+s_run_parts(s_pass_t *a, zdist_device_fn fn)
+{
+    int nparts = a->s->layers[a->layer].nparts;
+    if (zdist_ctx_num_logical_devices(a->ctx) == nparts)
+        return zdist_ctx_run_on_logical_devices(a->ctx, -1, fn, a);
+    for (int d = 0; d < nparts; d++) {
+        int rc = fn(a, d);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+s_split_forward(s_pass_t *a)
+{
+    return s_run_parts(a, s_split_forward_part);
+}
+
+/* The parts' gradients combined in part order: conv2d's dw and db summed and
+   the input's gradient added up over the blocks (halos overlap); dense's
+   shares of dx summed (dw and db were written in place, by columns). */
+static int
+s_split_backward(s_pass_t *a)
+{
+    int rc = s_run_parts(a, s_split_backward_part);
+    if (rc < 0)
+        return rc;
+    const s_layer_t *l = &a->s->layers[a->layer];
+    const layer_window_t *full = &l->win;
+    int64_t n = a->batch->size;
+    float *dw = a->gp, *db = l->bias >= 0 ? a->gp + s_round(l->kernel_n) : NULL;
+    bool first = true;
+    if (a->dx && l->spec->kind == ZDIST_LAYER_CONV2D)
+        memset(a->dx, 0, (size_t)(n * l->in_size) * sizeof *a->dx);
+    for (int d = 0; d < l->nparts; d++) {
+        s_part_bufs_t pb;
+        s_part_bufs(a, d, &pb);
+        if (l->spec->kind == ZDIST_LAYER_DENSE) {
+            int64_t u0, u1;
+            s_units(l, d, &u0, &u1);
+            if (!a->dx || u1 <= u0)
+                continue;
+            for (int64_t k = 0; k < n * l->in_size; k++)
+                a->dx[k] = first ? pb.dx[k] : a->dx[k] + pb.dx[k];
+            first = false;
+            continue;
+        }
+        const layer_window_t *g = &l->pwin[d];
+        if (g->oh == 0 || g->ow == 0)
+            continue;
+        for (int64_t k = 0; k < l->kernel_n; k++)
+            dw[k] = first ? pb.dw[k] : dw[k] + pb.dw[k];
+        for (int64_t k = 0; db && k < full->filters; k++)
+            db[k] = first ? pb.db[k] : db[k] + pb.db[k];
+        first = false;
+        if (a->dx)
+            layer_block(LAYER_BLOCK_ADD, a->dx, full->h, full->w, full->c, pb.x, n, l->iy0[d], g->h, l->ix0[d], g->w);
+    }
+    if (first && l->spec->kind == ZDIST_LAYER_CONV2D) {
+        /* no part had outputs: nothing flows back */
+        memset(dw, 0, (size_t)l->kernel_n * sizeof *dw);
+        if (db)
+            memset(db, 0, (size_t)full->filters * sizeof *db);
+    }
+    if (first && a->dx && l->spec->kind == ZDIST_LAYER_DENSE)
+        memset(a->dx, 0, (size_t)(n * l->in_size) * sizeof *a->dx);
+    return 0;
+}
+
+/* Layer a->layer's forward pass from a->x. */
+static int
+s_forward_layer(s_pass_t *a)
+{
+    s_state_t *s = a->s;
+    s_plan_t *p = a->p;
+    const float *const *w = a->w;
+    const zdist_step_batch_t *batch = a->batch;
+    const float *x = a->x;
+    int i = a->layer, rc;
+    int64_t n = batch->size;
+    const s_layer_t *l = &s->layers[i];
+    const zdist_layer_spec_t *sp = l->spec;
+    float *y = p->act[i];
+    bool last_fused = i == s->nl - 1 && s->fused;
+    switch (sp->kind) {
+    case ZDIST_LAYER_DENSE:
+        if (l->nparts > 0 && (rc = s_split_forward(a)) < 0)
+            return rc;
+        if (l->nparts == 0)
+            layer_dense_forward(x, n, l->in_size, l->out_size, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, y);
+        if (!last_fused)
+            layer_act_forward(sp->activation, y, n, l->out_size);
+        break;
+    case ZDIST_LAYER_CONV2D:
+        if (l->nparts > 0 && (rc = s_split_forward(a)) < 0)
+            return rc;
+        if (l->nparts == 0)
+            layer_conv2d_forward(&l->win, x, n, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, p->aux[i], y);
+        if (!last_fused)
+            layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
+        break;
+    case ZDIST_LAYER_MAX_POOL2D:
+        layer_max_pool_forward(&l->win, x, n, y);
+        break;
+    case ZDIST_LAYER_AVG_POOL2D:
+        layer_avg_pool_forward(&l->win, x, n, y);
+        break;
+    case ZDIST_LAYER_FLATTEN:
+        if (y)
+            memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+        else
+            p->act[i] = (float *)x;
+        break;
+    case ZDIST_LAYER_DROPOUT:
+        memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+        if (a->train)
+            layer_dropout(y, n * l->out_size, sp->rate, s_dropout_seed(s, a->step, a->rid, i, batch));
+        break;
+    case ZDIST_LAYER_ACTIVATION:
+        memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
+        if (!last_fused)
+            layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
+        break;
+    case ZDIST_LAYER_BATCH_NORM: {
+        int64_t c = l->channels, rows = n * l->out_size / c;
+        float *mean = p->stats[i], *var = mean + c, *sums = var + c;
+        const float *gamma = l->gamma >= 0 ? w[l->gamma] : NULL, *beta = l->beta >= 0 ? w[l->beta] : NULL;
+        if (!a->train) {
+            layer_bn_forward(x, rows, c, w[l->mean], w[l->var], sp->epsilon, gamma, beta, NULL, y);
+            break;
+        }
+        /* The global batch's statistics: every replica's sums, all-reduced. */
+        layer_bn_sums(x, rows, c, w[l->mean], sums);
+        sums[2 * c] = (float)rows;
+        float *bufs[1] = {sums};
+        int64_t lens[1] = {2 * c + 1};
+        if ((rc = zdist_ctx_all_reduce(a->ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
+            return rc;
+        layer_bn_moments(sums, w[l->mean], c, sums[2 * c], mean, var);
+        layer_bn_forward(x, rows, c, mean, var, sp->epsilon, gamma, beta, p->aux[i], y);
+        break;
+    }
+    case ZDIST_LAYER_EMBEDDING: {
+        int64_t width = sp->output_dim;
+        p->lookups = n > 0 ? layer_embedding_lookups(batch->row_offsets, batch->feature_ids, batch->feature_values,
+                                                     n, sp->first_id, sp->input_dim, p->ids, p->weights, p->offsets)
+                           : 0;
+        if (p->lookups > 0 && (rc = zdist_ctx_read_rows(a->ctx, l->table, p->ids, p->lookups, p->rows)) < 0)
+            return rc;
+        if (n > 0)
+            layer_embedding_forward(p->rows, p->weights, p->offsets, n, width, sp->combiner, y);
+        break;
+    }
+    case ZDIST_LAYER_CONCAT:
+        layer_concat_forward(x, n, l->in_size, batch->row_offsets, batch->feature_ids, batch->feature_values,
+                             sp->dense_features, y);
+        break;
+    }
+    return 0;
+}
+
+static int
+s_forward_on_device(void *arg, int device)
+{
+    (void)device;
+    return s_forward_layer(arg);
+}
+
+/* A layer assigned to logical device d > 0 runs on its thread (TF's
+   experimental_assign_to_logical_device): its input and output stay where
+   they are, in the replica's memory, which every device reads. A host
+   without that device runs it here. */
+static int
+s_on_device(s_pass_t *a, zdist_device_fn fn)
+{
+    int d = a->s->layers[a->layer].spec->logical_device;
+    return d > 0 && d < zdist_ctx_num_logical_devices(a->ctx) ? zdist_ctx_run_on_logical_devices(a->ctx, d, fn, a)
+                                                              : fn(a, 0);
+}
+
 /* The forward pass; *ret_out gets the last layer's output (logits when fused). */
 static int
 s_forward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batch, const float *const *w,
           s_plan_t *p, bool train, uint64_t step, float **ret_out)
 {
-    int64_t n = batch->size;
-    const float *x = batch->features;
-    int rc, rid = zdist_ctx_replica_id(ctx);
+    s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = train, .step = step,
+                  .rid = zdist_ctx_replica_id(ctx), .x = batch->features};
     for (int i = 0; i < s->nl; i++) {
-        const s_layer_t *l = &s->layers[i];
-        const zdist_layer_spec_t *sp = l->spec;
-        float *y = p->act[i];
-        bool last_fused = i == s->nl - 1 && s->fused;
-        switch (sp->kind) {
-        case ZDIST_LAYER_DENSE:
-            layer_dense_forward(x, n, l->in_size, l->out_size, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, y);
-            if (!last_fused)
-                layer_act_forward(sp->activation, y, n, l->out_size);
-            break;
-        case ZDIST_LAYER_CONV2D:
-            layer_conv2d_forward(&l->win, x, n, w[l->kernel], l->bias >= 0 ? w[l->bias] : NULL, p->aux[i], y);
-            if (!last_fused)
-                layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
-            break;
-        case ZDIST_LAYER_MAX_POOL2D:
-            layer_max_pool_forward(&l->win, x, n, y);
-            break;
-        case ZDIST_LAYER_AVG_POOL2D:
-            layer_avg_pool_forward(&l->win, x, n, y);
-            break;
-        case ZDIST_LAYER_FLATTEN:
-            if (y)
-                memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
-            else
-                p->act[i] = (float *)x;
-            break;
-        case ZDIST_LAYER_DROPOUT:
-            memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
-            if (train)
-                layer_dropout(y, n * l->out_size, sp->rate, s_dropout_seed(s, step, rid, i, batch));
-            break;
-        case ZDIST_LAYER_ACTIVATION:
-            memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
-            if (!last_fused)
-                layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
-            break;
-        case ZDIST_LAYER_BATCH_NORM: {
-            int64_t c = l->channels, rows = n * l->out_size / c;
-            float *mean = p->stats[i], *var = mean + c, *sums = var + c;
-            const float *gamma = l->gamma >= 0 ? w[l->gamma] : NULL, *beta = l->beta >= 0 ? w[l->beta] : NULL;
-            if (!train) {
-                layer_bn_forward(x, rows, c, w[l->mean], w[l->var], sp->epsilon, gamma, beta, NULL, y);
-                break;
-            }
-            /* The global batch's statistics: every replica's sums, all-reduced. */
-            layer_bn_sums(x, rows, c, w[l->mean], sums);
-            sums[2 * c] = (float)rows;
-            float *bufs[1] = {sums};
-            int64_t lens[1] = {2 * c + 1};
-            if ((rc = zdist_ctx_all_reduce(ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
-                return rc;
-            layer_bn_moments(sums, w[l->mean], c, sums[2 * c], mean, var);
-            layer_bn_forward(x, rows, c, mean, var, sp->epsilon, gamma, beta, p->aux[i], y);
-            break;
-        }
-        case ZDIST_LAYER_EMBEDDING: {
-            int64_t width = sp->output_dim;
-            p->lookups = n > 0 ? layer_embedding_lookups(batch->row_offsets, batch->feature_ids, batch->feature_values,
-                                                         n, sp->first_id, sp->input_dim, p->ids, p->weights, p->offsets)
-                               : 0;
-            if (p->lookups > 0 && (rc = zdist_ctx_read_rows(ctx, l->table, p->ids, p->lookups, p->rows)) < 0)
-                return rc;
-            if (n > 0)
-                layer_embedding_forward(p->rows, p->weights, p->offsets, n, width, sp->combiner, y);
-            break;
-        }
-        case ZDIST_LAYER_CONCAT:
-            layer_concat_forward(x, n, l->in_size, batch->row_offsets, batch->feature_ids, batch->feature_values,
-                                 sp->dense_features, y);
-            break;
-        }
-        x = p->act[i];
+        a.layer = i;
+        int rc = s_on_device(&a, s_forward_on_device);
+        if (rc < 0)
+            return rc;
+        a.x = p->act[i];
     }
     *ret_out = p->act[s->nl - 1];
     return 0;
+}
+
+/* Layer a->layer's backward pass from a->dy into a->dx (NULL for the first
+   layer; a->dx = a->dy when the layer works in place), its gradients
+   appended at a->gp / a->g. */
+static int
+s_backward_layer(s_pass_t *a)
+{
+    s_state_t *s = a->s;
+    s_plan_t *p = a->p;
+    const float *const *w = a->w;
+    const zdist_step_batch_t *batch = a->batch;
+    int i = a->layer, rc;
+    int64_t n = batch->size;
+    const s_layer_t *l = &s->layers[i];
+    const zdist_layer_spec_t *sp = l->spec;
+    const float *x = a->x;
+    float *dy = a->dy, *dx = a->dx, *gp = a->gp;
+    zdist_grad_t *g = a->g;
+    bool last_fused = i == s->nl - 1 && s->fused;
+    switch (sp->kind) {
+    case ZDIST_LAYER_DENSE:
+    case ZDIST_LAYER_CONV2D: {
+        float *dw = gp, *db = l->bias >= 0 ? gp + s_round(l->kernel_n) : NULL;
+        if (!last_fused)
+            layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
+        if (l->nparts > 0) {
+            if ((rc = s_split_backward(a)) < 0)
+                return rc;
+        } else if (sp->kind == ZDIST_LAYER_DENSE) {
+            layer_dense_backward(x, dy, n, l->in_size, l->out_size, w[l->kernel], dw, db, dx);
+        } else {
+            layer_conv2d_backward(&l->win, dy, n, w[l->kernel], p->aux[i], dw, db, dx);
+        }
+        a->gp += s_round(l->kernel_n) + s_round(l->bias_n);
+        g[a->ng++] = (zdist_grad_t){.var = l->kernel, .values = dw};
+        if (db)
+            g[a->ng++] = (zdist_grad_t){.var = l->bias, .values = db};
+        break;
+    }
+    case ZDIST_LAYER_MAX_POOL2D:
+        if (dx)
+            layer_max_pool_backward(&l->win, x, p->act[i], dy, n, dx);
+        break;
+    case ZDIST_LAYER_AVG_POOL2D:
+        if (dx)
+            layer_avg_pool_backward(&l->win, dy, n, dx);
+        break;
+    case ZDIST_LAYER_FLATTEN:
+        a->dx = dy;
+        break;
+    case ZDIST_LAYER_DROPOUT:
+        layer_dropout(dy, n * l->out_size, sp->rate, s_dropout_seed(s, a->step, a->rid, i, batch));
+        a->dx = dy;
+        break;
+    case ZDIST_LAYER_ACTIVATION:
+        if (!last_fused)
+            layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
+        a->dx = dy;
+        break;
+    case ZDIST_LAYER_BATCH_NORM: {
+        int64_t c = l->channels, rows = n * l->out_size / c;
+        float *var = p->stats[i] + c, *count = var + c + 2 * c, *dsums = count + 1;
+        layer_bn_backward_sums(dy, p->aux[i], rows, c, dsums);
+        /* gamma's and beta's gradients are this replica's sums (apply_gradients adds the replicas') */
+        if (l->gamma >= 0) {
+            memcpy(a->gp, dsums + c, (size_t)c * sizeof *a->gp);
+            g[a->ng++] = (zdist_grad_t){.var = l->gamma, .values = a->gp};
+            a->gp += s_round(c);
+        }
+        if (l->beta >= 0) {
+            memcpy(a->gp, dsums, (size_t)c * sizeof *a->gp);
+            g[a->ng++] = (zdist_grad_t){.var = l->beta, .values = a->gp};
+            a->gp += s_round(c);
+        }
+        /* the input's gradient goes through the global batch's statistics */
+        float *bufs[1] = {dsums};
+        int64_t lens[1] = {2 * c};
+        if ((rc = zdist_ctx_all_reduce(a->ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
+            return rc;
+        if (dx)
+            layer_bn_backward(dy, p->aux[i], rows, c, var, sp->epsilon, l->gamma >= 0 ? w[l->gamma] : NULL, dsums,
+                              *count, dx);
+        break;
+    }
+    case ZDIST_LAYER_EMBEDDING:
+        if (n > 0)
+            layer_embedding_backward(dy, p->weights, p->offsets, n, sp->output_dim, sp->combiner, p->drows);
+        g[a->ng++] = (zdist_grad_t){.var = l->table, .values = p->drows, .ids = p->ids, .nids = p->lookups};
+        break;
+    case ZDIST_LAYER_CONCAT:
+        if (dx) {
+            layer_concat_backward(dy, n, l->in_size, sp->dense_features, dy);
+            a->dx = dy;
+        }
+        break;
+    }
+    return 0;
+}
+
+static int
+s_backward_on_device(void *arg, int device)
+{
+    (void)device;
+    return s_backward_layer(arg);
 }
 
 /* The backward pass from dy (the loss's gradient, in the last output):
@@ -356,92 +730,20 @@ static int
 s_backward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batch, const float *const *w,
            s_plan_t *p, uint64_t step, float *dy, zdist_grad_t *g, int *ret_ng)
 {
-    int64_t n = batch->size;
-    int rc, ng = 0, rid = zdist_ctx_replica_id(ctx);
-    float *gp = p->grads;
+    s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = true, .step = step,
+                  .rid = zdist_ctx_replica_id(ctx), .gp = p->grads, .g = g};
     for (int i = s->nl - 1; i >= 0; i--) {
-        const s_layer_t *l = &s->layers[i];
-        const zdist_layer_spec_t *sp = l->spec;
-        const float *x = i > 0 ? p->act[i - 1] : batch->features;
-        bool last_fused = i == s->nl - 1 && s->fused;
+        a.layer = i;
+        a.x = i > 0 ? p->act[i - 1] : batch->features;
+        a.dy = dy;
         /* dx: the delta buffer dy is not in (none for the first layer) */
-        float *dx = i == 0 ? NULL : dy == p->delta[0] ? p->delta[1] : p->delta[0];
-        switch (sp->kind) {
-        case ZDIST_LAYER_DENSE:
-        case ZDIST_LAYER_CONV2D: {
-            float *dw = gp, *db = l->bias >= 0 ? gp + s_round(l->kernel_n) : NULL;
-            gp += s_round(l->kernel_n) + s_round(l->bias_n);
-            if (!last_fused)
-                layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
-            if (sp->kind == ZDIST_LAYER_DENSE)
-                layer_dense_backward(x, dy, n, l->in_size, l->out_size, w[l->kernel], dw, db, dx);
-            else
-                layer_conv2d_backward(&l->win, dy, n, w[l->kernel], p->aux[i], dw, db, dx);
-            g[ng++] = (zdist_grad_t){.var = l->kernel, .values = dw};
-            if (db)
-                g[ng++] = (zdist_grad_t){.var = l->bias, .values = db};
-            break;
-        }
-        case ZDIST_LAYER_MAX_POOL2D:
-            if (dx)
-                layer_max_pool_backward(&l->win, x, p->act[i], dy, n, dx);
-            break;
-        case ZDIST_LAYER_AVG_POOL2D:
-            if (dx)
-                layer_avg_pool_backward(&l->win, dy, n, dx);
-            break;
-        case ZDIST_LAYER_FLATTEN:
-            dx = dy;
-            break;
-        case ZDIST_LAYER_DROPOUT:
-            layer_dropout(dy, n * l->out_size, sp->rate, s_dropout_seed(s, step, rid, i, batch));
-            dx = dy;
-            break;
-        case ZDIST_LAYER_ACTIVATION:
-            if (!last_fused)
-                layer_act_backward(sp->activation, p->act[i], dy, n * l->out_size / l->channels, l->channels);
-            dx = dy;
-            break;
-        case ZDIST_LAYER_BATCH_NORM: {
-            int64_t c = l->channels, rows = n * l->out_size / c;
-            float *var = p->stats[i] + c, *count = var + c + 2 * c, *dsums = count + 1;
-            layer_bn_backward_sums(dy, p->aux[i], rows, c, dsums);
-            /* gamma's and beta's gradients are this replica's sums (apply_gradients adds the replicas') */
-            if (l->gamma >= 0) {
-                memcpy(gp, dsums + c, (size_t)c * sizeof *gp);
-                g[ng++] = (zdist_grad_t){.var = l->gamma, .values = gp};
-                gp += s_round(c);
-            }
-            if (l->beta >= 0) {
-                memcpy(gp, dsums, (size_t)c * sizeof *gp);
-                g[ng++] = (zdist_grad_t){.var = l->beta, .values = gp};
-                gp += s_round(c);
-            }
-            /* the input's gradient goes through the global batch's statistics */
-            float *bufs[1] = {dsums};
-            int64_t lens[1] = {2 * c};
-            if ((rc = zdist_ctx_all_reduce(ctx, ZDIST_REDUCE_SUM, bufs, lens, 1)) < 0)
-                return rc;
-            if (dx)
-                layer_bn_backward(dy, p->aux[i], rows, c, var, sp->epsilon, l->gamma >= 0 ? w[l->gamma] : NULL,
-                                  dsums, *count, dx);
-            break;
-        }
-        case ZDIST_LAYER_EMBEDDING:
-            if (n > 0)
-                layer_embedding_backward(dy, p->weights, p->offsets, n, sp->output_dim, sp->combiner, p->drows);
-            g[ng++] = (zdist_grad_t){.var = l->table, .values = p->drows, .ids = p->ids, .nids = p->lookups};
-            break;
-        case ZDIST_LAYER_CONCAT:
-            if (dx) {
-                layer_concat_backward(dy, n, l->in_size, sp->dense_features, dy);
-                dx = dy;
-            }
-            break;
-        }
-        dy = dx;
+        a.dx = i == 0 ? NULL : dy == p->delta[0] ? p->delta[1] : p->delta[0];
+        int rc = s_on_device(&a, s_backward_on_device);
+        if (rc < 0)
+            return rc;
+        dy = a.dx;
     }
-    *ret_ng = ng;
+    *ret_ng = a.ng;
     return 0;
 }
 

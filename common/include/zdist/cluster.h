@@ -62,11 +62,17 @@ typedef enum {
     ZDIST_STRATEGY_MIRRORED,
     ZDIST_STRATEGY_CENTRAL_STORAGE,
     ZDIST_STRATEGY_ONE_DEVICE,
+    /* TPUStrategy's model on CPU cores: mirrored replicas, each of
+       logical_devices_per_replica threads (zdist/job.h). */
+    ZDIST_STRATEGY_TPU,
 } zdist_strategy_t;
 
 /* "parameter_server", "multi_worker_mirrored", "mirrored",
-   "central_storage", "one_device"; NULL for anything else. */
+   "central_storage", "one_device", "tpu"; NULL for anything else. */
 ZDIST_EXPORT const char *zdist_strategy_name(zdist_strategy_t strategy);
+/* multi_worker_mirrored and tpu: every worker holds whole replicas, kept
+   in sync with the other workers' over the ring. */
+ZDIST_EXPORT bool zdist_strategy_syncs_workers(zdist_strategy_t strategy);
 /* Exact name -> enum; ZDIST_STRATEGY_INVALID when unknown or NULL. */
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_from_name(const char *name);
 /* As from_name, but an unknown name is -EINVAL with a message listing the

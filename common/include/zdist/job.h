@@ -34,6 +34,12 @@ typedef struct {
     int64_t collective_timeout_ms;
     int64_t bytes_per_pack;
     int64_t lost_worker_wait_ms;
+    /* tpu (strategy.*): each replica runs on logical_devices_per_replica
+       threads (1 elsewhere); spmd refuses per-layer logical_device (TF's
+       experimental_spmd_xla_partitioning); oversubscribe admits more
+       logical devices than the worker's cores. */
+    int logical_devices_per_replica;
+    bool spmd, oversubscribe;
     char *model;
     char *model_params; /* JSON text, "{}" when absent */
     zdist_optim_config_t optimizer;

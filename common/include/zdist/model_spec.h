@@ -29,6 +29,7 @@ extern "C" {
 #define ZDIST_MODEL_SEQUENTIAL "sequential"
 #define ZDIST_MODEL_MAX_LAYERS 64
 #define ZDIST_LAYER_NAME_MAX 64
+#define ZDIST_MAX_LOGICAL_DEVICES 64 /* per replica, strategy tpu */
 
 typedef enum {
     ZDIST_LAYER_DENSE = 0,  /* units, activation, use_bias */
@@ -93,6 +94,14 @@ typedef struct {
     zdist_shape_t in, out;           /* per-example shapes */
     int64_t params;                  /* Keras's "Param #" */
     int64_t non_trainable;           /* of which non-trainable (batch_norm's moving statistics) */
+    /* Strategy tpu: the logical device the layer runs on (-1: replicated,
+       TF's experimental_assign_to_logical_device), or its split over the
+       logical devices (num_split 0: none; dense [units parts], conv2d
+       [height parts, width parts] of its input; TF's
+       experimental_split_to_logical_devices). */
+    int logical_device;
+    int split[2];
+    int num_split;
 } zdist_layer_spec_t;
 
 typedef struct {
@@ -121,6 +130,14 @@ ZDIST_EXPORT int64_t zdist_model_spec_input_size(const zdist_model_spec_t *spec)
    example, class count and label dtype fit the loss. -EINVAL naming the field. */
 ZDIST_EXPORT int zdist_model_spec_check_data(const zdist_model_spec_t *spec, int64_t input_dim, int num_classes,
                                              zdist_dtype_t label_dtype, zdist_error_t *err);
+
+/* The layers' placement against the strategy: logical_devices per
+   replica (0: not strategy tpu, where any placement is refused), spmd
+   (logical_device refused). -EINVAL naming the layer with TensorFlow's
+   ValueError text ("model.layers[2].conv2d.split: The product of
+   `partition_dimensions` should be the same as ..."). */
+ZDIST_EXPORT int zdist_model_spec_check_devices(const zdist_model_spec_t *spec, int logical_devices, bool spmd,
+                                                zdist_error_t *err);
 
 /* Keras's model.summary() as text (Layer (type), Output Shape, Param #,
    Total / Trainable / Non-trainable params). *ret_text is the caller's to

@@ -185,6 +185,10 @@ typedef int (*zdist_merge_fn)(void *const *args, int num_replicas);
 
 typedef struct zdist_replica_ctx_t zdist_replica_ctx_t;
 
+/* run_on_logical_devices's function: runs on logical device `device` of
+   the calling replica (its own thread, strategy tpu). 0 or a negative errno. */
+typedef int (*zdist_device_fn)(void *arg, int device);
+
 /* Every operation returns 0 (or a count/handle >= 0) or a negative errno;
    on a collective, a failure of any replica makes the others' calls return
    -ECANCELED. Pointers a context returns are borrowed until the step
@@ -250,6 +254,16 @@ typedef struct {
        replica 0's copy (TF's _get_replica(0)), NONE: -EINVAL with TF's
        "Could not convert from `tf.VariableAggregation` ..." text. */
     int (*read_cross_replica)(zdist_replica_ctx_t *ctx, int var, float *out);
+    /* Strategy tpu (TPUStrategy's logical devices; appended in ABI 1): the
+       replica's logical devices per replica (1 under the other strategies),
+       and fn run on one of them (device >= 0) or on every one at once
+       (device -1), each on its own thread (device 0: the replica's), the
+       call returning when all have: model parallelism inside a replica.
+       Returns the first device's error. While fn runs, the replica's thread
+       waits, so fn may use this context (its collectives included) from any
+       one device, never from several at once. */
+    int (*num_logical_devices)(zdist_replica_ctx_t *ctx);
+    int (*run_on_logical_devices)(zdist_replica_ctx_t *ctx, int device, zdist_device_fn fn, void *arg);
 } zdist_replica_ops_t;
 
 struct zdist_replica_ctx_t {
@@ -309,6 +323,22 @@ static inline int
 zdist_ctx_read_cross_replica(zdist_replica_ctx_t *c, int var, float *out)
 {
     return zdist_ctx_has(c, read_cross_replica) ? c->ops->read_cross_replica(c, var, out) : -ENOSYS;
+}
+
+/* 1 from a host without logical devices. */
+static inline int
+zdist_ctx_num_logical_devices(zdist_replica_ctx_t *c)
+{
+    return zdist_ctx_has(c, num_logical_devices) ? c->ops->num_logical_devices(c) : 1;
+}
+/* A host without logical devices runs device 0's (or -1's) fn on the
+   caller's thread; -ENODEV for another device. */
+static inline int
+zdist_ctx_run_on_logical_devices(zdist_replica_ctx_t *c, int device, zdist_device_fn fn, void *arg)
+{
+    if (zdist_ctx_has(c, run_on_logical_devices))
+        return c->ops->run_on_logical_devices(c, device, fn, arg);
+    return device <= 0 ? fn(arg, 0) : -ENODEV;
 }
 
 /* ------------------------------------------------------------------------ */

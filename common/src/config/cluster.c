@@ -52,6 +52,7 @@ static const char *s_strategy_names[] = {
     [ZDIST_STRATEGY_MIRRORED] = "mirrored",
     [ZDIST_STRATEGY_CENTRAL_STORAGE] = "central_storage",
     [ZDIST_STRATEGY_ONE_DEVICE] = "one_device",
+    [ZDIST_STRATEGY_TPU] = "tpu",
 };
 #define S_NSTRATEGIES (sizeof s_strategy_names / sizeof s_strategy_names[0])
 
@@ -1076,6 +1077,12 @@ zdist_strategy_name(zdist_strategy_t strategy)
     if ((int) strategy < 0 || (size_t) strategy >= S_NSTRATEGIES)
         return NULL;
     return s_strategy_names[strategy];
+}
+
+bool
+zdist_strategy_syncs_workers(zdist_strategy_t strategy)
+{
+    return strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED || strategy == ZDIST_STRATEGY_TPU;
 }
 
 zdist_strategy_t

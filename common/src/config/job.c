@@ -406,7 +406,10 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
     json_t *st;
     char *type = NULL;
     static const char *const sallowed[] = {"type", "num_replicas", "partitioner", "collective_timeout_ms",
-                                           "bytes_per_pack", "lost_worker_wait_ms", NULL};
+                                           "bytes_per_pack", "lost_worker_wait_ms", "logical_devices_per_replica",
+                                           "spmd", "oversubscribe", NULL};
+    static const char *const mwm_only[] = {"collective_timeout_ms", "bytes_per_pack", "lost_worker_wait_ms", NULL};
+    static const char *const tpu_only[] = {"logical_devices_per_replica", "spmd", "oversubscribe", NULL};
     if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
         (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
         goto out;
@@ -414,7 +417,7 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
     rc = job->strategy == ZDIST_STRATEGY_INVALID ? -EINVAL : 0;
     if (rc < 0)
         zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy '%s'; use one_device, mirrored, "
-                        "central_storage, parameter_server or multi_worker_mirrored", type);
+                        "central_storage, parameter_server, multi_worker_mirrored or tpu", type);
     free(type);
     if (rc < 0)
         goto out;
@@ -437,12 +440,27 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
         (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
                     err)) < 0)
         goto out;
-    if (job->strategy != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
-        for (const char *const *k = &sallowed[3]; *k; k++)
+    if (!zdist_strategy_syncs_workers(job->strategy))
+        for (const char *const *k = mwm_only; *k; k++)
             if (json_object_get(st, *k)) {
-                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored has it; remove it", *k);
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored and tpu have it; remove "
+                                     "it", *k);
                 goto out;
             }
+    if (job->strategy != ZDIST_STRATEGY_TPU)
+        for (const char *const *k = tpu_only; *k; k++)
+            if (json_object_get(st, *k)) {
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only tpu has it; remove it or use \"type\": "
+                                     "\"tpu\"", *k);
+                goto out;
+            }
+    int64_t ldev = 1;
+    if ((rc = s_int(st, "strategy", "logical_devices_per_replica", false, 1, ZDIST_MAX_LOGICAL_DEVICES, &ldev,
+                    err)) < 0 ||
+        (rc = s_bool(st, "strategy", "spmd", &job->spmd, err)) < 0 ||
+        (rc = s_bool(st, "strategy", "oversubscribe", &job->oversubscribe, err)) < 0)
+        goto out;
+    job->logical_devices_per_replica = (int)ldev;
     if (job->partitioner) {
         zdist_partitioner_t p;
         if ((rc = zdist_partitioner_parse(job->partitioner, &p, err)) < 0) {
@@ -551,6 +569,11 @@ s_sequential(const zdist_job_t *job, zdist_error_t *err)
     zdist_model_spec_t spec;
     bool sparse = job->format == ZDIST_INPUT_FORMAT_LIBSVM;
     int rc = zdist_model_spec_parse(job->model_params, sparse, &spec, err);
+    if (rc == 0)
+        rc = zdist_model_spec_check_devices(&spec, job->strategy != ZDIST_STRATEGY_TPU ? 0
+                                                   : job->logical_devices_per_replica > 1 ? job->logical_devices_per_replica
+                                                                                           : 1,
+                                            job->spmd, err);
     if (rc == 0 && sparse && zdist_model_spec_input_size(&spec) != job->libsvm_dim)
         rc = zdist_error_set(err, -EINVAL, "model.input_shape: [%lld] differs from dataset.dim %lld; give the data's "
                              "dimension", (long long)zdist_model_spec_input_size(&spec), (long long)job->libsvm_dim);
@@ -566,7 +589,7 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "name: missing; add a string");
     if (!zdist_strategy_name(job->strategy))
         return zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy; use one_device, mirrored, "
-                               "central_storage, parameter_server or multi_worker_mirrored");
+                               "central_storage, parameter_server, multi_worker_mirrored or tpu");
     if (!job->model || !*job->model || !job->model_params)
         return zdist_error_set(err, -EINVAL, "model.name: missing; add a string");
     if ((rc = s_range("strategy.num_replicas", job->num_replicas, 1, 64, err)) < 0 ||
@@ -597,6 +620,14 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
     if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && job->num_replicas != 1)
         return zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
                                "for %d", job->num_replicas);
+    /* 0: a job made in C without the field, read as 1 */
+    if ((rc = s_range("strategy.logical_devices_per_replica", job->logical_devices_per_replica, 0,
+                      ZDIST_MAX_LOGICAL_DEVICES, err)) < 0)
+        return rc;
+    if (job->strategy != ZDIST_STRATEGY_TPU && (job->logical_devices_per_replica > 1 || job->spmd ||
+                                                job->oversubscribe))
+        return zdist_error_set(err, -EINVAL, "strategy.logical_devices_per_replica: only tpu has logical devices, "
+                               "spmd and oversubscribe; remove them or use \"type\": \"tpu\"");
     if (job->partitioner) {
         zdist_partitioner_t p;
         if (zdist_partitioner_parse(job->partitioner, &p, err) < 0) {

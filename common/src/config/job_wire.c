@@ -72,6 +72,9 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->steps = job->steps;
     pb->epochs = job->epochs;
     pb->steps_per_execution = job->steps_per_execution;
+    pb->logical_devices_per_replica = job->logical_devices_per_replica;
+    pb->spmd = job->spmd;
+    pb->oversubscribe = job->oversubscribe;
     pb->seed = job->seed;
     pb->plugin_path = job->plugin_path ? job->plugin_path : "";
     pb->log_every = job->log_every;
@@ -155,6 +158,9 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->steps = pb->steps;
     ret->epochs = pb->epochs;
     ret->steps_per_execution = pb->steps_per_execution;
+    ret->logical_devices_per_replica = pb->logical_devices_per_replica > 0 ? pb->logical_devices_per_replica : 1;
+    ret->spmd = pb->spmd;
+    ret->oversubscribe = pb->oversubscribe;
     ret->seed = pb->seed;
     ret->plugin_path = s_dup(pb->plugin_path, &rc);
     ret->log_every = pb->log_every;

@@ -25,9 +25,9 @@ typedef struct {
 } s_type_t;
 
 static const s_type_t s_types[] = {
-    {"dense", ZDIST_LAYER_DENSE, 0, "Dense", "dense", {"units", "activation", "use_bias"}},
+    {"dense", ZDIST_LAYER_DENSE, 0, "Dense", "dense", {"units", "activation", "use_bias", "split"}},
     {"conv2d", ZDIST_LAYER_CONV2D, 0, "Conv2D", "conv2d",
-     {"filters", "kernel", "strides", "padding", "activation", "use_bias"}},
+     {"filters", "kernel", "strides", "padding", "activation", "use_bias", "split"}},
     {"max_pool2d", ZDIST_LAYER_MAX_POOL2D, 0, "MaxPooling2D", "max_pooling2d", {"pool", "strides", "padding"}},
     {"avg_pool2d", ZDIST_LAYER_AVG_POOL2D, 0, "AveragePooling2D", "average_pooling2d", {"pool", "strides", "padding"}},
     {"flatten", ZDIST_LAYER_FLATTEN, 0, "Flatten", "flatten", {NULL}},
@@ -185,7 +185,7 @@ s_check_fields(json_t *o, const char *where, const s_type_t *t, zdist_error_t *e
     const char *key;
     json_t *val;
     json_object_foreach(o, key, val) {
-        bool ok = strcmp(key, "name") == 0 || strcmp(key, "comment") == 0;
+        bool ok = strcmp(key, "name") == 0 || strcmp(key, "comment") == 0 || strcmp(key, "logical_device") == 0;
         for (int i = 0; t->fields[i] && !ok; i++)
             ok = strcmp(t->fields[i], key) == 0;
         if (ok)
@@ -193,8 +193,8 @@ s_check_fields(json_t *o, const char *where, const s_type_t *t, zdist_error_t *e
         char known[200] = "";
         for (int i = 0; t->fields[i]; i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", t->fields[i]);
-        return zdist_error_set(err, -EINVAL, "%s.%s: unknown field; %s takes %sname (and comment)", where, key,
-                               t->key, known);
+        return zdist_error_set(err, -EINVAL, "%s.%s: unknown field; %s takes %sname, logical_device (and comment)",
+                               where, key, t->key, known);
     }
     return 0;
 }
@@ -443,6 +443,43 @@ s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_
     return 0;
 }
 
+/* TPUStrategy's placement of a layer: "logical_device": d, or "split":
+   [parts] (dense: its units) / [height parts, width parts] (conv2d: its
+   input). Checked against the strategy by zdist_model_spec_check_devices. */
+static int
+s_placement(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_t *err)
+{
+    l->logical_device = -1;
+    int64_t d = -1;
+    int rc = s_get_int(o, where, "logical_device", 0, ZDIST_MAX_LOGICAL_DEVICES - 1, &d, err);
+    if (rc < 0)
+        return rc;
+    l->logical_device = (int)d;
+    json_t *v = json_object_get(o, "split");
+    if (!v)
+        return 0;
+    size_t want = l->kind == ZDIST_LAYER_CONV2D ? 2 : 1;
+    bool ok = json_is_array(v) && json_array_size(v) == want;
+    for (size_t i = 0; ok && i < want; i++) {
+        json_t *e = json_array_get(v, i);
+        ok = json_is_integer(e) && json_integer_value(e) >= 1 && json_integer_value(e) <= ZDIST_MAX_LOGICAL_DEVICES;
+        if (ok)
+            l->split[i] = (int)json_integer_value(e);
+    }
+    if (!ok)
+        return s_bad(where, "split", v,
+                     want == 2 ? "[height parts, width parts], each in 1..64 (the input's partition)"
+                               : "[parts] in 1..64 (the units' partition)",
+                     err);
+    if (want == 1)
+        l->split[1] = 1;
+    l->num_split = (int)want;
+    if (d >= 0)
+        return zdist_error_set(err, -EINVAL, "%s: logical_device and split both given; a layer is either assigned "
+                               "to one logical device or split over all of them", where);
+    return 0;
+}
+
 /* Layer i: "flatten" or {"conv2d": {...}}. */
 static int
 s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
@@ -483,7 +520,8 @@ s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
     }
     *l = (zdist_layer_spec_t){.kind = t->kind, .activation = t->activation, .use_bias = true, .strides = {1, 1},
                               .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true};
-    if ((rc = s_check_fields(fields, where, t, err)) < 0 || (rc = s_layer_fields(fields, where, l, err)) < 0)
+    if ((rc = s_check_fields(fields, where, t, err)) < 0 || (rc = s_layer_fields(fields, where, l, err)) < 0 ||
+        (rc = s_placement(fields, where, l, err)) < 0)
         goto out;
     json_t *name = json_object_get(fields, "name");
     if (name) {
@@ -660,6 +698,53 @@ int64_t
 zdist_model_spec_input_size(const zdist_model_spec_t *spec)
 {
     return s_elements(&spec->input_shape);
+}
+
+int
+zdist_model_spec_check_devices(const zdist_model_spec_t *spec, int logical_devices, bool spmd, zdist_error_t *err)
+{
+    for (int i = 0; i < spec->num_layers; i++) {
+        const zdist_layer_spec_t *l = &spec->layers[i];
+        const char *key = s_type_of(l)->key;
+        if (logical_devices < 1 && (l->logical_device >= 0 || l->num_split > 0))
+            return zdist_error_set(err, -EINVAL, "model.layers[%d].%s.%s: only strategy tpu has logical devices; "
+                                   "remove it or use {\"type\": \"tpu\", \"logical_devices_per_replica\": ...}", i,
+                                   key, l->logical_device >= 0 ? "logical_device" : "split");
+        if (l->logical_device >= 0 && spmd)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d].%s.logical_device: Cannot assign a tensor to a "
+                                   "logical device in SPMD mode. To disable SPMD, Please construct the TPUStrategy "
+                                   "with `experimental_spmd_xla_partitioning=False` (here: strategy.spmd false)",
+                                   i, key);
+        if (l->logical_device >= logical_devices)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d].%s.logical_device: `logical_core_id` to assign "
+                                   "must be lower then total number of logical devices per replica. Received "
+                                   "logical device id %d but there are only total of %d logical devices in replica.",
+                                   i, key, l->logical_device, logical_devices);
+        if (l->num_split == 0)
+            continue;
+        /* TF's partition_dimensions over the split tensor: conv2d's input
+           [batch, height, width, channels], dense's kernel [in, units]. */
+        int64_t dims[2] = {l->kind == ZDIST_LAYER_CONV2D ? l->in.dims[0] : l->units,
+                           l->kind == ZDIST_LAYER_CONV2D ? l->in.dims[1] : 1};
+        char shown[48];
+        if (l->num_split == 2)
+            snprintf(shown, sizeof shown, "[1, %d, %d, 1]", l->split[0], l->split[1]);
+        else
+            snprintf(shown, sizeof shown, "[1, %d]", l->split[0]);
+        for (int k = 0; k < l->num_split; k++)
+            if (dims[k] % l->split[k] != 0)
+                return zdist_error_set(err, -EINVAL, "model.layers[%d].%s.split: Tensor shape at "
+                                       "`partition_dimensions[%d]` must be divisible by corresponding value "
+                                       "specified by `partition_dimensions` (%d). Received: %lld.", i, key,
+                                       1 + k, l->split[k], (long long)dims[k]);
+        int parts = l->split[0] * l->split[1];
+        if (parts != logical_devices)
+            return zdist_error_set(err, -EINVAL, "model.layers[%d].%s.split: The product of `partition_dimensions` "
+                                   "should be the same as the number of logical devices (=%d). Received "
+                                   "`partition_dimensions`=%s,and their product is %d.", i, key, logical_devices,
+                                   shown, parts);
+    }
+    return 0;
 }
 
 int

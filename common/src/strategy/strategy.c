@@ -222,6 +222,12 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
             "one_device, mirrored, central_storage and multi_worker_mirrored in this process; "
             "run parameter_server as a job on zdist-worker and zdist-psd tasks (zdist submit), "
             "or drive it from C with the ClusterCoordinator of zdist/coordinator.h");
+    case ZDIST_STRATEGY_TPU:
+        return zdist_error_set(
+            err, -ENOTSUP,
+            "strategy spec: tpu is not served by zdist_strategy_new: it runs as a job (zdist run, or "
+            "zdist submit) whose sequential model places layers on logical devices; a custom loop "
+            "here has none, use mirrored:N for its synchronous replicas");
     default:
         return zdist_error_set(err, -EINVAL,
                                "strategy spec: unknown strategy kind %d; use one_device, mirrored or "
