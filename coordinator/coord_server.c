@@ -43,7 +43,7 @@ typedef struct {
     char *detail;   /* JSON */
     int64_t seq;    /* submission order */
     int priority;   /* the job's: a higher one starts first */
-    bool mwm;       /* multi_worker_mirrored: runs alone */
+    bool mwm;       /* multi_worker_mirrored or tpu (the ring): runs alone */
     int64_t last_persist_ms; /* state.json written from a runner's status (at most once a second) */
 } s_job_t;
 
@@ -207,7 +207,7 @@ s_job_kind(s_job_t *j)
     if (zdist_job_parse(j->text, NULL, &spec, NULL) < 0)
         return;
     j->priority = spec.priority;
-    j->mwm = spec.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    j->mwm = zdist_strategy_syncs_workers(spec.strategy);
     zdist_job_release(&spec);
 }
 
@@ -656,7 +656,7 @@ s_submit(zdist_rpc_call_t *call, void *state)
     j->detail = strdup("{}");
     j->seq = self->next_seq;
     j->priority = req->job.priority;
-    j->mwm = req->job.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    j->mwm = zdist_strategy_syncs_workers(req->job.strategy);
     char path[1200];
     snprintf(path, sizeof path, "%s/job.json", dir);
     zdist_file_piece_t doc = {j->text, j->text ? strlen(j->text) : 0};

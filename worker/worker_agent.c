@@ -215,19 +215,19 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                         "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
                         self->config.worker_task);
     }
-    /* multi_worker_mirrored owns the worker (its ring steps in lockstep with
-       the other workers): it runs alone. */
-    bool mwm = req->job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    /* multi_worker_mirrored (and tpu across workers) owns the worker: its
+       ring steps in lockstep with the other workers, so it runs alone. */
+    bool mwm = zdist_strategy_syncs_workers(req->job->strategy);
     int nheld = 0;
     for (int i = 0; i < WORKER_AGENT_MAX_JOBS; i++) {
         const s_job_t *o = &self->jobs[i];
         if (!o->active)
             continue;
         nheld++;
-        if (mwm || o->job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
+        if (mwm || zdist_strategy_syncs_workers(o->job->strategy))
             return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                            "worker task %d runs job '%s' (%s); a multi_worker_mirrored job shares a worker with no "
-                            "other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
+                            "worker task %d runs job '%s' (%s); a multi_worker_mirrored or tpu job shares a worker "
+                            "with no other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
                             zdist_strategy_name(o->job->strategy));
     }
     if (nheld >= WORKER_AGENT_MAX_JOBS)
