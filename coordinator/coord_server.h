@@ -9,8 +9,11 @@
 #include "coord_runner.h"
 
 #define COORD_MAX_FOLLOWERS 1024
-/* Jobs running at once, at most (--max-running-jobs). */
-#define COORD_MAX_RUNNING 8 /* = WORKER_AGENT_MAX_JOBS: a worker holds that many */
+/* Jobs running at once, at most (--max-running-jobs): what a worker may be
+   told to hold (zdist-worker --max-jobs, 1..64, default 8). Each running
+   parameter_server job is a session on every worker, so the operator keeps
+   --max-running-jobs at most the workers' --max-jobs. */
+#define COORD_MAX_RUNNING 64
 
 typedef struct {
     char endpoint[256];    /* to bind */
