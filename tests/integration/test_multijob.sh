@@ -234,4 +234,28 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$L2" --cluster "$CLUSTER"
 coord_wait_state "$L2" cancelled 60
 dropped chief2 "$L2"
 zd_ok "SIGTERM of the chief with two jobs running: both checkpointed, both resumed from their own checkpoint; a cancel ends one, the other runs on"
+
+# ---- --keep-variables keeps them; a later chief without it drops them, a psd that is down at that moment when it is back ----
+zd_stop chief2 TERM
+zd_start chief3 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" --keep-variables
+zd_wait_log chief3 "chief serving at" 60
+coord_softmax_job "$ZD_TMP/k.json" 40
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/k.json" --cluster "$CLUSTER" --json
+zd_json_check "$OUT" 'j["state"] == "done" and j["step"] == 40'
+K=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
+for i in 0 1; do ps_shards "$i" | grep -q "^$K/" || zd_fail "--keep-variables: ps $i holds no variable of job $K"; done
+! grep -q "job $K: dropped" "$ZD_TMP/chief3.log" || zd_fail "--keep-variables: job $K's variables were dropped"
+zd_stop chief3 TERM
+kill -STOP "${ZD_PID[ps1]}" # down (holding job K's variables) when the next chief starts
+zd_start chief4 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state"
+zd_wait_log chief4 "job $K: dropped its variables from ps 0: [1-9][0-9]* shards" 30
+zd_wait_log chief4 "job $K: ps 1 is unreachable .*dropped there when it is back" 30
+zd_json_check "$ZD_TMP/state/jobs/$K/state.json" 'not j["variables_dropped"]'
+kill -CONT "${ZD_PID[ps1]}"
+dropped chief4 "$K"
+# The drop sent while ps 1 was stopped, or the one after, took its shard (the other then finds none).
+grep -qE "dropped job $K: [1-9][0-9]* shards" "$ZD_TMP/ps1.log" || zd_fail "ps 1 never dropped job $K's shards"
+[[ $(grep -c "job $K: ps 1 is unreachable" "$ZD_TMP/chief4.log") == 1 ]] || zd_fail "not one line for the psd that was down"
+for J in "$A" "$B" "$C" "$E" "$L1" "$L2"; do ! grep -q "job $J: dropped" "$ZD_TMP/chief4.log" || zd_fail "job $J dropped twice"; done
+zd_ok "--keep-variables kept job $K's variables; the next chief dropped them, from ps 1 once it was back (one line while it was down)"
 echo "all $ZD_PASSED checks passed"
