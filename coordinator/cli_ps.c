@@ -1,4 +1,4 @@
-/* zdist ps: operator commands against one zdist-psd (stats, get). */
+/* zdist ps: operator commands against one zdist-psd (stats, get, drop). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,12 +25,17 @@ s_usage(FILE *out)
     fprintf(out,
             "usage: zdist ps stats ADDR [--json]\n"
             "       zdist ps get ADDR VAR [--rows A:B] [--shard N] [--json]\n"
+            "       zdist ps drop ADDR JOB [--json]\n"
             "\n"
             "Asks one zdist-psd (ADDR is host:port or tcp://host:port).\n"
             "  stats   variables, shards, bytes of values and slots, requests and latency\n"
             "          per method, uptime, incarnation\n"
             "  get     the values of variable VAR held by that psd: every shard of VAR it\n"
             "          holds (rows in global order), or one shard with --shard\n"
+            "  drop    removes every variable of job JOB (its id: names \"JOB/...\") from that\n"
+            "          psd, as the coordinator does once a job has ended: for variables kept\n"
+            "          with zdist-coordinator --keep-variables. Under CURVE it takes the\n"
+            "          chief's key (--key chief-0)\n"
             "\n"
             "options:\n"
             "  -r, --rows A:B      only global rows A (included) to B (excluded); all of\n"
@@ -524,12 +529,54 @@ done:
     return exit_code;
 }
 
+/* ---- drop ---- */
+
+static int
+s_drop_main(int argc, char **argv, s_args_t *args)
+{
+    int rc = s_parse_args(argc, argv, args);
+    if (rc != 0)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    if (args->have_rows || args->have_shard)
+        return cli_usage_error(S_SUB, "drop takes no --rows or --shard; see 'zdist ps --help'");
+    if (optind + 2 > argc)
+        return cli_usage_error(S_SUB, "drop needs ADDR (host:port of a zdist-psd) and JOB (the job's id)");
+    if (optind + 2 < argc)
+        return cli_usage_error(S_SUB, "drop: unexpected argument '%s'", argv[optind + 2]);
+    args->addr = argv[optind];
+    const char *job = argv[optind + 1];
+    zdist_error_t err = {0};
+    if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
+        return cli_usage_error(S_SUB, "%s", err.text);
+    zdist_ps_stats_t *st = NULL;
+    int exit_code = CLI_EXIT_OK;
+    zdist_ps_client_t *client = s_connect(args, &st, &exit_code);
+    if (!client)
+        return exit_code;
+    uint64_t shards = 0, bytes = 0;
+    rc = zdist_ps_client_drop_job(client, job, &shards, &bytes, &err);
+    if (rc < 0) {
+        exit_code = s_failed(args, rc, &err);
+    } else if (args->json) {
+        printf("{\"ps_task\": %d, \"job\": \"%s\", \"shards\": %" PRIu64 ", \"bytes\": %" PRIu64 "}\n",
+               (int) st->ps_task, job, shards, bytes); /* the psd accepted job: [A-Za-z0-9._-] only */
+    } else {
+        char human[32];
+        s_human_bytes(bytes, human, sizeof human);
+        printf("ps task %d at %s: dropped job %s: %" PRIu64 " shards, %s freed\n", (int) st->ps_task,
+               args->endpoint, job, shards, human);
+    }
+    zdist_ps_stats_destroy(&st);
+    zdist_ps_client_destroy(&client);
+    return exit_code;
+}
+
 int
 cli_ps_main(int argc, char **argv)
 {
     s_args_t args = {.timeout_ms = 5000};
     if (argc < 2)
-        return cli_usage_error(S_SUB, "needs a command: stats or get; see 'zdist ps --help'");
+        return cli_usage_error(S_SUB, "needs a command: stats, get or drop; see 'zdist ps --help'");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         s_usage(stdout);
@@ -544,5 +591,7 @@ cli_ps_main(int argc, char **argv)
         return s_stats_main(argc - 1, argv + 1, &args);
     if (strcmp(cmd, "get") == 0)
         return s_get_main(argc - 1, argv + 1, &args);
-    return cli_usage_error(S_SUB, "unknown command '%s'; use stats or get (see 'zdist ps --help')", cmd);
+    if (strcmp(cmd, "drop") == 0)
+        return s_drop_main(argc - 1, argv + 1, &args);
+    return cli_usage_error(S_SUB, "unknown command '%s'; use stats, get or drop (see 'zdist ps --help')", cmd);
 }

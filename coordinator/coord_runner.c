@@ -784,6 +784,7 @@ s_attempt(coord_run_t *r)
         }
     }
     s_ps_record(r);
+    r->last_stats_ms = 0; /* the psds' figures at the next status hold the job's variables */
     r->scheduled = r->step;
     r->win_start_ms = zdist_clock_now_ms();
     r->win_steps = 0;

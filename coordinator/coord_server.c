@@ -13,6 +13,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "coord_drop.h"
 #include "coord_job.h"
 #include "coord_http.h"
 #include "coord_server.h"
@@ -44,6 +45,8 @@ typedef struct {
     int64_t seq;    /* submission order */
     int priority;   /* the job's: a higher one starts first */
     bool mwm;       /* multi_worker_mirrored or tpu (the ring): runs alone */
+    bool ps;        /* parameter_server: its variables live on the psds */
+    bool vars_dropped; /* ... and are dropped from every psd */
     int64_t last_persist_ms; /* state.json written from a runner's status (at most once a second) */
 } s_job_t;
 
@@ -74,6 +77,7 @@ typedef struct {
     int64_t next_seq;
     s_run_t runs[COORD_MAX_RUNNING];
     int nruns;
+    zactor_t *dropper; /* coord_drop: ended jobs' variables off the psds (NULL: --keep-variables) */
     s_follower_t followers[COORD_MAX_FOLLOWERS];
     size_t nfollowers;
     int follow_timer; /* zloop timer of the next follower update due; -1 none */
@@ -143,10 +147,11 @@ s_persist(self_t *self, s_job_t *j)
     s_job_dir(self, j, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
-    json_t *st = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:I}", "job_id", j->id, "name", j->name,
-                           "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
-                           j->error ? j->error : "", "base_dir", j->base_dir, "seq", (json_int_t)j->seq, "detail",
-                           detail ? detail : json_object(), "job_crc32", (json_int_t)j->text_crc);
+    json_t *st = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:I, s:b}", "job_id", j->id, "name",
+                           j->name, "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps,
+                           "error", j->error ? j->error : "", "base_dir", j->base_dir, "seq", (json_int_t)j->seq,
+                           "detail", detail ? detail : json_object(), "job_crc32", (json_int_t)j->text_crc,
+                           "variables_dropped", j->vars_dropped);
     zdist_error_t err = {0};
     if (!st)
         zsys_warning("job %s: cannot write '%s': out of memory, ignoring", j->id, path);
@@ -208,6 +213,7 @@ s_job_kind(s_job_t *j)
         return;
     j->priority = spec.priority;
     j->mwm = zdist_strategy_syncs_workers(spec.strategy);
+    j->ps = spec.strategy == ZDIST_STRATEGY_PARAMETER_SERVER;
     zdist_job_release(&spec);
 }
 
@@ -258,6 +264,7 @@ s_load_job(self_t *self, const char *dir, const char *name, zdist_error_t *err)
     j->detail = row.detail;
     row.detail = NULL;
     j->seq = row.seq;
+    j->vars_dropped = row.variables_dropped;
     s_job_kind(j);
     if (s_add(self, j) < 0) {
         s_job_free(&j);
@@ -289,6 +296,39 @@ s_load_jobs(self_t *self)
             zsys_warning("state dir: '%s/%s' is not a job I can read: %s, ignoring", dir, e->d_name, err.text);
     }
     closedir(d);
+}
+
+/* ---- dropping ended jobs' variables ---- */
+
+/* A parameter_server job that has ended: its variables off every psd
+   (coord_drop tries each until it answers). Its runner wrote the final
+   checkpoint before it ended: that holds the result from now on. */
+static void
+s_drop_vars(self_t *self, s_job_t *j)
+{
+    if (!self->dropper || !j->ps || j->vars_dropped || !zdist_coord_state_final(j->state))
+        return;
+    zstr_sendm(zactor_sock(self->dropper), "DROP");
+    zstr_send(zactor_sock(self->dropper), j->id);
+}
+
+/* "DROPPED" + id: recorded in state.json, so a restart does not ask again. */
+static int
+s_on_dropper(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    self_t *self = arg;
+    char *kind = zstr_recv(sock);
+    char *id = kind ? zstr_recv(sock) : NULL;
+    s_job_t *j = kind && id && strcmp(kind, "DROPPED") == 0 && *id ? s_find(self, id) : NULL;
+    if (j) {
+        j->vars_dropped = true;
+        s_persist(self, j);
+        s_event(self, j->id, "dropped", "job '%s': its variables are dropped from every ps", j->name);
+    }
+    zstr_free(&kind);
+    zstr_free(&id);
+    return 0;
 }
 
 /* ---- runner ---- */
@@ -463,6 +503,7 @@ s_runner_message(self_t *self, s_run_t *run)
                       (long long)j->steps, *j->error ? ": " : "", j->error);
             s_event(self, j->id, j->state, "job '%s' %s at step %lld of %lld%s%s", j->name, j->state,
                     (long long)j->step, (long long)j->steps, *j->error ? ": " : "", j->error);
+            s_drop_vars(self, j);
         }
         sd_notifyf(0, "STATUS=job %s %s: step %lld/%lld", j->id, j->state, (long long)j->step, (long long)j->steps);
     }
@@ -657,6 +698,7 @@ s_submit(zdist_rpc_call_t *call, void *state)
     j->seq = self->next_seq;
     j->priority = req->job.priority;
     j->mwm = zdist_strategy_syncs_workers(req->job.strategy);
+    j->ps = req->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER;
     char path[1200];
     snprintf(path, sizeof path, "%s/job.json", dir);
     zdist_file_piece_t doc = {j->text, j->text ? strlen(j->text) : 0};
@@ -1130,8 +1172,21 @@ coord_server_actor(zsock_t *pipe, void *args)
         free(self);
         return;
     }
+    if (self->config.num_ps > 0 && !self->config.keep_variables) {
+        coord_drop_config_t dc = {.num_ps = self->config.num_ps};
+        memcpy(dc.ps, self->config.ps, sizeof dc.ps);
+        self->dropper = zactor_new(coord_drop_actor, &dc);
+        if (!self->dropper || zloop_reader(self->loop, zactor_sock(self->dropper), s_on_dropper, self) < 0) {
+            zsys_error("cannot start the dropper of ended jobs' variables: out of memory");
+            abort();
+        }
+    } else if (self->config.keep_variables) {
+        zsys_info("--keep-variables: ended jobs' variables stay on the psds");
+    }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self->rpc));
     s_load_jobs(self);
+    for (size_t i = 0; i < self->njobs; i++) /* ended before a restart, not yet dropped */
+        s_drop_vars(self, self->jobs[i]);
     s_start_next(self);
     zdist_daemon_serve(self->loop, pipe, self->rpc, 16);
     /* SIGTERM: every running job checkpoints and stops (all at once); each
@@ -1152,6 +1207,9 @@ coord_server_actor(zsock_t *pipe, void *args)
        meanwhile gets its last reply, every other stream UNAVAILABLE. */
     s_followers_update(self, false);
     s_followers_update(self, true);
+    if (self->dropper)
+        zloop_reader_end(self->loop, zactor_sock(self->dropper));
+    zactor_destroy(&self->dropper);
     zdist_http_destroy(&self->http);
     zloop_destroy(&self->loop);
     for (int i = 0; i < S_MAX_EVENTS; i++)

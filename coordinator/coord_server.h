@@ -3,13 +3,17 @@
 #define COORD_SERVER_H
 
 #include <czmq.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "coord_runner.h"
 
 #define COORD_MAX_FOLLOWERS 1024
-/* Jobs running at once, at most (--max-running-jobs). */
-#define COORD_MAX_RUNNING 8 /* = WORKER_AGENT_MAX_JOBS: a worker holds that many */
+/* Jobs running at once, at most (--max-running-jobs): what a worker may be
+   told to hold (zdist-worker --max-jobs, 1..64, default 8). Each running
+   parameter_server job is a session on every worker, so the operator keeps
+   --max-running-jobs at most the workers' --max-jobs. */
+#define COORD_MAX_RUNNING 64
 
 typedef struct {
     char endpoint[256];    /* to bind */
@@ -29,6 +33,7 @@ typedef struct {
     int max_followers;
     size_t max_message_bytes;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
+    bool keep_variables; /* --keep-variables: ended jobs' variables stay on the psds */
 } coord_server_config_t;
 
 /* zactor_new (coord_server_actor, &config): copied at start. Sends "READY
@@ -36,7 +41,11 @@ typedef struct {
    the state dir are resumed. Up to max_running parameter_server jobs run
    at once, each with its own runner (their closures share the workers);
    a multi_worker_mirrored job runs alone. "$TERM": every running job
-   checkpoints and stops (it resumes at the next start), then the actor ends. */
+   checkpoints and stops (it resumes at the next start), then the actor ends.
+   A parameter_server job that has ended (done, cancelled, failed; after its
+   final checkpoint) has its variables dropped from every psd (coord_drop),
+   recorded as "variables_dropped" in its state.json; ended jobs not
+   recorded so are dropped at the next start. Not with keep_variables. */
 void coord_server_actor(zsock_t *pipe, void *args);
 
 #endif

@@ -64,6 +64,7 @@ coord_state_read(const char *path, coord_state_row_t *ret, zdist_error_t *err)
     ret->steps = steps;
     ret->seq = seq;
     ret->job_crc = (uint32_t) job_crc;
+    ret->variables_dropped = json_is_true(json_object_get(st, "variables_dropped"));
     json_decref(st);
     if (!ret->name || !ret->state || !ret->error || !ret->base_dir || !ret->detail) {
         coord_state_row_release(ret);

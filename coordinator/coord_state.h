@@ -2,6 +2,7 @@
 #ifndef COORD_STATE_H
 #define COORD_STATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "zdist/error.h"
@@ -14,6 +15,7 @@ typedef struct {
     char *detail; /* compact JSON */
     int64_t step, steps, seq;
     uint32_t job_crc; /* CRC-32 of the job's job.json */
+    bool variables_dropped; /* its variables are off every psd (absent: false) */
 } coord_state_row_t;
 
 /* Reads path: JSON checked against its "crc32" (zdist_json_crc_check), with

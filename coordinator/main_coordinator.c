@@ -35,8 +35,11 @@ s_usage(FILE *out)
             "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
             "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
             "  --max-running-jobs N      parameter_server jobs running at once, sharing the workers and ps\n"
-            "                            tasks, 1..8 (default 4; a multi_worker_mirrored job runs alone)\n"
+            "                            tasks, 1..64 (default 4; a multi_worker_mirrored job runs alone); at most\n"
+            "                            the workers' --max-jobs (default 8): each job is a session on every worker\n"
             "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
+            "  --keep-variables          leave an ended job's variables on the psds (to inspect them with zdist ps\n"
+            "                            get); by default they are dropped once its final checkpoint is written\n"
             "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --max-calls-per-peer N    STATUS streams and other calls answered later that one peer (its key,\n"
             "                            else its connection) may have open; beyond, RESOURCE_EXHAUSTED (256)\n"
@@ -56,6 +59,7 @@ main(int argc, char **argv)
         {"max-queued-jobs", required_argument, NULL, 'Q'},
         {"max-running-jobs", required_argument, NULL, 'R'},
         {"max-followers", required_argument, NULL, 'F'},
+        {"keep-variables", no_argument, NULL, 'K'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
@@ -90,6 +94,9 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'K':
+            config.keep_variables = true;
             break;
         case 'H':
             if (zdist_daemon_http_check("zdist-coordinator", optarg) != 0)

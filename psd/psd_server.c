@@ -90,7 +90,7 @@ s_create(zdist_rpc_call_t *call, void *state)
         if (st.shards >= self->config.max_variables)
             return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
                             "creating '%s' shard %d: ps task %d holds %zu variable shards, its limit "
-                            "(zdist-psd --max-variables %zu); drop a job's variables or raise the limit",
+                            "(zdist-psd --max-variables %zu); wait for a job to end (the coordinator then drops its variables) or raise the limit",
                             req->name, req->shard_index, self->config.ps_task, st.shards,
                             self->config.max_variables);
         /* The new shard's value bytes, saturating (the store checks the shape itself). */
@@ -103,7 +103,8 @@ s_create(zdist_rpc_call_t *call, void *state)
             return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
                             "creating '%s' shard %d: %llu bytes more on ps task %d, which holds %llu bytes of "
                             "values and optimizer slots, would pass its limit of %llu (zdist-psd --max-bytes); use "
-                            "more ps tasks or raise the limit", req->name, req->shard_index,
+                            "more ps tasks, wait for a job to end (the coordinator then drops its variables) or "
+                            "raise the limit", req->name, req->shard_index,
                             over ? (unsigned long long) UINT64_MAX : (unsigned long long) bytes,
                             self->config.ps_task, (unsigned long long) held,
                             (unsigned long long) self->config.max_bytes);
@@ -504,6 +505,26 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), false, 0);
 }
 
+/* A job's variables go once it has ended (the coordinator, after its final
+   checkpoint): every shard of its namespace, slots, exactly-once tables and
+   its optimizer. Their bytes count back toward --max-bytes at once (every
+   reply owns what it sends). */
+static int
+s_drop_job(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_ps_drop_job_t *req = zdist_rpc_call_body(call);
+    uint64_t bytes = 0;
+    int n = psd_store_drop_job(self->store, req->job, &bytes);
+    if (n < 0)
+        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "drop_job: job '%s' is not a job id", req->job);
+    psd_store_stats_t st;
+    psd_store_stats(self->store, &st);
+    zsys_info("dropped job %s: %d shards, %llu bytes of values and optimizer slots freed (%llu bytes held)",
+              req->job, n, (unsigned long long) bytes, (unsigned long long) (st.value_bytes + st.slot_bytes));
+    return zdist_ps_reply_set_drop_job(zdist_rpc_call_reply(call), (uint64_t) n, bytes);
+}
+
 static int s_stats(zdist_rpc_call_t *call, void *state);
 
 static const zdist_rpc_method_t s_methods[] = {
@@ -522,6 +543,8 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_set_optimizer, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
     {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_push_pull, 0, 2 * ZDIST_PS_PUSH_PULL_MAX_ITEMS,
      ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
+    /* Only the coordinator ends jobs: a worker's key must not drop another job's variables. */
+    {ZDIST_PS_DROP_JOB, "drop_job", &zdist_ps_body_drop_job, s_drop_job, 0, 0, ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

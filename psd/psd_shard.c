@@ -964,6 +964,41 @@ psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_opti
     return rc;
 }
 
+int
+psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes)
+{
+    if (!job || !*job)
+        return -EINVAL;
+    size_t kept = 0, dropped = 0;
+    uint64_t bytes = 0;
+    pthread_rwlock_wrlock(&self->lock);
+    for (size_t i = 0; i < self->nshards; i++) {
+        psd_shard_t *s = self->shards[i];
+        if (!psd_shard_in_job(s, job)) {
+            self->shards[kept++] = s;
+            continue;
+        }
+        /* Its write lock: a reader on another thread (the store's API
+           allows one) finishes before the shard goes. */
+        pthread_rwlock_wrlock(&s->lock);
+        bytes += s->value_bytes + (uint64_t) s->nslots * s->value_bytes;
+        pthread_rwlock_unlock(&s->lock);
+        s_shard_destroy(&s);
+        dropped++;
+    }
+    self->nshards = kept; /* still sorted: the kept ones keep their order */
+    for (size_t i = 0; i < self->njobs; i++)
+        if (strcmp(self->jobs[i].job, job) == 0) {
+            free(self->jobs[i].job);
+            self->jobs[i] = self->jobs[--self->njobs];
+            break;
+        }
+    pthread_rwlock_unlock(&self->lock);
+    if (ret_bytes)
+        *ret_bytes = bytes;
+    return (int) (dropped > INT32_MAX ? INT32_MAX : dropped);
+}
+
 void
 psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg)
 {

@@ -48,9 +48,12 @@ typedef struct _psd_store_t psd_store_t;
 /* ---- store ----
    Thread rules: every function may be called from any thread. A shard
    pointer returned by the store stays valid until the store is destroyed
-   (shards are never removed). Each shard has its own rwlock (writers
-   preferred): writes are atomic per shard, readers never see a half-applied
-   write. */
+   or the shard's job is dropped (psd_store_drop_job): the psd drops on the
+   thread that serves every request, so no handler holds a pointer across
+   it. Each shard has its own rwlock (writers preferred): writes are atomic
+   per shard, readers never see a half-applied write. A reply answered
+   zero-copy (psd_shard_pin) holds a reference to the values it sends: a
+   drop, like a write, leaves them to the reply until libzmq has sent it. */
 
 psd_store_t *psd_store_new(void);
 /* NULL-safe, idempotent, nulls *self_p. No other thread may use the store. */
@@ -70,6 +73,14 @@ void psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg);
    -EINVAL for a bad config, -ENOSPC past PSD_MAX_JOBS jobs. */
 int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
                                 zdist_error_t *err);
+
+/* Removes every shard of job `job`'s namespace (psd_shard_in_job; job
+   non-empty) with its values, optimizer slots and exactly-once table, and
+   forgets the job's optimizer. Returns how many shards went (0 for a job
+   the store does not hold: dropping twice is fine); ret_bytes (may be NULL)
+   gets their bytes of values and slots, which psd_store_stats no longer
+   counts. -EINVAL for a NULL or empty job (that would be every shard). */
+int psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes);
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,

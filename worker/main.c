@@ -39,6 +39,8 @@ s_usage(FILE *out)
             "                          on another host it must be the same directory, shared (e.g. NFS)\n"
             "  --ps-timeout-ms N       deadline of each psd call attempt (default 30000)\n"
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
+            "  --max-jobs N            jobs held at once, 1..64 (default 8): parameter_server jobs of a coordinator\n"
+            "                          running several (keep its --max-running-jobs at most this)\n"
             "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
             "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
@@ -148,6 +150,7 @@ main(int argc, char **argv)
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'C'},
+        {"max-jobs", required_argument, NULL, 'j'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"plugin-dir", required_argument, NULL, 'P'},
@@ -189,6 +192,14 @@ main(int argc, char **argv)
                 return 2;
             }
             config.ps_timeout_ms = v;
+            break;
+        case 'j':
+            if (zdist_parse_int64(optarg, 1, WORKER_AGENT_MAX_JOBS, &v) < 0) {
+                fprintf(stderr, "zdist-worker: --max-jobs must be a number of jobs in 1..%d (those a worker holds at "
+                        "once; default %d), got '%s'\n", WORKER_AGENT_MAX_JOBS, WORKER_AGENT_DEFAULT_JOBS, optarg);
+                return 2;
+            }
+            config.max_jobs = (int) v;
             break;
         case 'C':
             if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {

@@ -230,10 +230,11 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                             "with no other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
                             zdist_strategy_name(o->job->strategy));
     }
-    if (nheld >= WORKER_AGENT_MAX_JOBS)
+    if (nheld >= self->config.max_jobs)
         return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                        "worker task %d holds %d jobs (%s), its limit; STOP_JOB one first", self->config.worker_task,
-                        nheld, s_held_names(self, held, sizeof held));
+                        "worker task %d holds %d jobs (%s), its limit (zdist-worker --max-jobs %d); STOP_JOB one "
+                        "first, or keep the coordinator's --max-running-jobs at most the workers' --max-jobs",
+                        self->config.worker_task, nheld, s_held_names(self, held, sizeof held), self->config.max_jobs);
     for (int i = 0; i < WORKER_AGENT_MAX_JOBS && !j; i++)
         if (!self->jobs[i].active)
             j = &self->jobs[i];
@@ -872,6 +873,8 @@ worker_agent_actor(zsock_t *pipe, void *args)
         return;
     }
     self->config = *(const worker_agent_config_t *)args;
+    if (self->config.max_jobs <= 0 || self->config.max_jobs > WORKER_AGENT_MAX_JOBS)
+        self->config.max_jobs = WORKER_AGENT_DEFAULT_JOBS;
     zdist_rpc_server_options_t opts;
     zdist_rpc_server_options_default(&opts);
     opts.role = self->config.evaluator ? "evaluator" : "worker";

@@ -13,8 +13,11 @@
 #define WORKER_AGENT_MAX_DIRS 16
 #define WORKER_AGENT_PATH_MAX 1024
 /* Jobs one worker holds at once (parameter_server jobs of a coordinator
-   running several; a multi_worker_mirrored job holds the worker alone). */
-#define WORKER_AGENT_MAX_JOBS 8
+   running several; a multi_worker_mirrored job holds the worker alone):
+   --max-jobs, default WORKER_AGENT_DEFAULT_JOBS, at most WORKER_AGENT_MAX_JOBS.
+   The coordinator's --max-running-jobs should not pass it. */
+#define WORKER_AGENT_DEFAULT_JOBS 8
+#define WORKER_AGENT_MAX_JOBS 64
 
 typedef struct {
     char endpoint[WORKER_AGENT_ENDPOINT_MAX]; /* ZeroMQ endpoint to bind */
@@ -26,6 +29,7 @@ typedef struct {
     char ps_endpoints[WORKER_AGENT_MAX_PS][WORKER_AGENT_ENDPOINT_MAX];
     int64_t ps_timeout_ms; /* per psd call attempt, when START_JOB gives none */
     int host_workers;      /* worker tasks of the cluster on this host (BLAS threads are shared out); 0 = 1 */
+    int max_jobs;          /* jobs held at once, 1..WORKER_AGENT_MAX_JOBS (0: WORKER_AGENT_DEFAULT_JOBS) */
     zdist_wire_limits_t limits;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
     char http[128]; /* --http ADDR: /metrics ("" none) */

@@ -76,6 +76,7 @@ else
     CLUSTER=$ZD_TMP/cluster.json
     printf '{"cluster": {"chief": ["%s"], "worker": ["%s", "%s"]}}\n' "$ZD_CHIEF" "${ZD_WORKER_ADDRS[@]}" >"$CLUSTER"
 fi
+COORD_CHIEF_ARGS=--keep-variables # each shard's update count is read after the job
 coord_up "$NPS" "$NW"
 
 # The daemons by role; CUR[role] is the zd_start name of its running process.
@@ -93,7 +94,8 @@ restart() { # role: started again under a new name (its own log), as systemd wou
     case $role in
     ps*) zd_start "$name" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:${role#ps}" ;;
     worker*) zd_start "$name" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:${role#worker}" ;;
-    chief) zd_start "$name" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" ;;
+    chief) zd_start "$name" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+        --keep-variables ;;
     esac
     CUR[$role]=$name
     if [[ $role == chief ]]; then zd_wait_log "$name" "chief serving at" 60; else zd_wait_log "$name" "serving at" 60; fi

@@ -17,8 +17,11 @@ PY
 # psds keep checkpoints only under the test's directory, where the chief's --state-dir is.
 coord_start_ps() { zd_start "ps$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$1" --checkpoint-root "$ZD_TMP"; }
 coord_start_worker() { zd_start "worker$1" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$1"; }
+# COORD_CHIEF_ARGS: more options for the chief (e.g. --keep-variables, to inspect the psds after a job).
 coord_start_chief() {
-    zd_start "${1:-chief}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state"
+    # shellcheck disable=SC2086 # options, split on purpose
+    zd_start "${1:-chief}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+        ${COORD_CHIEF_ARGS:-}
 }
 
 # coord_up NPS NWORKERS: every daemon started and serving.

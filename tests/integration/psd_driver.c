@@ -27,9 +27,17 @@
                                   symbolic link ROOT/link -> OUT are refused
                                   PERMISSION_DENIED naming the flag, OUT untouched
      memory ADDR MIB              create a float32 variable of MIB MiB, print stats
+     drop ADDR                    (psd started with --max-bytes 300000) drop_job of
+                                  one job while a pull of its shard is in flight:
+                                  the pull gets whole values, the job's shards go,
+                                  another job's stay intact, the bytes count back
+                                  (a create refused before fits after); again is 0
+                                  shards; an empty or bad job is refused naming it
      auth ADDR allowed|denied     'sec' (8x16) created, pushed, assigned: allowed,
                                   or every write refused PERMISSION_DENIED with the
-                                  values unchanged (stats and reads still answered)
+                                  values unchanged (stats and reads still answered);
+                                  drop_job refused PERMISSION_DENIED for both (the
+                                  chief's key alone may)
      pattern ADDR                 assigns 'pat' the bytes of a known ASCII pattern
                                   (PSD_DRIVER_PATTERN) and reads them back
    With PSD_DRIVER_KEY=NAME (and ZDIST_KEYS_DIR), every connection is CURVE with
@@ -1212,6 +1220,75 @@ s_held(const char *addr)
     return s_failures ? 1 : 0;
 }
 
+/* ---- drop_job ---- */
+
+#define DROP_ROWS 256
+#define DROP_COLS 128 /* 128 KiB of float32 per variable */
+
+static int
+s_drop(const char *addr)
+{
+    zdist_ps_client_t *c = s_client(addr, 5000, 0);
+    static float pattern[DROP_ROWS * DROP_COLS], got[DROP_ROWS * DROP_COLS];
+    for (int i = 0; i < DROP_ROWS * DROP_COLS; i++)
+        pattern[i] = (float) i;
+    zdist_tensor_t t = s_f32(pattern, DROP_ROWS, DROP_COLS);
+    const char *names[] = {"j1/w", "j2/w"};
+    for (int i = 0; i < 2; i++) {
+        zdist_ps_var_spec_t spec = s_spec(names[i], DROP_ROWS, DROP_COLS, 0, 0, DROP_ROWS, "zeros", 0);
+        OK(zdist_ps_client_create(c, &spec, NULL, &s_err));
+        OK(zdist_ps_client_assign(c, names[i], 0, 0, DROP_ROWS, &t, NULL, &s_err));
+    }
+    zdist_ps_var_spec_t small = s_spec("j1/b", 4, 16, 0, 0, 4, "ones", 0);
+    OK(zdist_ps_client_create(c, &small, NULL, &s_err));
+    zdist_ps_var_spec_t third = s_spec("j3/w", DROP_ROWS, DROP_COLS, 0, 0, DROP_ROWS, "zeros", 0);
+    EXPECT(-ENOSPC, "zdist-psd --max-bytes", zdist_ps_client_create(c, &third, NULL, &s_err));
+
+    /* A pull of j1/w and the drop of j1 in one batch on one connection: the
+       psd answers the pull, then frees the shard while that reply may still
+       be on its way; the reply must hold the values whole. */
+    zdist_ps_op_t ops[2] = {
+        {.client = c, .request = {.method = ZDIST_PS_PULL, .pull = {"j1/w", 0, 0, 0}}},
+        {.client = c, .request = {.method = ZDIST_PS_DROP_JOB, .drop_job = {"j1"}}},
+    };
+    zdist_ps_client_run(ops, 2);
+    zdist_tensor_t values = {0};
+    CHECK(ops[0].rc == 0 && zdist_ps_reply_values(ops[0].reply, &values, &s_err) == 0, "pull: rc %d %s", ops[0].rc,
+          s_err.text);
+    CHECK(values.nbytes == sizeof pattern && memcmp(values.data, pattern, sizeof pattern) == 0,
+          "the pull answered beside the drop lost its values (%zu bytes)", values.nbytes);
+    uint64_t shards = 0, bytes = 0;
+    CHECK(ops[1].rc == 0 && zdist_ps_reply_drop_job(ops[1].reply, &shards, &bytes, &s_err) == 0, "drop: %s",
+          s_err.text);
+    CHECK(shards == 2 && bytes == sizeof pattern + 4 * 16 * sizeof(float), "dropped %llu shards, %llu bytes",
+          (unsigned long long) shards, (unsigned long long) bytes);
+    zdist_ps_ops_release(ops, 2);
+
+    EXPECT(-ENOENT, "create it first", s_pull(c, "j1/w", 0, -1, DROP_ROWS, DROP_COLS, got));
+    OK(s_pull(c, "j2/w", 0, -1, DROP_ROWS, DROP_COLS, got));
+    CHECK(memcmp(got, pattern, sizeof got) == 0, "j2/w changed with j1's drop");
+    zdist_ps_stats_t *st = NULL;
+    OK(zdist_ps_client_stats(c, &st, &s_err));
+    if (st)
+        CHECK(st->shards == 1 && st->value_bytes == sizeof pattern, "%llu shards, %llu bytes after the drop",
+              (unsigned long long) st->shards, (unsigned long long) st->value_bytes);
+    zdist_ps_stats_destroy(&st);
+    OK(zdist_ps_client_create(c, &third, NULL, &s_err)); /* j1's bytes counted back */
+    OK(zdist_ps_client_drop_job(c, "j1", &shards, &bytes, &s_err));
+    CHECK(shards == 0 && bytes == 0, "a second drop of j1: %llu shards", (unsigned long long) shards);
+    OK(zdist_ps_client_drop_job(c, "never-here", &shards, NULL, &s_err));
+    CHECK(shards == 0, "an unknown job dropped %llu shards", (unsigned long long) shards);
+    EXPECT(-EINVAL, "drop_job: job is empty; name the job", zdist_ps_client_drop_job(c, "", NULL, NULL, &s_err));
+    printf("empty job refused: %s\n", s_err.text);
+    EXPECT(-EINVAL, "job 'j2/w': byte 2 is not one of", zdist_ps_client_drop_job(c, "j2/w", NULL, NULL, &s_err));
+    OK(s_pull(c, "j2/w", 0, -1, DROP_ROWS, DROP_COLS, got));
+    zdist_ps_client_destroy(&c);
+    if (!s_failures)
+        s_ok("drop: one job's shards gone (a pull in flight beside it whole), the other's intact, bytes counted "
+             "back; repeatable; empty and bad job names refused");
+    return s_failures ? 1 : 0;
+}
+
 /* ---- checkpoint roots ---- */
 
 static int
@@ -1279,6 +1356,9 @@ s_auth(const char *addr, bool allowed)
         OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, got));
         CHECK(got[0] != 0.0f, "sec[0] still 0 after a push");
         s_ok("auth: this key creates and pushes");
+        /* Only the chief ends jobs: a worker's key may not drop one's variables. */
+        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", NULL, NULL, &s_err));
+        printf("drop_job refused: %s\n", s_err.text);
     } else {
         OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, before)); /* reads are open */
         spec.name = "sec2";
@@ -1286,6 +1366,7 @@ s_auth(const char *addr, bool allowed)
         printf("create refused: %s\n", s_err.text);
         EXPECT(-EACCES, "", zdist_ps_client_push(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
         EXPECT(-EACCES, "", zdist_ps_client_assign(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
+        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", NULL, NULL, &s_err));
         OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, got));
         CHECK(memcmp(got, before, sizeof got) == 0, "a refused write changed 'sec'");
         memset(&s_err, 0, sizeof s_err);
@@ -1381,6 +1462,8 @@ main(int argc, char **argv)
         rc = s_ckpt_confine(argv[2], argv[3], argv[4]);
     else if (strcmp(cmd, "held") == 0)
         rc = s_held(argv[2]);
+    else if (strcmp(cmd, "drop") == 0)
+        rc = s_drop(argv[2]);
     else if (strcmp(cmd, "auth") == 0 && argc == 4)
         rc = s_auth(argv[2], strcmp(argv[3], "allowed") == 0);
     else if (strcmp(cmd, "pattern") == 0)

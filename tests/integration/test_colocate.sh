@@ -12,6 +12,7 @@ OUT=$ZD_TMP/out
 coord_cluster 2 1
 # The operator's plugin directory: a job names its model, never a place (--plugin-dir's environment form).
 export ZDIST_PLUGIN_DIRS=$PLUGIN_DIR/good
+COORD_CHIEF_ARGS=--keep-variables # the placement is read from the psds after the job
 coord_up 2 1
 cat >"$ZD_TMP/job.json" <<JSON
 {"name": "colocated",

@@ -81,6 +81,7 @@ done
 
 # ---- a cluster: chief, 2 workers, 2 ps ----
 coord_cluster 2 2
+COORD_CHIEF_ARGS=--keep-variables # each job's variables are read from the psds after it
 coord_up 2 2
 zd_ok "a chief, 2 workers and 2 ps"
 

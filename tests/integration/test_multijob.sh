@@ -2,7 +2,8 @@
 # Several parameter_server jobs at once on one cluster: two Fashion-MNIST jobs run side by side (their closures
 # interleaved on the same workers, their variables side by side on the same psds), a psd killed -9 mid-way is
 # restored per job from each job's own checkpoint, checkpoint.dir is honoured; jobs past --max-running-jobs wait
-# and say why, the higher priority starts first, a multi_worker_mirrored job waits to run alone.
+# and say why, the higher priority starts first, a multi_worker_mirrored job waits to run alone; an ended job's
+# variables leave every psd (a running job's stay and it trains on), until the psds hold nothing.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init multijob
@@ -30,6 +31,27 @@ for i in 0 1; do zd_wait_log "worker$i" "serving at" 60; done
 zd_wait_log chief "chief serving at" 60
 zd_start evaluator "$ZDIST_WORKER_BIN" --evaluator --cluster "$CLUSTER" --task evaluator:0 --state-dir "$ZD_TMP/state"
 zd_wait_log evaluator "evaluator task 0 serving at" 60
+
+# ps_shards N: "name step" of every shard on ps N, one per line.
+ps_shards() {
+    "$ZDIST_BIN" ps stats "${ZD_PS_ADDRS[$1]}" --json |
+        python3 -c 'import json,sys; [print(s["name"], s["step"]) for s in json.load(sys.stdin)["shard_info"]]'
+}
+# dropped LOG JOB: the chief (LOG) dropped JOB's variables from both psds, which hold none of them now, and its
+# state.json says so.
+dropped() {
+    local i
+    for i in 0 1; do
+        zd_wait_log "$1" "job $2: dropped its variables from ps $i: [0-9]+ shards" 30
+        ! ps_shards "$i" | grep -q "^$2/" || zd_fail "ps $i still holds job $2's variables: $(ps_shards "$i" | head -3)"
+    done
+    local deadline=$((SECONDS + 10))
+    until python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["variables_dropped"] else 1)' \
+        "$ZD_TMP/state/jobs/$2/state.json" 2>/dev/null; do
+        ((SECONDS < deadline)) || zd_fail "job $2: state.json does not record variables_dropped"
+        sleep 0.2
+    done
+}
 
 # fmnist_job FILE NAME [EXTRA]: the Fashion-MNIST MLP, 300 steps, a checkpoint every 50.
 fmnist_job() {
@@ -107,6 +129,9 @@ for J in "$A" "$B"; do
     echo "job $J: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("step", j["step"], "test accuracy", j["metrics"]["test_accuracy"])' "$OUT")"
 done
 zd_ok "psd kill -9: both jobs restored from their own checkpoints, both done with exactly 300 steps and a normal accuracy"
+for J in "$A" "$B"; do dropped chief "$J"; done
+grep -qE "dropped job $A: [1-9][0-9]* shards, [1-9][0-9]* bytes" "$ZD_TMP/ps0.log" || zd_fail "ps0 did not log the drop of $A"
+zd_ok "jobs $A and $B ended: their variables are dropped from both psds ($(grep "dropped job $A" "$ZD_TMP/ps0.log" | sed 's/.*dropped/dropped/'))"
 
 # The worker held both jobs' sessions at once: each started before either stopped.
 for w in worker0 worker1; do
@@ -159,6 +184,12 @@ assert start[d] > max(end.values()), "D (multi_worker_mirrored) starts once ever
 assert "beside other jobs" not in log[start[d]]
 PY
 zd_ok "queued jobs ran as slots freed: the priority-5 job first, the multi_worker_mirrored job alone once all others ended"
+for J in "$E" "$C"; do dropped chief "$J"; done
+for i in 0 1; do
+    "$ZDIST_BIN" ps stats "${ZD_PS_ADDRS[$i]}" --json >"$OUT"
+    zd_json_check "$OUT" 'j["shards"] == 0 and j["variables"] == 0 and j["value_bytes"] + j["slot_bytes"] == 0'
+done
+zd_ok "every job ended: both psds hold no shard and no byte"
 
 # ---- SIGTERM of the chief with two jobs running: both checkpoint, both resume at the next start; cancel one ----
 coord_softmax_job "$ZD_TMP/long1.json" 1000000 ', "checkpoint": {"every_steps": 100000}'
@@ -179,11 +210,52 @@ zd_wait_log chief2 "chief serving at" 60
 for J in "$L1" "$L2"; do
     zd_wait_log chief2 "job $J: restored every ps from the checkpoint at step [1-9]" 60
 done
+ps_shards 0 | grep "^$L2/" >"$ZD_TMP/l2-before" || zd_fail "ps 0 holds no variable of job $L2"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$L1" --cluster "$CLUSTER"
 coord_wait_state "$L1" cancelled 60
 zd_json_check "$ZD_TMP/st.json" 'j["step"] > 20'
+dropped chief2 "$L1"
 coord_wait_json "$L2" "j['state'] == 'running'" 10
+# Job L2's shards are all still there, each trained on since: its step counters only went up, and go on.
+python3 - "$ZD_TMP/l2-before" <(ps_shards 0 | grep "^$L2/") <<'PY' || zd_fail "job $L2's shards changed with $L1's drop"
+import sys
+before = dict(l.split() for l in open(sys.argv[1]))
+after = dict(l.split() for l in open(sys.argv[2]))
+assert before.keys() == after.keys(), (before, after)
+assert all(int(after[k]) >= int(before[k]) for k in before), (before, after)
+PY
+deadline=$((SECONDS + 30))
+until [[ $(ps_shards 0 | grep "^$L2/" | sort) != $(sort "$ZD_TMP/l2-before") ]]; do
+    ((SECONDS < deadline)) || zd_fail "job $L2 does not train on after $L1's drop"
+    sleep 0.2
+done
+zd_ok "a cancelled job's variables leave both psds; the running job's shards are all there and it trains on"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$L2" --cluster "$CLUSTER"
 coord_wait_state "$L2" cancelled 60
+dropped chief2 "$L2"
 zd_ok "SIGTERM of the chief with two jobs running: both checkpointed, both resumed from their own checkpoint; a cancel ends one, the other runs on"
+
+# ---- --keep-variables keeps them; a later chief without it drops them, a psd that is down at that moment when it is back ----
+zd_stop chief2 TERM
+zd_start chief3 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" --keep-variables
+zd_wait_log chief3 "chief serving at" 60
+coord_softmax_job "$ZD_TMP/k.json" 40
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/k.json" --cluster "$CLUSTER" --json
+zd_json_check "$OUT" 'j["state"] == "done" and j["step"] == 40'
+K=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
+for i in 0 1; do ps_shards "$i" | grep -q "^$K/" || zd_fail "--keep-variables: ps $i holds no variable of job $K"; done
+! grep -q "job $K: dropped" "$ZD_TMP/chief3.log" || zd_fail "--keep-variables: job $K's variables were dropped"
+zd_stop chief3 TERM
+kill -STOP "${ZD_PID[ps1]}" # down (holding job K's variables) when the next chief starts
+zd_start chief4 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state"
+zd_wait_log chief4 "job $K: dropped its variables from ps 0: [1-9][0-9]* shards" 30
+zd_wait_log chief4 "job $K: ps 1 is unreachable .*dropped there when it is back" 30
+zd_json_check "$ZD_TMP/state/jobs/$K/state.json" 'not j["variables_dropped"]'
+kill -CONT "${ZD_PID[ps1]}"
+dropped chief4 "$K"
+# The drop sent while ps 1 was stopped, or the one after, took its shard (the other then finds none).
+grep -qE "dropped job $K: [1-9][0-9]* shards" "$ZD_TMP/ps1.log" || zd_fail "ps 1 never dropped job $K's shards"
+[[ $(grep -c "job $K: ps 1 is unreachable" "$ZD_TMP/chief4.log") == 1 ]] || zd_fail "not one line for the psd that was down"
+for J in "$A" "$B" "$C" "$E" "$L1" "$L2"; do ! grep -q "job $J: dropped" "$ZD_TMP/chief4.log" || zd_fail "job $J dropped twice"; done
+zd_ok "--keep-variables kept job $K's variables; the next chief dropped them, from ps 1 once it was back (one line while it was down)"
 echo "all $ZD_PASSED checks passed"

@@ -146,6 +146,25 @@ zd_wait_psd ps6 "$PS6"
 grep -q "psd --max-variables 3" "$ZD_TMP/ps6.log" || zd_fail "ps6 did not log the refused create"
 zd_stop ps6
 zd_ok "variables and bytes per psd: --max-variables, --max-bytes"
+PS8=127.0.0.1:$(zd_free_port)
+zd_start ps8 "$ZDIST_PSD_BIN" --bind "tcp://$PS8" --max-bytes 300000
+zd_wait_psd ps8 "$PS8"
+"$D" drop "$PS8"
+grep -q "dropped job j1: 2 shards, 131328 bytes" "$ZD_TMP/ps8.log" || zd_fail "ps8 did not log the drop: $(grep drop "$ZD_TMP/ps8.log")"
+# The operator's form: zdist ps drop ADDR JOB (j2/w and j3/w are left).
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" ps drop "$PS8" j2
+grep -q "^ps task 0 at tcp://$PS8: dropped job j2: 1 shards, 128.0 KiB freed$" "$OUT" || zd_fail "ps drop: $(cat "$OUT")"
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" ps drop "$PS8" j3 --json
+zd_json_check "$OUT" 'j == {"ps_task": 0, "job": "j3", "shards": 1, "bytes": 131072}'
+zd_run_expect 1 "$OUT" "$ZDIST_BIN" ps drop "$PS8" "a/b"
+grep -q "INVALID_ARGUMENT: drop_job: job 'a/b': byte 1 is not one of" "$OUT.err" || zd_fail "ps drop a/b: $(cat "$OUT.err")"
+zd_run_expect 2 "$OUT" "$ZDIST_BIN" ps drop "$PS8"
+grep -q "drop needs ADDR (host:port of a zdist-psd) and JOB" "$OUT.err" || zd_fail "ps drop without JOB: $(cat "$OUT.err")"
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" ps stats "$PS8" --json
+zd_json_check "$OUT" 'j["shards"] == 0 and j["value_bytes"] == 0'
+zd_stop ps8
+[[ $ZD_RC -eq 0 ]] || zd_fail "ps8 exit status $ZD_RC"
+zd_ok "drop_job: a job's shards go with a pull in flight, another's stay, the bytes count back toward --max-bytes"
 
 # ---- checkpoint roots: SAVE/RESTORE name directories under --checkpoint-root only ----
 PS7=127.0.0.1:$(zd_free_port)

@@ -100,6 +100,12 @@ if [[ -r $FMNIST/train-images-idx3-ubyte.gz ]]; then
         fmnist_job "$ZD_TMP/$strategy.json" "$strategy"
         zd_run_expect 0 "$OUT" "${ZD[@]}" submit "$ZD_TMP/$strategy.json" --cluster "$CLUSTER" --json
         zd_json_check "$OUT" 'j["state"] == "done" and j["step"] == j["steps"] == 60 and j["metrics"]["test_accuracy"] > 0.3'
+        if [[ $strategy == parameter_server ]]; then
+            # The chief drops the ended job's variables over CURVE, with its own key.
+            PSJOB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
+            zd_wait_log chief "job $PSJOB: dropped its variables from ps 0: [1-9][0-9]* shards" 30
+            grep -qE "dropped job $PSJOB: [1-9][0-9]* shards" "$ZD_TMP/ps0.log" || zd_fail "ps0 did not drop job $PSJOB"
+        fi
         zd_ok "Fashion-MNIST under $strategy with CURVE: $(python3 -c 'import json,sys; print("test accuracy %.4f" % json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$OUT")"
     done
 else
@@ -135,10 +141,12 @@ zd_json_check "$OUT" 'j["name"] == "plugin-by-name"' # none of the refused submi
 
 # ---- who may write to a psd ----
 PS0=${ZD_PS_ADDRS[0]}
-zd_run_expect 0 "$OUT" env ZDIST_KEYS_DIR="$KEYS" PSD_DRIVER_KEY=worker-0 "$PSD_DRIVER_BIN" auth "$PS0" allowed
+zd_run_expect 0 "$OUT.w" env ZDIST_KEYS_DIR="$KEYS" PSD_DRIVER_KEY=worker-0 "$PSD_DRIVER_BIN" auth "$PS0" allowed
 zd_run_expect 0 "$OUT" env ZDIST_KEYS_DIR="$KEYS" PSD_DRIVER_KEY=alice "$PSD_DRIVER_BIN" auth "$PS0" denied
 grep -q "PERMISSION_DENIED\|may not" "$OUT" || zd_fail "client key on the psd: $(cat "$OUT")"
 zd_ok "a client key reads a psd but cannot create, push or assign: $(grep 'create refused' "$OUT")"
+grep -q "drop_job refused: .*PERMISSION_DENIED" "$OUT.w" || zd_fail "worker key drop_job: $(cat "$OUT.w")"
+zd_ok "only the chief's key drops a job's variables (the chief did after the parameter_server job); a worker's: $(grep 'drop_job refused' "$OUT.w" | head -c 160)"
 
 # ---- a job names code and data, never places ----
 sed 's/"name": "plugin-by-name"/"name": "evil-plugin", "plugin_path": "'"${EVIL//\//\\/}"'"/' "$ZD_TMP/plugin.json" >"$ZD_TMP/evil.json"

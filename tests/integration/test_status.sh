@@ -39,8 +39,9 @@ STEPS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"]
 zd_json_check "$ZD_TMP/st.json" 'all(w["state"] == "running" and w["job"] == "'"$JOB"'" for w in j["workers"])'
 zd_json_check "$ZD_TMP/st.json" \
     'all(0 < w["step_time_p50_s"] <= w["step_time_p99_s"] and w["step_time_samples"] > 0 for w in j["workers"])'
-zd_json_check "$ZD_TMP/st.json" \
-    'j["ps"][0]["bytes"] > 0 and any(m["method"] == "push_pull" and m["per_s"] > 0 and m["p99_us"] > 0 and m["requests"] > 0 for m in j["ps"][0]["methods"])'
+# The psds' figures are refreshed every 2 s (the previous job's variables are gone: dropped when it ended).
+coord_wait_json "$JOB" \
+    'j["ps"][0]["bytes"] > 0 and any(m["method"] == "push_pull" and m["per_s"] > 0 and m["p99_us"] > 0 and m["requests"] > 0 for m in j["ps"][0]["methods"])' 30
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER"
 grep -qE "worker 0 .*: running \(job $JOB\), step time p50 [0-9.e+-]+ ms p99 [0-9.e+-]+ ms over the last minute" "$OUT" ||
     zd_fail "status text: $(cat "$OUT")"

@@ -20,6 +20,11 @@ zd_run_expect 2 "$OUT" "$W"
 grep -q "no task" "$OUT.err" || zd_fail "no task: $(cat "$OUT.err")"
 zd_run_expect 2 "$OUT" "$W" --bind tcp://127.0.0.1:1 extra
 zd_run_expect 2 "$OUT" "$W" --ps-timeout-ms 0 --bind tcp://127.0.0.1:1
+for n in 0 65 x; do
+    zd_run_expect 2 "$OUT" "$W" --max-jobs "$n" --bind tcp://127.0.0.1:1
+    grep -q "zdist-worker: --max-jobs must be a number of jobs in 1..64 (those a worker holds at once; default 8), got '$n'" \
+        "$OUT.err" || zd_fail "--max-jobs $n: $(cat "$OUT.err")"
+done
 zd_ok "command line: --help, --version, --task ps:0 refused (exit 2), usage errors"
 
 # ---- two psds and two workers from one cluster file ----
@@ -83,6 +88,14 @@ zd_wait_log worker2 "serving at tcp://$W2"
 "$D" mwm_watchdog "$W2"
 zd_stop worker2
 zd_ok "multi_worker_mirrored: a collective deadline the watchdog would not survive is refused"
+
+# ---- --max-jobs: the jobs a worker holds at once ----
+W3=127.0.0.1:$(zd_free_port)
+zd_start worker3 "$W" --bind "tcp://$W3" --max-jobs 1
+zd_wait_log worker3 "serving at tcp://$W3"
+"$D" max_jobs "$W3" "$PS0" "$PS1"
+zd_stop worker3
+zd_ok "--max-jobs 1: a worker holds one job, a second is refused naming the flag"
 
 # ---- an unreachable ps task ----
 DEAD=127.0.0.1:$(zd_free_port)

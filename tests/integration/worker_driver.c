@@ -21,7 +21,10 @@
      start WORKER JOB.json               START_JOB of the job (input pipeline 0 of 1, no
                                          ps) as the chief would send it: prints the
                                          status and message; exit 0 when started
-                                         (then stopped), 3 when refused */
+                                         (then stopped), 3 when refused
+     max_jobs WORKER PS0 PS1             (worker started with --max-jobs 1) a second
+                                         parameter_server job refused naming --max-jobs;
+                                         once the first stops, it starts */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -860,6 +863,28 @@ s_mwm_watchdog(const char *waddr)
     return s_failures ? 1 : 0;
 }
 
+/* max_jobs WORKER PS0 PS1: the worker holds one job at most. */
+static int
+s_max_jobs(const char *waddr, const char *const *ps)
+{
+    zdist_worker_client_t *w = s_worker(waddr);
+    char msg[MSG_MAX];
+    char other[sizeof s_syn_job + 64];
+    snprintf(other, sizeof other, "%s", s_syn_job);
+    memcpy(strstr(other, "syn-ps"), "syn-px", 6);
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, s_syn_job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_RESOURCE_EXHAUSTED, "holds 1 jobs ('syn-ps'), its limit (zdist-worker --max-jobs 1)",
+                  s_start(w, other, 0, 1, ps, 2, false, 0, NULL, msg, sizeof msg));
+    printf("refused: %s\n", msg);
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "syn-ps", msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, other, 0, 1, ps, 2, false, 0, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "syn-px", msg, sizeof msg));
+    zdist_worker_client_destroy(&w);
+    if (!s_failures)
+        s_ok("--max-jobs 1: a second job refused naming the flag, started once the first stopped");
+    return s_failures ? 1 : 0;
+}
+
 /* start WORKER JOB.json: one START_JOB, its answer printed. */
 static int
 s_start_file(const char *addr, const char *path)
@@ -900,6 +925,10 @@ main(int argc, char **argv)
         return s_unreachable(argv[2], argv[3], argv[4]);
     if (argc == 4 && strcmp(argv[1], "start") == 0)
         return s_start_file(argv[2], argv[3]);
+    if (argc == 5 && strcmp(argv[1], "max_jobs") == 0) {
+        const char *ps[2] = {argv[3], argv[4]};
+        return s_max_jobs(argv[2], ps);
+    }
     if (argc == 3 && strcmp(argv[1], "mwm_watchdog") == 0)
         return s_mwm_watchdog(argv[2]);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "mwm") == 0)

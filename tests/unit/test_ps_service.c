@@ -72,6 +72,10 @@ s_record(zdist_rpc_call_t *call, void *state)
         return zdist_ps_reply_set_restore(reply, 77);
     case ZDIST_PS_STATS:
         return 0;
+    case ZDIST_PS_DROP_JOB:
+        f->seen.drop_job = *(const zdist_ps_drop_job_t *) body;
+        s_record_name(f, &f->seen.drop_job.job);
+        return zdist_ps_reply_set_drop_job(reply, 3, 1ull << 33);
     case ZDIST_PS_SET_OPTIMIZER:
         f->seen.optimizer = *(const zdist_optim_config_t *) body;
         return zdist_ps_reply_set_write(reply, false, 0);
@@ -129,6 +133,7 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_STATS, "stats", &zdist_ps_body_stats, s_record, 0, 0, 0},
     {ZDIST_PS_SET_OPTIMIZER, "set_optimizer", &zdist_ps_body_set_optimizer, s_record, 0, 0, 0},
     {ZDIST_PS_PUSH_PULL, "push_pull", &zdist_ps_body_push_pull, s_record, 0, 16, 0},
+    {ZDIST_PS_DROP_JOB, "drop_job", &zdist_ps_body_drop_job, s_record, 0, 0, 0},
 };
 
 static void
@@ -418,6 +423,18 @@ test_requests_round_trip(void)
     zdist_msg_destroy(&reply);
     CU_ASSERT_STRING_EQUAL(f->seen.restore.dir, "/tmp/ckpt");
 
+    req = (zdist_ps_request_t){.method = ZDIST_PS_DROP_JOB, .drop_job = {"j0123abcd"}};
+    reply = s_exchange(f, zdist_ps_request_encode(&req));
+    uint64_t shards = 0;
+    bytes = 0;
+    CU_ASSERT_EQUAL(zdist_ps_reply_drop_job(reply, &shards, &bytes, NULL), 0);
+    CU_ASSERT_EQUAL(shards, 3);
+    CU_ASSERT_EQUAL(bytes, 1ull << 33);
+    zdist_msg_destroy(&reply);
+    CU_ASSERT_EQUAL(f->seen.method, ZDIST_PS_DROP_JOB);
+    CU_ASSERT_STRING_EQUAL(f->seen.drop_job.job, "j0123abcd");
+    CU_ASSERT_STRING_EQUAL(zdist_ps_method_name(ZDIST_PS_DROP_JOB), "drop_job");
+
     req = (zdist_ps_request_t){.method = ZDIST_PS_STATS};
     reply = s_exchange(f, zdist_ps_request_encode(&req));
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
@@ -511,6 +528,9 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_restore(""), "restore: dir is empty");
     s_refused(f, zdist_ps_request_save_job("/tmp/x", 1, 0, "j1/x"), "save: job 'j1/x': byte 2 is not one of");
     s_refused(f, zdist_ps_request_restore_job("/tmp/x", ".."), "restore: job '..' is not a job id");
+    s_refused(f, zdist_ps_request_drop_job(""), "drop_job: job is empty; name the job whose variables to drop");
+    s_refused(f, zdist_ps_request_drop_job("j1/x"), "drop_job: job 'j1/x': byte 2 is not one of [A-Za-z0-9._-]");
+    s_refused(f, zdist_ps_request_drop_job("."), "drop_job: job '.' is not a job id");
 
     zdist_optim_config_t bad = {.kind = (zdist_optim_kind_t) 99};
     s_refused(f, zdist_ps_request_set_optimizer(&bad), "set_optimizer: optimizer 'invalid' is unknown");
@@ -535,6 +555,7 @@ test_encoders_refuse_bad_arguments(void)
     CU_ASSERT_PTR_NULL(zdist_ps_request_write_ids(ZDIST_PS_SCATTER_ADD, "v", 0, 1, ids, 1, &t, NULL, NULL));
     CU_ASSERT_PTR_NULL(zdist_ps_request_pull(NULL, 0, 0, 0));
     CU_ASSERT_PTR_NULL(zdist_ps_request_save(NULL, 0, 0));
+    CU_ASSERT_PTR_NULL(zdist_ps_request_drop_job(NULL));
     zdist_ps_request_t req = {.method = 999};
     CU_ASSERT_PTR_NULL(zdist_ps_request_encode(&req));
     CU_ASSERT_PTR_NULL(zdist_ps_request_encode(NULL));

@@ -619,6 +619,85 @@ test_init_name(void)
     psd_store_destroy(&store);
 }
 
+/* Dropping a job: its shards (and their slots, exactly-once tables and the
+   job's optimizer) go, their bytes leave the stats, another job's shards
+   and a name that only begins like it ("j1x/...") stay untouched. */
+static void
+test_drop_job(void)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    zdist_error_t err = {0};
+    zdist_optim_config_t adam;
+    zdist_optim_config_default(&adam, ZDIST_OPTIM_ADAM);
+    CU_ASSERT_EQUAL(psd_store_set_optimizer_job(store, "j1", &adam, &err), 0);
+    const char *names[] = {"j1/a", "j1/b", "j1x/a", "j2/a", "j2/b"};
+    psd_shard_t *sh[5][2] = {{0}};
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 2; k++) {
+            psd_shard_spec_t sp = s_spec(names[i], 8, 4, ZDIST_DTYPE_FLOAT32, k, 4 * k, 4);
+            CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &sh[i][k], &err), 0);
+        }
+    /* An apply allocates j1's adam slots and records a client for exactly-once. */
+    float g[16];
+    for (int i = 0; i < 16; i++)
+        g[i] = 0.5f;
+    CU_ASSERT_EQUAL(s_write(sh[0][0], PSD_OP_APPLY_DENSE, 7, 1, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, g,
+                            sizeof g, &err), 0);
+    s_fill_pattern(sh[3][1]);
+    psd_store_stats_t before, after;
+    psd_store_stats(store, &before);
+    CU_ASSERT_EQUAL(before.shards, 10);
+    CU_ASSERT_EQUAL(before.slot_bytes, 2 * 64); /* adam: m and v of one 4x4 shard */
+
+    uint64_t bytes = 0;
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1", &bytes), 4);
+    CU_ASSERT_EQUAL(bytes, 4 * 64 + 2 * 64); /* 4 shards of 4x4 floats, and the slots */
+    psd_store_stats(store, &after);
+    CU_ASSERT_EQUAL(after.shards, 6);
+    CU_ASSERT_EQUAL(after.variables, 3);
+    CU_ASSERT_EQUAL(after.value_bytes + after.slot_bytes + bytes, before.value_bytes + before.slot_bytes);
+    CU_ASSERT_PTR_NULL(psd_store_find(store, "j1/a", 0));
+    CU_ASSERT_PTR_NULL(psd_store_find(store, "j1/b", 1));
+    CU_ASSERT_PTR_EQUAL(psd_store_find(store, "j1x/a", 1), sh[2][1]);
+    CU_ASSERT_PTR_EQUAL(psd_store_find_row(store, "j2/a", 5), sh[3][1]);
+    float v[16];
+    CU_ASSERT_EQUAL(psd_shard_read(sh[3][1], 4, PSD_WHOLE_SHARD, v, sizeof v, &err), 0);
+    CU_ASSERT_EQUAL(v[5], 10.0f * 5 + 1); /* row 5, column 1: untouched */
+    /* The list stays ordered: binary searches still find every kept shard. */
+    psd_shard_t *all[8];
+    CU_ASSERT_EQUAL(psd_store_list(store, all, 8), 6);
+    for (int i = 1; i < 6; i++)
+        CU_ASSERT_TRUE(strcmp(psd_shard_spec(all[i - 1])->name, psd_shard_spec(all[i])->name) <= 0);
+
+    /* Idempotent; an unknown job drops nothing; "" would be every shard. */
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1", &bytes), 0);
+    CU_ASSERT_EQUAL(bytes, 0);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "nope", NULL), 0);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "", NULL), -EINVAL);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, NULL, NULL), -EINVAL);
+    psd_store_stats(store, &after);
+    CU_ASSERT_EQUAL(after.shards, 6);
+
+    /* j1 again: its old optimizer is forgotten, the store's default (sgd) applies; a
+       client's old sequence is not taken for a duplicate. */
+    psd_shard_spec_t sp = s_spec("j1/a", 8, 4, ZDIST_DTYPE_FLOAT32, 0, 0, 4);
+    psd_shard_t *fresh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &fresh, &err), 0);
+    zdist_optim_config_t got;
+    psd_shard_get_optimizer(fresh, &got);
+    CU_ASSERT_EQUAL(got.kind, ZDIST_OPTIM_SGD);
+    CU_ASSERT_EQUAL(s_write(fresh, PSD_OP_APPLY_DENSE, 7, 1, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, g,
+                            sizeof g, &err), 0);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j2", NULL), 4);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1x", NULL), 2);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1", NULL), 1);
+    psd_store_stats(store, &after);
+    CU_ASSERT_EQUAL(after.shards, 0);
+    CU_ASSERT_EQUAL(after.value_bytes + after.slot_bytes, 0);
+    psd_store_destroy(&store);
+}
+
 /* A pinned range (a pull answered zero-copy) keeps the values it had while
    writes, a replace and the store's end go on; unpinning frees it. */
 static void
@@ -667,6 +746,30 @@ test_pin_copy_on_write(void)
     psd_shard_unpin((void *) p, pin); /* the last reference: freed (ASan checks) */
 }
 
+/* A reply answered from a shard's buffer is still being sent when its job
+   is dropped: the values stay until libzmq's I/O thread unpins them. */
+static void
+test_pin_drop(void)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    zdist_error_t err = {0};
+    psd_shard_spec_t sp = s_spec("j1/w", 8, 4, ZDIST_DTYPE_FLOAT32, 0, 0, 8);
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &sh, &err), 0);
+    s_fill_pattern(sh);
+    void *data = NULL, *pin = NULL;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 2, 3, &data, &bytes, &pin, &err), 0);
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1", NULL), 1);
+    CU_ASSERT_EQUAL(bytes, 3 * 4 * sizeof(float));
+    const float *v = data;
+    CU_ASSERT_EQUAL(v[0], 20.0f); /* row 2, column 0 (ASan: not freed) */
+    CU_ASSERT_EQUAL(v[11], 10.0f * 4 + 3);
+    psd_shard_unpin(data, pin); /* the last reference: freed here */
+    psd_store_destroy(&store);
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -679,6 +782,8 @@ zdist_test_psd_shard_register(void)
                 {"initializers identical under 1, 3, 5 shards", test_init_sharding_determinism},
                 {"initializer distributions and glorot limits", test_init_distributions},
                 {"values drawn for init_name: a job's prefix changes nothing", test_init_name},
+                {"drop_job removes one job's shards, slots and optimizer, idempotent", test_drop_job},
                 {"a pinned range keeps its values through writes, replace and the store's end",
-                 test_pin_copy_on_write});
+                 test_pin_copy_on_write},
+                {"a pinned range keeps its values through its job's drop", test_pin_drop});
 }

@@ -209,6 +209,13 @@ ZDIST_EXPORT int zdist_ps_client_restore_job(zdist_ps_client_t *self, const char
                                              int64_t *ret_step, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
                                                    const char *job, zdist_error_t *err);
+/* Removes every shard of job `job` (non-empty) from the psd, with its
+   optimizer slots and exactly-once tables: what the coordinator does once a
+   job has ended. A job the psd does not hold is 0 shards, not an error.
+   Under CURVE only the chief's key may (PERMISSION_DENIED otherwise).
+   ret_shards and ret_bytes (values and slots freed) may be NULL. */
+ZDIST_EXPORT int zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, uint64_t *ret_shards,
+                                          uint64_t *ret_bytes, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,7 @@ typedef enum {
     ZDIST_PS_STATS = 111,
     ZDIST_PS_SET_OPTIMIZER = 112,
     ZDIST_PS_PUSH_PULL = 113,
+    ZDIST_PS_DROP_JOB = 114,
 } zdist_ps_method_t;
 
 /* "pull", "assign_add"...; "unknown" for other values. */
@@ -171,6 +172,13 @@ typedef struct {
     const char *job; /* "" or NULL: every shard */
 } zdist_ps_set_optimizer_t;
 
+/* drop_job: every shard of `job`'s namespace (with its optimizer slots and
+   exactly-once table) and the job's optimizer, removed; a job the psd does
+   not hold drops nothing. job names one job: never NULL or "". */
+typedef struct {
+    const char *job;
+} zdist_ps_drop_job_t;
+
 /* Any request: `method` says which member holds it. set_optimizer's is a
    zdist_optim_config_t (zero fields: Keras's defaults for the kind); stats
    has no fields. */
@@ -185,6 +193,7 @@ typedef struct {
         zdist_ps_restore_t restore;
         zdist_optim_config_t optimizer;
         zdist_ps_push_pull_t push_pull;
+        zdist_ps_drop_job_t drop_job;
     };
     const char *optimizer_job; /* set_optimizer: for this job's shards (NULL or "": every shard) */
 } zdist_ps_request_t;
@@ -242,6 +251,8 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_job(const char *dir, int64_t ste
                                                     const char *job);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore_job(const char *dir, const char *job);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *job);
+/* NULL for a NULL job (an empty one is encoded: the psd refuses it). */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_drop_job(const char *job);
 
 /* ---- the psd's body types ----
    For its method table (zdist_rpc_method_t.request). The handler's
@@ -259,6 +270,8 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_stats;     /* no fields
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_push_pull;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_set_optimizer; /* zdist_ps_set_optimizer_t, defaults
                                                                            filled in and validated */
+/* zdist_ps_drop_job_t: job a valid, non-empty job id. */
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_drop_job;
 
 /* ---- replies ---- */
 
@@ -307,6 +320,8 @@ ZDIST_EXPORT int zdist_ps_reply_set_push_pull(zdist_msg_t *reply, size_t nitems,
                                               const int64_t *step);
 ZDIST_EXPORT int zdist_ps_reply_set_save(zdist_msg_t *reply, uint64_t bytes);
 ZDIST_EXPORT int zdist_ps_reply_set_restore(zdist_msg_t *reply, int64_t step);
+/* drop_job: shards removed and their bytes (values and slots) freed. */
+ZDIST_EXPORT int zdist_ps_reply_set_drop_job(zdist_msg_t *reply, uint64_t shards, uint64_t bytes);
 /* Reads `stats` (borrowed) into the body. */
 ZDIST_EXPORT int zdist_ps_reply_set_stats(zdist_msg_t *reply, const zdist_ps_stats_t *stats);
 
@@ -340,6 +355,8 @@ ZDIST_EXPORT int zdist_ps_reply_push_pull(const zdist_msg_t *reply, const zdist_
                                           zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_reply_save(const zdist_msg_t *reply, uint64_t *ret_bytes, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_reply_restore(const zdist_msg_t *reply, int64_t *ret_step, zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_reply_drop_job(const zdist_msg_t *reply, uint64_t *ret_shards, uint64_t *ret_bytes,
+                                         zdist_error_t *err);
 /* *ret_stats is the caller's: free it with zdist_ps_stats_destroy. */
 ZDIST_EXPORT int zdist_ps_reply_stats(const zdist_msg_t *reply, zdist_ps_stats_t **ret_stats,
                                       zdist_error_t *err);

@@ -416,6 +416,19 @@ zdist_ps_client_restore_job(zdist_ps_client_t *self, const char *dir, const char
 }
 
 int
+zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, uint64_t *ret_shards, uint64_t *ret_bytes,
+                         zdist_error_t *err)
+{
+    zdist_ps_request_t req = {.method = ZDIST_PS_DROP_JOB, .drop_job = {job}};
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, &req, &reply, err);
+    if (rc == 0)
+        rc = zdist_ps_reply_drop_job(reply, ret_shards, ret_bytes, err);
+    zdist_msg_destroy(&reply);
+    return s_context(self, rc, ZDIST_PS_DROP_JOB, job, err);
+}
+
+int
 zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdist_error_t *err)
 {
     zdist_ps_request_t req = {.method = ZDIST_PS_STATS};

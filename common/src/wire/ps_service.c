@@ -40,6 +40,8 @@ zdist_ps_method_name(uint32_t method)
         return "set_optimizer";
     case ZDIST_PS_PUSH_PULL:
         return "push_pull";
+    case ZDIST_PS_DROP_JOB:
+        return "drop_job";
     default:
         return "unknown";
     }
@@ -385,6 +387,16 @@ zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *
 }
 
 zdist_msg_t *
+zdist_ps_request_drop_job(const char *job)
+{
+    if (!job)
+        return NULL;
+    Zdist__Ps__DropJobRequest req = ZDIST__PS__DROP_JOB_REQUEST__INIT;
+    req.job = (char *) job;
+    return s_request(ZDIST_PS_DROP_JOB, &req.base);
+}
+
+zdist_msg_t *
 zdist_ps_request_encode(const zdist_ps_request_t *req)
 {
     if (!req)
@@ -408,6 +420,8 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_set_optimizer_job(&req->optimizer, req->optimizer_job);
     case ZDIST_PS_PUSH_PULL:
         return zdist_ps_request_push_pull(&req->push_pull, NULL, NULL);
+    case ZDIST_PS_DROP_JOB:
+        return zdist_ps_request_drop_job(req->drop_job.job);
     default:
         return zdist_ps_method_is_write(req->method) ? s_encode_write(req->method, &req->write, NULL, NULL)
                                                      : NULL;
@@ -669,6 +683,21 @@ s_decode_restore(const ProtobufCMessage *pb, const zdist_msg_t *request, void *r
 }
 
 static int
+s_decode_drop_job(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    const Zdist__Ps__DropJobRequest *r = (const Zdist__Ps__DropJobRequest *) pb;
+    (void) request;
+    if (!*r->job)
+        return zdist_error_set(err, -EINVAL, "job is empty; name the job whose variables to drop (its "
+                               "id: the psd holds them as \"JOB/...\")");
+    int rc = s_check_job(r->job, err);
+    if (rc < 0)
+        return rc;
+    ((zdist_ps_drop_job_t *) ret)->job = r->job;
+    return 0;
+}
+
+static int
 s_decode_stats(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
     (void) pb, (void) request, (void) ret, (void) err;
@@ -793,6 +822,8 @@ const zdist_rpc_body_t zdist_ps_body_save = {&zdist__ps__save_request__descripto
                                              s_decode_save, NULL};
 const zdist_rpc_body_t zdist_ps_body_restore = {&zdist__ps__restore_request__descriptor,
                                                 sizeof(zdist_ps_restore_t), s_decode_restore, NULL};
+const zdist_rpc_body_t zdist_ps_body_drop_job = {&zdist__ps__drop_job_request__descriptor,
+                                                 sizeof(zdist_ps_drop_job_t), s_decode_drop_job, NULL};
 const zdist_rpc_body_t zdist_ps_body_stats = {&zdist__ps__stats_request__descriptor, 0, s_decode_stats, NULL};
 const zdist_rpc_body_t zdist_ps_body_push_pull = {&zdist__ps__push_pull_request__descriptor,
                                                   sizeof(zdist_ps_push_pull_t), s_decode_push_pull,
@@ -855,6 +886,15 @@ zdist_ps_reply_set_restore(zdist_msg_t *reply, int64_t step)
 {
     Zdist__Ps__RestoreReply r = ZDIST__PS__RESTORE_REPLY__INIT;
     r.step = step;
+    return zdist_msg_set_body(reply, &r.base);
+}
+
+int
+zdist_ps_reply_set_drop_job(zdist_msg_t *reply, uint64_t shards, uint64_t bytes)
+{
+    Zdist__Ps__DropJobReply r = ZDIST__PS__DROP_JOB_REPLY__INIT;
+    r.shards = shards;
+    r.bytes = bytes;
     return zdist_msg_set_body(reply, &r.base);
 }
 
@@ -1059,6 +1099,22 @@ zdist_ps_reply_restore(const zdist_msg_t *reply, int64_t *ret_step, zdist_error_
     if (rc == 0 && ret_step)
         *ret_step = s.step;
     return rc;
+}
+
+int
+zdist_ps_reply_drop_job(const zdist_msg_t *reply, uint64_t *ret_shards, uint64_t *ret_bytes, zdist_error_t *err)
+{
+    ProtobufCMessage *body = NULL;
+    int rc = s_unpack(reply, &zdist__ps__drop_job_reply__descriptor, &body, err);
+    if (rc < 0)
+        return rc;
+    const Zdist__Ps__DropJobReply *r = (const Zdist__Ps__DropJobReply *) body;
+    if (ret_shards)
+        *ret_shards = r->shards;
+    if (ret_bytes)
+        *ret_bytes = r->bytes;
+    protobuf_c_message_free_unpacked(body, NULL);
+    return 0;
 }
 
 void
