@@ -27,6 +27,8 @@ typedef struct {
     uint64_t pending;     /* request id of the call in flight, 0 none */
     uint64_t incarnation; /* from its latest reply */
     unsigned restarts;    /* times the incarnation changed */
+    int64_t lost_since_ms; /* zdist_clock_now_ms when it was lost; 0 while up */
+    char lost_why[512];
 } s_worker_t;
 
 struct coord_mwm_t {
@@ -192,6 +194,16 @@ s_fail_note(coord_mwm_t *m, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Worker w is lost: since when (the first time) and why, for the status. */
+static void
+s_lost(s_worker_t *w, const char *why)
+{
+    if (w->lost_since_ms)
+        return;
+    w->lost_since_ms = zdist_clock_now_ms();
+    snprintf(w->lost_why, sizeof w->lost_why, "%s", why);
+}
+
 /* Sorts the ring's failed replies into m->last_failure; true when one of
    them means a worker was lost (re-form the ring), false for a refusal. */
 static bool
@@ -205,8 +217,10 @@ s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
             continue;
         const zdist_worker_reply_t *rep = rs->got[i] ? &rs->r[i] : NULL;
         bool gone = !rep || rep->status == ZDIST_STATUS_UNAVAILABLE;
-        s_fail_note(m, "%sworker task %d (%s)%s: %s", what, i, m->w[i].endpoint, gone ? " lost" : "",
-                    zdist_worker_reply_why(rep, why, sizeof why));
+        zdist_worker_reply_why(rep, why, sizeof why);
+        s_fail_note(m, "%sworker task %d (%s)%s: %s", what, i, m->w[i].endpoint, gone ? " lost" : "", why);
+        if (gone)
+            s_lost(&m->w[i], why);
         /* FAILED_PRECONDITION: the worker still runs the ring before's
            step (its collective not yet timed out); retry after the wait. */
         loss = loss || s_is_loss(rep) || rep->status == ZDIST_STATUS_FAILED_PRECONDITION;
@@ -410,6 +424,10 @@ s_probe(coord_run_t *r, int64_t timeout_ms)
         const zdist_worker_reply_t *rep = s_ok(&rs, i);
         m->w[i].up = rep != NULL;
         m->w[i].has_job = rep && strcmp(rep->worker.job, m->job_name) == 0;
+        if (rep)
+            m->w[i].lost_since_ms = 0;
+        else
+            s_lost(&m->w[i], "it does not answer STATUS");
         up += m->w[i].up;
     }
     s_free_replies(m, &rs);
@@ -457,7 +475,9 @@ s_rounds(coord_run_t *r, int64_t target)
         if (r->cancel || r->term)
             return 1;
         m->round_steps = target - r->step < spe ? target - r->step : spe;
+        int64_t round_us = zdist_clock_now_us();
         s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
+        round_us = zdist_clock_now_us() - round_us;
         zdist_closure_result_t res = {.steps = -1, .worker = -1}; /* lockstep: no per-worker step time */
         bool ok = true;
         for (int i = 0; i < m->n; i++) {
@@ -493,6 +513,12 @@ s_rounds(coord_run_t *r, int64_t target)
                      (long long)r->step + 1);
             return -EIO;
         }
+        /* Lockstep: every worker of the ring waits for the slowest, so the
+           round's time is each one's step time (and none is a straggler
+           by it: the status leaves that flag out for these jobs). */
+        for (int i = 0; i < m->n; i++)
+            if (m->w[i].in_ring)
+                coord_run_step_time(r, i, (double)round_us / 1e6 / (double)res.steps, res.steps);
         coord_run_account(r, &res);
         coord_run_status(r, false);
     }
@@ -759,6 +785,7 @@ coord_mwm_workers_json(coord_run_t *r)
 {
     json_t *a = json_array();
     coord_mwm_t *m = r->mwm;
+    int64_t now = zdist_clock_now_ms();
     for (int i = 0; m && i < m->n; i++) {
         const s_worker_t *w = &m->w[i];
         bool final = strcmp(r->state, "running") != 0;
@@ -766,8 +793,13 @@ coord_mwm_workers_json(coord_run_t *r)
         json_t *j = json_pack("{s:i, s:s, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
                               "state", state, "up", w->up, "in_ring", w->in_ring, "rank", w->rank, "ring_endpoint",
                               w->ring_ep, "restarts", (int)w->restarts);
-        if (j && strcmp(state, "running") == 0)
+        if (!j)
+            continue;
+        if (strcmp(state, "running") == 0)
             json_object_set_new(j, "job", json_string(r->cfg->job_id));
+        if (!w->up && w->lost_since_ms)
+            coord_run_lost_json(j, now, w->lost_since_ms, w->lost_why);
+        coord_run_step_json(r, i, now, j, NULL);
         json_array_append_new(a, j);
     }
     return a;

@@ -71,6 +71,15 @@ typedef struct {
 
 /* Counts a result's steps, loss and examples; writes metrics lines. */
 void coord_run_account(coord_run_t *r, const zdist_closure_result_t *res);
+/* Worker i ran `steps` steps at `sec` each: the samples of its last
+   minute's p50/p99 and its histogram. */
+void coord_run_step_time(coord_run_t *r, int i, double sec, int64_t steps);
+/* Worker i's step times into its STATUS object w: step_time_p50_s,
+   step_time_p99_s and step_time_samples when it has samples in the last
+   minute (then true, *p50 set), and step_seconds (the histogram). */
+bool coord_run_step_json(coord_run_t *r, int i, int64_t now, json_t *w, double *p50);
+/* A lost worker's STATUS fields: lost_ms_ago, lost_since (wall clock), lost_why. */
+void coord_run_lost_json(json_t *w, int64_t now, int64_t lost_since_ms, const char *why);
 /* Sends an EVENT to the server (kind: lost, back, recovered...; one line). */
 void coord_run_event(coord_run_t *r, const char *kind, const char *line);
 /* Sends a STATUS to the server, at most every 250 ms unless forced. */

@@ -128,6 +128,31 @@ s_histogram_json(const zdist_prom_histogram_t *h)
     return json_pack("{s:o, s:f, s:I}", "counts", counts, "sum", h->sum, "count", (json_int_t)h->count);
 }
 
+bool
+coord_run_step_json(coord_run_t *r, int i, int64_t now, json_t *w, double *p50)
+{
+    double p50_, p99;
+    int count;
+    bool has = s_step_percentiles(r, i, now, &p50_, &p99, &count);
+    if (has) {
+        json_object_set_new(w, "step_time_p50_s", json_real(p50_));
+        json_object_set_new(w, "step_time_p99_s", json_real(p99));
+        json_object_set_new(w, "step_time_samples", json_integer(count));
+        if (p50)
+            *p50 = p50_;
+    }
+    json_object_set_new(w, "step_seconds", s_histogram_json(&r->steptime[i].hist));
+    return has;
+}
+
+void
+coord_run_lost_json(json_t *w, int64_t now, int64_t lost_since_ms, const char *why)
+{
+    json_object_set_new(w, "lost_ms_ago", json_integer(now - lost_since_ms));
+    json_object_set_new(w, "lost_since", json_real(s_wall_s() - (double)(now - lost_since_ms) / 1000.0));
+    json_object_set_new(w, "lost_why", json_string(why ? why : ""));
+}
+
 /* The workers of a parameter_server job: state (running, idle, lost,
    rejoining, starting), step-time p50/p99 of the last minute, straggler. */
 static void
@@ -172,18 +197,10 @@ s_ps_workers_json(coord_run_t *r, json_t *workers, int64_t now)
             continue;
         if (strcmp(state, "running") == 0)
             json_object_set_new(w, "job", json_string(r->cfg->job_id));
-        if (wi.lost_since_ms && !wi.up) {
-            json_object_set_new(w, "lost_ms_ago", json_integer(now - wi.lost_since_ms));
-            json_object_set_new(w, "lost_since", json_real(s_wall_s() - (double)(now - wi.lost_since_ms) / 1000.0));
-            json_object_set_new(w, "lost_why", json_string(wi.lost_why ? wi.lost_why : ""));
-        }
-        if (has[i]) {
-            json_object_set_new(w, "step_time_p50_s", json_real(p50[i]));
-            json_object_set_new(w, "step_time_p99_s", json_real(p99[i]));
-            json_object_set_new(w, "step_time_samples", json_integer(count[i]));
-        }
+        if (wi.lost_since_ms && !wi.up)
+            coord_run_lost_json(w, now, wi.lost_since_ms, wi.lost_why);
+        coord_run_step_json(r, (int)i, now, w, NULL);
         json_object_set_new(w, "straggler", json_boolean(has[i] && nsorted >= 2 && p50[i] >= 2 * median));
-        json_object_set_new(w, "step_seconds", s_histogram_json(&r->steptime[i].hist));
         json_array_append_new(workers, w);
     }
 }
@@ -286,21 +303,27 @@ s_svg(coord_run_t *r)
 }
 
 void
+coord_run_step_time(coord_run_t *r, int i, double sec, int64_t steps)
+{
+    if (i < 0 || i >= COORD_MAX_TASKS)
+        return;
+    coord_steptime_t *st = &r->steptime[i];
+    st->t_ms[st->head] = zdist_clock_now_ms();
+    st->sec[st->head] = sec;
+    st->head = (st->head + 1) % COORD_STEP_SAMPLES;
+    if (st->n < COORD_STEP_SAMPLES)
+        st->n++;
+    for (int64_t k = 0; k < steps; k++)
+        zdist_prom_histogram_observe(&st->hist, sec);
+}
+
+void
 coord_run_account(coord_run_t *r, const zdist_closure_result_t *res)
 {
     r->step += res->steps;
     r->examples_total += (int64_t)res->examples;
-    if (res->worker >= 0 && res->worker < COORD_MAX_TASKS && res->steps > 0 && res->run_us >= 0) {
-        coord_steptime_t *st = &r->steptime[res->worker];
-        double sec = (double)res->run_us / 1e6 / (double)res->steps;
-        st->t_ms[st->head] = zdist_clock_now_ms();
-        st->sec[st->head] = sec;
-        st->head = (st->head + 1) % COORD_STEP_SAMPLES;
-        if (st->n < COORD_STEP_SAMPLES)
-            st->n++;
-        for (int64_t k = 0; k < res->steps; k++)
-            zdist_prom_histogram_observe(&st->hist, sec);
-    }
+    if (res->worker >= 0 && res->steps > 0 && res->run_us >= 0)
+        coord_run_step_time(r, res->worker, (double)res->run_us / 1e6 / (double)res->steps, res->steps);
     r->win_steps += res->steps;
     r->win_loss += res->loss_sum;
     r->win_examples += res->examples;

@@ -73,6 +73,8 @@ coord_start_worker 1
 coord_wait_state "$JOB" done 300
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" 'j["step"] == j["steps"] == 1200 and j["workers"][1]["restarts"] >= 1 and all(w["in_ring"] for w in j["workers"])'
+# Lockstep: each worker's step time is the round's, p50 <= p99, over the last minute.
+zd_json_check "$OUT" 'all(0 < w["step_time_p50_s"] <= w["step_time_p99_s"] and w["step_time_samples"] > 0 for w in j["workers"])'
 zd_json_check "$OUT" '"worker task 1" in j["ring_reformed_because"]'
 grep -qE "job $JOB: 2 workers in the ring, restored from the checkpoint at step [1-9][0-9]*00" "$ZD_TMP/chief.log" ||
     zd_fail "no restore from a checkpoint: $(grep "$JOB" "$ZD_TMP/chief.log" | tail -5)"
@@ -94,6 +96,8 @@ zd_wait_log chief "job $JOB: worker task 1 \(.*\) did not come back within 2000 
 zd_wait_log chief "job $JOB: 1 workers in the ring, restored from the checkpoint" 60
 # The status reaches the server on its next update: poll it.
 coord_wait_json "$JOB" 'not j["workers"][1]["in_ring"] and j["workers"][0]["in_ring"] and j["workers"][0]["rank"] == 0' 30
+# The lost worker's status says since when and why.
+coord_wait_json "$JOB" 'j["workers"][1]["state"] == "lost" and j["workers"][1]["lost_ms_ago"] >= 0 and j["workers"][1]["lost_since"] > 0 and len(j["workers"][1]["lost_why"]) > 0' 30
 grep -q "job 'mwm-ft' started: .*input pipeline 0 of 1" "$ZD_TMP/worker0.log" || zd_fail "worker 0 not restarted as the only pipeline"
 coord_start_worker 1
 zd_wait_log chief "job $JOB: worker task 1 \(.*\) is back: re-forming the ring" 120
