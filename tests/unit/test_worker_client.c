@@ -281,7 +281,7 @@ test_round_trip(void)
     CU_ASSERT_PTR_NULL(r.internal);
 
     /* RUN_STEPS: per-step outputs, and the sums the coordinators use. */
-    zdist_worker_run_t run = {"wc", 3};
+    zdist_worker_run_t run = {.job = "wc", .steps = 3};
     s_wait(c, zdist_worker_client_run_steps(c, &run, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(s_seen.steps, 3);
     CU_ASSERT_EQUAL_FATAL(r.status, ZDIST_STATUS_OK);
@@ -362,7 +362,7 @@ test_bad_requests(void)
     zdist_worker_reply_t r;
     uint64_t id = 0;
 
-    zdist_worker_run_t run = {"wc", -1};
+    zdist_worker_run_t run = {.job = "wc", .steps = -1};
     s_wait(c, zdist_worker_client_run_steps(c, &run, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "run_steps: steps: -1 is outside 0..100000"));
@@ -403,7 +403,7 @@ test_bad_requests(void)
     CU_ASSERT_EQUAL(atomic_load(&s_seen.calls), before);
 
     /* A reply breaking the protocol's limits completes INTERNAL, saying why. */
-    zdist_worker_run_t bad = {"bad-reply", 1};
+    zdist_worker_run_t bad = {.job = "bad-reply", .steps = 1};
     s_wait(c, zdist_worker_client_run_steps(c, &bad, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_INTERNAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "malformed reply to method 201"));

@@ -17,6 +17,7 @@ typedef enum { S_QUEUED, S_FLIGHT, S_DONE } s_vstate_t;
 struct zdist_remote_value_t {
     zdist_coordinator_t *owner;
     int64_t steps;
+    int64_t first_step; /* the job's number of its first step: the same on every attempt */
     s_vstate_t state;
     int rc;
     zdist_error_t err;
@@ -63,6 +64,7 @@ struct zdist_coordinator_t {
     zdist_worker_client_t **clients; /* workers[i].cl, for one poll over all */
     size_t nworkers;
     size_t rr; /* round robin for dispatch */
+    int64_t next_step; /* the job's step the next scheduled closure follows */
     zdist_remote_value_t *qhead, *qtail;
     size_t nqueued;
     zdist_remote_value_t *chead, *ctail; /* completed, not yet taken */
@@ -256,6 +258,8 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
         return NULL;
     v->owner = self;
     v->steps = steps;
+    v->first_step = self->next_step + 1;
+    self->next_step += steps;
     v->result.worker = -1;
     v->all_next = self->all;
     self->all = v;
@@ -273,6 +277,12 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
     self->qtail = v;
     self->nqueued++;
     return v;
+}
+
+void
+zdist_coordinator_set_step(zdist_coordinator_t *self, int64_t step)
+{
+    self->next_step = step > 0 ? step : 0;
 }
 
 void
@@ -491,7 +501,7 @@ s_dispatch(zdist_coordinator_t *self)
             break;
         self->rr = (self->rr + 1) % self->nworkers;
         zdist_remote_value_t *v = s_pop(self);
-        zdist_worker_run_t req = {self->job.name, v->steps};
+        zdist_worker_run_t req = {self->job.name, v->steps, v->first_step};
         if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &v->req_id) < 0) {
             s_push_front(self, v);
             break;
