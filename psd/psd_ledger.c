@@ -114,7 +114,11 @@ s_record_first(psd_ledger_t *self, uint64_t step)
         s_drop_words(self, slide);
     i -= slide;
     if (self->nwords < need) {
-        memset(self->words + self->nwords, 0, (need - self->nwords) * sizeof *self->words);
+        if (self->base == 0 && self->nwords == 0)
+            self->words[0] = 1; /* step 0 names no step: the floor starts above it */
+        size_t from = self->base == 0 && self->nwords == 0 ? 1 : self->nwords;
+        if (need > from)
+            memset(self->words + from, 0, (need - from) * sizeof *self->words);
         self->nwords = need;
     }
     self->words[i] |= 1ULL << (step % 64);
