@@ -65,6 +65,7 @@ struct zdist_coordinator_t {
     size_t nworkers;
     size_t rr; /* round robin for dispatch */
     int64_t next_step; /* the job's step the next scheduled closure follows */
+    bool numbered;     /* zdist_coordinator_set_step was called: closures carry step numbers */
     zdist_remote_value_t *qhead, *qtail;
     size_t nqueued;
     zdist_remote_value_t *chead, *ctail; /* completed, not yet taken */
@@ -258,8 +259,10 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
         return NULL;
     v->owner = self;
     v->steps = steps;
-    v->first_step = self->next_step + 1;
-    self->next_step += steps;
+    if (self->numbered) {
+        v->first_step = self->next_step + 1;
+        self->next_step += steps;
+    }
     v->result.worker = -1;
     v->all_next = self->all;
     self->all = v;
@@ -283,6 +286,7 @@ void
 zdist_coordinator_set_step(zdist_coordinator_t *self, int64_t step)
 {
     self->next_step = step > 0 ? step : 0;
+    self->numbered = true;
 }
 
 void
