@@ -208,9 +208,11 @@ for ((f = 1; f <= FAULTS; f++)); do
         kill -STOP "${ZD_PID[${CUR[$r]}]}"; sleep "$STOP_S"; kill -CONT "${ZD_PID[${CUR[$r]}]}"
         what="SIGSTOP $r for ${STOP_S} s, then SIGCONT" ;;
     corrupt_ckpt)
+        # The chief first: alive, it may complete a newer checkpoint (every
+        # 50 steps is several a second) after the pick, and resume from that.
+        kill9 chief
         newest=$(ls -d "$JOB_DIR"/ckpt-* 2>/dev/null | grep -E 'ckpt-[0-9]+$' | sort -t- -k2 -n |
             while read -r d; do if [[ -f $d/manifest.json ]]; then echo "$d"; fi; done | tail -1)
-        kill9 chief
         victim=$(ls "$newest"/*.bin 2>/dev/null | sort | head -$((1 + RANDOM % 2)) | tail -1)
         if [[ -n $victim ]]; then
             python3 - "$victim" <<'PY'
