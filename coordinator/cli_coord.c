@@ -257,6 +257,9 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
     const char *e = json_string_value(json_object_get(st, "error"));
     if (e && *e)
         fprintf(out, "  error: %s\n", e);
+    const char *waiting = json_string_value(json_object_get(st, "waiting"));
+    if (waiting && *waiting)
+        fprintf(out, "  queued: %s\n", waiting);
     json_t *evals = json_object_get(st, "evaluations"); /* zdist-worker --evaluator's */
     size_t ne = json_array_size(evals), i0 = ne > 10 ? ne - 10 : 0;
     if (ne > 0)

@@ -7,6 +7,28 @@
 #include "cli.h"
 #include "cli_coord.h"
 
+/* The status of every job queued or running, in the coordinator's table
+   order (NULL when the list fails: the latest job is shown alone). */
+static json_t *
+s_unfinished(zdist_coord_client_t *c)
+{
+    zdist_coord_job_t *jobs = NULL;
+    size_t n = 0;
+    if (zdist_coord_client_list(c, 5000, &jobs, &n, NULL) < 0)
+        return NULL;
+    json_t *out = json_array();
+    for (size_t i = 0; i < n && out; i++) {
+        if (zdist_coord_state_final(jobs[i].state))
+            continue;
+        int ex;
+        json_t *st = cli_coord_status("status", c, jobs[i].job_id, 5000, &ex);
+        if (st)
+            json_array_append_new(out, st);
+    }
+    zdist_coord_jobs_free(&jobs, n);
+    return out;
+}
+
 int
 cli_status_main(int argc, char **argv)
 {
@@ -39,7 +61,8 @@ cli_status_main(int argc, char **argv)
                    "examples/s, test_accuracy once evaluated), each worker's closures done / in flight and\n"
                    "last heartbeat, each ps task's bytes and requests, and the sidecar evaluator's results\n"
                    "(zdist-worker --evaluator: eval_step, test_loss, test_accuracy per checkpoint; 'evaluations'\n"
-                   "in --json). Without JOB: the latest job.\n"
+                   "in --json). Without JOB: the latest job, or every job queued or running when there are\n"
+                   "several (each with its own progress; --json adds them as \"jobs\" to the latest job's object).\n"
                    "  --follow   show progress until the job ends (waiting up to 3 minutes for a restarting\n"
                    "             coordinator), then its status; exit 0 done, 1 failed or cancelled\n");
             return CLI_EXIT_OK;
@@ -61,7 +84,21 @@ cli_status_main(int argc, char **argv)
     bool tty = follow && !as_json && isatty(STDERR_FILENO);
     json_t *st = follow ? cli_coord_follow("status", c, job, !as_json, tty, &ex)
                         : cli_coord_status("status", c, job, 5000, &ex);
+    json_t *all = st && !follow && !*job ? s_unfinished(c) : NULL;
     zdist_coord_client_destroy(&c);
+    if (all && json_array_size(all) >= 2) {
+        if (as_json) {
+            json_object_set(st, "jobs", all);
+        } else {
+            size_t i;
+            json_t *one;
+            json_array_foreach(all, i, one) cli_coord_print(stdout, one, true);
+            json_decref(all);
+            json_decref(st);
+            return CLI_EXIT_OK;
+        }
+    }
+    json_decref(all);
     if (tty)
         fputc('\n', stderr);
     if (!st)

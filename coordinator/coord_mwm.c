@@ -602,7 +602,7 @@ coord_mwm_attempt(coord_run_t *r)
         }
     }
     int64_t last;
-    while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
+    while ((last = coord_run_ckpt_last(cfg->ckpt_root)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
         ; /* a damaged checkpoint was set aside: the one before */
     if (last < 0 && r->ckpt_damaged > 0)
         return coord_run_ckpt_all_damaged(r);

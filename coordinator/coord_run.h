@@ -61,6 +61,7 @@ typedef struct {
     unsigned worker_restarts[COORD_MAX_TASKS];
     int64_t worker_closures[COORD_MAX_TASKS];
     char lost_why[1024];  /* why the attempt ended with -EAGAIN */
+    char ckpt_why[1024];  /* why the last save failed */
     coord_steptime_t steptime[COORD_MAX_TASKS];
     int64_t examples_total;
     /* ps request rates: the requests per method at the last stats call */

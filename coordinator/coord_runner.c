@@ -219,6 +219,7 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", (int)r->psd_recoveries,
                                "dir", r->cfg->job_dir);
+    json_object_set_new(detail, "checkpoint_dir", json_string(r->cfg->ckpt_root));
     json_object_set_new(detail, "checkpoints_damaged", json_integer(r->ckpt_damaged));
     json_object_set_new(detail, "checkpoints_failed", json_integer(r->ckpt_failed));
     if (r->mwm)
@@ -374,7 +375,7 @@ coord_run_ckpt_all_damaged(coord_run_t *r)
     snprintf(r->error, sizeof r->error,
              "every checkpoint of the job is damaged (set aside as ckpt-*.damaged in %s; see the coordinator's "
              "log for why)",
-             r->cfg->job_dir);
+             r->cfg->ckpt_root);
     return -EBADMSG;
 }
 
@@ -389,7 +390,7 @@ coord_run_ckpt_last(const char *job_dir)
 void
 coord_run_ckpt_dir(const coord_run_t *r, int64_t step, char *dir, size_t size)
 {
-    snprintf(dir, size, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
+    snprintf(dir, size, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)step);
     mkdir(dir, 0755);
 }
 
@@ -397,7 +398,7 @@ int
 coord_run_ckpt_check(const coord_run_t *r, int64_t step, char *why, size_t size)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->job_dir, (long long) step);
+    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->ckpt_root, (long long) step);
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -422,7 +423,7 @@ void
 coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
 {
     char dir[1100], aside[1200];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long) step);
     snprintf(aside, sizeof aside, "%s.damaged", dir);
     nftw(aside, s_rm, 8, FTW_DEPTH | FTW_PHYS); /* an older one of the same step */
     if (rename(dir, aside) < 0) {
@@ -431,7 +432,7 @@ coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
         nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     }
     r->ckpt_damaged++;
-    int64_t before = coord_run_ckpt_last(r->cfg->job_dir);
+    int64_t before = coord_run_ckpt_last(r->cfg->ckpt_root);
     char next[64];
     if (before >= 0)
         snprintf(next, sizeof next, "resuming from the one at step %lld", (long long) before);
@@ -444,8 +445,9 @@ coord_run_ckpt_reject(coord_run_t *r, int64_t step, const char *why)
 void
 coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why)
 {
+    snprintf(r->ckpt_why, sizeof r->ckpt_why, "%s", why);
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long) step);
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long) step);
     if (step != r->ckpt_step) /* never the complete one */
         nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     r->ckpt_failed++;
@@ -512,9 +514,9 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     r->ckpt_tried = step;
     /* Keep the newest K complete ones; drop older and incomplete ones. */
     int64_t steps[1024];
-    int n = s_ckpt_list(r->cfg->job_dir, steps, 1024, false);
+    int n = s_ckpt_list(r->cfg->ckpt_root, steps, 1024, false);
     int64_t done[1024];
-    int nd = s_ckpt_list(r->cfg->job_dir, done, 1024, true);
+    int nd = s_ckpt_list(r->cfg->ckpt_root, done, 1024, true);
     int64_t keep_from = nd > r->cfg->job.ckpt_keep ? done[nd - r->cfg->job.ckpt_keep] : -1;
     for (int i = 0; i < n; i++) {
         if (steps[i] >= keep_from && steps[i] <= step) {
@@ -527,10 +529,10 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
         if (steps[i] > step)
             continue;
         char old[1100];
-        snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->job_dir, (long long)steps[i]);
+        snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)steps[i]);
         nftw(old, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     }
-    s_prune_damaged(r->cfg->job_dir, keep_from >= 0 ? keep_from : (nd ? done[0] : 0));
+    s_prune_damaged(r->cfg->ckpt_root, keep_from >= 0 ? keep_from : (nd ? done[0] : 0));
     zsys_info("job %s: checkpoint at step %lld (%llu bytes %s)", r->cfg->job_id, (long long)step,
               (unsigned long long)bytes, where);
     s_svg(r);
@@ -546,7 +548,7 @@ s_ckpt_save(coord_run_t *r, int64_t step)
     for (int i = 0; i < r->cfg->num_ps; i++) {
         uint64_t bytes = 0;
         zdist_error_t err = {0};
-        int rc = zdist_ps_client_save(r->ps[i], dir, step, i, &bytes, &err);
+        int rc = zdist_ps_client_save_job(r->ps[i], dir, step, i, r->cfg->job_id, &bytes, &err);
         if (rc < 0) {
             char why[ZDIST_ERROR_TEXT_MAX + 32];
             snprintf(why, sizeof why, "ps %d: %s", i, err.text);
@@ -565,10 +567,10 @@ static int
 s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
 {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->job_dir, (long long)step);
+    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)step);
     for (int i = 0; i < r->cfg->num_ps; i++) {
         int64_t got;
-        int rc = zdist_ps_client_restore(r->ps[i], dir, &got, err);
+        int rc = zdist_ps_client_restore_job(r->ps[i], dir, r->cfg->job_id, &got, err);
         if (rc < 0)
             return rc;
     }
@@ -743,7 +745,7 @@ s_attempt(coord_run_t *r)
     int64_t last;
     /* The newest checkpoint that restores: a damaged one is set aside and
        the one before it tried. */
-    while ((last = coord_run_ckpt_last(cfg->job_dir)) >= 0) {
+    while ((last = coord_run_ckpt_last(cfg->ckpt_root)) >= 0) {
         char why[ZDIST_ERROR_TEXT_MAX + 1300];
         if (coord_run_ckpt_check(r, last, why, sizeof why) < 0) {
             coord_run_ckpt_reject(r, last, why);
@@ -775,7 +777,9 @@ s_attempt(coord_run_t *r)
     } else {
         r->step = 0;
         if ((rc = s_ckpt_save(r, 0)) < 0) {
-            snprintf(r->error, sizeof r->error, "checkpoint at step 0 failed (is the state dir writable by the psd?)");
+            snprintf(r->error, sizeof r->error, "checkpoint at step 0 into %s failed: %s (every ps task must be "
+                     "able to write there: the psds' --checkpoint-root must hold it)", cfg->ckpt_root,
+                     r->ckpt_why[0] ? r->ckpt_why : "see the coordinator's log");
             return s_ps_changed(r) ? s_ps_lost(r, "during the checkpoint at step 0", NULL) : rc;
         }
     }
@@ -798,8 +802,9 @@ s_attempt(coord_run_t *r)
             if (next < target)
                 target = next;
         }
-        /* Keep enough closures queued for every worker to have K in flight. */
-        size_t want = 3 * (size_t)cfg->num_workers;
+        /* Keep enough closures queued for every worker to have its RUN_STEPS
+           in flight, short closures several to a message. */
+        size_t want = 8 * (size_t)cfg->num_workers;
         while (r->scheduled < target && zdist_coordinator_queued(r->coord) < want) {
             int64_t n = target - r->scheduled < spe ? target - r->scheduled : spe;
             if (!zdist_coordinator_schedule(r->coord, n)) {
@@ -865,6 +870,15 @@ coord_runner_actor(zsock_t *pipe, void *args)
     r->ckpt_tried = -1;
     r->started_ms = zdist_clock_now_ms();
     r->steps = cfg->job.steps;
+    if (cfg->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
+        /* Workers hold several jobs' sessions, by name: NAME@ID tells two
+           submissions of one job file apart. */
+        char *unique = NULL;
+        if (asprintf(&unique, "%s@%s", cfg->job.spec.name, cfg->job_id) >= 0) {
+            free(cfg->job.spec.name);
+            cfg->job.spec.name = unique;
+        }
+    }
     for (int i = 0; i < COORD_MAX_TASKS; i++)
         zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
     zdist_ps_client_options_t po;

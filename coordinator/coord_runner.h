@@ -11,7 +11,8 @@
 
 typedef struct {
     char job_id[64];
-    char job_dir[1024];   /* STATE/jobs/ID (absolute): checkpoints, metrics */
+    char job_dir[1024];   /* STATE/jobs/ID (absolute): metrics, loss.svg */
+    char ckpt_root[1024]; /* where ckpt-STEP/ go: job_dir, or checkpoint.dir/ID */
     char *base_dir;       /* owned */
     coord_job_t job;      /* owned */
     int num_workers, num_ps;

@@ -1,5 +1,5 @@
-/* coord_server: coordinator.proto handlers, the job table persisted under the state dir, one job runner at a time,
-   STATUS streams to followers. */
+/* coord_server: coordinator.proto handlers, the job table persisted under the state dir, a runner per running job
+   (several parameter_server jobs at once, a multi_worker_mirrored one alone), STATUS streams to followers. */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -42,7 +42,16 @@ typedef struct {
     char *error;
     char *detail;   /* JSON */
     int64_t seq;    /* submission order */
+    int priority;   /* the job's: a higher one starts first */
+    bool mwm;       /* multi_worker_mirrored: runs alone */
+    int64_t last_persist_ms; /* state.json written from a runner's status (at most once a second) */
 } s_job_t;
+
+/* A running job and its runner actor. */
+typedef struct {
+    zactor_t *actor;
+    s_job_t *job;
+} s_run_t;
 
 /* A STATUS stream: the deferred call and what it was last sent. A client that
    goes away without a word stays here until its job ends or its call's
@@ -63,9 +72,8 @@ typedef struct {
     s_job_t **jobs;
     size_t njobs;
     int64_t next_seq;
-    zactor_t *runner;
-    s_job_t *running;
-    int64_t last_persist_ms;
+    s_run_t runs[COORD_MAX_RUNNING];
+    int nruns;
     s_follower_t followers[COORD_MAX_FOLLOWERS];
     size_t nfollowers;
     int follow_timer; /* zloop timer of the next follower update due; -1 none */
@@ -190,6 +198,19 @@ s_add(self_t *self, s_job_t *j)
     return 0;
 }
 
+/* The job's priority and whether it runs alone, from its document (a
+   document that no longer parses fails when it is started). */
+static void
+s_job_kind(s_job_t *j)
+{
+    zdist_job_t spec;
+    if (zdist_job_parse(j->text, NULL, &spec, NULL) < 0)
+        return;
+    j->priority = spec.priority;
+    j->mwm = spec.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    zdist_job_release(&spec);
+}
+
 /* One job of an earlier run from STATE/jobs/<name>: -errno with err naming
    the file that is missing or damaged. */
 static int
@@ -237,6 +258,7 @@ s_load_job(self_t *self, const char *dir, const char *name, zdist_error_t *err)
     j->detail = row.detail;
     row.detail = NULL;
     j->seq = row.seq;
+    s_job_kind(j);
     if (s_add(self, j) < 0) {
         s_job_free(&j);
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
@@ -273,19 +295,89 @@ s_load_jobs(self_t *self)
 
 static int s_on_runner(zloop_t *loop, zsock_t *sock, void *arg);
 
-/* Starts the oldest queued job, if no job runs: its runner's pipe is read
-   by the server's loop, so the server wakes when the runner has news. A
-   job whose document no longer parses fails, and the next one is tried. */
+/* The queued job to start next: the highest priority, then the oldest. */
+static s_job_t *
+s_next_queued(self_t *self)
+{
+    s_job_t *next = NULL;
+    for (size_t i = 0; i < self->njobs; i++) {
+        s_job_t *j = self->jobs[i];
+        if (strcmp(j->state, "queued") != 0)
+            continue;
+        if (!next || j->priority > next->priority || (j->priority == next->priority && j->seq < next->seq))
+            next = j;
+    }
+    return next;
+}
+
+/* Why `next` cannot start now ("" when it can). */
+static void
+s_why_waiting(self_t *self, const s_job_t *next, char *why, size_t size)
+{
+    why[0] = 0;
+    char ids[COORD_MAX_RUNNING * (ZDIST_COORD_ID_MAX + 2)] = "";
+    for (int i = 0; i < self->nruns; i++) {
+        size_t len = strlen(ids);
+        snprintf(ids + len, sizeof ids - len, "%s%s", i ? ", " : "", self->runs[i].job->id);
+    }
+    for (int i = 0; i < self->nruns; i++)
+        if (self->runs[i].job->mwm) {
+            snprintf(why, size, "waiting for job %s to end (multi_worker_mirrored: it owns the workers' ring and "
+                     "runs alone)", self->runs[i].job->id);
+            return;
+        }
+    if (next->mwm && self->nruns > 0)
+        snprintf(why, size, "waiting for job%s %s to end (a multi_worker_mirrored job owns the workers' ring and "
+                 "runs alone)", self->nruns > 1 ? "s" : "", ids);
+    else if (self->nruns >= self->config.max_running)
+        snprintf(why, size, "waiting for one of the %d running jobs (%s) to end: the limit (zdist-coordinator "
+                 "--max-running-jobs %d)", self->nruns, ids, self->config.max_running);
+}
+
+/* A queued job's detail says why it waits ({"waiting": why}). */
+static void
+s_set_waiting(s_job_t *j, const char *why)
+{
+    json_t *d = json_pack("{s:s}", "waiting", why);
+    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (text) {
+        free(j->detail);
+        j->detail = text;
+    }
+}
+
+/* Starts queued jobs while they may run — up to max_running at once, a
+   multi_worker_mirrored job alone — highest priority first, then oldest.
+   Each runner's pipe is read by the server's loop, so the server wakes when
+   a runner has news. A job whose document no longer parses fails, and the
+   next one is tried. The jobs left queued say what they wait for. */
 static void
 s_start_next(self_t *self)
 {
-    while (!self->runner) {
-        s_job_t *next = NULL;
-        for (size_t i = 0; i < self->njobs; i++)
-            if (strcmp(self->jobs[i]->state, "queued") == 0 && (!next || self->jobs[i]->seq < next->seq))
-                next = self->jobs[i];
+    for (;;) {
+        s_job_t *next = s_next_queued(self);
         if (!next)
             return;
+        char why[1024];
+        s_why_waiting(self, next, why, sizeof why);
+        if (why[0]) {
+            /* Each queued job: what it waits for, and the job before it. */
+            for (size_t i = 0; i < self->njobs; i++) {
+                s_job_t *j = self->jobs[i];
+                if (strcmp(j->state, "queued") != 0)
+                    continue;
+                char mine[1024], line[1200];
+                s_why_waiting(self, j, mine, sizeof mine);
+                if (j == next)
+                    snprintf(line, sizeof line, "%s", mine);
+                else
+                    snprintf(line, sizeof line, "%s%sjob %s (priority %d) starts before it", mine,
+                             mine[0] ? "; " : "", next->id, next->priority);
+                s_set_waiting(j, line);
+            }
+            return;
+        }
         coord_runner_config_t *cfg = calloc(1, sizeof *cfg);
         zdist_error_t err = {0};
         if (!cfg || !(cfg->base_dir = strdup(next->base_dir)) ||
@@ -299,34 +391,42 @@ s_start_next(self_t *self)
         }
         snprintf(cfg->job_id, sizeof cfg->job_id, "%s", next->id);
         s_job_dir(self, next, cfg->job_dir, sizeof cfg->job_dir);
+        if (cfg->job.spec.ckpt_dir)
+            snprintf(cfg->ckpt_root, sizeof cfg->ckpt_root, "%s/%s", cfg->job.spec.ckpt_dir, next->id);
+        else
+            snprintf(cfg->ckpt_root, sizeof cfg->ckpt_root, "%s", cfg->job_dir);
+        mkdir(cfg->ckpt_root, 0755); /* made at submit; again in case it was removed since */
         cfg->num_workers = self->config.num_workers;
         cfg->num_ps = self->config.num_ps;
         memcpy(cfg->workers, self->config.workers, sizeof cfg->workers);
         memcpy(cfg->ps, self->config.ps, sizeof cfg->ps);
         cfg->closure_timeout_ms = self->config.closure_timeout_ms;
         snprintf(next->state, sizeof next->state, "running");
+        free(next->detail);
+        next->detail = strdup("{}");
         s_persist(self, next);
-        self->running = next;
-        zsys_info("job %s ('%s'): running on %d workers and %d ps", next->id, next->name, cfg->num_workers,
-                  cfg->num_ps);
+        zsys_info("job %s ('%s'): running on %d workers and %d ps%s", next->id, next->name, cfg->num_workers,
+                  cfg->num_ps, self->nruns ? " beside other jobs" : "");
         s_event(self, next->id, "running", "job '%s' running on %d workers and %d ps", next->name, cfg->num_workers,
                 cfg->num_ps);
-        self->runner = zactor_new(coord_runner_actor, cfg);
-        if (!self->runner || zloop_reader(self->loop, zactor_sock(self->runner), s_on_runner, self) < 0) {
+        s_run_t *run = &self->runs[self->nruns++];
+        run->job = next;
+        run->actor = zactor_new(coord_runner_actor, cfg);
+        if (!run->actor || zloop_reader(self->loop, zactor_sock(run->actor), s_on_runner, self) < 0) {
             zsys_error("job %s: cannot start its runner: out of memory", next->id);
             abort();
         }
     }
 }
 
-/* A status message from the runner; returns true on its last one. */
+/* A status message from a runner; returns true on its last one. */
 static bool
-s_runner_message(self_t *self)
+s_runner_message(self_t *self, s_run_t *run)
 {
-    char *kind = zstr_recv(self->runner);
-    char *text = kind ? zstr_recv(self->runner) : NULL;
+    char *kind = zstr_recv(run->actor);
+    char *text = kind ? zstr_recv(run->actor) : NULL;
     bool end = kind && strcmp(kind, "END") == 0;
-    s_job_t *j = self->running;
+    s_job_t *j = run->job;
     if (kind && strcmp(kind, "EVENT") == 0) {
         json_t *ev = text ? json_loads(text, 0, NULL) : NULL;
         const char *ek = json_string_value(json_object_get(ev, "kind"));
@@ -354,9 +454,9 @@ s_runner_message(self_t *self)
         free(j->detail);
         j->detail = json_dumps(detail, JSON_COMPACT);
         int64_t now = zdist_clock_now_ms();
-        if (changed || end || now - self->last_persist_ms > 1000) {
+        if (changed || end || now - j->last_persist_ms > 1000) {
             s_persist(self, j);
-            self->last_persist_ms = now;
+            j->last_persist_ms = now;
         }
         if (end) {
             zsys_info("job %s ('%s'): %s at step %lld of %lld%s%s", j->id, j->name, j->state, (long long)j->step,
@@ -381,10 +481,17 @@ static int
 s_on_runner(zloop_t *loop, zsock_t *sock, void *arg)
 {
     self_t *self = arg;
-    if (s_runner_message(self)) {
+    int at = 0;
+    while (at < self->nruns && zactor_sock(self->runs[at].actor) != sock)
+        at++;
+    if (at == self->nruns) { /* not ours any more */
         zloop_reader_end(loop, sock);
-        zactor_destroy(&self->runner);
-        self->running = NULL;
+        return 0;
+    }
+    if (s_runner_message(self, &self->runs[at])) {
+        zloop_reader_end(loop, sock);
+        zactor_destroy(&self->runs[at].actor);
+        self->runs[at] = self->runs[--self->nruns];
         s_start_next(self);
     }
     s_followers_update(self, false);
@@ -457,6 +564,41 @@ out:
 
 /* ---- handlers ---- */
 
+/* checkpoint.dir at submit: created with its parents if missing, and
+   writable. -errno with why naming the field. */
+static int
+s_mkdirs(const char *dir, char *why, size_t size)
+{
+    char path[1100];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        snprintf(why, size, "checkpoint.dir: '%.200s...' is too long", dir);
+        return -ENAMETOOLONG;
+    }
+    for (char *p = path + 1;; p++) {
+        bool last = *p == 0;
+        if (*p == '/' || last) {
+            *p = 0;
+            if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+                int e = errno;
+                snprintf(why, size, "checkpoint.dir: cannot create '%.300s': %s; give a directory the coordinator "
+                         "and the ps tasks can write (under the psds' --checkpoint-root when they have one)", path,
+                         strerror(e));
+                return -e;
+            }
+            if (last)
+                break;
+            *p = '/';
+        }
+    }
+    struct stat sb;
+    if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode) || access(path, W_OK | X_OK) < 0) {
+        snprintf(why, size, "checkpoint.dir: '%.300s' is not a directory the coordinator can write; give one the "
+                 "coordinator and the ps tasks can write", path);
+        return -EACCES;
+    }
+    return 0;
+}
+
 static int
 s_submit(zdist_rpc_call_t *call, void *state)
 {
@@ -489,6 +631,10 @@ s_submit(zdist_rpc_call_t *call, void *state)
                                    "strategy.type: parameter_server needs ps tasks and the cluster has none; add "
                                    "\"ps\" tasks to the cluster or use multi_worker_mirrored");
     char why[1024];
+    if (req->job.ckpt_dir && s_mkdirs(req->job.ckpt_dir, why, sizeof why) < 0) {
+        zsys_warning("job '%s' refused: %s", req->job.name, why);
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", why);
+    }
     if (s_preflight(self, why, sizeof why) < 0) {
         zsys_warning("job '%s' refused: %s", req->job.name, why);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION, "%s", why);
@@ -509,6 +655,8 @@ s_submit(zdist_rpc_call_t *call, void *state)
     j->error = strdup("");
     j->detail = strdup("{}");
     j->seq = self->next_seq;
+    j->priority = req->job.priority;
+    j->mwm = req->job.strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
     char path[1200];
     snprintf(path, sizeof path, "%s/job.json", dir);
     zdist_file_piece_t doc = {j->text, j->text ? strlen(j->text) : 0};
@@ -521,6 +669,12 @@ s_submit(zdist_rpc_call_t *call, void *state)
     if (err.code < 0) {
         s_job_free(&j);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "%s", err.text);
+    }
+    if (req->job.ckpt_dir) {
+        char ckpt[1100];
+        snprintf(ckpt, sizeof ckpt, "%s/%s", req->job.ckpt_dir, j->id);
+        if (mkdir(ckpt, 0755) < 0 && errno != EEXIST)
+            zsys_warning("job %s: cannot create %s: %s (tried again when it starts)", j->id, ckpt, strerror(errno));
     }
     s_persist(self, j);
     zsys_info("job %s ('%s') submitted", j->id, j->name);
@@ -755,11 +909,16 @@ s_cancel(zdist_rpc_call_t *call, void *state)
         snprintf(j->state, sizeof j->state, "cancelled");
         s_persist(self, j);
         s_followers_update(self, false);
-    } else if (j == self->running && self->runner) {
-        zstr_send(self->runner, "CANCEL");
+    }
+    s_run_t *run = NULL;
+    for (int i = 0; i < self->nruns && !run; i++)
+        if (self->runs[i].job == j)
+            run = &self->runs[i];
+    if (run) {
+        zstr_send(run->actor, "CANCEL");
         zsys_info("job %s: cancelling", j->id);
     }
-    return zdist_coord_reply_cancel(call, j == self->running ? "cancelling" : j->state);
+    return zdist_coord_reply_cancel(call, run ? "cancelling" : j->state);
 }
 
 static const zdist_rpc_method_t s_methods[] = {
@@ -932,6 +1091,8 @@ coord_server_actor(zsock_t *pipe, void *args)
         self->config.max_jobs = 10000;
     if (self->config.max_queued <= 0)
         self->config.max_queued = 64;
+    if (self->config.max_running <= 0 || self->config.max_running > COORD_MAX_RUNNING)
+        self->config.max_running = 4;
     if (self->config.max_followers <= 0 || self->config.max_followers > COORD_MAX_FOLLOWERS)
         self->config.max_followers = 64;
     if (self->config.max_message_bytes == 0)
@@ -973,16 +1134,20 @@ coord_server_actor(zsock_t *pipe, void *args)
     s_load_jobs(self);
     s_start_next(self);
     zdist_daemon_serve(self->loop, pipe, self->rpc, 16);
-    if (self->runner) {
-        /* SIGTERM: the running job checkpoints and stops; it resumes at the next start. */
-        zsys_info("job %s: checkpointing before the stop", self->running->id);
-        zstr_send(self->runner, "$TERM");
-        zsock_set_rcvtimeo(zactor_sock(self->runner), 60000);
-        while (!s_runner_message(self))
-            ;
-        zloop_reader_end(self->loop, zactor_sock(self->runner));
-        zactor_destroy(&self->runner);
+    /* SIGTERM: every running job checkpoints and stops (all at once); each
+       resumes at the next start. */
+    for (int i = 0; i < self->nruns; i++) {
+        zsys_info("job %s: checkpointing before the stop", self->runs[i].job->id);
+        zstr_send(self->runs[i].actor, "$TERM");
     }
+    for (int i = 0; i < self->nruns; i++) {
+        zsock_set_rcvtimeo(zactor_sock(self->runs[i].actor), 60000);
+        while (!s_runner_message(self, &self->runs[i]))
+            ;
+        zloop_reader_end(self->loop, zactor_sock(self->runs[i].actor));
+        zactor_destroy(&self->runs[i].actor);
+    }
+    self->nruns = 0;
     /* Deferred calls end while the RPC server still exists: a job that ended
        meanwhile gets its last reply, every other stream UNAVAILABLE. */
     s_followers_update(self, false);

@@ -8,6 +8,8 @@
 #include "coord_runner.h"
 
 #define COORD_MAX_FOLLOWERS 1024
+/* Jobs running at once, at most (--max-running-jobs). */
+#define COORD_MAX_RUNNING 8 /* = WORKER_AGENT_MAX_JOBS: a worker holds that many */
 
 typedef struct {
     char endpoint[256];    /* to bind */
@@ -23,6 +25,7 @@ typedef struct {
        COORD_MAX_FOLLOWERS), and the largest request (32 MiB). */
     int max_jobs;
     int max_queued;
+    int max_running; /* parameter_server jobs running at once (4, at most COORD_MAX_RUNNING) */
     int max_followers;
     size_t max_message_bytes;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
@@ -30,8 +33,10 @@ typedef struct {
 
 /* zactor_new (coord_server_actor, &config): copied at start. Sends "READY
    <endpoint>" or "ERROR <message>" on its pipe. Unfinished jobs found in
-   the state dir are resumed. "$TERM": the running job checkpoints and stops
-   (it resumes at the next start), then the actor ends. */
+   the state dir are resumed. Up to max_running parameter_server jobs run
+   at once, each with its own runner (their closures share the workers);
+   a multi_worker_mirrored job runs alone. "$TERM": every running job
+   checkpoints and stops (it resumes at the next start), then the actor ends. */
 void coord_server_actor(zsock_t *pipe, void *args);
 
 #endif

@@ -30,10 +30,12 @@ s_usage(FILE *out)
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
             "  --http ADDR               serve a live dashboard at http://ADDR/, its JSON at /api/status and\n"
             "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
-            "                            127.0.0.1; off by default; read-only, no authentication)\n"
+            "                            127.0.0.1; default $ZDIST_HTTP, else off; read-only, no authentication)\n"
             "  --keys DIR                CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --max-jobs N              jobs kept in the state dir (default 10000)\n"
             "  --max-queued-jobs N       jobs queued or running at once (default 64)\n"
+            "  --max-running-jobs N      parameter_server jobs running at once, sharing the workers and ps\n"
+            "                            tasks, 1..8 (default 4; a multi_worker_mirrored job runs alone)\n"
             "  --max-followers N         STATUS streams open at once, 1..1024 (default 64)\n"
             "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --max-calls-per-peer N    STATUS streams and other calls answered later that one peer (its key,\n"
@@ -52,6 +54,7 @@ main(int argc, char **argv)
         {"http", required_argument, NULL, 'H'},
         {"max-jobs", required_argument, NULL, 'J'},
         {"max-queued-jobs", required_argument, NULL, 'Q'},
+        {"max-running-jobs", required_argument, NULL, 'R'},
         {"max-followers", required_argument, NULL, 'F'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'P'},
@@ -104,6 +107,14 @@ main(int argc, char **argv)
             }
             *(opt == 'J' ? &config.max_jobs : opt == 'Q' ? &config.max_queued : &config.max_followers) = (int)v;
             break;
+        case 'R':
+            if (zdist_parse_int64(optarg, 1, COORD_MAX_RUNNING, &v) < 0) {
+                fprintf(stderr, "zdist-coordinator: --max-running-jobs must be a number of jobs in 1..%d, got '%s'\n",
+                        COORD_MAX_RUNNING, optarg);
+                return 2;
+            }
+            config.max_running = (int)v;
+            break;
         case 'P':
             if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
                 fprintf(stderr, "zdist-coordinator: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
@@ -134,6 +145,8 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-coordinator: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    if (zdist_daemon_http_env("zdist-coordinator", config.http, sizeof config.http) != 0)
+        return 2;
     zsys_init();
     zsys_set_logident("zdist-coordinator");
     zsys_set_logstream(stderr);

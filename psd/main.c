@@ -26,7 +26,7 @@ s_usage(FILE *out)
             "  --max-message-bytes N   largest request accepted (default 268435456)\n"
             "  --max-tensor-bytes N    largest tensor in a request or reply (default 268435456)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
-            "                          a bare PORT is on 127.0.0.1; off by default)\n"
+            "                          a bare PORT is on 127.0.0.1; default $ZDIST_HTTP, else off)\n"
             "  --max-variables N       variable shards peers may create here (default 65536)\n"
             "  --max-bytes N           bytes of values and optimizer slots peers may make this psd hold\n"
             "                          (checked at create; default 3/4 of the machine's memory)\n"
@@ -158,6 +158,8 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-psd: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    if (zdist_daemon_http_env("zdist-psd", config.http, sizeof config.http) != 0)
+        return 2;
     const char *env_roots = getenv("ZDIST_CHECKPOINT_ROOTS");
     if (config.num_ckpt_roots == 0 && env_roots && *env_roots) {
         char *copy = strdup(env_roots), *save = NULL;

@@ -161,9 +161,35 @@ s_ledger_json(const psd_ledger_t *l)
     return j;
 }
 
+/* The store's shards of `job` (every one for NULL or ""), in the store's
+   order, into a new array; *ret_n receives how many. NULL when out of memory. */
+static psd_shard_t **
+s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
+{
+    size_t n = psd_store_list(store, NULL, 0);
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    if (!shards)
+        return NULL;
+    n = psd_store_list(store, shards, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (psd_shard_in_job(shards[i], job))
+            shards[kept++] = shards[i];
+    *ret_n = kept;
+    return shards;
+}
+
 int
 psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zdist_error_t *err)
 {
+    return psd_ckpt_save_job(store, dir, step, ps_task, NULL, NULL, err);
+}
+
+int
+psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
+                  uint64_t *ret_bytes, zdist_error_t *err)
+{
+    uint64_t bytes = 0;
     if (ps_task < 0)
         return zdist_error_set(err, -EINVAL, "ps task %d is negative", ps_task);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -175,13 +201,12 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
                                strerror(errno));
     int rc = 0;
     json_t *root = NULL, *old = NULL;
-    size_t n = psd_store_list(store, NULL, 0);
-    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    size_t n = 0;
+    psd_shard_t **shards = s_job_shards(store, job, &n);
     if (!shards) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    psd_store_list(store, shards, n); /* never removed: fills all n */
 
     uint32_t nonce;
     if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != sizeof nonce)
@@ -234,6 +259,7 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
             json_decref(dedup);
             goto out;
         }
+        bytes += view.value_bytes * (uint64_t) (1 + view.nslots);
 
         json_t *slots = json_array();
         for (int k = 0; k < view.nslots; k++)
@@ -277,6 +303,8 @@ psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zd
         if (!kept && !strchr(name, '/') && name[0] != '.')
             unlinkat(dirfd, name, 0);
     }
+    if (ret_bytes)
+        *ret_bytes = bytes;
 out:
     json_decref(old);
     json_decref(root);
@@ -731,16 +759,15 @@ s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
 
 /* Prepares a target per store shard: checks the checkpoint covers it. */
 static int
-s_plan_targets(s_restore_t *r, psd_store_t *store, zdist_error_t *err)
+s_plan_targets(s_restore_t *r, psd_store_t *store, const char *job, zdist_error_t *err)
 {
-    size_t n = psd_store_list(store, NULL, 0);
-    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    size_t n = 0;
+    psd_shard_t **shards = s_job_shards(store, job, &n);
     r->targets = calloc(n ? n : 1, sizeof *r->targets);
     if (!shards || !r->targets) {
         free(shards);
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
-    psd_store_list(store, shards, n); /* never removed: fills all n */
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         s_target_t *t = &r->targets[r->ntargets++];
@@ -890,6 +917,12 @@ out:
 int
 psd_ckpt_restore(psd_store_t *store, const char *dir, int64_t *ret_step, zdist_error_t *err)
 {
+    return psd_ckpt_restore_job(store, dir, NULL, ret_step, err);
+}
+
+int
+psd_ckpt_restore_job(psd_store_t *store, const char *dir, const char *job, int64_t *ret_step, zdist_error_t *err)
+{
     s_restore_t r = {.dir = dir};
     void *chunk = NULL;
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -899,7 +932,7 @@ psd_ckpt_restore(psd_store_t *store, const char *dir, int64_t *ret_step, zdist_e
     int64_t step = 0;
     int rc = s_load_manifests(&r, dirfd, &step, err);
     if (rc == 0)
-        rc = s_plan_targets(&r, store, err);
+        rc = s_plan_targets(&r, store, job, err);
     if (rc == 0 && !(chunk = malloc(S_IO_CHUNK)))
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
     for (size_t k = 0; rc == 0 && k < r.nentries; k++) {

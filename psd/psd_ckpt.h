@@ -71,6 +71,17 @@ int psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task
    ret_step (may be NULL) receives the checkpoint's step on success. */
 int psd_ckpt_restore(psd_store_t *store, const char *dir, int64_t *ret_step, zdist_error_t *err);
 
+/* The same for the shards of one job (psd_shard_in_job: names "JOB/..."):
+   a save writes only them (ret_bytes, may be NULL: their values and slots),
+   a restore reads only them and leaves every other shard as it is — so
+   each job checkpoints into its own directory and one job's restore never
+   rolls back another's. The exactly-once tables travel with each shard as
+   above. job NULL or "": every shard. */
+int psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
+                      uint64_t *ret_bytes, zdist_error_t *err);
+int psd_ckpt_restore_job(psd_store_t *store, const char *dir, const char *job, int64_t *ret_step,
+                         zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

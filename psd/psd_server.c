@@ -147,6 +147,42 @@ s_reply_rows(self_t *self, zdist_rpc_call_t *call, const char *name, const psd_s
     return 0;
 }
 
+/* From this size a pull is answered from the shard's own buffer (pinned
+   until sent) rather than a copy: copying is what a big pull costs the psd;
+   a small one is cheaper copied than counted. */
+#define S_PIN_MIN_BYTES (64 << 10)
+
+/* Adds rows [start, start + n) of a shard (nrows_arg: n, or PSD_WHOLE_SHARD)
+   to the reply, zero-copy when big. */
+static int
+s_reply_shard(self_t *self, zdist_rpc_call_t *call, const char *name, psd_shard_t *shard, int64_t start,
+              int64_t nrows_arg, int64_t n)
+{
+    const psd_shard_spec_t *spec = psd_shard_spec(shard);
+    size_t row_bytes = psd_shard_row_bytes(shard);
+    zdist_error_t err = {0};
+    void *buf;
+    size_t bytes;
+    int rc;
+    if ((size_t) n * row_bytes < S_PIN_MIN_BYTES) {
+        if ((rc = s_reply_rows(self, call, name, spec, n, row_bytes, &buf, &bytes)) < 0)
+            return rc;
+        rc = psd_shard_read(shard, start, nrows_arg, buf, bytes, &err);
+        return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
+    }
+    if ((rc = s_check_reply_bytes(self, call, name, (size_t) n * row_bytes)) < 0)
+        return rc;
+    void *pin;
+    if ((rc = psd_shard_pin(shard, start, nrows_arg, &buf, &bytes, &pin, &err)) < 0)
+        return s_refuse_err(call, rc, &err);
+    zdist_shape_t shape;
+    s_rows_shape(spec, n, &shape);
+    rc = zdist_msg_add_tensor(zdist_rpc_call_reply(call), name, spec->dtype, &shape, buf, bytes, psd_shard_unpin, pin);
+    if (rc < 0)
+        psd_shard_unpin(buf, pin); /* not taken */
+    return rc;
+}
+
 static int
 s_pull(zdist_rpc_call_t *call, void *state)
 {
@@ -163,14 +199,7 @@ s_pull(zdist_rpc_call_t *call, void *state)
                         "pull '%s' shard %d: rows %lld..%lld are outside the shard's rows %lld..%lld", req->name,
                         req->shard_index, (long long) start, (long long) (start + n), (long long) spec->row_offset,
                         (long long) (spec->row_offset + spec->rows));
-    void *buf;
-    size_t bytes;
-    int rc = s_reply_rows(self, call, req->name, spec, n, psd_shard_row_bytes(shard), &buf, &bytes);
-    if (rc < 0)
-        return rc;
-    zdist_error_t err = {0};
-    rc = psd_shard_read(shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, buf, bytes, &err);
-    return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
+    return s_reply_shard(self, call, req->name, shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, n);
 }
 
 /* Some shard of variable `name` on this ps (for its dtype and row shape). */
@@ -341,12 +370,7 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
         if (!it->pull)
             continue;
         const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
-        void *buf;
-        size_t bytes;
-        if ((rc = s_reply_rows(self, call, it->name, spec, spec->rows, psd_shard_row_bytes(shards[i]), &buf,
-                               &bytes)) == 0 &&
-            (rc = psd_shard_read(shards[i], spec->row_offset, PSD_WHOLE_SHARD, buf, bytes, &err)) < 0)
-            rc = s_refuse_err(call, rc, &err);
+        rc = s_reply_shard(self, call, it->name, shards[i], spec->row_offset, PSD_WHOLE_SHARD, spec->rows);
     }
     if (rc == 0)
         rc = zdist_ps_reply_set_push_pull(zdist_rpc_call_reply(call), n, dup, step);
@@ -443,14 +467,13 @@ s_save(zdist_rpc_call_t *call, void *state)
     if (rc < 0)
         return rc;
     int64_t t0 = zdist_clock_now_ms();
-    rc = psd_ckpt_save(self->store, dir, req->step, self->config.ps_task, &err);
+    uint64_t bytes = 0;
+    rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, &bytes, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    psd_store_stats_t st;
-    psd_store_stats(self->store, &st);
-    zsys_info("saved step %lld to '%s' (%llu bytes, %lld ms)", (long long) req->step, dir,
-              (unsigned long long) (st.value_bytes + st.slot_bytes), (long long) (zdist_clock_now_ms() - t0));
-    return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), st.value_bytes + st.slot_bytes);
+    zsys_info("saved step %lld%s%s to '%s' (%llu bytes, %lld ms)", (long long) req->step, *req->job ? " of job " : "",
+              req->job, dir, (unsigned long long) bytes, (long long) (zdist_clock_now_ms() - t0));
+    return zdist_ps_reply_set_save(zdist_rpc_call_reply(call), bytes);
 }
 
 static int
@@ -464,10 +487,10 @@ s_restore(zdist_rpc_call_t *call, void *state)
     int rc = s_ckpt_dir(self, call, req->dir, dir, sizeof dir);
     if (rc < 0)
         return rc;
-    rc = psd_ckpt_restore(self->store, dir, &step, &err);
+    rc = psd_ckpt_restore_job(self->store, dir, req->job, &step, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("restored step %lld from '%s'", (long long) step, dir);
+    zsys_info("restored step %lld%s%s from '%s'", (long long) step, *req->job ? " of job " : "", req->job, dir);
     return zdist_ps_reply_set_restore(zdist_rpc_call_reply(call), step);
 }
 
@@ -475,12 +498,14 @@ static int
 s_set_optimizer(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
-    const zdist_optim_config_t *cfg = zdist_rpc_call_body(call);
+    const zdist_ps_set_optimizer_t *req = zdist_rpc_call_body(call);
+    const zdist_optim_config_t *cfg = &req->config;
     zdist_error_t err = {0};
-    int rc = psd_store_set_optimizer(self->store, cfg, &err);
+    int rc = psd_store_set_optimizer_job(self->store, req->job, cfg, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    zsys_info("optimizer %s, learning rate %g", zdist_optim_kind_name(cfg->kind), cfg->learning_rate);
+    zsys_info("optimizer %s, learning rate %g%s%s", zdist_optim_kind_name(cfg->kind), cfg->learning_rate,
+              *req->job ? ", for job " : "", req->job);
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), false, 0);
 }
 

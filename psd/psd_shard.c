@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,35 @@ typedef struct {
     bool has_seq;
 } s_client_t;
 
+/* A shard's values, counted: a pull answered without copying holds a
+   reference until libzmq has sent the reply (psd_shard_unpin, from its I/O
+   thread), and a write while one is held first copies the values into a
+   buffer of its own (copy on write), so a reply never sees a later write. */
+typedef struct {
+    atomic_uint refs;
+    void *data;
+} s_values_t;
+
+static s_values_t *
+s_values_wrap(void *data)
+{
+    s_values_t *v = malloc(sizeof *v);
+    if (v) {
+        atomic_init(&v->refs, 1);
+        v->data = data;
+    }
+    return v;
+}
+
+static void
+s_values_release(s_values_t *v)
+{
+    if (v && atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
+        free(v->data);
+        free(v);
+    }
+}
+
 struct _psd_shard_t {
     psd_shard_spec_t spec; /* spec.name points at name */
     char name[PSD_NAME_MAX + 1];
@@ -24,7 +55,8 @@ struct _psd_shard_t {
     pthread_rwlock_t lock;
     bool lock_ready;
     /* guarded by lock */
-    void *values;
+    void *values;      /* vals->data */
+    s_values_t *vals;
     void *slots[ZDIST_OPTIM_MAX_SLOTS];
     int nslots; /* allocated slots: 0 or the optimizer's count */
     zdist_optim_config_t optim;
@@ -36,11 +68,19 @@ struct _psd_shard_t {
     psd_ledger_t ledger; /* writes deduplicated by the job's step */
 };
 
+/* A job's own optimizer (set_optimizer naming the job). */
+typedef struct {
+    char *job;
+    zdist_optim_config_t optim;
+} s_job_optim_t;
+
 struct _psd_store_t {
     pthread_rwlock_t lock;
     psd_shard_t **shards; /* sorted by (name, shard_index) */
     size_t nshards, cap;
-    zdist_optim_config_t optim;
+    zdist_optim_config_t optim; /* the default */
+    s_job_optim_t *jobs;
+    size_t njobs;
 };
 
 /* ---------------------------------------------------------------- shard */
@@ -53,7 +93,10 @@ s_shard_destroy(psd_shard_t **self_p)
     psd_shard_t *self = *self_p;
     if (self->lock_ready)
         pthread_rwlock_destroy(&self->lock);
-    free(self->values);
+    if (self->vals)
+        s_values_release(self->vals);
+    else
+        free(self->values);
     for (int i = 0; i < ZDIST_OPTIM_MAX_SLOTS; i++)
         free(self->slots[i]);
     zdist_optim_scratch_release(&self->scratch);
@@ -165,7 +208,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
         goto fail;
     self->lock_ready = true;
     self->values = malloc(value_bytes ? value_bytes : 1);
-    if (!self->values)
+    if (!self->values || !(self->vals = s_values_wrap(self->values)))
         goto fail;
     if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->init_name ? spec->init_name : spec->name, spec->dtype, &spec->shape,
                                  spec->row_offset, spec->rows, self->values, value_bytes, err)) < 0)
@@ -311,6 +354,50 @@ psd_shard_read(psd_shard_t *self, int64_t row_start, int64_t nrows, void *buf, s
     memcpy(buf, (char *) self->values + (size_t) local * self->row_bytes,
            (size_t) n * self->row_bytes);
     pthread_rwlock_unlock(&self->lock);
+    return 0;
+}
+
+int
+psd_shard_pin(psd_shard_t *self, int64_t row_start, int64_t nrows, void **ret_data, size_t *ret_bytes,
+              void **ret_pin, zdist_error_t *err)
+{
+    int64_t local = 0, n = 0;
+    int rc = s_range(self, row_start, nrows, &local, &n, err);
+    if (rc < 0)
+        return rc;
+    pthread_rwlock_rdlock(&self->lock);
+    atomic_fetch_add_explicit(&self->vals->refs, 1, memory_order_relaxed);
+    *ret_pin = self->vals;
+    *ret_data = (char *) self->values + (size_t) local * self->row_bytes;
+    *ret_bytes = (size_t) n * self->row_bytes;
+    pthread_rwlock_unlock(&self->lock);
+    return 0;
+}
+
+void
+psd_shard_unpin(void *data, void *pin)
+{
+    (void) data;
+    s_values_release(pin);
+}
+
+/* Under the write lock, before the values change: a buffer a reply still
+   holds is left to it and the shard writes to a copy. */
+static int
+s_own_values(psd_shard_t *self)
+{
+    if (atomic_load_explicit(&self->vals->refs, memory_order_acquire) == 1)
+        return 0;
+    void *copy = malloc(self->value_bytes ? self->value_bytes : 1);
+    s_values_t *v = copy ? s_values_wrap(copy) : NULL;
+    if (!v) {
+        free(copy);
+        return -ENOMEM;
+    }
+    memcpy(copy, self->values, self->value_bytes);
+    s_values_release(self->vals);
+    self->vals = v;
+    self->values = copy;
     return 0;
 }
 
@@ -599,6 +686,8 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
             goto out;
         }
     }
+    if ((rc = s_own_values(self)) < 0)
+        goto out;
     char *base = (char *) self->values + (size_t) local * self->row_bytes;
     size_t nelem = need / self->esize;
     switch (w->op) {
@@ -759,8 +848,20 @@ psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots
     self->clients_cap = clients ? n : 0;
     for (size_t i = 0; i < n; i++)
         clients[i].last_use = ++self->tick;
-    void *old = self->values;
-    self->values = *values_p;
+    /* The new values get a count of their own; the old ones go when the
+       last reply holding them is sent. Without memory for the count, wait
+       for those replies and reuse it (replace cannot fail). */
+    s_values_t *old = self->vals, *v = s_values_wrap(*values_p);
+    if (!v) {
+        while (atomic_load_explicit(&old->refs, memory_order_acquire) > 1)
+            sched_yield();
+        free(old->data);
+        old->data = *values_p;
+        v = old;
+        old = NULL;
+    }
+    self->vals = v;
+    self->values = v->data;
     *values_p = NULL;
     s_free_slots(self);
     bool install = nslots > 0 && kind == self->optim.kind
@@ -775,7 +876,7 @@ psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots
     self->nslots = install ? nslots : 0;
     self->step = kind == self->optim.kind ? step : 0;
     pthread_rwlock_unlock(&self->lock);
-    free(old);
+    s_values_release(old);
 }
 
 /* ---------------------------------------------------------------- store */
@@ -803,6 +904,9 @@ psd_store_destroy(psd_store_t **self_p)
     for (size_t i = 0; i < self->nshards; i++)
         s_shard_destroy(&self->shards[i]);
     free(self->shards);
+    for (size_t i = 0; i < self->njobs; i++)
+        free(self->jobs[i].job);
+    free(self->jobs);
     pthread_rwlock_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -820,6 +924,73 @@ psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdis
         psd_shard_set_optimizer(self->shards[i], cfg, NULL);
     pthread_rwlock_unlock(&self->lock);
     return 0;
+}
+
+bool
+psd_name_in_job(const char *name, const char *job)
+{
+    if (!job || !*job)
+        return true;
+    size_t n = strlen(job);
+    return strncmp(name, job, n) == 0 && name[n] == '/';
+}
+
+bool
+psd_shard_in_job(const psd_shard_t *self, const char *job)
+{
+    return psd_name_in_job(self->name, job);
+}
+
+/* The optimizer a shard named `name` takes: its job's, else the default.
+   Under the store lock. */
+static const zdist_optim_config_t *
+s_optim_for(const psd_store_t *self, const char *name)
+{
+    for (size_t i = 0; i < self->njobs; i++)
+        if (psd_name_in_job(name, self->jobs[i].job))
+            return &self->jobs[i].optim;
+    return &self->optim;
+}
+
+int
+psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
+                            zdist_error_t *err)
+{
+    if (!job || !*job)
+        return psd_store_set_optimizer(self, cfg, err);
+    int rc = zdist_optim_config_validate(cfg, err);
+    if (rc < 0)
+        return rc;
+    pthread_rwlock_wrlock(&self->lock);
+    s_job_optim_t *e = NULL;
+    for (size_t i = 0; i < self->njobs && !e; i++)
+        if (strcmp(self->jobs[i].job, job) == 0)
+            e = &self->jobs[i];
+    if (!e && self->njobs >= PSD_MAX_JOBS)
+        rc = zdist_error_set(err, -ENOSPC, "job '%s': this psd already holds the optimizers of %d jobs", job,
+                             PSD_MAX_JOBS);
+    if (!e && rc == 0) {
+        s_job_optim_t *n = realloc(self->jobs, (self->njobs + 1) * sizeof *n);
+        char *copy = strdup(job);
+        if (!n || !copy) {
+            free(copy);
+            if (n)
+                self->jobs = n;
+            rc = zdist_error_set(err, -ENOMEM, "out of memory");
+        } else {
+            self->jobs = n;
+            e = &self->jobs[self->njobs++];
+            e->job = copy;
+        }
+    }
+    if (e) {
+        e->optim = *cfg;
+        for (size_t i = 0; i < self->nshards; i++)
+            if (psd_shard_in_job(self->shards[i], job))
+                psd_shard_set_optimizer(self->shards[i], cfg, NULL);
+    }
+    pthread_rwlock_unlock(&self->lock);
+    return rc;
 }
 
 void
@@ -900,7 +1071,7 @@ psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **
     psd_shard_t *same;
     pthread_rwlock_rdlock(&self->lock);
     rc = s_conflicts(self, spec, &same, err);
-    zdist_optim_config_t optim = self->optim;
+    zdist_optim_config_t optim = *s_optim_for(self, spec->name);
     pthread_rwlock_unlock(&self->lock);
     if (rc < 0)
         return rc;
@@ -928,7 +1099,7 @@ psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **
         }
     }
     if (rc == 0 && !same) {
-        shard->optim = self->optim;
+        shard->optim = *s_optim_for(self, spec->name);
         size_t pos = s_lower_bound(self, spec->name, spec->shard_index);
         memmove(&self->shards[pos + 1], &self->shards[pos],
                 (self->nshards - pos) * sizeof self->shards[0]);

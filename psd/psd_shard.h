@@ -57,11 +57,20 @@ psd_store_t *psd_store_new(void);
 /* NULL-safe, idempotent, nulls *self_p. No other thread may use the store. */
 void psd_store_destroy(psd_store_t **self_p);
 
+/* Jobs whose optimizer a store remembers (psd_store_set_optimizer_job). */
+#define PSD_MAX_JOBS 1024
+
 /* Optimizer every shard uses (default: sgd, lr 0.01). Applied to existing
    shards too; a shard whose kind changes drops its slots and step counter.
    -EINVAL (message) for a bad config. */
 int psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
 void psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg);
+/* The optimizer of one job's shards (psd_shard_in_job): applied to those it
+   holds and to those created later, whatever the store's default; other
+   jobs' shards keep theirs. job NULL or "": psd_store_set_optimizer.
+   -EINVAL for a bad config, -ENOSPC past PSD_MAX_JOBS jobs. */
+int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
+                                zdist_error_t *err);
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,
@@ -97,6 +106,12 @@ void psd_store_stats(psd_store_t *self, psd_store_stats_t *ret_stats);
 
 /* ---- shard ---- */
 
+/* True when the shard belongs to job `job`'s namespace: its name begins
+   "JOB/". Every shard belongs to job NULL or "". */
+bool psd_shard_in_job(const psd_shard_t *self, const char *job);
+/* The same for a variable name. */
+bool psd_name_in_job(const char *name, const char *job);
+
 /* The shard's spec; name borrowed from the shard. Immutable. */
 const psd_shard_spec_t *psd_shard_spec(const psd_shard_t *self);
 /* Elements per row and bytes per row. */
@@ -115,6 +130,14 @@ int psd_shard_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, 
    buf_bytes is smaller than needed. */
 int psd_shard_read(psd_shard_t *self, int64_t row_start, int64_t nrows, void *buf,
                    size_t buf_bytes, zdist_error_t *err);
+/* Rows like psd_shard_read, without copying, for a reply sent zero-copy:
+   *ret_data (*ret_bytes long) stays valid and unchanged until
+   psd_shard_unpin (data, *ret_pin) — a zdist_free_fn, callable from any
+   thread — however the shard is written meanwhile (a write copies the
+   values first while any are pinned). -EINVAL as psd_shard_read. */
+int psd_shard_pin(psd_shard_t *self, int64_t row_start, int64_t nrows, void **ret_data, size_t *ret_bytes,
+                  void **ret_pin, zdist_error_t *err);
+void psd_shard_unpin(void *data, void *pin);
 /* Reads rows by global id (duplicates fine); -EINVAL naming the first id
    outside the shard and the shard's range. */
 int psd_shard_read_ids(psd_shard_t *self, const int64_t *ids, size_t nids, void *buf,

@@ -42,7 +42,7 @@ s_usage(FILE *out)
             "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
             "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
-            "                          a bare PORT is on 127.0.0.1; off by default)\n"
+            "                          a bare PORT is on 127.0.0.1; default $ZDIST_HTTP, else off)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --plugin-dir DIR        load plugin models (every *.so) from DIR only; repeatable, also\n"
             "                          $ZDIST_PLUGIN_DIRS (colon-separated). A job names a model, never a\n"
@@ -238,6 +238,8 @@ main(int argc, char **argv)
         fprintf(stderr, "zdist-worker: unexpected argument '%s'; see --help\n", argv[optind]);
         return 2;
     }
+    if (zdist_daemon_http_env("zdist-worker", config.http, sizeof config.http) != 0)
+        return 2;
     if (state_dir && !config.evaluator) {
         fprintf(stderr, "zdist-worker: --state-dir is for --evaluator only (a worker keeps no state); remove it\n");
         return 2;

@@ -1,4 +1,5 @@
-/* worker_agent: worker.proto handlers — one job at a time, its steps on a thread of their own — as a czmq actor. */
+/* worker_agent: worker.proto handlers — several jobs' sessions, their steps on a thread of their own, shared by
+   priority then round robin — as a czmq actor. */
 #include <cblas.h>
 #include <errno.h>
 #include <assert.h>
@@ -15,6 +16,7 @@
 
 #include "worker_agent.h"
 #include "worker_psd.h"
+#include "worker_sched.h"
 #include "worker_session.h"
 #include "zdist/job.h"
 #include "zdist/cluster.h"
@@ -44,6 +46,7 @@ typedef struct {
     bool end_of_data;
     bool connected; /* multi_worker_mirrored with more than one worker */
     int64_t collective_timeout_ms;
+    uint64_t last_served; /* the steps thread's turn counter when it last ran a request of the job */
 } s_job_t;
 
 /* The worker's counters since it started, kept by the steps thread and
@@ -58,7 +61,8 @@ typedef struct {
    it (the agent's thread never reads s_job_t while that thread runs). */
 typedef struct {
     bool active, failed;
-    char job[256];
+    int njobs;
+    char job[256]; /* the jobs' names, comma-separated */
     const char *strategy;
     int64_t steps;
     double last_loss;
@@ -69,7 +73,8 @@ typedef struct {
 typedef struct {
     worker_agent_config_t config;
     zdist_rpc_server_t *rpc;
-    s_job_t job;             /* the steps thread's */
+    s_job_t jobs[WORKER_AGENT_MAX_JOBS]; /* the steps thread's; a free slot is !active */
+    uint64_t turns;          /* requests the steps thread has run */
     zactor_t *steps;         /* runs every request that touches the job */
     atomic_bool stopping;    /* set before the steps thread is flushed */
     s_snapshot_t snap;       /* the agent thread's */
@@ -87,9 +92,12 @@ typedef struct {
 
 /* A request handed to the steps thread: its handler runs there and fills
    the reply; the agent's thread then sends it (only it may). */
-typedef struct {
+typedef struct s_work_t {
     zdist_rpc_call_t *call;
     zdist_rpc_handler_fn *fn;
+    char job[256];    /* the job the request names */
+    int priority;     /* START_JOB: the job's (others: the held job's) */
+    struct s_work_t *next; /* the steps thread's queue */
     int rc;
     s_snapshot_t snap;
 } s_work_t;
@@ -125,23 +133,59 @@ s_notify(const self_t *self)
     if (!n->active)
         sd_notifyf(0, "STATUS=worker task %d serving, no job", self->config.worker_task);
     else
-        sd_notifyf(0, "STATUS=worker task %d: job '%s' step %lld loss %.4f%s", self->config.worker_task, n->job,
-                   (long long)n->steps, n->last_loss, n->failed ? " (failed)" : "");
+        sd_notifyf(0, "STATUS=worker task %d: job%s '%s' step %lld loss %.4f%s", self->config.worker_task,
+                   n->njobs > 1 ? "s" : "", n->job, (long long)n->steps, n->last_loss, n->failed ? " (failed)" : "");
 }
 
+/* What STATUS says of the jobs held: their names, the steps run for all of
+   them, the loss of the job served last, the first failure. */
 static void
-s_snapshot(const s_job_t *j, s_snapshot_t *ret)
+s_snapshot(const self_t *self, const s_job_t *last, s_snapshot_t *ret)
 {
     memset(ret, 0, sizeof *ret);
-    ret->active = j->active;
-    if (!j->active)
-        return;
-    ret->failed = j->failed;
-    snprintf(ret->job, sizeof ret->job, "%s", j->job->name);
-    ret->strategy = zdist_strategy_name(j->job->strategy);
-    ret->steps = j->steps;
-    ret->last_loss = j->last_loss;
-    snprintf(ret->error, sizeof ret->error, "%s", j->error);
+    ret->last_loss = NAN;
+    for (int i = 0; i < WORKER_AGENT_MAX_JOBS; i++) {
+        const s_job_t *j = &self->jobs[i];
+        if (!j->active)
+            continue;
+        size_t len = strlen(ret->job);
+        snprintf(ret->job + len, sizeof ret->job - len, "%s%s", ret->njobs ? "," : "", j->job->name);
+        if (!ret->njobs++)
+            ret->strategy = zdist_strategy_name(j->job->strategy);
+        ret->active = true;
+        ret->steps += j->steps;
+        if (j->failed && !ret->failed) {
+            ret->failed = true;
+            snprintf(ret->error, sizeof ret->error, "%s", j->error);
+        }
+        if (j == last || isnan(ret->last_loss))
+            ret->last_loss = j->last_loss;
+    }
+}
+
+/* The held job named `name`, or NULL. */
+static s_job_t *
+s_held(self_t *self, const char *name)
+{
+    for (int i = 0; name && i < WORKER_AGENT_MAX_JOBS; i++)
+        if (self->jobs[i].active && strcmp(self->jobs[i].job->name, name) == 0)
+            return &self->jobs[i];
+    return NULL;
+}
+
+/* The names of the jobs held, for a refusal ("'a', 'b'" or "none"). */
+static const char *
+s_held_names(const self_t *self, char *buf, size_t size)
+{
+    buf[0] = 0;
+    for (int i = 0; i < WORKER_AGENT_MAX_JOBS; i++)
+        if (self->jobs[i].active) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, size - len, "%s'%s'", len ? ", " : "", self->jobs[i].job->name);
+        }
+    if (!buf[0])
+        snprintf(buf, size, "none");
+    return buf;
 }
 
 /* ---- START_JOB ---- */
@@ -169,16 +213,39 @@ s_start_job(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_worker_start_t *req = zdist_rpc_call_body(call);
-    s_job_t *j = &self->job;
+    s_job_t *j = s_held(self, req->job->name);
     size_t body_len = 0;
     const uint8_t *body = zdist_msg_body(zdist_rpc_call_request(call), &body_len);
-    if (j->active) {
+    char held[1200];
+    if (j) {
         if (body_len == j->start_len && memcmp(body, j->start_body, body_len) == 0 && !j->failed)
             return s_start_reply(call, j, false); /* a repeated start (the caller retried) */
         return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' is running on worker task %d; STOP_JOB it before starting another", j->job->name,
+                        "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
                         self->config.worker_task);
     }
+    /* multi_worker_mirrored owns the worker (its ring steps in lockstep with
+       the other workers): it runs alone. */
+    bool mwm = req->job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED;
+    int nheld = 0;
+    for (int i = 0; i < WORKER_AGENT_MAX_JOBS; i++) {
+        const s_job_t *o = &self->jobs[i];
+        if (!o->active)
+            continue;
+        nheld++;
+        if (mwm || o->job->strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED)
+            return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                            "worker task %d runs job '%s' (%s); a multi_worker_mirrored job shares a worker with no "
+                            "other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
+                            zdist_strategy_name(o->job->strategy));
+    }
+    if (nheld >= WORKER_AGENT_MAX_JOBS)
+        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                        "worker task %d holds %d jobs (%s), its limit; STOP_JOB one first", self->config.worker_task,
+                        nheld, s_held_names(self, held, sizeof held));
+    for (int i = 0; i < WORKER_AGENT_MAX_JOBS && !j; i++)
+        if (!self->jobs[i].active)
+            j = &self->jobs[i];
     int status = ZDIST_STATUS_INVALID_ARGUMENT;
     zdist_error_t err = {0};
     zdist_job_t job; /* the session takes it */
@@ -242,6 +309,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     nj.start_len = body_len;
     nj.active = true;
     nj.last_loss = NAN;
+    nj.last_served = self->turns;
     *j = nj;
     if (worker_session_blas_threads(j->sess) > 0)
         zsys_info("BLAS threads per replica: %d (%ld cores, %d worker%s on this host, %d replica%s each)",
@@ -260,18 +328,18 @@ s_start_job(zdist_rpc_call_t *call, void *state)
 static s_job_t *
 s_the_job(self_t *self, zdist_rpc_call_t *call, const char *name)
 {
-    s_job_t *j = &self->job;
-    if (!j->active) {
+    s_job_t *j = s_held(self, name);
+    if (j)
+        return j;
+    char held[1200];
+    s_held_names(self, held, sizeof held);
+    if (strcmp(held, "none") == 0)
         s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "no job is running on worker task %d; START_JOB first",
                  self->config.worker_task);
-        return NULL;
-    }
-    if (!name || strcmp(name, j->job->name) != 0) {
-        s_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job '%s'", name ? name : "",
-                 self->config.worker_task, j->job->name);
-        return NULL;
-    }
-    return j;
+    else
+        s_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job%s %s", name ? name : "",
+                 self->config.worker_task, strchr(held, ',') ? "s" : "", held);
+    return NULL;
 }
 
 /* ---- RUN_STEPS ---- */
@@ -627,6 +695,27 @@ s_offload(zdist_rpc_call_t *call, void *state)
         if (s_offloaded[i].method == zdist_rpc_call_method(call))
             w->fn = s_offloaded[i].fn;
     assert(w->fn); /* the method table names s_offload only for these */
+    const void *body = zdist_rpc_call_body(call);
+    const char *job = "";
+    switch (zdist_rpc_call_method(call)) {
+    case ZDIST_WORKER_START_JOB:
+        job = ((const zdist_worker_start_t *)body)->job->name;
+        w->priority = ((const zdist_worker_start_t *)body)->job->priority;
+        break;
+    case ZDIST_WORKER_RUN_STEPS:
+        job = ((const zdist_worker_run_t *)body)->job;
+        break;
+    case ZDIST_WORKER_CONNECT:
+        job = ((const zdist_worker_connect_t *)body)->job;
+        break;
+    case ZDIST_WORKER_SET_STATE:
+        job = ((const zdist_worker_state_t *)body)->job;
+        break;
+    default: /* EVALUATE, STOP_JOB, GET_STATE */
+        job = ((const zdist_worker_job_arg_t *)body)->job;
+        break;
+    }
+    snprintf(w->job, sizeof w->job, "%s", job ? job : "");
     w->call = zdist_rpc_call_defer(call);
     if (zsock_send(self->steps, "sp", "RUN", w) < 0) {
         /* Not handed on: the error returned makes the RPC layer answer the
@@ -638,33 +727,97 @@ s_offload(zdist_rpc_call_t *call, void *state)
     return 0;
 }
 
+/* The next request to run (worker_sched_pick: each job's in arrival order,
+   then priority, then round robin); a job not held yet (its START_JOB, or a
+   request to refuse) counts as never served, at its priority. Takes it off
+   the queue. */
+static s_work_t *
+s_pick(self_t *self, s_work_t **queue)
+{
+    size_t n = 0;
+    for (s_work_t *w = *queue; w; w = w->next)
+        n++;
+    if (n == 0)
+        return NULL;
+    worker_sched_item_t *items = calloc(n, sizeof *items);
+    size_t pick = 0;
+    if (items) { /* out of memory: the oldest request */
+        size_t i = 0;
+        for (s_work_t *w = *queue; w; w = w->next, i++) {
+            const s_job_t *j = s_held(self, w->job);
+            items[i] = (worker_sched_item_t){w->job, j ? j->job->priority : w->priority, j ? j->last_served : 0};
+        }
+        pick = worker_sched_pick(items, n);
+        free(items);
+    }
+    s_work_t **at = queue;
+    while (pick--)
+        at = &(*at)->next;
+    s_work_t *w = *at;
+    *at = w->next;
+    w->next = NULL;
+    return w;
+}
+
+static void
+s_run_work(self_t *self, zsock_t *pipe, s_work_t *w)
+{
+    if (atomic_load(&self->stopping))
+        w->rc = zdist_rpc_call_fail(w->call, ZDIST_STATUS_UNAVAILABLE, "worker task %d is stopping",
+                                    self->config.worker_task);
+    else
+        w->rc = w->fn(w->call, self);
+    self->turns++;
+    s_job_t *j = s_held(self, w->job);
+    if (j)
+        j->last_served = self->turns;
+    s_snapshot(self, j, &w->snap);
+    w->snap.counters = self->counters;
+    zsock_send(pipe, "sp", "DONE", w);
+}
+
+/* Takes what the agent sent while requests ran, then runs one picked by
+   s_pick; FLUSH is answered once every request before it has run. */
 static void
 s_steps_actor(zsock_t *pipe, void *args)
 {
     self_t *self = args;
     zsock_signal(pipe, 0);
-    for (;;) {
-        char *cmd = NULL;
-        void *ptr = NULL;
-        if (zsock_recv(pipe, "sp", &cmd, &ptr) < 0)
-            break;
-        bool term = !cmd || streq(cmd, "$TERM");
-        if (cmd && streq(cmd, "RUN") && ptr) {
-            s_work_t *w = ptr;
-            if (atomic_load(&self->stopping))
-                w->rc = zdist_rpc_call_fail(w->call, ZDIST_STATUS_UNAVAILABLE, "worker task %d is stopping",
-                                            self->config.worker_task);
-            else
-                w->rc = w->fn(w->call, self);
-            s_snapshot(&self->job, &w->snap);
-            w->snap.counters = self->counters;
-            zsock_send(pipe, "sp", "DONE", w);
-        } else if (cmd && streq(cmd, "FLUSH")) {
-            zsock_send(pipe, "sp", "FLUSHED", NULL);
+    s_work_t *queue = NULL, **tail = &queue;
+    bool term = false;
+    while (!term) {
+        bool flush = false;
+        while (!term && !flush && (!queue || (zsock_events(pipe) & ZMQ_POLLIN))) {
+            char *cmd = NULL;
+            void *ptr = NULL;
+            if (zsock_recv(pipe, "sp", &cmd, &ptr) < 0) {
+                term = true;
+                break;
+            }
+            term = !cmd || streq(cmd, "$TERM");
+            if (cmd && streq(cmd, "RUN") && ptr) {
+                *tail = ptr;
+                tail = &((s_work_t *)ptr)->next;
+            } else if (cmd && streq(cmd, "FLUSH")) {
+                flush = true;
+            }
+            free(cmd);
         }
-        free(cmd);
-        if (term)
-            break;
+        if (flush || term) {
+            /* Everything received before runs (refused UNAVAILABLE once stopping). */
+            for (s_work_t *w; (w = s_pick(self, &queue));)
+                s_run_work(self, pipe, w);
+            tail = &queue;
+            if (flush)
+                zsock_send(pipe, "sp", "FLUSHED", NULL);
+            continue;
+        }
+        s_work_t *w = s_pick(self, &queue);
+        if (w) {
+            s_run_work(self, pipe, w);
+            for (tail = &queue; *tail; tail = &(*tail)->next)
+                ;
+        }
     }
 }
 
@@ -724,8 +877,8 @@ s_metrics(void *arg, FILE *f)
     zdist_prom_sample(f, "zdist_worker_loss", c->steps ? c->loss : NAN, NULL);
     zdist_prom_family(f, "zdist_worker_step_seconds", "histogram", "Wall time of one training step on this worker.");
     zdist_prom_histogram_write(f, "zdist_worker_step_seconds", NULL, 0, &c->step_seconds);
-    zdist_prom_family(f, "zdist_worker_job_active", "gauge", "1 while the worker holds a job.");
-    zdist_prom_sample(f, "zdist_worker_job_active", self->snap.active ? 1 : 0, NULL);
+    zdist_prom_family(f, "zdist_worker_job_active", "gauge", "Jobs the worker holds (0 when idle).");
+    zdist_prom_sample(f, "zdist_worker_job_active", self->snap.njobs, NULL);
     zdist_prom_family(f, "zdist_worker_task", "gauge", "This worker's index in the worker job.");
     zdist_prom_sample(f, "zdist_worker_task", (double)self->config.worker_task, NULL);
 }
@@ -813,9 +966,12 @@ worker_agent_actor(zsock_t *pipe, void *args)
                 break;
         }
     zactor_destroy(&self->steps);
-    if (self->job.active)
-        zsys_info("job '%s' dropped at step %lld by the stop", self->job.job->name, (long long)self->job.steps);
-    s_job_release(&self->job);
+    for (int i = 0; i < WORKER_AGENT_MAX_JOBS; i++) {
+        if (self->jobs[i].active)
+            zsys_info("job '%s' dropped at step %lld by the stop", self->jobs[i].job->name,
+                      (long long)self->jobs[i].steps);
+        s_job_release(&self->jobs[i]);
+    }
     zdist_rpc_server_destroy(&self->rpc);
     free(self);
 }

@@ -12,6 +12,9 @@
 #define WORKER_AGENT_ENDPOINT_MAX 256
 #define WORKER_AGENT_MAX_DIRS 16
 #define WORKER_AGENT_PATH_MAX 1024
+/* Jobs one worker holds at once (parameter_server jobs of a coordinator
+   running several; a multi_worker_mirrored job holds the worker alone). */
+#define WORKER_AGENT_MAX_JOBS 8
 
 typedef struct {
     char endpoint[WORKER_AGENT_ENDPOINT_MAX]; /* ZeroMQ endpoint to bind */
@@ -39,8 +42,10 @@ typedef struct {
 /* zactor_new (worker_agent_actor, &config): config is copied at start. The
    actor then sends one string on its pipe: "READY <endpoint>" when it
    serves, or "ERROR <message>" (and ends). "$TERM" stops it after answering
-   the requests already received. Steps run on the actor's thread, between
-   requests: one ROUTER, one thread. */
+   the requests already received. Requests that touch a job run on a steps
+   thread, one at a time: each job's in arrival order; between jobs, the
+   higher `priority` first, equal ones round robin (a job's closures
+   interleave with another's). */
 void worker_agent_actor(zsock_t *pipe, void *args);
 
 #endif

@@ -414,14 +414,16 @@ out:
     return sess;
 }
 
-/* Loads checkpoint `step` into the job's session and evaluates it. */
+/* Loads checkpoint `step` (under ckpt_root) into the job's session and
+   evaluates it; the result goes to job_dir's evaluations.jsonl. */
 static int
-s_evaluate(self_t *self, s_job_t *j, const char *job_dir, int64_t step, int skipped, zdist_error_t *err)
+s_evaluate(self_t *self, s_job_t *j, const char *job_dir, const char *ckpt_root, int64_t step, int skipped,
+           zdist_error_t *err)
 {
     char ckpt[32], dir[PATH_MAX], wpath[PATH_MAX];
     snprintf(ckpt, sizeof ckpt, "ckpt-%lld", (long long)step);
-    if (!s_join(dir, sizeof dir, job_dir, ckpt) || !s_join(wpath, sizeof wpath, dir, "manifest-workers.json"))
-        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", job_dir);
+    if (!s_join(dir, sizeof dir, ckpt_root, ckpt) || !s_join(wpath, sizeof wpath, dir, "manifest-workers.json"))
+        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", ckpt_root);
     int64_t t0 = zdist_clock_now_ms();
     bool wstate = access(wpath, F_OK) == 0; /* multi_worker_mirrored's */
     json_t *manifests = NULL;
@@ -511,13 +513,14 @@ s_job(self_t *self, const char *id, const char *job_dir)
     return j;
 }
 
-/* Evaluates the job's newest complete checkpoint when it is newer than
-   the last one evaluated (and did not fail already). */
+/* Evaluates the job's newest complete checkpoint (under ckpt_root: its
+   job_dir, or its checkpoint.dir) when it is newer than the last one
+   evaluated (and did not fail already). */
 static void
-s_look(self_t *self, s_job_t *j, const char *job_dir)
+s_look(self_t *self, s_job_t *j, const char *job_dir, const char *ckpt_root)
 {
     int newer = 0;
-    int64_t step = s_newest_ckpt(job_dir, &newer, j->last_eval);
+    int64_t step = s_newest_ckpt(ckpt_root, &newer, j->last_eval);
     if (step <= j->last_eval || step == j->failed_step)
         return;
     zdist_error_t err = {0};
@@ -532,7 +535,7 @@ s_look(self_t *self, s_job_t *j, const char *job_dir)
         }
         return;
     }
-    if (s_evaluate(self, j, job_dir, step, newer - 1, &err) < 0) {
+    if (s_evaluate(self, j, job_dir, ckpt_root, step, newer - 1, &err) < 0) {
         /* A checkpoint pruned meanwhile, a damaged one: the next newer
            one is tried; this one is not again. */
         j->failed_step = step;
@@ -572,6 +575,11 @@ s_scan(self_t *self)
         snprintf(state, sizeof state, "%s", json_is_string(json_object_get(st, "state"))
                                                 ? json_string_value(json_object_get(st, "state")) : "?");
         bool running = strcmp(state, "running") == 0;
+        /* The coordinator's status names where the checkpoints go (the job's
+           checkpoint.dir, else its directory). */
+        char ckpt_root[PATH_MAX];
+        const char *cd = json_string_value(json_object_get(json_object_get(st, "detail"), "checkpoint_dir"));
+        snprintf(ckpt_root, sizeof ckpt_root, "%s", cd && cd[0] == '/' ? cd : job_dir);
         json_decref(st);
         if (!running && !j) {
             s_idle_note(self, e->d_name, &sst); /* queued, or finished before this evaluator saw it run */
@@ -581,7 +589,7 @@ s_scan(self_t *self)
             continue;
         j->seen = true;
         if (!j->refused)
-            s_look(self, j, job_dir);
+            s_look(self, j, job_dir, ckpt_root);
         if (!running) { /* it ended: that was its last look; follow it again if it runs again */
             zsys_info("job %s ended (%s): last evaluation at step %lld", j->id, state, (long long)j->last_eval);
             s_idle_note(self, j->id, &sst);

@@ -61,6 +61,9 @@ typedef struct {
     int *shard_base;       /* [vars->n]: the variable's first index in step_writes */
     uint32_t *step_writes; /* [num_shards]: writes job_step has made to the shard */
     char last_error[ZDIST_ERROR_TEXT_MAX];
+    /* The job's namespace on the psds when the prefix is "JOB/" ("" else):
+       its optimizer is set for its shards only, beside other jobs'. */
+    char job[ZDIST_PS_JOB_MAX + 1];
 } s_psd_t;
 
 static const worker_backend_ops_t s_ops;
@@ -687,6 +690,10 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->base.ops = &s_ops;
     self->vars = vars;
     self->num_ps = cfg->num_ps;
+    size_t plen = cfg->prefix ? strlen(cfg->prefix) : 0;
+    if (plen >= 2 && plen - 1 <= ZDIST_PS_JOB_MAX && cfg->prefix[plen - 1] == '/' &&
+        strspn(cfg->prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == plen - 1)
+        memcpy(self->job, cfg->prefix, plen - 1);
     self->endpoints = calloc((size_t)cfg->num_ps, sizeof *self->endpoints);
     self->clients = calloc((size_t)cfg->num_ps, sizeof *self->clients);
     self->layouts = calloc((size_t)(vars->n ? vars->n : 1), sizeof *self->layouts);
@@ -780,7 +787,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
     s_psd_t *self = (s_psd_t *)be;
     int rc;
     for (int p = 0; p < self->num_ps; p++)
-        if ((rc = zdist_ps_client_set_optimizer(self->clients[p], optim, err)) < 0) {
+        if ((rc = zdist_ps_client_set_optimizer_job(self->clients[p], optim, self->job, err)) < 0) {
             s_fail(self, rc, p, "set_optimizer: %s", err && err->text[0] ? err->text : strerror(-rc));
             return zdist_error_set(err, s_unanswered(rc) ? -ENOTCONN : rc, "%s", self->last_error);
         }

@@ -1,16 +1,19 @@
 /* bench_closures: dispatch overhead of the libzdist ClusterCoordinator, in closures per second.
 
-   usage: bench_closures JOB.json CLOSURES IN_FLIGHT tcp://WORKER... -- tcp://PS...
+   usage: bench_closures [--per-dispatch N] JOB.json CLOSURES IN_FLIGHT tcp://WORKER... -- tcp://PS...
 
    Real zdist-worker and zdist-psd tasks (started by bench_coord.sh) get a
    parameter_server job whose step costs next to nothing (linear_regression
    on a 1-dimensional synthetic dataset, batch 1), so a closure of one step
    measures the coordinator's path: RUN_STEPS to a worker, the worker's
    pull and push on the ps tasks, the reply. CLOSURES closures of one step
-   are scheduled at once and joined, with IN_FLIGHT closures pipelined per
-   worker; a warm-up of min(CLOSURES/10, 50) closures runs first.
+   are scheduled at once and joined, with IN_FLIGHT RUN_STEPS messages
+   pipelined per worker, each carrying up to N closures (--per-dispatch,
+   default the coordinator's; 1: one closure per message); a warm-up of
+   min(CLOSURES/10, 50) closures runs first. Every closure must come back
+   with its one step (else exit 1): batching must not lose or merge any.
 
-   Prints one line: closures=N workers=W in_flight=K seconds=S closures_per_sec=R us_per_closure=U */
+   Prints one line: closures=N workers=W in_flight=K per_dispatch=N seconds=S closures_per_sec=R us_per_closure=U */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +29,13 @@
 static int
 s_usage(void)
 {
-    fprintf(stderr, "usage: bench_closures JOB.json CLOSURES IN_FLIGHT tcp://WORKER... -- tcp://PS...\n");
+    fprintf(stderr,
+            "usage: bench_closures [--per-dispatch N] JOB.json CLOSURES IN_FLIGHT tcp://WORKER... -- tcp://PS...\n");
     return 2;
 }
 
-/* Schedules n closures of one step and joins them; 0 or the first error. */
+/* Schedules n closures of one step and joins them; 0 or the first error.
+   Every closure must report exactly its one step. */
 static int
 s_round(zdist_coordinator_t *coord, int64_t n, zdist_error_t *err)
 {
@@ -38,21 +43,38 @@ s_round(zdist_coordinator_t *coord, int64_t n, zdist_error_t *err)
         if (!zdist_coordinator_schedule(coord, 1))
             return zdist_error_set(err, -ENOMEM, "out of memory scheduling closure %lld", (long long) c);
     int rc = zdist_coordinator_join(coord, err);
+    if (rc < 0)
+        return rc;
     zdist_closure_result_t r;
-    while (zdist_coordinator_next_result(coord, &r))
-        ; /* drop the results: remote values live until destroy */
-    return rc;
+    int64_t results = 0, bad = 0;
+    while (zdist_coordinator_next_result(coord, &r)) {
+        results++;
+        bad += r.steps != 1 || r.end_of_data;
+    }
+    if (results != n || bad)
+        return zdist_error_set(err, -EPROTO, "%lld closures of 1 step: %lld results, %lld not of exactly 1 step",
+                               (long long) n, (long long) results, (long long) bad);
+    return 0;
 }
 
 int
 main(int argc, char **argv)
 {
+    int64_t per_dispatch = 0;
+    if (argc > 2 && strcmp(argv[1], "--per-dispatch") == 0) {
+        if (zdist_parse_int64(argv[2], 1, 64, &per_dispatch) < 0) {
+            fprintf(stderr, "bench_closures: --per-dispatch takes 1..64 closures per RUN_STEPS\n");
+            return s_usage();
+        }
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 6)
         return s_usage();
     int64_t closures = 0, in_flight = 0;
     if (zdist_parse_int64(argv[2], 1, INT64_C(10000000), &closures) < 0 ||
-        zdist_parse_int64(argv[3], 1, 64, &in_flight) < 0) {
-        fprintf(stderr, "bench_closures: CLOSURES must be 1..10000000 and IN_FLIGHT 1..64\n");
+        zdist_parse_int64(argv[3], 1, 16, &in_flight) < 0) {
+        fprintf(stderr, "bench_closures: CLOSURES must be 1..10000000 and IN_FLIGHT 1..16\n");
         return s_usage();
     }
     const char *workers[S_MAX_TASKS], *ps[S_MAX_TASKS];
@@ -90,6 +112,8 @@ main(int argc, char **argv)
     opts.num_ps = nps;
     opts.variable_prefix = prefix;
     opts.max_in_flight_per_worker = (int) in_flight;
+    if (per_dispatch > 0)
+        opts.max_closures_per_dispatch = (int) per_dispatch;
     int status = 1;
     zdist_coordinator_t *coord = zdist_coordinator_new(&opts, &err);
     if (!coord || zdist_coordinator_start(coord, true, &err) < 0) {
@@ -110,8 +134,9 @@ main(int argc, char **argv)
     if (secs <= 0)
         secs = 1e-6;
     printf(
-        "closures=%lld workers=%zu in_flight=%lld seconds=%.3f closures_per_sec=%.1f us_per_closure=%.1f\n",
-        (long long) closures, nw, (long long) in_flight, secs, (double) closures / secs,
+        "closures=%lld workers=%zu in_flight=%lld per_dispatch=%d seconds=%.3f closures_per_sec=%.1f "
+        "us_per_closure=%.1f\n",
+        (long long) closures, nw, (long long) in_flight, opts.max_closures_per_dispatch, secs, (double) closures / secs,
         secs * 1e6 / (double) closures);
     status = 0;
 out:

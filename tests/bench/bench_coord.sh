@@ -4,8 +4,10 @@
 #  (a) dispatch overhead: closures per second of a near-empty step through the
 #      libzdist ClusterCoordinator (bench_closures: linear_regression, 1-d
 #      synthetic data, batch 1, one step per closure) with 1 and 2 workers and
-#      1 or 2 closures in flight per worker, against `zdist run` steps/s of the
-#      same job on one device (the cost of the step itself);
+#      1 or 2 RUN_STEPS messages in flight per worker, each carrying up to 32
+#      queued closures (the coordinator's default), and with one closure per
+#      message (per_dispatch 1, the unbatched baseline), against `zdist run`
+#      steps/s of the same job on one device (the cost of the step itself);
 #  (b) examples/s of the Fashion-MNIST mlp (deploy/examples/fmnist-mlp-ps.json,
 #      STEPS steps, no intermediate checkpoint, no evaluation) submitted to
 #      zdist-coordinator with 2 ps and 1, then 2 workers, and the same model
@@ -172,7 +174,7 @@ empty_job "$ZD_TMP/empty-ps.json" parameter_server 1
 empty_job "$ZD_TMP/empty-run.json" one_device "$CLOSURES"
 for ((r = 0; r < REPEAT; r++)); do
     zd_run_expect 0 "$OUT" "$ZDIST_BIN" run "$ZD_TMP/empty-run.json" --json
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("local\t-\t%.1f" % (j["steps"] / j["train_seconds"]))' \
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("local\t-\t-\t%.1f" % (j["steps"] / j["train_seconds"]))' \
         "$OUT" >>"$CLOSURE_RESULTS"
 done
 
@@ -181,10 +183,11 @@ PS_EPS=("tcp://${ZD_PS_ADDRS[0]}" "tcp://${ZD_PS_ADDRS[1]}")
 W_EPS=("tcp://${ZD_WORKER_ADDRS[0]}" "tcp://${ZD_WORKER_ADDRS[1]}")
 for ((r = 0; r < REPEAT; r++)); do
     for nw in 1 2; do
-        for k in 1 2; do
-            zd_run_expect 0 "$OUT" "$BENCH_CLOSURES_BIN" "$ZD_TMP/empty-ps.json" "$CLOSURES" "$k" "${W_EPS[@]:0:nw}" \
-                -- "${PS_EPS[@]}"
-            sed -n "s/.*closures_per_sec=\([0-9.]*\) .*/$nw\t$k\t\1/p" "$OUT" >>"$CLOSURE_RESULTS"
+        for kd in 1:32 2:32 2:1; do
+            k=${kd%:*} pd=${kd#*:}
+            zd_run_expect 0 "$OUT" "$BENCH_CLOSURES_BIN" --per-dispatch "$pd" "$ZD_TMP/empty-ps.json" "$CLOSURES" "$k" \
+                "${W_EPS[@]:0:nw}" -- "${PS_EPS[@]}"
+            sed -n "s/.*closures_per_sec=\([0-9.]*\) .*/$nw\t$k\t$pd\t\1/p" "$OUT" >>"$CLOSURE_RESULTS"
         done
     done
 done
@@ -224,15 +227,17 @@ def groups(path, key_len):
             g.setdefault(tuple(f[:key_len]), []).append([float(x) for x in f[key_len:]])
     return {k: [med(c) for c in zip(*v)] for k, v in g.items()}
 
-a = groups(closures, 2)
-local = a.pop(("local", "-"))[0]
+a = groups(closures, 3)
+local = a.pop(("local", "-", "-"))[0]
 print()
 print("(a) dispatch overhead: closures of 1 near-empty step (linear_regression, dim 1, batch 1), 2 ps,")
-print("    %s closures, median of %s" % (nclosures, repeat))
-print("%-8s %-10s %12s %12s %14s" % ("workers", "in_flight", "closures/s", "us/closure", "vs_local_step"))
-for (nw, k), (cps,) in sorted(a.items()):
-    print("%-8s %-10s %12.0f %12.1f %14.4f" % (nw, k, cps, 1e6 / cps, cps / local))
-print("%-19s %12.0f %12.1f  (steps/s of the same job under zdist run, one_device)" % ("local step", local, 1e6 / local))
+print("    %s closures, median of %s; in_flight: RUN_STEPS per worker, per_dispatch: closures per RUN_STEPS at most" %
+      (nclosures, repeat))
+print("%-8s %-10s %-13s %12s %12s %14s" % ("workers", "in_flight", "per_dispatch", "closures/s", "us/closure",
+                                           "vs_local_step"))
+for (nw, k, pd), (cps,) in sorted(a.items(), key=lambda kv: (kv[0][0], -int(kv[0][2]), kv[0][1])):
+    print("%-8s %-10s %-13s %12.0f %12.1f %14.4f" % (nw, k, pd, cps, 1e6 / cps, cps / local))
+print("%-33s %12.0f %12.1f  (steps/s of the same job under zdist run, one_device)" % ("local step", local, 1e6 / local))
 
 b = groups(results, 2)
 base = next(v[1] for k, v in b.items() if k[0].startswith("one_device"))

@@ -598,11 +598,13 @@ main(int argc, char **argv)
                                               {"reps", required_argument, NULL, 'r'},
                                               {"psd", required_argument, NULL, 'p'},
                                               {"curve", no_argument, NULL, 'c'},
+                                              {"only", required_argument, NULL, 'o'},
                                               {"help", no_argument, NULL, 'h'},
                                               {0}};
     int opt;
     bool curve = false;
-    while ((opt = getopt_long(argc, argv, "qr:p:hc", longopts, NULL)) != -1) {
+    const char *only = NULL;
+    while ((opt = getopt_long(argc, argv, "qr:p:hco:", longopts, NULL)) != -1) {
         if (opt == 'q')
             quick = true;
         else if (opt == 'c')
@@ -613,9 +615,12 @@ main(int argc, char **argv)
             ;
         else if (opt == 'p')
             psd_path = optarg;
+        else if (opt == 'o')
+            only = optarg;
         else {
-            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--psd PATH/zdist-psd]\n"
-                   "  (default psd: $ZDIST_PSD_BIN, else ../../psd/zdist-psd beside this binary)\n");
+            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--only OP] [--psd PATH/zdist-psd]\n"
+                   "  (default psd: $ZDIST_PSD_BIN, else ../../psd/zdist-psd beside this binary;\n"
+                   "   --only: the cases of one op: pull, push+sgd, push_pull, pull_rows, \"push sparse\")\n");
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -710,6 +715,8 @@ main(int argc, char **argv)
     static const int windows[] = {1, 8};
     for (size_t ci = 0; ci < ncases && !failed; ci++) {
         const s_case_t *c = &cases[ci];
+        if (only && strcmp(only, c->op) != 0)
+            continue;
         for (int wi = 0; wi < 2 && !failed; wi++) {
             int window = windows[wi];
             int calls = s_calls_for(c->moved, quick);

@@ -19,7 +19,9 @@ zd_run_expect 2 "$OUT" "$ZDIST_WORKER_BIN" --bind tcp://127.0.0.1:0 --http 127.0
 grep -q "the port is out of range" "$OUT.err" || zd_fail "bad port: $(cat "$OUT.err")"
 zd_run_expect 2 "$OUT" "$ZDIST_COORDINATOR_BIN" --http localhost:9100
 grep -q "not a numeric IP address" "$OUT.err" || zd_fail "bad host: $(cat "$OUT.err")"
-zd_ok "--http: a bad address, port or host name is refused with exit 2, naming it"
+ZDIST_HTTP=nonsense zd_run_expect 2 "$OUT" "$ZDIST_PSD_BIN" --bind tcp://127.0.0.1:0
+grep -q "ZDIST_HTTP: .*'nonsense'" "$OUT.err" || zd_fail "bad ZDIST_HTTP: $(cat "$OUT.err")"
+zd_ok "--http: a bad address, port or host name is refused with exit 2, naming it (ZDIST_HTTP too)"
 
 # ---- a cluster with --http everywhere ----
 coord_cluster 1 2
@@ -29,7 +31,8 @@ HW1=$(zd_free_port)
 HC=$(zd_free_port)
 zd_start ps0 "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task ps:0 --http "$HP"
 zd_start worker0 "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task worker:0 --http "127.0.0.1:$HW0"
-zd_start worker1 "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task worker:1 --http "127.0.0.1:$HW1"
+# worker 1 takes its address from the environment, as the systemd units do.
+ZDIST_HTTP="127.0.0.1:$HW1" zd_start worker1 "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task worker:1
 zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
     --http "127.0.0.1:$HC"
 zd_wait_psd ps0 "${ZD_PS_ADDRS[0]}" 60
@@ -37,6 +40,8 @@ zd_wait_log worker0 "serving at" 60
 zd_wait_log worker1 "serving at" 60
 zd_wait_log chief "chief serving at" 60
 grep -q "http: serving http://127.0.0.1:$HP (/metrics)" "$ZD_TMP/ps0.log" || zd_fail "psd log: $(cat "$ZD_TMP/ps0.log")"
+grep -q "http: serving http://127.0.0.1:$HW1 (/metrics)" "$ZD_TMP/worker1.log" ||
+    zd_fail "ZDIST_HTTP: worker 1's log: $(cat "$ZD_TMP/worker1.log")"
 # The port is taken: the daemon says so and exits 1.
 zd_run_expect 1 "$OUT" "$ZDIST_PSD_BIN" --bind tcp://127.0.0.1:0 --http "$HP"
 grep -q "cannot listen there" "$OUT.err" || zd_fail "port taken: $(cat "$OUT.err")"

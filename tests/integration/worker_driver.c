@@ -311,12 +311,21 @@ s_train(const char *waddr, const char *const *ps, const char *fmnist)
     s_ok("START_JOB: parameter_server, %d variables in %d shards created on 2 psds", sr.started.num_variables,
          sr.started.num_shards);
     zdist_worker_reply_release(&sr);
-    /* The same start again is a no-op; another job is refused while it runs. */
+    /* The same start again is a no-op; another parameter_server job runs
+       beside it (its own session), a multi_worker_mirrored one is refused
+       (it holds a worker alone). */
     EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, s_syn_job, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
-    char other[sizeof s_syn_job];
+    char other[sizeof s_syn_job + 64];
     snprintf(other, sizeof other, "%s", s_syn_job);
     memcpy(strstr(other, "syn-ps"), "syn-px", 6);
-    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "STOP_JOB", s_start(w, other, 0, 1, ps, 2, true, 0, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_start(w, other, 0, 1, ps, 2, false, 0, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_OK, "", s_stop(w, "syn-px", msg, sizeof msg));
+    const char *ps_type = strstr(s_syn_job, "\"parameter_server\", \"partitioner\": \"fixed:2\"");
+    snprintf(other, sizeof other, "%.*s\"multi_worker_mirrored\"%s", (int)(ps_type - s_syn_job), s_syn_job,
+             ps_type + strlen("\"parameter_server\", \"partitioner\": \"fixed:2\""));
+    memcpy(strstr(other, "syn-ps"), "syn-mw", 6);
+    EXPECT_STATUS(ZDIST_STATUS_FAILED_PRECONDITION, "shares a worker with no other",
+                  s_start(w, other, 0, 1, ps, 2, false, 0, NULL, msg, sizeof msg));
     size_t nb = s_snapshot(ps, 2, before, sizeof before / sizeof *before);
     CHECK(nb == 12 * 3 + 3, "%zu values on the psds, wanted 39 (w [12,3] + b [3])", nb);
 

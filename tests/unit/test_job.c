@@ -18,7 +18,8 @@ static const char *s_ps_job =
     " \"model\": {\"name\": \"mlp\", \"params\": {\"hidden\": [8]}},"
     " \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.01, \"lazy\": true}, " S_SYN ","
     " \"epochs\": 3, \"steps_per_execution\": 4, \"seed\": 9, \"log_every\": 10,"
-    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2}, \"evaluation\": {\"at_end\": true}}";
+    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"dir\": \"/srv/ckpt\"}, \"evaluation\": {\"at_end\": true},"
+    " \"priority\": 5}";
 
 static void
 test_parse_sections(void)
@@ -38,6 +39,8 @@ test_parse_sections(void)
     CU_ASSERT_EQUAL(job.steps_per_execution, 4);
     CU_ASSERT_EQUAL(job.ckpt_every, 50);
     CU_ASSERT_EQUAL(job.ckpt_keep, 2);
+    CU_ASSERT_STRING_EQUAL(job.ckpt_dir, "/srv/ckpt");
+    CU_ASSERT_EQUAL(job.priority, 5);
     CU_ASSERT_TRUE(job.evaluate);
     CU_ASSERT_TRUE(job.has_test);
     CU_ASSERT_EQUAL(job.shard_policy, ZDIST_AUTO_SHARD_DATA);
@@ -49,6 +52,8 @@ test_parse_sections(void)
     CU_ASSERT_EQUAL_FATAL(zdist_job_parse(plain, NULL, &job, &err), 0);
     CU_ASSERT_EQUAL(job.ckpt_every, 0);
     CU_ASSERT_EQUAL(job.ckpt_keep, 3);
+    CU_ASSERT_PTR_NULL(job.ckpt_dir);
+    CU_ASSERT_EQUAL(job.priority, 0);
     CU_ASSERT_TRUE(job.evaluate);
     zdist_job_release(&job);
 }
@@ -89,6 +94,19 @@ test_bad_sections(void)
              " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"evaluation\": {\"at_end\": 1}}");
     s_refused(text, "evaluation.at_end: must be true or false");
     s_refused("{\"name\": \"x\",\n \"strategy\": }", "line 2");
+    static const char *const bad[][2] = {
+        {"\"priority\": 1001", "priority: must be an integer in -1000..1000, got 1001"},
+        {"\"priority\": \"high\"", "priority: must be an integer in -1000..1000, got \"high\""},
+        {"\"checkpoint\": {\"dir\": \"ckpt\"}", "checkpoint.dir: 'ckpt' is a relative path; give an absolute"},
+        {"\"checkpoint\": {\"dir\": \"/srv/../etc\"}", "checkpoint.dir: '/srv/../etc' contains '..'"},
+        {"\"checkpoint\": {\"dir\": 7}", "checkpoint.dir: must be a non-empty string, got 7"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text,
+                 "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+                 " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, %s}", bad[i][0]);
+        s_refused(text, bad[i][1]);
+    }
 }
 
 static void
@@ -122,6 +140,8 @@ test_typed_round_trip(void)
     CU_ASSERT_EQUAL(back.seed, job.seed);
     CU_ASSERT_EQUAL(back.ckpt_every, job.ckpt_every);
     CU_ASSERT_EQUAL(back.ckpt_keep, job.ckpt_keep);
+    CU_ASSERT_STRING_EQUAL(back.ckpt_dir, job.ckpt_dir);
+    CU_ASSERT_EQUAL(back.priority, job.priority);
     CU_ASSERT_EQUAL(back.evaluate, job.evaluate);
     CU_ASSERT_PTR_NULL(back.plugin_path);
     zdist_job_release(&back);

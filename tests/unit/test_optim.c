@@ -371,6 +371,51 @@ test_sparse_matches_dense(void)
     psd_store_destroy(&ss);
 }
 
+/* Many ids, most repeated, over a table whose rows span more than one radix
+   pass: each row's gradients are summed in request order, as a dense push of
+   the summed gradient gives bit for bit (SGD leaves untouched rows alone). */
+static void
+test_sparse_many_duplicates(void)
+{
+    enum { ROWS = 5000, W = 4, N = 3000 };
+    zdist_optim_config_t c;
+    zdist_optim_config_default(&c, ZDIST_OPTIM_SGD);
+    psd_shard_t *d, *s;
+    psd_store_t *sd = s_store(&c, ZDIST_DTYPE_FLOAT32, ROWS, W, 0, ROWS, 0.5, &d);
+    psd_store_t *ss = s_store(&c, ZDIST_DTYPE_FLOAT32, ROWS, W, 0, ROWS, 0.5, &s);
+    float *g = malloc(N * W * sizeof *g), *sum = calloc(ROWS * W, sizeof *sum);
+    int64_t *ids = malloc(N * sizeof *ids);
+    bool *seen = calloc(ROWS, sizeof *seen);
+    uint64_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        ids[i] = i % 3 == 0 ? (int64_t) ((x >> 33) % ROWS) : (int64_t) ((x >> 33) % 40) * 97; /* hot rows */
+        for (int k = 0; k < W; k++) {
+            g[i * W + k] = (float) sin(i + 0.3 * k);
+            float *t = &sum[ids[i] * W + k];
+            *t = seen[ids[i]] ? *t + g[i * W + k] : g[i * W + k];
+        }
+        seen[ids[i]] = true;
+    }
+    CU_ASSERT_EQUAL(s_apply_sparse(s, ZDIST_DTYPE_FLOAT32, ids, N, g, N * W * sizeof *g, NULL), 0);
+    psd_write_t w = {.op = PSD_OP_APPLY_DENSE, .dtype = ZDIST_DTYPE_FLOAT32,
+                     .nrows = PSD_WHOLE_SHARD, .data = sum, .nbytes = ROWS * W * sizeof *sum};
+    CU_ASSERT_EQUAL(psd_shard_write(d, &w, NULL), 0);
+    float *a = malloc(ROWS * W * sizeof *a), *b = malloc(ROWS * W * sizeof *b);
+    CU_ASSERT_EQUAL(psd_shard_read(d, 0, PSD_WHOLE_SHARD, a, ROWS * W * sizeof *a, NULL), 0);
+    CU_ASSERT_EQUAL(psd_shard_read(s, 0, PSD_WHOLE_SHARD, b, ROWS * W * sizeof *b, NULL), 0);
+    CU_ASSERT_EQUAL(memcmp(a, b, ROWS * W * sizeof *a), 0);
+    CU_ASSERT_NOT_EQUAL(a[97 * W], 0.5f);
+    free(a);
+    free(b);
+    free(g);
+    free(sum);
+    free(ids);
+    free(seen);
+    psd_store_destroy(&sd);
+    psd_store_destroy(&ss);
+}
+
 static void
 test_config(void)
 {
@@ -430,5 +475,6 @@ zdist_test_optim_register(void)
                 {"sparse duplicate ids summed before applying", test_sparse_duplicates_summed},
                 {"sparse adam: TF semantics and lazy", test_sparse_adam},
                 {"sparse over every row equals dense", test_sparse_matches_dense},
+                {"sparse: many ids, most repeated, summed in request order", test_sparse_many_duplicates},
                 {"configs and validation", test_config});
 }

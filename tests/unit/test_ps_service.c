@@ -522,6 +522,8 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_save("/tmp/x", -1, 0), "save: step -1 is negative");
     s_refused(f, zdist_ps_request_save("/tmp/x", 1, -1), "save: ps_task -1 is negative");
     s_refused(f, zdist_ps_request_restore(""), "restore: dir is empty");
+    s_refused(f, zdist_ps_request_save_job("/tmp/x", 1, 0, "j1/x"), "save: job 'j1/x': byte 2 is not one of");
+    s_refused(f, zdist_ps_request_restore_job("/tmp/x", ".."), "restore: job '..' is not a job id");
 
     zdist_optim_config_t bad = {.kind = (zdist_optim_kind_t) 99};
     s_refused(f, zdist_ps_request_set_optimizer(&bad), "set_optimizer: optimizer 'invalid' is unknown");

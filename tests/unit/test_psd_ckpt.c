@@ -745,6 +745,109 @@ test_ledger_restored(void)
     free(dir);
 }
 
+/* Two jobs on one store, each saved into its own directory: a restore of
+   job A brings back A's values, optimizer state and exactly-once table and
+   leaves B's shards as they are; each job keeps its own optimizer. */
+static float
+s_read0(psd_store_t *store, const char *name)
+{
+    float v = NAN;
+    psd_shard_t *sh = psd_store_find(store, name, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sh);
+    CU_ASSERT_EQUAL(psd_shard_read(sh, 0, 1, &v, sizeof v, NULL), 0);
+    return v;
+}
+
+static void
+test_per_job(void)
+{
+    char *root = zdist_test_tmpdir("ckpt-jobs"), dir_a[600], dir_b[600];
+    snprintf(dir_a, sizeof dir_a, "%s/a", root);
+    snprintf(dir_b, sizeof dir_b, "%s/b", root);
+    psd_store_t *st = psd_store_new();
+    zdist_optim_config_t sgd, adam;
+    zdist_optim_config_default(&sgd, ZDIST_OPTIM_SGD);
+    sgd.learning_rate = 1;
+    zdist_optim_config_default(&adam, ZDIST_OPTIM_ADAM);
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(psd_store_set_optimizer_job(st, "jA", &sgd, &err), 0);
+    CU_ASSERT_EQUAL(psd_store_set_optimizer_job(st, "jB", &adam, &err), 0);
+    const char *names[2] = {"jA/w", "jB/w"};
+    for (int k = 0; k < 2; k++) {
+        psd_shard_spec_t s = {.name = names[k], .shape = {.rank = 1, .dims = {4}}, .dtype = ZDIST_DTYPE_FLOAT32,
+                              .rows = 4, .init = {.kind = ZDIST_INIT_ZEROS}};
+        CU_ASSERT_EQUAL_FATAL(psd_store_create(st, &s, NULL, &err), 0);
+    }
+    zdist_optim_config_t got;
+    psd_shard_get_optimizer(psd_store_find(st, "jA/w", 0), &got);
+    CU_ASSERT_EQUAL(got.kind, ZDIST_OPTIM_SGD);
+    psd_shard_get_optimizer(psd_store_find(st, "jB/w", 0), &got);
+    CU_ASSERT_EQUAL(got.kind, ZDIST_OPTIM_ADAM);
+    CU_ASSERT_TRUE(psd_name_in_job("jA/w", "jA"));
+    CU_ASSERT_FALSE(psd_name_in_job("jAB/w", "jA"));
+    CU_ASSERT_TRUE(psd_name_in_job("jAB/w", ""));
+
+    float g[4] = {1, 1, 1, 1};
+    psd_write_t w = {.op = PSD_OP_APPLY_DENSE, .client_id = 7, .sequence = 1, .dtype = ZDIST_DTYPE_FLOAT32,
+                     .nrows = PSD_WHOLE_SHARD, .data = g, .nbytes = sizeof g};
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, names[k], 0), &w, NULL), 0);
+    uint64_t bytes_a = 0;
+    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_a, 1, 0, "jA", &bytes_a, &err), 0);
+    CU_ASSERT_EQUAL(bytes_a, 4 * sizeof(float)); /* sgd: no slots; B's shard not in it */
+    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_b, 1, 0, "jB", NULL, &err), 0);
+    char mpath[700];
+    snprintf(mpath, sizeof mpath, "%s/manifest-ps0.json", dir_a);
+    json_t *m = json_load_file(mpath, 0, NULL);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(m, "variables")), 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(json_object_get(m, "variables"), 0),
+                                                             "name")), "jA/w");
+    json_decref(m);
+
+    float a1 = s_read0(st, "jA/w"), b1 = s_read0(st, "jB/w");
+    CU_ASSERT_DOUBLE_EQUAL(a1, -1.0, 1e-6);
+    /* both train on; then A goes back to its checkpoint, B does not */
+    w.sequence = 2;
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, names[k], 0), &w, NULL), 0);
+    float b2 = s_read0(st, "jB/w");
+    CU_ASSERT_NOT_EQUAL(b1, b2);
+    int64_t step = -1;
+    CU_ASSERT_EQUAL(psd_ckpt_restore_job(st, dir_a, "jA", &step, &err), 0);
+    CU_ASSERT_EQUAL(step, 1);
+    CU_ASSERT_DOUBLE_EQUAL(s_read0(st, "jA/w"), a1, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(s_read0(st, "jB/w"), b2, 1e-7);
+    /* A's exactly-once table is the saved one: sequence 1 is a duplicate,
+       2 (lost with the rollback) applies again */
+    w.sequence = 1;
+    CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, "jA/w", 0), &w, NULL), PSD_DUPLICATE);
+    w.sequence = 2;
+    CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, "jA/w", 0), &w, NULL), 0);
+    CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, "jB/w", 0), &w, NULL), PSD_DUPLICATE);
+    /* a restore of every shard from A's directory lacks B's variable */
+    CU_ASSERT_EQUAL(psd_ckpt_restore(st, dir_a, NULL, &err), -ENOENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "jB/w"));
+    psd_store_destroy(&st);
+
+    /* a psd restarted empty: each job restores from its own directory */
+    st = psd_store_new();
+    CU_ASSERT_EQUAL(psd_store_set_optimizer_job(st, "jA", &sgd, &err), 0);
+    CU_ASSERT_EQUAL(psd_store_set_optimizer_job(st, "jB", &adam, &err), 0);
+    for (int k = 0; k < 2; k++) {
+        psd_shard_spec_t s = {.name = names[k], .shape = {.rank = 1, .dims = {4}}, .dtype = ZDIST_DTYPE_FLOAT32,
+                              .rows = 4, .init = {.kind = ZDIST_INIT_ZEROS}};
+        CU_ASSERT_EQUAL_FATAL(psd_store_create(st, &s, NULL, &err), 0);
+    }
+    CU_ASSERT_EQUAL(psd_ckpt_restore_job(st, dir_a, "jA", NULL, &err), 0);
+    CU_ASSERT_EQUAL(psd_ckpt_restore_job(st, dir_b, "jB", NULL, &err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(s_read0(st, "jA/w"), a1, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(s_read0(st, "jB/w"), b1, 1e-7);
+    CU_ASSERT_EQUAL(psd_shard_step(psd_store_find(st, "jB/w", 0)), 1); /* adam's counter came back */
+    psd_store_destroy(&st);
+    zdist_test_rmtree(root);
+    free(root);
+}
+
 void
 zdist_test_psd_ckpt_register(void)
 {
@@ -757,5 +860,6 @@ zdist_test_psd_ckpt_register(void)
                 {"kill -9 during save keeps the previous checkpoint", test_crash_during_save},
                 {"slots follow the optimizer kind", test_slots_follow_optimizer},
                 {"the exactly-once table is saved and restored with the values", test_dedup_restored},
-                {"the ledger of steps is saved and restored with the values", test_ledger_restored});
+                {"the ledger of steps is saved and restored with the values", test_ledger_restored},
+                {"per job: own directory, own optimizer, a restore leaves other jobs alone", test_per_job});
 }

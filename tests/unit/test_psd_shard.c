@@ -729,6 +729,54 @@ test_init_name(void)
     psd_store_destroy(&store);
 }
 
+/* A pinned range (a pull answered zero-copy) keeps the values it had while
+   writes, a replace and the store's end go on; unpinning frees it. */
+static void
+test_pin_copy_on_write(void)
+{
+    psd_store_t *store = psd_store_new();
+    zdist_error_t err = {0};
+    psd_shard_spec_t a = s_spec("w", 4, 3, ZDIST_DTYPE_FLOAT32, 0, 0, 4);
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &a, &sh, &err), 0);
+    s_fill_pattern(sh);
+    void *data = NULL, *pin = NULL;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 1, 2, &data, &bytes, &pin, &err), 0);
+    CU_ASSERT_EQUAL(bytes, 6 * sizeof(float));
+    const float *p = data;
+    CU_ASSERT_EQUAL(p[0], 10.0f);
+    CU_ASSERT_EQUAL(p[5], 22.0f);
+    float ones[12];
+    for (int i = 0; i < 12; i++)
+        ones[i] = 1;
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 7, 1, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, &err), 0);
+    float now[12];
+    CU_ASSERT_EQUAL(psd_shard_read(sh, 0, PSD_WHOLE_SHARD, now, sizeof now, &err), 0);
+    CU_ASSERT_EQUAL(now[3], 11.0f);
+    CU_ASSERT_EQUAL(p[0], 10.0f); /* the pinned copy did not move */
+    CU_ASSERT_EQUAL(p[5], 22.0f);
+    /* A second pin, then a replace and the store's end: both pins still read. */
+    void *data2 = NULL, *pin2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &data2, &bytes, &pin2, &err), 0);
+    CU_ASSERT_EQUAL(bytes, sizeof now);
+    void *fresh = calloc(12, sizeof(float));
+    psd_shard_replace(sh, &fresh, NULL, 0, ZDIST_OPTIM_SGD, 0, NULL);
+    CU_ASSERT_PTR_NULL(fresh);
+    CU_ASSERT_EQUAL(psd_shard_read(sh, 0, PSD_WHOLE_SHARD, now, sizeof now, &err), 0);
+    CU_ASSERT_EQUAL(now[3], 0.0f);
+    CU_ASSERT_EQUAL(((const float *) data2)[3], 11.0f);
+    void *data3 = NULL, *pin3 = NULL;
+    CU_ASSERT_EQUAL(psd_shard_pin(sh, 3, 2, &data3, &bytes, &pin3, &err), -EINVAL); /* outside [0, 4) */
+    CU_ASSERT_PTR_NULL(pin3);
+    psd_store_destroy(&store);
+    CU_ASSERT_EQUAL(p[0], 10.0f);
+    CU_ASSERT_EQUAL(((const float *) data2)[11], 33.0f); /* 10 * 3 + 2, plus the 1 */
+    psd_shard_unpin(data2, pin2);
+    psd_shard_unpin((void *) p, pin); /* the last reference: freed (ASan checks) */
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -742,5 +790,7 @@ zdist_test_psd_shard_register(void)
                 {"8 threads x 10000 assign_add, readers see whole rows", test_concurrent_assign_add},
                 {"initializers identical under 1, 3, 5 shards", test_init_sharding_determinism},
                 {"initializer distributions and glorot limits", test_init_distributions},
-                {"values drawn for init_name: a job's prefix changes nothing", test_init_name});
+                {"values drawn for init_name: a job's prefix changes nothing", test_init_name},
+                {"a pinned range keeps its values through writes, replace and the store's end",
+                 test_pin_copy_on_write});
 }

@@ -11,9 +11,13 @@
      zdist_coordinator_join (c, &err);   // every closure done; first error once
      zdist_remote_value_fetch (rv, &result, &err);
 
-   A closure is one RUN_STEPS of `steps` steps on whichever worker is free;
-   up to max_in_flight_per_worker closures are pipelined on each worker so
-   none idles between them. Worker failure is not an error: a closure that
+   A closure is `steps` steps on whichever worker is free, sent in a
+   RUN_STEPS; up to max_in_flight_per_worker RUN_STEPS are pipelined on
+   each worker so none idles between them. Short closures share a message:
+   consecutive queued closures go in one RUN_STEPS (up to
+   max_closures_per_dispatch, and about 2 ms of the worker's measured time
+   per step, so long closures still go one by one), and each closure takes
+   its own steps' results out of the per-step reply. Worker failure is not an error: a closure that
    ends UNAVAILABLE or DEADLINE_EXCEEDED, or that a restarted worker (new
    incarnation) refuses, goes back to the front of the queue and runs
    elsewhere, under the same step numbers (zdist_coordinator_set_step: then
@@ -59,7 +63,9 @@ typedef struct {
     size_t num_ps;
     const char *variable_prefix;   /* e.g. "JOB/"; NULL = none */
     bool create_variables;         /* the first START_JOB creates them (default true) */
-    int max_in_flight_per_worker;  /* default 2 */
+    int max_in_flight_per_worker;  /* RUN_STEPS messages in flight per worker (default 2, at most 16) */
+    int max_closures_per_dispatch; /* consecutive queued closures one RUN_STEPS may carry (default
+                                      32, at most 64; 1: one each) */
     int64_t closure_timeout_ms;    /* deadline of one RUN_STEPS (default 120000) */
     int64_t start_timeout_ms;      /* deadline of START_JOB (default 60000) */
     int64_t ping_interval_ms;      /* PING of a lost worker (default 300) */

@@ -73,6 +73,10 @@ ZDIST_EXPORT zdist_http_t *zdist_daemon_http(const char *addr, zloop_t *loop, zd
 /* Parses a --http option's value for main (): 0, or 2 after printing one
    line on stderr prefixed with ident. */
 ZDIST_EXPORT int zdist_daemon_http_check(const char *ident, const char *addr);
+/* No --http given (http[0] == 0): the address from $ZDIST_HTTP when it is
+   set, which is how the systemd units' environment files turn it on. 0, or
+   2 after printing one line naming the variable when it does not parse. */
+ZDIST_EXPORT int zdist_daemon_http_env(const char *ident, char *http, size_t cap);
 
 /* zdist_rpc_server_options_t.log target: one warning line per refusal. */
 ZDIST_EXPORT void zdist_daemon_rpc_log(void *state, const char *line);

@@ -62,10 +62,21 @@ typedef struct {
     /* checkpoint: every N steps (0: only step 0 and the final one), keep K
        complete ones (default 3) besides the final one. */
     int64_t ckpt_every, ckpt_keep;
+    /* checkpoint.dir: where the coordinator keeps the job's checkpoints
+       (ckpt-STEP/ under DIR/ID/); absolute, without "..". NULL: under its
+       --state-dir. */
+    char *ckpt_dir;
+    /* priority: a worker running closures of several jobs runs the higher
+       one's first; equal ones share it round robin (default 0). */
+    int priority;
     /* evaluation.at_end: on the test set at the end (default: when the
        job has a test set; true without one is refused). */
     bool evaluate;
 } zdist_job_t;
+
+#define ZDIST_JOB_PRIORITY_MIN (-1000)
+#define ZDIST_JOB_PRIORITY_MAX 1000
+#define ZDIST_JOB_CKPT_DIR_MAX 900
 
 /* Parses the job file at `path` (relative data paths are taken from the
    file's directory). Strict: unknown fields, wrong types and bad values are

@@ -200,6 +200,15 @@ ZDIST_EXPORT int zdist_ps_client_restore(zdist_ps_client_t *self, const char *di
 ZDIST_EXPORT int zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
                                                zdist_error_t *err);
+/* The same for one job's namespace on the psd (its shards are named
+   "JOB/..."): save and restore touch only them, set_optimizer sets theirs.
+   job NULL or "": every shard, as above. */
+ZDIST_EXPORT int zdist_ps_client_save_job(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task,
+                                          const char *job, uint64_t *ret_bytes, zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_client_restore_job(zdist_ps_client_t *self, const char *dir, const char *job,
+                                             int64_t *ret_step, zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
+                                                   const char *job, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -148,19 +148,36 @@ typedef struct {
     size_t nitems;
 } zdist_ps_push_pull_t;
 
-/* save: every shard of the psd into dir (created if missing) as ps task
-   ps_task, under `step`. */
+/* A job's namespace on a psd: the shards whose names begin "JOB/" (the
+   coordinator's variable prefix). A job name is 1..ZDIST_PS_JOB_MAX bytes
+   of [A-Za-z0-9._-]; NULL or "" names no job: every shard. */
+#define ZDIST_PS_JOB_MAX 63
+
+/* save: every shard of the psd (of `job` only, when given) into dir
+   (created if missing) as ps task ps_task, under `step`. */
 typedef struct {
     const char *dir;
     int64_t step;
     int32_t ps_task;
+    const char *job; /* "" or NULL: every shard */
 } zdist_ps_save_t;
 
-/* restore: every shard of the psd (create them first) from dir, by global
-   row range: any sharding onto any other. */
+/* restore: every shard of the psd (of `job` only, when given; other jobs'
+   shards are not touched) from dir, by global row range: any sharding
+   onto any other. Create the shards first. */
 typedef struct {
     const char *dir;
+    const char *job; /* "" or NULL: every shard */
 } zdist_ps_restore_t;
+
+/* set_optimizer: the optimizer of `job`'s shards (existing ones and those
+   created later), or with no job of every shard and the default for
+   shards of jobs that set none. `config` comes first: a pointer to this
+   is one to it. */
+typedef struct {
+    zdist_optim_config_t config;
+    const char *job; /* "" or NULL: every shard */
+} zdist_ps_set_optimizer_t;
 
 /* Any request: `method` says which member holds it. set_optimizer's is a
    zdist_optim_config_t (zero fields: Keras's defaults for the kind); stats
@@ -177,6 +194,7 @@ typedef struct {
         zdist_optim_config_t optimizer;
         zdist_ps_push_pull_t push_pull;
     };
+    const char *optimizer_job; /* set_optimizer: for this job's shards (NULL or "": every shard) */
 } zdist_ps_request_t;
 
 /* A new message holding the request, payloads copied (the request's memory
@@ -227,6 +245,11 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, i
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt);
+/* The same for one job's namespace (job NULL or "": every shard, as above). */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task,
+                                                    const char *job);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore_job(const char *dir, const char *job);
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *job);
 
 /* ---- the psd's body types ----
    For its method table (zdist_rpc_method_t.request). The handler's
@@ -242,7 +265,7 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_stats;     /* no fields
    shard, tensors present, ids int64 [n] matching the gradient rows); the
    handler still checks each against its shard. */
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_push_pull;
-ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_set_optimizer; /* zdist_optim_config_t, defaults
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_ps_body_set_optimizer; /* zdist_ps_set_optimizer_t, defaults
                                                                            filled in and validated */
 
 /* ---- replies ---- */

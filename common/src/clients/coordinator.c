@@ -7,10 +7,16 @@
 #include <string.h>
 
 #include "zdist/coordinator.h"
+#include "zdist/step.h" /* ZDIST_OUTPUT_* */
 #include "zdist/sys.h"
 #include "zdist/worker_client.h"
 
-#define S_MAX_K 16
+#define S_MAX_K 16     /* RUN_STEPS messages in flight per worker */
+#define S_MAX_BATCH 64 /* closures in one RUN_STEPS */
+/* A RUN_STEPS carries consecutive queued closures until it holds about this
+   much of the worker's time (by its measured time per step), so near-empty
+   closures share a message and its reply while long ones go alone. */
+#define S_BATCH_TARGET_US 2000
 
 typedef enum { S_QUEUED, S_FLIGHT, S_DONE } s_vstate_t;
 
@@ -36,8 +42,10 @@ typedef struct {
     zdist_worker_client_t *cl;
     s_wstate_t state;
     uint64_t incarnation; /* from the START_JOB reply */
-    zdist_remote_value_t *flight[S_MAX_K];
+    zdist_remote_value_t **flight; /* closures in flight, in dispatch order (a batch shares req_id) */
     int nflight;
+    int nmsgs;          /* RUN_STEPS messages in flight */
+    double us_per_step; /* measured on this worker (moving average); 0 before a reply */
     uint64_t ping_id, start_id, eval_id;
     bool evaluated; /* zdist_coordinator_evaluate has its part */
     zdist_evaluation_t evaluation;
@@ -58,7 +66,8 @@ struct zdist_coordinator_t {
     char **ps;
     size_t nps;
     bool create_variables, repeat_input;
-    int k;
+    int k;         /* RUN_STEPS messages in flight per worker */
+    int max_batch; /* closures per RUN_STEPS */
     int64_t closure_timeout_ms, start_timeout_ms, ping_interval_ms;
     s_worker_t *workers;
     zdist_worker_client_t **clients; /* workers[i].cl, for one poll over all */
@@ -86,6 +95,7 @@ zdist_coordinator_options_default(zdist_coordinator_options_t *opts)
     memset(opts, 0, sizeof *opts);
     opts->create_variables = true;
     opts->max_in_flight_per_worker = 2;
+    opts->max_closures_per_dispatch = 32;
     opts->closure_timeout_ms = 120000;
     opts->start_timeout_ms = 60000;
     opts->ping_interval_ms = 300;
@@ -97,8 +107,10 @@ zdist_coordinator_destroy(zdist_coordinator_t **self_p)
     if (!self_p || !*self_p)
         return;
     zdist_coordinator_t *self = *self_p;
-    for (size_t i = 0; self->workers && i < self->nworkers; i++)
+    for (size_t i = 0; self->workers && i < self->nworkers; i++) {
         zdist_worker_client_destroy(&self->workers[i].cl);
+        free(self->workers[i].flight);
+    }
     free(self->workers);
     free(self->clients);
     while (self->all) {
@@ -143,6 +155,9 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
     self->k = opts->max_in_flight_per_worker > 0 ? opts->max_in_flight_per_worker : 2;
     if (self->k > S_MAX_K)
         self->k = S_MAX_K;
+    self->max_batch = opts->max_closures_per_dispatch > 0 ? opts->max_closures_per_dispatch : 1;
+    if (self->max_batch > S_MAX_BATCH)
+        self->max_batch = S_MAX_BATCH;
     self->closure_timeout_ms = opts->closure_timeout_ms > 0 ? opts->closure_timeout_ms : 120000;
     self->start_timeout_ms = opts->start_timeout_ms > 0 ? opts->start_timeout_ms : 60000;
     self->ping_interval_ms = opts->ping_interval_ms > 0 ? opts->ping_interval_ms : 300;
@@ -165,6 +180,12 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
     for (size_t i = 0; i < opts->num_workers; i++) {
         s_worker_t *w = &self->workers[i];
         snprintf(w->endpoint, sizeof w->endpoint, "%s", opts->workers[i]);
+        w->flight = calloc((size_t)(self->k * self->max_batch), sizeof *w->flight);
+        if (!w->flight) {
+            zdist_coordinator_destroy(&self);
+            zdist_error_set(err, -ENOMEM, "out of memory");
+            return NULL;
+        }
         w->cl = self->clients[i] = zdist_worker_client_new(w->endpoint, NULL, err);
         if (!w->cl) {
             zdist_error_prefix(err, "worker %zu", i);
@@ -338,6 +359,7 @@ s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
         }
     }
     w->nflight = 0;
+    w->nmsgs = 0;
     w->state = W_DOWN;
     w->ping_id = 0;
     w->start_id = 0;
@@ -362,17 +384,43 @@ s_transient(int status)
     return status == ZDIST_STATUS_UNAVAILABLE || status == ZDIST_STATUS_DEADLINE_EXCEEDED;
 }
 
+/* Sums a closure's share of a RUN_STEPS reply: steps [from, from + n). */
+static void
+s_take_steps(zdist_closure_result_t *res, const zdist_worker_ran_t *ran, size_t from, size_t n)
+{
+    res->steps = (int64_t)n;
+    res->loss_sum = res->examples = res->correct = 0;
+    res->last_loss = NAN;
+    for (size_t s = from; s < from + n; s++) {
+        const zdist_worker_step_t *st = &ran->steps[s];
+        for (int o = 0; o < st->num_outputs; o++) {
+            if (strcmp(st->names[o], ZDIST_OUTPUT_LOSS) == 0) {
+                res->loss_sum += st->values[o];
+                res->last_loss = st->values[o];
+            } else if (strcmp(st->names[o], ZDIST_OUTPUT_EXAMPLES) == 0) {
+                res->examples += st->values[o];
+            } else if (strcmp(st->names[o], ZDIST_OUTPUT_CORRECT) == 0) {
+                res->correct += st->values[o];
+            }
+        }
+    }
+}
+
 static void
 s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *reply)
 {
     s_worker_t *w = &self->workers[wi];
-    int k;
-    for (k = 0; k < w->nflight; k++)
-        if (w->flight[k]->req_id == reply->id)
-            break;
-    if (k == w->nflight)
-        return; /* a closure already put back */
-    zdist_remote_value_t *v = w->flight[k];
+    /* The closures this RUN_STEPS carried, in the order they were sent. */
+    zdist_remote_value_t *batch[S_MAX_BATCH];
+    int nb = 0, kept = 0;
+    int64_t asked = 0;
+    for (int k = 0; k < w->nflight; k++)
+        if (w->flight[k]->req_id == reply->id && nb < S_MAX_BATCH) {
+            batch[nb++] = w->flight[k];
+            asked += w->flight[k]->steps;
+        }
+    if (nb == 0)
+        return; /* closures already put back */
     int status = reply->status;
     uint64_t inc = reply->incarnation;
     if (s_transient(status) || (status != ZDIST_STATUS_OK && inc != 0 && inc != w->incarnation)) {
@@ -384,31 +432,48 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         s_lose(self, w, why);
         return;
     }
-    memmove(&w->flight[k], &w->flight[k + 1], (size_t)(w->nflight - k - 1) * sizeof w->flight[0]);
-    w->nflight--;
-    v->result.worker = (int)wi;
-    v->result.attempts++;
+    for (int k = 0; k < w->nflight; k++)
+        if (w->flight[k]->req_id != reply->id)
+            w->flight[kept++] = w->flight[k];
+    w->nflight = kept;
+    w->nmsgs--;
     if (status != ZDIST_STATUS_OK) {
-        zdist_error_set(&v->err, zdist_status_to_errno(status), "worker %zu (%s): %s: %s", wi, w->endpoint,
-                        zdist_status_name(status), reply->message);
-        s_complete(self, v, v->err.code);
-        s_fail_first(self, v->err.code, &v->err);
+        for (int b = 0; b < nb; b++) {
+            zdist_remote_value_t *v = batch[b];
+            v->result.worker = (int)wi;
+            v->result.attempts++;
+            zdist_error_set(&v->err, zdist_status_to_errno(status), "worker %zu (%s): %s: %s", wi, w->endpoint,
+                            zdist_status_name(status), reply->message);
+            s_complete(self, v, v->err.code);
+            s_fail_first(self, v->err.code, &v->err);
+        }
         return;
     }
-    zdist_closure_result_t *res = &v->result;
     int64_t now = zdist_clock_now_us();
-    /* Closures run one after the other on a worker: this one started when
-       it was sent or when the one before it ended, whichever is later. */
-    res->run_us = now - (w->last_done_us > v->sent_us ? w->last_done_us : v->sent_us);
+    /* Messages run one after the other on a worker: this one started when
+       it was sent or when the one before it ended, whichever is later; its
+       closures share that time by their steps. */
+    int64_t run_us = now - (w->last_done_us > batch[0]->sent_us ? w->last_done_us : batch[0]->sent_us);
     w->last_done_us = now;
-    res->steps = (int64_t)reply->ran.num_steps;
-    res->end_of_data = reply->ran.end_of_data;
-    res->loss_sum = reply->ran.loss_sum;
-    res->last_loss = reply->ran.last_loss;
-    res->examples = reply->ran.examples;
-    res->correct = reply->ran.correct;
-    w->done++;
-    s_complete(self, v, 0);
+    size_t ran = reply->ran.num_steps < (size_t)asked ? reply->ran.num_steps : (size_t)asked, from = 0;
+    if (ran > 0) {
+        double per_step = (double)run_us / (double)ran;
+        w->us_per_step = w->us_per_step > 0 ? 0.75 * w->us_per_step + 0.25 * per_step : per_step;
+    }
+    for (int b = 0; b < nb; b++) {
+        zdist_remote_value_t *v = batch[b];
+        zdist_closure_result_t *res = &v->result;
+        size_t n = ran - from < (size_t)v->steps ? ran - from : (size_t)v->steps;
+        res->worker = (int)wi;
+        res->attempts++;
+        s_take_steps(res, &reply->ran, from, n);
+        from += n;
+        /* The input ran out within this closure (or an earlier one of the message). */
+        res->end_of_data = reply->ran.end_of_data && n < (size_t)v->steps;
+        res->run_us = ran ? run_us * (int64_t)n / (int64_t)ran : 0;
+        w->done++;
+        s_complete(self, v, 0);
+    }
 }
 
 static void
@@ -492,28 +557,61 @@ s_dispatch(zdist_coordinator_t *self)
     }
     if (self->paused || self->first_rc < 0)
         return;
-    /* Fill the least loaded worker first, one closure at a time, so the
+    /* Fill the least loaded worker first, one message at a time, so the
        queue spreads over every worker. */
     while (self->qhead) {
         s_worker_t *best = NULL;
+        size_t free_slots = 0;
         for (size_t n = 0; n < self->nworkers; n++) {
             s_worker_t *w = &self->workers[(self->rr + n) % self->nworkers];
-            if (w->state == W_UP && w->nflight < self->k && (!best || w->nflight < best->nflight))
+            if (w->state != W_UP || w->nmsgs >= self->k)
+                continue;
+            free_slots += (size_t)(self->k - w->nmsgs);
+            if (!best || w->nmsgs < best->nmsgs)
                 best = w;
         }
         if (!best)
             break;
         self->rr = (self->rr + 1) % self->nworkers;
-        zdist_remote_value_t *v = s_pop(self);
-        zdist_worker_run_t req = {self->job.name, v->steps, v->first_step};
-        if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &v->req_id) < 0) {
-            s_push_front(self, v);
+        /* Closures in this message: the queue shared out over the free
+           slots, up to S_BATCH_TARGET_US of this worker's measured time
+           (one closure until it has a measure). */
+        size_t want = (self->nqueued + free_slots - 1) / free_slots;
+        if (want > (size_t)self->max_batch)
+            want = (size_t)self->max_batch;
+        zdist_remote_value_t *batch[S_MAX_BATCH];
+        size_t nb = 0;
+        int64_t steps = 0;
+        while (self->qhead && nb < want) {
+            int64_t s = steps + self->qhead->steps;
+            if (nb > 0 && (best->us_per_step <= 0 || (double)s * best->us_per_step > S_BATCH_TARGET_US ||
+                           s > ZDIST_WORKER_MAX_STEPS_PER_CALL))
+                break;
+            /* One message numbers its steps from one first_step: only
+               closures that follow each other (a put-back one may not). */
+            if (nb > 0 && self->numbered &&
+                self->qhead->first_step != batch[nb - 1]->first_step + batch[nb - 1]->steps)
+                break;
+            batch[nb++] = s_pop(self);
+            steps = s;
+        }
+        zdist_worker_run_t req = {self->job.name, steps, batch[0]->first_step};
+        uint64_t id = 0;
+        if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &id) < 0) {
+            while (nb > 0)
+                s_push_front(self, batch[--nb]);
             break;
         }
-        v->state = S_FLIGHT;
-        v->sent_ms = zdist_clock_now_ms();
-        v->sent_us = zdist_clock_now_us();
-        best->flight[best->nflight++] = v;
+        int64_t sent_ms = zdist_clock_now_ms(), sent_us = zdist_clock_now_us();
+        for (size_t b = 0; b < nb; b++) {
+            zdist_remote_value_t *v = batch[b];
+            v->req_id = id;
+            v->state = S_FLIGHT;
+            v->sent_ms = sent_ms;
+            v->sent_us = sent_us;
+            best->flight[best->nflight++] = v;
+        }
+        best->nmsgs++;
     }
 }
 

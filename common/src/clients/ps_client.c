@@ -380,7 +380,14 @@ int
 zdist_ps_client_save(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task, uint64_t *ret_bytes,
                      zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_SAVE, .save = {dir, step, ps_task}};
+    return zdist_ps_client_save_job(self, dir, step, ps_task, NULL, ret_bytes, err);
+}
+
+int
+zdist_ps_client_save_job(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task, const char *job,
+                         uint64_t *ret_bytes, zdist_error_t *err)
+{
+    zdist_ps_request_t req = {.method = ZDIST_PS_SAVE, .save = {dir, step, ps_task, job}};
     zdist_msg_t *reply = NULL;
     int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
@@ -392,7 +399,14 @@ zdist_ps_client_save(zdist_ps_client_t *self, const char *dir, int64_t step, int
 int
 zdist_ps_client_restore(zdist_ps_client_t *self, const char *dir, int64_t *ret_step, zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_RESTORE, .restore = {dir}};
+    return zdist_ps_client_restore_job(self, dir, NULL, ret_step, err);
+}
+
+int
+zdist_ps_client_restore_job(zdist_ps_client_t *self, const char *dir, const char *job, int64_t *ret_step,
+                            zdist_error_t *err)
+{
+    zdist_ps_request_t req = {.method = ZDIST_PS_RESTORE, .restore = {dir, job}};
     zdist_msg_t *reply = NULL;
     int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
@@ -416,9 +430,16 @@ zdist_ps_client_stats(zdist_ps_client_t *self, zdist_ps_stats_t **ret_stats, zdi
 int
 zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zdist_optim_config_t *opt, zdist_error_t *err)
 {
+    return zdist_ps_client_set_optimizer_job(self, opt, NULL, err);
+}
+
+int
+zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, const zdist_optim_config_t *opt, const char *job,
+                                  zdist_error_t *err)
+{
     if (!opt)
         return zdist_error_set(err, -EINVAL, "set_optimizer on %s: no optimizer", zdist_rpc_client_endpoint(self->rpc));
-    zdist_ps_request_t req = {.method = ZDIST_PS_SET_OPTIMIZER, .optimizer = *opt};
+    zdist_ps_request_t req = {.method = ZDIST_PS_SET_OPTIMIZER, .optimizer = *opt, .optimizer_job = job};
     zdist_msg_t *reply = NULL;
     int rc = s_call(self, &req, &reply, err);
     if (rc == 0)

@@ -351,7 +351,7 @@ static int
 s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
 {
     json_t *ck, *ev;
-    static const char *const callowed[] = {"every_steps", "keep", NULL};
+    static const char *const callowed[] = {"every_steps", "keep", "dir", NULL};
     static const char *const eallowed[] = {"at_end", NULL};
     int rc;
     job->ckpt_keep = 3;
@@ -359,7 +359,8 @@ s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
         return rc;
     if (ck && ((rc = s_keys(ck, "checkpoint", callowed, err)) < 0 ||
                (rc = s_int(ck, "checkpoint", "every_steps", false, 1, INT64_C(1) << 40, &job->ckpt_every, err)) < 0 ||
-               (rc = s_int(ck, "checkpoint", "keep", false, 1, 1000, &job->ckpt_keep, err)) < 0))
+               (rc = s_int(ck, "checkpoint", "keep", false, 1, 1000, &job->ckpt_keep, err)) < 0 ||
+               (rc = s_str(ck, "checkpoint", "dir", false, &job->ckpt_dir, err)) < 0))
         return rc;
     job->evaluate = job->has_test;
     if ((rc = s_obj(root, "", "evaluation", false, &ev, err)) < 0)
@@ -394,7 +395,7 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
     }
     static const char *const top[] = {"name", "strategy", "model", "optimizer", "dataset", "steps", "epochs",
                                       "steps_per_execution", "seed", "plugin_path", "log_every", "checkpoint",
-                                      "evaluation", NULL};
+                                      "evaluation", "priority", NULL};
     if ((rc = s_keys(root, "", top, err)) < 0 || (rc = s_str(root, "", "name", true, &job->name, err)) < 0)
         goto out;
     int64_t seed = 1;
@@ -484,13 +485,16 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
         goto out;
     }
     job->steps_per_execution = 1;
+    int64_t priority = 0;
     if ((rc = s_int(root, "", "steps", false, 1, INT64_C(1) << 40, &job->steps, err)) < 0 ||
         (rc = s_int(root, "", "epochs", false, 1, 1 << 20, &job->epochs, err)) < 0 ||
         (rc = s_int(root, "", "steps_per_execution", false, 1, 1 << 20, &job->steps_per_execution, err)) < 0 ||
         (rc = s_int(root, "", "log_every", false, 1, INT64_C(1) << 40, &job->log_every, err)) < 0 ||
+        (rc = s_int(root, "", "priority", false, ZDIST_JOB_PRIORITY_MIN, ZDIST_JOB_PRIORITY_MAX, &priority, err)) < 0 ||
         (rc = s_str(root, "", "plugin_path", false, &job->plugin_path, err)) < 0 ||
         (rc = s_resolve_list(&job->plugin_path, base_dir)) < 0 || (rc = s_checkpoint(root, job, err)) < 0)
         goto out;
+    job->priority = (int)priority;
     /* The same rules a job received as a message is held to. */
     rc = zdist_job_validate(job, err);
 out:
@@ -576,8 +580,20 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         (rc = s_range("steps_per_execution", job->steps_per_execution, 1, 1 << 20, err)) < 0 ||
         (rc = s_range("log_every", job->log_every, 0, INT64_C(1) << 40, err)) < 0 ||
         (rc = s_range("checkpoint.every_steps", job->ckpt_every, 0, INT64_C(1) << 40, err)) < 0 ||
-        (rc = s_range("checkpoint.keep", job->ckpt_keep, 1, 1000, err)) < 0)
+        (rc = s_range("checkpoint.keep", job->ckpt_keep, 1, 1000, err)) < 0 ||
+        (rc = s_range("priority", job->priority, ZDIST_JOB_PRIORITY_MIN, ZDIST_JOB_PRIORITY_MAX, err)) < 0)
         return rc;
+    if (job->ckpt_dir) {
+        if (job->ckpt_dir[0] != '/')
+            return zdist_error_set(err, -EINVAL, "checkpoint.dir: '%.200s' is a relative path; give an absolute "
+                                   "directory (the psds write there too)", job->ckpt_dir);
+        if (zdist_path_has_dotdot(job->ckpt_dir))
+            return zdist_error_set(err, -EINVAL, "checkpoint.dir: '%.200s' contains '..'; give the directory "
+                                   "without it", job->ckpt_dir);
+        if (strlen(job->ckpt_dir) > ZDIST_JOB_CKPT_DIR_MAX)
+            return zdist_error_set(err, -EINVAL, "checkpoint.dir: longer than %d bytes; use a shorter path",
+                                   ZDIST_JOB_CKPT_DIR_MAX);
+    }
     if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && job->num_replicas != 1)
         return zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
                                "for %d", job->num_replicas);
@@ -644,6 +660,7 @@ zdist_job_release(zdist_job_t *job)
     free(job->model);
     free(job->model_params);
     free(job->plugin_path);
+    free(job->ckpt_dir);
     s_files_release(&job->train);
     s_files_release(&job->test);
     memset(job, 0, sizeof *job);

@@ -78,6 +78,8 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->ckpt_every = job->ckpt_every;
     pb->ckpt_keep = job->ckpt_keep;
     pb->evaluate = job->evaluate;
+    pb->ckpt_dir = job->ckpt_dir ? job->ckpt_dir : "";
+    pb->priority = job->priority;
 }
 
 /* strdup of a non-empty string, NULL for "" or NULL; -ENOMEM through *rc. */
@@ -159,6 +161,8 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->ckpt_every = pb->ckpt_every;
     ret->ckpt_keep = pb->ckpt_keep;
     ret->evaluate = pb->evaluate;
+    ret->ckpt_dir = s_dup(pb->ckpt_dir, &rc);
+    ret->priority = pb->priority;
     if (rc == 0)
         rc = zdist_job_validate(ret, err);
     else

@@ -321,7 +321,7 @@ zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, v
 }
 
 zdist_msg_t *
-zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task)
+zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const char *job)
 {
     if (!dir)
         return NULL;
@@ -329,17 +329,31 @@ zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task)
     req.dir = (char *) dir;
     req.step = step;
     req.ps_task = ps_task;
+    req.job = (char *) (job ? job : "");
     return s_request(ZDIST_PS_SAVE, &req.base);
 }
 
 zdist_msg_t *
-zdist_ps_request_restore(const char *dir)
+zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task)
+{
+    return zdist_ps_request_save_job(dir, step, ps_task, NULL);
+}
+
+zdist_msg_t *
+zdist_ps_request_restore_job(const char *dir, const char *job)
 {
     if (!dir)
         return NULL;
     Zdist__Ps__RestoreRequest req = ZDIST__PS__RESTORE_REQUEST__INIT;
     req.dir = (char *) dir;
+    req.job = (char *) (job ? job : "");
     return s_request(ZDIST_PS_RESTORE, &req.base);
+}
+
+zdist_msg_t *
+zdist_ps_request_restore(const char *dir)
+{
+    return zdist_ps_request_restore_job(dir, NULL);
 }
 
 zdist_msg_t *
@@ -352,9 +366,16 @@ zdist_ps_request_stats(void)
 zdist_msg_t *
 zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt)
 {
+    return zdist_ps_request_set_optimizer_job(opt, NULL);
+}
+
+zdist_msg_t *
+zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *job)
+{
     if (!opt)
         return NULL;
     Zdist__Ps__Optimizer req = ZDIST__PS__OPTIMIZER__INIT;
+    req.job = (char *) (job ? job : "");
     req.kind = (char *) zdist_optim_kind_name(opt->kind);
     req.learning_rate = opt->learning_rate;
     req.momentum = opt->momentum;
@@ -382,13 +403,13 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_pull_rows(req->pull_rows.name, req->pull_rows.ids, req->pull_rows.nids, NULL,
                                           NULL);
     case ZDIST_PS_SAVE:
-        return zdist_ps_request_save(req->save.dir, req->save.step, req->save.ps_task);
+        return zdist_ps_request_save_job(req->save.dir, req->save.step, req->save.ps_task, req->save.job);
     case ZDIST_PS_RESTORE:
-        return zdist_ps_request_restore(req->restore.dir);
+        return zdist_ps_request_restore_job(req->restore.dir, req->restore.job);
     case ZDIST_PS_STATS:
         return zdist_ps_request_stats();
     case ZDIST_PS_SET_OPTIMIZER:
-        return zdist_ps_request_set_optimizer(&req->optimizer);
+        return zdist_ps_request_set_optimizer_job(&req->optimizer, req->optimizer_job);
     case ZDIST_PS_PUSH_PULL:
         return zdist_ps_request_push_pull(&req->push_pull, NULL, NULL);
     default:
@@ -602,6 +623,26 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
     return 0;
 }
 
+/* A job's name, which names its namespace "JOB/" on the psd: "" (none) or
+   1..ZDIST_PS_JOB_MAX bytes of [A-Za-z0-9._-]. */
+static int
+s_check_job(const char *job, zdist_error_t *err)
+{
+    size_t n = strnlen(job, ZDIST_PS_JOB_MAX + 1);
+    if (n > ZDIST_PS_JOB_MAX)
+        return zdist_error_set(err, -EINVAL, "job is longer than %d bytes; give the job's id", ZDIST_PS_JOB_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char c = job[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return zdist_error_set(err, -EINVAL, "job '%.64s': byte %zu is not one of [A-Za-z0-9._-]; give the "
+                                   "job's id (its variables are named \"JOB/...\")", job, i);
+    }
+    if (strcmp(job, ".") == 0 || strcmp(job, "..") == 0)
+        return zdist_error_set(err, -EINVAL, "job '%s' is not a job id", job);
+    return 0;
+}
+
 static int
 s_decode_save(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
@@ -617,7 +658,9 @@ s_decode_save(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
     if (r->ps_task < 0)
         return zdist_error_set(err, -EINVAL, "ps_task %d is negative; give this psd's task index",
                                (int) r->ps_task);
-    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task};
+    if ((rc = s_check_job(r->job, err)) < 0)
+        return rc;
+    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task, r->job};
     return 0;
 }
 
@@ -629,7 +672,9 @@ s_decode_restore(const ProtobufCMessage *pb, const zdist_msg_t *request, void *r
     (void) request;
     int rc = s_check_dir(r->dir, "restore from", err);
     if (rc == 0)
-        s->dir = r->dir;
+        rc = s_check_job(r->job, err);
+    if (rc == 0)
+        *s = (zdist_ps_restore_t){r->dir, r->job};
     return rc;
 }
 
@@ -644,8 +689,13 @@ static int
 s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
     const Zdist__Ps__Optimizer *r = (const Zdist__Ps__Optimizer *) pb;
-    zdist_optim_config_t *cfg = ret;
+    zdist_ps_set_optimizer_t *so = ret;
+    zdist_optim_config_t *cfg = &so->config;
     (void) request;
+    int jrc = s_check_job(r->job, err);
+    if (jrc < 0)
+        return jrc;
+    so->job = r->job;
     zdist_optim_kind_t kind;
     if (zdist_optim_kind_from_name(r->kind, &kind) < 0)
         return zdist_error_set(err, -EINVAL,
@@ -764,7 +814,7 @@ const zdist_rpc_body_t zdist_ps_body_push_pull = {&zdist__ps__push_pull_request_
                                                   sizeof(zdist_ps_push_pull_t), s_decode_push_pull,
                                                   s_release_push_pull};
 const zdist_rpc_body_t zdist_ps_body_set_optimizer = {
-    &zdist__ps__optimizer__descriptor, sizeof(zdist_optim_config_t), s_decode_set_optimizer, NULL};
+    &zdist__ps__optimizer__descriptor, sizeof(zdist_ps_set_optimizer_t), s_decode_set_optimizer, NULL};
 
 /* ---- reply encoders ---- */
 
