@@ -265,7 +265,7 @@ s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 static int
 s_send_run(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    zdist_worker_run_t req = {r->cfg->job.name, r->mwm->round_steps};
+    zdist_worker_run_t req = {.job = r->cfg->job.name, .steps = r->mwm->round_steps};
     return zdist_worker_client_run_steps(r->mwm->w[i].cl, &req, timeout_ms, ret_id);
 }
 

@@ -809,6 +809,7 @@ s_attempt(coord_run_t *r)
     s_ps_record(r);
     r->last_stats_ms = 0; /* the psds' figures at the next status hold the job's variables */
     r->scheduled = r->step;
+    zdist_coordinator_set_step(r->coord, r->step); /* closures carry the job's step numbers from here */
     r->win_start_ms = zdist_clock_now_ms();
     r->win_steps = 0;
     r->win_loss = r->win_examples = 0;
@@ -864,7 +865,11 @@ s_attempt(coord_run_t *r)
         zdist_closure_result_t res;
         while (zdist_coordinator_next_result(r->coord, &res))
             coord_run_account(r, &res);
-        if (r->term && !r->cancel)
+        /* Only at a consistent point: with a closure still out, r->step
+           counts steps that are not the first r->step ones, and a resume
+           would number them again (the psds would take the re-run for the
+           steps already applied). The last checkpoint then stays. */
+        if (r->term && !r->cancel && zdist_coordinator_in_flight(r->coord) == 0)
             s_ckpt_save(r, r->step);
         return 1;
     }

@@ -134,6 +134,33 @@ s_old_files(const char *path)
 
 /* ---------------------------------------------------------------- save */
 
+/* The steps a shard applied (psd_ledger.h), saved with its values:
+   {"base": word, "words": "16 hex digits per word", "top": step,
+   "extra_floor": step, "extra": [[step, ordinal], ...]}; NULL when empty. */
+static json_t *
+s_ledger_json(const psd_ledger_t *l)
+{
+    if (l->base == 0 && l->nwords == 0 && l->top == 0 && l->nextra == 0 && l->extra_floor == 0)
+        return NULL;
+    char *hex = malloc(l->nwords * 16 + 1);
+    json_t *extra = json_array();
+    if (!hex || !extra) {
+        free(hex);
+        json_decref(extra);
+        return NULL;
+    }
+    for (size_t i = 0; i < l->nwords; i++)
+        snprintf(hex + 16 * i, 17, "%016" PRIx64, l->words[i]);
+    hex[16 * l->nwords] = 0;
+    for (size_t i = 0; i < l->nextra; i++)
+        json_array_append_new(extra, json_pack("[I, I]", (json_int_t) l->extra[i].step,
+                                               (json_int_t) l->extra[i].ordinal));
+    json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:o}", "base", (json_int_t) l->base, "words", hex, "top",
+                          (json_int_t) l->top, "extra_floor", (json_int_t) l->extra_floor, "extra", extra);
+    free(hex);
+    return j;
+}
+
 /* The store's shards of `job` (every one for NULL or ""), in the store's
    order, into a new array; *ret_n receives how many. NULL when out of memory. */
 static psd_shard_t **
@@ -226,6 +253,7 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
             snprintf(win, sizeof win, "%016" PRIx64, d.window);
             json_array_append_new(dedup, json_pack("[s, s, s]", id, hi, win));
         }
+        json_t *ledger = rc == 0 ? s_ledger_json(view.ledger) : NULL;
         psd_shard_view_end(shards[i]);
         if (rc < 0) {
             json_decref(dedup);
@@ -243,6 +271,8 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
             (json_int_t) (view.value_bytes * (size_t) (1 + view.nslots)), "crc32", (json_int_t) crc,
             "optimizer", "kind", zdist_optim_kind_name(view.optim.kind), "step", (json_int_t) view.step,
             "slots", slots, "config", s_optim_config_json(&view.optim), "dedup", dedup);
+        if (entry && ledger)
+            json_object_set_new(entry, "steps", ledger);
         if (!entry || json_array_append_new(files, entry) < 0) {
             rc = zdist_error_set(err, -ENOMEM, "out of memory");
             goto out;
@@ -299,6 +329,7 @@ typedef struct {
     int64_t opt_step;
     psd_dedup_t *dedup; /* the shard's exactly-once table at the save */
     size_t ndedup;
+    psd_ledger_t ledger; /* the steps it had applied */
 } s_entry_t;
 
 /* What one store shard receives. */
@@ -335,8 +366,10 @@ s_restore_free(s_restore_t *r)
     }
     free(r->roots);
     free(r->names);
-    for (size_t i = 0; i < r->nentries; i++)
+    for (size_t i = 0; i < r->nentries; i++) {
         free(r->entries[i].dedup);
+        psd_ledger_clear(&r->entries[i].ledger);
+    }
     free(r->entries);
     for (size_t i = 0; i < r->ntargets; i++) {
         psd_dedup_table_destroy(&r->targets[i].dedup);
@@ -395,6 +428,52 @@ s_parse_dedup(s_restore_t *r, const char *mname, json_t *list, s_entry_t *e, zdi
                          "digits each");
     }
     e->ndedup = n;
+    return 0;
+}
+
+/* A file's "steps" (s_ledger_json); absent in checkpoints written before
+   writes were deduplicated by step (an empty ledger). */
+static int
+s_parse_ledger(s_restore_t *r, const char *mname, json_t *j, s_entry_t *e, zdist_error_t *err)
+{
+    if (!j)
+        return 0;
+    json_int_t base, top, floor;
+    const char *hex;
+    json_t *extra;
+    psd_ledger_t *l = &e->ledger;
+    if (json_unpack(j, "{s:I, s:s, s:I, s:I, s:o}", "base", &base, "words", &hex, "top", &top, "extra_floor",
+                    &floor, "extra", &extra) < 0 || base < 0 || top < 0 || floor < 0 || !json_is_array(extra) ||
+        strlen(hex) % 16 != 0 || strlen(hex) / 16 > PSD_LEDGER_WINDOW / 64 + 1 ||
+        json_array_size(extra) > PSD_LEDGER_MAX_EXTRA)
+        return s_bad(err, r->dir, mname, "'steps' is not {base, words (16 hex digits each, at most one "
+                     "window), top, extra_floor, extra}");
+    size_t nwords = strlen(hex) / 16, nextra = json_array_size(extra);
+    if ((nwords && !(l->words = calloc(nwords, sizeof *l->words))) ||
+        (nextra && !(l->extra = calloc(nextra, sizeof *l->extra))))
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    l->cap = nwords;
+    l->extra_cap = nextra;
+    for (size_t i = 0; i < nwords; i++) {
+        char word[17];
+        memcpy(word, hex + 16 * i, 16);
+        word[16] = 0;
+        if (strspn(word, "0123456789abcdef") != 16)
+            return s_bad(err, r->dir, mname, "'steps' words are not 16 hex digits each");
+        l->words[i] = (uint64_t) strtoull(word, NULL, 16);
+    }
+    l->nwords = nwords;
+    size_t i;
+    json_t *k;
+    json_array_foreach(extra, i, k) {
+        json_int_t step, ordinal;
+        if (json_unpack(k, "[I, I]", &step, &ordinal) < 0 || step <= 0 || ordinal <= 0 || ordinal > UINT32_MAX)
+            return s_bad(err, r->dir, mname, "a 'steps' extra is not [step, ordinal >= 1]");
+        l->extra[l->nextra++] = (psd_ledger_key_t){(uint64_t) step, (uint32_t) ordinal};
+    }
+    l->base = (uint64_t) base;
+    l->top = (uint64_t) top;
+    l->extra_floor = (uint64_t) floor;
     return 0;
 }
 
@@ -494,8 +573,10 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
                                            "disagree on the dtype or shape of '%s'", r->dir,
                                            o->manifest, mname, name);
             }
-            if ((rc = s_parse_dedup(r, mname, json_object_get(f, "dedup"), &e, err)) < 0) {
+            if ((rc = s_parse_dedup(r, mname, json_object_get(f, "dedup"), &e, err)) < 0 ||
+                (rc = s_parse_ledger(r, mname, json_object_get(f, "steps"), &e, err)) < 0) {
                 free(e.dedup);
+                psd_ledger_clear(&e.ledger);
                 return rc;
             }
             if (r->nentries == r->cap) {
@@ -503,6 +584,7 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
                 s_entry_t *p = realloc(r->entries, cap * sizeof *p);
                 if (!p) {
                     free(e.dedup);
+                    psd_ledger_clear(&e.ledger);
                     return zdist_error_set(err, -ENOMEM, "out of memory");
                 }
                 r->entries = p;
@@ -662,6 +744,16 @@ s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
     free(out);
     if (!t->dedup)
         return zdist_error_set(err, -ENOMEM, "out of memory");
+    /* The steps applied: those every file counts (as the table above). */
+    if (nsrc > 0 && !many) {
+        const psd_ledger_t *ls[64];
+        for (size_t k = 0; k < nsrc; k++)
+            ls[k] = &src[k]->ledger;
+        psd_ledger_t ledger;
+        if (psd_ledger_intersect(&ledger, ls, nsrc) < 0)
+            return zdist_error_set(err, -ENOMEM, "out of memory");
+        psd_dedup_table_set_ledger(t->dedup, &ledger);
+    }
     return 0;
 }
 

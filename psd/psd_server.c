@@ -279,6 +279,8 @@ s_write(zdist_rpc_call_t *call, void *state)
         .op = s_op_for(zdist_rpc_call_method(call), req->by_ids),
         .client_id = zdist_msg_client_id(zdist_rpc_call_request(call)),
         .sequence = req->sequence,
+        .job_step = req->job_step,
+        .step_write = req->step_write,
         .dtype = values->dtype,
         .data = values->data, /* aligned for its dtype by zdist_wire_recv */
         .nbytes = values->nbytes,
@@ -298,8 +300,9 @@ s_write(zdist_rpc_call_t *call, void *state)
 }
 
 /* One worker step for this ps: every item checked first (a refusal changes
-   nothing), then the pushes applied under the request's client id and
-   sequence (a retransmission: acknowledged per shard, not applied again),
+   nothing), then the pushes applied under the request's job step (or,
+   without one, its client id and sequence): a retransmission or a re-run
+   of the step is acknowledged per shard, not applied again;
    then the values of the items that pull, read after the updates. */
 static int
 s_push_pull(zdist_rpc_call_t *call, void *state)
@@ -339,6 +342,8 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
             .op = it->by_ids ? PSD_OP_APPLY_SPARSE : PSD_OP_APPLY_DENSE,
             .client_id = client_id,
             .sequence = req->sequence,
+            .job_step = req->job_step,
+            .step_write = it->step_write,
             .dtype = it->grad.dtype,
             .row_start = spec->row_offset,
             .nrows = PSD_WHOLE_SHARD,

@@ -65,6 +65,7 @@ struct _psd_shard_t {
     s_client_t *clients;
     size_t nclients, clients_cap;
     uint64_t tick;
+    psd_ledger_t ledger; /* writes deduplicated by the job's step */
 };
 
 /* A job's own optimizer (set_optimizer naming the job). */
@@ -100,6 +101,7 @@ s_shard_destroy(psd_shard_t **self_p)
         free(self->slots[i]);
     zdist_optim_scratch_release(&self->scratch);
     free(self->clients);
+    psd_ledger_clear(&self->ledger);
     free(self);
     *self_p = NULL;
 }
@@ -662,7 +664,18 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
 
     pthread_rwlock_wrlock(&self->lock);
     s_client_t *client = NULL;
-    if (w->client_id != 0) {
+    bool by_step = w->job_step != 0;
+    if (by_step) {
+        /* A step's identity decides, whoever sends it: a closure re-run on
+           another worker sends the same steps again. Room first, so that
+           an applied write is always recorded. */
+        if (psd_ledger_seen(&self->ledger, w->job_step, w->step_write)) {
+            rc = PSD_DUPLICATE;
+            goto out;
+        }
+        if ((rc = psd_ledger_reserve(&self->ledger, w->job_step, w->step_write)) < 0)
+            goto out;
+    } else if (w->client_id != 0) {
         client = s_client(self, w->client_id);
         if (!client) {
             rc = -ENOMEM;
@@ -719,7 +732,9 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
         break;
     }
     }
-    if (client)
+    if (by_step)
+        psd_ledger_record(&self->ledger, w->job_step, w->step_write); /* reserved: cannot fail */
+    else if (client)
         s_client_record(client, w->sequence);
     rc = 0;
 out:
@@ -740,6 +755,7 @@ psd_shard_view_begin(psd_shard_t *self, psd_shard_view_t *ret_view)
         .nslots = self->nslots,
         .step = self->step,
         .ndedup = self->nclients,
+        .ledger = &self->ledger,
     };
     for (int i = 0; i < self->nslots; i++)
         v.slots[i] = self->slots[i];
@@ -762,6 +778,7 @@ psd_shard_view_dedup(psd_shard_t *self, size_t i, psd_dedup_t *ret)
 struct _psd_dedup_table_t {
     s_client_t *clients;
     size_t n;
+    psd_ledger_t ledger;
 };
 
 bool
@@ -798,8 +815,17 @@ psd_dedup_table_destroy(psd_dedup_table_t **self_p)
     if (!self_p || !*self_p)
         return;
     free((*self_p)->clients);
+    psd_ledger_clear(&(*self_p)->ledger);
     free(*self_p);
     *self_p = NULL;
+}
+
+void
+psd_dedup_table_set_ledger(psd_dedup_table_t *self, psd_ledger_t *ledger)
+{
+    psd_ledger_clear(&self->ledger);
+    self->ledger = *ledger;
+    *ledger = (psd_ledger_t){0};
 }
 
 void
@@ -811,8 +837,11 @@ psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots
         *dedup_p = NULL;
     s_client_t *clients = table ? table->clients : NULL;
     size_t n = table ? table->n : 0;
+    psd_ledger_t ledger = table ? table->ledger : (psd_ledger_t){0};
     free(table);
     pthread_rwlock_wrlock(&self->lock);
+    psd_ledger_clear(&self->ledger);
+    self->ledger = ledger;
     free(self->clients);
     self->clients = clients;
     self->nclients = n;

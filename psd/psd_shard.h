@@ -10,6 +10,7 @@
 #include "zdist/optim.h"
 #include "zdist/error.h"
 #include "zdist/tensor.h"
+#include "psd_ledger.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,6 +174,8 @@ typedef struct {
     psd_op_t op;
     uint64_t client_id; /* 0: not deduplicated */
     uint64_t sequence;  /* per client, increasing */
+    uint64_t job_step;  /* the job's step that writes (psd_ledger.h); 0: deduplicated by client and sequence */
+    uint32_t step_write; /* its ordinal among that step's writes to the shard */
     zdist_dtype_t dtype;
     int64_t row_start; /* dense ops: first global row */
     int64_t nrows;     /* dense ops: rows, or PSD_WHOLE_SHARD */
@@ -183,10 +186,11 @@ typedef struct {
 } psd_write_t;
 
 /* Validates everything, then applies the write under the shard's write
-   lock. Returns 0 when applied, PSD_DUPLICATE when (client_id, sequence)
-   was already applied to this shard (the highest sequence plus a window of
-   PSD_DEDUP_WINDOW below it are remembered; anything older counts as
-   applied), or a negative errno with a message naming expected vs got:
+   lock. Returns 0 when applied, PSD_DUPLICATE when (job_step, step_write)
+   was already applied to this shard (psd_ledger.h) or, for a write without
+   a job step, when (client_id, sequence) was (the highest sequence plus a
+   window of PSD_DEDUP_WINDOW below it are remembered; anything older
+   counts as applied), or a negative errno with a message naming expected vs got:
    -EINVAL for a wrong dtype, length, row range or id, or an optimizer op on
    an integer shard; -ENOMEM. A refused write changes nothing and is not
    recorded, so it may be retried. */
@@ -215,6 +219,7 @@ typedef struct {
     const void *slots[ZDIST_OPTIM_MAX_SLOTS];  /* each value_bytes long */
     int64_t step;
     size_t ndedup; /* clients remembered; read them with psd_shard_view_dedup */
+    const psd_ledger_t *ledger; /* the steps applied, while the view is held */
 } psd_shard_view_t;
 /* Takes the read lock and fills view; pair with psd_shard_view_end. */
 void psd_shard_view_begin(psd_shard_t *self, psd_shard_view_t *ret_view);
@@ -231,6 +236,8 @@ bool psd_dedup_seen(const psd_dedup_t *d, uint64_t seq);
 typedef struct _psd_dedup_table_t psd_dedup_table_t;
 psd_dedup_table_t *psd_dedup_table_new(const psd_dedup_t *list, size_t n);
 void psd_dedup_table_destroy(psd_dedup_table_t **self_p);
+/* The table's ledger of steps becomes *ledger (taken; *ledger emptied). */
+void psd_dedup_table_set_ledger(psd_dedup_table_t *self, psd_ledger_t *ledger);
 
 /* Replaces the shard's state under its write lock, taking ownership of
    *values_p (malloc'd, psd_shard_value_bytes long) and of slots_p[0..nslots)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <assert.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "zdist/cluster.h"
 #include "zdist/collective.h"
 #include "zdist/input.h"
+#include "zdist/parse.h"
 #include "zdist/daemon.h"
 #include "zdist/prom.h"
 #include "zdist/rpc.h"
@@ -79,6 +81,13 @@ typedef struct {
     s_counters_t counters;   /* the steps thread's */
     zdist_http_t *http;      /* --http */
     zdist_http_metrics_t metrics;
+    /* Test-only fault (ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH=N):
+       the signal this process sends itself once its N-th step's pushes are
+       acknowledged, before the RUN_STEPS reply leaves: the one window where
+       a lost worker's closure is re-run with some of its steps already on
+       the psds, which no outside kill hits reliably. 0: none. */
+    int64_t fault_step;
+    int fault_signal;
 } self_t;
 
 /* A request handed to the steps thread: its handler runs there and fills
@@ -367,12 +376,16 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     }
     int64_t done = 0;
     bool end = false;
+    worker_backend_t *be = worker_trainer_backend(worker_session_trainer(j->sess));
+    bool fault_hit = false;
     /* A stopping worker answers with the steps it ran: $TERM waits one step, not a whole call. */
     while (done < n && !atomic_load(&self->stopping)) {
         zdist_error_t err = {0};
         worker_outputs_t *o = &vals[done];
         int64_t epoch = 0;
         int64_t t0 = zdist_clock_now_us();
+        if (worker_psd_is(be))
+            worker_psd_set_job_step(be, req->first_step > 0 ? (uint64_t) (req->first_step + done) : 0);
         int more = worker_session_step(j->sess, o, &epoch, &err);
         if (more < 0) {
             self->counters.failed_steps++;
@@ -390,6 +403,12 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         j->steps++;
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
         self->counters.steps++;
+        if (self->fault_step > 0 && (int64_t) self->counters.steps == self->fault_step) {
+            zsys_warning("test fault: step %lld pushed; %s before replying", (long long) self->fault_step,
+                         self->fault_signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
+            raise(self->fault_signal);
+            fault_hit = true; /* SIGSTOP: going on after SIGCONT */
+        }
         self->counters.loss = j->last_loss;
         double ex = worker_outputs_get(o, ZDIST_OUTPUT_EXAMPLES, 0);
         self->counters.examples += ex > 0 ? (uint64_t)ex : 0;
@@ -404,6 +423,10 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         }
         done++;
     }
+    if (worker_psd_is(be))
+        worker_psd_set_job_step(be, 0); /* writes outside a closure are no step's */
+    if (fault_hit)
+        zsys_warning("test fault: the closure of step %lld ran to its end after SIGCONT", (long long) self->fault_step);
     j->end_of_data = end;
     zdist_worker_ran_t ran = {.steps = res, .num_steps = (size_t)done, .worker_step = j->steps, .end_of_data = end};
     rc = zdist_worker_reply_ran(call, &ran);
@@ -888,6 +911,17 @@ worker_agent_actor(zsock_t *pipe, void *args)
         zstr_sendf(pipe, "ERROR %s", err.text);
         free(self);
         return;
+    }
+    const char *fault;
+    if ((fault = getenv("ZDIST_TEST_DIE_AFTER_PUSH")) || (fault = getenv("ZDIST_TEST_STOP_AFTER_PUSH"))) {
+        if (zdist_parse_int64(fault, 1, INT64_MAX, &self->fault_step) < 0) {
+            zstr_sendf(pipe, "ERROR ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH: '%.40s' is not a step "
+                       "number >= 1", fault);
+            zdist_rpc_server_destroy(&self->rpc);
+            free(self);
+            return;
+        }
+        self->fault_signal = getenv("ZDIST_TEST_DIE_AFTER_PUSH") ? SIGKILL : SIGSTOP;
     }
     zdist_prom_histogram_init_seconds(&self->counters.step_seconds);
     self->counters.loss = NAN;

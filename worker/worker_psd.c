@@ -54,6 +54,12 @@ typedef struct {
     size_t rows_cap;
     int64_t *counts; /* [max(num_ps, shards of a variable) + 1] */
     size_t counts_cap;
+    /* The job's step the writes belong to (0: none, when run without a
+       coordinator): the psd applies each (step, ordinal) once per shard,
+       whichever worker sends it. */
+    uint64_t job_step;
+    int *shard_base;       /* [vars->n]: the variable's first index in step_writes */
+    uint32_t *step_writes; /* [num_shards]: writes job_step has made to the shard */
     char last_error[ZDIST_ERROR_TEXT_MAX];
     /* The job's namespace on the psds when the prefix is "JOB/" ("" else):
        its optimizer is set for its shards only, beside other jobs'. */
@@ -327,6 +333,10 @@ s_write_op(s_psd_t *self, size_t i, uint32_t method, int var, int s, const int64
                                  .shape = s_rows_shape(v, rows),
                                  .data = (void *)data,
                                  .nbytes = (size_t)(rows * v->width) * sizeof(float)};
+    if (self->job_step) {
+        w->job_step = self->job_step;
+        w->step_write = self->step_writes[self->shard_base[var] + s]++;
+    }
 }
 
 /* Sends every write at once; the ps client numbers them and sends the
@@ -417,6 +427,7 @@ s_push_pull_all(s_psd_t *self, size_t n)
             it->ids = w->ids;
             it->nids = w->nids;
             it->grad = w->values;
+            it->step_write = w->step_write;
         }
         for (int var = 0; var < self->vars->n; var++) {
             const zdist_layout_t *L = self->layouts[var];
@@ -430,7 +441,8 @@ s_push_pull_all(s_psd_t *self, size_t n)
             self->pp_ops[nops++] = (zdist_ps_op_t){
                 .client = self->clients[ps],
                 .request = {.method = ZDIST_PS_PUSH_PULL,
-                            .push_pull = {.items = self->items + first, .nitems = k - first}}};
+                            .push_pull = {.job_step = self->job_step, .items = self->items + first,
+                                          .nitems = k - first}}};
     }
     zdist_ps_client_run(self->pp_ops, nops);
     int first = 0;
@@ -641,6 +653,8 @@ s_destroy(worker_backend_t **be_p)
     free(self->owner);
     free(self->rows);
     free(self->counts);
+    free(self->shard_base);
+    free(self->step_writes);
     free(self);
     *be_p = NULL;
 }
@@ -691,8 +705,9 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->stamp = calloc(nv, sizeof *self->stamp);
     self->arrived = calloc(nv, sizeof *self->arrived);
     self->pp_ops = calloc((size_t) cfg->num_ps, sizeof *self->pp_ops);
+    self->shard_base = calloc(nv, sizeof *self->shard_base);
     if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names || !self->fresh ||
-        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops)
+        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops || !self->shard_base)
         goto oom;
     zdist_ps_client_options_t opts;
     zdist_ps_client_options_default(&opts);
@@ -748,11 +763,14 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
             zdist_error_prefix(err, "variable '%s'", var->name);
             goto fail;
         }
+        self->shard_base[v] = self->num_shards;
         self->num_shards += self->layouts[v]->num_shards;
         if (posix_memalign((void **)&self->vals[v], 64, (size_t)(var->n ? var->n : 1) * sizeof(float)) != 0)
             goto oom;
     }
     zdist_placement_destroy(&pl);
+    if (!(self->step_writes = calloc((size_t) (self->num_shards ? self->num_shards : 1), sizeof *self->step_writes)))
+        goto oom;
     return be;
 oom:
     zdist_error_set(err, -ENOMEM, "out of memory");
@@ -821,6 +839,15 @@ const char *
 worker_psd_last_error(const worker_backend_t *be)
 {
     return ((const s_psd_t *)be)->last_error;
+}
+
+void
+worker_psd_set_job_step(worker_backend_t *be, uint64_t job_step)
+{
+    s_psd_t *self = (s_psd_t *)be;
+    if (job_step != self->job_step)
+        memset(self->step_writes, 0, (size_t) self->num_shards * sizeof *self->step_writes);
+    self->job_step = job_step;
 }
 
 bool

@@ -47,6 +47,12 @@ const zdist_layout_t *worker_psd_layout(const worker_backend_t *be, int var);
 /* Why the latest failed call failed ("" when none): the step ABI carries
    only an errno, this names the psd and the variable. */
 const char *worker_psd_last_error(const worker_backend_t *be);
+/* The job's global step the next writes belong to (RUN_STEPS' first_step
+   + k; 0: none). The psd applies a step's writes to a shard once, whoever
+   sends them: a closure re-run on another worker after its first worker was
+   lost pushes the same steps again and they are acknowledged as duplicates
+   where they already landed. */
+void worker_psd_set_job_step(worker_backend_t *be, uint64_t job_step);
 /* True when be is a worker_psd backend. */
 bool worker_psd_is(const worker_backend_t *be);
 

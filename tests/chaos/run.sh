@@ -170,7 +170,9 @@ fi
 declare -A NKIND
 RECOVER_MS=()
 STOP_S=8 # past the closure and collective deadlines
-pick() { echo "$1$((RANDOM % $2))"; }
+# pick ROLE N: R is ROLE0..ROLE(N-1), drawn from the seed. Not in $(...): a
+# subshell draws from a RANDOM of its own, reseeded each time.
+pick() { R="$1$((RANDOM % $2))"; }
 
 wait_progress() { # until the job's step passes $1 or it ends; prints ms waited
     local from=$1 t0 s st
@@ -197,8 +199,8 @@ for ((f = 1; f <= FAULTS; f++)); do
     step=$(job_step)
     what=""
     case $kind in
-    kill_worker) r=$(pick worker $NW); kill9 "$r"; what="kill -9 $r"; sleep 1; restart "$r" ;;
-    kill_ps) r=$(pick ps $NPS); kill9 "$r"; what="kill -9 $r"; sleep 1; restart "$r" ;;
+    kill_worker) pick worker $NW; r=$R; kill9 "$r"; what="kill -9 $r"; sleep 1; restart "$r" ;;
+    kill_ps) pick ps $NPS; r=$R; kill9 "$r"; what="kill -9 $r"; sleep 1; restart "$r" ;;
     kill_chief) kill9 chief; what="kill -9 chief"; sleep 1; restart chief ;;
     kill_two)
         a=${pool[$((RANDOM % ${#pool[@]}))]}
@@ -206,14 +208,18 @@ for ((f = 1; f <= FAULTS; f++)); do
         while [[ $b == "$a" ]]; do b=${pool[$((RANDOM % ${#pool[@]}))]}; done
         kill9 "$a"; kill9 "$b"; what="kill -9 $a and $b at once"; sleep 1; restart "$a"; restart "$b" ;;
     stop_worker | stop_ps)
-        if [[ $kind == stop_ps ]]; then r=$(pick ps $NPS); else r=$(pick worker $NW); fi
+        if [[ $kind == stop_ps ]]; then pick ps $NPS; else pick worker $NW; fi
+        r=$R
         kill -STOP "${ZD_PID[${CUR[$r]}]}"; sleep "$STOP_S"; kill -CONT "${ZD_PID[${CUR[$r]}]}"
         what="SIGSTOP $r for ${STOP_S} s, then SIGCONT" ;;
     corrupt_ckpt)
+        # The chief first: alive, it may complete a newer checkpoint (every
+        # 50 steps is several a second) after the pick, and resume from that.
+        kill9 chief
         newest=$(ls -d "$JOB_DIR"/ckpt-* 2>/dev/null | grep -E 'ckpt-[0-9]+$' | sort -t- -k2 -n |
             while read -r d; do if [[ -f $d/manifest.json ]]; then echo "$d"; fi; done | tail -1)
-        kill9 chief
-        victim=$(ls "$newest"/*.bin 2>/dev/null | sort | head -$((1 + RANDOM % 2)) | tail -1)
+        k=$((1 + RANDOM % 2))
+        victim=$(ls "$newest"/*.bin 2>/dev/null | sort | head -"$k" | tail -1)
         if [[ -n $victim ]]; then
             python3 - "$victim" <<'PY'
 import sys

@@ -164,7 +164,7 @@ s_start(zdist_worker_client_t *c, const char *json, int index, int count, const 
 static int
 s_run(zdist_worker_client_t *c, const char *job, int64_t steps, zdist_worker_reply_t *ret, char *msg, size_t size)
 {
-    zdist_worker_run_t req = {job, steps};
+    zdist_worker_run_t req = {.job = job, .steps = steps};
     uint64_t id = 0;
     return s_finish(c, zdist_worker_client_run_steps(c, &req, 120000, &id), &id, ret, msg, size);
 }
@@ -624,7 +624,7 @@ s_connect(zdist_worker_client_t *c, const char *job, const char *const *eps, siz
 static int
 s_run_both(zdist_worker_client_t *const *w, const char *job, int64_t steps, double *ret_loss, char *msg, size_t size)
 {
-    zdist_worker_run_t req = {job, steps};
+    zdist_worker_run_t req = {.job = job, .steps = steps};
     uint64_t ids[2];
     for (int i = 0; i < 2; i++)
         if (zdist_worker_client_run_steps(w[i], &req, 120000, &ids[i]) < 0)

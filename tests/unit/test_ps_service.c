@@ -21,7 +21,7 @@ typedef struct {
     double values[64];
     /* push_pull: what the handler saw of each item */
     size_t pp_nitems;
-    uint64_t pp_sequence;
+    uint64_t pp_sequence, pp_job_step;
     zdist_ps_push_pull_item_t pp_items[4];
     char pp_names[4][32];
 } s_fixture_t;
@@ -85,6 +85,7 @@ s_record(zdist_rpc_call_t *call, void *state)
         const zdist_ps_push_pull_t *pp = body;
         f->pp_nitems = pp->nitems;
         f->pp_sequence = pp->sequence;
+        f->pp_job_step = pp->job_step;
         bool dup[4];
         int64_t step[4];
         for (size_t i = 0; i < pp->nitems && i < 4; i++) {
@@ -243,10 +244,11 @@ test_push_pull(void)
          .by_ids = true,
          .ids = ids,
          .nids = 2,
-         .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 2}}, .data = rows, .nbytes = sizeof rows}},
+         .grad = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 2}}, .data = rows, .nbytes = sizeof rows},
+         .step_write = 2},
         {.name = "b", .pull = true},
     };
-    zdist_ps_push_pull_t pp = {.sequence = 42, .items = items, .nitems = 3};
+    zdist_ps_push_pull_t pp = {.sequence = 42, .job_step = 1234, .items = items, .nitems = 3};
     s_freed = 0;
     zdist_msg_t *req = zdist_ps_request_push_pull(&pp, s_count_free, NULL);
     CU_ASSERT_EQUAL(zdist_msg_tensor_count(req), 3); /* w's gradient, emb's ids and rows */
@@ -255,6 +257,9 @@ test_push_pull(void)
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
     CU_ASSERT_EQUAL(f->pp_nitems, 3);
     CU_ASSERT_EQUAL(f->pp_sequence, 42);
+    CU_ASSERT_EQUAL(f->pp_job_step, 1234);
+    CU_ASSERT_EQUAL(f->pp_items[0].step_write, 0);
+    CU_ASSERT_EQUAL(f->pp_items[1].step_write, 2);
     CU_ASSERT_STRING_EQUAL(f->pp_items[0].name, "w");
     CU_ASSERT_EQUAL(f->pp_items[0].shard_index, 1);
     CU_ASSERT_TRUE(f->pp_items[0].push && !f->pp_items[0].by_ids && f->pp_items[0].pull);
@@ -285,6 +290,10 @@ test_push_pull(void)
     zdist_ps_push_pull_item_t twice[2] = {items[0], items[0]};
     pp = (zdist_ps_push_pull_t){.items = twice, .nitems = 2};
     s_refused(f, zdist_ps_request_push_pull(&pp, NULL, NULL), "send one item per shard");
+    zdist_ps_push_pull_item_t many = items[0];
+    many.step_write = ZDIST_PS_MAX_STEP_WRITE + 1;
+    pp = (zdist_ps_push_pull_t){.job_step = 3, .items = &many, .nitems = 1};
+    s_refused(f, zdist_ps_request_push_pull(&pp, NULL, NULL), "item 0 ('w'): step_write 65536 is above 65535");
     pp = (zdist_ps_push_pull_t){.items = &items[2], .nitems = 1};
     req = zdist_ps_request_push_pull(&pp, NULL, NULL);
     CU_ASSERT_EQUAL(zdist_msg_add_tensor_copy(req, "extra", ZDIST_DTYPE_FLOAT32, &items[0].grad.shape, dense,
@@ -393,6 +402,8 @@ test_requests_round_trip(void)
                                          .row_start = 5,
                                          .row_count = 5,
                                          .sequence = 42,
+                                         .job_step = 77,
+                                         .step_write = 1,
                                          .by_ids = true,
                                          .ids = rows_ids,
                                          .nids = 2,
@@ -404,6 +415,8 @@ test_requests_round_trip(void)
     CU_ASSERT_EQUAL(w->shard_index, 1);
     CU_ASSERT_EQUAL(w->row_count, 0);
     CU_ASSERT_EQUAL(w->sequence, 42);
+    CU_ASSERT_EQUAL(w->job_step, 77);
+    CU_ASSERT_EQUAL(w->step_write, 1);
     CU_ASSERT_EQUAL_FATAL(w->nids, 2);
     CU_ASSERT_EQUAL(memcmp(w->ids, rows_ids, sizeof rows_ids), 0);
     CU_ASSERT_EQUAL(memcmp(w->values.data, grad, sizeof grad), 0);

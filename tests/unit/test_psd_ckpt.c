@@ -653,6 +653,98 @@ test_dedup_restored(void)
     free(dir);
 }
 
+/* assign_add of 1 to every row as the job's step `step` (write `ord` of it). */
+static int
+s_add_step(psd_shard_t *sh, uint64_t client, uint64_t step, uint32_t ord)
+{
+    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t n = psd_shard_spec(sh)->rows;
+    psd_write_t w = {.op = PSD_OP_ASSIGN_ADD,
+                     .client_id = client,
+                     .sequence = step,
+                     .job_step = step,
+                     .step_write = ord,
+                     .dtype = ZDIST_DTYPE_FLOAT32,
+                     .row_start = psd_shard_spec(sh)->row_offset,
+                     .nrows = n,
+                     .data = ones,
+                     .nbytes = (size_t) n * sizeof(float)};
+    return psd_shard_write(sh, &w, NULL);
+}
+
+/* The ledger of steps travels with the values: after a restart and a
+   restore, a step the checkpoint holds is a duplicate (whoever sends it), a
+   step after the save is applied again; resharded, a step counts only when
+   every source file holds it. */
+static void
+test_ledger_restored(void)
+{
+    char *dir = zdist_test_tmpdir("ckpt");
+    psd_store_t *a = psd_store_new();
+    psd_shard_t *sa = s_row_shard(a, 4, 0, 0, 4);
+    for (uint64_t s = 1; s <= 100; s++)
+        if (s != 90) /* in flight at the save: not applied */
+            CU_ASSERT_EQUAL(s_add_step(sa, 0xA, s, 0), 0);
+    CU_ASSERT_EQUAL(s_add_step(sa, 0xA, 95, 1), 0);
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(psd_ckpt_save(a, dir, 100, 0, &err), 0);
+    CU_ASSERT_EQUAL(s_add_step(sa, 0xA, 101, 0), 0); /* after the save */
+
+    psd_store_t *b = psd_store_new();
+    psd_shard_t *sb = s_row_shard(b, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xB, 100, 0), 0); /* live state the restore replaces */
+    CU_ASSERT_EQUAL_FATAL(psd_ckpt_restore(b, dir, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_row0(sb), 99.0f + 1.0f);
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xB, 100, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xC, 3, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xC, 95, 1), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xC, 90, 0), 0);  /* never applied */
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xC, 101, 0), 0); /* lost with the restore: applied again */
+    CU_ASSERT_EQUAL(s_add_step(sb, 0xD, 101, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_row0(sb), 102.0f);
+    psd_store_destroy(&b);
+
+    /* Two halves onto one shard: step 9 reached only one half. */
+    char dir2[700];
+    snprintf(dir2, sizeof dir2, "%s/two", dir);
+    psd_store_t *c = psd_store_new();
+    psd_shard_t *c0 = s_row_shard(c, 4, 0, 0, 2), *c1 = s_row_shard(c, 4, 1, 2, 2);
+    for (uint64_t s = 1; s <= 10; s++) {
+        CU_ASSERT_EQUAL(s_add_step(c0, 0xA, s, 0), 0);
+        if (s != 9)
+            CU_ASSERT_EQUAL(s_add_step(c1, 0xB, s, 0), 0);
+    }
+    CU_ASSERT_EQUAL(psd_ckpt_save(c, dir2, 10, 0, &err), 0);
+    psd_store_t *e = psd_store_new();
+    psd_shard_t *e0 = s_row_shard(e, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL_FATAL(psd_ckpt_restore(e, dir2, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_add_step(e0, 0xE, 10, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_step(e0, 0xE, 8, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(s_add_step(e0, 0xE, 9, 0), 0);
+    psd_store_destroy(&c);
+    psd_store_destroy(&e);
+
+    /* A damaged "steps" record is refused naming it. */
+    char mpath[600];
+    snprintf(mpath, sizeof mpath, "%s/manifest-ps0.json", dir);
+    json_t *m = json_load_file(mpath, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    json_t *f0 = json_array_get(json_object_get(json_array_get(json_object_get(m, "variables"), 0), "files"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json_object_get(f0, "steps"));
+    json_object_set_new(json_object_get(f0, "steps"), "words", json_string("zz"));
+    json_object_del(m, "crc32"); /* an older manifest without its seal: parsed, then refused */
+    CU_ASSERT_EQUAL(json_dump_file(m, mpath, 0), 0);
+    json_decref(m);
+    psd_store_t *g = psd_store_new();
+    s_row_shard(g, 4, 0, 0, 4);
+    CU_ASSERT_EQUAL(psd_ckpt_restore(g, dir, NULL, &err), -EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "'steps'"));
+    psd_store_destroy(&g);
+    psd_store_destroy(&a);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 /* Two jobs on one store, each saved into its own directory: a restore of
    job A brings back A's values, optimizer state and exactly-once table and
    leaves B's shards as they are; each job keeps its own optimizer. */
@@ -768,5 +860,6 @@ zdist_test_psd_ckpt_register(void)
                 {"kill -9 during save keeps the previous checkpoint", test_crash_during_save},
                 {"slots follow the optimizer kind", test_slots_follow_optimizer},
                 {"the exactly-once table is saved and restored with the values", test_dedup_restored},
+                {"the ledger of steps is saved and restored with the values", test_ledger_restored},
                 {"per job: own directory, own optimizer, a restore leaves other jobs alone", test_per_job});
 }

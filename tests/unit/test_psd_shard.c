@@ -335,6 +335,116 @@ test_exactly_once(void)
     psd_store_destroy(&store);
 }
 
+/* Writes deduplicated by the job's step: whoever sends a step (another
+   client: a closure re-run on another worker), a shard applies it once; a
+   step that never arrived is applied; a second write of one step to the
+   shard is its own key. */
+static void
+test_exactly_once_by_step(void)
+{
+    psd_store_t *store = psd_store_new();
+    zdist_error_t err = {0};
+    psd_shard_spec_t a = s_spec("w", 1, 1, ZDIST_DTYPE_FLOAT64, 0, 0, 1);
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &a, &sh, &err), 0);
+    double one = 1, v = 0;
+#define STEP(client, seq, step, ord)                                                                      \
+    psd_shard_write(sh,                                                                                  \
+                    &(psd_write_t){.op = PSD_OP_APPLY_DENSE, .client_id = client, .sequence = seq,      \
+                                   .job_step = step, .step_write = ord, .dtype = ZDIST_DTYPE_FLOAT64,   \
+                                   .nrows = PSD_WHOLE_SHARD, .data = &one, .nbytes = 8},                \
+                    &err)
+    /* worker A runs steps 1..5 and is lost after pushing 1..3 */
+    for (uint64_t s = 1; s <= 3; s++)
+        CU_ASSERT_EQUAL(STEP(0xA, s, s, 0), 0);
+    /* worker B runs the next closure meanwhile, then the re-run of A's */
+    for (uint64_t s = 6; s <= 10; s++)
+        CU_ASSERT_EQUAL(STEP(0xB, s, s, 0), 0);
+    for (uint64_t s = 1; s <= 5; s++)
+        CU_ASSERT_EQUAL(STEP(0xB, 10 + s, s, 0), s <= 3 ? PSD_DUPLICATE : 0);
+    CU_ASSERT_EQUAL(psd_shard_step(sh), 10);
+    /* A wakes up (frozen, not dead) and pushes its steps 4 and 5 late */
+    CU_ASSERT_EQUAL(STEP(0xA, 4, 4, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(STEP(0xA, 5, 5, 0), PSD_DUPLICATE);
+    /* a step writing the shard twice: two keys; each once */
+    CU_ASSERT_EQUAL(STEP(0xB, 20, 11, 0), 0);
+    CU_ASSERT_EQUAL(STEP(0xB, 21, 11, 1), 0);
+    CU_ASSERT_EQUAL(STEP(0xA, 30, 11, 1), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(psd_shard_step(sh), 12);
+    /* the step identity decides, not the sequence: a fresh sequence of a
+       client that sent the step is still a duplicate, and a sequence the
+       client used before does not hide a new step */
+    CU_ASSERT_EQUAL(STEP(0xB, 99, 7, 0), PSD_DUPLICATE);
+    CU_ASSERT_EQUAL(STEP(0xB, 6, 12, 0), 0);
+    CU_ASSERT_EQUAL(psd_shard_step(sh), 13);
+    /* steps applied without a gap keep the ledger at a word or two */
+    for (uint64_t s = 13; s <= 20000; s++)
+        CU_ASSERT_EQUAL(STEP(0xC, s, s, 0), 0);
+    psd_shard_view_t view;
+    psd_shard_view_begin(sh, &view);
+    CU_ASSERT(view.ledger->nwords <= 1);
+    CU_ASSERT_EQUAL(psd_ledger_floor(view.ledger), 20001);
+    psd_shard_view_end(sh);
+    CU_ASSERT_EQUAL(STEP(0xC, 1, 19999, 0), PSD_DUPLICATE);
+    (void) v;
+#undef STEP
+    psd_store_destroy(&store);
+}
+
+/* The ledger alone: gaps (steps that skip the shard) within the window are
+   exact, older ones count as applied; an intersection keeps what every
+   source applied. */
+static void
+test_ledger(void)
+{
+    psd_ledger_t l = {0};
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 1, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 0, 0)); /* step 0 is never tracked */
+    CU_ASSERT_EQUAL(psd_ledger_record(&l, 0, 0), 0);
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 0, 0));
+    for (uint64_t s = 1; s <= 1000; s += 2) /* every other step skips the shard */
+        CU_ASSERT_EQUAL(psd_ledger_record(&l, s, 0), 0);
+    CU_ASSERT_TRUE(psd_ledger_seen(&l, 999, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 998, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 2, 0));
+    CU_ASSERT_EQUAL(psd_ledger_floor(&l), 2); /* the first gap */
+    /* a jump past the window: older gaps count as applied */
+    CU_ASSERT_EQUAL(psd_ledger_record(&l, 1000 + PSD_LEDGER_WINDOW + 64, 0), 0);
+    CU_ASSERT_TRUE(psd_ledger_seen(&l, 2, 0));
+    CU_ASSERT_TRUE(psd_ledger_seen(&l, 998, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 1000 + PSD_LEDGER_WINDOW + 63, 0));
+    CU_ASSERT(l.nwords <= PSD_LEDGER_WINDOW / 64);
+    /* second writes of a step within the window */
+    CU_ASSERT_EQUAL(psd_ledger_record(&l, 1000 + PSD_LEDGER_WINDOW, 2), 0);
+    CU_ASSERT_TRUE(psd_ledger_seen(&l, 1000 + PSD_LEDGER_WINDOW, 2));
+    CU_ASSERT_FALSE(psd_ledger_seen(&l, 1000 + PSD_LEDGER_WINDOW, 1));
+    psd_ledger_clear(&l);
+
+    psd_ledger_t a = {0}, b = {0}, both = {0};
+    for (uint64_t s = 1; s <= 300; s++) {
+        if (s != 7)
+            psd_ledger_record(&a, s, 0);
+        if (s != 200)
+            psd_ledger_record(&b, s, 0);
+    }
+    psd_ledger_record(&a, 50, 1);
+    psd_ledger_record(&b, 50, 1);
+    psd_ledger_record(&a, 60, 1);
+    const psd_ledger_t *srcs[2] = {&a, &b};
+    CU_ASSERT_EQUAL(psd_ledger_intersect(&both, srcs, 2), 0);
+    CU_ASSERT_FALSE(psd_ledger_seen(&both, 7, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&both, 200, 0));
+    CU_ASSERT_TRUE(psd_ledger_seen(&both, 8, 0));
+    CU_ASSERT_TRUE(psd_ledger_seen(&both, 300, 0));
+    CU_ASSERT_FALSE(psd_ledger_seen(&both, 301, 0));
+    CU_ASSERT_TRUE(psd_ledger_seen(&both, 50, 1));
+    CU_ASSERT_FALSE(psd_ledger_seen(&both, 60, 1));
+    CU_ASSERT_EQUAL(psd_ledger_floor(&both), 7);
+    psd_ledger_clear(&a);
+    psd_ledger_clear(&b);
+    psd_ledger_clear(&both);
+}
+
 /* ---- concurrency ---- */
 
 typedef struct {
@@ -778,6 +888,8 @@ zdist_test_psd_shard_register(void)
                 {"reads by range and ids", test_reads},
                 {"writes, and refusals change nothing", test_writes},
                 {"exactly-once writes", test_exactly_once},
+                {"exactly-once by the job's step: a re-run closure is applied once", test_exactly_once_by_step},
+                {"the ledger of steps: gaps, window, intersection", test_ledger},
                 {"8 threads x 10000 assign_add, readers see whole rows", test_concurrent_assign_add},
                 {"initializers identical under 1, 3, 5 shards", test_init_sharding_determinism},
                 {"initializer distributions and glorot limits", test_init_distributions},

@@ -31,7 +31,7 @@ typedef struct {
     int worker_index, num_workers, ckpt_keep, ntensors;
     size_t num_ps, num_endpoints;
     bool create, repeat;
-    int64_t steps, step, iterations, skip;
+    int64_t steps, step, iterations, skip, first_step;
     float tensor0_first;
 } s_seen_t;
 
@@ -76,6 +76,7 @@ s_run(zdist_rpc_call_t *call, void *state)
     const zdist_worker_run_t *q = zdist_rpc_call_body(call);
     atomic_fetch_add(&s_seen.calls, 1);
     s_seen.steps = q->steps;
+    s_seen.first_step = q->first_step;
     if (strcmp(q->job, "bad-reply") == 0) {
         /* One output more than a step may carry: the client refuses it. */
         Zdist__Worker__Output outs[ZDIST_WORKER_MAX_OUTPUTS + 1], *outp[ZDIST_WORKER_MAX_OUTPUTS + 1];
@@ -281,9 +282,10 @@ test_round_trip(void)
     CU_ASSERT_PTR_NULL(r.internal);
 
     /* RUN_STEPS: per-step outputs, and the sums the coordinators use. */
-    zdist_worker_run_t run = {"wc", 3};
+    zdist_worker_run_t run = {.job = "wc", .steps = 3, .first_step = 41};
     s_wait(c, zdist_worker_client_run_steps(c, &run, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(s_seen.steps, 3);
+    CU_ASSERT_EQUAL(s_seen.first_step, 41); /* the job's step numbers travel with the closure */
     CU_ASSERT_EQUAL_FATAL(r.status, ZDIST_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(r.ran.num_steps, 3);
     CU_ASSERT(r.ran.end_of_data && r.ran.worker_step == 3);
@@ -362,10 +364,15 @@ test_bad_requests(void)
     zdist_worker_reply_t r;
     uint64_t id = 0;
 
-    zdist_worker_run_t run = {"wc", -1};
+    zdist_worker_run_t run = {.job = "wc", .steps = -1};
     s_wait(c, zdist_worker_client_run_steps(c, &run, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "run_steps: steps: -1 is outside 0..100000"));
+    zdist_worker_reply_release(&r);
+    run = (zdist_worker_run_t){.job = "wc", .steps = 1, .first_step = -5};
+    s_wait(c, zdist_worker_client_run_steps(c, &run, 5000, &id), &id, &r);
+    CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "first_step: -5 is negative"));
     zdist_worker_reply_release(&r);
 
     const char *eps[2] = {"tcp://a:1", "tcp://*:2"};
@@ -403,7 +410,7 @@ test_bad_requests(void)
     CU_ASSERT_EQUAL(atomic_load(&s_seen.calls), before);
 
     /* A reply breaking the protocol's limits completes INTERNAL, saying why. */
-    zdist_worker_run_t bad = {"bad-reply", 1};
+    zdist_worker_run_t bad = {.job = "bad-reply", .steps = 1};
     s_wait(c, zdist_worker_client_run_steps(c, &bad, 5000, &id), &id, &r);
     CU_ASSERT_EQUAL(r.status, ZDIST_STATUS_INTERNAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "malformed reply to method 201"));

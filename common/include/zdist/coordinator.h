@@ -20,7 +20,9 @@
    its own steps' results out of the per-step reply. Worker failure is not an error: a closure that
    ends UNAVAILABLE or DEADLINE_EXCEEDED, or that a restarted worker (new
    incarnation) refuses, goes back to the front of the queue and runs
-   elsewhere; the lost worker is PINGed until it answers, given the job
+   elsewhere, under the same step numbers (zdist_coordinator_set_step: then
+   the steps the lost worker had already pushed are not applied twice); the
+   lost worker is PINGed until it answers, given the job
    again (START_JOB) and rejoins. Any other failure of a closure is the
    coordinator's error: it is kept, closures still queued are cancelled
    (their values fail with -ECANCELED), and join returns it once.
@@ -108,6 +110,17 @@ ZDIST_EXPORT int zdist_coordinator_start(zdist_coordinator_t *self, bool stop_fi
    input pipeline, summed over the workers that answered (0 before). */
 ZDIST_EXPORT int64_t zdist_coordinator_steps_per_epoch(const zdist_coordinator_t *self);
 
+/* Numbers the closures by the job's global steps: the next one scheduled
+   covers steps step + 1 .. step + its steps, and so on. Give the step the
+   psds' variables hold: 0 for variables just created, the checkpoint's step
+   after a restore (a psd remembers the steps it applied with its values, so
+   numbers it already holds would be taken for re-runs and skipped). A
+   closure put back after its worker was lost runs again with the same
+   numbers, and the workers' writes to the psds carry them: the psds apply
+   each step once, although the lost worker may have pushed some of them
+   before it went. Without this call closures carry no numbers and such a
+   re-run applies those steps again. */
+ZDIST_EXPORT void zdist_coordinator_set_step(zdist_coordinator_t *self, int64_t step);
 /* Queues a closure of `steps` steps (>= 1). Returns at once; NULL only when
    out of memory or steps < 1. The value is the coordinator's. */
 ZDIST_EXPORT zdist_remote_value_t *zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps);

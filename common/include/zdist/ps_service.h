@@ -100,6 +100,9 @@ typedef struct {
     size_t nids;
 } zdist_ps_pull_rows_t;
 
+/* Largest step_write: a step writes one shard at most this many times + 1. */
+#define ZDIST_PS_MAX_STEP_WRITE 65535
+
 /* push, assign, assign_add, assign_sub, scatter_add, scatter_update. */
 typedef struct {
     const char *name;
@@ -108,6 +111,9 @@ typedef struct {
     int64_t row_count;  /* dense: rows; 0 = the whole shard */
     uint64_t sequence;  /* with the sender's client id: applied at most once
                            (0 in zdist_ps_client_run: numbered by the client) */
+    uint64_t job_step;  /* the job's step that writes (0: none); when set the psd
+                           applies (job_step, step_write) once, whoever sends it */
+    uint32_t step_write; /* ordinal among the step's writes to this shard */
     bool by_ids;        /* a sparse push or scatter_*: ids + rows, not a range */
     const int64_t *ids; /* by_ids: global rows of the shard, duplicates allowed */
     size_t nids;
@@ -128,6 +134,7 @@ typedef struct {
     zdist_tensor_t grad; /* push: dense [shard rows, ...]; by_ids [nids, ...];
                             grad.name is ignored */
     bool pull;           /* answer with the whole shard's values, after the update */
+    uint32_t step_write; /* push with a job_step: ordinal among the step's writes to this shard */
 } zdist_ps_push_pull_item_t;
 
 /* Every item of one worker step for one ps task, in one message. All the
@@ -137,6 +144,7 @@ typedef struct {
 #define ZDIST_PS_PUSH_PULL_MAX_ITEMS 1024
 typedef struct {
     uint64_t sequence; /* 0 in zdist_ps_client_run: numbered by the client */
+    uint64_t job_step; /* the job's step of the pushes (0: none), as zdist_ps_write_t's */
     const zdist_ps_push_pull_item_t *items;
     size_t nitems;
 } zdist_ps_push_pull_t;

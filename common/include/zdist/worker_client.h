@@ -69,10 +69,14 @@ typedef struct {
     bool repeat_input;             /* the caller counts steps: the input repeats for ever */
 } zdist_worker_start_t;
 
-/* RUN_STEPS: `steps` steps of the running job (0: its steps_per_execution). */
+/* RUN_STEPS: `steps` steps of the running job (0: its steps_per_execution).
+   parameter_server: first_step is the job's global number of the first of
+   them (from 1; 0: none); the worker's writes to the psds carry it, so a
+   closure run twice (its first worker lost) is applied once. */
 typedef struct {
     const char *job;
     int64_t steps;
+    int64_t first_step;
 } zdist_worker_run_t;
 
 /* CONNECT (multi_worker_mirrored): every rank's ring endpoint, rank i at i. */

@@ -23,6 +23,7 @@ typedef enum { S_QUEUED, S_FLIGHT, S_DONE } s_vstate_t;
 struct zdist_remote_value_t {
     zdist_coordinator_t *owner;
     int64_t steps;
+    int64_t first_step; /* the job's number of its first step: the same on every attempt */
     s_vstate_t state;
     int rc;
     zdist_error_t err;
@@ -72,6 +73,8 @@ struct zdist_coordinator_t {
     zdist_worker_client_t **clients; /* workers[i].cl, for one poll over all */
     size_t nworkers;
     size_t rr; /* round robin for dispatch */
+    int64_t next_step; /* the job's step the next scheduled closure follows */
+    bool numbered;     /* zdist_coordinator_set_step was called: closures carry step numbers */
     zdist_remote_value_t *qhead, *qtail;
     size_t nqueued;
     zdist_remote_value_t *chead, *ctail; /* completed, not yet taken */
@@ -277,6 +280,10 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
         return NULL;
     v->owner = self;
     v->steps = steps;
+    if (self->numbered) {
+        v->first_step = self->next_step + 1;
+        self->next_step += steps;
+    }
     v->result.worker = -1;
     v->all_next = self->all;
     self->all = v;
@@ -294,6 +301,13 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
     self->qtail = v;
     self->nqueued++;
     return v;
+}
+
+void
+zdist_coordinator_set_step(zdist_coordinator_t *self, int64_t step)
+{
+    self->next_step = step > 0 ? step : 0;
+    self->numbered = true;
 }
 
 void
@@ -573,10 +587,15 @@ s_dispatch(zdist_coordinator_t *self)
             if (nb > 0 && (best->us_per_step <= 0 || (double)s * best->us_per_step > S_BATCH_TARGET_US ||
                            s > ZDIST_WORKER_MAX_STEPS_PER_CALL))
                 break;
+            /* One message numbers its steps from one first_step: only
+               closures that follow each other (a put-back one may not). */
+            if (nb > 0 && self->numbered &&
+                self->qhead->first_step != batch[nb - 1]->first_step + batch[nb - 1]->steps)
+                break;
             batch[nb++] = s_pop(self);
             steps = s;
         }
-        zdist_worker_run_t req = {self->job.name, steps};
+        zdist_worker_run_t req = {self->job.name, steps, batch[0]->first_step};
         uint64_t id = 0;
         if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &id) < 0) {
             while (nb > 0)

@@ -126,6 +126,7 @@ zdist_worker_client_run_steps(zdist_worker_client_t *self, const zdist_worker_ru
     Zdist__Worker__RunStepsRequest b = ZDIST__WORKER__RUN_STEPS_REQUEST__INIT;
     b.job = (char *) req->job;
     b.steps = req->steps;
+    b.first_step = req->first_step;
     return s_send(self, ZDIST_WORKER_RUN_STEPS, &b.base, NULL, timeout_ms, ret_id);
 }
 

@@ -187,6 +187,8 @@ s_encode_write(uint32_t method, const zdist_ps_write_t *w, zdist_free_fn *ffn, v
         req.row_start = w->by_ids ? 0 : w->row_start;
         req.row_count = w->by_ids ? 0 : w->row_count;
         req.sequence = w->sequence;
+        req.job_step = w->job_step;
+        req.step_write = w->step_write;
         msg = s_request(method, &req.base);
     }
     if (!msg) {
@@ -283,12 +285,14 @@ zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, v
             items[i].push = it->push;
             items[i].sparse = it->push && it->by_ids;
             items[i].pull = it->pull;
+            items[i].step_write = it->step_write;
             itemp[i] = &items[i];
         }
         Zdist__Ps__PushPullRequest req = ZDIST__PS__PUSH_PULL_REQUEST__INIT;
         req.n_items = pp->nitems;
         req.items = itemp;
         req.sequence = pp->sequence;
+        req.job_step = pp->job_step;
         msg = s_request(ZDIST_PS_PUSH_PULL, &req.base);
     }
     free(items);
@@ -596,6 +600,12 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
     w->name = r->name;
     w->shard_index = r->shard_index;
     w->sequence = r->sequence;
+    if (r->step_write > ZDIST_PS_MAX_STEP_WRITE)
+        return zdist_error_set(err, -EINVAL, "write to '%s': step_write %u is above %d; a step writes a shard "
+                               "at most %d times", r->name, (unsigned) r->step_write, ZDIST_PS_MAX_STEP_WRITE,
+                               ZDIST_PS_MAX_STEP_WRITE + 1);
+    w->job_step = r->job_step;
+    w->step_write = r->step_write;
     /* A push is sparse when it carries ids; scatter_* always does. */
     w->by_ids = method == ZDIST_PS_SCATTER_ADD || method == ZDIST_PS_SCATTER_UPDATE ||
                 (method == ZDIST_PS_PUSH && ntensors == 2);
@@ -757,6 +767,7 @@ s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
     pp->items = items; /* released by s_release_push_pull, also on error */
     pp->nitems = r->n_items;
     pp->sequence = r->sequence;
+    pp->job_step = r->job_step;
     size_t t = 0;
     int rc;
     for (size_t i = 0; i < r->n_items; i++) {
@@ -775,6 +786,11 @@ s_decode_push_pull(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
         it->shard_index = in->shard_index;
         it->pull = in->pull;
         it->push = in->push;
+        if (in->step_write > ZDIST_PS_MAX_STEP_WRITE)
+            return zdist_error_set(err, -EINVAL, "item %zu ('%s'): step_write %u is above %d; a step writes a "
+                                   "shard at most %d times", i, in->name, (unsigned) in->step_write,
+                                   ZDIST_PS_MAX_STEP_WRITE, ZDIST_PS_MAX_STEP_WRITE + 1);
+        it->step_write = in->step_write;
         it->by_ids = in->push && in->sparse;
         if (!it->push)
             continue;

@@ -73,7 +73,9 @@ s_decode_run(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, 
     if (q->steps < 0 || q->steps > ZDIST_WORKER_MAX_STEPS_PER_CALL)
         return zdist_error_set(err, -EINVAL, "steps: %lld is outside 0..%d (0: steps_per_execution)",
                                (long long) q->steps, ZDIST_WORKER_MAX_STEPS_PER_CALL);
-    *(zdist_worker_run_t *) ret = (zdist_worker_run_t){q->job ? q->job : "", q->steps};
+    if (q->first_step < 0)
+        return zdist_error_set(err, -EINVAL, "first_step: %lld is negative (0: none)", (long long) q->first_step);
+    *(zdist_worker_run_t *) ret = (zdist_worker_run_t){q->job ? q->job : "", q->steps, q->first_step};
     return 0;
 }
 
