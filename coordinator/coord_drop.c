@@ -137,7 +137,10 @@ coord_drop_actor(zsock_t *pipe, void *args)
     zdist_ps_client_options_t po;
     zdist_ps_client_options_default(&po);
     po.timeout_ms = S_CALL_MS;
-    po.retries = 0;
+    /* A psd restarted since this client first reached it fails the next call
+       with 'connection lost' before the socket reconnects; a drop is
+       idempotent, so one more try (rather than a warning that it is down). */
+    po.retries = 1;
     for (int i = 0; i < self.config.num_ps; i++)
         self.ps[i] = zdist_ps_client_new(self.config.ps[i], &po, NULL);
     while (!self.term) {

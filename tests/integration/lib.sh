@@ -72,17 +72,23 @@ zd_need() {
 
 # zd_free_port: a TCP port on 127.0.0.1 nobody listens on now.
 zd_free_port() {
-    if command -v python3 >/dev/null; then
-        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-        return
-    fi
+    # A port is free until its daemon binds it, and the kernel may offer it
+    # again before then: never hand out one twice in a test (in a file, as
+    # this runs in $(...)).
     local port
     while :; do
-        port=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
+        if command -v python3 >/dev/null; then
+            port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+        else
+            port=$((20000 + RANDOM % 40000))
+            if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
         fi
+        if [[ -n ${ZD_TMP:-} ]]; then
+            grep -qx "$port" "$ZD_TMP/.ports-given" 2>/dev/null && continue
+            echo "$port" >>"$ZD_TMP/.ports-given"
+        fi
+        echo "$port"
+        return
     done
 }
 

@@ -47,6 +47,7 @@ PY
     done
 }
 
+COORD_CHIEF_ARGS=--keep-variables # each shard's update count is read after the job
 for i in 0 1; do coord_start_ps "$i"; done
 coord_start_worker 0
 zd_start worker1 env ZDIST_TEST_DIE_AFTER_PUSH=15 "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task worker:1

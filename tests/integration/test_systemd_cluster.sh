@@ -203,9 +203,10 @@ expect zdist-worker@1 2 "worker task 1 serving at tcp://127.0.0.1:${port[worker1
 expect zdist-worker@1 2 "^Started (zdist-worker@1\.service - )?zdist worker \(worker task 1\)\.$"
 # The workers: the job started once, again on the restarted worker 1 when the
 # coordinator took it back, and once more on both after the psd recovery.
-expect zdist-worker@0 2 "job 'fmnist-systemd' started: "
-expect zdist-worker@1 3 "job 'fmnist-systemd' started: "
-awk '/worker task 1 serving at/ { n++ } n == 2 && /job .fmnist-systemd. started: / { ok = 1 } END { exit !ok }' \
+# (A parameter_server job is NAME@ID on the workers: two submissions of one file differ.)
+expect zdist-worker@0 2 "job 'fmnist-systemd@$job' started: "
+expect zdist-worker@1 3 "job 'fmnist-systemd@$job' started: "
+awk '/worker task 1 serving at/ { n++ } n == 2 && /job .fmnist-systemd@[a-z0-9]+. started: / { ok = 1 } END { exit !ok }' \
     "$work/zdist-worker@1.journal" || fail "the restarted worker 1 did not get the job back"
 # The coordinator: the job's life, the lost psd and the recovery.
 expect zdist-coordinator 1 "job $job \('fmnist-systemd'\): running on 2 workers and 2 ps$"
@@ -218,8 +219,8 @@ expect zdist-coordinator 1 "job $job: restored every ps from the checkpoint at s
 expect zdist-coordinator 1 "job $job: test accuracy "
 expect zdist-coordinator 1 "job $job \('fmnist-systemd'\): done at step 1876 of 1876$"
 # Each ps restored its shard once from the coordinator's checkpoint.
-expect zdist-psd@0 1 "restored step [0-9]+ from '"
-expect zdist-psd@1 1 "restored step [0-9]+ from '"
+expect zdist-psd@0 1 "restored step [0-9]+ of job $job from '"
+expect zdist-psd@1 1 "restored step [0-9]+ of job $job from '"
 # Sanitizer builds: no report from any daemon.
 sx journalctl --no-pager -o cat >"$work/all.journal"
 ! grep -nE "ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:" "$work/all.journal" ||
