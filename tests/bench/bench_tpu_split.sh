@@ -62,7 +62,7 @@ json.dump({"name": "tpu-split-%d" % L,
            "dataset": {"format": "synthetic",
                        "synthetic": {"n": 8192, "test_n": 128, "dim": 784, "classes": 10, "seed": 5},
                        "global_batch_size": 128, "shuffle_seed": 3},
-           "steps": 1, "seed": 2}, open(path, "w"))
+           "steps": 1000000, "seed": 2}, open(path, "w"))  # zdist run --steps cuts it
 PY
 }
 job "$tmp/one.json" 1
