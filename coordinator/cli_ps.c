@@ -263,22 +263,34 @@ s_print_stats(const s_args_t *args, const zdist_ps_stats_t *st)
     return CLI_EXIT_OK;
 }
 
+/* A subcommand of positionals only, ADDR first: parses the options and
+   checks there are exactly `npos` positionals (`need` names them), ADDR a
+   psd's address. 0, -1 after --help, or an exit code after the usage error. */
 static int
-s_stats_main(int argc, char **argv, s_args_t *args)
+s_addr_args(int argc, char **argv, s_args_t *args, const char *sub, int npos, const char *need)
 {
     int rc = s_parse_args(argc, argv, args);
     if (rc != 0)
-        return rc < 0 ? CLI_EXIT_OK : rc;
+        return rc < 0 ? -1 : rc;
     if (args->have_rows || args->have_shard)
-        return cli_usage_error(S_SUB, "stats takes no --rows or --shard; see 'zdist ps --help'");
-    if (optind >= argc)
-        return cli_usage_error(S_SUB, "stats needs ADDR (host:port of a zdist-psd)");
-    if (optind + 1 < argc)
-        return cli_usage_error(S_SUB, "stats: unexpected argument '%s'", argv[optind + 1]);
+        return cli_usage_error(S_SUB, "%s takes no --rows or --shard; see 'zdist ps --help'", sub);
+    if (optind + npos > argc)
+        return cli_usage_error(S_SUB, "%s needs %s", sub, need);
+    if (optind + npos < argc)
+        return cli_usage_error(S_SUB, "%s: unexpected argument '%s'", sub, argv[optind + npos]);
     args->addr = argv[optind];
     zdist_error_t err = {0};
     if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
         return cli_usage_error(S_SUB, "%s", err.text);
+    return 0;
+}
+
+static int
+s_stats_main(int argc, char **argv, s_args_t *args)
+{
+    int rc = s_addr_args(argc, argv, args, "stats", 1, "ADDR (host:port of a zdist-psd)");
+    if (rc != 0)
+        return rc < 0 ? CLI_EXIT_OK : rc;
     zdist_ps_stats_t *st = NULL;
     int exit_code = CLI_EXIT_OK;
     zdist_ps_client_t *client = s_connect(args, &st, &exit_code);
@@ -534,20 +546,11 @@ done:
 static int
 s_drop_main(int argc, char **argv, s_args_t *args)
 {
-    int rc = s_parse_args(argc, argv, args);
+    int rc = s_addr_args(argc, argv, args, "drop", 2, "ADDR (host:port of a zdist-psd) and JOB (the job's id)");
     if (rc != 0)
         return rc < 0 ? CLI_EXIT_OK : rc;
-    if (args->have_rows || args->have_shard)
-        return cli_usage_error(S_SUB, "drop takes no --rows or --shard; see 'zdist ps --help'");
-    if (optind + 2 > argc)
-        return cli_usage_error(S_SUB, "drop needs ADDR (host:port of a zdist-psd) and JOB (the job's id)");
-    if (optind + 2 < argc)
-        return cli_usage_error(S_SUB, "drop: unexpected argument '%s'", argv[optind + 2]);
-    args->addr = argv[optind];
     const char *job = argv[optind + 1];
     zdist_error_t err = {0};
-    if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
-        return cli_usage_error(S_SUB, "%s", err.text);
     zdist_ps_stats_t *st = NULL;
     int exit_code = CLI_EXIT_OK;
     zdist_ps_client_t *client = s_connect(args, &st, &exit_code);
