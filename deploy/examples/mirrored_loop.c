@@ -14,19 +14,20 @@
    over the whole batch would.
 
    usage: mirrored_loop [SPEC] [EPOCHS]     SPEC: mirrored:N (default mirrored:4), central_storage:N,
-   one_device mirrored_loop multi_worker_mirrored:N EPOCHS INDEX tcp://HOST:PORT,tcp://HOST:PORT... The second
-   form is one worker of a MultiWorkerMirroredStrategy: start one process per endpoint, each with its INDEX;
-   they form a ring (zdist/collective.h) and train in lockstep, every worker reading its share of each global
-   batch (InputContext(workers, INDEX, ...)). Linear regression on synthetic data
+   one_device, or multi_worker_mirrored:N. multi_worker_mirrored:N is one worker of a
+   MultiWorkerMirroredStrategy with N replicas: start one process per chief and worker task of a cluster, each
+   with TF_CONFIG naming its task, as for TensorFlow; the strategy forms their ring (zdist/collective.h) from
+   TF_CONFIG and they train in lockstep, every worker reading its share of each global batch
+   (InputContext(workers, id_in_cluster, ...)). Linear regression on synthetic data
    (zdist_dataset_synthetic_regression); exits 0 when the learnt weights are within 0.05 of the teacher's and
-   every replica's copy is identical, 1 otherwise; the last line prints the weights' bytes in hex, so that
-   workers can be compared. */
+   every replica's copy is identical, 1 otherwise; the last lines print the weights' bytes in hex, so that
+   workers can be compared bitwise, and their values. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "zdist/collective.h"
+#include "zdist/cluster.h"
 #include "zdist/strategy.h"
 
 #define DIM 8
@@ -94,42 +95,25 @@ main(int argc, char **argv)
     zdist_error_t err = {0};
     zdist_strategy_spec_t spec;
     zdist_strategy_object_t *strategy = NULL;
-    zdist_comm_t *comm = NULL;
     if (zdist_strategy_spec_parse(spec_text, &spec, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         return 2;
     }
+    zdist_cluster_t *cluster = NULL;
     if (spec.kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
-        /* one worker: its ring rank, bound at its endpoint, connected to the next */
-        if (argc < 5) {
-            fprintf(stderr, "usage: mirrored_loop multi_worker_mirrored:N EPOCHS INDEX EP0,EP1,...\n");
+        /* one worker of the cluster TF_CONFIG describes: the strategy forms the ring among its chief and
+           workers itself, as MultiWorkerMirroredStrategy() does from TFConfigClusterResolver */
+        if (!(cluster = zdist_cluster_from_env_or_file(NULL, &err))) {
+            fprintf(stderr, "mirrored_loop: %s\n", err.text);
             return 2;
         }
-        static char list[4096];
-        const char *eps[64];
-        int nw = 0;
-        snprintf(list, sizeof list, "%s", argv[4]);
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nw < 64;
-             tok = strtok_r(NULL, ",", &save))
-            eps[nw++] = tok;
-        spec.num_workers = nw;
-        spec.worker_index = atoi(argv[3]);
-        if (spec.worker_index < 0 || spec.worker_index >= nw) {
-            fprintf(stderr, "mirrored_loop: INDEX %s is not in 0..%d\n", argv[3], nw - 1);
-            return 2;
-        }
-        zdist_comm_config_t cc = {
-            .rank = spec.worker_index, .size = nw, .bind = eps[spec.worker_index], .timeout_ms = 60000};
-        if (!(comm = zdist_comm_new(&cc, &err)) || zdist_comm_connect(comm, eps, &err) < 0) {
-            fprintf(stderr, "mirrored_loop: ring: %s\n", err.text);
-            zdist_comm_destroy(&comm);
-            return 2;
-        }
-        spec.comm = comm;
+        spec.cluster = cluster;
+        spec.collective_timeout_ms = 60000;
     }
-    if (zdist_strategy_new(&spec, &strategy, &err) < 0) {
+    int rc = zdist_strategy_new(&spec, &strategy, &err);
+    zdist_cluster_destroy(&cluster); /* the strategy keeps what it needs: its ring */
+    if (rc < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
-        zdist_comm_destroy(&comm);
         return 2;
     }
     int R = 0; /* this worker's replicas: the length of every per-replica array */
@@ -149,7 +133,6 @@ main(int argc, char **argv)
         zdist_strategy_scope_exit(strategy, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_strategy_destroy(&strategy);
-        zdist_comm_destroy(&comm);
         return 2;
     }
 
@@ -157,7 +140,6 @@ main(int argc, char **argv)
     if (zdist_dataset_synthetic_regression(N, DIM, SEED, 0.0, &ds, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_strategy_destroy(&strategy);
-        zdist_comm_destroy(&comm);
         return 2;
     }
     zdist_input_options_t opts;
@@ -170,7 +152,6 @@ main(int argc, char **argv)
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         zdist_dataset_destroy(&ds);
         zdist_strategy_destroy(&strategy);
-        zdist_comm_destroy(&comm);
         return 2;
     }
 
@@ -235,6 +216,10 @@ main(int argc, char **argv)
                 printf("%02x", ((unsigned char *) lw)[k]);
             printf("%02x%02x%02x%02x\n", ((unsigned char *) &lb)[0], ((unsigned char *) &lb)[1],
                    ((unsigned char *) &lb)[2], ((unsigned char *) &lb)[3]);
+            printf("values:");
+            for (int j = 0; j < DIM; j++)
+                printf(" %.9g", (double) lw[j]);
+            printf(" %.9g\n", (double) lb);
             status = worst < 0.05 && same ? 0 : 1;
         }
     }
@@ -244,6 +229,5 @@ main(int argc, char **argv)
     zdist_input_destroy(&dist);
     zdist_dataset_destroy(&ds);
     zdist_strategy_destroy(&strategy);
-    zdist_comm_destroy(&comm);
     return status;
 }

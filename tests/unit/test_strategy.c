@@ -9,7 +9,11 @@
 #include "zdist/collective.h"
 #include "zdist/strategy.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static const char s_cross_text[] =
     "Method requires being in cross-replica context, use get_replica_context().merge_call()";
@@ -1223,6 +1227,140 @@ test_multi_worker_mirrored(void)
     CU_ASSERT_EQUAL(w[1].steps, 1); /* [5..9] */
 }
 
+/* ------------------------------------------------------------------------ */
+/* multi_worker_mirrored forming its ring from TF_CONFIG                      */
+
+/* A loopback port free now (bound to port 0, then released). */
+static int
+s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *) &a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+typedef struct {
+    char tf_config[512];
+    int rc, workers, index, total;
+    float init, sum_ids;
+    char text[512];
+} tfc_worker_t;
+
+static int
+s_tfc_id_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) arg;
+    (void) err;
+    *ret = s_scalar_f32((float) zdist_strategy_replica_id(ctx));
+    return 0;
+}
+
+static void *
+s_tfc_worker(void *p)
+{
+    tfc_worker_t *w = p;
+    zdist_error_t err = {0};
+    zdist_cluster_t *cl = zdist_cluster_parse(w->tf_config, NULL, &err);
+    zdist_strategy_object_t *s = NULL;
+    zdist_tensor_t ids[2] = {{0}, {0}}, sum = {0};
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED,
+                                  .num_replicas = 2,
+                                  .cluster = cl,
+                                  .collective_timeout_ms = 20000};
+    w->rc = cl ? zdist_strategy_new(&spec, &s, &err) : -EINVAL;
+    zdist_cluster_destroy(&cl); /* the strategy needs it only to be made */
+    if (w->rc == 0) {
+        zdist_strategy_worker_place(s, &w->workers, &w->index, NULL);
+        w->total = zdist_strategy_num_replicas_in_sync(s);
+        /* each worker's initial value differs: every worker starts from the chief's (rank 0) */
+        float init = w->index == 0 ? 7.0f : -1.0f;
+        zdist_strategy_var_def_t def = {.name = "v", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &init};
+        zdist_strategy_var_t *v = NULL;
+        if ((w->rc = zdist_strategy_scope_enter(s, &err)) == 0 &&
+            (w->rc = zdist_strategy_variable_new(s, &def, &v, &err)) == 0 &&
+            (w->rc = zdist_strategy_scope_exit(s, &err)) == 0 &&
+            (w->rc = zdist_strategy_run(s, s_tfc_id_fn, NULL, NULL, ids, &err)) == 0 &&
+            (w->rc = zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, ids, 2, ZDIST_AXIS_NONE, &sum, &err)) == 0) {
+            w->init = s_f(zdist_strategy_variable_copy(v, 1), 0);
+            w->sum_ids = s_f(&sum, 0);
+        }
+    }
+    if (w->rc)
+        snprintf(w->text, sizeof w->text, "%s", err.text);
+    free(sum.data);
+    zdist_strategy_values_free(ids, 2);
+    zdist_strategy_destroy(&s);
+    return NULL;
+}
+
+static void
+test_multi_worker_mirrored_from_tf_config(void)
+{
+    /* chief + worker: ranks 0 and 1 (id_in_cluster), each binding its task's address */
+    char cluster[256];
+    snprintf(cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"localhost:%d\"]}",
+             s_free_port(), s_free_port());
+    tfc_worker_t w[2];
+    memset(w, 0, sizeof w);
+    snprintf(w[0].tf_config, sizeof w[0].tf_config,
+             "{\"cluster\": %s, \"task\": {\"type\": \"chief\", \"index\": 0}}", cluster);
+    snprintf(w[1].tf_config, sizeof w[1].tf_config,
+             "{\"cluster\": %s, \"task\": {\"type\": \"worker\", \"index\": 0}}", cluster);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, s_tfc_worker, &w[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(w[k].rc, 0);
+        if (w[k].rc)
+            fprintf(stderr, "task %d: %s\n", k, w[k].text);
+        CU_ASSERT_EQUAL(w[k].workers, 2);
+        CU_ASSERT_EQUAL(w[k].index, k);
+        CU_ASSERT_EQUAL(w[k].total, 4);
+        CU_ASSERT_EQUAL(w[k].init, 7.0f);    /* the chief's initial value, broadcast */
+        CU_ASSERT_EQUAL(w[k].sum_ids, 6.0f); /* reduce(SUM) of replica ids 0..3 over the ring */
+    }
+
+    /* a one-worker cluster needs no ring; a ps task and a cluster without workers are refused */
+    zdist_error_t err;
+    zdist_strategy_object_t *s = NULL;
+    char text[512];
+    snprintf(text, sizeof text, "{\"cluster\": {\"worker\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"worker\", "
+             "\"index\": 0}}", s_free_port());
+    zdist_cluster_t *cl = zdist_cluster_parse(text, NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED, .num_replicas = 3, .cluster = cl};
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_num_replicas_in_sync(s), 3);
+    zdist_strategy_destroy(&s);
+    zdist_cluster_destroy(&cl);
+    snprintf(text, sizeof text, "{\"cluster\": {\"worker\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}, "
+             "\"task\": {\"type\": \"ps\", \"index\": 0}}", s_free_port(), s_free_port());
+    cl = zdist_cluster_parse(text, NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
+    spec.cluster = cl;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "to be the chief or a worker, not ps"));
+    CU_ASSERT_PTR_NULL(s);
+    zdist_cluster_destroy(&cl);
+    cl = zdist_cluster_parse("{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:2\"]}, \"task\": "
+                             "{\"type\": \"chief\", \"index\": 0}}", NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
+    spec.cluster = cl;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "strategy spec: cluster"));
+    CU_ASSERT_PTR_NULL(s);
+    zdist_cluster_destroy(&cl);
+}
+
 void
 zdist_test_strategy_register(void)
 {
@@ -1239,5 +1377,7 @@ zdist_test_strategy_register(void)
         {"distribute_datasets_from_function (2 pipelines, range(14))", test_datasets_from_function},
         {"experimental_distribute_dataset", test_experimental_distribute_dataset},
         {"multi_worker_mirrored: 2 workers over a loopback ring (2x2, and 2x1 datasets)",
-         test_multi_worker_mirrored});
+         test_multi_worker_mirrored},
+        {"multi_worker_mirrored: the ring formed from TF_CONFIG (chief + worker)",
+         test_multi_worker_mirrored_from_tf_config});
 }

@@ -39,7 +39,8 @@ extern "C" {
    variables held once, the replicas' writes aggregated then applied once)
    and multi_worker_mirrored (one strategy object per worker process, N
    local replicas each, the workers joined by a zdist/collective.h ring the
-   caller connected: num_replicas_in_sync = workers x N, replica ids
+   caller connected, or that the strategy forms from the cluster's TF_CONFIG
+   (spec.cluster): num_replicas_in_sync = workers x N, replica ids
    worker_index * N + local, a variable copy per local replica).
    parameter_server is refused by zdist_strategy_new (-ENOTSUP, saying so):
    it runs as a job (zdist/coordinator.h drives it from C).
@@ -89,6 +90,20 @@ typedef struct {
     int num_workers;
     int worker_index;
     zdist_comm_t *comm;
+    /* multi_worker_mirrored without comm: the cluster (zdist/cluster.h, e.g.
+       zdist_cluster_from_env_or_file: TF_CONFIG) whose current task is this
+       worker, as TFConfigClusterResolver gives MultiWorkerMirroredStrategy.
+       zdist_strategy_new then forms the ring itself: num_workers and
+       worker_index come from the cluster (chief + workers,
+       zdist_cluster_id_in_cluster: the chief is rank 0, worker i rank i +
+       chiefs), this rank binds its own task's address
+       (zdist_cluster_bind_endpoint) and connects to the next task's
+       (zdist_comm_new + zdist_comm_connect, the calls a zdist-worker's
+       session makes); the strategy owns that ring. Borrowed for
+       zdist_strategy_new only. The first collective (the first variable's
+       broadcast) waits for every worker up to collective_timeout_ms. */
+    const zdist_cluster_t *cluster;
+    int64_t collective_timeout_ms; /* the ring's deadline per collective; 0: 30 s */
 } zdist_strategy_spec_t;
 
 /* "one_device", "mirrored", "mirrored:N", "central_storage",
@@ -98,8 +113,11 @@ ZDIST_EXPORT int zdist_strategy_spec_parse(const char *text, zdist_strategy_spec
 /* tf.distribute.OneDeviceStrategy / MirroredStrategy /
    experimental.CentralStorageStrategy / MultiWorkerMirroredStrategy.
    parameter_server: -ENOTSUP (see above). -EINVAL for a bad replica count,
-   or a multi_worker_mirrored spec without its comm or with worker_index
-   outside num_workers.
+   or a multi_worker_mirrored spec without its comm or cluster or with
+   worker_index outside num_workers, or a cluster that
+   zdist_cluster_validate refuses for multi_worker_mirrored or whose task
+   is not the chief or a worker; a ring that cannot bind or connect: its
+   error.
    *ret written only on success. */
 ZDIST_EXPORT int zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **ret,
                                     zdist_error_t *err);

@@ -53,6 +53,7 @@ struct zdist_strategy_object_t {
     int rank;
     int total; /* num_replicas_in_sync = workers x replicas */
     zdist_comm_t *comm;
+    zdist_comm_t *own_comm; /* the ring formed from spec.cluster (comm then), destroyed with the strategy */
     zdist_strategy_var_t *vars;
     zdist_strategy_var_t **vars_tail;
     /* run's rendezvous */
@@ -177,6 +178,73 @@ zdist_strategy_spec_parse(const char *text, zdist_strategy_spec_t *ret, zdist_er
     return 0;
 }
 
+/* MultiWorkerMirroredStrategy from TFConfigClusterResolver: the ranks are
+   the cluster's chief then its workers (id_in_cluster), each at its task's
+   address; this task binds its own and connects to the next, with the
+   library's ring calls (those a zdist-worker session makes). */
+static int
+s_ring_from_cluster(zdist_strategy_object_t *self, const zdist_strategy_spec_t *spec, zdist_error_t *err)
+{
+    const zdist_cluster_t *cl = spec->cluster;
+    int rc = zdist_cluster_validate(cl, ZDIST_STRATEGY_MULTI_WORKER_MIRRORED, err);
+    if (rc < 0) {
+        zdist_error_prefix(err, "strategy spec: cluster");
+        return rc;
+    }
+    const char *type = zdist_cluster_task_type(cl);
+    if (!type || (strcmp(type, "chief") != 0 && strcmp(type, "worker") != 0) || !zdist_cluster_has_id_in_cluster(cl))
+        return zdist_error_set(err, -EINVAL,
+                               "strategy spec: multi_worker_mirrored needs the cluster's task (TF_CONFIG's "
+                               "\"task\") to be the chief or a worker, not %s; set task.type and task.index",
+                               type ? type : "none");
+    int size = zdist_cluster_worker_count(cl), rank = zdist_cluster_id_in_cluster(cl);
+    int chiefs = (int) zdist_cluster_num_tasks(cl, "chief");
+    if (rank < 0 || rank >= size)
+        return zdist_error_set(err, -EINVAL,
+                               "strategy spec: cluster: this task's id in the cluster, %d, is not a ring rank "
+                               "0..%d; number the chief and worker tasks from 0 without gaps",
+                               rank, size - 1);
+    self->workers = size;
+    self->rank = rank;
+    if (size == 1)
+        return 0; /* one worker: no ring */
+    char(*eps)[300] = calloc((size_t) size, sizeof *eps);
+    const char **epp = calloc((size_t) size, sizeof *epp);
+    if (!eps || !epp) {
+        free(eps);
+        free(epp);
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (int r = 0; r < size && rc == 0; r++) {
+        const char *job = r < chiefs ? "chief" : "worker";
+        int index = 0;
+        rc = zdist_cluster_job_task(cl, job, (size_t) (r < chiefs ? r : r - chiefs), &index, NULL);
+        if (rc == 0)
+            rc = zdist_cluster_endpoint(cl, job, index, eps[r], sizeof eps[r]);
+        if (rc < 0)
+            zdist_error_set(err, -EINVAL, "strategy spec: cluster: no address for ring rank %d (%s)", r, job);
+        epp[r] = eps[r];
+    }
+    char bind[300];
+    if (rc == 0 && (rc = zdist_cluster_bind_endpoint(cl, bind, sizeof bind)) < 0)
+        zdist_error_set(err, -EINVAL, "strategy spec: cluster: this task has no address to bind its end of the ring");
+    if (rc == 0) {
+        zdist_comm_config_t cc = {.rank = rank, .size = size, .bind = bind, .timeout_ms = spec->collective_timeout_ms};
+        self->own_comm = zdist_comm_new(&cc, err);
+        if (!self->own_comm)
+            rc = err && err->code ? err->code : -EINVAL;
+        else if ((rc = zdist_comm_connect(self->own_comm, epp, err)) < 0)
+            zdist_comm_destroy(&self->own_comm);
+        if (rc < 0)
+            zdist_error_prefix(err, "strategy spec: multi_worker_mirrored ring rank %d of %d at %s", rank, size,
+                               eps[rank]);
+    }
+    free(eps);
+    free(epp);
+    self->comm = self->own_comm;
+    return rc;
+}
+
 int
 zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **ret, zdist_error_t *err)
 {
@@ -202,6 +270,8 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
         if (n < 1 || n > S_MAX_REPLICAS)
             return zdist_error_set(err, -EINVAL, "strategy spec: num_replicas %d is out of range; use 1..%d",
                                    spec->num_replicas, S_MAX_REPLICAS);
+        if (!spec->comm && spec->cluster)
+            break; /* the ring's place comes from the cluster (s_ring_from_cluster) */
         if (spec->num_workers < 1 || spec->worker_index < 0 || spec->worker_index >= spec->num_workers)
             return zdist_error_set(
                 err, -EINVAL,
@@ -248,7 +318,15 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     self->kind = spec->kind;
     self->replicas = n;
     self->workers = 1;
-    if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
+    if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && !spec->comm && spec->cluster) {
+        int rc = s_ring_from_cluster(self, spec, err);
+        if (rc < 0) {
+            free(self->slots);
+            free(self->uargs);
+            free(self);
+            return rc;
+        }
+    } else if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) {
         self->workers = spec->num_workers;
         self->rank = spec->worker_index;
         self->comm = spec->comm;
@@ -294,6 +372,7 @@ zdist_strategy_destroy(zdist_strategy_object_t **self_p)
         s_var_free(v);
         v = next;
     }
+    zdist_comm_destroy(&self->own_comm);
     pthread_mutex_destroy(&self->mu);
     pthread_cond_destroy(&self->cv);
     free(self->slots);
