@@ -7,6 +7,7 @@
 
 #include "testutil.h"
 #include "zdist/collective.h"
+#include "zdist/job.h"
 #include "zdist/strategy.h"
 
 #include <arpa/inet.h>
@@ -76,9 +77,8 @@ test_new_and_specs(void)
     CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "needs comm, a connected zdist/collective.h ring"));
     spec.kind = ZDIST_STRATEGY_PARAMETER_SERVER;
-    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server is not served by zdist_strategy_new"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "ClusterCoordinator of zdist/coordinator.h"));
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server needs coordinator, the ClusterCoordinator's options"));
     CU_ASSERT_PTR_NULL(s);
     spec.kind = ZDIST_STRATEGY_TPU;
     CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
@@ -1361,6 +1361,85 @@ test_multi_worker_mirrored_from_tf_config(void)
     zdist_cluster_destroy(&cl);
 }
 
+/* ------------------------------------------------------------------------ */
+/* parameter_server: spec checks, run refused, schedule only there           */
+
+static void
+test_parameter_server_object(void)
+{
+    zdist_error_t err;
+    zdist_job_t job, mwm_job;
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_job_parse("{\"name\": \"ps\", \"strategy\": {\"type\": \"parameter_server\", \"partitioner\": "
+                        "\"fixed:2\"}, \"model\": {\"name\": \"linear_regression\"}, \"optimizer\": "
+                        "{\"type\": \"sgd\"}, \"dataset\": {\"format\": "
+                        "\"synthetic\", \"synthetic\": {\"n\": 64, \"dim\": 4}, \"global_batch_size\": 8}, "
+                        "\"steps\": 1}",
+                        NULL, &job, &err),
+        0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_job_parse("{\"name\": \"m\", \"strategy\": {\"type\": \"multi_worker_mirrored\"}, \"model\": "
+                        "{\"name\": \"linear_regression\"}, \"optimizer\": {\"type\": \"sgd\"}, "
+                        "\"dataset\": {\"format\": \"synthetic\", "
+                        "\"synthetic\": {\"n\": 64, \"dim\": 4}, \"global_batch_size\": 8}, \"steps\": 1}",
+                        NULL, &mwm_job, &err),
+        0);
+    /* nothing listens there: the clients connect asynchronously and nothing is sent before a schedule */
+    const char *workers[] = {"tcp://127.0.0.1:1"}, *ps[] = {"tcp://127.0.0.1:2", "tcp://127.0.0.1:3"};
+    zdist_coordinator_options_t opts;
+    zdist_coordinator_options_default(&opts);
+    opts.job = &mwm_job;
+    opts.workers = workers;
+    opts.num_workers = 1;
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_PARAMETER_SERVER, .coordinator = &opts};
+    zdist_strategy_object_t *s = NULL;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "the coordinator's job 'm' is a multi_worker_mirrored job; its "
+                                            "strategy.type must be parameter_server"));
+    opts.job = &job;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "coordinator.ps must list the ps tasks' endpoints (1..64; 0 given)"));
+    opts.ps = ps;
+    opts.num_ps = 2;
+    spec.num_replicas = 2;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server runs 1 replica per worker, not num_replicas 2"));
+    CU_ASSERT_PTR_NULL(s);
+    spec.num_replicas = 0;
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_new(&spec, &s, &err), 0);
+    zdist_job_release(&job); /* copied */
+    CU_ASSERT_STRING_EQUAL(zdist_strategy_class_name(s), "ParameterServerStrategy");
+    CU_ASSERT_EQUAL(zdist_strategy_num_replicas_in_sync(s), 1);
+    CU_ASSERT_PTR_NOT_NULL(zdist_strategy_coordinator(s));
+    CU_ASSERT_EQUAL(zdist_strategy_join(s, &err), 0); /* nothing scheduled */
+    /* strategy.run of a C function cannot go to a worker */
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_probe_fn, NULL, NULL, NULL, &err), -ENOTSUP);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "the step function is the job's model's train_step (zdist/step.h); "
+                                            "schedule it with zdist_strategy_schedule"));
+    zdist_remote_value_t *rv = NULL;
+    CU_ASSERT_EQUAL(zdist_strategy_schedule(s, 0, &rv, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "steps must be >= 1"));
+    /* reduce and experimental_local_results over the one replica's value, as on what fetch returns */
+    zdist_tensor_t v = s_scalar_f32(0.25f), r = {0};
+    const zdist_tensor_t *local = NULL;
+    int nlocal = 0;
+    CU_ASSERT_EQUAL(zdist_strategy_experimental_local_results(s, &v, 1, &local, &nlocal, &err), 0);
+    CU_ASSERT_EQUAL(nlocal, 1);
+    CU_ASSERT_EQUAL(zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, local, nlocal, ZDIST_AXIS_NONE, &r, &err), 0);
+    CU_ASSERT_EQUAL(s_f(&r, 0), 0.25f);
+    free(r.data);
+    free(v.data);
+    zdist_strategy_destroy(&s);
+    zdist_job_release(&mwm_job);
+
+    /* schedule, join, fetch and coordinator belong to parameter_server */
+    s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    CU_ASSERT_EQUAL(zdist_strategy_schedule(s, 1, &rv, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "schedule: a MirroredStrategy has no ClusterCoordinator"));
+    CU_ASSERT_PTR_NULL(zdist_strategy_coordinator(s));
+    zdist_strategy_destroy(&s);
+}
+
 void
 zdist_test_strategy_register(void)
 {
@@ -1379,5 +1458,6 @@ zdist_test_strategy_register(void)
         {"multi_worker_mirrored: 2 workers over a loopback ring (2x2, and 2x1 datasets)",
          test_multi_worker_mirrored},
         {"multi_worker_mirrored: the ring formed from TF_CONFIG (chief + worker)",
-         test_multi_worker_mirrored_from_tf_config});
+         test_multi_worker_mirrored_from_tf_config},
+        {"parameter_server: spec checks, run refused, schedule there only", test_parameter_server_object});
 }

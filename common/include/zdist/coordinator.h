@@ -106,6 +106,11 @@ ZDIST_EXPORT void zdist_coordinator_destroy(zdist_coordinator_t **self_p);
    refusal (INVALID_ARGUMENT, NOT_FOUND...: err says which worker and why),
    or -ENOTCONN when none answered. */
 ZDIST_EXPORT int zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_t *err);
+/* Whether the first START_JOB creates the job's variables (options'
+   create_variables), before zdist_coordinator_start: false when the
+   caller created them on the psds itself (zdist/strategy.h's scope under
+   parameter_server). */
+ZDIST_EXPORT void zdist_coordinator_set_create_variables(zdist_coordinator_t *self, bool create);
 /* From the workers' START_JOB replies: steps per epoch of each worker's
    input pipeline, summed over the workers that answered (0 before). */
 ZDIST_EXPORT int64_t zdist_coordinator_steps_per_epoch(const zdist_coordinator_t *self);

@@ -1,6 +1,6 @@
-/* zdist strategy: a tf.distribute.Strategy object for the local strategies
-   (one_device, mirrored, central_storage): scope, run, reduce, gather,
-   datasets, extended. */
+/* zdist strategy: a tf.distribute.Strategy object (one_device, mirrored,
+   central_storage, multi_worker_mirrored, parameter_server): scope, run or
+   schedule, reduce, gather, datasets, extended. */
 #ifndef ZDIST_STRATEGY_H
 #define ZDIST_STRATEGY_H
 
@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "zdist/cluster.h"
+#include "zdist/coordinator.h"
 #include "zdist/defs.h"
 #include "zdist/distribute.h"
 #include "zdist/error.h"
@@ -42,8 +43,44 @@ extern "C" {
    caller connected, or that the strategy forms from the cluster's TF_CONFIG
    (spec.cluster): num_replicas_in_sync = workers x N, replica ids
    worker_index * N + local, a variable copy per local replica).
-   parameter_server is refused by zdist_strategy_new (-ENOTSUP, saying so):
-   it runs as a job (zdist/coordinator.h drives it from C).
+
+   parameter_server (ParameterServerStrategy with its ClusterCoordinator,
+   spec.coordinator): one object on the coordinator's side, over
+   zdist-worker and zdist-psd tasks. As in TensorFlow,
+
+       strategy = ParameterServerStrategy(resolver)   spec {.kind = parameter_server, .coordinator = &opts}
+       coordinator = ClusterCoordinator(strategy)       (made by zdist_strategy_new; zdist_strategy_coordinator)
+       with strategy.scope(): v = tf.Variable(...)     zdist_strategy_variable_new: on the psds
+       rv = coordinator.schedule(worker_fn)           zdist_strategy_schedule (s, steps, &rv, &err)
+       coordinator.join()                             zdist_strategy_join
+       loss = rv.fetch()                              zdist_strategy_fetch (s, rv, loss, &err)
+       strategy.reduce(SUM, loss, axis=None)          zdist_strategy_reduce (s, SUM, loss, 1, ...)
+
+   where worker_fn runs strategy.run(train_step, args=(next(iterator),))
+   `steps` times on whichever worker is free (1 replica per worker:
+   num_replicas_in_sync is 1, as TF's on CPU workers). A C function cannot
+   travel to a worker, so train_step is the job's model's (zdist/step.h,
+   built in or a plugin): the worker runs it in its replica context on its
+   input pipeline of the job's dataset. zdist_strategy_run is refused
+   (-ENOTSUP, saying so).
+
+   Variables created under the scope live on the psds, placed as
+   ParameterServerStrategyV2 places them and as the job's workers do: the
+   job's strategy.partitioner (default MinSizePartitioner(256 KiB, number of
+   ps)), Div rows over shards, one round-robin counter over every variable
+   in creation order; under colocate_vars_with(anchor) unpartitioned on the
+   anchor's ps task. They are the model's variables: when any were created
+   before the first schedule, the workers create none (TF builds the model
+   under strategy.scope()) and look theirs up by name and placement, so
+   create every variable the job's model declares, with its name, dtype
+   and shape, in its order (a missing one fails the first closure with the
+   psd's NOT_FOUND); the strategy sets the job's optimizer on the psds.
+   With none created, the workers create the model's variables from its
+   initializers, as for a job. A variable that already exists on a psd (an
+   earlier run's) is refused (-EEXIST): its psd remembers the steps applied
+   to it. Variables cannot be created once closures were scheduled.
+   variable_read pulls the shards; variable_assign (assign, assign_add,
+   assign_sub) writes them; extended.update is refused (-ENOTSUP).
 
    Under multi_worker_mirrored every worker's program makes the same calls
    in the same order: reduce, gather, reduce_to, batch_reduce_to, reading an
@@ -104,6 +141,14 @@ typedef struct {
        broadcast) waits for every worker up to collective_timeout_ms. */
     const zdist_cluster_t *cluster;
     int64_t collective_timeout_ms; /* the ring's deadline per collective; 0: 30 s */
+    /* parameter_server only: the ClusterCoordinator's options
+       (zdist/coordinator.h): the job (strategy.type parameter_server; its
+       model's train_step is the step function, its partitioner and
+       optimizer the variables'), the workers' and the ps tasks' endpoints
+       (ps required here: the strategy creates variables on them), the
+       variable prefix ("JOB/": the variables' names on the psds). Copied
+       by zdist_strategy_new. num_replicas: 0 or 1. */
+    const zdist_coordinator_options_t *coordinator;
 } zdist_strategy_spec_t;
 
 /* "one_device", "mirrored", "mirrored:N", "central_storage",
@@ -112,7 +157,9 @@ ZDIST_EXPORT int zdist_strategy_spec_parse(const char *text, zdist_strategy_spec
 
 /* tf.distribute.OneDeviceStrategy / MirroredStrategy /
    experimental.CentralStorageStrategy / MultiWorkerMirroredStrategy.
-   parameter_server: -ENOTSUP (see above). -EINVAL for a bad replica count,
+   parameter_server: its coordinator options checked (-EINVAL naming
+   what is missing) and a ps client made per ps task; the workers get the
+   job at the first schedule. -EINVAL for a bad replica count,
    or a multi_worker_mirrored spec without its comm or cluster or with
    worker_index outside num_workers, or a cluster that
    zdist_cluster_validate refuses for multi_worker_mirrored or whose task
@@ -126,8 +173,8 @@ ZDIST_EXPORT int zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_str
 ZDIST_EXPORT void zdist_strategy_destroy(zdist_strategy_object_t **self_p);
 
 /* TF's class name: "OneDeviceStrategy", "MirroredStrategy",
-   "CentralStorageStrategy", "MultiWorkerMirroredStrategy" (the %s of
-   TF's messages). */
+   "CentralStorageStrategy", "MultiWorkerMirroredStrategy",
+   "ParameterServerStrategy" (the %s of TF's messages). */
 ZDIST_EXPORT const char *zdist_strategy_class_name(const zdist_strategy_object_t *self);
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_kind(const zdist_strategy_object_t *self);
 /* Strategy.num_replicas_in_sync (every worker's replicas). */
@@ -188,6 +235,10 @@ ZDIST_EXPORT const char *zdist_strategy_variable_name(const zdist_strategy_var_t
 ZDIST_EXPORT int zdist_strategy_variable_num_copies(const zdist_strategy_var_t *var);
 /* The copy `i` (a view into the variable; valid while the strategy lives). */
 ZDIST_EXPORT const zdist_tensor_t *zdist_strategy_variable_copy(const zdist_strategy_var_t *var, int i);
+/* parameter_server: the ps task of each of its shards into
+   ret_tasks[max] (may be NULL), in row order; returns the number of
+   shards (1 when unpartitioned). 0 under the other strategies. */
+ZDIST_EXPORT int zdist_strategy_variable_ps_tasks(const zdist_strategy_var_t *var, int *ret_tasks, int max);
 /* The anchor of colocate_vars_with it was created under, or NULL. */
 ZDIST_EXPORT const zdist_strategy_var_t *zdist_strategy_variable_colocated_with(const zdist_strategy_var_t *var);
 /* A read in cross-replica context into ret (caller's buffer of the
@@ -391,6 +442,32 @@ ZDIST_EXPORT int zdist_strategy_extended_colocate_vars_with_end(zdist_strategy_o
    strategy's scope. */
 ZDIST_EXPORT bool zdist_strategy_extended_variable_created_in_scope(const zdist_strategy_object_t *self,
                                                                     const zdist_strategy_var_t *var);
+
+/* ------------------------------------------------------------------------ */
+/* parameter_server: ClusterCoordinator.schedule / join / fetch              */
+
+/* ClusterCoordinator.schedule(worker_fn): a closure of `steps` (>= 1)
+   steps of strategy.run(train_step) on whichever worker is free (see
+   above); returns at once with *ret (the coordinator's: valid while the
+   strategy lives). The first call gives the workers the job (START_JOB;
+   its refusal, or -ENOTCONN when no worker answered, is returned). Other
+   strategies: -EINVAL. Requires the cross-replica or default context. */
+ZDIST_EXPORT int zdist_strategy_schedule(zdist_strategy_object_t *self, int64_t steps, zdist_remote_value_t **ret,
+                                         zdist_error_t *err);
+/* ClusterCoordinator.join(): every scheduled closure done; the first
+   closure error, once (zdist_coordinator_join). 0 before any schedule. */
+ZDIST_EXPORT int zdist_strategy_join(zdist_strategy_object_t *self, zdist_error_t *err);
+/* RemoteValue.fetch(), waiting for the closure: what its worker_fn
+   returns, a per-replica value of the one replica that ran it:
+   ret_values[0] gets a float32 scalar (malloc'd; zdist_strategy_values_free)
+   holding the mean of its steps' losses, for zdist_strategy_reduce and
+   experimental_local_results with n = 1. The closure's error otherwise.
+   The closure's other numbers (examples, worker): zdist_remote_value_fetch. */
+ZDIST_EXPORT int zdist_strategy_fetch(zdist_strategy_object_t *self, zdist_remote_value_t *value,
+                                      zdist_tensor_t *ret_values, zdist_error_t *err);
+/* The ClusterCoordinator (borrowed; NULL but under parameter_server): its
+   poll, results, worker view and evaluate (zdist/coordinator.h). */
+ZDIST_EXPORT zdist_coordinator_t *zdist_strategy_coordinator(zdist_strategy_object_t *self);
 
 #ifdef __cplusplus
 }

@@ -196,6 +196,13 @@ zdist_coordinator_new(const zdist_coordinator_options_t *opts, zdist_error_t *er
     return self;
 }
 
+void
+zdist_coordinator_set_create_variables(zdist_coordinator_t *self, bool create)
+{
+    if (self)
+        self->create_variables = create;
+}
+
 /* ---- requests ---- */
 
 static int

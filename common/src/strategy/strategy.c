@@ -4,6 +4,7 @@
 #include "zdist/strategy.h"
 
 #include "zdist/collective.h"
+#include "strategy_ps.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +33,7 @@ struct zdist_strategy_var_t {
     int ncopies;
     zdist_tensor_t *copies;
     const zdist_strategy_var_t *anchor;
+    strategy_ps_var_t *ps; /* parameter_server: where it lives */
     zdist_strategy_var_t *next;
 };
 
@@ -54,6 +56,7 @@ struct zdist_strategy_object_t {
     int total; /* num_replicas_in_sync = workers x replicas */
     zdist_comm_t *comm;
     zdist_comm_t *own_comm; /* the ring formed from spec.cluster (comm then), destroyed with the strategy */
+    strategy_ps_t *ps;      /* parameter_server: the psds and the ClusterCoordinator */
     zdist_strategy_var_t *vars;
     zdist_strategy_var_t **vars_tail;
     /* run's rendezvous */
@@ -98,6 +101,8 @@ zdist_strategy_class_name(const zdist_strategy_object_t *self)
         return "CentralStorageStrategy";
     case ZDIST_STRATEGY_MULTI_WORKER_MIRRORED:
         return "MultiWorkerMirroredStrategy";
+    case ZDIST_STRATEGY_PARAMETER_SERVER:
+        return "ParameterServerStrategy";
     default:
         return "Strategy";
     }
@@ -286,12 +291,12 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
                 spec->num_workers);
         break;
     case ZDIST_STRATEGY_PARAMETER_SERVER:
-        return zdist_error_set(
-            err, -ENOTSUP,
-            "strategy spec: parameter_server is not served by zdist_strategy_new, which runs "
-            "one_device, mirrored, central_storage and multi_worker_mirrored in this process; "
-            "run parameter_server as a job on zdist-worker and zdist-psd tasks (zdist submit), "
-            "or drive it from C with the ClusterCoordinator of zdist/coordinator.h");
+        if (n != 1)
+            return zdist_error_set(err, -EINVAL,
+                                   "strategy spec: parameter_server runs 1 replica per worker, not num_replicas "
+                                   "%d; add workers instead",
+                                   spec->num_replicas);
+        break;
     case ZDIST_STRATEGY_TPU:
         return zdist_error_set(
             err, -ENOTSUP,
@@ -318,7 +323,15 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     self->kind = spec->kind;
     self->replicas = n;
     self->workers = 1;
-    if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && !spec->comm && spec->cluster) {
+    if (spec->kind == ZDIST_STRATEGY_PARAMETER_SERVER) {
+        int rc = strategy_ps_new(spec->coordinator, &self->ps, err);
+        if (rc < 0) {
+            free(self->slots);
+            free(self->uargs);
+            free(self);
+            return rc;
+        }
+    } else if (spec->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED && !spec->comm && spec->cluster) {
         int rc = s_ring_from_cluster(self, spec, err);
         if (rc < 0) {
             free(self->slots);
@@ -349,6 +362,7 @@ s_var_free(zdist_strategy_var_t *v)
             free(v->copies[i].data);
     free(v->copies);
     free(v->name);
+    strategy_ps_var_destroy(&v->ps);
     free(v);
 }
 
@@ -373,6 +387,7 @@ zdist_strategy_destroy(zdist_strategy_object_t **self_p)
         v = next;
     }
     zdist_comm_destroy(&self->own_comm);
+    strategy_ps_destroy(&self->ps);
     pthread_mutex_destroy(&self->mu);
     pthread_cond_destroy(&self->cv);
     free(self->slots);
@@ -549,6 +564,11 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
     }
     if (tl_anchor_strategy == self)
         v->anchor = tl_anchor;
+    if (self->ps && (rc = strategy_ps_var_new(self->ps, v->name, v->dtype, &v->shape, def->initial_value, nbytes,
+                                              v->anchor ? v->anchor->ps : NULL, &v->ps, err)) < 0) {
+        s_var_free(v);
+        return rc;
+    }
     *self->vars_tail = v;
     self->vars_tail = &v->next;
     *ret = v;
@@ -602,6 +622,16 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
         return rc;
     if ((rc = s_check_own_var(self, var, err)) < 0)
         return rc;
+    if (self->ps) {
+        /* its shards, from the psds; the copy keeps what was read */
+        if (!ret || ret->dtype != var->dtype || ret->nbytes != var->nbytes || (!ret->data && var->nbytes))
+            return zdist_error_set(
+                err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size", var->name);
+        if ((rc = strategy_ps_var_read(self->ps, var->ps, var->copies[0].data, var->nbytes, err)) < 0)
+            return rc;
+        memcpy(ret->data, var->copies[0].data, var->nbytes);
+        return 0;
+    }
     if (self->workers > 1 && var->sync == ZDIST_SYNC_ON_READ &&
         (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)) {
         /* SyncOnRead SUM / MEAN: every replica of every worker */
@@ -629,6 +659,12 @@ zdist_strategy_variable_assign(zdist_strategy_object_t *self, zdist_strategy_var
         return rc;
     if ((rc = s_check_own_var(self, var, err)) < 0)
         return rc;
+    if (self->ps) {
+        if (!value || value->dtype != var->dtype || value->nbytes != var->nbytes || (!value->data && var->nbytes))
+            return zdist_error_set(err, -EINVAL, "assign to %s: the value must have the variable's dtype and size",
+                                   var->name);
+        return strategy_ps_var_write(self->ps, var->ps, op, value->data, var->nbytes, err);
+    }
     if (self->workers > 1 && var->sync == ZDIST_SYNC_ON_READ && var->agg == ZDIST_AGG_SUM &&
         op == ZDIST_VAR_ASSIGN && value) {
         /* each copy holds value / num_replicas_in_sync, so that the SUM over
@@ -725,6 +761,12 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
+    if (self->ps)
+        return zdist_error_set(err, -ENOTSUP,
+                               "run: under ParameterServerStrategy the step function runs on a worker, inside "
+                               "a function scheduled with ClusterCoordinator.schedule, and a C function "
+                               "cannot travel there: the step function is the job's model's train_step "
+                               "(zdist/step.h); schedule it with zdist_strategy_schedule");
     if (self->running)
         return zdist_error_set(
             err, -EBUSY,
@@ -1433,6 +1475,11 @@ zdist_strategy_extended_update(zdist_strategy_object_t *self, zdist_strategy_var
         return rc;
     if ((rc = s_check_own_var(self, var, err)) < 0)
         return rc;
+    if (self->ps)
+        return zdist_error_set(err, -ENOTSUP,
+                               "update of %s: under parameter_server the variable lives on the psds; write it "
+                               "with zdist_strategy_variable_assign (assign, assign_add, assign_sub)",
+                               var->name);
     return zdist_distribute_update(var->copies, var->ncopies, fn, arg, err);
 }
 
@@ -1479,4 +1526,76 @@ zdist_strategy_extended_variable_created_in_scope(const zdist_strategy_object_t 
                                                   const zdist_strategy_var_t *var)
 {
     return self && var && var->strategy == self;
+}
+
+/* ------------------------------------------------------------------------ */
+/* parameter_server: the ClusterCoordinator                                   */
+
+static int
+s_require_ps(const zdist_strategy_object_t *self, const char *what, zdist_error_t *err)
+{
+    if (!self)
+        return zdist_error_set(err, -EINVAL, "%s: strategy is NULL", what);
+    if (!self->ps)
+        return zdist_error_set(err, -EINVAL,
+                               "%s: a %s has no ClusterCoordinator (parameter_server only); call "
+                               "zdist_strategy_run",
+                               what, zdist_strategy_class_name(self));
+    return s_require_cross(self, NULL, err);
+}
+
+int
+zdist_strategy_schedule(zdist_strategy_object_t *self, int64_t steps, zdist_remote_value_t **ret,
+                        zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "schedule", err);
+    if (rc < 0)
+        return rc;
+    if (!ret)
+        return zdist_error_set(err, -EINVAL, "schedule: ret is required");
+    return strategy_ps_schedule(self->ps, steps, ret, err);
+}
+
+int
+zdist_strategy_fetch(zdist_strategy_object_t *self, zdist_remote_value_t *value, zdist_tensor_t *ret_values,
+                     zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "fetch", err);
+    if (rc < 0)
+        return rc;
+    if (!value || !ret_values)
+        return zdist_error_set(err, -EINVAL, "fetch: value and ret_values are required");
+    zdist_closure_result_t r;
+    if ((rc = zdist_remote_value_fetch(value, &r, err)) < 0)
+        return rc;
+    float *loss = malloc(sizeof *loss);
+    if (!loss)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    *loss = r.steps > 0 ? (float) (r.loss_sum / (double) r.steps) : 0.0f;
+    ret_values[0] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = loss, .nbytes = sizeof *loss};
+    return 0;
+}
+
+int
+zdist_strategy_join(zdist_strategy_object_t *self, zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "join", err);
+    return rc < 0 ? rc : strategy_ps_join(self->ps, err);
+}
+
+zdist_coordinator_t *
+zdist_strategy_coordinator(zdist_strategy_object_t *self)
+{
+    return self && self->ps ? strategy_ps_coordinator(self->ps) : NULL;
+}
+
+int
+zdist_strategy_variable_ps_tasks(const zdist_strategy_var_t *var, int *ret_tasks, int max)
+{
+    if (!var || !var->ps)
+        return 0;
+    int n = strategy_ps_var_num_shards(var->ps);
+    for (int i = 0; ret_tasks && i < n && i < max; i++)
+        ret_tasks[i] = strategy_ps_var_shard_task(var->ps, i);
+    return n;
 }
