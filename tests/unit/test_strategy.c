@@ -1440,6 +1440,222 @@ test_parameter_server_object(void)
     zdist_strategy_destroy(&s);
 }
 
+/* ------------------------------------------------------------------------ */
+/* multi_worker_mirrored: other dtypes and gather axes across workers         */
+
+/* What one program sees; the same under 2 workers x 2 replicas as under mirrored:4. */
+typedef struct {
+    zdist_comm_t *comm; /* NULL: mirrored:4 */
+    int index;
+    int rc;
+    char text[512];
+    int32_t sum_i32[2];
+    double mean_i32[2], mean_axis0;
+    int64_t gather_i64_axis1[8];
+    float gather_f32_axis1[8];
+    int gather_dims[2];
+    float all_gather_axis1[2][8]; /* each local replica's */
+    int32_t merged[2];            /* merge_fn's int32 reduce over every worker, each local replica's copy */
+} dt_prog_t;
+
+static int
+s_dt_merge(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, void *arg, zdist_tensor_t *ret,
+           zdist_error_t *err)
+{
+    (void) arg;
+    return zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, values, n, ZDIST_AXIS_NONE, ret, err);
+}
+
+/* Replica r: all_gather along axis 1 of {{r}, {r + 10}}, then merge_call with int32 {r, 10 r}. */
+static int
+s_dt_replica(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    dt_prog_t *p = arg;
+    int id = zdist_strategy_replica_id(ctx), local = id % 2;
+    if (p->comm == NULL)
+        local = id; /* mirrored:4 records replicas 0 and 1 */
+    float col[2] = {(float) id, (float) id + 10};
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 1}}, .data = col, .nbytes = sizeof col},
+                   g = {0}, m = {0};
+    int rc = zdist_strategy_replica_all_gather(ctx, &v, 1, &g, err);
+    if (rc < 0)
+        return rc;
+    if (local < 2 && g.nbytes == sizeof p->all_gather_axis1[0])
+        memcpy(p->all_gather_axis1[local], g.data, g.nbytes);
+    free(g.data);
+    int32_t iv[2] = {id, 10 * id};
+    zdist_tensor_t it = {.dtype = ZDIST_DTYPE_INT32, .shape = {1, {2}}, .data = iv, .nbytes = sizeof iv};
+    if ((rc = zdist_strategy_replica_merge_call(ctx, s_dt_merge, NULL, &it, &m, err)) < 0)
+        return rc;
+    if (local < 2)
+        p->merged[local] = ((int32_t *) m.data)[1];
+    free(m.data);
+    return 0;
+}
+
+static int
+s_dt_value(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
+{
+    (void) arg;
+    int r = ctx->replica_id_in_sync_group;
+    int32_t *v = malloc(2 * sizeof *v);
+    v[0] = r;
+    v[1] = 10 * r;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_INT32, .shape = {1, {2}}, .data = v, .nbytes = 2 * sizeof *v};
+    return 0;
+}
+
+static int
+s_dt_value_i64(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
+{
+    (void) arg;
+    int64_t r = ctx->replica_id_in_sync_group;
+    int64_t *v = malloc(2 * sizeof *v);
+    v[0] = r;
+    v[1] = 100 + r;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_INT64, .shape = {2, {2, 1}}, .data = v, .nbytes = 2 * sizeof *v};
+    return 0;
+}
+
+static int
+s_dt_value_f32(const zdist_value_ctx_t *ctx, void *arg, zdist_tensor_t *ret)
+{
+    (void) arg;
+    float r = (float) ctx->replica_id_in_sync_group;
+    float *v = malloc(2 * sizeof *v);
+    v[0] = r;
+    v[1] = 0.5f + r;
+    *ret = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2, 1}}, .data = v, .nbytes = 2 * sizeof *v};
+    return 0;
+}
+
+static void *
+s_dt_prog(void *arg)
+{
+    dt_prog_t *p = arg;
+    zdist_error_t err = {0};
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_MIRRORED, .num_replicas = 4};
+    if (p->comm)
+        spec = (zdist_strategy_spec_t){.kind = ZDIST_STRATEGY_MULTI_WORKER_MIRRORED,
+                                       .num_replicas = 2,
+                                       .num_workers = 2,
+                                       .worker_index = p->index,
+                                       .comm = p->comm};
+    zdist_strategy_object_t *s = NULL;
+    zdist_tensor_t v[4] = {{0}}, r = {0};
+    int L = p->comm ? 2 : 4;
+    if ((p->rc = zdist_strategy_new(&spec, &s, &err)) < 0)
+        goto out;
+    /* reduce of int32 per-replica values {r, 10 r}: SUM int32, MEAN float64 (distribute_lib casts) */
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value, NULL, v, &err)) < 0 ||
+        (p->rc = zdist_strategy_reduce(s, ZDIST_REDUCE_SUM, v, L, ZDIST_AXIS_NONE, &r, &err)) < 0)
+        goto out;
+    CU_ASSERT_EQUAL(r.dtype, ZDIST_DTYPE_INT32);
+    memcpy(p->sum_i32, r.data, sizeof p->sum_i32);
+    free(r.data);
+    if ((p->rc = zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, v, L, ZDIST_AXIS_NONE, &r, &err)) < 0)
+        goto out;
+    CU_ASSERT_EQUAL(r.dtype, ZDIST_DTYPE_FLOAT64);
+    memcpy(p->mean_i32, r.data, sizeof p->mean_i32);
+    free(r.data);
+    if ((p->rc = zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, v, L, 0, &r, &err)) < 0)
+        goto out;
+    p->mean_axis0 = *(double *) r.data;
+    free(r.data);
+    zdist_strategy_values_free(v, 4);
+    /* gather along axis 1: int64 and float32 [2, 1] per replica -> [2, 4] */
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_i64, NULL, v, &err)) <
+            0 ||
+        (p->rc = zdist_strategy_gather(s, v, L, 1, &r, &err)) < 0)
+        goto out;
+    p->gather_dims[0] = (int) r.shape.dims[0];
+    p->gather_dims[1] = (int) r.shape.dims[1];
+    if (r.nbytes == sizeof p->gather_i64_axis1)
+        memcpy(p->gather_i64_axis1, r.data, r.nbytes);
+    free(r.data);
+    zdist_strategy_values_free(v, 4);
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_f32, NULL, v, &err)) <
+            0 ||
+        (p->rc = zdist_strategy_gather(s, v, L, -1, &r, &err)) < 0)
+        goto out;
+    if (r.nbytes == sizeof p->gather_f32_axis1)
+        memcpy(p->gather_f32_axis1, r.data, r.nbytes);
+    free(r.data);
+    /* in replica context: all_gather along axis 1 and merge_call whose merge_fn reduces int32 */
+    p->rc = zdist_strategy_run(s, s_dt_replica, p, NULL, NULL, &err);
+out:
+    if (p->rc)
+        snprintf(p->text, sizeof p->text, "%s", err.text);
+    zdist_strategy_values_free(v, 4);
+    zdist_strategy_destroy(&s);
+    return NULL;
+}
+
+static void
+test_multi_worker_dtypes_and_axes(void)
+{
+    dt_prog_t one = {0}, w[2];
+    memset(w, 0, sizeof w);
+    s_dt_prog(&one);
+    CU_ASSERT_EQUAL_FATAL(one.rc, 0);
+    /* the values one worker with every replica gets */
+    CU_ASSERT_EQUAL(one.sum_i32[0], 6);
+    CU_ASSERT_EQUAL(one.sum_i32[1], 60);
+    CU_ASSERT_EQUAL(one.mean_i32[0], 1.5);
+    CU_ASSERT_EQUAL(one.mean_i32[1], 15.0);
+    CU_ASSERT_EQUAL(one.mean_axis0, 66.0 / 8.0);
+    CU_ASSERT_EQUAL(one.gather_dims[0], 2);
+    CU_ASSERT_EQUAL(one.gather_dims[1], 4);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(one.gather_i64_axis1[i], i);
+        CU_ASSERT_EQUAL(one.gather_i64_axis1[4 + i], 100 + i);
+        CU_ASSERT_EQUAL(one.gather_f32_axis1[i], (float) i);
+        CU_ASSERT_EQUAL(one.gather_f32_axis1[4 + i], 0.5f + (float) i);
+        CU_ASSERT_EQUAL(one.all_gather_axis1[0][i], (float) i);
+        CU_ASSERT_EQUAL(one.all_gather_axis1[0][4 + i], (float) i + 10);
+    }
+    CU_ASSERT_EQUAL(one.merged[0], 60);
+
+    zdist_error_t err;
+    zdist_comm_t *comm[2];
+    const char *eps[2];
+    for (int i = 0; i < 2; i++) {
+        zdist_comm_config_t cc = {.rank = i, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 20000};
+        comm[i] = zdist_comm_new(&cc, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(comm[i]);
+        eps[i] = zdist_comm_endpoint(comm[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(zdist_comm_connect(comm[i], eps, &err), 0);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        w[i].comm = comm[i];
+        w[i].index = i;
+        pthread_create(&th[i], NULL, s_dt_prog, &w[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(w[k].rc, 0);
+        if (w[k].rc)
+            fprintf(stderr, "worker %d: %s\n", k, w[k].text);
+        /* 2 workers x 2 replicas: exactly what one worker with the 4 replicas got */
+        CU_ASSERT_EQUAL(memcmp(w[k].sum_i32, one.sum_i32, sizeof one.sum_i32), 0);
+        CU_ASSERT_EQUAL(memcmp(w[k].mean_i32, one.mean_i32, sizeof one.mean_i32), 0);
+        CU_ASSERT_EQUAL(w[k].mean_axis0, one.mean_axis0);
+        CU_ASSERT_EQUAL(memcmp(w[k].gather_dims, one.gather_dims, sizeof one.gather_dims), 0);
+        CU_ASSERT_EQUAL(memcmp(w[k].gather_i64_axis1, one.gather_i64_axis1, sizeof one.gather_i64_axis1), 0);
+        CU_ASSERT_EQUAL(memcmp(w[k].gather_f32_axis1, one.gather_f32_axis1, sizeof one.gather_f32_axis1), 0);
+        for (int l = 0; l < 2; l++) {
+            CU_ASSERT_EQUAL(memcmp(w[k].all_gather_axis1[l], one.all_gather_axis1[0], sizeof one.all_gather_axis1[0]),
+                            0);
+            CU_ASSERT_EQUAL(w[k].merged[l], 60); /* merge_fn's SUM of 10 r over replicas 0..3 of both workers */
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        zdist_comm_destroy(&comm[i]);
+}
+
 void
 zdist_test_strategy_register(void)
 {
@@ -1459,5 +1675,7 @@ zdist_test_strategy_register(void)
          test_multi_worker_mirrored},
         {"multi_worker_mirrored: the ring formed from TF_CONFIG (chief + worker)",
          test_multi_worker_mirrored_from_tf_config},
-        {"parameter_server: spec checks, run refused, schedule there only", test_parameter_server_object});
+        {"parameter_server: spec checks, run refused, schedule there only", test_parameter_server_object},
+        {"multi_worker_mirrored: int32/int64 reduce and merge_call, gather along axis 1, as one worker",
+         test_multi_worker_dtypes_and_axes});
 }

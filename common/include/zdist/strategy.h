@@ -85,10 +85,16 @@ extern "C" {
    Under multi_worker_mirrored every worker's program makes the same calls
    in the same order: reduce, gather, reduce_to, batch_reduce_to, reading an
    ON_READ SUM/MEAN variable across replicas, and every collective inside
-   run are collectives over the ring (float32 only across workers, gather
-   along axis 0 only: others -ENOTSUP). A per-replica value there holds this
-   worker's local replicas (as experimental_local_results), and merge_fn of
-   merge_call gets the local replicas' values, as TensorFlow's. A replica
+   run are collectives over the ring, with the results of one worker
+   holding every replica: float32 reductions go round the ring's
+   all-reduce (each worker's replicas summed first); other dtypes, and
+   gathers along an axis other than 0, send every replica's value to every
+   worker, which combines them in replica order as zdist/distribute.h does
+   (so a MEAN of integers is a float64, as distribute_lib.py's). A
+   per-replica value there holds this worker's local replicas (as
+   experimental_local_results), and merge_fn of merge_call gets the local
+   replicas' values, as TensorFlow's; a reduce or gather it makes covers
+   every worker. A replica
    write of an ON_WRITE variable sums (SUM, MEAN) every worker's replicas'
    values; ONLY_FIRST_REPLICA takes this worker's first replica's value, as
    values_util.apply_aggregation does (experimental_local_results()[0]).

@@ -643,6 +643,13 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
                          var->ncopies, ZDIST_AXIS_NONE, &v, err);
         if (rc < 0)
             return rc;
+        if (v.dtype != var->dtype || v.nbytes != var->nbytes) {
+            free(v.data);
+            return zdist_error_set(err, -EINVAL,
+                                   "read of %s: MEAN of %s copies is a %s, not the variable's dtype; give the "
+                                   "variable SUM aggregation or a float dtype",
+                                   var->name, zdist_dtype_name(var->dtype), zdist_dtype_name(v.dtype));
+        }
         memcpy(ret->data, v.data, var->nbytes);
         free(v.data);
         return 0;
@@ -861,14 +868,116 @@ s_ring_sum(zdist_strategy_object_t *s, float *data, int64_t len, zdist_error_t *
     return zdist_comm_all_reduce(s->comm, ZDIST_REDUCE_SUM, &p, &len, 1, 0, err);
 }
 
+/* One value on the wire of s_mw_all_values: its dtype, rank, dims and byte
+   count, then its bytes padded to 8. */
+typedef struct {
+    int32_t dtype;
+    int32_t rank;
+    int64_t dims[ZDIST_MAX_RANK];
+    uint64_t nbytes;
+} s_value_head_t;
+
+static size_t
+s_pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+/* Every replica's value of every worker, in replica-id order (worker 0's
+   local replicas first): each worker's n values go round the ring whole,
+   with their dtypes and shapes, so that any dtype and any shape can then be
+   combined exactly as one worker holding every replica would.
+   *ret_all[workers * n] points into *ret_buf (the caller frees both). */
+static int
+s_mw_all_values(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, zdist_tensor_t **ret_all,
+                void **ret_buf, zdist_error_t *err)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += sizeof(s_value_head_t) + s_pad8(values[i].nbytes);
+    char *mine = calloc(1, bytes ? bytes : 1);
+    if (!mine)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        s_value_head_t h = {.dtype = (int32_t) values[i].dtype,
+                            .rank = values[i].shape.rank,
+                            .nbytes = values[i].nbytes};
+        for (int d = 0; d < values[i].shape.rank && d < ZDIST_MAX_RANK; d++)
+            h.dims[d] = values[i].shape.dims[d];
+        memcpy(mine + off, &h, sizeof h);
+        off += sizeof h;
+        if (values[i].nbytes)
+            memcpy(mine + off, values[i].data, values[i].nbytes);
+        off += s_pad8(values[i].nbytes);
+    }
+    void *all = NULL;
+    int64_t total = 0;
+    int rc = zdist_comm_all_gather(s->comm, mine, (int64_t) bytes, 1, &all, &total, NULL, 0, err);
+    free(mine);
+    if (rc < 0)
+        return rc;
+    int count = s->workers * n;
+    zdist_tensor_t *vals = calloc((size_t) count, sizeof *vals);
+    if (!vals) {
+        free(all);
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    off = 0;
+    for (int i = 0; i < count; i++) {
+        s_value_head_t h;
+        if (off + sizeof h > (size_t) total) {
+            rc = -EPROTO;
+            break;
+        }
+        memcpy(&h, (char *) all + off, sizeof h);
+        off += sizeof h;
+        size_t want = 0;
+        zdist_shape_t shape;
+        if (h.rank < 0 || h.rank > ZDIST_MAX_RANK || zdist_shape_init(&shape, h.rank, h.dims) < 0 ||
+            zdist_tensor_byte_size((zdist_dtype_t) h.dtype, &shape, &want) < 0 || want != h.nbytes ||
+            off + s_pad8(h.nbytes) > (size_t) total) {
+            rc = -EPROTO;
+            break;
+        }
+        vals[i] = (zdist_tensor_t){.dtype = (zdist_dtype_t) h.dtype,
+                                   .shape = shape,
+                                   .data = (char *) all + off,
+                                   .nbytes = h.nbytes};
+        off += s_pad8(h.nbytes);
+    }
+    if (rc == 0 && off != (size_t) total)
+        rc = -EPROTO;
+    if (rc < 0) {
+        free(vals);
+        free(all);
+        return zdist_error_set(err, rc,
+                               "the workers' values do not agree: every worker must pass one value per local "
+                               "replica (the same number of replicas on every worker)");
+    }
+    *ret_all = vals;
+    *ret_buf = all;
+    return 0;
+}
+
 /* Strategy.reduce over every worker: values[n] are this worker's replicas'. */
 static int
 s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n, int axis,
             zdist_tensor_t *ret, zdist_error_t *err)
 {
-    int rc = s_ring_dtype("reduce", values[0].dtype, err);
-    if (rc < 0)
+    int rc;
+    if (values[0].dtype != ZDIST_DTYPE_FLOAT32) {
+        /* other dtypes: every replica's value, reduced here as one worker
+           with all the replicas reduces them (MEAN of integers a float64) */
+        zdist_tensor_t *all = NULL;
+        void *buf = NULL;
+        if ((rc = s_mw_all_values(s, values, n, &all, &buf, err)) < 0)
+            return rc;
+        rc = zdist_distribute_reduce(op, all, s->workers * n, axis, ret, err);
+        free(all);
+        free(buf);
         return rc;
+    }
     zdist_tensor_t loc;
     if ((rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, values, n, axis, &loc, err)) < 0)
         return rc;
@@ -906,18 +1015,26 @@ s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor
     return 0;
 }
 
-/* Strategy.gather over every worker, along axis 0. */
+/* Strategy.gather over every worker. */
 static int
 s_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int axis, zdist_tensor_t *ret,
             zdist_error_t *err)
 {
-    int rank = values[0].shape.rank;
-    if ((axis < 0 ? axis + rank : axis) != 0)
-        return zdist_error_set(
-            err, -ENOTSUP,
-            "gather: multi_worker_mirrored gathers across workers along axis 0 only, not axis %d", axis);
+    int rank = values[0].shape.rank, rc;
+    if ((axis < 0 ? axis + rank : axis) != 0) {
+        /* along another axis the workers' blocks interleave: every replica's
+           value, concatenated here in replica order as one worker would */
+        zdist_tensor_t *all = NULL;
+        void *buf = NULL;
+        if ((rc = s_mw_all_values(s, values, n, &all, &buf, err)) < 0)
+            return rc;
+        rc = zdist_distribute_gather(all, s->workers * n, axis, ret, err);
+        free(all);
+        free(buf);
+        return rc;
+    }
     zdist_tensor_t loc;
-    int rc = zdist_distribute_gather(values, n, axis, &loc, err);
+    rc = zdist_distribute_gather(values, n, axis, &loc, err);
     if (rc < 0)
         return rc;
     int64_t inner = 1;
@@ -1359,9 +1476,12 @@ s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdi
         return zdist_error_set(err, -EINVAL, "batch_reduce_to: pairs is NULL");
     for (int i = 0; i < n; i++) {
         const zdist_reduce_pair_t *p = &pairs[i];
-        int rc = s_ring_dtype("reduce_to", p->values[0].dtype, err);
-        if (rc < 0)
-            return rc;
+        if (p->values && p->values[0].dtype != ZDIST_DTYPE_FLOAT32 && op == ZDIST_REDUCE_MEAN &&
+            p->values[0].dtype != ZDIST_DTYPE_FLOAT64)
+            return zdist_error_set(err, -EINVAL,
+                                   "reduce_to: pair %d: MEAN of %s values is a float64, which does not fit "
+                                   "their destination; reduce with SUM or use float values",
+                                   i, zdist_dtype_name(p->values[0].dtype));
         for (int d = 0; d < p->num_dests; d++)
             if (!p->dests || p->dests[d].dtype != p->values[0].dtype || !p->dests[d].data ||
                 !zdist_shape_equal(&p->dests[d].shape, &p->values[0].shape))
