@@ -333,6 +333,139 @@ test_confine_data(void)
     rmdir(base);
 }
 
+/* dataset.pipelines: distribute_datasets_from_function as a file list */
+
+static char *
+s_pipelines_job(const char *pipelines, const char *extra)
+{
+    char *text = NULL;
+    if (asprintf(&text,
+                 "{\"name\": \"pipes\", \"strategy\": {\"type\": \"mirrored\", \"num_replicas\": 2}, \"model\": "
+                 "{\"name\": \"linear_regression\"}, \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": "
+                 "\"csv\", \"pipelines\": %s, \"label_dtype\": \"float32\", \"global_batch_size\": 10, \"shuffle\": "
+                 "false%s}, \"epochs\": 1}",
+                 pipelines, extra) < 0)
+        return NULL;
+    return text;
+}
+
+static int
+s_parse_text(char *text, zdist_job_t *job, zdist_error_t *err)
+{
+    int rc = text ? zdist_job_parse(text, NULL, job, err) : -ENOMEM;
+    free(text);
+    return rc;
+}
+
+static void
+s_write_rows(const char *path, const int *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d,%d\n", rows[i], rows[i]); /* feature, label: the row's number */
+    fclose(f);
+}
+
+static void
+test_pipelines(void)
+{
+    zdist_job_t job, copy;
+    zdist_error_t err = {0};
+    /* What range(14).batch(5).shard(2, i) yields, one file per input pipeline (TF's documented case) */
+    char *dir = zdist_test_tmpdir("pipelines");
+    char p0[512], p1[512], list[1200];
+    snprintf(p0, sizeof p0, "%s/p0.csv", dir);
+    snprintf(p1, sizeof p1, "%s/p1.csv", dir);
+    static const int r0[] = {0, 1, 2, 3, 4, 10, 11, 12, 13}, r1[] = {5, 6, 7, 8, 9};
+    s_write_rows(p0, r0, 9);
+    s_write_rows(p1, r1, 5);
+    snprintf(list, sizeof list, "[{\"path\": \"%s\"}, {\"path\": \"%s\"}]", p0, p1);
+    CU_ASSERT_EQUAL_FATAL(s_parse_text(s_pipelines_job(list, ""), &job, &err), 0);
+    CU_ASSERT_EQUAL(job.num_pipelines, 2);
+    CU_ASSERT_STRING_EQUAL(job.pipelines[1].path, p1);
+    CU_ASSERT_PTR_NULL(job.train.path);
+    CU_ASSERT_EQUAL(job.shard_policy, ZDIST_AUTO_SHARD_OFF); /* never sharded */
+    /* what travels to the workers keeps them */
+    CU_ASSERT_EQUAL_FATAL(zdist_job_copy(&job, &copy, &err), 0);
+    CU_ASSERT_EQUAL(copy.num_pipelines, 2);
+    CU_ASSERT_STRING_EQUAL(copy.pipelines[0].path, p0);
+    CU_ASSERT_STRING_EQUAL(copy.pipelines[1].path, p1);
+    zdist_job_release(&copy);
+
+    /* the worker's input path: pipeline i of 2, 1 replica each (2 in sync), global batch 10: batches of 5,
+       neither rebatched nor sharded: pipeline 0's first is [0..4], then [10..13]; pipeline 1's [5..9] */
+    for (int i = 0; i < 2; i++) {
+        zdist_input_context_t *ictx = zdist_input_context_new(2, i, 2, &err);
+        zdist_dataset_t *ds = NULL;
+        zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_AUTO;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ictx);
+        CU_ASSERT_EQUAL_FATAL(zdist_job_load_dataset(&job, false, ictx, job.shard_policy, &ds, &applied, &err), 0);
+        CU_ASSERT_EQUAL(applied, ZDIST_AUTO_SHARD_OFF);
+        zdist_input_options_t opts;
+        zdist_input_options_init(&opts, job.global_batch_size);
+        opts.shard_policy = applied;
+        zdist_input_t *in = zdist_input_new(ds, ictx, &opts, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+        const zdist_input_step_t *st = NULL;
+        CU_ASSERT_EQUAL_FATAL(zdist_input_next(in, &st), 1);
+        CU_ASSERT_EQUAL(st->num_replicas, 1);
+        CU_ASSERT_EQUAL_FATAL(st->replicas[0].size, 5);
+        for (int k = 0; k < 5; k++)
+            CU_ASSERT_EQUAL(st->replicas[0].features[k], (float) (5 * i + k));
+        int got = zdist_input_next(in, &st);
+        if (i == 0) {
+            CU_ASSERT_EQUAL_FATAL(got, 1);
+            CU_ASSERT_EQUAL_FATAL(st->replicas[0].size, 4);
+            CU_ASSERT_EQUAL(st->replicas[0].features[0], 10.0f);
+            CU_ASSERT_EQUAL(st->replicas[0].features[3], 13.0f);
+        }
+        CU_ASSERT_EQUAL(i == 0 ? zdist_input_next(in, &st) : got, 0); /* then the end */
+        zdist_input_destroy(&in);
+        zdist_dataset_destroy(&ds);
+        zdist_input_context_destroy(&ictx);
+    }
+    /* one pipeline of 2 replicas (mirrored:2, PER_WORKER): replica r of a step takes the pipeline's next batch */
+    zdist_input_context_t *one = zdist_input_context_new(1, 0, 2, &err);
+    zdist_dataset_t *ds = NULL;
+    CU_ASSERT_EQUAL(zdist_job_load_dataset(&job, false, one, job.shard_policy, &ds, NULL, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines: 2 given, but the job runs 1 input pipeline (one per "
+                                            "worker); give one per worker"));
+    zdist_input_context_destroy(&one);
+    zdist_input_context_t *three = zdist_input_context_new(2, 0, 6, &err);
+    job.global_batch_size = 9;
+    CU_ASSERT_EQUAL(zdist_job_load_dataset(&job, false, three, job.shard_policy, &ds, NULL, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "The `global_batch_size` 9 is not divisible by `num_replicas_in_sync` 6"));
+    zdist_input_context_destroy(&three);
+    zdist_job_release(&job);
+
+    /* bad forms name the field */
+    snprintf(list, sizeof list, "[{\"path\": \"%s\"}]", p0);
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job(list, ", \"train\": {\"path\": \"x.csv\"}"), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines: give either dataset.train"));
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job("{\"path\": \"a.csv\"}", ""), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines: must be a list of 1..256 files objects"));
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job("[]", ""), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines: must be a list"));
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job("[\"a.csv\"]", ""), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines[0]: must be an object {\"path\": ...}"));
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job("[{\"file\": \"a.csv\"}]", ""), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines[0]"));
+    CU_ASSERT_EQUAL(s_parse_text(s_pipelines_job(list, ", \"shard_policy\": \"file\""), &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.shard_policy: a dataset per pipeline is never sharded"));
+    char *ps = NULL;
+    CU_ASSERT(asprintf(&ps, "{\"name\": \"p\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": "
+                            "\"linear_regression\"}, \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": "
+                            "\"csv\", \"pipelines\": %s, \"global_batch_size\": 10}, \"steps\": 1}",
+                       list) > 0);
+    CU_ASSERT_EQUAL(s_parse_text(ps, &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.pipelines: parameter_server shares one dataset out"));
+    unlink(p0);
+    unlink(p1);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 void
 zdist_test_job_register(void)
 {
@@ -343,5 +476,7 @@ zdist_test_job_register(void)
                 {"a deep copy outlives its source", test_copy},
                 {"strategy tpu: logical devices, placement refused with TensorFlow's text", test_tpu},
                 {"dataset files confined to the data roots: '..', links out, elsewhere refused by field",
-                 test_confine_data});
+                 test_confine_data},
+                {"dataset.pipelines: a file list per input pipeline, TF's range(14) case, bad forms by field",
+                 test_pipelines});
 }

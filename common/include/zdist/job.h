@@ -46,6 +46,15 @@ typedef struct {
     /* dataset */
     zdist_input_format_t format;
     zdist_job_files_t train, test;
+    /* dataset.pipelines instead of dataset.train (distribute_datasets_from_
+       function as a file list): pipelines[i] is what input pipeline i (the
+       worker of that index) reads, whole and in order, batched by the
+       per-replica batch size (global_batch_size / num_replicas_in_sync, which
+       must divide it), a step taking the next batch for each local replica:
+       neither sharded (shard_policy is off) nor rebatched. num_pipelines 0:
+       dataset.train. */
+    zdist_job_files_t *pipelines;
+    size_t num_pipelines;
     bool has_test;
     int64_t global_batch_size;
     bool shuffle;
@@ -83,6 +92,7 @@ typedef struct {
 #define ZDIST_JOB_PRIORITY_MIN (-1000)
 #define ZDIST_JOB_PRIORITY_MAX 1000
 #define ZDIST_JOB_CKPT_DIR_MAX 900
+#define ZDIST_JOB_MAX_PIPELINES 256 /* entries of dataset.pipelines */
 
 /* Parses the job file at `path` (relative data paths are taken from the
    file's directory). Strict: unknown fields, wrong types and bad values are
@@ -113,7 +123,11 @@ ZDIST_EXPORT int zdist_job_validate(const zdist_job_t *job, zdist_error_t *err);
    -ENOENT when a path under a root does not resolve, -ENOMEM. */
 ZDIST_EXPORT int zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err);
 /* Loads the job's train (test = false) or test set, sharded for ictx (may
-   be NULL: one pipeline) by `policy`. Synthetic data: example i depends only
+   be NULL: one pipeline) by `policy`. With dataset.pipelines the train set
+   is pipeline ictx->input_pipeline_id's files, unsharded (applied OFF):
+   -EINVAL naming dataset.pipelines when their number is not the number of
+   input pipelines, and TF's "The `global_batch_size` G is not divisible by
+   `num_replicas_in_sync` R" when the per-replica batch is not whole. Synthetic data: example i depends only
    on (seed, i), so the test set is generated as the test_n examples after
    the training set's n (evaluation skips the first n); applied is DATA.
    ret_applied may be NULL. Negative errno with err naming the file. */

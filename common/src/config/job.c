@@ -172,16 +172,12 @@ s_resolve_list(char **list, const char *base_dir)
     return 0;
 }
 
+/* One files object ({"path"} or idx's {"images", "labels"}) at `where`. */
 static int
-s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format, zdist_job_files_t *ret,
-        const char *base_dir, zdist_error_t *err)
+s_files_obj(json_t *o, const char *where, zdist_input_format_t format, zdist_job_files_t *ret, const char *base_dir,
+            zdist_error_t *err)
 {
-    json_t *o;
-    char where[32];
-    snprintf(where, sizeof where, "dataset.%s", key);
-    int rc = s_obj(ds, "dataset", key, required, &o, err);
-    if (rc < 0 || !o)
-        return rc;
+    int rc;
     if (format == ZDIST_INPUT_FORMAT_IDX) {
         static const char *const allowed[] = {"images", "labels", NULL};
         if ((rc = s_keys(o, where, allowed, err)) < 0 || (rc = s_str(o, where, "images", true, &ret->images, err)) < 0 ||
@@ -196,6 +192,48 @@ s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format,
         (rc = s_resolve(&ret->path, base_dir)) < 0)
         return rc;
     return 1;
+}
+
+static int
+s_files(json_t *ds, const char *key, bool required, zdist_input_format_t format, zdist_job_files_t *ret,
+        const char *base_dir, zdist_error_t *err)
+{
+    json_t *o;
+    char where[32];
+    snprintf(where, sizeof where, "dataset.%s", key);
+    int rc = s_obj(ds, "dataset", key, required, &o, err);
+    if (rc < 0 || !o)
+        return rc;
+    return s_files_obj(o, where, format, ret, base_dir, err);
+}
+
+/* dataset.pipelines: a list of files objects, one per input pipeline. */
+static int
+s_pipelines(json_t *ds, zdist_input_format_t format, zdist_job_t *job, const char *base_dir, zdist_error_t *err)
+{
+    json_t *list = json_object_get(ds, "pipelines");
+    const char *how = format == ZDIST_INPUT_FORMAT_IDX ? "{\"images\": ..., \"labels\": ...}" : "{\"path\": ...}";
+    char got[128];
+    if (!json_is_array(list) || json_array_size(list) < 1 || json_array_size(list) > ZDIST_JOB_MAX_PIPELINES)
+        return zdist_error_set(err, -EINVAL,
+                               "dataset.pipelines: must be a list of 1..%d files objects (%s), one per input "
+                               "pipeline (worker), got %s",
+                               ZDIST_JOB_MAX_PIPELINES, how, s_got(list, got, sizeof got));
+    job->num_pipelines = json_array_size(list);
+    if (!(job->pipelines = calloc(job->num_pipelines, sizeof *job->pipelines)))
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < job->num_pipelines; i++) {
+        char where[48];
+        snprintf(where, sizeof where, "dataset.pipelines[%zu]", i);
+        json_t *o = json_array_get(list, i);
+        if (!json_is_object(o))
+            return zdist_error_set(err, -EINVAL, "%s: must be an object %s, got %s", where, how,
+                                   s_got(o, got, sizeof got));
+        int rc = s_files_obj(o, where, format, &job->pipelines[i], base_dir, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int
@@ -260,13 +298,13 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         return rc;
     }
     free(format);
-    static const char *const common[] = {"format", "train", "test", "global_batch_size", "shuffle", "shuffle_seed",
-                                         "shard_policy", "prefetch", "drop_remainder", NULL};
-    static const char *const csv[] = {"format", "train", "test", "global_batch_size", "shuffle", "shuffle_seed",
-                                      "shard_policy", "prefetch", "drop_remainder", "label_column", "header",
-                                      "label_dtype", NULL};
-    static const char *const libsvm[] = {"format", "train", "test", "global_batch_size", "shuffle", "shuffle_seed",
-                                         "shard_policy", "prefetch", "drop_remainder", "dim", NULL};
+    static const char *const common[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
+                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", NULL};
+    static const char *const csv[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
+                                      "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "label_column",
+                                      "header", "label_dtype", NULL};
+    static const char *const libsvm[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
+                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "dim", NULL};
     static const char *const synthetic[] = {"format", "synthetic", "global_batch_size", "shuffle", "shuffle_seed",
                                             "shard_policy", "prefetch", "drop_remainder", NULL};
     const char *const *allowed = job->format == ZDIST_INPUT_FORMAT_CSV ? csv
@@ -298,7 +336,13 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         job->synthetic_seed = (uint64_t)seed;
         job->has_test = job->synthetic_test_n > 0;
     } else {
-        if ((rc = s_files(ds, "train", true, job->format, &job->train, base_dir, err)) < 0)
+        bool has_train = json_object_get(ds, "train") != NULL, has_pipes = json_object_get(ds, "pipelines") != NULL;
+        if (has_train && has_pipes)
+            return zdist_error_set(err, -EINVAL,
+                                   "dataset.pipelines: give either dataset.train (one dataset the strategy shards "
+                                   "and rebatches) or dataset.pipelines (a dataset per input pipeline), not both");
+        if (has_pipes ? (rc = s_pipelines(ds, job->format, job, base_dir, err)) < 0
+                      : (rc = s_files(ds, "train", true, job->format, &job->train, base_dir, err)) < 0)
             return rc;
         if ((rc = s_files(ds, "test", false, job->format, &job->test, base_dir, err)) < 0)
             return rc;
@@ -336,7 +380,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         return rc;
     job->shuffle_seed = (uint64_t)shuffle_seed;
     job->prefetch = (int)prefetch;
-    job->shard_policy = ZDIST_AUTO_SHARD_AUTO;
+    job->shard_policy = job->num_pipelines ? ZDIST_AUTO_SHARD_OFF : ZDIST_AUTO_SHARD_AUTO;
     if (policy) {
         rc = zdist_auto_shard_policy_from_name(policy, &job->shard_policy);
         free(policy);
@@ -641,6 +685,28 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
     }
     if (job->shard_policy < ZDIST_AUTO_SHARD_OFF || job->shard_policy > ZDIST_AUTO_SHARD_DATA)
         return zdist_error_set(err, -EINVAL, "dataset.shard_policy: use auto, file, data or off");
+    if (job->num_pipelines) {
+        if (job->num_pipelines > ZDIST_JOB_MAX_PIPELINES || !job->pipelines)
+            return zdist_error_set(err, -EINVAL, "dataset.pipelines: 1..%d entries", ZDIST_JOB_MAX_PIPELINES);
+        if (job->shard_policy != ZDIST_AUTO_SHARD_OFF)
+            return zdist_error_set(err, -EINVAL,
+                                   "dataset.shard_policy: a dataset per pipeline is never sharded (as TF's "
+                                   "distribute_datasets_from_function); remove shard_policy or set it to off");
+        if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER)
+            return zdist_error_set(err, -EINVAL,
+                                   "dataset.pipelines: parameter_server shares one dataset out in closures; a "
+                                   "dataset per pipeline is for the synchronous strategies (mirrored, "
+                                   "central_storage, one_device, multi_worker_mirrored, tpu): use dataset.train");
+        if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC)
+            return zdist_error_set(err, -EINVAL, "dataset.pipelines: synthetic data has no files; use dataset.train");
+        for (size_t i = 0; i < job->num_pipelines; i++) {
+            const zdist_job_files_t *f = &job->pipelines[i];
+            if (job->format == ZDIST_INPUT_FORMAT_IDX ? !f->images || !f->labels : !f->path)
+                return zdist_error_set(err, -EINVAL, "dataset.pipelines[%zu]: %s", i,
+                                       job->format == ZDIST_INPUT_FORMAT_IDX ? "idx data needs images and labels"
+                                                                             : "path is missing; add the data file");
+        }
+    }
     if ((job->steps > 0) == (job->epochs > 0))
         return zdist_error_set(err, -EINVAL, "steps / epochs: give exactly one of them (\"epochs\": 2 or \"steps\": 1000)");
     switch (job->format) {
@@ -658,12 +724,13 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
             return zdist_error_set(err, -EINVAL, "dataset.synthetic.test_n: disagrees with the job's test set");
         break;
     case ZDIST_INPUT_FORMAT_IDX:
-        if (!job->train.images || !job->train.labels || (job->has_test && (!job->test.images || !job->test.labels)))
+        if ((!job->num_pipelines && (!job->train.images || !job->train.labels)) ||
+            (job->has_test && (!job->test.images || !job->test.labels)))
             return zdist_error_set(err, -EINVAL, "dataset.train: idx data needs images and labels");
         break;
     case ZDIST_INPUT_FORMAT_CSV:
     case ZDIST_INPUT_FORMAT_LIBSVM:
-        if (!job->train.path || (job->has_test && !job->test.path))
+        if ((!job->num_pipelines && !job->train.path) || (job->has_test && !job->test.path))
             return zdist_error_set(err, -EINVAL, "dataset.train.path: missing; add the data file");
         if (job->format == ZDIST_INPUT_FORMAT_CSV && job->csv.label_dtype != ZDIST_DTYPE_INT32 &&
             job->csv.label_dtype != ZDIST_DTYPE_FLOAT32)
@@ -694,6 +761,9 @@ zdist_job_release(zdist_job_t *job)
     free(job->ckpt_dir);
     s_files_release(&job->train);
     s_files_release(&job->test);
+    for (size_t i = 0; job->pipelines && i < job->num_pipelines; i++)
+        s_files_release(&job->pipelines[i]);
+    free(job->pipelines);
     memset(job, 0, sizeof *job);
 }
 
@@ -703,6 +773,25 @@ zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_cont
                         zdist_auto_shard_policy_t *ret_applied, zdist_error_t *err)
 {
     const zdist_job_files_t *f = test ? &job->test : &job->train;
+    if (!test && job->num_pipelines) {
+        /* distribute_datasets_from_function: this pipeline's own files, unsharded */
+        int pipes = ictx ? zdist_input_context_num_input_pipelines(ictx) : 1;
+        int id = ictx ? zdist_input_context_input_pipeline_id(ictx) : 0;
+        int replicas = ictx ? zdist_input_context_num_replicas_in_sync(ictx) : 1;
+        if ((size_t) pipes != job->num_pipelines)
+            return zdist_error_set(err, -EINVAL,
+                                   "dataset.pipelines: %zu given, but the job runs %d input pipeline%s (one per "
+                                   "worker); give one per worker",
+                                   job->num_pipelines, pipes, pipes == 1 ? "" : "s");
+        if (job->global_batch_size % replicas != 0)
+            return zdist_error_set(err, -EINVAL,
+                                   "dataset.global_batch_size: The `global_batch_size` %lld is not divisible by "
+                                   "`num_replicas_in_sync` %d",
+                                   (long long) job->global_batch_size, replicas);
+        f = &job->pipelines[id];
+        policy = ZDIST_AUTO_SHARD_OFF;
+        ictx = NULL; /* one pipeline's data: nothing to shard */
+    }
     const char *paths[2];
     zdist_input_spec_t spec = {.format = job->format, .paths = paths, .csv = job->csv, .libsvm_dim = job->libsvm_dim};
     if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC) {

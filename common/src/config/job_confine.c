@@ -80,5 +80,15 @@ zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdi
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if ((rc = s_confine(files[i].path, files[i].field, roots, n, err)) < 0)
             return rc;
+    for (size_t i = 0; job->pipelines && i < job->num_pipelines; i++) {
+        char field[3][64];
+        snprintf(field[0], sizeof field[0], "dataset.pipelines[%zu].images", i);
+        snprintf(field[1], sizeof field[1], "dataset.pipelines[%zu].labels", i);
+        snprintf(field[2], sizeof field[2], "dataset.pipelines[%zu].path", i);
+        if ((rc = s_confine(&job->pipelines[i].images, field[0], roots, n, err)) < 0 ||
+            (rc = s_confine(&job->pipelines[i].labels, field[1], roots, n, err)) < 0 ||
+            (rc = s_confine(&job->pipelines[i].path, field[2], roots, n, err)) < 0)
+            return rc;
+    }
     return 0;
 }

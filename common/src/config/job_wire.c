@@ -29,6 +29,11 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     zdist__job__optimizer__init(&ret->optimizer);
     s_files_to_pb(&job->train, &ret->train);
     s_files_to_pb(&job->test, &ret->test);
+    size_t np = job->num_pipelines < ZDIST_JOB_MAX_PIPELINES ? job->num_pipelines : ZDIST_JOB_MAX_PIPELINES;
+    for (size_t i = 0; i < np; i++) {
+        s_files_to_pb(&job->pipelines[i], &ret->pipelines[i]);
+        ret->pipeline_ptrs[i] = &ret->pipelines[i];
+    }
     pb->name = job->name;
     pb->strategy = (char *)zdist_strategy_name(job->strategy);
     pb->num_replicas = job->num_replicas;
@@ -52,6 +57,8 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->format = (char *)zdist_input_format_name(job->format);
     pb->train = &ret->train;
     pb->test = &ret->test;
+    pb->n_pipelines = np;
+    pb->pipelines = np ? ret->pipeline_ptrs : NULL;
     pb->has_test = job->has_test;
     pb->global_batch_size = job->global_batch_size;
     pb->shuffle = job->shuffle;
@@ -137,6 +144,18 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->format = zdist_input_format_from_name(pb->format);
     s_files_from_pb(pb->train, &ret->train, &rc);
     s_files_from_pb(pb->test, &ret->test, &rc);
+    if (pb->n_pipelines > ZDIST_JOB_MAX_PIPELINES) {
+        zdist_job_release(ret);
+        return zdist_error_set(err, -EINVAL, "dataset.pipelines: %zu entries; at most %d", pb->n_pipelines,
+                               ZDIST_JOB_MAX_PIPELINES);
+    }
+    if (pb->n_pipelines) {
+        ret->num_pipelines = pb->n_pipelines;
+        if (!(ret->pipelines = calloc(pb->n_pipelines, sizeof *ret->pipelines)))
+            rc = -ENOMEM;
+        for (size_t i = 0; ret->pipelines && i < pb->n_pipelines; i++)
+            s_files_from_pb(pb->pipelines[i], &ret->pipelines[i], &rc);
+    }
     ret->has_test = pb->has_test;
     ret->global_batch_size = pb->global_batch_size;
     ret->shuffle = pb->shuffle;

@@ -11,6 +11,8 @@ typedef struct {
     Zdist__Job__Job job;
     Zdist__Job__Optimizer optimizer;
     Zdist__Job__Files train, test;
+    Zdist__Job__Files pipelines[ZDIST_JOB_MAX_PIPELINES];
+    Zdist__Job__Files *pipeline_ptrs[ZDIST_JOB_MAX_PIPELINES];
 } zdist_job_pb_t;
 
 void zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret);
