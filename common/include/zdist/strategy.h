@@ -239,7 +239,9 @@ ZDIST_EXPORT int zdist_strategy_variable_new(zdist_strategy_object_t *self, cons
 ZDIST_EXPORT const char *zdist_strategy_variable_name(const zdist_strategy_var_t *var);
 /* Copies held (1 or num_replicas_in_sync). */
 ZDIST_EXPORT int zdist_strategy_variable_num_copies(const zdist_strategy_var_t *var);
-/* The copy `i` (a view into the variable; valid while the strategy lives). */
+/* The copy `i` (a view into the variable; valid while the strategy lives).
+   Under parameter_server the one copy is this process's: the initial value,
+   then what zdist_strategy_variable_read last pulled from the psds. */
 ZDIST_EXPORT const zdist_tensor_t *zdist_strategy_variable_copy(const zdist_strategy_var_t *var, int i);
 /* parameter_server: the ps task of each of its shards into
    ret_tasks[max] (may be NULL), in row order; returns the number of
