@@ -1,7 +1,6 @@
 /* worker_session: the one place a job becomes data, an input pipeline, a model and its trainer on a worker. */
 #include <cblas.h>
 #include <errno.h>
-#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,32 +68,6 @@ s_blas_threads(int host_workers, int replicas)
         n = 1;
     openblas_set_num_threads(n);
     return n;
-}
-
-/* The cores this process may run on (its affinity; else the online ones). */
-static int
-s_cores(void)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-/* TPUStrategy's device assignment must fit the machine (TF refuses more
-   logical devices than the topology has); oversubscribe admits it here. */
-static int
-s_tpu_check(const zdist_job_t *job, zdist_error_t *err)
-{
-    int ldev = job->logical_devices_per_replica > 1 ? job->logical_devices_per_replica : 1;
-    int need = job->num_replicas * ldev, cores = s_cores();
-    if (need > cores && !job->oversubscribe)
-        return zdist_error_set(err, -EINVAL, "strategy: num_replicas %d x logical_devices_per_replica %d = %d logical "
-                               "devices do not fit the %d cores this worker was given (its CPU affinity); lower "
-                               "them or set strategy.oversubscribe to true", job->num_replicas, ldev, need, cores);
-    return 0;
 }
 
 /* multi_worker_mirrored: binds this rank's end of the ring on the worker's
@@ -178,7 +151,9 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
                                           .retries = 2, .prefix = cfg->variable_prefix};
     }
 
-    if (job->strategy == ZDIST_STRATEGY_TPU && (rc = s_tpu_check(job, err)) < 0)
+    if (job->strategy == ZDIST_STRATEGY_TPU &&
+        (rc = zdist_job_check_logical_devices(job->num_replicas, job->logical_devices_per_replica, job->oversubscribe,
+                                              err)) < 0)
         return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
 
     if (cfg->confined) {

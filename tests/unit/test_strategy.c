@@ -9,6 +9,7 @@
 #include "zdist/collective.h"
 #include "zdist/job.h"
 #include "zdist/strategy.h"
+#include "zdist/sys.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -79,10 +80,6 @@ test_new_and_specs(void)
     spec.kind = ZDIST_STRATEGY_PARAMETER_SERVER;
     CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "parameter_server needs coordinator, the ClusterCoordinator's options"));
-    CU_ASSERT_PTR_NULL(s);
-    spec.kind = ZDIST_STRATEGY_TPU;
-    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &s, &err), -ENOTSUP);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "tpu is not served by zdist_strategy_new: it runs as a job"));
     CU_ASSERT_PTR_NULL(s);
 
     s = s_new(ZDIST_STRATEGY_MIRRORED, 0);
@@ -1656,6 +1653,244 @@ test_multi_worker_dtypes_and_axes(void)
         zdist_comm_destroy(&comm[i]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* tpu: TPUStrategy's replicas as mirrored's, plus logical devices            */
+
+#define TPU_N 8 /* examples: y = 2x + 1, 4 per replica */
+#define TPU_STEPS 20
+
+typedef struct {
+    zdist_strategy_var_t *w, *b;
+    float x[TPU_N], y[TPU_N];
+    /* per replica: its thread, each part's thread, and whether each part ran in the replica's context */
+    pthread_t replica_tid[2], part_tid[2][2];
+    int part_in_ctx[2][2];
+    pthread_t first_part1_tid[2];
+    int steps;
+    float losses[TPU_STEPS];
+} tpu_loop_t;
+
+typedef struct {
+    tpu_loop_t *L;
+    zdist_strategy_replica_t *ctx;
+    int replica, part;
+    float w, b, grad, loss;
+} tpu_part_t;
+
+/* One part of the replica's gradient (part 0: dL/dw and the loss, part 1: dL/db): model parallelism, each part
+   on a logical device. */
+static int
+s_tpu_part(zdist_strategy_replica_t *ctx, int device, void *arg, zdist_error_t *err)
+{
+    (void) device;
+    (void) err;
+    tpu_part_t *p = arg;
+    p->L->part_tid[p->replica][p->part] = pthread_self();
+    p->L->part_in_ctx[p->replica][p->part] = zdist_strategy_get_replica_context() == ctx && ctx == p->ctx;
+    float g = 0, loss = 0;
+    for (int i = p->replica * 4; i < p->replica * 4 + 4; i++) {
+        float e = p->w * p->L->x[i] + p->b - p->L->y[i];
+        g += p->part == 0 ? e * p->L->x[i] : e;
+        loss += e * e;
+    }
+    p->grad = g / 2.0f; /* d(mean squared error)/dparam over the replica's 4 examples: 2/4 */
+    p->loss = loss / 4.0f;
+    return 0;
+}
+
+static int
+s_tpu_step(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    tpu_loop_t *L = arg;
+    int r = zdist_strategy_replica_id(ctx);
+    int ldev = zdist_strategy_num_logical_devices_per_replica(zdist_strategy_replica_strategy(ctx));
+    L->replica_tid[r] = pthread_self();
+    const zdist_tensor_t *w, *b;
+    int rc;
+    if ((rc = zdist_strategy_replica_read(ctx, L->w, &w, err)) < 0 ||
+        (rc = zdist_strategy_replica_read(ctx, L->b, &b, err)) < 0)
+        return rc;
+    tpu_part_t part[2];
+    for (int k = 0; k < 2; k++) {
+        part[k] = (tpu_part_t){.L = L, .ctx = ctx, .replica = r, .part = k, .w = s_f(w, 0), .b = s_f(b, 0)};
+        if ((rc = zdist_strategy_replica_run_on_logical_device(ctx, k % ldev, s_tpu_part, &part[k], err)) < 0)
+            return rc;
+    }
+    /* synchronous SGD: every replica's step, aggregated by MEAN (the variables' aggregation) */
+    float dw = 0.1f * part[0].grad, db = 0.1f * part[1].grad;
+    zdist_tensor_t tw = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &dw, .nbytes = 4};
+    zdist_tensor_t tb = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &db, .nbytes = 4};
+    if ((rc = zdist_strategy_replica_assign(ctx, L->w, ZDIST_VAR_ASSIGN_SUB, &tw, err)) < 0 ||
+        (rc = zdist_strategy_replica_assign(ctx, L->b, ZDIST_VAR_ASSIGN_SUB, &tb, err)) < 0)
+        return rc;
+    *ret = s_scalar_f32(part[0].loss);
+    return 0;
+}
+
+/* The same custom loop under `s`: variables under its scope, run, reduce of the loss; final w, b out. */
+static void
+s_tpu_loop(zdist_strategy_object_t *s, tpu_loop_t *L, float *ret_w, float *ret_b)
+{
+    zdist_error_t err = {0};
+    for (int i = 0; i < TPU_N; i++) {
+        L->x[i] = (float) i / TPU_N;
+        L->y[i] = 2.0f * L->x[i] + 1.0f;
+    }
+    float zero = 0;
+    zdist_strategy_var_def_t dw = {.name = "w", .dtype = ZDIST_DTYPE_FLOAT32, .initial_value = &zero,
+                                   .aggregation = ZDIST_AGG_MEAN};
+    zdist_strategy_var_def_t db = dw;
+    db.name = "b";
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_enter(s, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_variable_new(s, &dw, &L->w, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_variable_new(s, &db, &L->b, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_variable_num_copies(L->w), 2); /* mirrored: a copy per replica */
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_exit(s, &err), 0);
+    for (int step = 0; step < TPU_STEPS; step++) {
+        zdist_tensor_t r[2] = {{0}, {0}}, loss = {0};
+        int rc = zdist_strategy_run(s, s_tpu_step, L, NULL, r, &err);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        for (int k = 0; k < 2 && step == 0; k++)
+            L->first_part1_tid[k] = L->part_tid[k][1];
+        for (int k = 0; k < 2 && zdist_strategy_num_logical_devices_per_replica(s) > 1; k++) {
+            /* device 0 is the replica's own thread; device 1 another, the same one every step */
+            CU_ASSERT(pthread_equal(L->part_tid[k][0], L->replica_tid[k]));
+            CU_ASSERT(!pthread_equal(L->part_tid[k][1], L->replica_tid[k]));
+            CU_ASSERT(pthread_equal(L->part_tid[k][1], L->first_part1_tid[k]));
+            CU_ASSERT(L->part_in_ctx[k][0] && L->part_in_ctx[k][1]);
+        }
+        CU_ASSERT_EQUAL(zdist_strategy_reduce(s, ZDIST_REDUCE_MEAN, r, 2, ZDIST_AXIS_NONE, &loss, &err), 0);
+        L->losses[L->steps++] = s_f(&loss, 0);
+        free(loss.data);
+        zdist_strategy_values_free(r, 2);
+    }
+    *ret_w = s_f(zdist_strategy_variable_copy(L->w, 1), 0);
+    *ret_b = s_f(zdist_strategy_variable_copy(L->b, 1), 0);
+    CU_ASSERT_EQUAL(*ret_w, s_f(zdist_strategy_variable_copy(L->w, 0), 0)); /* the copies in sync */
+}
+
+static void
+test_tpu_object(void)
+{
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_TPU, .num_replicas = 2, .logical_devices_per_replica = 2,
+                                  .oversubscribe = true};
+    zdist_strategy_object_t *tpu = NULL, *mir = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_new(&spec, &tpu, &err), 0);
+    CU_ASSERT_STRING_EQUAL(zdist_strategy_class_name(tpu), "TPUStrategy");
+    CU_ASSERT_EQUAL(zdist_strategy_num_replicas_in_sync(tpu), 2);
+    CU_ASSERT_EQUAL(zdist_strategy_num_logical_devices_per_replica(tpu), 2);
+    CU_ASSERT_EQUAL(zdist_strategy_num_logical_devices_per_replica(mir), 1);
+    tpu_loop_t lt = {0}, lm = {0};
+    float wt, bt, wm, bm;
+    s_tpu_loop(tpu, &lt, &wt, &bt);
+    s_tpu_loop(mir, &lm, &wm, &bm);
+    /* R=2 L=2 trains exactly as mirrored:2: the same losses and weights, to the bit */
+    CU_ASSERT_EQUAL(lt.steps, TPU_STEPS);
+    CU_ASSERT_EQUAL(memcmp(lt.losses, lm.losses, sizeof lt.losses), 0);
+    CU_ASSERT_EQUAL(wt, wm);
+    CU_ASSERT_EQUAL(bt, bm);
+    CU_ASSERT(lt.losses[TPU_STEPS - 1] < lt.losses[0] / 4);
+    /* under mirrored both parts ran on the replica's own thread (L = 1) */
+    CU_ASSERT(pthread_equal(lm.part_tid[0][1], lm.replica_tid[0]));
+    zdist_strategy_destroy(&tpu);
+    zdist_strategy_destroy(&mir);
+
+    /* bad specs */
+    spec.logical_devices_per_replica = -1;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &tpu, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "logical_devices_per_replica -1 is out of range; use 0..64"));
+    spec.logical_devices_per_replica = 65;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &tpu, &err), -EINVAL);
+    spec.num_replicas = -2;
+    spec.logical_devices_per_replica = 2;
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &tpu, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "num_replicas -2 is out of range"));
+    /* more logical devices than cores: the job's text, both numbers named */
+    int cores = zdist_sys_cores();
+    spec = (zdist_strategy_spec_t){.kind = ZDIST_STRATEGY_TPU, .num_replicas = cores, .logical_devices_per_replica = 2};
+    CU_ASSERT_EQUAL(zdist_strategy_new(&spec, &tpu, &err), -EINVAL);
+    char want[200];
+    snprintf(want, sizeof want, "strategy: num_replicas %d x logical_devices_per_replica 2 = %d logical devices do "
+             "not fit the %d cores", cores, 2 * cores, cores);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "set strategy.oversubscribe to true"));
+    CU_ASSERT_PTR_NULL(tpu);
+    zdist_error_t jerr = {0};
+    CU_ASSERT_EQUAL(zdist_job_check_logical_devices(cores, 2, false, &jerr), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(jerr.text, err.text); /* one check for the job and the object */
+}
+
+/* Wrong context and wrong device. */
+typedef struct {
+    int rc_bad_device, rc_nested, rc_other_ctx;
+    char bad_device[ZDIST_ERROR_TEXT_MAX], nested[ZDIST_ERROR_TEXT_MAX], other_ctx[ZDIST_ERROR_TEXT_MAX];
+    zdist_strategy_replica_t *ctx[2];
+} tpu_ctx_t;
+
+static int
+s_tpu_nested(zdist_strategy_replica_t *ctx, int device, void *arg, zdist_error_t *err)
+{
+    (void) device;
+    (void) err;
+    tpu_ctx_t *t = arg;
+    zdist_error_t e = {0};
+    t->rc_nested = zdist_strategy_replica_run_on_logical_device(ctx, 0, s_tpu_nested, t, &e);
+    memcpy(t->nested, e.text, sizeof t->nested);
+    return 0;
+}
+
+static int
+s_tpu_ctx_step(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) ret;
+    tpu_ctx_t *t = arg;
+    int r = zdist_strategy_replica_id(ctx);
+    t->ctx[r] = ctx;
+    /* every replica's ctx stored before replica 1 uses replica 0's */
+    float one = 1;
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = 4}, out = {0};
+    int rc = zdist_strategy_replica_all_reduce(ctx, ZDIST_REDUCE_SUM, &v, &out, err);
+    free(out.data);
+    if (rc < 0)
+        return rc;
+    zdist_error_t e = {0};
+    if (r == 1) {
+        t->rc_other_ctx = zdist_strategy_replica_run_on_logical_device(t->ctx[0], 1, s_tpu_nested, t, &e);
+        memcpy(t->other_ctx, e.text, sizeof t->other_ctx);
+        return 0;
+    }
+    t->rc_bad_device = zdist_strategy_replica_run_on_logical_device(ctx, 2, s_tpu_nested, t, &e);
+    memcpy(t->bad_device, e.text, sizeof t->bad_device);
+    return zdist_strategy_replica_run_on_logical_device(ctx, 1, s_tpu_nested, t, err);
+}
+
+static void
+test_tpu_wrong_context(void)
+{
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_TPU, .num_replicas = 2, .logical_devices_per_replica = 2,
+                                  .oversubscribe = true};
+    zdist_strategy_object_t *s = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_new(&spec, &s, &err), 0);
+    tpu_ctx_t t = {0};
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_tpu_ctx_step, &t, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL(t.rc_bad_device, -EINVAL);
+    CU_ASSERT_STRING_EQUAL(t.bad_device, "`logical_core_id` to assign must be lower then total number of logical "
+                                         "devices per replica. Received logical device id 2 but there are only "
+                                         "total of 2 logical devices in replica.");
+    CU_ASSERT_EQUAL(t.rc_nested, -EDEADLK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t.nested, "called from logical device 1's function"));
+    CU_ASSERT_EQUAL(t.rc_other_ctx, -EPERM);
+    CU_ASSERT_STRING_EQUAL(t.other_ctx, "Mismatching ReplicaContext.");
+    /* outside run, from the cross-replica context: TF's replica-context text */
+    CU_ASSERT_EQUAL(zdist_strategy_scope_enter(s, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_replica_run_on_logical_device(NULL, 0, s_tpu_nested, &t, &err), -EPERM);
+    CU_ASSERT_STRING_EQUAL(err.text, "Need to be inside `call_for_each_replica()`");
+    CU_ASSERT_EQUAL(zdist_strategy_scope_exit(s, &err), 0);
+    zdist_strategy_destroy(&s);
+}
+
 void
 zdist_test_strategy_register(void)
 {
@@ -1677,5 +1912,8 @@ zdist_test_strategy_register(void)
          test_multi_worker_mirrored_from_tf_config},
         {"parameter_server: spec checks, run refused, schedule there only", test_parameter_server_object},
         {"multi_worker_mirrored: int32/int64 reduce and merge_call, gather along axis 1, as one worker",
-         test_multi_worker_dtypes_and_axes});
+         test_multi_worker_dtypes_and_axes},
+        {"tpu: R=2 L=2 trains as mirrored:2, device 0 the replica's thread, 1 another; bad specs",
+         test_tpu_object},
+        {"tpu: a device outside 0..L-1, nested and outside run: TF's texts", test_tpu_wrong_context});
 }

@@ -111,6 +111,13 @@ ZDIST_EXPORT int zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_
    optimizer, the dataset's files, evaluation with a test set): every job
    parsed or received as a message passes it. -EINVAL naming the field. */
 ZDIST_EXPORT int zdist_job_validate(const zdist_job_t *job, zdist_error_t *err);
+/* TPUStrategy's device assignment must fit the machine (TF refuses more
+   logical devices than the topology has): num_replicas x
+   logical_devices_per_replica (0 means 1) against zdist_sys_cores ();
+   oversubscribe admits more. -EINVAL naming both numbers and the fix. The
+   check a tpu job's worker makes, and zdist_strategy_new for a tpu spec. */
+ZDIST_EXPORT int zdist_job_check_logical_devices(int num_replicas, int logical_devices_per_replica,
+                                                 bool oversubscribe, zdist_error_t *err);
 /* Confines the job's dataset files (train and test: images, labels, path)
    to the directories `roots` (n of them, absolute and canonical, as
    realpath() gives them): each path must be absolute, have no ".."

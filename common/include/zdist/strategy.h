@@ -1,5 +1,5 @@
 /* zdist strategy: a tf.distribute.Strategy object (one_device, mirrored,
-   central_storage, multi_worker_mirrored, parameter_server): scope, run or
+   central_storage, multi_worker_mirrored, parameter_server, tpu): scope, run or
    schedule, reduce, gather, datasets, extended. */
 #ifndef ZDIST_STRATEGY_H
 #define ZDIST_STRATEGY_H
@@ -43,6 +43,20 @@ extern "C" {
    caller connected, or that the strategy forms from the cluster's TF_CONFIG
    (spec.cluster): num_replicas_in_sync = workers x N, replica ids
    worker_index * N + local, a variable copy per local replica).
+
+   tpu (TPUStrategy, as on CPU cores: spec.num_replicas R and
+   spec.logical_devices_per_replica L): R synchronous replicas exactly as
+   mirrored:R (a variable copy per replica, all_reduce, merge_call, reduce,
+   datasets: the same code and the same results), plus L logical devices
+   per replica, each its own thread, for model parallelism inside a
+   replica: zdist_strategy_replica_run_on_logical_device. R x L must fit
+   the process's cores unless spec.oversubscribe (the check a tpu job's
+   worker makes). TF's TPU-only parts have no C counterpart here: no XLA
+   (a step function is plain C, so experimental_split_to_logical_devices
+   and experimental_replicate_to_logical_devices are the function handing
+   each device its share), no cluster resolver or topology
+   (DeviceAssignment is R x L threads), one worker only (a tpu job runs
+   across workers on multi_worker_mirrored's ring; the object does not).
 
    parameter_server (ParameterServerStrategy with its ClusterCoordinator,
    spec.coordinator): one object on the coordinator's side, over
@@ -155,14 +169,24 @@ typedef struct {
        variable prefix ("JOB/": the variables' names on the psds). Copied
        by zdist_strategy_new. num_replicas: 0 or 1. */
     const zdist_coordinator_options_t *coordinator;
+    /* tpu only (TPUStrategy; num_replicas its replicas): the logical
+       devices of each replica (DeviceAssignment.num_cores_per_replica;
+       0 means 1, at most ZDIST_MAX_LOGICAL_DEVICES), and oversubscribe,
+       as a tpu job's strategy fields: num_replicas x
+       logical_devices_per_replica must fit this process's cores
+       (zdist_job_check_logical_devices) unless oversubscribe. */
+    int logical_devices_per_replica;
+    bool oversubscribe;
 } zdist_strategy_spec_t;
 
 /* "one_device", "mirrored", "mirrored:N", "central_storage",
-   "central_storage:N" -> spec; -EINVAL naming the text otherwise. */
+   "central_storage:N" (also "tpu[:N]": L 1) -> spec; -EINVAL naming the text otherwise. */
 ZDIST_EXPORT int zdist_strategy_spec_parse(const char *text, zdist_strategy_spec_t *ret, zdist_error_t *err);
 
 /* tf.distribute.OneDeviceStrategy / MirroredStrategy /
-   experimental.CentralStorageStrategy / MultiWorkerMirroredStrategy.
+   experimental.CentralStorageStrategy / MultiWorkerMirroredStrategy /
+   TPUStrategy (its logical device threads started here; a bad R or L, or
+   R x L beyond the cores without oversubscribe: -EINVAL naming both).
    parameter_server: its coordinator options checked (-EINVAL naming
    what is missing) and a ps client made per ps task; the workers get the
    job at the first schedule. -EINVAL for a bad replica count,
@@ -180,7 +204,7 @@ ZDIST_EXPORT void zdist_strategy_destroy(zdist_strategy_object_t **self_p);
 
 /* TF's class name: "OneDeviceStrategy", "MirroredStrategy",
    "CentralStorageStrategy", "MultiWorkerMirroredStrategy",
-   "ParameterServerStrategy" (the %s of TF's messages). */
+   "ParameterServerStrategy", "TPUStrategy" (the %s of TF's messages). */
 ZDIST_EXPORT const char *zdist_strategy_class_name(const zdist_strategy_object_t *self);
 ZDIST_EXPORT zdist_strategy_t zdist_strategy_kind(const zdist_strategy_object_t *self);
 /* Strategy.num_replicas_in_sync (every worker's replicas). */
@@ -288,6 +312,36 @@ ZDIST_EXPORT void zdist_strategy_values_free(zdist_tensor_t *values, int n);
 ZDIST_EXPORT int zdist_strategy_replica_id(const zdist_strategy_replica_t *ctx);
 ZDIST_EXPORT int zdist_strategy_replica_num_replicas_in_sync(const zdist_strategy_replica_t *ctx);
 ZDIST_EXPORT zdist_strategy_object_t *zdist_strategy_replica_strategy(const zdist_strategy_replica_t *ctx);
+
+/* TPUStrategy's model parallelism inside a replica (the C form of
+   experimental_assign_to_logical_device / experimental_split_to_logical_
+   devices: a C step has no graph to annotate, so it hands the work itself
+   to a logical device). Logical device 0 of a replica is the replica's own
+   thread (run's); devices 1..L-1 are threads of that replica, started by
+   zdist_strategy_new and kept for the strategy's life (no BLAS thread
+   count is set on them: libzdist does not link OpenBLAS; a caller that
+   does may call openblas_set_num_threads itself). */
+typedef int (*zdist_strategy_device_fn)(zdist_strategy_replica_t *ctx, int device, void *arg, zdist_error_t *err);
+/* L, the logical devices per replica: spec.logical_devices_per_replica
+   under tpu (DeviceAssignment.num_cores_per_replica), 1 for every other
+   strategy. */
+ZDIST_EXPORT int zdist_strategy_num_logical_devices_per_replica(const zdist_strategy_object_t *self);
+/* Runs fn(ctx, device, arg, err) on logical device `device` of the calling
+   replica and returns its result (its err copied to err), the replica
+   waiting meanwhile. fn runs in that replica's context: the replica
+   methods it calls (all_reduce, read, assign, ...) count as the replica's
+   own. To split work over the devices, call it once per device from the
+   step function (one device runs at a time per call; give device d its
+   share). Requires the replica context of ctx: otherwise TF's "Need to be
+   inside `call_for_each_replica()`" (-EPERM). A device outside 0..L-1:
+   TF's ValueError "`logical_core_id` to assign must be lower then total
+   number of logical devices per replica. Received logical device id D but
+   there are only total of L logical devices in replica." (-EINVAL). Called
+   from a device function: -EDEADLK (its replica's thread waits for it).
+   Under the other local strategies L is 1: device 0 runs fn in place. */
+ZDIST_EXPORT int zdist_strategy_replica_run_on_logical_device(zdist_strategy_replica_t *ctx, int device,
+                                                             zdist_strategy_device_fn fn, void *arg,
+                                                             zdist_error_t *err);
 
 /* ReplicaContext.all_reduce(op, value): every replica calls it; each gets
    the axis-None reduce (malloc'd ret->data, identical on every replica). */

@@ -12,5 +12,8 @@ ZDIST_EXPORT int64_t zdist_clock_now_ms(void);
 ZDIST_EXPORT int64_t zdist_clock_now_us(void);
 /* A non-zero random 64-bit value from the kernel (incarnations, client ids). */
 ZDIST_EXPORT uint64_t zdist_random_u64(void);
+/* The cores this process may run on: its CPU affinity, else the online
+   ones; at least 1. */
+ZDIST_EXPORT int zdist_sys_cores(void);
 
 #endif

@@ -1,7 +1,9 @@
 /* Small OS helpers: monotonic clock, random ids. */
+#include <sched.h>
 #include <stdint.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "zdist/sys.h"
 
@@ -34,4 +36,15 @@ zdist_random_u64(void)
         }
     }
     return v;
+}
+
+int
+zdist_sys_cores(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int) n : 1;
 }

@@ -9,6 +9,7 @@
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
 #include "zdist/partition.h"
+#include "zdist/sys.h"
 
 #define S_MAX_BATCH (INT64_C(1) << 24)
 #define S_MAX_JOB_BYTES (16 << 20)
@@ -623,6 +624,19 @@ s_sequential(const zdist_job_t *job, zdist_error_t *err)
                              "dimension", (long long)zdist_model_spec_input_size(&spec), (long long)job->libsvm_dim);
     zdist_model_spec_release(&spec);
     return rc;
+}
+
+int
+zdist_job_check_logical_devices(int num_replicas, int logical_devices_per_replica, bool oversubscribe,
+                                zdist_error_t *err)
+{
+    int ldev = logical_devices_per_replica > 1 ? logical_devices_per_replica : 1;
+    int need = num_replicas * ldev, cores = zdist_sys_cores();
+    if (need > cores && !oversubscribe)
+        return zdist_error_set(err, -EINVAL, "strategy: num_replicas %d x logical_devices_per_replica %d = %d logical "
+                               "devices do not fit the %d cores this worker was given (its CPU affinity); lower "
+                               "them or set strategy.oversubscribe to true", num_replicas, ldev, need, cores);
+    return 0;
 }
 
 int

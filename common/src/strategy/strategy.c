@@ -4,6 +4,8 @@
 #include "zdist/strategy.h"
 
 #include "zdist/collective.h"
+#include "zdist/job.h"
+#include "zdist/model_spec.h"
 #include "strategy_ps.h"
 
 #include <errno.h>
@@ -48,8 +50,28 @@ struct zdist_strategy_replica_t {
     zdist_error_t err;
 };
 
+/* tpu: logical device `index` (>= 1) of replica `replica`, a thread kept
+   for the strategy's life; device 0 is the replica's own thread. One call
+   at a time: the replica's thread hands it work and waits. */
+typedef struct {
+    zdist_strategy_object_t *strategy;
+    int replica, index;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool work, stop;
+    zdist_strategy_replica_t *ctx;
+    zdist_strategy_device_fn fn;
+    void *arg;
+    int rc;
+    zdist_error_t err;
+} s_device_t;
+
 struct zdist_strategy_object_t {
     zdist_strategy_t kind;
+    int ldev;            /* tpu: logical devices per replica; 1 otherwise */
+    s_device_t *devices; /* tpu with ldev > 1: [replicas * ldev], device d of replica r at r * ldev + d (d >= 1) */
     int replicas; /* this process's (local) replicas: run's threads */
     int workers;  /* multi_worker_mirrored: the ring's ranks; 1 otherwise */
     int rank;
@@ -86,6 +108,7 @@ static _Thread_local int tl_depth;
 static _Thread_local zdist_strategy_replica_t *tl_replica;
 static _Thread_local const zdist_strategy_var_t *tl_anchor;
 static _Thread_local zdist_strategy_object_t *tl_anchor_strategy;
+static _Thread_local int tl_device; /* a logical device thread's index (>= 1); 0 elsewhere */
 
 const char *
 zdist_strategy_class_name(const zdist_strategy_object_t *self)
@@ -103,6 +126,8 @@ zdist_strategy_class_name(const zdist_strategy_object_t *self)
         return "MultiWorkerMirroredStrategy";
     case ZDIST_STRATEGY_PARAMETER_SERVER:
         return "ParameterServerStrategy";
+    case ZDIST_STRATEGY_TPU:
+        return "TPUStrategy";
     default:
         return "Strategy";
     }
@@ -250,6 +275,81 @@ s_ring_from_cluster(zdist_strategy_object_t *self, const zdist_strategy_spec_t *
     return rc;
 }
 
+/* A logical device thread: runs each function handed to it in the
+   replica context of the replica that handed it. */
+static void *
+s_device_main(void *p)
+{
+    s_device_t *d = p;
+    tl_device = d->index;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->work && !d->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->stop)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        tl_strategy = d->strategy;
+        tl_replica = d->ctx;
+        zdist_error_clear(&d->err);
+        int rc = d->fn(d->ctx, d->index, d->arg, &d->err);
+        tl_replica = NULL;
+        tl_strategy = NULL;
+        pthread_mutex_lock(&d->mu);
+        d->rc = rc;
+        d->work = false;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+static void
+s_devices_stop(zdist_strategy_object_t *self)
+{
+    if (!self->devices)
+        return;
+    for (int i = 0; i < self->replicas * self->ldev; i++) {
+        s_device_t *d = &self->devices[i];
+        if (!d->started)
+            continue;
+        pthread_mutex_lock(&d->mu);
+        d->stop = true;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->thread, NULL);
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
+    free(self->devices);
+    self->devices = NULL;
+}
+
+/* TPUStrategy: logical devices 1..L-1 of every replica, started once. */
+static int
+s_devices_start(zdist_strategy_object_t *self, zdist_error_t *err)
+{
+    self->devices = calloc((size_t) (self->replicas * self->ldev), sizeof *self->devices);
+    if (!self->devices)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    for (int r = 0; r < self->replicas; r++)
+        for (int i = 1; i < self->ldev; i++) {
+            s_device_t *d = &self->devices[r * self->ldev + i];
+            *d = (s_device_t){.strategy = self, .replica = r, .index = i};
+            pthread_mutex_init(&d->mu, NULL);
+            pthread_cond_init(&d->cv, NULL);
+            int e = pthread_create(&d->thread, NULL, s_device_main, d);
+            if (e != 0) {
+                pthread_mutex_destroy(&d->mu);
+                pthread_cond_destroy(&d->cv);
+                return zdist_error_set(err, -e, "strategy spec: cannot start logical device %d of replica %d: %s",
+                                       i, r, strerror(e));
+            }
+            d->started = true;
+        }
+    return 0;
+}
+
 int
 zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **ret, zdist_error_t *err)
 {
@@ -297,12 +397,21 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
                                    "%d; add workers instead",
                                    spec->num_replicas);
         break;
-    case ZDIST_STRATEGY_TPU:
-        return zdist_error_set(
-            err, -ENOTSUP,
-            "strategy spec: tpu is not served by zdist_strategy_new: it runs as a job (zdist run, or "
-            "zdist submit) whose sequential model places layers on logical devices; a custom loop "
-            "here has none, use mirrored:N for its synchronous replicas");
+    case ZDIST_STRATEGY_TPU: {
+        if (n < 1 || n > S_MAX_REPLICAS)
+            return zdist_error_set(err, -EINVAL, "strategy spec: num_replicas %d is out of range; use 1..%d",
+                                   spec->num_replicas, S_MAX_REPLICAS);
+        int l = spec->logical_devices_per_replica;
+        if (l < 0 || l > ZDIST_MAX_LOGICAL_DEVICES)
+            return zdist_error_set(err, -EINVAL,
+                                   "strategy spec: logical_devices_per_replica %d is out of range; use 0..%d "
+                                   "(0 means 1)",
+                                   l, ZDIST_MAX_LOGICAL_DEVICES);
+        int rc = zdist_job_check_logical_devices(n, l, spec->oversubscribe, err);
+        if (rc < 0)
+            return rc;
+        break;
+    }
     default:
         return zdist_error_set(err, -EINVAL,
                                "strategy spec: unknown strategy kind %d; use one_device, mirrored or "
@@ -348,6 +457,16 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     self->vars_tail = &self->vars;
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->cv, NULL);
+    self->ldev = spec->kind == ZDIST_STRATEGY_TPU && spec->logical_devices_per_replica > 1
+                     ? spec->logical_devices_per_replica
+                     : 1;
+    if (self->ldev > 1) {
+        int rc = s_devices_start(self, err);
+        if (rc < 0) {
+            zdist_strategy_destroy(&self);
+            return rc;
+        }
+    }
     *ret = self;
     return 0;
 }
@@ -386,6 +505,7 @@ zdist_strategy_destroy(zdist_strategy_object_t **self_p)
         s_var_free(v);
         v = next;
     }
+    s_devices_stop(self);
     zdist_comm_destroy(&self->own_comm);
     strategy_ps_destroy(&self->ps);
     pthread_mutex_destroy(&self->mu);
@@ -517,6 +637,7 @@ zdist_strategy_variable_new(zdist_strategy_object_t *self, const zdist_strategy_
                                    "variable %s: a variable of that name exists in this strategy", def->name);
     int ncopies = 1;
     if (self->kind == ZDIST_STRATEGY_MIRRORED || self->kind == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED ||
+        self->kind == ZDIST_STRATEGY_TPU ||
         (self->kind == ZDIST_STRATEGY_CENTRAL_STORAGE && def->synchronization == ZDIST_SYNC_ON_READ))
         ncopies = self->replicas;
     zdist_strategy_var_t *v = calloc(1, sizeof *v);
@@ -844,6 +965,55 @@ zdist_strategy_object_t *
 zdist_strategy_replica_strategy(const zdist_strategy_replica_t *ctx)
 {
     return ctx ? ctx->strategy : NULL;
+}
+
+int
+zdist_strategy_num_logical_devices_per_replica(const zdist_strategy_object_t *self)
+{
+    return self ? self->ldev : 1;
+}
+
+int
+zdist_strategy_replica_run_on_logical_device(zdist_strategy_replica_t *ctx, int device,
+                                             zdist_strategy_device_fn fn, void *arg, zdist_error_t *err)
+{
+    int rc = s_require_replica(ctx, err);
+    if (rc < 0)
+        return rc;
+    if (!fn)
+        return zdist_error_set(err, -EINVAL, "run_on_logical_device: fn is required");
+    zdist_strategy_object_t *s = ctx->strategy;
+    if (device < 0 || device >= s->ldev) /* TPUStrategy.experimental_assign_to_logical_device's ValueError */
+        return zdist_error_set(err, -EINVAL,
+                               "`logical_core_id` to assign must be lower then total number of logical devices "
+                               "per replica. Received logical device id %d but there are only total of %d "
+                               "logical devices in replica.",
+                               device, s->ldev);
+    if (tl_device != 0)
+        return zdist_error_set(err, -EDEADLK,
+                               "run_on_logical_device: called from logical device %d's function; hand work to "
+                               "logical devices from the replica's step function only (device 0 is its thread, "
+                               "which waits for this call)",
+                               tl_device);
+    if (device == 0)
+        return fn(ctx, 0, arg, err);
+    s_device_t *d = &s->devices[ctx->id * s->ldev + device];
+    pthread_mutex_lock(&d->mu);
+    d->ctx = ctx;
+    d->fn = fn;
+    d->arg = arg;
+    d->work = true;
+    pthread_cond_broadcast(&d->cv);
+    while (d->work)
+        pthread_cond_wait(&d->cv, &d->mu);
+    rc = d->rc;
+    if (rc < 0 && err)
+        *err = d->err;
+    pthread_mutex_unlock(&d->mu);
+    if (rc < 0 && err && err->text[0] == '\0')
+        zdist_error_set(err, rc, "replica %d: logical device %d's function failed (%s)", ctx->id, device,
+                        strerror(-rc));
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
