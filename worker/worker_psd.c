@@ -196,7 +196,7 @@ s_pull_var(s_psd_t *self, int var, float *out)
     for (int i = 0; i < L->num_shards; i++) {
         const zdist_ps_op_t *op = &self->ops[i];
         const zdist_shard_t *sh = &L->shards[i];
-        size_t want = (size_t)(sh->rows * v->width) * sizeof(float);
+        size_t want = (size_t)(zdist_layout_shard_rows(L, i) * v->width) * sizeof(float);
         zdist_error_t err = {0};
         zdist_tensor_t t = {0};
         int rc = s_op_error(op, &err);
@@ -382,7 +382,7 @@ s_take_values(s_psd_t *self, size_t k, zdist_error_t *err)
     const worker_var_t *v = &self->vars->vars[c->var];
     const zdist_shard_t *sh = &self->layouts[c->var]->shards[c->shard];
     const zdist_tensor_t *t = &self->item_vals[k];
-    size_t want = (size_t) (sh->rows * v->width) * sizeof(float);
+    size_t want = (size_t) (zdist_layout_shard_rows(self->layouts[c->var], c->shard) * v->width) * sizeof(float);
     if (t->dtype != ZDIST_DTYPE_FLOAT32 || t->nbytes != want)
         return zdist_error_set(err, -EPROTO, "'%s' shard %d: %zu bytes of %s, wanted %zu of float32", v->name,
                                c->shard, t->nbytes, zdist_dtype_name(t->dtype), want);
@@ -512,7 +512,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         const zdist_layout_t *L = self->layouts[g->var];
         if (!g->ids) {
             for (int s = 0; s < L->num_shards; s++)
-                s_write_op(self, nc++, ZDIST_PS_PUSH, g->var, s, NULL, L->shards[s].rows,
+                s_write_op(self, nc++, ZDIST_PS_PUSH, g->var, s, NULL, zdist_layout_shard_rows(L, s),
                            g->values + L->shards[s].offset * v->width);
             continue;
         }
@@ -563,7 +563,8 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
     if (s_reserve_calls(self, (size_t)L->num_shards) < 0)
         return -ENOMEM;
     for (int s = 0; s < L->num_shards; s++)
-        s_write_op(self, (size_t)s, add ? ZDIST_PS_ASSIGN_ADD : ZDIST_PS_ASSIGN, var, s, NULL, L->shards[s].rows,
+        s_write_op(self, (size_t)s, add ? ZDIST_PS_ASSIGN_ADD : ZDIST_PS_ASSIGN, var, s, NULL,
+                   zdist_layout_shard_rows(L, s),
                    values + L->shards[s].offset * v->width);
     return s_write_all(self, (size_t)L->num_shards);
 }
@@ -738,12 +739,8 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
             self->names[v] = NULL;
             goto oom;
         }
-        /* Without a partitioner in the job or the model: the documented
-           default, MinSizePartitioner(256 KiB, max_shards = number of ps). */
-        zdist_partitioner_t part = {.kind = ZDIST_PARTITIONER_MIN_SIZE,
-                                    .min_shard_bytes = 262144,
-                                    .max_shards = cfg->num_ps,
-                                    .bytes_per_string = 16};
+        /* Without a partitioner in the job or the model: the documented default. */
+        zdist_partitioner_t part = zdist_partitioner_default_ps(cfg->num_ps);
         if (spec && zdist_partitioner_parse(spec, &part, err) < 0) {
             zdist_error_prefix(err, "variable '%s': partitioner", var->name);
             goto fail;
@@ -802,7 +799,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
                 .shape = var->shape,
                 .shard_index = s,
                 .row_offset = L->shards[s].offset,
-                .row_count = L->shards[s].rows,
+                .row_count = zdist_layout_shard_rows(L, s), /* a rank-0 variable: 1 */
                 .init = var->init,
                 .seed = seed,
                 .init_name = var->name,

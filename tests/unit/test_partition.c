@@ -656,6 +656,34 @@ test_colocate(void)
     zdist_placement_destroy(&ctx);
 }
 
+/* The parameter_server default (one helper for the workers and the Strategy object), and the rows a psd
+   holds per shard: a rank-0 variable's one shard has no axis 0 but one stored row. */
+static void
+test_ps_default_and_stored_rows(void)
+{
+    zdist_partitioner_t d = zdist_partitioner_default_ps(3);
+    char buf[64];
+    CU_ASSERT_STRING_EQUAL(zdist_partitioner_format(&d, buf, sizeof buf), "min_size:262144:3:16");
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(zdist_partitioner_validate(&d, &err), 0);
+    d = zdist_partitioner_default_ps(2);
+    zdist_placement_t *ctx = zdist_placement_new(2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    zdist_layout_t *scalar = NULL, *rows = NULL;
+    zdist_shape_t s0 = s_shape(0, 0, 0, 0), big = s_shape(2, 4096, 64, 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place_variable(ctx, "step", &s0, ZDIST_DTYPE_FLOAT32, &d, &scalar, &err), 0);
+    CU_ASSERT_EQUAL(scalar->num_shards, 1);
+    CU_ASSERT_EQUAL(scalar->shards[0].rows, 0);
+    CU_ASSERT_EQUAL(zdist_layout_shard_rows(scalar, 0), 1);
+    /* 1 MiB over 2 ps by the default: 2 shards of 2048 rows */
+    CU_ASSERT_EQUAL_FATAL(zdist_placement_place_variable(ctx, "emb", &big, ZDIST_DTYPE_FLOAT32, &d, &rows, &err), 0);
+    CU_ASSERT_EQUAL(rows->num_shards, 2);
+    CU_ASSERT_EQUAL(zdist_layout_shard_rows(rows, 1), 2048);
+    zdist_layout_destroy(&scalar);
+    zdist_layout_destroy(&rows);
+    zdist_placement_destroy(&ctx);
+}
+
 void
 zdist_test_partition_register(void)
 {
@@ -672,5 +700,6 @@ zdist_test_partition_register(void)
                 {"place round robin", test_place_round_robin},
                 {"place errors", test_place_errors},
                 {"lookup", test_lookup},
-                {"colocate_vars_with", test_colocate});
+                {"colocate_vars_with", test_colocate},
+                {"parameter_server default, rows a psd holds (rank 0: 1)", test_ps_default_and_stored_rows});
 }

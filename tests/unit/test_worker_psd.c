@@ -11,18 +11,19 @@
 #include "zdist/ps_client.h"
 
 /* One psd, the backend over two variables placed on it ('w' [4, 2] in two
-   shards, 'b' [2] whole), and a second client standing for another worker. */
+   shards, 'b' [2] whole; with_scalar: and 's', a rank-0 variable), and a
+   second client standing for another worker. */
 typedef struct {
     zactor_t *psd;
     char endpoint[256];
-    worker_var_t var[2];
+    worker_var_t var[3];
     worker_vars_t vars;
     worker_backend_t *be;
     zdist_ps_client_t *other;
 } s_fixture_t;
 
 static s_fixture_t *
-s_fixture_new(void)
+s_fixture_new(bool with_scalar)
 {
     s_fixture_t *f = calloc(1, sizeof *f);
     psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
@@ -50,7 +51,15 @@ s_fixture_new(void)
                                .rows = 2,
                                .width = 1,
                                .n = 2};
-    f->vars = (worker_vars_t){.vars = f->var, .n = 2, .cap = 2};
+    f->var[2] = (worker_var_t){.name = "s",
+                               .dtype = ZDIST_DTYPE_FLOAT32,
+                               .shape = {0, {0}},
+                               .init = {.kind = ZDIST_INIT_CONSTANT, .value = 3},
+                               .trainable = true,
+                               .rows = 1,
+                               .width = 1,
+                               .n = 1};
+    f->vars = (worker_vars_t){.vars = f->var, .n = with_scalar ? 3 : 2, .cap = 3};
     const char *eps[1] = {f->endpoint};
     worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 1, .prefix = "t/", .timeout_ms = 10000};
     zdist_error_t err = {0};
@@ -108,7 +117,7 @@ s_read(s_fixture_t *f, int var)
 static void
 test_push_pull_feeds_the_next_read(void)
 {
-    s_fixture_t *f = s_fixture_new();
+    s_fixture_t *f = s_fixture_new(false);
     const float *w = s_read(f, 0);
     CU_ASSERT_EQUAL(w[0], 1);
     s_read(f, 1);
@@ -145,7 +154,7 @@ test_push_pull_feeds_the_next_read(void)
 static void
 test_values_never_older_than_the_own_last_push(void)
 {
-    s_fixture_t *f = s_fixture_new();
+    s_fixture_t *f = s_fixture_new(false);
     s_read(f, 0);
     float gw[8] = {1, 1, 1, 1, 1, 1, 1, 1}, gw2[8] = {2, 2, 2, 2, 2, 2, 2, 2};
     zdist_grad_t one = {.var = 0, .values = gw};
@@ -167,6 +176,33 @@ test_values_never_older_than_the_own_last_push(void)
     CU_ASSERT_EQUAL(f->be->ops->assign(f->be, 0, 0, v, false), 0);
     w = s_read(f, 0);
     CU_ASSERT_EQUAL(w[0], 5);
+    s_fixture_destroy(&f);
+}
+
+/* A rank-0 variable: its layout has one shard of 0 rows (axis 0 does not
+   exist), but the psd must hold its one value, and reads and writes carry it. */
+static void
+test_scalar_variable(void)
+{
+    s_fixture_t *f = s_fixture_new(true);
+    float buf[4] = {0};
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .data = buf, .nbytes = sizeof buf};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_pull(f->other, "t/s", 0, 0, 0, &t, &err), 0);
+    CU_ASSERT_EQUAL(t.nbytes, sizeof(float)); /* the psd holds the value */
+    CU_ASSERT_EQUAL(t.shape.rank, 0);
+    CU_ASSERT_EQUAL(buf[0], 3);
+    CU_ASSERT_EQUAL(s_read(f, 2)[0], 3);
+    float g = 0.5f; /* SGD, learning rate 1 */
+    zdist_grad_t grad = {.var = 2, .values = &g};
+    CU_ASSERT_EQUAL(f->be->ops->apply(f->be, 0, &grad, 1), 0);
+    CU_ASSERT_EQUAL(s_read(f, 2)[0], 2.5f);
+    float v = 7;
+    CU_ASSERT_EQUAL(f->be->ops->assign(f->be, 0, 2, &v, false), 0);
+    CU_ASSERT_EQUAL(s_read(f, 2)[0], 7);
+    t = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .data = buf, .nbytes = sizeof buf};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_pull(f->other, "t/s", 0, 0, 0, &t, &err), 0);
+    CU_ASSERT(t.nbytes == sizeof(float) && buf[0] == 7);
     s_fixture_destroy(&f);
 }
 
@@ -360,5 +396,6 @@ zdist_test_worker_psd_register(void)
     ZDIST_SUITE(
         "worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
         {"values never older than the own last push", test_values_never_older_than_the_own_last_push},
-        {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with});
+        {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with},
+        {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable});
 }

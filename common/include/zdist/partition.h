@@ -56,6 +56,12 @@ typedef struct {
    got 0". ret_spec is written only on success. */
 ZDIST_EXPORT int zdist_partitioner_parse(const char *spec, zdist_partitioner_t *ret_spec, zdist_error_t *err);
 
+/* The partitioner a parameter_server job's variables get when neither the
+   job (strategy.partitioner) nor the model names one: the documented
+   default, MinSizePartitioner(256 KiB, max_shards = num_ps, 16). The one
+   place that default is written (the workers and the Strategy object). */
+ZDIST_EXPORT zdist_partitioner_t zdist_partitioner_default_ps(int64_t num_ps);
+
 /* Checks a hand-built partitioner's arguments: 0 or -EINVAL with err. */
 ZDIST_EXPORT int zdist_partitioner_validate(const zdist_partitioner_t *spec, zdist_error_t *err);
 
@@ -114,6 +120,11 @@ typedef struct {
     int num_shards;       /* >= 1 */
     zdist_shard_t *shards; /* num_shards entries; owned */
 } zdist_layout_t;
+
+/* The rows shard `s` holds on its psd (row_count at creation, and what its
+   reads and whole-shard writes carry): its rows, but 1 for a rank-0
+   variable, which a psd stores as one row of its one value. */
+ZDIST_EXPORT int64_t zdist_layout_shard_rows(const zdist_layout_t *layout, int s);
 
 /* NULL-safe, idempotent; nulls *self_p; frees half-built layouts too. */
 ZDIST_EXPORT void zdist_layout_destroy(zdist_layout_t **self_p);

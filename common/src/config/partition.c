@@ -49,6 +49,15 @@ s_kind_name(zdist_partitioner_kind_t kind)
     return "unknown";
 }
 
+zdist_partitioner_t
+zdist_partitioner_default_ps(int64_t num_ps)
+{
+    return (zdist_partitioner_t){.kind = ZDIST_PARTITIONER_MIN_SIZE,
+                                 .min_shard_bytes = ZDIST_PARTITION_DEFAULT_MIN_SHARD_BYTES,
+                                 .max_shards = num_ps,
+                                 .bytes_per_string = ZDIST_PARTITION_DEFAULT_BYTES_PER_STRING};
+}
+
 static void
 s_defaults(zdist_partitioner_kind_t kind, zdist_partitioner_t *spec)
 {
@@ -344,6 +353,12 @@ zdist_partitions_check_ps(const int64_t *partitions, int rank, zdist_error_t *er
                            "variable_partitioner must return a list/tuple whose elements are 1 besides the first "
                            "element (non-zero), got: %s",
                            list);
+}
+
+int64_t
+zdist_layout_shard_rows(const zdist_layout_t *layout, int s)
+{
+    return layout->shape.rank == 0 ? 1 : layout->shards[s].rows;
 }
 
 void

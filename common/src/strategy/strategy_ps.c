@@ -86,11 +86,8 @@ strategy_ps_new(const zdist_coordinator_options_t *opts, strategy_ps_t **ret, zd
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto fail;
     }
-    /* the partitioner a job's workers use: the job's, or MinSizePartitioner(256 KiB, number of ps) */
-    self->part = (zdist_partitioner_t){.kind = ZDIST_PARTITIONER_MIN_SIZE,
-                                       .min_shard_bytes = 262144,
-                                       .max_shards = self->nps,
-                                       .bytes_per_string = 16};
+    /* the partitioner a job's workers use: the job's, or the default */
+    self->part = zdist_partitioner_default_ps(self->nps);
     if (opts->job->partitioner && (rc = zdist_partitioner_parse(opts->job->partitioner, &self->part, err)) < 0) {
         zdist_error_prefix(err, "strategy spec: parameter_server: the job's strategy.partitioner");
         goto fail;
@@ -248,8 +245,7 @@ strategy_ps_var_new(strategy_ps_t *self, const char *name, zdist_dtype_t dtype, 
                                     .shape = *shape,
                                     .shard_index = s,
                                     .row_offset = sh->offset,
-                                    /* a rank-0 variable is one row to a psd (the layout says 0) */
-                                    .row_count = shape->rank == 0 ? 1 : sh->rows,
+                                    .row_count = zdist_layout_shard_rows(v->layout, s),
                                     .init_name = name};
         bool created = false;
         if ((rc = zdist_ps_client_create(self->ps[sh->ps], &spec, &created, err)) < 0) {
