@@ -52,12 +52,26 @@ main(int argc, char **argv)
     int rc = zdist_coordinator_join(coord, &err);
     if (rc < 0)
         fprintf(stderr, "custom_loop: %s\n", err.text);
+    long long total_steps = 0;
+    int fetched = 0;
+    double first_loss = 0, last_loss = 0;
     for (int c = 0; rc == 0 && c < closures; c++) {
         zdist_closure_result_t r;
-        if (zdist_remote_value_fetch(values[c], &r, &err) == 0 && (c % 10 == 0 || c == closures - 1))
-            printf("closure %d: %lld steps on worker %d, mean loss %.4f\n", c, (long long)r.steps, r.worker,
-                   r.steps ? r.loss_sum / (double)r.steps : 0.0);
+        if (zdist_remote_value_fetch(values[c], &r, &err) < 0) {
+            fprintf(stderr, "custom_loop: closure %d: %s\n", c, err.text);
+            continue;
+        }
+        double loss = r.steps ? r.loss_sum / (double)r.steps : 0.0;
+        if (fetched++ == 0)
+            first_loss = loss;
+        last_loss = loss;
+        total_steps += r.steps;
+        if (c % 10 == 0 || c == closures - 1)
+            printf("closure %d: %lld steps on worker %d, mean loss %.4f\n", c, (long long)r.steps, r.worker, loss);
     }
+    if (rc == 0)
+        printf("fetched %d of %d closures, %lld steps; mean loss first %.6f, last %.6f\n", fetched, closures,
+               total_steps, first_loss, last_loss);
     zdist_evaluation_t ev;
     if (rc == 0 && zdist_coordinator_evaluate(coord, &ev, &err) == 0 && ev.total > 0)
         printf("test accuracy %.4f over %lld examples\n", ev.has_correct ? (double)ev.correct / (double)ev.total : 0.0,

@@ -141,6 +141,22 @@ zd_wait_psd() {
     done
 }
 
+# zd_ps_workers_up NPS NWORKERS: $ZD_TMP/cluster.json written (zd_write_cluster), a zdist-psd per ps task
+# (ps0...) and a zdist-worker per worker task (worker0...) started and serving; their endpoints as a
+# ClusterCoordinator takes them in ZD_PS_EPS and ZD_WORKER_EPS (tcp://host:port).
+zd_ps_workers_up() {
+    local i
+    zd_write_cluster "$ZD_TMP/cluster.json" "$1" "$2"
+    for ((i = 0; i < $1; i++)); do zd_start "ps$i" "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task "ps:$i"; done
+    for ((i = 0; i < $2; i++)); do
+        zd_start "worker$i" "$ZDIST_WORKER_BIN" --cluster "$ZD_TMP/cluster.json" --task "worker:$i"
+    done
+    for ((i = 0; i < $1; i++)); do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; done
+    for ((i = 0; i < $2; i++)); do zd_wait_log "worker$i" "serving at" 60; done
+    ZD_PS_EPS=("${ZD_PS_ADDRS[@]/#/tcp://}")
+    ZD_WORKER_EPS=("${ZD_WORKER_ADDRS[@]/#/tcp://}")
+}
+
 # zd_stop NAME [SIGNAL]: signals NAME (default TERM), waits for it; its exit
 # status in ZD_RC (128+n when killed by signal n).
 zd_stop() {

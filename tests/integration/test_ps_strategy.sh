@@ -10,15 +10,7 @@ zd_init ps_strategy
 zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN PS_STRATEGY_LOOP_BIN
 OUT=$ZD_TMP/out
 
-zd_write_cluster "$ZD_TMP/cluster.json" 2 2
-for i in 0 1; do
-    zd_start "ps$i" "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task "ps:$i"
-    zd_start "worker$i" "$ZDIST_WORKER_BIN" --cluster "$ZD_TMP/cluster.json" --task "worker:$i"
-done
-for i in 0 1; do
-    zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60
-    zd_wait_log "worker$i" "serving at" 60
-done
+zd_ps_workers_up 2 2
 cat >"$ZD_TMP/job.json" <<JSON
 {"name": "ps-strategy",
  "strategy": {"type": "parameter_server", "partitioner": "fixed:2"},
@@ -27,9 +19,7 @@ cat >"$ZD_TMP/job.json" <<JSON
              "global_batch_size": 50},
  "steps": 1, "seed": 3}
 JSON
-workers=("tcp://${ZD_WORKER_ADDRS[0]}" "tcp://${ZD_WORKER_ADDRS[1]}")
-ps=("tcp://${ZD_PS_ADDRS[0]}" "tcp://${ZD_PS_ADDRS[1]}")
-zd_run_expect 0 "$OUT" "$PS_STRATEGY_LOOP_BIN" "$ZD_TMP/job.json" 20 10 "${workers[@]}" -- "${ps[@]}"
+zd_run_expect 0 "$OUT" "$PS_STRATEGY_LOOP_BIN" "$ZD_TMP/job.json" 20 10 "${ZD_WORKER_EPS[@]}" -- "${ZD_PS_EPS[@]}"
 cat "$OUT"
 grep -q '^ParameterServerStrategy, 1 replica in sync per step$' "$OUT" || zd_fail "no ParameterServerStrategy line"
 grep -q '^steps seen: 200$' "$OUT" || zd_fail "the colocated counter did not count 20 closures x 10 steps"
@@ -58,7 +48,7 @@ PY
 zd_ok "on the psds: kernel's 2 parts on ps 0 and 1, bias and the colocated counter on ps 0"
 
 # A second run over the same psds finds the variables there (an earlier run's) and says what to do.
-zd_run_expect 2 "$OUT" "$PS_STRATEGY_LOOP_BIN" "$ZD_TMP/job.json" 1 1 "${workers[@]}" -- "${ps[@]}"
+zd_run_expect 2 "$OUT" "$PS_STRATEGY_LOOP_BIN" "$ZD_TMP/job.json" 1 1 "${ZD_WORKER_EPS[@]}" -- "${ZD_PS_EPS[@]}"
 grep -q "already exists on ps task 0 (an earlier run's); drop that job's variables (zdist ps drop ENDPOINT ps_strategy_loop)" "$OUT.err" ||
     zd_fail "a second run is not refused clearly: $(cat "$OUT.err")"
 zd_ok "a second run over the first's variables is refused, naming zdist ps drop"
