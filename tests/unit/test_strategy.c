@@ -1776,6 +1776,9 @@ test_tpu_object(void)
                                   .oversubscribe = true};
     zdist_strategy_object_t *tpu = NULL, *mir = s_new(ZDIST_STRATEGY_MIRRORED, 2);
     zdist_error_t err = {0};
+    zdist_strategy_spec_t parsed;
+    CU_ASSERT_EQUAL(zdist_strategy_spec_parse("tpu:2", &parsed, &err), 0);
+    CU_ASSERT(parsed.kind == ZDIST_STRATEGY_TPU && parsed.num_replicas == 2 && parsed.logical_devices_per_replica == 0);
     CU_ASSERT_EQUAL_FATAL(zdist_strategy_new(&spec, &tpu, &err), 0);
     CU_ASSERT_STRING_EQUAL(zdist_strategy_class_name(tpu), "TPUStrategy");
     CU_ASSERT_EQUAL(zdist_strategy_num_replicas_in_sync(tpu), 2);
