@@ -66,7 +66,10 @@ s_fixture_new(bool with_scalar)
     f->be = worker_psd_new(&f->vars, &pcfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->be);
     zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
-    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(f->be, &sgd, 1, NULL, &err), 0);
+    int rc = worker_psd_create_variables(f->be, &sgd, 1, NULL, &err);
+    if (rc < 0)
+        fprintf(stderr, "create_variables: %s\n", err.text);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
     f->other = zdist_ps_client_new(f->endpoint, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->other);
     return f;
@@ -293,7 +296,10 @@ s_cluster_start(s_cluster_t *c, int num_ps, const worker_vars_t *vars)
     c->be = worker_psd_new((worker_vars_t *)vars, &pcfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c->be);
     zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
-    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(c->be, &sgd, 1, NULL, &err), 0);
+    int rc = worker_psd_create_variables(c->be, &sgd, 1, NULL, &err);
+    if (rc < 0)
+        fprintf(stderr, "create_variables: %s\n", err.text);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
 }
 
 static void
