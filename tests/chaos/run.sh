@@ -205,14 +205,20 @@ job_spec() { # FILE NAME STEPS
 JSON
 }
 if [[ -z $STEPS ]]; then
-    # Enough steps for the faults (about 16 s of training each), at the pace
-    # of a short job run first on this cluster: faults must not find the job
-    # done, nor the job run on long after them.
-    job_spec "$ZD_TMP/pace.json" chaos-pace 2000
-    t0=$(date +%s%3N)
+    # Enough steps for the faults (about 12 s of training each), at the pace
+    # this cluster trains now (3 s of a job, then cancelled): faults must not
+    # find the job done, nor the job run on long after them.
+    job_spec "$ZD_TMP/pace.json" chaos-pace 100000000
     zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/pace.json" --cluster "$CLUSTER" --detach
-    coord_wait_state "$(cat "$OUT")" done 600
-    STEPS=$((2000 * 16000 * FAULTS / ($(date +%s%3N) - t0) + 1000))
+    JOB=$(cat "$OUT")
+    coord_wait_step "$JOB" 200 600
+    s0=$(job_step) t0=$(date +%s%3N)
+    sleep 3
+    s1=$(job_step) t1=$(date +%s%3N)
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$JOB" --cluster "$CLUSTER"
+    coord_wait_state "$JOB" cancelled 120
+    ((s1 > s0)) || zd_fail "the pace job made no progress in 3 s (step $s0, then $s1)"
+    STEPS=$(((s1 - s0) * 12000 * FAULTS / (t1 - t0) + 1000))
 fi
 job_spec "$ZD_TMP/job.json" chaos "$STEPS"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --detach
@@ -306,7 +312,12 @@ else
 fi
 RING_BACK="job $JOB: [0-9]+ workers in the ring, restored from the checkpoint at step"
 CHIEF_BACK="job $JOB \('chaos'\) was running at step [0-9]+: resuming it"
-ps_unreachable() { echo "job $JOB: worker [0-9]+ \(.* ps task ${1#ps} at [^ ]+ is unreachable"; }
+# A psd frozen or cut off: a worker's step fails on it or (past the closure
+# deadline first) the workers waiting on it are lost, or the chief's
+# checkpoint meets it.
+ps_unreachable() {
+    echo "job $JOB: (worker [0-9]+ \(.* ps task ${1#ps} at [^ ]+ is unreachable|worker [0-9]+ \([^)]*\) lost|a ps task was lost|the checkpoint at step [0-9]+ failed \(ps ${1#ps}:)"
+}
 declare -A VIS=([kill_worker]=$WORKER_LOST [stop_worker]=$WORKER_LOST [kill_ps]=$LOST_PS [kill_chief]=$CHIEF_BACK
     [corrupt_ckpt]="job $JOB: the checkpoint at step [0-9]+ is damaged" [disk_full]=$CKPT_FAILED
     [kill_chief_in_recovery]=$LOST_PS)
@@ -351,7 +362,14 @@ for ((f = 1; f <= FAULTS; f++)); do
         # Full until a checkpoint has failed on it (and a second more), then freed.
         dd if=/dev/zero of="$STATE/filler" bs=1M 2>/dev/null
         what="state directory full ($(df --output=avail -k "$STATE" | tail -1 | tr -d ' ') KiB free) until a checkpoint failed, then freed"
-        if seen "$CKPT_FAILED" "$before"; then sleep 1; fi
+        if seen "$CKPT_FAILED" "$before"; then
+            # Nothing newer can complete while full: the one the line names must be whole.
+            kept=$(cat "$ZD_TMP"/chief*.log | grep -E "$CKPT_FAILED" | tail -1 | sed -nE 's/.*the one at step ([0-9]+) stays.*/\1/p')
+            [[ -n $kept && -f $JOB_DIR/ckpt-$kept/manifest.json ]] ||
+                bad "fault $f: the checkpoint the coordinator keeps (step '${kept}') is not complete in $JOB_DIR"
+            what+="; ckpt-$kept kept whole"
+            sleep 1
+        fi
         rm -f "$STATE/filler" ;;
     kill_chief_in_recovery)
         # The coordinator finds a psd lost when it is back (a new
