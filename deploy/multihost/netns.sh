@@ -29,9 +29,11 @@ netns_up() {
     shift
     NETNS_HOSTS=("$@")
     local h ns i=10 try
-    # A /24 no route of this host uses yet (another run's bridge, a real network).
+    # A /24 no route of this host uses yet (another run's bridge, a real
+    # network), drawn from /dev/urandom: not from $RANDOM, which a caller may
+    # have seeded (two runs with one seed would pick the same one).
     for try in $(seq 50); do
-        NETNS_SUBNET=10.213.$((RANDOM % 200 + 20))
+        NETNS_SUBNET=10.213.$(($(od -An -N2 -tu2 /dev/urandom) % 200 + 20))
         [[ -z $(ip route show "$NETNS_SUBNET.0/24" 2>/dev/null) ]] && break
     done
     ip link add "$NETNS_TAG-br" type bridge || return 1
