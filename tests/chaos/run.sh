@@ -186,6 +186,9 @@ job_step() { status_json && jget 'j["step"]' || echo -1; }
 job_state() { status_json && jget 'j["state"]' || echo unknown; }
 # chief_lines PATTERN: how many lines of every chief's log (each generation) match.
 chief_lines() { cat "$ZD_TMP"/chief*.log 2>/dev/null | grep -cE "$1"; }
+# chief_last PATTERN: the newest line of the chiefs' logs matching, from the match on
+# (generation order: chief, chief_r1, chief_r2, ... chief_r10; not the glob's).
+chief_last() { ls "$ZD_TMP"/chief*.log | sort -V | xargs cat | grep -oE "$1.*" | tail -1; }
 
 # The job: a dense model (every shard updated by every step) with adam, whose
 # step counter each psd saves and restores with its checkpoint.
@@ -364,7 +367,7 @@ for ((f = 1; f <= FAULTS; f++)); do
         what="state directory full ($(df --output=avail -k "$STATE" | tail -1 | tr -d ' ') KiB free) until a checkpoint failed, then freed"
         if seen "$CKPT_FAILED" "$before"; then
             # Nothing newer can complete while full: the one the line names must be whole.
-            kept=$(cat "$ZD_TMP"/chief*.log | grep -E "$CKPT_FAILED" | tail -1 | sed -nE 's/.*the one at step ([0-9]+) stays.*/\1/p')
+            kept=$(chief_last "$CKPT_FAILED" | sed -nE 's/.*the one at step ([0-9]+) stays.*/\1/p')
             [[ -n $kept && -f $JOB_DIR/ckpt-$kept/manifest.json ]] ||
                 bad "fault $f: the checkpoint the coordinator keeps (step '${kept}') is not complete in $JOB_DIR"
             what+="; ckpt-$kept kept whole"
@@ -415,7 +418,7 @@ PY
     sample_rss
     if [[ -n $vis ]]; then
         if seen "$vis" "$before"; then
-            what+="; logged: $(cat "$ZD_TMP"/chief*.log | grep -oE "$vis.*" | tail -1 | cut -c1-110)"
+            what+="; logged: $(chief_last "$vis" | cut -c1-110)"
         else
             bad "fault $f ($kind): the coordinator's logs have no new line matching '$vis'"
         fi
