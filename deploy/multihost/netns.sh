@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # NETNS_* are for the scripts that source this
 # Hosts as Linux network namespaces, joined by veth pairs on one bridge.
 # Sourced by deploy/multihost/run.sh and tests/chaos/run.sh.
 #
@@ -28,11 +29,11 @@ netns_up() {
     NETNS_TAG=$1
     shift
     NETNS_HOSTS=("$@")
-    local h ns i=10 try
+    local h ns i=10
     # A /24 no route of this host uses yet (another run's bridge, a real
     # network), drawn from /dev/urandom: not from $RANDOM, which a caller may
     # have seeded (two runs with one seed would pick the same one).
-    for try in $(seq 50); do
+    for _ in $(seq 50); do
         NETNS_SUBNET=10.213.$(($(od -An -N2 -tu2 /dev/urandom) % 200 + 20))
         [[ -z $(ip route show "$NETNS_SUBNET.0/24" 2>/dev/null) ]] && break
     done
