@@ -959,6 +959,8 @@ worker_agent_actor(zsock_t *pipe, void *args)
             void *ptr = NULL;
             if (zsock_recv(self->steps, "sp", &cmd, &ptr) < 0) {
                 free(cmd);
+                if (errno == EINTR) /* a stop and continue: the steps thread still runs */
+                    continue;
                 break;
             }
             bool flushed = cmd && streq(cmd, "FLUSHED");

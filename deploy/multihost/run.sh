@@ -18,14 +18,11 @@ mwm_job=${ZDIST_MULTIHOST_MWM_JOB-$here/fmnist-softmax-mwm-short.json}
 mwm_min_accuracy=${ZDIST_MULTIHOST_MWM_MIN_ACCURACY:-0.78}
 min_accuracy=${ZDIST_MULTIHOST_MIN_ACCURACY:-0.85}
 tag=zd$$
-subnet=10.213.$((RANDOM % 200 + 20))
 hosts=(ps0 ps1 worker0 worker1 chief)
 skip() { echo "SKIP: $*"; exit 77; }
+source "$here/netns.sh"
 
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "no ip(8) (iproute2)"
-ip netns add "${tag}probe" 2>/dev/null || skip "cannot create a network namespace here"
-ip netns del "${tag}probe"
+why=$(netns_why "$tag") || skip "$why"
 
 work=$(mktemp -d /tmp/zdist-multihost.XXXXXX)
 pids=()
@@ -36,28 +33,16 @@ cleanup() {
     if ((rc != 0 && rc != 77)); then
         for h in "${hosts[@]}"; do echo "---- $h log"; tail -20 "$work/$h.log" 2>/dev/null || true; done
     fi
-    for h in "${hosts[@]}"; do ip netns del "$tag-$h" 2>/dev/null || true; done
-    ip link del "$tag-br" 2>/dev/null || true
+    netns_down
     rm -rf "$work"
 }
 trap cleanup EXIT
 
 # The network: one bridge, one namespace per host.
-ip link add "$tag-br" type bridge
-ip link set "$tag-br" up
-i=10
+netns_up "$tag" "${hosts[@]}"
 declare -A addr
-for h in "${hosts[@]}"; do
-    ns="$tag-$h"
-    ip netns add "$ns"
-    ip link add "$tag-$i" type veth peer name eth0 netns "$ns"
-    ip link set "$tag-$i" master "$tag-br" up
-    ip -n "$ns" addr add "$subnet.$i/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" link set lo up
-    addr[$h]="$subnet.$i"
-    i=$((i + 1))
-done
+for h in "${hosts[@]}"; do addr[$h]=${NETNS_ADDR[$h]}; done
+subnet=$NETNS_SUBNET
 port=7100
 cat >"$work/cluster.json" <<JSON
 {"cluster": {"chief": ["${addr[chief]}:$port"],
@@ -96,11 +81,11 @@ outage_job() {
         ((step >= ${ZDIST_MULTIHOST_OUTAGE_STEP:-200})) && break
         sleep 0.1
     done
-    ip link set "$tag-13" down
+    ip link set "${NETNS_VETH[worker1]}" down
     echo "ok: worker1's link down at step $step"
     sleep 8
     step_down=$(status | field step)
-    ip link set "$tag-13" up
+    ip link set "${NETNS_VETH[worker1]}" up
     echo "ok: worker1's link up again at step $step_down"
     for _ in $(seq 1800); do
         state=$(status | field state)

@@ -43,6 +43,9 @@ zd_cleanup() {
         kill -9 "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     done
+    # ZD_AFTER_STOP: a command run once the daemons are gone, before the logs
+    # are shown and $ZD_TMP removed (e.g. unmount what the test mounted there).
+    [[ -n ${ZD_AFTER_STOP:-} ]] && $ZD_AFTER_STOP
     if [[ $status -ne 0 && -n $ZD_TMP ]]; then
         echo "---- test failed (status $status); daemon logs ----" >&2
         for f in "$ZD_TMP"/*.log; do

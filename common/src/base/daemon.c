@@ -1,5 +1,6 @@
 /* zdist daemon runtime: task lookup, actor start, systemd, clean stop. */
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,12 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     }
     zpoller_destroy(&poller);
     sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+    /* From here a SIGINT or SIGTERM would only cut short (EINTR) the waits
+       for the actor's threads, which may be finishing a step blocked on a
+       frozen psd: main would return and exit() close the sockets they still
+       use (czmq then aborts). SIGKILL still ends a daemon that hangs. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     zsys_info("stopping");
     zactor_destroy(&actor);
     zdist_keys_destroy(&keys);

@@ -848,6 +848,8 @@ zdist_remote_value_done(const zdist_remote_value_t *value)
 
 /* ---- evaluate, stop ---- */
 
+#define S_EVAL_LOST_WAIT_MS 60000
+
 int
 zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, zdist_error_t *err)
 {
@@ -863,7 +865,12 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
         self->workers[i].eval_id = 0;
     }
     self->eval_rc = 0;
-    int64_t until = zdist_clock_now_ms() + self->closure_timeout_ms;
+    /* Each EVALUATE has the closure deadline (the worker is lost past it);
+       a lost worker's part is waited for until it rejoins, a minute at
+       least: a frozen or cut-off worker is back after longer than one
+       closure's deadline, and its part is its own. */
+    int64_t until = zdist_clock_now_ms() +
+                    (self->closure_timeout_ms > S_EVAL_LOST_WAIT_MS ? self->closure_timeout_ms : S_EVAL_LOST_WAIT_MS);
     for (;;) {
         size_t left = 0;
         for (size_t i = 0; i < self->nworkers; i++) {

@@ -46,6 +46,7 @@ struct zdist_rpc_client_t {
     s_done_t *done_head, *done_tail; /* completions not yet received */
 
     bool connected;
+    int handshakes_failed; /* NO_DETAIL failures since the last handshake that succeeded */
     uint64_t peer_incarnation;
     unsigned restarts;
     uint64_t dropped;
@@ -135,7 +136,8 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
              (unsigned long long) self->client_id);
     if (zmq_socket_monitor(self->handle, mon,
                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
         !(self->monitor = zsock_new_pair(mon))) {
         zdist_error_set(err, -EIO, "cannot monitor the connection to '%s'", endpoint);
         zdist_rpc_client_destroy(&self);
@@ -395,9 +397,18 @@ s_read_monitor(zdist_rpc_client_t *self)
         zmq_msg_init(&addr);
         zmq_msg_recv(&addr, zsock_resolve(self->monitor), 0);
         zmq_msg_close(&addr);
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-            event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            /* A connection lost or timed out before the handshake ended (a
+               peer frozen, killed or cut off as it was connected) says this
+               too, once: only a second in a row, with no handshake done
+               between, is the security handshake failing. The first is a
+               lost connection (DISCONNECTED follows). */
+            if (++self->handshakes_failed >= 2)
+                s_handshake_failed(self, event, value);
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             s_handshake_failed(self, event, value);
+        } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            self->handshakes_failed = 0;
         } else if (event == ZMQ_EVENT_CONNECTED) {
             self->connected = true;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {

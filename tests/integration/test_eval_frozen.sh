@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A parameter_server job whose training ends while one of its workers is
+# frozen (SIGSTOP) for longer than the closure deadline: the other worker
+# runs the last steps, the evaluation waits for the frozen one to come back
+# (its part of the test set is its own) and the job ends done with its test
+# accuracy (the chaos soak found it done without one: the evaluation had
+# given up after one closure deadline).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/coord_lib.sh"
+zd_init eval_frozen
+zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
+
+coord_cluster 1 2
+COORD_CHIEF_ARGS="--closure-timeout-ms 1000"
+coord_up 1 2
+coord_softmax_job "$ZD_TMP/job.json" 6000
+zd_run_expect 0 "$ZD_TMP/out" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --detach
+job=$(cat "$ZD_TMP/out")
+coord_wait_step "$job" 10 120
+kill -STOP "${ZD_PID[worker1]}"
+zd_wait_log chief "job $job: worker 1 .* lost" 60
+# Training done: worker 0 has evaluated its part (the status's step is not
+# refreshed while the chief evaluates).
+zd_wait_log worker0 "job 'syn-softmax@$job' evaluated at step" 300
+sleep 3 # frozen past the closure deadline with every step done: the evaluation waits for it
+kill -CONT "${ZD_PID[worker1]}"
+coord_wait_state "$job" done 120
+zd_json_check "$ZD_TMP/st.json" "j['step'] == 6000 and j['metrics'].get('test_accuracy') is not None"
+grep -q "job $job: evaluation failed" "$ZD_TMP/chief.log" && zd_fail "the evaluation failed: $(grep "evaluation failed" "$ZD_TMP/chief.log")"
+zd_ok "a worker frozen past the closure deadline as training ends: the evaluation waits for it, the job is done with its accuracy ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$ZD_TMP/st.json"))"
