@@ -17,23 +17,43 @@
 # corpus files, result). The table printed at the end sums runs.tsv per target, so CPU time accumulates
 # honestly over any number of runs: it counts the fuzzer process's own user+system time (a niced soak on a
 # busy machine gets less CPU than wall time), and a run killed before its end is not counted at all.
+# --totals prints that table for DIR and exits (no run; MINUTES not needed).
 # --until-cpu M repeats rounds of MINUTES per target, skipping targets that have M CPU-minutes in runs.tsv,
 # until every target has (a target that crashed is left out for the rest of the invocation).
 # Without --state, new inputs go to WORK/corpus/TARGET (WORK: $ZDIST_FUZZ_WORK, else a new temp directory).
 # tests/fuzz/corpus/TARGET (the seeds) is never written.
 set -euo pipefail
-usage="usage: soak.sh [--state DIR] [--until-cpu CPU_MINUTES] MINUTES [BUILD_DIR]"
+usage="usage: soak.sh [--state DIR] [--until-cpu CPU_MINUTES] MINUTES [BUILD_DIR] | --state DIR --totals"
 state=${ZDIST_FUZZ_STATE:-}
 until_cpu=
+totals_only=
 while (($#)); do
     case $1 in
     --state) state=${2:?$usage}; shift 2 ;;
     --until-cpu) until_cpu=${2:?$usage}; shift 2 ;;
+    --totals) totals_only=1; shift ;;
     -h | --help) echo "$usage"; exit 0 ;;
     --*) echo "soak.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
     *) break ;;
     esac
 done
+# Totals over every run recorded in runs.tsv.
+totals() {
+    echo "totals in $runs:"
+    awk -F'\t' 'NR > 1 { cpu[$2] += $4; ex[$2] += $5; n[$2]++; edges[$2] = $6; ft[$2] = $7; files[$2] = $8
+                         if ($9 != "ok") crash[$2]++ }
+        END { printf "%-14s %5s %10s %14s %7s %7s %7s %s\n", "target", "runs", "CPU-min", "executions", "edges", "ft",
+                     "corpus", "crashes"
+              for (t in cpu) printf "%-14s %5d %10.1f %14d %7s %7s %7s %d\n", t, n[t], cpu[t] / 60, ex[t], edges[t],
+                                    ft[t], files[t], crash[t] }' "$runs" | { read -r head; echo "$head"; sort; }
+}
+
+if [[ -n $totals_only ]]; then
+    [[ -n $state && -s $state/runs.tsv ]] || { echo "soak.sh: --totals needs --state DIR with a runs.tsv" >&2; exit 2; }
+    runs=$state/runs.tsv
+    totals
+    exit 0
+fi
 minutes=${1:?$usage}
 build=${2:-build-fuzz}
 number='^[0-9]+(\.[0-9]+)?$'
@@ -125,12 +145,5 @@ while :; do
     [[ -n $until_cpu && $ran == 1 ]] || break
 done
 
-# Totals over every run recorded in the state directory.
-echo "totals in $runs:"
-awk -F'\t' 'NR > 1 { cpu[$2] += $4; ex[$2] += $5; n[$2]++; edges[$2] = $6; ft[$2] = $7; files[$2] = $8
-                     if ($9 != "ok") crash[$2]++ }
-    END { printf "%-14s %5s %10s %14s %7s %7s %7s %s\n", "target", "runs", "CPU-min", "executions", "edges", "ft",
-                 "corpus", "crashes"
-          for (t in cpu) printf "%-14s %5d %10.1f %14d %7s %7s %7s %d\n", t, n[t], cpu[t] / 60, ex[t], edges[t],
-                                ft[t], files[t], crash[t] }' "$runs" | { read -r head; echo "$head"; sort; }
+totals
 exit $crashed
