@@ -707,6 +707,10 @@ s_connection_admitted(zdist_rpc_server_t *self, zdist_msg_t **request_p)
     char key[16];
     snprintf(key, sizeof key, "%d", fd);
     s_conn_t *conn = fd >= 0 ? zhashx_lookup(self->conns, key) : NULL;
+    if (!conn && fd >= 0) { /* accepted after this batch's first look */
+        zdist_rpc_server_watch(self);
+        conn = zhashx_lookup(self->conns, key);
+    }
     if (!conn)
         return true; /* not TCP: not counted */
     const char *user = zdist_msg_user_id(*request_p);
