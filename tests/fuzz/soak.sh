@@ -19,7 +19,8 @@
 # busy machine gets less CPU than wall time), and a run killed before its end is not counted at all.
 # --totals prints that table for DIR and exits (no run; MINUTES not needed).
 # --until-cpu M repeats rounds of MINUTES per target, skipping targets that have M CPU-minutes in runs.tsv,
-# until every target has (a target that crashed is left out for the rest of the invocation).
+# until every target has (a target that crashed is left out for the rest of the invocation). With --state,
+# each round takes the targets with the least CPU so far first.
 # Without --state, new inputs go to WORK/corpus/TARGET (WORK: $ZDIST_FUZZ_WORK, else a new temp directory).
 # tests/fuzz/corpus/TARGET (the seeds) is never written.
 set -euo pipefail
@@ -133,7 +134,13 @@ run_one() {
 echo "soak: ${#targets[@]} targets, ${secs}s each per round, state in $work${until_cpu:+, until each has $until_cpu CPU-minutes}"
 while :; do
     ran=0
-    for t in "${targets[@]}"; do
+    # Least CPU so far first: a soak stopped and resumed (each session) still reaches every target.
+    order=("${targets[@]}")
+    if [[ -n $state ]]; then
+        mapfile -t order < <(for t in "${targets[@]}"; do echo "$(cpu_so_far "${t#fuzz_}") $t"; done |
+            sort -s -n -k1,1 | cut -d' ' -f2)
+    fi
+    for t in "${order[@]}"; do
         [[ -z ${broken[$t]:-} ]] || continue
         if [[ -n $until_cpu ]] &&
             python3 -c "import sys; sys.exit(0 if $(cpu_so_far "${t#fuzz_}") >= float('$until_cpu') * 60 else 1)"; then
