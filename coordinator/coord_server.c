@@ -1156,6 +1156,8 @@ coord_server_actor(zsock_t *pipe, void *args)
     opts.limits.max_message_bytes = self->config.max_message_bytes;
     if (self->config.max_calls_per_peer)
         opts.max_calls_per_peer = self->config.max_calls_per_peer;
+    if (self->config.max_connections_per_peer)
+        opts.max_connections_per_peer = self->config.max_connections_per_peer;
     zdist_error_t err = {0};
     self->rpc = zdist_rpc_server_new(self->config.endpoint, s_methods, S_NMETHODS, self, &opts, &err);
     if (!self->rpc) {

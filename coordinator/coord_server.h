@@ -33,6 +33,7 @@ typedef struct {
     int max_followers;
     size_t max_message_bytes;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
+    size_t max_connections_per_peer; /* 0: ZDIST_RPC_MAX_CONNECTIONS_PER_PEER */
     bool keep_variables; /* --keep-variables: ended jobs' variables stay on the psds */
 } coord_server_config_t;
 

@@ -50,10 +50,11 @@ coord_state_read(const char *path, coord_state_row_t *ret, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "%s: a field is missing or of the wrong type", path);
     }
     if (!json_is_object(detail) || job_crc < 0 || job_crc > (json_int_t) UINT32_MAX) {
+        /* Said before the decref: detail belongs to st. */
+        const char *why = json_is_object(detail) ? "job_crc32 is not a CRC-32 (0 .. 4294967295)"
+                                                 : "detail is not an object";
         json_decref(st);
-        return zdist_error_set(err, -EINVAL, "%s: %s", path,
-                               json_is_object(detail) ? "job_crc32 is not a CRC-32 (0 .. 4294967295)"
-                                                      : "detail is not an object");
+        return zdist_error_set(err, -EINVAL, "%s: %s", path, why);
     }
     ret->name = strdup(name);
     ret->state = strdup(state);

@@ -43,6 +43,9 @@ s_usage(FILE *out)
             "  --max-message-bytes N     largest request accepted (default 33554432)\n"
             "  --max-calls-per-peer N    STATUS streams and other calls answered later that one peer (its key,\n"
             "                            else its connection) may have open; beyond, RESOURCE_EXHAUSTED (256)\n"
+            "  --max-connections-per-peer N\n"
+            "                            TCP connections one peer (its key, else its address) may hold open;\n"
+            "                            beyond, refused (default 64)\n"
             "  --help, --version\n");
 }
 
@@ -62,6 +65,7 @@ main(int argc, char **argv)
         {"keep-variables", no_argument, NULL, 'K'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'P'},
+        {"max-connections-per-peer", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -128,6 +132,10 @@ main(int argc, char **argv)
                 return 2;
             }
             config.max_calls_per_peer = (size_t)v;
+            break;
+        case 'N':
+            if (zdist_daemon_max_connections("zdist-coordinator", optarg, &config.max_connections_per_peer) != 0)
+                return 2;
             break;
         case 'm':
             if (zdist_parse_int64(optarg, 1024, INT64_C(1) << 40, &v) < 0) {

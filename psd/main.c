@@ -32,6 +32,9 @@ s_usage(FILE *out)
             "                          (checked at create; default 3/4 of the machine's memory)\n"
             "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
             "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
+            "  --max-connections-per-peer N\n"
+            "                          TCP connections one peer (its key, else its address) may hold open;\n"
+            "                          beyond, refused (default 64)\n"
             "  --checkpoint-root DIR   SAVE and RESTORE may name directories under DIR only (absolute, no\n"
             "                          '..', no symbolic link out); repeatable, also $ZDIST_CHECKPOINT_ROOTS\n"
             "                          (colon-separated). None given: anywhere this user may write (a warning)\n"
@@ -74,6 +77,7 @@ main(int argc, char **argv)
         {"max-variables", required_argument, NULL, 'v'},
         {"max-bytes", required_argument, NULL, 'B'},
         {"max-calls-per-peer", required_argument, NULL, 'P'},
+        {"max-connections-per-peer", required_argument, NULL, 'N'},
         {"checkpoint-root", required_argument, NULL, 'R'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
@@ -130,6 +134,10 @@ main(int argc, char **argv)
                 return 2;
             }
             config.max_calls_per_peer = (size_t) v;
+            break;
+        case 'N':
+            if (zdist_daemon_max_connections("zdist-psd", optarg, &config.max_connections_per_peer) != 0)
+                return 2;
             break;
         case 'R':
             if (s_add_root(optarg, "--checkpoint-root", &config) != 0)

@@ -656,6 +656,8 @@ psd_server_actor(zsock_t *pipe, void *args)
     opts.limits = self.config.limits;
     if (self.config.max_calls_per_peer)
         opts.max_calls_per_peer = self.config.max_calls_per_peer;
+    if (self.config.max_connections_per_peer)
+        opts.max_connections_per_peer = self.config.max_connections_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
     if (self.store)

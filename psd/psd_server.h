@@ -27,6 +27,7 @@ typedef struct {
     char ckpt_roots[PSD_MAX_CKPT_ROOTS][PSD_CKPT_ROOT_MAX];
     int num_ckpt_roots;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
+    size_t max_connections_per_peer; /* 0: ZDIST_RPC_MAX_CONNECTIONS_PER_PEER */
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After

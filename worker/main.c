@@ -43,6 +43,9 @@ s_usage(FILE *out)
             "                          running several (keep its --max-running-jobs at most this)\n"
             "  --max-calls-per-peer N  calls answered later that one peer (its key, else its connection) may\n"
             "                          have in flight; beyond, RESOURCE_EXHAUSTED (default 256)\n"
+            "  --max-connections-per-peer N\n"
+            "                          TCP connections one peer (its key, else its address) may hold open;\n"
+            "                          beyond, refused (default 64)\n"
             "  --http ADDR             serve Prometheus metrics at http://ADDR/metrics (PORT, HOST:PORT;\n"
             "                          a bare PORT is on 127.0.0.1; default $ZDIST_HTTP, else off)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
@@ -150,6 +153,7 @@ main(int argc, char **argv)
         {"ps-timeout-ms", required_argument, NULL, 'p'},
         {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-calls-per-peer", required_argument, NULL, 'C'},
+        {"max-connections-per-peer", required_argument, NULL, 'N'},
         {"max-jobs", required_argument, NULL, 'j'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
@@ -207,6 +211,10 @@ main(int argc, char **argv)
                 return 2;
             }
             config.max_calls_per_peer = (size_t) v;
+            break;
+        case 'N':
+            if (zdist_daemon_max_connections("zdist-worker", optarg, &config.max_connections_per_peer) != 0)
+                return 2;
             break;
         case 'm':
             if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {

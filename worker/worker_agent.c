@@ -904,6 +904,8 @@ worker_agent_actor(zsock_t *pipe, void *args)
     opts.limits = self->config.limits;
     if (self->config.max_calls_per_peer)
         opts.max_calls_per_peer = self->config.max_calls_per_peer;
+    if (self->config.max_connections_per_peer)
+        opts.max_connections_per_peer = self->config.max_connections_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
     self->rpc = zdist_rpc_server_new(self->config.endpoint, s_methods, S_NMETHODS, self, &opts, &err);

@@ -32,6 +32,7 @@ typedef struct {
     int max_jobs;          /* jobs held at once, 1..WORKER_AGENT_MAX_JOBS (0: WORKER_AGENT_DEFAULT_JOBS) */
     zdist_wire_limits_t limits;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
+    size_t max_connections_per_peer; /* 0: ZDIST_RPC_MAX_CONNECTIONS_PER_PEER */
     char http[128]; /* --http ADDR: /metrics ("" none) */
     /* Where a job's code and data may come from (the operator's
        --plugin-dir / --data-root, canonical): plugins only from plugin_dirs

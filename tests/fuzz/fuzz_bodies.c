@@ -1,9 +1,11 @@
 /* Fuzz target: the ps and coordinator services' request bodies
    (zdist/ps_service.h, zdist/coord_service.h) on arbitrary bytes, as the
    rpc server decodes them before a handler runs. Input layout: [body type:
-   1 byte][the body's protobuf bytes]; the request carries no tensors, so a
-   write's or push_pull's payload checks meet an empty message. A refusal
-   always says why. */
+   1 byte][the body's protobuf bytes]. The type byte picks types[] modulo
+   its length, so a new type goes last: the seeds (tests/fuzz/corpus/bodies,
+   type bytes 0..13) keep naming the body they were written for. The request
+   carries no tensors, so a write's or push_pull's payload checks meet an
+   empty message. A refusal always says why. */
 #include <protobuf-c/protobuf-c.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         &zdist_ps_body_create,      &zdist_ps_body_pull,       &zdist_ps_body_pull_rows, &zdist_ps_body_write,
         &zdist_ps_body_save,        &zdist_ps_body_restore,    &zdist_ps_body_stats,     &zdist_ps_body_push_pull,
         &zdist_ps_body_set_optimizer, &zdist_coord_body_submit, &zdist_coord_body_status, &zdist_coord_body_cancel,
-        &zdist_coord_body_list,
+        &zdist_coord_body_list,   &zdist_ps_body_drop_job,
     };
     if (size < 1)
         return 0;

@@ -40,6 +40,14 @@
                                   chief's key alone may)
      pattern ADDR                 assigns 'pat' the bytes of a known ASCII pattern
                                   (PSD_DRIVER_PATTERN) and reads them back
+     conn-limit ADDR LIMIT        (psd started with --max-connections-per-peer
+                                  LIMIT) LIMIT connections answer PING; 2 more are
+                                  refused (with a key: RESOURCE_EXHAUSTED naming
+                                  the flag) while the first LIMIT still answer, and
+                                  another peer (127.0.0.2, or with keys the key
+                                  PSD_DRIVER_OTHER_KEY) is served; once the extra
+                                  ones and one of the first close, a new one is
+                                  served again
    With PSD_DRIVER_KEY=NAME (and ZDIST_KEYS_DIR), every connection is CURVE with
    the certificate NAME, trusting the psd at ADDR as PSD_DRIVER_SERVER (ps-0). */
 #include <czmq.h>
@@ -62,6 +70,7 @@
 #include "zdist/parse.h"
 #include "zdist/partition.h"
 #include "zdist/ps_client.h"
+#include "zdist/rpc.h"
 #include "zdist/sys.h"
 
 static atomic_int s_failures;
@@ -1402,6 +1411,106 @@ s_pattern(const char *addr)
     return s_failures ? 1 : 0;
 }
 
+/* One connection to the psd at ep (ZeroMQ's "tcp://SOURCE:0;HOST:PORT"
+   picks the source address), as keys' certificate (NULL: plain). */
+static zdist_rpc_client_t *
+s_connection(const char *ep, const zdist_keys_t *keys)
+{
+    zdist_rpc_client_options_t o;
+    zdist_rpc_client_options_default(&o);
+    o.keys = keys;
+    o.server_name = keys ? "ps-0" : NULL;
+    zdist_error_t err = {0};
+    zdist_rpc_client_t *c = zdist_rpc_client_new(ep, &o, &err);
+    if (!c) {
+        fprintf(stderr, "psd_driver: %s\n", err.text);
+        exit(2);
+    }
+    return c;
+}
+
+/* PING's status on c (its message in msg); a status made here when the call
+   got no answer before its deadline or lost its connection. */
+static int
+s_ping_status(zdist_rpc_client_t *c, int64_t timeout_ms, char *msg, size_t cap)
+{
+    zdist_msg_t *req = zdist_msg_new(ZDIST_METHOD_PING), *reply = NULL;
+    snprintf(msg, cap, "not sent");
+    if (!req || zdist_rpc_client_call(c, &req, timeout_ms, &reply) < 0 || !reply)
+        return ZDIST_STATUS_INTERNAL;
+    int status = zdist_msg_status(reply);
+    snprintf(msg, cap, "%s", zdist_msg_status_message(reply) ? zdist_msg_status_message(reply) : "");
+    zdist_msg_destroy(&reply);
+    return status;
+}
+
+static int
+s_conn_limit(const char *addr, int64_t limit)
+{
+    char ep[300], other_ep[320], msg[512];
+    zdist_error_t err = {0};
+    if (zdist_endpoint_normalize(addr, ep, sizeof ep, &err) < 0 || limit < 1 || limit > 64) {
+        fprintf(stderr, "psd_driver: conn-limit ADDR LIMIT (1..64): %s\n", err.text);
+        return 2;
+    }
+    const zdist_keys_t *keys = zdist_keys_process();
+    zdist_keys_t *other_keys = NULL;
+    if (keys) {
+        const char *other = getenv("PSD_DRIVER_OTHER_KEY");
+        if (!other || zdist_keys_load(NULL, other, &other_keys, &err) < 0 || !other_keys) {
+            fprintf(stderr, "psd_driver: conn-limit with keys needs PSD_DRIVER_OTHER_KEY: %s\n", err.text);
+            return 2;
+        }
+        snprintf(other_ep, sizeof other_ep, "%s", ep);
+    } else /* another source address on the loopback: another peer */
+        snprintf(other_ep, sizeof other_ep, "tcp://127.0.0.2:0;%s", ep + strlen("tcp://"));
+    zdist_rpc_client_t *first[64] = {0}, *extra[2] = {0};
+    for (int64_t i = 0; i < limit; i++) {
+        first[i] = s_connection(ep, keys);
+        int st = s_ping_status(first[i], 20000, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "connection %" PRId64 " of %" PRId64 ": status %d: %s", i + 1, limit, st, msg);
+    }
+    s_ok("conn-limit: %" PRId64 " connections served", limit);
+    for (int i = 0; i < 2; i++) {
+        extra[i] = s_connection(ep, keys);
+        int st = s_ping_status(extra[i], 3000, msg, sizeof msg);
+        CHECK(st != ZDIST_STATUS_OK, "connection %" PRId64 " past the limit was served", limit + 1 + i);
+        if (keys) {
+            CHECK(st == ZDIST_STATUS_RESOURCE_EXHAUSTED, "past the limit: status %d, wanted RESOURCE_EXHAUSTED: %s",
+                  st, msg);
+            CHECK(strstr(msg, "--max-connections-per-peer") != NULL, "the refusal does not name the flag: %s", msg);
+        }
+    }
+    s_ok("conn-limit: 2 more refused (%s)", keys ? msg : "closed by the psd");
+    for (int64_t i = 0; i < limit; i++) {
+        int st = s_ping_status(first[i], 20000, msg, sizeof msg);
+        CHECK(st == ZDIST_STATUS_OK, "connection %" PRId64 " after the refusals: status %d: %s", i + 1, st, msg);
+    }
+    s_ok("conn-limit: the first %" PRId64 " are still served", limit);
+    zdist_rpc_client_t *other = s_connection(other_ep, other_keys);
+    int st = s_ping_status(other, 20000, msg, sizeof msg);
+    CHECK(st == ZDIST_STATUS_OK, "another peer (%s): status %d: %s", keys ? "key" : "127.0.0.2", st, msg);
+    s_ok("conn-limit: another peer (%s) is served", keys ? getenv("PSD_DRIVER_OTHER_KEY") : "127.0.0.2");
+    /* Closing frees a slot once the psd hears of the close: a new
+       connection is tried until then (each one refused until then). */
+    zdist_rpc_client_destroy(&extra[0]);
+    zdist_rpc_client_destroy(&extra[1]);
+    zdist_rpc_client_destroy(&first[0]);
+    st = -1;
+    for (int attempt = 0; attempt < 20 && st != ZDIST_STATUS_OK; attempt++) {
+        zdist_rpc_client_t *again = s_connection(ep, keys);
+        st = s_ping_status(again, 3000, msg, sizeof msg);
+        zdist_rpc_client_destroy(&again);
+    }
+    CHECK(st == ZDIST_STATUS_OK, "no new connection served after one of the first closed: status %d: %s", st, msg);
+    s_ok("conn-limit: after a close a new connection is served");
+    for (int64_t i = 0; i < limit; i++)
+        zdist_rpc_client_destroy(&first[i]);
+    zdist_rpc_client_destroy(&other);
+    zdist_keys_destroy(&other_keys);
+    return s_failures ? 1 : 0;
+}
+
 /* PSD_DRIVER_KEY: this process speaks CURVE as that certificate. */
 static zdist_keys_t *
 s_keys(const char *addr)
@@ -1468,6 +1577,8 @@ main(int argc, char **argv)
         rc = s_auth(argv[2], strcmp(argv[3], "allowed") == 0);
     else if (strcmp(cmd, "pattern") == 0)
         rc = s_pattern(argv[2]);
+    else if (strcmp(cmd, "conn-limit") == 0 && argc == 4)
+        rc = s_conn_limit(argv[2], s_int_arg(argv[3]));
     else {
         fprintf(stderr, "psd_driver: unknown case '%s' or wrong arguments\n", cmd);
         return 2;

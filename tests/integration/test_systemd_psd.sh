@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zdist-psd@.service under a booted systemd (tests/systemd/sandbox.sh):
 # Type=notify readiness, restart after kill -9 with a new incarnation,
-# watchdog keep-alives, clean stop, one journal line per event.
+# watchdog keep-alives, clean stop, one journal line per event, a checkpoint
+# root (the state directory).
 # Skips (exit 77) only where a container cannot boot here, saying why.
 set -euo pipefail
 : "${ZDIST_BIN:?}" "${ZDIST_PSD_BIN:?}" "${ZDIST_UNIT:?}"
@@ -58,4 +59,6 @@ sx systemctl stop zdist-psd@0
 journal=$(sx journalctl -u zdist-psd@0 --no-pager -o cat)
 grep -q "serving at tcp://127.0.0.1:$port" <<<"$journal" || fail "no readiness line in the journal"
 grep -q "stopped" <<<"$journal" || fail "no stop line in the journal"
+# Its checkpoint root: the state directory (StateDirectory=zdist).
+! grep -q "no --checkpoint-root" <<<"$journal" || fail "the unit gives the psd no checkpoint root"
 echo "systemd: notify, restart after kill -9 (incarnation $inc1 -> $inc2), watchdog, clean stop: ok"

@@ -595,6 +595,7 @@ test_calls_in_flight_per_peer(void)
     zdist_rpc_server_options_t opts;
     zdist_rpc_server_options_default(&opts);
     CU_ASSERT_EQUAL(opts.max_calls_per_peer, ZDIST_RPC_MAX_CALLS_PER_PEER);
+    CU_ASSERT_EQUAL(opts.max_connections_per_peer, ZDIST_RPC_MAX_CONNECTIONS_PER_PEER);
     opts.role = "test";
     opts.max_calls_per_peer = 3;
     zdist_error_t err = {0};

@@ -70,6 +70,9 @@ ZDIST_EXPORT void zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_ser
    logging why when it cannot listen; the caller then stops with an error. */
 ZDIST_EXPORT zdist_http_t *zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void *arg,
                                              zdist_error_t *err);
+/* Parses --max-connections-per-peer's value for main () into *ret: 0, or 2
+   after printing one line on stderr prefixed with ident. */
+ZDIST_EXPORT int zdist_daemon_max_connections(const char *ident, const char *arg, size_t *ret);
 /* Parses a --http option's value for main (): 0, or 2 after printing one
    line on stderr prefixed with ident. */
 ZDIST_EXPORT int zdist_daemon_http_check(const char *ident, const char *addr);

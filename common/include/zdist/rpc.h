@@ -83,12 +83,23 @@ typedef struct {
                                     RESOURCE_EXHAUSTED naming the limit and
                                     --max-calls-per-peer. 0: no limit.
                                     Default ZDIST_RPC_MAX_CALLS_PER_PEER */
+    size_t max_connections_per_peer; /* TCP connections one peer may hold
+                                    open — its CURVE key, else its source
+                                    address; one more is refused naming
+                                    --max-connections-per-peer (see
+                                    zdist_rpc_server_watch). 0: no limit.
+                                    Default ZDIST_RPC_MAX_CONNECTIONS_PER_PEER */
 } zdist_rpc_server_options_t;
 
 /* The default of max_calls_per_peer. Handlers that answer at once never
    count: the server runs them one at a time, so a peer has at most one of
    those in a handler, and the socket's rcvhwm bounds what waits. */
 #define ZDIST_RPC_MAX_CALLS_PER_PEER 256
+/* The default of max_connections_per_peer: a daemon or client holds one
+   connection per server it talks to (a worker one per psd and job), so 64
+   is far above a well-behaved peer and far below the descriptors a daemon
+   has. */
+#define ZDIST_RPC_MAX_CONNECTIONS_PER_PEER 64
 
 ZDIST_EXPORT void zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts);
 
@@ -111,6 +122,15 @@ ZDIST_EXPORT uint64_t zdist_rpc_server_incarnation(const zdist_rpc_server_t *sel
 ZDIST_EXPORT int zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages);
 /* Requests refused before reaching a handler (malformed, unknown method...). */
 ZDIST_EXPORT uint64_t zdist_rpc_server_rejected(const zdist_rpc_server_t *self);
+/* The connection limit's socket monitor (a raw libzmq socket to poll for
+   ZMQ_POLLIN alongside zdist_rpc_server_socket; NULL without a limit), and
+   what to call when it is readable: it takes the connections accepted and
+   closed since, and closes at once a plain connection past its source
+   address's limit. dispatch calls it too, before reading requests. */
+ZDIST_EXPORT void *zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self);
+ZDIST_EXPORT void zdist_rpc_server_watch(zdist_rpc_server_t *self);
+/* Connections refused by max_connections_per_peer so far. */
+ZDIST_EXPORT uint64_t zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self);
 
 /* Per-method counters: requests handled and latency percentiles of the
    handler in microseconds (0 when none). -ENOENT for an unknown method. */
@@ -126,7 +146,8 @@ ZDIST_EXPORT int zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, u
    family named PREFIX_...: requests_total, request_errors_total,
    received_bytes_total, sent_bytes_total and the request_duration_seconds
    histogram, labelled {method="pull"} (PING as "ping"); then
-   rejected_requests_total and uptime_seconds. */
+   rejected_requests_total, with a connection limit connections (open now)
+   and refused_connections_total, and uptime_seconds. */
 ZDIST_EXPORT void zdist_rpc_server_write_metrics(const zdist_rpc_server_t *self, FILE *out, const char *prefix);
 
 /* In a handler: */

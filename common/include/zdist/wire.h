@@ -92,6 +92,10 @@ ZDIST_EXPORT const char *zdist_msg_peer(const zdist_msg_t *self);
 /* A received message's User-Id (the certificate name the ZAP handler of
    zdist/auth.h gave a CURVE connection); NULL on a plain connection. */
 ZDIST_EXPORT const char *zdist_msg_user_id(const zdist_msg_t *self);
+/* The file descriptor of the TCP connection a message was received on
+   (libzmq's ZMQ_SRCFD: what its socket monitor names connections by); -1
+   for a message built here or from another transport. */
+ZDIST_EXPORT int zdist_msg_source_fd(const zdist_msg_t *self);
 
 /* Sends and destroys *msg_p (also on failure) on a raw libzmq socket. A ROUTER
    socket needs a route. Returns 0, -EAGAIN (would block with ZMQ_DONTWAIT in

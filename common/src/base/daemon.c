@@ -8,6 +8,7 @@
 
 #include "zdist/auth.h"
 #include "zdist/daemon.h"
+#include "zdist/parse.h"
 
 /* The daemon that serves a task type, for "start X instead" messages. */
 static const char *
@@ -188,6 +189,15 @@ s_on_request(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return 0;
 }
 
+static int
+s_on_watch(zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop;
+    (void) item;
+    zdist_rpc_server_watch(((s_serve_t *) arg)->rpc);
+    return 0;
+}
+
 /* Fed from the event loop itself, so a wedged loop (not just a dead
    process) gets the daemon restarted. */
 static int
@@ -208,6 +218,11 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
     zloop_reader(loop, pipe, s_on_pipe, &serve);
     zmq_pollitem_t item = {zdist_rpc_server_socket(rpc), 0, ZMQ_POLLIN, 0};
     zloop_poller(loop, &item, s_on_request, &serve);
+    /* Connections come and go without requests: a plain one past its
+       peer's limit is closed when accepted, not at its first request. */
+    zmq_pollitem_t watch = {zdist_rpc_server_monitor_socket(rpc), 0, ZMQ_POLLIN, 0};
+    if (watch.socket)
+        zloop_poller(loop, &watch, s_on_watch, &serve);
     int timer = -1;
     uint64_t watchdog_us = 0;
     if (sd_watchdog_enabled(0, &watchdog_us) > 0 && watchdog_us > 0)
@@ -218,6 +233,8 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
         ;
     zloop_reader_end(loop, pipe);
     zloop_poller_end(loop, &item);
+    if (watch.socket)
+        zloop_poller_end(loop, &watch);
     if (timer >= 0)
         zloop_timer_end(loop, timer);
 }
@@ -248,6 +265,19 @@ zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, vo
                      "restrict it",
                      zdist_http_url(h));
     return h;
+}
+
+int
+zdist_daemon_max_connections(const char *ident, const char *arg, size_t *ret)
+{
+    int64_t v;
+    if (zdist_parse_int64(arg, 1, 1 << 20, &v) < 0) {
+        fprintf(stderr, "%s: --max-connections-per-peer must be a number of connections in 1..1048576, got '%s'\n",
+                ident, arg);
+        return 2;
+    }
+    *ret = (size_t) v;
+    return 0;
 }
 
 /* One line on stderr, "IDENT: [WHAT: ]why", when addr is not an --http address. */

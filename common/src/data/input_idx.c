@@ -167,7 +167,11 @@ zdist_dataset_read_idx(const char *images_path, const char *labels_path, zdist_d
         goto out;
     }
     int64_t dim = rows * cols;
-    ds = zdist_dataset_alloc_(n, dim, false, ZDIST_DTYPE_INT32);
+    /* The arrays grow with the bytes that do arrive: the header may claim
+       2^31 images of 2^24 pixels in a file of a few bytes (and a gzip'd
+       file's length says nothing of its content's), which must not make
+       the reader ask for that much memory. */
+    ds = zdist_dataset_alloc_(0, dim, false, ZDIST_DTYPE_INT32);
     chunk = malloc(1 << 16);
     if (!ds || !chunk) {
         r = zdist_error_set(err, -ENOMEM, "'%s': out of memory for %lld examples of %lld pixels", images_path,
@@ -176,11 +180,23 @@ zdist_dataset_read_idx(const char *images_path, const char *labels_path, zdist_d
     }
 
     /* Pixels: stream through a small buffer straight into float32. */
-    int64_t total = n * dim, done = 0;
+    int64_t total = n * dim, done = 0, cap = 0;
     while (done < total) {
         size_t want = total - done > (1 << 16) ? (1 << 16) : (size_t) (total - done);
         const char *why;
         int64_t got = s_idx_read(&fi, chunk, want, &why);
+        if (done + got > cap) {
+            int64_t grown = cap ? cap * 2 : (1 << 20);
+            grown = grown < done + got ? done + got : grown > total ? total : grown;
+            float *more = realloc(ds->features, (size_t) grown * sizeof(float));
+            if (!more) {
+                r = zdist_error_set(err, -ENOMEM, "'%s': out of memory for %lld pixels", images_path,
+                                    (long long) grown);
+                goto out;
+            }
+            ds->features = more;
+            cap = grown;
+        }
         for (int64_t i = 0; i < got; i++)
             ds->features[done + i] = (float) chunk[i] / 255.0f;
         done += got;
@@ -192,7 +208,13 @@ zdist_dataset_read_idx(const char *images_path, const char *labels_path, zdist_d
     if ((r = s_idx_expect_end(&fi, err)) < 0)
         goto out;
 
-    int32_t *y = ds->labels;
+    int32_t *y = realloc(ds->labels, (size_t) n * sizeof(int32_t) + 1); /* n images arrived */
+    if (!y) {
+        r = zdist_error_set(err, -ENOMEM, "'%s': out of memory for %lld labels", labels_path, (long long) n);
+        goto out;
+    }
+    ds->labels = y;
+    ds->n = n;
     done = 0;
     while (done < n) {
         size_t want = n - done > (1 << 16) ? (1 << 16) : (size_t) (n - done);

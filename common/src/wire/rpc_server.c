@@ -1,11 +1,14 @@
 /* zdist RPC server: ROUTER socket, checked dispatch by method table. */
+#include <arpa/inet.h>
 #include <czmq.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common.pb-c.h"
 #include "wire/body.h"
@@ -38,10 +41,32 @@ struct zdist_rpc_server_t {
     int64_t started_ms;
     uint64_t rejected;
     zhashx_t *in_flight; /* peer key -> deferred calls in flight (uintptr_t, >= 1) */
+    /* max_connections_per_peer: NULL (all three) without a limit. */
+    zsock_t *monitor;    /* ACCEPTED / DISCONNECTED of the ROUTER's connections */
+    zhashx_t *conns;     /* "fd" -> s_conn_t, every connection the monitor reported open */
+    zhashx_t *peers;     /* peer key -> s_peer_t, peers holding at least one slot */
+    uint64_t refused_connections;
 };
 
 /* The longest peer key: a certificate name or a routing id's text. */
 #define S_PEER_KEY_MAX 128
+
+/* One TCP connection, named by its descriptor as the monitor and ZMQ_SRCFD
+   name it. A descriptor the monitor reports accepted again was closed in
+   between (a close the monitor did not report), so the new one replaces it. */
+typedef struct {
+    int fd;
+    char peer[S_PEER_KEY_MAX]; /* "addr:IP" or "key:NAME"; "" until known */
+    bool counted;              /* holds one of its peer's slots */
+    bool refused;              /* counted in refused_connections */
+    bool closed;               /* shut down by us: its requests are refused */
+    bool pending;              /* accepted in this monitor batch, not yet decided */
+} s_conn_t;
+
+typedef struct {
+    size_t open;  /* its connections holding a slot */
+    bool logged;  /* its refusal was logged since it last had room */
+} s_peer_t;
 
 struct zdist_rpc_call_t {
     zdist_rpc_server_t *server;
@@ -70,6 +95,7 @@ zdist_rpc_server_options_default(zdist_rpc_server_options_t *opts)
     opts->sndhwm = 100000;
     opts->keys = zdist_keys_process();
     opts->max_calls_per_peer = ZDIST_RPC_MAX_CALLS_PER_PEER;
+    opts->max_connections_per_peer = ZDIST_RPC_MAX_CONNECTIONS_PER_PEER;
 }
 
 static void
@@ -88,14 +114,216 @@ s_log(zdist_rpc_server_t *self, const char *fmt, ...)
     self->opts.log(self->opts.log_state, line);
 }
 
+/* ---- connections per peer ----
+
+   A ROUTER hides its connections: libzmq neither lists them nor closes one
+   on request, and tells no one when a peer goes. Two places each see half
+   of a connection: the ZAP handler sees a CURVE peer's key and address but
+   not which connection it admits, and never hears of a close; the socket
+   monitor sees every connection accepted and closed, named by its
+   descriptor, but not its key. So the monitor keeps the set of open
+   connections and their peers: on a plain socket a connection's peer is
+   its source address (getpeername at accept), and one past the address's
+   limit is shut down at once (its libzmq sees it closed); with CURVE the
+   peer is the key, known only from the User-Id of the connection's first
+   request (ZMQ_SRCFD names the connection), and a connection past the
+   key's limit stays open — the directory admitted the key — but each of its
+   requests is answered RESOURCE_EXHAUSTED until the key has room. The
+   monitor is asynchronous: a descriptor closed and reused before we read
+   its ACCEPTED is reported accepted twice (the second replaces the first),
+   and a shutdown decided for a descriptor that closed and was reused in the
+   microseconds since closes that newer connection, which reconnects. */
+
+static void
+s_free_item(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+static int
+s_monitor_start(zdist_rpc_server_t *self, zdist_error_t *err)
+{
+    char endpoint[96];
+    snprintf(endpoint, sizeof endpoint, "inproc://zdist-rpc-server-mon-%p", (void *) self);
+    self->conns = zhashx_new();
+    self->peers = zhashx_new();
+    if (!self->conns || !self->peers)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    zhashx_set_destructor(self->conns, s_free_item);
+    zhashx_set_destructor(self->peers, s_free_item);
+    if (zmq_socket_monitor(self->handle, endpoint, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        return zdist_error_set(err, -EIO, "cannot monitor the server socket's connections: %s", zmq_strerror(errno));
+    self->monitor = zsock_new(ZMQ_PAIR);
+    if (!self->monitor)
+        return zdist_error_set(err, -ENOMEM, "cannot create the connection monitor's socket");
+    /* Unbounded: a burst of connections between two reads must not drop
+       events (a lost close would hold its peer's slot). */
+    zsock_set_rcvhwm(self->monitor, 0);
+    if (zsock_connect(self->monitor, "%s", endpoint) != 0)
+        return zdist_error_set(err, -EIO, "cannot connect the connection monitor '%s'", endpoint);
+    return 0;
+}
+
+/* "address 127.0.0.1" or "key 'alice' (Z85 public key)" for a peer key. */
+static void
+s_peer_describe(const zdist_rpc_server_t *self, const char *peer, char *out, size_t cap)
+{
+    if (strncmp(peer, "key:", 4) == 0) {
+        const char *pub = self->opts.keys ? zdist_keys_public(self->opts.keys, peer + 4) : NULL;
+        snprintf(out, cap, "key '%s' (%s)", peer + 4, pub ? pub : "no public key");
+    } else
+        snprintf(out, cap, "address %s", strncmp(peer, "addr:", 5) == 0 ? peer + 5 : peer);
+}
+
+/* The connection takes one of its peer's slots, or is refused (counted
+   once, logged once per peer until it has room again). */
+static bool
+s_admit(zdist_rpc_server_t *self, s_conn_t *conn)
+{
+    s_peer_t *peer = zhashx_lookup(self->peers, conn->peer);
+    if (!peer || peer->open < self->opts.max_connections_per_peer) {
+        if (!peer) {
+            if (!(peer = calloc(1, sizeof *peer)))
+                return true; /* out of memory: uncounted rather than refused */
+            zhashx_insert(self->peers, conn->peer, peer);
+        }
+        peer->open++;
+        conn->counted = true;
+        return true;
+    }
+    if (!conn->refused) {
+        conn->refused = true;
+        self->refused_connections++;
+    }
+    if (!peer->logged) {
+        peer->logged = true;
+        char who[192];
+        s_peer_describe(self, conn->peer, who, sizeof who);
+        s_log(self,
+              "refused a connection of %s: it holds %zu connections here, the most one peer may "
+              "(--max-connections-per-peer %zu); further refusals of it are not logged until it has room",
+              who, peer->open, self->opts.max_connections_per_peer);
+    }
+    return false;
+}
+
+static void
+s_conn_forget(zdist_rpc_server_t *self, int fd)
+{
+    char key[16];
+    snprintf(key, sizeof key, "%d", fd);
+    s_conn_t *conn = zhashx_lookup(self->conns, key);
+    if (!conn)
+        return;
+    s_peer_t *peer = conn->counted ? zhashx_lookup(self->peers, conn->peer) : NULL;
+    if (peer && --peer->open == 0)
+        zhashx_delete(self->peers, conn->peer);
+    else if (peer && peer->open < self->opts.max_connections_per_peer)
+        peer->logged = false;
+    zhashx_delete(self->conns, key);
+}
+
+/* The source address of an accepted connection; "" when it is gone already. */
+static void
+s_source_address(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (getpeername(fd, (struct sockaddr *) &ss, &len) == 0) {
+        if (ss.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *) &ss)->sin_addr, ip, sizeof ip);
+        else if (ss.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &ss)->sin6_addr, ip, sizeof ip);
+    }
+    snprintf(out, cap, "%s%s", ip[0] ? "addr:" : "", ip);
+}
+
+void *
+zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self)
+{
+    return self && self->monitor ? zsock_resolve(self->monitor) : NULL;
+}
+
+uint64_t
+zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self)
+{
+    return self->refused_connections;
+}
+
+void
+zdist_rpc_server_watch(zdist_rpc_server_t *self)
+{
+    if (!self || !self->monitor)
+        return;
+    void *mon = zsock_resolve(self->monitor);
+    bool accepted = false;
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            break;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), sizeof event);
+            memcpy(&value, (char *) zmq_msg_data(&ev) + 2, sizeof value);
+        }
+        zmq_msg_close(&ev);
+        while (zsock_rcvmore(self->monitor)) { /* the endpoint */
+            zmq_msg_init(&ev);
+            int rc = zmq_msg_recv(&ev, mon, 0);
+            zmq_msg_close(&ev);
+            if (rc < 0)
+                break;
+        }
+        int fd = (int) value;
+        s_conn_forget(self, fd); /* a close, or a reused descriptor */
+        if (event != ZMQ_EVENT_ACCEPTED)
+            continue;
+        s_conn_t *conn = calloc(1, sizeof *conn);
+        if (!conn)
+            continue; /* out of memory: uncounted */
+        conn->fd = fd;
+        conn->pending = true;
+        if (!self->opts.keys)
+            s_source_address(fd, conn->peer, sizeof conn->peer);
+        char key[16];
+        snprintf(key, sizeof key, "%d", fd);
+        zhashx_insert(self->conns, key, conn);
+        accepted = true;
+    }
+    if (!accepted)
+        return;
+    /* Decided once the batch is read, so no descriptor is acted on for a
+       connection the batch says is closed. */
+    for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns)) {
+        if (!conn->pending)
+            continue;
+        conn->pending = false;
+        if (conn->peer[0] && !s_admit(self, conn)) {
+            shutdown(conn->fd, SHUT_RDWR);
+            conn->closed = true;
+        }
+    }
+}
+
 void
 zdist_rpc_server_destroy(zdist_rpc_server_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
     zdist_rpc_server_t *self = *self_p;
+    if (self->monitor && self->handle)
+        zmq_socket_monitor(self->handle, NULL, 0);
+    zsock_destroy(&self->monitor);
     zsock_destroy(&self->sock);
     zhashx_destroy(&self->in_flight);
+    zhashx_destroy(&self->conns);
+    zhashx_destroy(&self->peers);
     free(self->stats);
     free(self->role);
     free(self);
@@ -147,6 +375,10 @@ zdist_rpc_server_new(const char *endpoint, const zdist_rpc_method_t *methods, si
         zsock_set_heartbeat_ttl(self->sock, (int) self->opts.heartbeat_timeout_ms);
     }
     if (self->opts.keys && zdist_keys_apply_server(self->opts.keys, NULL, self->handle, err) < 0) {
+        zdist_rpc_server_destroy(&self);
+        return NULL;
+    }
+    if (self->opts.max_connections_per_peer > 0 && s_monitor_start(self, err) < 0) {
         zdist_rpc_server_destroy(&self);
         return NULL;
     }
@@ -275,6 +507,14 @@ zdist_rpc_server_write_metrics(const zdist_rpc_server_t *self, FILE *out, const 
     snprintf(name, sizeof name, "%s_rejected_requests_total", prefix);
     zdist_prom_family(out, name, "counter", "Requests refused before a handler (malformed, unknown method, limits).");
     zdist_prom_sample_v(out, name, NULL, 0, (double) self->rejected);
+    if (self->conns) {
+        snprintf(name, sizeof name, "%s_connections", prefix);
+        zdist_prom_family(out, name, "gauge", "TCP connections open to the server.");
+        zdist_prom_sample_v(out, name, NULL, 0, (double) zhashx_size(self->conns));
+        snprintf(name, sizeof name, "%s_refused_connections_total", prefix);
+        zdist_prom_family(out, name, "counter", "Connections refused past --max-connections-per-peer.");
+        zdist_prom_sample_v(out, name, NULL, 0, (double) self->refused_connections);
+    }
     snprintf(name, sizeof name, "%s_uptime_seconds", prefix);
     zdist_prom_family(out, name, "gauge", "Seconds since this process started serving (a drop is a restart).");
     zdist_prom_sample_v(out, name, NULL, 0, (double) (zdist_clock_now_ms() - self->started_ms) / 1000.0);
@@ -436,19 +676,57 @@ zdist_rpc_call_send_partial(zdist_rpc_call_t *call)
 /* ---- dispatch ---- */
 
 static void
-s_reject(zdist_rpc_server_t *self, zdist_msg_t **request_p, int status, const char *reason)
+s_refuse(zdist_rpc_server_t *self, zdist_msg_t **request_p, int status, const char *reason, bool log)
 {
     zdist_msg_t *request = *request_p;
     self->rejected++;
-    s_log(self, "refused request %llu (method %u) from %s: %s",
-          (unsigned long long) zdist_msg_request_id(request), zdist_msg_method(request),
-          *zdist_msg_peer(request) ? zdist_msg_peer(request) : "unknown peer", reason);
+    if (log)
+        s_log(self, "refused request %llu (method %u) from %s: %s",
+              (unsigned long long) zdist_msg_request_id(request), zdist_msg_method(request),
+              *zdist_msg_peer(request) ? zdist_msg_peer(request) : "unknown peer", reason);
     zdist_msg_t *reply = s_new_reply(self, request);
     if (reply) {
         zdist_msg_set_status(reply, status, "%s", reason);
         s_send_reply(self, &reply);
     }
     zdist_msg_destroy(request_p);
+}
+
+static void
+s_reject(zdist_rpc_server_t *self, zdist_msg_t **request_p, int status, const char *reason)
+{
+    s_refuse(self, request_p, status, reason, true);
+}
+
+/* False (the request answered RESOURCE_EXHAUSTED) on a connection past its
+   peer's limit. With CURVE this is where a connection meets its key. */
+static bool
+s_connection_admitted(zdist_rpc_server_t *self, zdist_msg_t **request_p)
+{
+    int fd = zdist_msg_source_fd(*request_p);
+    char key[16];
+    snprintf(key, sizeof key, "%d", fd);
+    s_conn_t *conn = fd >= 0 ? zhashx_lookup(self->conns, key) : NULL;
+    if (!conn && fd >= 0) { /* accepted after this batch's first look */
+        zdist_rpc_server_watch(self);
+        conn = zhashx_lookup(self->conns, key);
+    }
+    if (!conn)
+        return true; /* not TCP: not counted */
+    const char *user = zdist_msg_user_id(*request_p);
+    if (!conn->peer[0] && user && *user)
+        snprintf(conn->peer, sizeof conn->peer, "key:%s", user);
+    if (conn->counted || !conn->peer[0] || (!conn->closed && s_admit(self, conn)))
+        return true;
+    char who[192], reason[512];
+    s_peer_describe(self, conn->peer, who, sizeof who);
+    const s_peer_t *peer = zhashx_lookup(self->peers, conn->peer);
+    snprintf(reason, sizeof reason,
+             "connection refused: %s holds %zu connections to this %s, the most one peer may "
+             "(--max-connections-per-peer %zu); close some, or raise the limit",
+             who, peer ? peer->open : 0, self->role, self->opts.max_connections_per_peer);
+    s_refuse(self, request_p, ZDIST_STATUS_RESOURCE_EXHAUSTED, reason, false); /* s_admit logged it */
+    return false;
 }
 
 static int
@@ -490,6 +768,8 @@ s_decode(const zdist_rpc_body_t *type, const zdist_msg_t *request, zdist_rpc_cal
 static void
 s_handle(zdist_rpc_server_t *self, zdist_msg_t *request)
 {
+    if (self->conns && !s_connection_admitted(self, &request))
+        return;
     uint32_t method = zdist_msg_method(request);
     const zdist_rpc_method_t *m = NULL;
     s_method_stats_t *stats = NULL;
@@ -595,6 +875,7 @@ zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages)
        caller's bug, refused rather than dereferenced. */
     if (!self)
         return -EINVAL;
+    zdist_rpc_server_watch(self); /* every request's connection is known before it is read */
     int handled = 0;
     while (handled < max_messages) {
         zdist_msg_t *request = NULL;

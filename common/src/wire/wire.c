@@ -35,6 +35,7 @@ struct zdist_msg_t {
     zmq_msg_t route;
     char peer[40];
     char user_id[64]; /* ZAP's User-Id of the connection; "" on plain ones */
+    int source_fd;    /* the connection's descriptor + 1 (0: none) */
 };
 
 void
@@ -362,6 +363,12 @@ zdist_msg_user_id(const zdist_msg_t *self)
     return self->user_id[0] ? self->user_id : NULL;
 }
 
+int
+zdist_msg_source_fd(const zdist_msg_t *self)
+{
+    return self->source_fd - 1;
+}
+
 /* ---- send ---- */
 
 static int
@@ -564,6 +571,7 @@ zdist_wire_recv(void *socket, bool routed, const zdist_wire_limits_t *limits, in
     const char *user_id = zmq_msg_gets(&frame, "User-Id");
     if (user_id)
         snprintf(self->user_id, sizeof self->user_id, "%s", user_id);
+    self->source_fd = zmq_msg_get(&frame, ZMQ_SRCFD) + 1; /* -1 (none) becomes 0 */
     size_t total = zmq_msg_size(&frame);
     if (total > limits->max_message_bytes) {
         zmq_msg_close(&frame);
