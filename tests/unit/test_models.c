@@ -122,7 +122,8 @@ s_all_gather(zdist_replica_ctx_t *c, const float *in, const zdist_shape_t *shape
              zdist_shape_t *ret_shape)
 {
     s_fake_t *f = (s_fake_t *)c;
-    CU_ASSERT(shape->rank == 1 && shape->dims[0] == 1 && axis == 0 && f->nrep > 1 && in[0] == f->sizes[f->rid]);
+    CU_ASSERT(shape->rank == 1 && shape->dims[0] == 1 && axis == 0 && f->nrep > 1 &&
+              in[0] == f->sizes[f->rid]);
     *ret = f->sizes;
     *ret_shape = (zdist_shape_t){1, {f->nrep}};
     return 0;
@@ -456,7 +457,8 @@ static void
 test_sequential_dropout_replicas(void)
 {
     zdist_model_info_t info = {.input_dim = 6, .num_classes = 3, .label_dtype = ZDIST_DTYPE_INT32, .seed = 5};
-    const char *params = "{\"input_shape\": [6], \"layers\": [{\"dense\": {\"units\": 16, \"activation\": \"tanh\"}}, "
+    const char *params = "{\"input_shape\": [6], \"layers\": ["
+                         "{\"dense\": {\"units\": 16, \"activation\": \"tanh\"}}, "
                          "{\"dropout\": {\"rate\": 0.5}}, {\"dense\": {\"units\": 3}}], "
                          "\"loss\": \"sparse_categorical_crossentropy\"}";
     s_harness_t one, two;
@@ -642,7 +644,8 @@ zdist_test_models_register(void)
                 {"sequential: split and assigned layers on a host of one logical device (finite differences)",
                  test_sequential_split_gradients},
                 {"sequential batch norm moving statistics, evaluation", test_sequential_batch_norm_moving},
-                {"sequential dropout: one replica's masks and losses over 2 replicas", test_sequential_dropout_replicas},
+                {"sequential dropout: one replica's masks and losses over 2 replicas",
+                 test_sequential_dropout_replicas},
                 {"sequential binary and squared losses (finite differences)", test_sequential_losses_gradients},
                 {"sequential wide and deep on sparse input (finite differences)", test_sequential_wide_deep_gradients},
                 {"empty batch: zero gradients, still applied", test_empty_batch},

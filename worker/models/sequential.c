@@ -304,7 +304,7 @@ s_plan(const s_state_t *s, zdist_replica_ctx_t *ctx, int64_t n, int64_t nnz, boo
    (its index in the global batch, its label and its features), so that one
    device and any number of replicas, local or on other workers, drop the
    same units of the same examples (TensorFlow makes no such promise; here
-   the strategies give one device's numbers with dropout too). The
+   a model with dropout trains under every strategy as on one device). The
    features keep workers apart where nothing else does (parameter_server:
    every worker is replica 0 at its own step count). */
 static uint64_t
@@ -382,7 +382,6 @@ typedef struct {
     s_plan_t *p;
     bool train;
     uint64_t step;
-    int rid;
     int layer;
     const float *x; /* forward: the layer's input */
     /* backward */
@@ -671,7 +670,7 @@ s_forward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batc
           s_plan_t *p, bool train, uint64_t step, float **ret_out)
 {
     s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = train, .step = step,
-                  .rid = zdist_ctx_replica_id(ctx), .x = batch->features};
+                  .x = batch->features};
     for (int i = 0; i < s->nl; i++) {
         a.layer = i;
         int rc = s_on_device(&a, s_forward_on_device);
@@ -795,7 +794,7 @@ s_backward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *bat
            s_plan_t *p, uint64_t step, float *dy, zdist_grad_t *g, int *ret_ng)
 {
     s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = true, .step = step,
-                  .rid = zdist_ctx_replica_id(ctx), .gp = p->grads, .g = g};
+                  .gp = p->grads, .g = g};
     for (int i = s->nl - 1; i >= 0; i--) {
         a.layer = i;
         a.x = i > 0 ? p->act[i - 1] : batch->features;
