@@ -11,7 +11,8 @@ zd_init tpu
 zd_need ZDIST_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 OUT=$ZD_TMP/out
 
-# job FILE STRATEGY_JSON PLACEMENT [EXTRA_JSON]: a small CNN on synthetic 8x8 images; PLACEMENT annotates it:
+# job FILE STRATEGY_JSON PLACEMENT [EXTRA_JSON]: a small CNN with batch norm and dropout (whose masks follow
+# the examples, whatever replica holds them) on synthetic 8x8 images; PLACEMENT annotates it:
 # none, assign (conv2d_1 on device 1, the hidden dense on the last), conv (conv2d [2, 1], conv2d_1 [1, 2]),
 # conv4 ([2, 2] both), dense (the hidden dense split over every device).
 job() {
@@ -35,7 +36,8 @@ elif placement == "dense":
 job = {"name": "tpu-" + placement, "strategy": st,
        "model": {"name": "sequential", "input_shape": [8, 8, 1],
                  "layers": [{"conv2d": conv}, {"batch_norm": {"momentum": 0.9}}, {"conv2d": conv1},
-                            {"max_pool2d": {"pool": 2}}, "flatten", {"dense": hidden}, {"dense": {"units": 10}}],
+                            {"max_pool2d": {"pool": 2}}, "flatten", {"dropout": {"rate": 0.25}}, {"dense": hidden},
+                            {"dense": {"units": 10}}],
                  "loss": "sparse_categorical_crossentropy"},
        "optimizer": {"type": "adam", "learning_rate": 0.003},
        "dataset": {"format": "synthetic", "synthetic": {"n": 4096, "test_n": 512, "dim": 64, "classes": 10,

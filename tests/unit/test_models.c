@@ -22,10 +22,14 @@ typedef struct {
     bool given, applied;
     double loss, correct, examples;
     void *scratch[ZDIST_SCRATCH_SLOTS];
+    /* Replica rid of nrep (0: of 1): all_gather hands back `sizes`, as if
+       the other replicas had posted them. */
+    int rid, nrep;
+    float sizes[4];
 } s_fake_t;
 
-static int s_rid(zdist_replica_ctx_t *c) { (void)c; return 0; }
-static int s_nrep(zdist_replica_ctx_t *c) { (void)c; return 1; }
+static int s_rid(zdist_replica_ctx_t *c) { return ((s_fake_t *)c)->rid; }
+static int s_nrep(zdist_replica_ctx_t *c) { return ((s_fake_t *)c)->nrep > 0 ? ((s_fake_t *)c)->nrep : 1; }
 
 static int
 s_next(zdist_replica_ctx_t *c, const zdist_step_batch_t **ret)
@@ -114,6 +118,18 @@ s_all_reduce(zdist_replica_ctx_t *c, zdist_reduce_op_t op, float *const *bufs, c
 }
 
 static int
+s_all_gather(zdist_replica_ctx_t *c, const float *in, const zdist_shape_t *shape, int axis, const float **ret,
+             zdist_shape_t *ret_shape)
+{
+    s_fake_t *f = (s_fake_t *)c;
+    CU_ASSERT(shape->rank == 1 && shape->dims[0] == 1 && axis == 0 && f->nrep > 1 &&
+              in[0] == f->sizes[f->rid]);
+    *ret = f->sizes;
+    *ret_shape = (zdist_shape_t){1, {f->nrep}};
+    return 0;
+}
+
+static int
 s_assign_add(zdist_replica_ctx_t *c, int var, const float *delta)
 {
     s_fake_t *f = (s_fake_t *)c;
@@ -132,6 +148,7 @@ static const zdist_replica_ops_t s_fake_ops = {
     .read_rows = s_read_rows,
     .apply_gradients = s_apply,
     .all_reduce = s_all_reduce,
+    .all_gather = s_all_gather,
     .assign_add = s_assign_add,
     .output = s_output,
     .scratch = s_scratch,
@@ -433,6 +450,59 @@ test_sequential_batch_norm_moving(void)
     s_teardown(&h);
 }
 
+/* Dropout's masks follow the examples: one replica of 8 examples, and 2
+   replicas of 4 each (the second's first example is the global batch's
+   fifth), give the same loss and gradients, summed over the replicas. */
+static void
+test_sequential_dropout_replicas(void)
+{
+    zdist_model_info_t info = {.input_dim = 6, .num_classes = 3, .label_dtype = ZDIST_DTYPE_INT32, .seed = 5};
+    const char *params = "{\"input_shape\": [6], \"layers\": ["
+                         "{\"dense\": {\"units\": 16, \"activation\": \"tanh\"}}, "
+                         "{\"dropout\": {\"rate\": 0.5}}, {\"dense\": {\"units\": 3}}], "
+                         "\"loss\": \"sparse_categorical_crossentropy\"}";
+    s_harness_t one, two;
+    s_setup(&one, &worker_model_sequential, params, &info, true);
+    s_setup(&two, &worker_model_sequential, params, &info, false);
+    for (int v = 0; v < one.vars.n; v++)
+        memcpy(two.vals[v], one.vals[v], (size_t)one.vars.vars[v].n * sizeof(float));
+    float x[8 * 6];
+    int32_t y[8];
+    s_dense_batch(&one, 8, 6, 3, x, y);
+    one.f.batch.global_size = 8;
+    double whole = s_loss(&one);
+    /* dropout is on: evaluation (no dropout) gives another loss */
+    one.f.given = false;
+    CU_ASSERT_EQUAL(one.model->eval_step(one.state, &one.f.base), 0);
+    CU_ASSERT(fabs(one.f.loss - whole) > 1e-4);
+
+    double halves = 0;
+    float *sum[16];
+    for (int v = 0; v < two.vars.n; v++)
+        sum[v] = calloc((size_t)two.vars.vars[v].n, sizeof(float));
+    two.f.nrep = 2;
+    two.f.sizes[0] = two.f.sizes[1] = 4;
+    for (int r = 0; r < 2; r++) {
+        two.f.rid = r;
+        two.f.batch = (zdist_step_batch_t){.size = 4, .dim = 6, .global_size = 8, .features = x + r * 4 * 6,
+                                           .label_dtype = ZDIST_DTYPE_INT32, .labels = y + r * 4};
+        halves += s_loss(&two);
+        for (int v = 0; v < two.vars.n; v++)
+            for (int64_t j = 0; j < two.vars.vars[v].n; j++)
+                sum[v][j] += two.grads[v][j];
+    }
+    CU_ASSERT_DOUBLE_EQUAL(halves, whole, 1e-5);
+    int off = 0;
+    for (int v = 0; v < two.vars.n; v++) {
+        for (int64_t j = 0; j < two.vars.vars[v].n; j++)
+            off += fabsf(sum[v][j] - one.grads[v][j]) > 1e-5f;
+        free(sum[v]);
+    }
+    CU_ASSERT_EQUAL(off, 0);
+    s_teardown(&one);
+    s_teardown(&two);
+}
+
 /* Binary and squared losses on dense layers; an unfused sigmoid output. */
 static void
 test_sequential_losses_gradients(void)
@@ -574,6 +644,8 @@ zdist_test_models_register(void)
                 {"sequential: split and assigned layers on a host of one logical device (finite differences)",
                  test_sequential_split_gradients},
                 {"sequential batch norm moving statistics, evaluation", test_sequential_batch_norm_moving},
+                {"sequential dropout: one replica's masks and losses over 2 replicas",
+                 test_sequential_dropout_replicas},
                 {"sequential binary and squared losses (finite differences)", test_sequential_losses_gradients},
                 {"sequential wide and deep on sparse input (finite differences)", test_sequential_wide_deep_gradients},
                 {"empty batch: zero gradients, still applied", test_empty_batch},

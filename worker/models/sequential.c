@@ -17,6 +17,7 @@ enum {
     S_SLOT_ROWS,       /* embedding weights, rows and their gradients */
     S_SLOT_STEP,       /* this replica's training-step counter (dropout's seed) */
     S_SLOT_PARTS,      /* strategy tpu: split layers' parts, one per logical device */
+    S_SLOT_KEYS,       /* dropout: each example's key this step */
 };
 
 #define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
@@ -44,6 +45,7 @@ typedef struct {
     int nl;
     uint64_t seed;
     bool fused;          /* the last activation (softmax / sigmoid) is part of the loss */
+    bool dropout;        /* a dropout layer: training steps key every example */
     int64_t max_size;    /* largest per-example activation */
     int64_t grad_floats; /* all trainable variables */
 } s_state_t;
@@ -57,6 +59,7 @@ typedef struct {
     int64_t part_floats[ZDIST_MODEL_MAX_LAYERS];
     float *delta[2];
     float *grads;
+    uint64_t *keys; /* dropout: the examples' keys (training) */
     /* embedding */
     int64_t *ids, *offsets;
     float *weights, *rows, *drows;
@@ -109,6 +112,8 @@ s_init(const char *params_json, const zdist_model_info_t *info, void **ret_state
                 layer_window_part(&l->win, l->spec->split[0], l->spec->split[1], d / l->spec->split[1],
                                   d % l->spec->split[1], &l->pwin[d], &l->iy0[d], &l->ix0[d], &l->oy0[d], &l->ox0[d]);
         }
+        if (l->spec->kind == ZDIST_LAYER_DROPOUT)
+            s->dropout = true;
         if (l->out_size > s->max_size)
             s->max_size = l->out_size;
         if (i > 0 && l->in_size > s->max_size)
@@ -294,18 +299,77 @@ s_plan(const s_state_t *s, zdist_replica_ctx_t *ctx, int64_t n, int64_t nnz, boo
     return 0;
 }
 
-/* The seed of layer i's dropout mask this step: the job's seed, the
-   replica, the replica's step count and the batch's labels (so workers
-   that share a replica id draw different masks). */
+/* Dropout's masks belong to the examples, not to the replicas: example e's
+   mask in layer i at step t is drawn from the job's seed, t, i and e's key
+   (its index in the global batch, its label and its features), so that one
+   device and any number of replicas, local or on other workers, drop the
+   same units of the same examples (TensorFlow makes no such promise; here
+   a model with dropout trains under every strategy as on one device). The
+   features keep workers apart where nothing else does (parameter_server:
+   every worker is replica 0 at its own step count). */
 static uint64_t
-s_dropout_seed(const s_state_t *s, uint64_t step, int replica, int layer, const zdist_step_batch_t *batch)
+s_dropout_seed(const s_state_t *s, uint64_t step, int layer, uint64_t key)
 {
-    uint64_t h = s->seed * 0x9e3779b97f4a7c15ull ^ step * 0xbf58476d1ce4e5b9ull ^ (uint64_t)replica << 48 ^
-                 (uint64_t)layer << 40;
-    const uint32_t *lab = batch->labels;
-    for (int64_t i = 0; i < batch->size && i < 64 && lab; i++)
-        h = (h ^ lab[i]) * 0x100000001b3ull;
-    return h;
+    return s->seed * 0x9e3779b97f4a7c15ull ^ step * 0xbf58476d1ce4e5b9ull ^ (uint64_t)layer << 40 ^ key;
+}
+
+#define S_FNV_PRIME 0x100000001b3ull
+
+static uint64_t
+s_fnv_u32(uint64_t h, const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v); /* a float's bits, or an int32 label */
+    return (h ^ v) * S_FNV_PRIME;
+}
+
+/* Fills keys[0..n) for this replica's examples: first is the global index
+   of its first example (every replica's size, gathered in replica order). */
+static int
+s_example_keys(zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batch, uint64_t *keys)
+{
+    int64_t n = batch->size, first = 0;
+    int nrep = zdist_ctx_num_replicas(ctx), rid = zdist_ctx_replica_id(ctx);
+    if (nrep > 1) {
+        float size = (float)n;
+        const float *sizes;
+        zdist_shape_t shape = {1, {1}}, got;
+        int rc = zdist_ctx_all_gather(ctx, &size, &shape, 0, &sizes, &got);
+        if (rc < 0)
+            return rc;
+        /* a host whose gather does not span the sync group: the replica id keeps it apart */
+        if (got.dims[0] == nrep)
+            for (int q = 0; q < rid; q++)
+                first += (int64_t)sizes[q];
+        else
+            first = (int64_t)rid << 32;
+    }
+    for (int64_t e = 0; e < n; e++) {
+        uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)(first + e) * 0xc2b2ae3d27d4eb4full;
+        if (batch->labels)
+            h = s_fnv_u32(h, (const char *)batch->labels + 4 * e);
+        if (batch->features) {
+            for (int64_t k = 0; k < batch->dim; k++)
+                h = s_fnv_u32(h, batch->features + e * batch->dim + k);
+        } else if (batch->row_offsets) {
+            for (int64_t j = batch->row_offsets[e]; j < batch->row_offsets[e + 1]; j++) {
+                h = s_fnv_u32(h, batch->feature_values + j);
+                h = (h ^ (uint64_t)batch->feature_ids[j]) * S_FNV_PRIME;
+            }
+        }
+        keys[e] = h;
+    }
+    return 0;
+}
+
+/* Dropout on n examples of `size` units, each example with its own mask
+   (the same call forward and backward). */
+static void
+s_dropout(const s_state_t *s, float *x, int64_t n, int64_t size, double rate, uint64_t step, int layer,
+          const uint64_t *keys)
+{
+    for (int64_t e = 0; e < n; e++)
+        layer_dropout(x + e * size, size, rate, s_dropout_seed(s, step, layer, keys[e]));
 }
 
 /* One pass's state, so that a layer can run on another logical device's
@@ -318,7 +382,6 @@ typedef struct {
     s_plan_t *p;
     bool train;
     uint64_t step;
-    int rid;
     int layer;
     const float *x; /* forward: the layer's input */
     /* backward */
@@ -537,7 +600,7 @@ s_forward_layer(s_pass_t *a)
     case ZDIST_LAYER_DROPOUT:
         memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
         if (a->train)
-            layer_dropout(y, n * l->out_size, sp->rate, s_dropout_seed(s, a->step, a->rid, i, batch));
+            s_dropout(s, y, n, l->out_size, sp->rate, a->step, i, p->keys);
         break;
     case ZDIST_LAYER_ACTIVATION:
         memcpy(y, x, (size_t)(n * l->out_size) * sizeof *y);
@@ -607,7 +670,7 @@ s_forward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *batc
           s_plan_t *p, bool train, uint64_t step, float **ret_out)
 {
     s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = train, .step = step,
-                  .rid = zdist_ctx_replica_id(ctx), .x = batch->features};
+                  .x = batch->features};
     for (int i = 0; i < s->nl; i++) {
         a.layer = i;
         int rc = s_on_device(&a, s_forward_on_device);
@@ -669,7 +732,7 @@ s_backward_layer(s_pass_t *a)
         a->dx = dy;
         break;
     case ZDIST_LAYER_DROPOUT:
-        layer_dropout(dy, n * l->out_size, sp->rate, s_dropout_seed(s, a->step, a->rid, i, batch));
+        s_dropout(s, dy, n, l->out_size, sp->rate, a->step, i, p->keys);
         a->dx = dy;
         break;
     case ZDIST_LAYER_ACTIVATION:
@@ -731,7 +794,7 @@ s_backward(s_state_t *s, zdist_replica_ctx_t *ctx, const zdist_step_batch_t *bat
            s_plan_t *p, uint64_t step, float *dy, zdist_grad_t *g, int *ret_ng)
 {
     s_pass_t a = {.s = s, .ctx = ctx, .batch = batch, .w = w, .p = p, .train = true, .step = step,
-                  .rid = zdist_ctx_replica_id(ctx), .gp = p->grads, .g = g};
+                  .gp = p->grads, .g = g};
     for (int i = s->nl - 1; i >= 0; i--) {
         a.layer = i;
         a.x = i > 0 ? p->act[i - 1] : batch->features;
@@ -776,6 +839,13 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     if (train && !counter)
         return -ENOMEM;
     uint64_t step = train ? (*counter)++ : 0;
+    p.keys = NULL;
+    if (train && s->dropout) {
+        if (!(p.keys = zdist_ctx_scratch(ctx, S_SLOT_KEYS, (size_t)(n + 1) * sizeof *p.keys)))
+            return -ENOMEM;
+        if ((rc = s_example_keys(ctx, batch, p.keys)) < 0)
+            return rc;
+    }
 
     float *out;
     if ((rc = s_forward(s, ctx, batch, w, &p, train, step, &out)) < 0)
