@@ -201,7 +201,7 @@ s_lost(s_worker_t *w, const char *why)
     if (w->lost_since_ms)
         return;
     w->lost_since_ms = zdist_clock_now_ms();
-    snprintf(w->lost_why, sizeof w->lost_why, "%s", why);
+    snprintf(w->lost_why, sizeof w->lost_why, "%.*s", (int)sizeof w->lost_why - 1, why); /* cut to fit */
 }
 
 /* Sorts the ring's failed replies into m->last_failure; true when one of

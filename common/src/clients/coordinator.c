@@ -602,6 +602,8 @@ s_dispatch(zdist_coordinator_t *self)
             batch[nb++] = s_pop(self);
             steps = s;
         }
+        if (nb == 0)
+            break;
         zdist_worker_run_t req = {self->job.name, steps, batch[0]->first_step};
         uint64_t id = 0;
         if (zdist_worker_client_run_steps(best->cl, &req, self->closure_timeout_ms, &id) < 0) {
