@@ -27,6 +27,10 @@ typedef struct s_done_t {
     struct s_done_t *next;
 } s_done_t;
 
+/* A handshake failing this soon after the connect is the server's refusal
+   (libzmq's own handshake deadline, ZMQ_HANDSHAKE_IVL, is 30 s). */
+#define S_REFUSED_AT_ONCE_MS 5000
+
 struct zdist_rpc_client_t {
     zsock_t *sock;
     void *handle;
@@ -47,6 +51,7 @@ struct zdist_rpc_client_t {
 
     bool connected;
     int handshakes_failed; /* NO_DETAIL failures since the last handshake that succeeded */
+    int64_t connected_ms;  /* when CONNECTED was read (0: not yet) */
     uint64_t peer_incarnation;
     unsigned restarts;
     uint64_t dropped;
@@ -402,8 +407,12 @@ s_read_monitor(zdist_rpc_client_t *self)
                peer frozen, killed or cut off as it was connected) says this
                too, once: only a second in a row, with no handshake done
                between, is the security handshake failing. The first is a
-               lost connection (DISCONNECTED follows). */
-            if (++self->handshakes_failed >= 2)
+               lost connection (DISCONNECTED follows) — unless it came at
+               once after the connect: a server refusing our mechanism (no
+               keys against CURVE) closes within a round trip, a frozen
+               peer is only given up at libzmq's handshake deadline (30 s). */
+            bool at_once = self->connected_ms > 0 && zdist_clock_now_ms() - self->connected_ms < S_REFUSED_AT_ONCE_MS;
+            if (++self->handshakes_failed >= 2 || at_once)
                 s_handshake_failed(self, event, value);
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             s_handshake_failed(self, event, value);
@@ -411,6 +420,7 @@ s_read_monitor(zdist_rpc_client_t *self)
             self->handshakes_failed = 0;
         } else if (event == ZMQ_EVENT_CONNECTED) {
             self->connected = true;
+            self->connected_ms = zdist_clock_now_ms();
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             self->connected = false;
             /* Whatever was in flight may never be answered: the caller
