@@ -86,19 +86,39 @@ s_prune_extra(psd_ledger_t *self)
     self->nextra = k;
 }
 
+/* arr with room for `need` elements of `size` bytes (its capacity *cap,
+   doubled from `first`); NULL when out of memory, arr and *cap unchanged. */
+static void *
+s_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return arr;
+    size_t n = *cap ? *cap : first;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(arr, n * size);
+    if (p)
+        *cap = n;
+    return p;
+}
+
 static int
 s_reserve_words(psd_ledger_t *self, size_t need)
 {
-    if (need <= self->cap)
-        return 0;
-    size_t cap = self->cap ? self->cap : 4;
-    while (cap < need)
-        cap *= 2;
-    uint64_t *p = realloc(self->words, cap * sizeof *p);
+    uint64_t *p = s_grow(self->words, &self->cap, need, sizeof *p, 4);
     if (!p)
         return -ENOMEM;
     self->words = p;
-    self->cap = cap;
+    return 0;
+}
+
+static int
+s_reserve_extra(psd_ledger_t *self, size_t need)
+{
+    psd_ledger_key_t *p = s_grow(self->extra, &self->extra_cap, need, sizeof *p, 8);
+    if (!p)
+        return -ENOMEM;
+    self->extra = p;
     return 0;
 }
 
@@ -140,14 +160,9 @@ s_record_extra(psd_ledger_t *self, uint64_t step, uint32_t ordinal)
         if (step < self->extra_floor)
             return 0;
     }
-    if (self->nextra == self->extra_cap) {
-        size_t cap = self->extra_cap ? self->extra_cap * 2 : 8;
-        psd_ledger_key_t *p = realloc(self->extra, cap * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        self->extra = p;
-        self->extra_cap = cap;
-    }
+    int rc = s_reserve_extra(self, self->nextra + 1);
+    if (rc < 0)
+        return rc;
     self->extra[self->nextra++] = (psd_ledger_key_t){step, ordinal};
     return 0;
 }
@@ -158,15 +173,9 @@ psd_ledger_reserve(psd_ledger_t *self, uint64_t step, uint32_t ordinal)
     if (step == 0 || psd_ledger_seen(self, step, ordinal))
         return 0;
     if (ordinal > 0) {
-        if (self->nextra < self->extra_cap || self->nextra == PSD_LEDGER_MAX_EXTRA)
+        if (self->nextra == PSD_LEDGER_MAX_EXTRA)
             return 0;
-        size_t cap = self->extra_cap ? self->extra_cap * 2 : 8;
-        psd_ledger_key_t *p = realloc(self->extra, cap * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        self->extra = p;
-        self->extra_cap = cap;
-        return 0;
+        return s_reserve_extra(self, self->nextra + 1);
     }
     uint64_t i = step / 64 - self->base;
     size_t slide = i >= S_MAX_WORDS ? (size_t) (i - S_MAX_WORDS + 1) : 0;
