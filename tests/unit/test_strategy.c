@@ -1149,11 +1149,11 @@ out:
     return NULL;
 }
 
+/* Two ring ranks over loopback, connected to each other (one per worker thread). */
 static void
-s_mw_run(mw_worker_t *w, int local)
+s_loopback_ring(zdist_comm_t *comm[2])
 {
     zdist_error_t err;
-    zdist_comm_t *comm[2];
     const char *eps[2];
     for (int i = 0; i < 2; i++) {
         zdist_comm_config_t cc = {.rank = i, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 20000};
@@ -1163,6 +1163,13 @@ s_mw_run(mw_worker_t *w, int local)
     }
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(zdist_comm_connect(comm[i], eps, &err), 0);
+}
+
+static void
+s_mw_run(mw_worker_t *w, int local)
+{
+    zdist_comm_t *comm[2];
+    s_loopback_ring(comm);
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {
         memset(&w[i], 0, sizeof w[i]);
@@ -1613,17 +1620,8 @@ test_multi_worker_dtypes_and_axes(void)
     }
     CU_ASSERT_EQUAL(one.merged[0], 60);
 
-    zdist_error_t err;
     zdist_comm_t *comm[2];
-    const char *eps[2];
-    for (int i = 0; i < 2; i++) {
-        zdist_comm_config_t cc = {.rank = i, .size = 2, .bind = "tcp://127.0.0.1:*", .timeout_ms = 20000};
-        comm[i] = zdist_comm_new(&cc, &err);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(comm[i]);
-        eps[i] = zdist_comm_endpoint(comm[i]);
-    }
-    for (int i = 0; i < 2; i++)
-        CU_ASSERT_EQUAL_FATAL(zdist_comm_connect(comm[i], eps, &err), 0);
+    s_loopback_ring(comm);
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {
         w[i].comm = comm[i];
