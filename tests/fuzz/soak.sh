@@ -17,6 +17,8 @@
 # corpus files, result). The table printed at the end sums runs.tsv per target, so CPU time accumulates
 # honestly over any number of runs: it counts the fuzzer process's own user+system time (a niced soak on a
 # busy machine gets less CPU than wall time), and a run killed before its end is not counted at all.
+# Two soaks may share one DIR to use two cores when their BUILD_DIRs hold disjoint sets of targets (e.g.
+# directories of symlinks to half the binaries each).
 # --totals prints that table for DIR and exits (no run; MINUTES not needed).
 # --until-cpu M repeats rounds of MINUTES per target, skipping targets that have M CPU-minutes in runs.tsv,
 # until every target has (a target that crashed is left out for the rest of the invocation). With --state,
@@ -108,13 +110,13 @@ run_one() {
     mkdir -p "$work/corpus/$name" "$work/artifacts/$name"
     log=$work/logs/$name-$(date -u +%Y%m%dT%H%M%SZ).log
     start=$(date +%s)
-    times >"$work/.times-before"
+    times >"$work/.times-before.$$"
     "$bin/$t" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$work/artifacts/$name/" \
         -rss_limit_mb=2048 -timeout=25 "$work/corpus/$name" "$here/corpus/$name" >"$log" 2>&1 || rc=$?
-    times >"$work/.times-after"
+    times >"$work/.times-after.$$"
     local wall=$(($(date +%s) - start))
     local cpu execs last edges ft files result=ok
-    cpu=$(cpu_between "$work/.times-before" "$work/.times-after")
+    cpu=$(cpu_between "$work/.times-before.$$" "$work/.times-after.$$")
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
     last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
     edges=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
