@@ -819,7 +819,7 @@ s_plan_targets(s_restore_t *r, psd_store_t *store, const char *job, zdist_error_
         if ((rc = s_target_dedup(r, t, err)) < 0)
             break;
         size_t alloc = t->value_bytes ? t->value_bytes : 1;
-        t->values = malloc(alloc);
+        t->values = psd_buffer_alloc(alloc);
         if (!t->values) {
             rc = zdist_error_set(err, -ENOMEM, "out of memory restoring '%s'", s->name);
             break;
@@ -827,7 +827,7 @@ s_plan_targets(s_restore_t *r, psd_store_t *store, const char *job, zdist_error_
         if (t->got_slots) {
             t->nslots = zdist_optim_num_slots(t->optim.kind);
             for (int k = 0; k < t->nslots; k++) {
-                t->slots[k] = malloc(alloc);
+                t->slots[k] = psd_buffer_alloc(alloc);
                 if (!t->slots[k]) {
                     rc = zdist_error_set(err, -ENOMEM, "out of memory restoring '%s'", s->name);
                     break;

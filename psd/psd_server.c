@@ -203,30 +203,13 @@ s_pull(zdist_rpc_call_t *call, void *state)
     return s_reply_shard(self, call, req->name, shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, n);
 }
 
-/* Some shard of variable `name` on this ps (for its dtype and row shape). */
-static psd_shard_t *
-s_any_shard(self_t *self, const char *name)
-{
-    size_t n = psd_store_list(self->store, NULL, 0);
-    psd_shard_t **all = calloc(n ? n : 1, sizeof *all);
-    psd_shard_t *found = NULL;
-    if (!all)
-        return NULL;
-    n = psd_store_list(self->store, all, n);
-    for (size_t i = 0; i < n && !found; i++)
-        if (strcmp(psd_shard_spec(all[i])->name, name) == 0)
-            found = all[i];
-    free(all);
-    return found;
-}
-
 static int
 s_pull_rows(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_ps_pull_rows_t *req = zdist_rpc_call_body(call);
     size_t nids = req->nids;
-    psd_shard_t *any = s_any_shard(self, req->name);
+    psd_shard_t *any = psd_store_first(self->store, req->name);
     if (!any)
         return s_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d", req->name,
                         self->config.ps_task);

@@ -7,8 +7,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "psd_shard.h"
+
+/* A shard's buffer (values, a copy, optimizer slots). Big ones start on a
+   2 MiB boundary and are marked for transparent huge pages before their
+   first touch: a row gather over a big table is otherwise a TLB miss per
+   row (a page walk that costs double on a virtual machine). Only the whole
+   2 MiB pages inside the buffer become huge: nothing is rounded up. Freed
+   with free(). */
+#define S_HUGE_BYTES ((size_t) 2 << 20)
+void *
+psd_buffer_alloc(size_t bytes)
+{
+    if (bytes < S_HUGE_BYTES)
+        return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, S_HUGE_BYTES, bytes) != 0)
+        return NULL;
+    (void) madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without THP it changes nothing */
+    return p;
+}
 
 typedef struct {
     uint64_t id;
@@ -207,7 +227,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
     if (rc != 0)
         goto fail;
     self->lock_ready = true;
-    self->values = malloc(value_bytes ? value_bytes : 1);
+    self->values = psd_buffer_alloc(value_bytes);
     if (!self->values || !(self->vals = s_values_wrap(self->values)))
         goto fail;
     if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->init_name ? spec->init_name : spec->name, spec->dtype, &spec->shape,
@@ -388,7 +408,7 @@ s_own_values(psd_shard_t *self)
 {
     if (atomic_load_explicit(&self->vals->refs, memory_order_acquire) == 1)
         return 0;
-    void *copy = malloc(self->value_bytes ? self->value_bytes : 1);
+    void *copy = psd_buffer_alloc(self->value_bytes);
     s_values_t *v = copy ? s_values_wrap(copy) : NULL;
     if (!v) {
         free(copy);
@@ -574,7 +594,7 @@ s_ensure_slots(psd_shard_t *self)
     void *fresh[ZDIST_OPTIM_MAX_SLOTS] = {0};
     size_t n = self->value_bytes / self->esize;
     for (int i = 0; i < count; i++) {
-        fresh[i] = malloc(self->value_bytes ? self->value_bytes : 1);
+        fresh[i] = psd_buffer_alloc(self->value_bytes);
         if (!fresh[i]) {
             for (int k = 0; k < i; k++)
                 free(fresh[k]);
@@ -1178,6 +1198,16 @@ s_find_row(psd_store_t *self, const char *name, int64_t row, bool *ret_known)
 }
 
 psd_shard_t *
+psd_store_first(psd_store_t *self, const char *name)
+{
+    pthread_rwlock_rdlock(&self->lock);
+    size_t i = s_lower_bound(self, name, INT32_MIN);
+    psd_shard_t *found = i < self->nshards && strcmp(self->shards[i]->name, name) == 0 ? self->shards[i] : NULL;
+    pthread_rwlock_unlock(&self->lock);
+    return found;
+}
+
+psd_shard_t *
 psd_store_find_row(psd_store_t *self, const char *name, int64_t row)
 {
     bool known;
@@ -1199,6 +1229,17 @@ psd_store_list(psd_store_t *self, psd_shard_t **out, size_t max)
     }
     pthread_rwlock_unlock(&self->lock);
     return n;
+}
+
+/* How many ids ahead a gather prefetches, and the prefetch of one row
+   (every cache line of it, up to 1 KiB: wider rows stream well anyway). */
+#define S_PREFETCH_AHEAD 8
+static inline void
+s_prefetch_row(const char *row, size_t bytes)
+{
+    size_t n = bytes < 1024 ? bytes : 1024;
+    for (size_t off = 0; off < n; off += 64)
+        __builtin_prefetch(row + off, 0, 0);
 }
 
 /* True when shard s (may be NULL) holds global row `row`. */
@@ -1253,6 +1294,11 @@ psd_store_read_ids(psd_store_t *self, const char *name, const int64_t *ids, size
             cur = s_find_row(self, name, ids[i], &known);
             pthread_rwlock_rdlock(&cur->lock);
         }
+        /* Random rows of a big table miss the caches: ask for a row a few
+           ids ahead while this one is copied, so the misses overlap. */
+        if (i + S_PREFETCH_AHEAD < nids && s_holds(cur, ids[i + S_PREFETCH_AHEAD]))
+            s_prefetch_row((char *) cur->values
+                           + (size_t) (ids[i + S_PREFETCH_AHEAD] - cur->spec.row_offset) * row_bytes, row_bytes);
         memcpy((char *) buf + i * row_bytes,
                (char *) cur->values + (size_t) (ids[i] - cur->spec.row_offset) * row_bytes, row_bytes);
     }

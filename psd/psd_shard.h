@@ -93,6 +93,9 @@ int psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_
                      zdist_error_t *err);
 /* Borrowed shard or NULL. */
 psd_shard_t *psd_store_find(psd_store_t *self, const char *name, int32_t shard_index);
+/* The first shard (lowest index) of variable `name` here, for its dtype and
+   row shape; borrowed, or NULL. */
+psd_shard_t *psd_store_first(psd_store_t *self, const char *name);
 /* The shard of variable `name` holding global row `row`, or NULL. */
 psd_shard_t *psd_store_find_row(psd_store_t *self, const char *name, int64_t row);
 /* With out NULL: returns how many shards the store holds. Otherwise copies
@@ -106,6 +109,10 @@ size_t psd_store_list(psd_store_t *self, psd_shard_t **out, size_t max);
    buf on error. */
 int psd_store_read_ids(psd_store_t *self, const char *name, const int64_t *ids, size_t nids,
                        void *buf, size_t buf_bytes, zdist_error_t *err);
+
+/* A buffer for a shard's values or slots: big ones on huge-page boundaries.
+   Freed with free(). */
+void *psd_buffer_alloc(size_t bytes);
 
 typedef struct {
     size_t variables;     /* distinct names */
