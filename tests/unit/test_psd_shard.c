@@ -856,6 +856,90 @@ test_pin_copy_on_write(void)
     psd_shard_unpin((void *) p, pin); /* the last reference: freed (ASan checks) */
 }
 
+/* A table of two shards here (one over 2 MiB, one under): gathers by id that
+   hop between them and a sparse momentum apply with repeated ids, over a
+   thousand ids each, give exactly what row-by-row arithmetic gives (the
+   prefetching loops look ahead across shard borders and ends). */
+static void
+test_big_table(void)
+{
+    enum { WIDTH = 64, NIDS = 1000 };
+    psd_store_t *store = psd_store_new();
+    zdist_error_t err = {0};
+    zdist_optim_config_t mom = {.kind = ZDIST_OPTIM_MOMENTUM, .learning_rate = 0.5, .momentum = 0.5};
+    CU_ASSERT_EQUAL_FATAL(psd_store_set_optimizer(store, &mom, &err), 0);
+    psd_shard_spec_t a = s_spec("big", 16000, WIDTH, ZDIST_DTYPE_FLOAT32, 0, 0, 9000); /* 2.2 MiB */
+    psd_shard_spec_t b = s_spec("big", 16000, WIDTH, ZDIST_DTYPE_FLOAT32, 2, 12000, 4000); /* rows 9000..12000 elsewhere */
+    psd_shard_t *sa = NULL, *sb = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &a, &sa, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &b, &sb, &err), 0);
+    CU_ASSERT_PTR_EQUAL(psd_store_first(store, "big"), sa);
+    CU_ASSERT_PTR_NULL(psd_store_first(store, "bi"));
+    psd_shard_t *parts[] = {sa, sb};
+    for (int k = 0; k < 2; k++) {
+        const psd_shard_spec_t *sp = psd_shard_spec(parts[k]);
+        float *v = malloc((size_t) sp->rows * WIDTH * sizeof *v);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        for (int64_t r = 0; r < sp->rows; r++)
+            for (int c = 0; c < WIDTH; c++)
+                v[r * WIDTH + c] = (float) (100 * (sp->row_offset + r) + c);
+        CU_ASSERT_EQUAL(s_write(parts[k], PSD_OP_ASSIGN, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, v,
+                                (size_t) sp->rows * WIDTH * sizeof *v, &err), 0);
+        free(v);
+    }
+    void *data = NULL, *pin = NULL;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sa, 0, PSD_WHOLE_SHARD, &data, &bytes, &pin, &err), 0);
+    CU_ASSERT_EQUAL((uintptr_t) data % ((uintptr_t) 2 << 20), 0); /* a huge-page boundary */
+    psd_shard_unpin(data, pin);
+
+    int64_t *ids = malloc(NIDS * sizeof *ids);
+    float *buf = malloc((size_t) NIDS * WIDTH * sizeof *buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    uint64_t x = 7;
+    for (int i = 0; i < NIDS; i++) { /* runs in either shard, with repeats */
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        int64_t r = (int64_t) ((x >> 33) % 13000);
+        ids[i] = r < 9000 ? r : r - 9000 + 12000;
+    }
+    ids[NIDS - 1] = ids[0];
+    CU_ASSERT_EQUAL_FATAL(psd_store_read_ids(store, "big", ids, NIDS, buf, (size_t) NIDS * WIDTH * sizeof *buf,
+                                             &err), 0);
+    int wrong = 0;
+    for (int i = 0; i < NIDS; i++)
+        for (int c = 0; c < WIDTH; c++)
+            wrong += buf[i * WIDTH + c] != (float) (100 * ids[i] + c);
+    CU_ASSERT_EQUAL(wrong, 0);
+
+    /* Sparse momentum on the big shard: ids below 9000 only, repeats summed. */
+    int n = 0;
+    for (int i = 0; i < NIDS; i++)
+        if (ids[i] < 9000)
+            ids[n++] = ids[i];
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < WIDTH; c++)
+            buf[i * WIDTH + c] = 0.25f * (float) (i % 7 + 1);
+    CU_ASSERT_EQUAL(s_write(sa, PSD_OP_APPLY_SPARSE, 3, 1, ZDIST_DTYPE_FLOAT32, 0, 0, ids, (size_t) n, buf,
+                            (size_t) n * WIDTH * sizeof *buf, &err), 0);
+    float row[WIDTH], slot[WIDTH];
+    wrong = 0;
+    for (int i = 0; i < n; i++) {
+        float sum = 0;
+        for (int k = 0; k < n; k++)
+            if (ids[k] == ids[i])
+                sum += 0.25f * (float) (k % 7 + 1);
+        CU_ASSERT_EQUAL(psd_shard_read(sa, ids[i], 1, row, sizeof row, &err), 0);
+        CU_ASSERT_EQUAL(psd_shard_read_slot(sa, 0, ids[i], 1, slot, sizeof slot, &err), 0);
+        for (int c = 0; c < WIDTH; c++) /* v = -lr g; w += v */
+            wrong += row[c] != (float) (100 * ids[i] + c) - 0.5f * sum || slot[c] != -0.5f * sum;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    free(ids);
+    free(buf);
+    psd_store_destroy(&store);
+}
+
 /* A reply answered from a shard's buffer is still being sent when its job
    is dropped: the values stay until libzmq's I/O thread unpins them. */
 static void
@@ -886,6 +970,7 @@ zdist_test_psd_shard_register(void)
     ZDIST_SUITE("psd_shard",
                 {"create is idempotent, conflicts are ALREADY_EXISTS", test_create_idempotent},
                 {"reads by range and ids", test_reads},
+                {"a big table: gathers across shards and a sparse apply, row by row", test_big_table},
                 {"writes, and refusals change nothing", test_writes},
                 {"exactly-once writes", test_exactly_once},
                 {"exactly-once by the job's step: a re-run closure is applied once", test_exactly_once_by_step},
