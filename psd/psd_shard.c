@@ -566,47 +566,12 @@ s_client_record(s_client_t *c, uint64_t seq)
 
 /* ---- element kernels ---- */
 
-#define S_ADDSUB(T, U)                                                  \
+/* dst := X + src (or X - src) elementwise, X being dst itself or another
+   buffer (values a reply still holds). */
+#define S_ADDSUB(T, U, X)                                               \
     do {                                                                \
         T *d = dst;                                                     \
-        const T *s = src;                                               \
-        if (sub)                                                        \
-            for (size_t i = 0; i < n; i++)                              \
-                d[i] = (T) ((U) d[i] - (U) s[i]);                       \
-        else                                                            \
-            for (size_t i = 0; i < n; i++)                              \
-                d[i] = (T) ((U) d[i] + (U) s[i]);                       \
-    } while (0)
-
-/* Integer arithmetic wraps as TF's does (computed unsigned: no UB). */
-static void
-s_addsub(zdist_dtype_t dtype, void *restrict dst, const void *restrict src, size_t n, bool sub)
-{
-    switch (dtype) {
-    case ZDIST_DTYPE_FLOAT32:
-        S_ADDSUB(float, float);
-        break;
-    case ZDIST_DTYPE_FLOAT64:
-        S_ADDSUB(double, double);
-        break;
-    case ZDIST_DTYPE_INT32:
-        S_ADDSUB(int32_t, uint32_t);
-        break;
-    case ZDIST_DTYPE_INT64:
-        S_ADDSUB(int64_t, uint64_t);
-        break;
-    case ZDIST_DTYPE_UINT8:
-        S_ADDSUB(uint8_t, uint8_t);
-        break;
-    default:
-        break;
-    }
-}
-
-#define S_ADDSUB_TO(T, U)                                               \
-    do {                                                                \
-        T *d = dst;                                                     \
-        const T *x = in, *s = src;                                      \
+        const T *x = X, *s = src;                                       \
         if (sub)                                                        \
             for (size_t i = 0; i < n; i++)                              \
                 d[i] = (T) ((U) x[i] - (U) s[i]);                       \
@@ -615,31 +580,42 @@ s_addsub(zdist_dtype_t dtype, void *restrict dst, const void *restrict src, size
                 d[i] = (T) ((U) x[i] + (U) s[i]);                       \
     } while (0)
 
-/* dst := in + src (or in - src), in left as it is: s_addsub on values a
-   reply still holds. */
+/* Integer arithmetic wraps as TF's does (computed unsigned: no UB). */
+#define S_ADDSUB_DTYPES(X)                                              \
+    do {                                                                \
+        switch (dtype) {                                                \
+        case ZDIST_DTYPE_FLOAT32:                                       \
+            S_ADDSUB(float, float, X);                                  \
+            break;                                                      \
+        case ZDIST_DTYPE_FLOAT64:                                       \
+            S_ADDSUB(double, double, X);                                \
+            break;                                                      \
+        case ZDIST_DTYPE_INT32:                                         \
+            S_ADDSUB(int32_t, uint32_t, X);                             \
+            break;                                                      \
+        case ZDIST_DTYPE_INT64:                                         \
+            S_ADDSUB(int64_t, uint64_t, X);                             \
+            break;                                                      \
+        case ZDIST_DTYPE_UINT8:                                         \
+            S_ADDSUB(uint8_t, uint8_t, X);                              \
+            break;                                                      \
+        default:                                                        \
+            break;                                                      \
+        }                                                               \
+    } while (0)
+
+static void
+s_addsub(zdist_dtype_t dtype, void *restrict dst, const void *restrict src, size_t n, bool sub)
+{
+    S_ADDSUB_DTYPES(dst);
+}
+
+/* In a separate function: restrict keeps dst apart from in. */
 static void
 s_addsub_to(zdist_dtype_t dtype, void *restrict dst, const void *restrict in, const void *restrict src,
             size_t n, bool sub)
 {
-    switch (dtype) {
-    case ZDIST_DTYPE_FLOAT32:
-        S_ADDSUB_TO(float, float);
-        break;
-    case ZDIST_DTYPE_FLOAT64:
-        S_ADDSUB_TO(double, double);
-        break;
-    case ZDIST_DTYPE_INT32:
-        S_ADDSUB_TO(int32_t, uint32_t);
-        break;
-    case ZDIST_DTYPE_INT64:
-        S_ADDSUB_TO(int64_t, uint64_t);
-        break;
-    case ZDIST_DTYPE_UINT8:
-        S_ADDSUB_TO(uint8_t, uint8_t);
-        break;
-    default:
-        break;
-    }
+    S_ADDSUB_DTYPES(in);
 }
 
 static const char *
