@@ -38,33 +38,86 @@ typedef struct {
     bool has_seq;
 } s_client_t;
 
+typedef struct _s_pool_t s_pool_t;
+
 /* A shard's values, counted: a pull answered without copying holds a
    reference until libzmq has sent the reply (psd_shard_unpin, from its I/O
-   thread), and a write while one is held first copies the values into a
-   buffer of its own (copy on write), so a reply never sees a later write. */
+   thread), and a write while one is held goes to another buffer (copy on
+   write), so a reply never sees a later write. */
 typedef struct {
     atomic_uint refs;
     void *data;
+    s_pool_t *pool; /* the shard's; a reference while refs > 0 */
 } s_values_t;
 
+/* A shard's spare values buffer: the last reply to release a buffer the
+   shard has moved away from leaves it here, and the next write that needs
+   another buffer takes it rather than fresh pages (which cost more than the
+   write). Counted (the shard, and each buffer while referenced) because
+   replies may outlive the shard: then the last of them frees it all.
+   Shards over S_SPARE_MAX_BYTES keep none: a second copy of a big variable
+   held for good (outside --max-bytes) costs more than its fresh pages. */
+#define S_SPARE_MAX_BYTES ((size_t) 64 << 20)
+struct _s_pool_t {
+    atomic_uint refs;
+    bool keep;                   /* a spare is kept at all */
+    _Atomic(s_values_t *) spare; /* refs 0, no pool reference; or NULL */
+};
+
+static s_pool_t *
+s_pool_new(size_t value_bytes)
+{
+    s_pool_t *p = malloc(sizeof *p);
+    if (p) {
+        atomic_init(&p->refs, 1);
+        p->keep = value_bytes <= S_SPARE_MAX_BYTES;
+        atomic_init(&p->spare, NULL);
+    }
+    return p;
+}
+
+static void
+s_values_free(s_values_t *v)
+{
+    if (v) {
+        free(v->data);
+        free(v);
+    }
+}
+
+static void
+s_pool_release(s_pool_t *p)
+{
+    if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+        s_values_free(atomic_exchange_explicit(&p->spare, NULL, memory_order_acq_rel));
+        free(p);
+    }
+}
+
 static s_values_t *
-s_values_wrap(void *data)
+s_values_wrap(s_pool_t *pool, void *data)
 {
     s_values_t *v = malloc(sizeof *v);
     if (v) {
         atomic_init(&v->refs, 1);
         v->data = data;
+        v->pool = pool;
+        atomic_fetch_add_explicit(&pool->refs, 1, memory_order_relaxed);
     }
     return v;
 }
 
+/* From any thread. The last reference makes the buffer its pool's spare
+   (an older spare is freed: one per shard), or frees it (no spare kept). */
 static void
 s_values_release(s_values_t *v)
 {
-    if (v && atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) {
-        free(v->data);
-        free(v);
-    }
+    if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    s_pool_t *pool = v->pool;
+    v->pool = NULL;
+    s_values_free(pool->keep ? atomic_exchange_explicit(&pool->spare, v, memory_order_acq_rel) : v);
+    s_pool_release(pool);
 }
 
 struct _psd_shard_t {
@@ -77,6 +130,7 @@ struct _psd_shard_t {
     /* guarded by lock */
     void *values;      /* vals->data */
     s_values_t *vals;
+    s_pool_t *pool;    /* set once */
     void *slots[ZDIST_OPTIM_MAX_SLOTS];
     int nslots; /* allocated slots: 0 or the optimizer's count */
     zdist_optim_config_t optim;
@@ -117,6 +171,12 @@ s_shard_destroy(psd_shard_t **self_p)
         s_values_release(self->vals);
     else
         free(self->values);
+    if (self->pool) {
+        /* Ours now; a buffer a reply still holds comes back to the pool
+           after this, and the reply frees it with the pool. */
+        s_values_free(atomic_exchange_explicit(&self->pool->spare, NULL, memory_order_acq_rel));
+        s_pool_release(self->pool);
+    }
     for (int i = 0; i < ZDIST_OPTIM_MAX_SLOTS; i++)
         free(self->slots[i]);
     zdist_optim_scratch_release(&self->scratch);
@@ -228,7 +288,7 @@ s_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
         goto fail;
     self->lock_ready = true;
     self->values = psd_buffer_alloc(value_bytes);
-    if (!self->values || !(self->vals = s_values_wrap(self->values)))
+    if (!self->values || !(self->pool = s_pool_new(value_bytes)) || !(self->vals = s_values_wrap(self->pool, self->values)))
         goto fail;
     if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->init_name ? spec->init_name : spec->name, spec->dtype, &spec->shape,
                                  spec->row_offset, spec->rows, self->values, value_bytes, err)) < 0)
@@ -401,24 +461,30 @@ psd_shard_unpin(void *data, void *pin)
     s_values_release(pin);
 }
 
-/* Under the write lock, before the values change: a buffer a reply still
-   holds is left to it and the shard writes to a copy. */
-static int
-s_own_values(psd_shard_t *self)
+/* True while a reply holds the values; under the write lock (no new pin
+   comes meanwhile, only releases). */
+static bool
+s_pinned(psd_shard_t *self)
 {
-    if (atomic_load_explicit(&self->vals->refs, memory_order_acquire) == 1)
-        return 0;
-    void *copy = psd_buffer_alloc(self->value_bytes);
-    s_values_t *v = copy ? s_values_wrap(copy) : NULL;
-    if (!v) {
-        free(copy);
-        return -ENOMEM;
+    return atomic_load_explicit(&self->vals->refs, memory_order_acquire) > 1;
+}
+
+/* Another values buffer for the shard (contents undefined): the spare, else
+   new memory. NULL when out of memory. Under the write lock. */
+static s_values_t *
+s_other_values(psd_shard_t *self)
+{
+    s_values_t *v = atomic_exchange_explicit(&self->pool->spare, NULL, memory_order_acq_rel);
+    if (v) {
+        atomic_store_explicit(&v->refs, 1, memory_order_relaxed);
+        v->pool = self->pool;
+        atomic_fetch_add_explicit(&self->pool->refs, 1, memory_order_relaxed);
+        return v;
     }
-    memcpy(copy, self->values, self->value_bytes);
-    s_values_release(self->vals);
-    self->vals = v;
-    self->values = copy;
-    return 0;
+    void *data = psd_buffer_alloc(self->value_bytes);
+    if (data && !(v = s_values_wrap(self->pool, data)))
+        free(data);
+    return v;
 }
 
 int
@@ -525,41 +591,56 @@ s_client_record(s_client_t *c, uint64_t seq)
 
 /* ---- element kernels ---- */
 
-#define S_ADDSUB(T, U)                                                  \
+/* dst := X + src (or X - src) elementwise, X being dst itself or another
+   buffer (values a reply still holds). */
+#define S_ADDSUB(T, U, X)                                               \
     do {                                                                \
         T *d = dst;                                                     \
-        const T *s = src;                                               \
+        const T *x = X, *s = src;                                       \
         if (sub)                                                        \
             for (size_t i = 0; i < n; i++)                              \
-                d[i] = (T) ((U) d[i] - (U) s[i]);                       \
+                d[i] = (T) ((U) x[i] - (U) s[i]);                       \
         else                                                            \
             for (size_t i = 0; i < n; i++)                              \
-                d[i] = (T) ((U) d[i] + (U) s[i]);                       \
+                d[i] = (T) ((U) x[i] + (U) s[i]);                       \
     } while (0)
 
 /* Integer arithmetic wraps as TF's does (computed unsigned: no UB). */
+#define S_ADDSUB_DTYPES(X)                                              \
+    do {                                                                \
+        switch (dtype) {                                                \
+        case ZDIST_DTYPE_FLOAT32:                                       \
+            S_ADDSUB(float, float, X);                                  \
+            break;                                                      \
+        case ZDIST_DTYPE_FLOAT64:                                       \
+            S_ADDSUB(double, double, X);                                \
+            break;                                                      \
+        case ZDIST_DTYPE_INT32:                                         \
+            S_ADDSUB(int32_t, uint32_t, X);                             \
+            break;                                                      \
+        case ZDIST_DTYPE_INT64:                                         \
+            S_ADDSUB(int64_t, uint64_t, X);                             \
+            break;                                                      \
+        case ZDIST_DTYPE_UINT8:                                         \
+            S_ADDSUB(uint8_t, uint8_t, X);                              \
+            break;                                                      \
+        default:                                                        \
+            break;                                                      \
+        }                                                               \
+    } while (0)
+
 static void
 s_addsub(zdist_dtype_t dtype, void *restrict dst, const void *restrict src, size_t n, bool sub)
 {
-    switch (dtype) {
-    case ZDIST_DTYPE_FLOAT32:
-        S_ADDSUB(float, float);
-        break;
-    case ZDIST_DTYPE_FLOAT64:
-        S_ADDSUB(double, double);
-        break;
-    case ZDIST_DTYPE_INT32:
-        S_ADDSUB(int32_t, uint32_t);
-        break;
-    case ZDIST_DTYPE_INT64:
-        S_ADDSUB(int64_t, uint64_t);
-        break;
-    case ZDIST_DTYPE_UINT8:
-        S_ADDSUB(uint8_t, uint8_t);
-        break;
-    default:
-        break;
-    }
+    S_ADDSUB_DTYPES(dst);
+}
+
+/* In a separate function: restrict keeps dst apart from in. */
+static void
+s_addsub_to(zdist_dtype_t dtype, void *restrict dst, const void *restrict in, const void *restrict src,
+            size_t n, bool sub)
+{
+    S_ADDSUB_DTYPES(in);
 }
 
 static const char *
@@ -683,6 +764,7 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
         return rc;
 
     pthread_rwlock_wrlock(&self->lock);
+    s_values_t *held = NULL; /* the values a reply holds, when the write moved away from them */
     s_client_t *client = NULL;
     bool by_step = w->job_step != 0;
     if (by_step) {
@@ -706,9 +788,33 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
             goto out;
         }
     }
-    if ((rc = s_own_values(self)) < 0)
+    bool apply = w->op == PSD_OP_APPLY_DENSE || w->op == PSD_OP_APPLY_SPARSE;
+    if (apply && (rc = s_ensure_slots(self)) < 0)
         goto out;
+    /* A buffer a reply still holds is left to it and the write goes to
+       another. A dense write of the whole shard computes the new values
+       there from the held ones in one pass; any other copies them first.
+       The shard's reference to the held buffer goes once the write is done:
+       a reply released meanwhile must not free what it reads. */
+    const char *old = self->values; /* what the write reads */
+    if (s_pinned(self)) {
+        s_values_t *v = s_other_values(self);
+        if (!v) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        bool dense = w->op == PSD_OP_ASSIGN || w->op == PSD_OP_ASSIGN_ADD || w->op == PSD_OP_ASSIGN_SUB
+                     || w->op == PSD_OP_APPLY_DENSE;
+        if (!(dense && local == 0 && need == self->value_bytes)) {
+            memcpy(v->data, self->values, self->value_bytes);
+            old = v->data;
+        }
+        held = self->vals;
+        self->vals = v;
+        self->values = v->data;
+    }
     char *base = (char *) self->values + (size_t) local * self->row_bytes;
+    const char *from = old + (size_t) local * self->row_bytes;
     size_t nelem = need / self->esize;
     switch (w->op) {
     case PSD_OP_ASSIGN:
@@ -717,7 +823,10 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
         break;
     case PSD_OP_ASSIGN_ADD:
     case PSD_OP_ASSIGN_SUB:
-        s_addsub(s->dtype, base, w->data, nelem, w->op == PSD_OP_ASSIGN_SUB);
+        if (from == base)
+            s_addsub(s->dtype, base, w->data, nelem, w->op == PSD_OP_ASSIGN_SUB);
+        else
+            s_addsub_to(s->dtype, base, from, w->data, nelem, w->op == PSD_OP_ASSIGN_SUB);
         break;
     case PSD_OP_SCATTER_ADD:
     case PSD_OP_SCATTER_UPDATE:
@@ -732,15 +841,13 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
         break;
     case PSD_OP_APPLY_DENSE:
     case PSD_OP_APPLY_SPARSE: {
-        if ((rc = s_ensure_slots(self)) < 0)
-            goto out;
         int64_t step = self->step + 1;
         if (w->op == PSD_OP_APPLY_DENSE) {
             void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
             for (int i = 0; i < self->nslots; i++)
                 row_slots[i] = (char *) self->slots[i] + (size_t) local * self->row_bytes;
-            rc = zdist_optim_apply_dense(&self->optim, s->dtype, step, base, row_slots, w->data,
-                                       nelem);
+            rc = zdist_optim_apply_dense_to(&self->optim, s->dtype, step, base, from, row_slots, w->data,
+                                            nelem);
         } else {
             rc = zdist_optim_apply_sparse(&self->optim, s->dtype, step, self->values, self->slots,
                                         s->row_offset, s->rows, self->width, w->ids, w->nids,
@@ -759,6 +866,7 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
     rc = 0;
 out:
     pthread_rwlock_unlock(&self->lock);
+    s_values_release(held);
     if (rc == -ENOMEM)
         zdist_error_set(err, rc, "%s on '%s': out of memory", s_op_name(w->op), s->name);
     return rc;
@@ -871,7 +979,7 @@ psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int nslots
     /* The new values get a count of their own; the old ones go when the
        last reply holding them is sent. Without memory for the count, wait
        for those replies and reuse it (replace cannot fail). */
-    s_values_t *old = self->vals, *v = s_values_wrap(*values_p);
+    s_values_t *old = self->vals, *v = s_values_wrap(self->pool, *values_p);
     if (!v) {
         while (atomic_load_explicit(&old->refs, memory_order_acquire) > 1)
             sched_yield();

@@ -151,8 +151,10 @@ int psd_shard_read(psd_shard_t *self, int64_t row_start, int64_t nrows, void *bu
 /* Rows like psd_shard_read, without copying, for a reply sent zero-copy:
    *ret_data (*ret_bytes long) stays valid and unchanged until
    psd_shard_unpin (data, *ret_pin) — a zdist_free_fn, callable from any
-   thread — however the shard is written meanwhile (a write copies the
-   values first while any are pinned). -EINVAL as psd_shard_read. */
+   thread — however the shard is written meanwhile: while any are pinned a
+   write goes to another buffer (computed there in one pass when it covers
+   the whole shard densely, else after a copy), the shard's spare when it
+   has one: the buffer the last unpin released. -EINVAL as psd_shard_read. */
 int psd_shard_pin(psd_shard_t *self, int64_t row_start, int64_t nrows, void **ret_data, size_t *ret_bytes,
                   void **ret_pin, zdist_error_t *err);
 void psd_shard_unpin(void *data, void *pin);

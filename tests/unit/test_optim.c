@@ -416,6 +416,79 @@ test_sparse_many_duplicates(void)
     psd_store_destroy(&ss);
 }
 
+/* Five optimizers: sgd, momentum, nesterov, adagrad, adam. */
+static void
+s_config_nth(int k, zdist_optim_config_t *ret)
+{
+    static const zdist_optim_kind_t kinds[] = {ZDIST_OPTIM_SGD, ZDIST_OPTIM_MOMENTUM, ZDIST_OPTIM_MOMENTUM,
+                                               ZDIST_OPTIM_ADAGRAD, ZDIST_OPTIM_ADAM};
+    zdist_optim_config_default(ret, kinds[k]);
+    ret->nesterov = k == 2;
+}
+
+/* apply_dense_to writes what the in-place apply gives, bit for bit, and
+   leaves w alone: every optimizer, both float types, a length that is no
+   multiple of a vector and a destination at another alignment than w, a
+   zero gradient (adam's values move, the others' are copied), and dst == w. */
+static void
+test_apply_dense_to(void)
+{
+    enum { N = 37, STEPS = 3 };
+    for (int k = 0; k < 5; k++)
+        for (int d = 0; d < 2; d++) {
+            zdist_optim_config_t c;
+            s_config_nth(k, &c);
+            zdist_dtype_t dtype = d ? ZDIST_DTYPE_FLOAT64 : ZDIST_DTYPE_FLOAT32;
+            size_t es = zdist_dtype_size(dtype), bytes = N * es;
+            int nslots = zdist_optim_num_slots(c.kind);
+            /* in place: a; out of place: from b into dst + es (another alignment) */
+            char *a = malloc(bytes), *b = malloc(bytes), *dst = malloc(bytes + es), *g = malloc(bytes);
+            char *sa[ZDIST_OPTIM_MAX_SLOTS] = {0}, *sb[ZDIST_OPTIM_MAX_SLOTS] = {0};
+            for (int i = 0; i < nslots; i++) {
+                sa[i] = malloc(bytes);
+                sb[i] = malloc(bytes);
+                zdist_optim_slot_fill(&c, i, dtype, sa[i], N);
+                zdist_optim_slot_fill(&c, i, dtype, sb[i], N);
+            }
+            for (int i = 0; i < N; i++) {
+                double wv = 0.5 - 0.03 * i, gv = (i % 7) * 0.11 - 0.3;
+                if (d) {
+                    ((double *) a)[i] = wv;
+                    ((double *) g)[i] = gv;
+                } else {
+                    ((float *) a)[i] = (float) wv;
+                    ((float *) g)[i] = (float) gv;
+                }
+            }
+            memcpy(b, a, bytes);
+            for (int t = 1; t <= STEPS + 1; t++) {
+                const void *gt = t <= STEPS ? g : NULL; /* the last: a zero gradient */
+                char keep[N * sizeof(double)];
+                memcpy(keep, b, bytes);
+                CU_ASSERT_EQUAL(zdist_optim_apply_dense(&c, dtype, t, a, (void *const *) sa, gt, N), 0);
+                CU_ASSERT_EQUAL(zdist_optim_apply_dense_to(&c, dtype, t, dst + es, b, (void *const *) sb, gt,
+                                                           N), 0);
+                CU_ASSERT_EQUAL(memcmp(b, keep, bytes), 0); /* w untouched */
+                CU_ASSERT_EQUAL(memcmp(dst + es, a, bytes), 0);
+                for (int i = 0; i < nslots; i++)
+                    CU_ASSERT_EQUAL(memcmp(sa[i], sb[i], bytes), 0);
+                memcpy(b, dst + es, bytes);
+            }
+            /* dst == w: in place */
+            CU_ASSERT_EQUAL(zdist_optim_apply_dense(&c, dtype, STEPS + 2, a, (void *const *) sa, g, N), 0);
+            CU_ASSERT_EQUAL(zdist_optim_apply_dense_to(&c, dtype, STEPS + 2, b, b, (void *const *) sb, g, N), 0);
+            CU_ASSERT_EQUAL(memcmp(a, b, bytes), 0);
+            for (int i = 0; i < nslots; i++) {
+                free(sa[i]);
+                free(sb[i]);
+            }
+            free(a);
+            free(b);
+            free(dst);
+            free(g);
+        }
+}
+
 static void
 test_config(void)
 {
@@ -476,5 +549,6 @@ zdist_test_optim_register(void)
                 {"sparse adam: TF semantics and lazy", test_sparse_adam},
                 {"sparse over every row equals dense", test_sparse_matches_dense},
                 {"sparse: many ids, most repeated, summed in request order", test_sparse_many_duplicates},
-                {"configs and validation", test_config});
+                {"configs and validation", test_config},
+                {"apply_dense_to: out of place, bitwise the in-place apply", test_apply_dense_to});
 }

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -964,6 +966,310 @@ test_pin_drop(void)
     psd_store_destroy(&store);
 }
 
+/* ---- writes while a reply holds the values ---- */
+
+enum { S_OOP_ROWS = 9, S_OOP_WIDTH = 7, S_OOP_N = S_OOP_ROWS * S_OOP_WIDTH };
+
+/* A store with one [9, 7] shard under optimizer cfg, values set to a
+   pattern that differs per element. */
+static psd_store_t *
+s_oop_store(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, psd_shard_t **ret_shard)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    if (cfg)
+        CU_ASSERT_EQUAL(psd_store_set_optimizer(store, cfg, NULL), 0);
+    psd_shard_spec_t sp = s_spec("w", S_OOP_ROWS, S_OOP_WIDTH, dtype, 0, 0, S_OOP_ROWS);
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, ret_shard, NULL), 0);
+    size_t es = zdist_dtype_size(dtype);
+    char v[S_OOP_N * sizeof(double)];
+    for (int i = 0; i < S_OOP_N; i++) {
+        double x = 0.25 + 0.013 * i - (i % 5) * 0.07;
+        if (dtype == ZDIST_DTYPE_FLOAT64)
+            ((double *) v)[i] = x;
+        else if (dtype == ZDIST_DTYPE_FLOAT32)
+            ((float *) v)[i] = (float) x;
+        else
+            ((int32_t *) v)[i] = 3 * i - 50;
+    }
+    CU_ASSERT_EQUAL(s_write(*ret_shard, PSD_OP_ASSIGN, 0, 0, dtype, 0, PSD_WHOLE_SHARD, NULL, 0, v,
+                            S_OOP_N * es, NULL), 0);
+    return store;
+}
+
+/* A gradient (or operand) of n elements for round t. */
+static void
+s_oop_grad(zdist_dtype_t dtype, int t, size_t n, void *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = ((int) (i * 3 + (size_t) t) % 11) * 0.09 - 0.4;
+        if (dtype == ZDIST_DTYPE_FLOAT64)
+            ((double *) g)[i] = x;
+        else if (dtype == ZDIST_DTYPE_FLOAT32)
+            ((float *) g)[i] = (float) x;
+        else
+            ((int32_t *) g)[i] = (int32_t) (i * 7 % 13) - 6 + t;
+    }
+}
+
+/* The shard's values and every slot of a and b are bitwise equal. */
+static void
+s_oop_assert_same(psd_shard_t *a, psd_shard_t *b, const zdist_optim_config_t *cfg)
+{
+    size_t bytes = psd_shard_value_bytes(a);
+    char va[S_OOP_N * sizeof(double)], vb[S_OOP_N * sizeof(double)];
+    CU_ASSERT_EQUAL(psd_shard_read(a, 0, PSD_WHOLE_SHARD, va, sizeof va, NULL), 0);
+    CU_ASSERT_EQUAL(psd_shard_read(b, 0, PSD_WHOLE_SHARD, vb, sizeof vb, NULL), 0);
+    CU_ASSERT_EQUAL(memcmp(va, vb, bytes), 0);
+    for (int i = 0; cfg && i < zdist_optim_num_slots(cfg->kind); i++) {
+        CU_ASSERT_EQUAL(psd_shard_read_slot(a, i, 0, PSD_WHOLE_SHARD, va, sizeof va, NULL), 0);
+        CU_ASSERT_EQUAL(psd_shard_read_slot(b, i, 0, PSD_WHOLE_SHARD, vb, sizeof vb, NULL), 0);
+        CU_ASSERT_EQUAL(memcmp(va, vb, bytes), 0);
+    }
+    CU_ASSERT_EQUAL(psd_shard_step(a), psd_shard_step(b));
+}
+
+/* Runs 3 rounds of write `op` (kind 0: the whole shard, 1: rows [2, 6),
+   2: ids by row) on two equal shards, the first pinned whole during each
+   write: the pinned buffer keeps the values from before the write, and the
+   shards stay bitwise equal (values, slots, step). */
+static void
+s_oop_run(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, psd_op_t op, int kind)
+{
+    psd_shard_t *pinned = NULL, *plain = NULL;
+    psd_store_t *sa = s_oop_store(cfg, dtype, &pinned), *sb = s_oop_store(cfg, dtype, &plain);
+    size_t es = zdist_dtype_size(dtype), row = S_OOP_WIDTH * es;
+    static const int64_t ids[] = {1, 4, 8, 4, 0};
+    int64_t start = kind == 1 ? 2 : 0, nrows = kind == 0 ? PSD_WHOLE_SHARD : 4;
+    size_t nids = kind == 2 ? 5 : 0;
+    size_t n = kind == 0 ? S_OOP_N : kind == 1 ? 4 * S_OOP_WIDTH : nids * S_OOP_WIDTH;
+    for (int t = 1; t <= 3; t++) {
+        char g[S_OOP_N * sizeof(double)], before[S_OOP_N * sizeof(double)];
+        s_oop_grad(dtype, t, n, g);
+        void *data = NULL, *pin = NULL;
+        size_t bytes = 0;
+        CU_ASSERT_EQUAL_FATAL(psd_shard_pin(pinned, 0, PSD_WHOLE_SHARD, &data, &bytes, &pin, NULL), 0);
+        CU_ASSERT_EQUAL(bytes, S_OOP_N * es);
+        memcpy(before, data, bytes);
+        CU_ASSERT_EQUAL(s_write(pinned, op, 0, 0, dtype, start, nrows, kind == 2 ? ids : NULL, nids, g,
+                                n * es, NULL), 0);
+        CU_ASSERT_EQUAL(s_write(plain, op, 0, 0, dtype, start, nrows, kind == 2 ? ids : NULL, nids, g,
+                                n * es, NULL), 0);
+        CU_ASSERT_EQUAL(memcmp(data, before, bytes), 0); /* the reply's values did not move */
+        s_oop_assert_same(pinned, plain, cfg);
+        /* and the write did change something the reply does not see */
+        char now[S_OOP_N * sizeof(double)];
+        CU_ASSERT_EQUAL(psd_shard_read(pinned, 0, PSD_WHOLE_SHARD, now, sizeof now, NULL), 0);
+        CU_ASSERT_NOT_EQUAL(memcmp(now + (size_t) start * row, before + (size_t) start * row, row), 0);
+        psd_shard_unpin(data, pin);
+    }
+    psd_store_destroy(&sa);
+    psd_store_destroy(&sb);
+}
+
+/* Pushes while a reply holds the values: sgd, momentum, nesterov, adagrad
+   and adam, float32 and float64, on the whole shard (computed out of place
+   in one pass), a row range and ids (copied first): bitwise what the same
+   pushes give unpinned, in place. */
+static void
+test_pin_apply_out_of_place(void)
+{
+    static const zdist_optim_kind_t kinds[] = {ZDIST_OPTIM_SGD, ZDIST_OPTIM_MOMENTUM, ZDIST_OPTIM_MOMENTUM,
+                                               ZDIST_OPTIM_ADAGRAD, ZDIST_OPTIM_ADAM};
+    for (int k = 0; k < 5; k++)
+        for (int d = 0; d < 2; d++) {
+            zdist_optim_config_t cfg;
+            zdist_optim_config_default(&cfg, kinds[k]);
+            cfg.nesterov = k == 2;
+            zdist_dtype_t dtype = d ? ZDIST_DTYPE_FLOAT64 : ZDIST_DTYPE_FLOAT32;
+            s_oop_run(&cfg, dtype, PSD_OP_APPLY_DENSE, 0);
+            s_oop_run(&cfg, dtype, PSD_OP_APPLY_DENSE, 1);
+            s_oop_run(&cfg, dtype, PSD_OP_APPLY_SPARSE, 2);
+        }
+}
+
+/* assign, assign_add, assign_sub and the scatters while a reply holds the
+   values: the same as unpinned, for floats and a wrapping integer type. */
+static void
+test_pin_assign_out_of_place(void)
+{
+    static const zdist_dtype_t dtypes[] = {ZDIST_DTYPE_FLOAT32, ZDIST_DTYPE_FLOAT64, ZDIST_DTYPE_INT32};
+    for (int d = 0; d < 3; d++) {
+        for (psd_op_t op = PSD_OP_ASSIGN; op <= PSD_OP_ASSIGN_SUB; op++) {
+            s_oop_run(NULL, dtypes[d], op, 0);
+            s_oop_run(NULL, dtypes[d], op, 1);
+        }
+        s_oop_run(NULL, dtypes[d], PSD_OP_SCATTER_ADD, 2);
+        s_oop_run(NULL, dtypes[d], PSD_OP_SCATTER_UPDATE, 2);
+    }
+}
+
+/* The buffer the last reply releases becomes the shard's spare, and the
+   next write that must leave a pinned buffer alone takes it instead of
+   new memory: whole-shard writes and row-range writes alike. */
+static void
+test_pin_spare_reused(void)
+{
+    psd_shard_t *sh = NULL;
+    psd_store_t *store = s_oop_store(NULL, ZDIST_DTYPE_FLOAT32, &sh);
+    float ones[S_OOP_N];
+    for (int i = 0; i < S_OOP_N; i++)
+        ones[i] = 1;
+    void *p0 = NULL, *pin0 = NULL, *p1 = NULL, *pin1 = NULL, *p2 = NULL, *pin2 = NULL, *p3 = NULL, *pin3 = NULL;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p0, &bytes, &pin0, NULL), 0);
+    void *p0b = NULL, *pin0b = NULL; /* a second reply of the same buffer */
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p0b, &bytes, &pin0b, NULL), 0);
+    CU_ASSERT_PTR_EQUAL(p0, p0b);
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p1, &bytes, &pin1, NULL), 0);
+    CU_ASSERT_PTR_NOT_EQUAL(p1, p0); /* the write went elsewhere: no spare yet */
+    psd_shard_unpin(p0, pin0);
+    CU_ASSERT_EQUAL(((float *) p0b)[0], 0.25f); /* still held by the second reply */
+    psd_shard_unpin(p0b, pin0b); /* the last: p0 becomes the spare */
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p2, &bytes, &pin2, NULL), 0);
+    CU_ASSERT_PTR_EQUAL(p2, p0); /* the spare, reused */
+    CU_ASSERT_EQUAL(((float *) p2)[0], 2.25f);
+    CU_ASSERT_EQUAL(((float *) p1)[0], 1.25f);
+    psd_shard_unpin(p1, pin1); /* p1 the spare */
+    /* a row-range write copies into the spare */
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 3, 2, NULL, 0, ones,
+                            2 * S_OOP_WIDTH * sizeof(float), NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p3, &bytes, &pin3, NULL), 0);
+    CU_ASSERT_PTR_EQUAL(p3, p1);
+    CU_ASSERT_EQUAL(((float *) p3)[0], 2.25f);                    /* row 0: copied */
+    CU_ASSERT_EQUAL(((float *) p3)[3 * S_OOP_WIDTH], ((float *) p2)[3 * S_OOP_WIDTH] + 1); /* row 3: added */
+    psd_shard_unpin(p2, pin2);
+    psd_shard_unpin(p3, pin3);
+    /* unpinned: in place, the spare stays unused */
+    void *p4 = NULL, *pin4 = NULL;
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p4, &bytes, &pin4, NULL), 0);
+    CU_ASSERT_PTR_EQUAL(p4, p1);
+    CU_ASSERT_EQUAL(((float *) p4)[0], 3.25f);
+    psd_shard_unpin(p4, pin4);
+    psd_store_destroy(&store); /* frees the spare too (ASan: no leak) */
+}
+
+/* A replace, a drop and the store's end while replies hold buffers and a
+   spare is kept: each reply still reads its values, and the last unpin
+   after the shard is gone frees the buffer (ASan: no leak, no use after
+   free). */
+static void
+test_pin_spare_shard_gone(void)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    psd_shard_spec_t sp = s_spec("j1/w", 8, 4, ZDIST_DTYPE_FLOAT32, 0, 0, 8);
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &sh, NULL), 0);
+    s_fill_pattern(sh);
+    float ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1;
+    void *pa = NULL, *pina = NULL, *pb = NULL, *pinb = NULL, *pc = NULL, *pinc = NULL;
+    size_t bytes = 0;
+    /* a replace while pinned; the unpin then leaves the old buffer as the spare */
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &pa, &bytes, &pina, NULL), 0);
+    void *fresh = calloc(32, sizeof(float));
+    psd_shard_replace(sh, &fresh, NULL, 0, ZDIST_OPTIM_SGD, 0, NULL);
+    CU_ASSERT_EQUAL(((float *) pa)[4], 10.0f);
+    psd_shard_unpin(pa, pina);
+    /* pinned, a write takes that spare */
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &pb, &bytes, &pinb, NULL), 0);
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &pc, &bytes, &pinc, NULL), 0);
+    CU_ASSERT_PTR_EQUAL(pc, pa);
+    CU_ASSERT_EQUAL(((float *) pc)[4], 1.0f);
+    CU_ASSERT_EQUAL(((float *) pb)[4], 0.0f);
+    /* the job dropped with two buffers pinned: both still read, and the
+       unpins free them (one becomes the dead shard's spare first) */
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j1", NULL), 1);
+    CU_ASSERT_EQUAL(((float *) pb)[31], 0.0f);
+    CU_ASSERT_EQUAL(((float *) pc)[31], 1.0f);
+    psd_shard_unpin(pb, pinb);
+    psd_shard_unpin(pc, pinc);
+    /* the store's end with a spare kept and a buffer pinned */
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &sh, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &pa, &bytes, &pina, NULL), 0);
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            sizeof ones, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &pb, &bytes, &pinb, NULL), 0);
+    psd_shard_unpin(pa, pina); /* the spare */
+    psd_store_destroy(&store);
+    CU_ASSERT_EQUAL(((float *) pb)[0], 1.0f);
+    psd_shard_unpin(pb, pinb); /* the last reference to the shard's pool: frees it */
+}
+
+/* Replies released on other threads while writes go on: every reply reads
+   the values of one write, whole, and the writes add up (ASan: no use
+   after free of a buffer passed through the spare). */
+typedef struct {
+    psd_shard_t *sh;
+    atomic_int stop;
+    int bad;
+} s_pinner_t;
+
+static void *
+s_pinner(void *arg)
+{
+    s_pinner_t *p = arg;
+    while (!atomic_load(&p->stop)) {
+        void *data = NULL, *pin = NULL;
+        size_t bytes = 0;
+        if (psd_shard_pin(p->sh, 0, PSD_WHOLE_SHARD, &data, &bytes, &pin, NULL) < 0) {
+            p->bad++;
+            break;
+        }
+        const float *v = data;
+        for (size_t i = 1; i < bytes / sizeof *v; i++)
+            if (v[i] != v[0])
+                p->bad++;
+        sched_yield();
+        for (size_t i = 1; i < bytes / sizeof *v; i++)
+            if (v[i] != v[0])
+                p->bad++;
+        psd_shard_unpin(data, pin);
+    }
+    return NULL;
+}
+
+static void
+test_pin_spare_threads(void)
+{
+    psd_store_t *store = psd_store_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+    psd_shard_spec_t sp = s_spec("w", 64, 64, ZDIST_DTYPE_FLOAT32, 0, 0, 64);
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &sp, &sh, NULL), 0);
+    float *ones = malloc(64 * 64 * sizeof *ones);
+    for (int i = 0; i < 64 * 64; i++)
+        ones[i] = 1;
+    s_pinner_t p[2] = {{.sh = sh}, {.sh = sh}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, s_pinner, &p[i]), 0);
+    for (int k = 0; k < 2000; k++)
+        CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0,
+                                ones, 64 * 64 * sizeof *ones, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&p[i].stop, 1);
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(p[i].bad, 0);
+    }
+    float v[64 * 64];
+    CU_ASSERT_EQUAL(psd_shard_read(sh, 0, PSD_WHOLE_SHARD, v, sizeof v, NULL), 0);
+    CU_ASSERT_EQUAL(v[0], 2000.0f);
+    CU_ASSERT_EQUAL(v[64 * 64 - 1], 2000.0f);
+    free(ones);
+    psd_store_destroy(&store);
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -982,5 +1288,10 @@ zdist_test_psd_shard_register(void)
                 {"drop_job removes one job's shards, slots and optimizer, idempotent", test_drop_job},
                 {"a pinned range keeps its values through writes, replace and the store's end",
                  test_pin_copy_on_write},
-                {"a pinned range keeps its values through its job's drop", test_pin_drop});
+                {"a pinned range keeps its values through its job's drop", test_pin_drop},
+                {"applies while pinned: bitwise the unpinned apply, every optimizer", test_pin_apply_out_of_place},
+                {"assigns and scatters while pinned: the same as unpinned", test_pin_assign_out_of_place},
+                {"the buffer the last reply releases is the next write's", test_pin_spare_reused},
+                {"replace, drop and the store's end with a spare and pins", test_pin_spare_shard_gone},
+                {"replies released on other threads while writes go on", test_pin_spare_threads});
 }

@@ -81,6 +81,14 @@ ZDIST_EXPORT void zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, 
    step counter after its increment. g NULL means a zero gradient. */
 ZDIST_EXPORT int zdist_optim_apply_dense(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                           void *w, void *const *slots, const void *g, size_t n);
+/* The same apply with the new values written to dst and w left as it was,
+   in one pass: dst[i] = update(w[i]); the slots are still updated in place.
+   For values that must not change under a reader (a psd shard a reply
+   still holds). dst == w is the in-place apply; otherwise dst and w must not
+   overlap. The results are bitwise those of the in-place apply. */
+ZDIST_EXPORT int zdist_optim_apply_dense_to(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+                                            void *dst, const void *w, void *const *slots, const void *g,
+                                            size_t n);
 
 /* Growable scratch for summing duplicate ids; one per shard, used under
    the shard's write lock. Zero-initialize; free with _release. */

@@ -176,86 +176,99 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
     }
 }
 
-/* One set of kernels per float type. Coefficients arrive already converted
-   to the element type, as TF's kernels compute them in the variable's dtype. */
-#define S_KERNELS(T, SUF, SQRT)                                                            \
-    static void s_sgd_##SUF(T *restrict w, const T *restrict g, size_t n, T lr)            \
+/* One set of kernels per float type and per form. Coefficients arrive
+   already converted to the element type, as TF's kernels compute them in
+   the variable's dtype. Each kernel writes o[i] = update(W[i]) with W the
+   values it reads: o itself (in place), or a separate w (`_to`: a psd
+   shard's old values that a reply still holds go untouched and the new ones
+   are written in the same pass). Two forms rather than one because restrict
+   forbids o == w; with it both vectorize. WPARAM and WARG add w's parameter
+   and argument to the `_to` form only. The same operations in the same
+   order in both: their results are bitwise equal. */
+#define S_W_PARAM(T) const T *restrict w,
+#define S_W_ARG(x) x,
+#define S_NO_W(x)
+#define S_KERNELS(T, SUF, SQRT, WPARAM, W, WARG)                                           \
+    static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr)  \
     {                                                                                      \
         for (size_t i = 0; i < n; i++)                                                     \
-            w[i] -= lr * g[i];                                                             \
+            o[i] = W[i] - lr * g[i];                                                       \
     }                                                                                      \
-    static void s_momentum_##SUF(T *restrict w, T *restrict v, const T *restrict g,        \
-                                 size_t n, T lr, T mu, bool nesterov)                      \
+    static void s_momentum_##SUF(T *restrict o, WPARAM(T) T *restrict v,                   \
+                                 const T *restrict g, size_t n, T lr, T mu, bool nesterov) \
     {                                                                                      \
         if (nesterov)                                                                      \
             for (size_t i = 0; i < n; i++) {                                               \
                 v[i] = mu * v[i] - lr * g[i];                                              \
-                w[i] += mu * v[i] - lr * g[i];                                             \
+                o[i] = W[i] + (mu * v[i] - lr * g[i]);                                     \
             }                                                                              \
         else                                                                               \
             for (size_t i = 0; i < n; i++) {                                               \
                 v[i] = mu * v[i] - lr * g[i];                                              \
-                w[i] += v[i];                                                              \
+                o[i] = W[i] + v[i];                                                        \
             }                                                                              \
     }                                                                                      \
-    static void s_adagrad_##SUF(T *restrict w, T *restrict a, const T *restrict g,         \
-                                size_t n, T lr, T eps)                                     \
+    static void s_adagrad_##SUF(T *restrict o, WPARAM(T) T *restrict a,                    \
+                                const T *restrict g, size_t n, T lr, T eps)                \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
             a[i] += g[i] * g[i];                                                           \
-            w[i] -= lr * g[i] / (SQRT(a[i]) + eps);                                        \
+            o[i] = W[i] - lr * g[i] / (SQRT(a[i]) + eps);                                  \
         }                                                                                  \
     }                                                                                      \
-    static void s_adam_##SUF(T *restrict w, T *restrict m, T *restrict v,                  \
+    static void s_adam_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,        \
                              const T *restrict g, size_t n, T lr_t, T b1, T b2, T eps)     \
     {                                                                                      \
         const T c1 = (T) 1 - b1, c2 = (T) 1 - b2;                                          \
         for (size_t i = 0; i < n; i++) {                                                   \
             m[i] = b1 * m[i] + c1 * g[i];                                                  \
             v[i] = b2 * v[i] + c2 * g[i] * g[i];                                           \
-            w[i] -= lr_t * m[i] / (SQRT(v[i]) + eps);                                      \
+            o[i] = W[i] - lr_t * m[i] / (SQRT(v[i]) + eps);                                \
         }                                                                                  \
     }                                                                                      \
     /* Adam with a zero gradient: the rows a TF sparse apply does not touch. */            \
-    static void s_adam_zero_##SUF(T *restrict w, T *restrict m, T *restrict v, size_t n,   \
-                                  T lr_t, T b1, T b2, T eps)                               \
+    static void s_adam_zero_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,   \
+                                  size_t n, T lr_t, T b1, T b2, T eps)                     \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
             m[i] = b1 * m[i];                                                              \
             v[i] = b2 * v[i];                                                              \
-            w[i] -= lr_t * m[i] / (SQRT(v[i]) + eps);                                      \
+            o[i] = W[i] - lr_t * m[i] / (SQRT(v[i]) + eps);                                \
         }                                                                                  \
     }                                                                                      \
-    static void s_apply_##SUF(const zdist_optim_config_t *c, double lr_t, T *w,              \
-                              void *const *slots, const T *g, size_t n)                    \
+    static void s_apply_##SUF(const zdist_optim_config_t *c, double lr_t, T *o,            \
+                              WPARAM(T) void *const *slots, const T *g, size_t n)          \
     {                                                                                      \
         switch (c->kind) {                                                                 \
-        case ZDIST_OPTIM_SGD:                                                                \
+        case ZDIST_OPTIM_SGD:                                                              \
             if (g)                                                                         \
-                s_sgd_##SUF(w, g, n, (T) c->learning_rate);                                \
+                s_sgd_##SUF(o, WARG(w) g, n, (T) c->learning_rate);                        \
             break;                                                                         \
-        case ZDIST_OPTIM_MOMENTUM:                                                           \
+        case ZDIST_OPTIM_MOMENTUM:                                                         \
             if (g)                                                                         \
-                s_momentum_##SUF(w, slots[0], g, n, (T) c->learning_rate, (T) c->momentum, \
-                                 c->nesterov);                                             \
+                s_momentum_##SUF(o, WARG(w) slots[0], g, n, (T) c->learning_rate,          \
+                                 (T) c->momentum, c->nesterov);                            \
             break;                                                                         \
-        case ZDIST_OPTIM_ADAGRAD:                                                            \
+        case ZDIST_OPTIM_ADAGRAD:                                                          \
             if (g)                                                                         \
-                s_adagrad_##SUF(w, slots[0], g, n, (T) c->learning_rate, (T) c->epsilon);  \
+                s_adagrad_##SUF(o, WARG(w) slots[0], g, n, (T) c->learning_rate,           \
+                                (T) c->epsilon);                                           \
             break;                                                                         \
-        case ZDIST_OPTIM_ADAM:                                                               \
+        case ZDIST_OPTIM_ADAM:                                                             \
             if (g)                                                                         \
-                s_adam_##SUF(w, slots[0], slots[1], g, n, (T) lr_t, (T) c->beta1,          \
+                s_adam_##SUF(o, WARG(w) slots[0], slots[1], g, n, (T) lr_t, (T) c->beta1,  \
                              (T) c->beta2, (T) c->epsilon);                                \
             else                                                                           \
-                s_adam_zero_##SUF(w, slots[0], slots[1], n, (T) lr_t, (T) c->beta1,        \
-                                  (T) c->beta2, (T) c->epsilon);                           \
+                s_adam_zero_##SUF(o, WARG(w) slots[0], slots[1], n, (T) lr_t,              \
+                                  (T) c->beta1, (T) c->beta2, (T) c->epsilon);             \
             break;                                                                         \
         }                                                                                  \
     }
 
-S_KERNELS(float, f32, sqrtf)
-S_KERNELS(double, f64, sqrt)
+S_KERNELS(float, f32, sqrtf, S_NO_W, o, S_NO_W)
+S_KERNELS(double, f64, sqrt, S_NO_W, o, S_NO_W)
+S_KERNELS(float, f32_to, sqrtf, S_W_PARAM, w, S_W_ARG)
+S_KERNELS(double, f64_to, sqrt, S_W_PARAM, w, S_W_ARG)
 
 static double
 s_adam_lr_t(const zdist_optim_config_t *c, int64_t step)
@@ -276,13 +289,29 @@ int
 zdist_optim_apply_dense(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                       void *w, void *const *slots, const void *g, size_t n)
 {
+    return zdist_optim_apply_dense_to(cfg, dtype, step, w, w, slots, g, n);
+}
+
+int
+zdist_optim_apply_dense_to(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
+                           void *dst, const void *w, void *const *slots, const void *g, size_t n)
+{
     if (s_check_dtype(dtype) < 0)
         return -EINVAL;
     double lr_t = s_adam_lr_t(cfg, step);
-    if (dtype == ZDIST_DTYPE_FLOAT32)
-        s_apply_f32(cfg, lr_t, w, slots, g, n);
-    else
-        s_apply_f64(cfg, lr_t, w, slots, g, n);
+    bool f32 = dtype == ZDIST_DTYPE_FLOAT32;
+    if (dst == w) {
+        if (f32)
+            s_apply_f32(cfg, lr_t, dst, slots, g, n);
+        else
+            s_apply_f64(cfg, lr_t, dst, slots, g, n);
+    } else if (!g && cfg->kind != ZDIST_OPTIM_ADAM) {
+        memcpy(dst, w, n * zdist_dtype_size(dtype)); /* a zero gradient moves only adam's values */
+    } else if (f32) {
+        s_apply_f32_to(cfg, lr_t, dst, w, slots, g, n);
+    } else {
+        s_apply_f64_to(cfg, lr_t, dst, w, slots, g, n);
+    }
     return 0;
 }
 
