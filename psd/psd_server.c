@@ -611,9 +611,10 @@ s_metrics(void *arg, FILE *f)
     zdist_prom_sample(f, "zdist_psd_variables", (double) st.variables, NULL);
     zdist_prom_family(f, "zdist_psd_shards", "gauge", "Variable shards held.");
     zdist_prom_sample(f, "zdist_psd_shards", (double) st.shards, NULL);
-    zdist_prom_family(f, "zdist_psd_held_bytes", "gauge", "Bytes held by the shards, by kind (value, slot).");
+    zdist_prom_family(f, "zdist_psd_held_bytes", "gauge", "Bytes held by the shards, by kind (value, slot; spare: a buffer kept for writes while a reply holds the values).");
     zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.value_bytes, "kind", "value", NULL);
     zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.slot_bytes, "kind", "slot", NULL);
+    zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.spare_bytes, "kind", "spare", NULL);
     zdist_prom_family(f, "zdist_psd_ps_task", "gauge", "This psd's index in the ps job.");
     zdist_prom_sample(f, "zdist_psd_ps_task", (double) self->config.ps_task, NULL);
 }

@@ -1431,6 +1431,8 @@ psd_store_stats(psd_store_t *self, psd_store_stats_t *ret_stats)
         pthread_rwlock_rdlock(&s->lock);
         st.slot_bytes += (uint64_t) s->nslots * s->value_bytes;
         pthread_rwlock_unlock(&s->lock);
+        if (atomic_load_explicit(&s->pool->spare, memory_order_acquire))
+            st.spare_bytes += s->value_bytes;
     }
     pthread_rwlock_unlock(&self->lock);
     *ret_stats = st;

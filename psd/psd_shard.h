@@ -119,6 +119,7 @@ typedef struct {
     size_t shards;
     uint64_t value_bytes; /* bytes of values */
     uint64_t slot_bytes;  /* bytes of allocated optimizer slots */
+    uint64_t spare_bytes; /* values buffers kept for writes to pinned shards (not in --max-bytes) */
 } psd_store_stats_t;
 void psd_store_stats(psd_store_t *self, psd_store_stats_t *ret_stats);
 

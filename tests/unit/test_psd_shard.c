@@ -1127,9 +1127,16 @@ test_pin_spare_reused(void)
     CU_ASSERT_PTR_NOT_EQUAL(p1, p0); /* the write went elsewhere: no spare yet */
     psd_shard_unpin(p0, pin0);
     CU_ASSERT_EQUAL(((float *) p0b)[0], 0.25f); /* still held by the second reply */
+    psd_store_stats_t st;
+    psd_store_stats(store, &st);
+    CU_ASSERT_EQUAL(st.spare_bytes, 0);
     psd_shard_unpin(p0b, pin0b); /* the last: p0 becomes the spare */
+    psd_store_stats(store, &st);
+    CU_ASSERT_EQUAL(st.spare_bytes, psd_shard_value_bytes(sh)); /* counted in the stats */
     CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
                             sizeof ones, NULL), 0);
+    psd_store_stats(store, &st);
+    CU_ASSERT_EQUAL(st.spare_bytes, 0); /* taken */
     CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p2, &bytes, &pin2, NULL), 0);
     CU_ASSERT_PTR_EQUAL(p2, p0); /* the spare, reused */
     CU_ASSERT_EQUAL(((float *) p2)[0], 2.25f);
@@ -1153,6 +1160,37 @@ test_pin_spare_reused(void)
     CU_ASSERT_EQUAL(((float *) p4)[0], 3.25f);
     psd_shard_unpin(p4, pin4);
     psd_store_destroy(&store); /* frees the spare too (ASan: no leak) */
+}
+
+/* A shard over 64 MiB keeps no spare: the buffer its last reply releases is
+   freed, not held beside the values for good. */
+static void
+test_pin_no_spare_when_big(void)
+{
+    psd_store_t *store = psd_store_new();
+    zdist_error_t err = {0};
+    psd_shard_spec_t a = s_spec("huge", 16640, 1024, ZDIST_DTYPE_FLOAT32, 0, 0, 16640); /* 65 MiB */
+    psd_shard_t *sh = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &a, &sh, &err), 0);
+    size_t n = psd_shard_value_bytes(sh) / sizeof(float);
+    float *ones = malloc(n * sizeof *ones);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ones);
+    for (size_t i = 0; i < n; i++)
+        ones[i] = 1;
+    void *p = NULL, *pin = NULL;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(psd_shard_pin(sh, 0, PSD_WHOLE_SHARD, &p, &bytes, &pin, &err), 0);
+    CU_ASSERT_EQUAL(s_write(sh, PSD_OP_ASSIGN_ADD, 0, 0, ZDIST_DTYPE_FLOAT32, 0, PSD_WHOLE_SHARD, NULL, 0, ones,
+                            n * sizeof *ones, &err), 0);
+    CU_ASSERT_EQUAL(((float *) p)[n - 1], 0.0f); /* the reply's values did not move */
+    psd_shard_unpin(p, pin);
+    psd_store_stats_t st;
+    psd_store_stats(store, &st);
+    CU_ASSERT_EQUAL(st.spare_bytes, 0);
+    CU_ASSERT_EQUAL(psd_shard_read(sh, 16639, 1, ones, 1024 * sizeof(float), &err), 0);
+    CU_ASSERT_EQUAL(ones[1023], 1.0f);
+    free(ones);
+    psd_store_destroy(&store);
 }
 
 /* A replace, a drop and the store's end while replies hold buffers and a
@@ -1292,6 +1330,7 @@ zdist_test_psd_shard_register(void)
                 {"applies while pinned: bitwise the unpinned apply, every optimizer", test_pin_apply_out_of_place},
                 {"assigns and scatters while pinned: the same as unpinned", test_pin_assign_out_of_place},
                 {"the buffer the last reply releases is the next write's", test_pin_spare_reused},
+                {"a shard over 64 MiB keeps no spare", test_pin_no_spare_when_big},
                 {"replace, drop and the store's end with a spare and pins", test_pin_spare_shard_gone},
                 {"replies released on other threads while writes go on", test_pin_spare_threads});
 }
