@@ -123,10 +123,12 @@ ZDIST_EXPORT int zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_mes
 /* Requests refused before reaching a handler (malformed, unknown method...). */
 ZDIST_EXPORT uint64_t zdist_rpc_server_rejected(const zdist_rpc_server_t *self);
 /* The connection limit's socket monitor (a raw libzmq socket to poll for
-   ZMQ_POLLIN alongside zdist_rpc_server_socket; NULL without a limit), and
-   what to call when it is readable: it takes the connections accepted and
-   closed since, and closes at once a plain connection past its source
-   address's limit. dispatch calls it too, before reading requests. */
+   ZMQ_POLLIN alongside zdist_rpc_server_socket, or by its ZMQ_FD; NULL
+   without a limit), and what to call when it is readable: it takes the
+   connections accepted and closed since, and closes at once a plain
+   connection past its source address's limit. It reads the monitor until
+   it is empty, so its ZMQ_FD signals the next event. dispatch calls it
+   too, before reading requests. */
 ZDIST_EXPORT void *zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self);
 ZDIST_EXPORT void zdist_rpc_server_watch(zdist_rpc_server_t *self);
 /* Connections refused by max_connections_per_peer so far. */
