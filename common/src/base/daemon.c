@@ -255,9 +255,11 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
     }
     zloop_poller(loop, &on_pipe, s_on_pipe, &serve);
     /* Before the ROUTER, so a wake-up learns of new connections before it
-       reads their requests. */
-    if (watch.fd >= 0)
+       reads their requests, and dispatch need not read the monitor. */
+    if (watch.fd >= 0) {
         zloop_poller(loop, &watch, s_on_watch, &serve);
+        zdist_rpc_server_set_monitor_polled(rpc, true);
+    }
     zloop_poller(loop, &item, s_on_request, &serve);
     int timer = -1;
     uint64_t watchdog_us = 0;
@@ -274,8 +276,10 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
             ;
     zloop_poller_end(loop, &on_pipe);
     zloop_poller_end(loop, &item);
-    if (watch.fd >= 0)
+    if (watch.fd >= 0) {
         zloop_poller_end(loop, &watch);
+        zdist_rpc_server_set_monitor_polled(rpc, false);
+    }
     if (timer >= 0)
         zloop_timer_end(loop, timer);
 }

@@ -46,6 +46,7 @@ struct zdist_rpc_server_t {
     zhashx_t *conns;     /* "fd" -> s_conn_t, every connection the monitor reported open */
     zhashx_t *peers;     /* peer key -> s_peer_t, peers holding at least one slot */
     uint64_t refused_connections;
+    bool monitor_polled; /* the caller's loop watches before each dispatch */
 };
 
 /* The longest peer key: a certificate name or a routing id's text. */
@@ -244,6 +245,13 @@ void *
 zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self)
 {
     return self && self->monitor ? zsock_resolve(self->monitor) : NULL;
+}
+
+void
+zdist_rpc_server_set_monitor_polled(zdist_rpc_server_t *self, bool polled)
+{
+    if (self)
+        self->monitor_polled = polled;
 }
 
 uint64_t
@@ -875,7 +883,10 @@ zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages)
        caller's bug, refused rather than dereferenced. */
     if (!self)
         return -EINVAL;
-    zdist_rpc_server_watch(self); /* every request's connection is known before it is read */
+    /* Every request's connection is known before it is read (a request
+       from one accepted since still makes s_connection_admitted watch). */
+    if (!self->monitor_polled)
+        zdist_rpc_server_watch(self);
     int handled = 0;
     while (handled < max_messages) {
         zdist_msg_t *request = NULL;
