@@ -670,6 +670,7 @@ typedef struct {
     zsock_t *front, *back; /* the test's end of the pipe, the loop's end */
     pthread_t thread;
     bool take_edge; /* see the $TERM waiting before zdist_daemon_serve polls */
+    int batch;      /* requests per wake-up; 0 for 32 */
 } s_serve_case_t;
 
 static void *
@@ -681,7 +682,7 @@ s_serve_thread(void *arg)
     while (c->take_edge && !(zsock_events(c->back) & ZMQ_POLLIN))
         usleep(1000);
     zloop_t *loop = zloop_new();
-    zdist_daemon_serve(loop, c->back, c->server, 32);
+    zdist_daemon_serve(loop, c->back, c->server, c->batch ? c->batch : 32);
     zloop_destroy(&loop);
     zstr_send(c->back, "SERVED");
     return NULL;
@@ -726,6 +727,33 @@ test_serve_term_before_loop(void)
     s_serve_start(&c, 0);
     CU_ASSERT_EQUAL_FATAL(zstr_send(c.front, "$TERM"), 0);
     pthread_create(&c.thread, NULL, s_serve_thread, &c);
+    CU_ASSERT_FATAL(s_serve_stop(&c));
+    zdist_rpc_server_destroy(&c.server);
+}
+
+/* One request per wake-up: those left waiting when a wake-up ends are
+   answered too, though no new arrival makes the socket readable. */
+static void
+test_serve_past_batch(void)
+{
+    s_serve_case_t c = {.batch = 1};
+    s_serve_start(&c, 0);
+    pthread_create(&c.thread, NULL, s_serve_thread, &c);
+    zdist_rpc_client_t *client = s_client(zdist_rpc_server_endpoint(c.server));
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        zdist_msg_t *req = s_echo_request(i, i);
+        CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_send(client, &req, 30000, NULL), 0);
+    }
+    int answered = 0;
+    zdist_msg_t *reply = NULL;
+    while (answered < N && zdist_rpc_client_recv(client, 10000, &reply) == 0) {
+        answered += zdist_msg_status(reply) == ZDIST_STATUS_OK;
+        zdist_msg_destroy(&reply);
+    }
+    CU_ASSERT_EQUAL(answered, N);
+    zdist_rpc_client_destroy(&client);
+    CU_ASSERT_EQUAL_FATAL(zstr_send(c.front, "$TERM"), 0);
     CU_ASSERT_FATAL(s_serve_stop(&c));
     zdist_rpc_server_destroy(&c.server);
 }
@@ -796,6 +824,7 @@ zdist_test_rpc_register(void)
                 {"calls in flight per peer limited, RESOURCE_EXHAUSTED naming the flag",
                  test_calls_in_flight_per_peer},
                 {"serve loop: a $TERM waiting before it polls ends it", test_serve_term_before_loop},
+                {"serve loop: one request per wake-up, 200 pipelined all answered", test_serve_past_batch},
                 {"serve loop: a connection past the limit is closed at accept, with no request",
                  test_serve_closes_connection_past_limit_at_accept});
 }

@@ -137,6 +137,15 @@ ZDIST_EXPORT void zdist_rpc_server_watch(zdist_rpc_server_t *self);
    per dispatch. A request from a connection accepted since the last watch
    still makes dispatch watch. */
 ZDIST_EXPORT void zdist_rpc_server_set_monitor_polled(zdist_rpc_server_t *self, bool polled);
+/* For a loop that polls zdist_rpc_server_socket by its ZMQ_FD, which is
+   edge-triggered: `wake` (NULL: none) is called when requests may be
+   waiting that the descriptor will not signal, and the loop should call
+   dispatch again without waiting for it: dispatch stopped at its
+   max_messages (or was interrupted) before the socket was empty, or a
+   reply sent outside dispatch (a deferred call finished from a timer or
+   another reader) found requests waiting. */
+typedef void(zdist_rpc_server_wake_fn)(void *arg);
+ZDIST_EXPORT void zdist_rpc_server_set_wake(zdist_rpc_server_t *self, zdist_rpc_server_wake_fn *wake, void *arg);
 /* Connections refused by max_connections_per_peer so far. */
 ZDIST_EXPORT uint64_t zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self);
 
