@@ -1339,17 +1339,6 @@ psd_store_list(psd_store_t *self, psd_shard_t **out, size_t max)
     return n;
 }
 
-/* How many ids ahead a gather prefetches, and the prefetch of one row
-   (every cache line of it, up to 1 KiB: wider rows stream well anyway). */
-#define S_PREFETCH_AHEAD 8
-static inline void
-s_prefetch_row(const char *row, size_t bytes)
-{
-    size_t n = bytes < 1024 ? bytes : 1024;
-    for (size_t off = 0; off < n; off += 64)
-        __builtin_prefetch(row + off, 0, 0);
-}
-
 /* True when shard s (may be NULL) holds global row `row`. */
 static bool
 s_holds(const psd_shard_t *s, int64_t row)
@@ -1404,9 +1393,9 @@ psd_store_read_ids(psd_store_t *self, const char *name, const int64_t *ids, size
         }
         /* Random rows of a big table miss the caches: ask for a row a few
            ids ahead while this one is copied, so the misses overlap. */
-        if (i + S_PREFETCH_AHEAD < nids && s_holds(cur, ids[i + S_PREFETCH_AHEAD]))
-            s_prefetch_row((char *) cur->values
-                           + (size_t) (ids[i + S_PREFETCH_AHEAD] - cur->spec.row_offset) * row_bytes, row_bytes);
+        if (i + ZDIST_PREFETCH_AHEAD < nids && s_holds(cur, ids[i + ZDIST_PREFETCH_AHEAD]))
+            zdist_prefetch_row((char *) cur->values
+                           + (size_t) (ids[i + ZDIST_PREFETCH_AHEAD] - cur->spec.row_offset) * row_bytes, row_bytes);
         memcpy((char *) buf + i * row_bytes,
                (char *) cur->values + (size_t) (ids[i] - cur->spec.row_offset) * row_bytes, row_bytes);
     }

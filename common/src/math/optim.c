@@ -393,17 +393,6 @@ s_grow(void **buf, size_t *cap, size_t need)
     return 0;
 }
 
-/* How many rows ahead a sparse apply prefetches, and the prefetch (for
-   writing) of one row: every cache line of it, up to 1 KiB. */
-#define S_PREFETCH_AHEAD 8
-static inline void
-s_prefetch_row(const char *row, size_t bytes)
-{
-    size_t n = bytes < 1024 ? bytes : 1024;
-    for (size_t off = 0; off < n; off += 64)
-        __builtin_prefetch(row + off, 1, 0);
-}
-
 /* Slots of one row (or run of rows) starting at element offset `off`. */
 static void
 s_slots_at(void *const *slots, int nslots, size_t off, size_t esize, void **ret)
@@ -499,11 +488,11 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
         size_t off = (size_t) (pairs[u].id - row_offset) * w_width;
         /* Rows of a big table miss the caches: ask for the rows (and their
            slots) a few ids ahead while this one is applied. */
-        if (u + S_PREFETCH_AHEAD < nuniq) {
-            size_t ahead = (size_t) (pairs[u + S_PREFETCH_AHEAD].id - row_offset) * w_width * esize;
-            s_prefetch_row((char *) w + ahead, row_bytes);
+        if (u + ZDIST_PREFETCH_AHEAD < nuniq) {
+            size_t ahead = (size_t) (pairs[u + ZDIST_PREFETCH_AHEAD].id - row_offset) * w_width * esize;
+            zdist_prefetch_row((char *) w + ahead, row_bytes);
             for (int k = 0; k < nslots; k++)
-                s_prefetch_row((char *) slots[k] + ahead, row_bytes);
+                zdist_prefetch_row((char *) slots[k] + ahead, row_bytes);
         }
         s_slots_at(slots, nslots, off, esize, row_slots);
         zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
