@@ -1391,11 +1391,6 @@ psd_store_read_ids(psd_store_t *self, const char *name, const int64_t *ids, size
             cur = s_find_row(self, name, ids[i], &known);
             pthread_rwlock_rdlock(&cur->lock);
         }
-        /* Random rows of a big table miss the caches: ask for a row a few
-           ids ahead while this one is copied, so the misses overlap. */
-        if (i + ZDIST_PREFETCH_AHEAD < nids && s_holds(cur, ids[i + ZDIST_PREFETCH_AHEAD]))
-            zdist_prefetch_row((char *) cur->values
-                           + (size_t) (ids[i + ZDIST_PREFETCH_AHEAD] - cur->spec.row_offset) * row_bytes, row_bytes);
         memcpy((char *) buf + i * row_bytes,
                (char *) cur->values + (size_t) (ids[i] - cur->spec.row_offset) * row_bytes, row_bytes);
     }

@@ -858,10 +858,10 @@ test_pin_copy_on_write(void)
     psd_shard_unpin((void *) p, pin); /* the last reference: freed (ASan checks) */
 }
 
-/* A table of two shards here (one over 2 MiB, one under): gathers by id that
-   hop between them and a sparse momentum apply with repeated ids, over a
-   thousand ids each, give exactly what row-by-row arithmetic gives (the
-   prefetching loops look ahead across shard borders and ends). */
+/* A table of two shards here (one over 2 MiB, on a huge-page boundary, one
+   under): gathers by id that hop between them and a sparse momentum apply
+   with repeated ids, over a thousand ids each, give exactly what row-by-row
+   arithmetic gives. */
 static void
 test_big_table(void)
 {

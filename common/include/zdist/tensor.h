@@ -80,19 +80,6 @@ typedef struct {
     size_t nbytes;
 } zdist_tensor_t;
 
-/* Random rows of a big table miss the caches: a gather or a sparse update
-   asks for the row ZDIST_PREFETCH_AHEAD ids ahead (every cache line of it,
-   up to 1 KiB: wider rows stream well anyway) while it works on this one,
-   so the misses overlap. */
-#define ZDIST_PREFETCH_AHEAD 8
-static inline void
-zdist_prefetch_row(const void *row, size_t bytes)
-{
-    size_t n = bytes < 1024 ? bytes : 1024;
-    for (size_t off = 0; off < n; off += 64)
-        __builtin_prefetch((const char *) row + off, 0, 0);
-}
-
 #ifdef __cplusplus
 }
 #endif

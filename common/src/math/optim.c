@@ -486,14 +486,6 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
     }
     for (size_t u = 0; u < nuniq; u++) {
         size_t off = (size_t) (pairs[u].id - row_offset) * w_width;
-        /* Rows of a big table miss the caches: ask for the rows (and their
-           slots) a few ids ahead while this one is applied. */
-        if (u + ZDIST_PREFETCH_AHEAD < nuniq) {
-            size_t ahead = (size_t) (pairs[u + ZDIST_PREFETCH_AHEAD].id - row_offset) * w_width * esize;
-            zdist_prefetch_row((char *) w + ahead, row_bytes);
-            for (int k = 0; k < nslots; k++)
-                zdist_prefetch_row((char *) slots[k] + ahead, row_bytes);
-        }
         s_slots_at(slots, nslots, off, esize, row_slots);
         zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
                               gp[u], w_width);
