@@ -654,6 +654,40 @@ test_calls_in_flight_per_peer(void)
     zdist_rpc_server_destroy(&h.server);
 }
 
+/* A client and its server closed at the same moment, again and again, in
+   one process (one libzmq IO thread): the client's close may report its
+   connection lost after its monitor's reader is gone. libzmq sends that
+   event with a blocking send on its IO thread, so unless the monitor is
+   stopped first that thread hangs and with it every socket of the
+   process: the next call below would never be answered. */
+static void
+test_closed_together(void)
+{
+    for (int i = 0; i < 40; i++) {
+        s_server_t *s = s_server_start("tcp://127.0.0.1:*", 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        zdist_rpc_client_t *c = s_client(zdist_rpc_server_endpoint(s->server));
+        zdist_msg_t *req = s_echo_request(i, i), *reply = NULL;
+        CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_call(c, &req, 5000, &reply), 0);
+        CU_ASSERT_EQUAL_FATAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
+        zdist_msg_destroy(&reply);
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+        zdist_rpc_server_destroy(&s->server); /* its connection closes on the IO thread... */
+        zdist_rpc_client_destroy(&c);         /* ...while the client's goes too */
+        free(s);
+    }
+    s_server_t *s = s_server_start("tcp://127.0.0.1:*", 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    zdist_rpc_client_t *c = s_client(zdist_rpc_server_endpoint(s->server));
+    zdist_msg_t *req = s_echo_request(7, 7), *reply = NULL;
+    CU_ASSERT_EQUAL(zdist_rpc_client_call(c, &req, 5000, &reply), 0);
+    CU_ASSERT(reply && zdist_msg_status(reply) == ZDIST_STATUS_OK);
+    zdist_msg_destroy(&reply);
+    zdist_rpc_client_destroy(&c);
+    s_server_stop(&s);
+}
+
 void
 zdist_test_rpc_register(void)
 {
@@ -666,5 +700,7 @@ zdist_test_rpc_register(void)
                 {"bind conflict, bad endpoint, NULL server refused", test_bind_conflict_and_bad_endpoint},
                 {"frozen peer noticed by heartbeat", test_frozen_peer_noticed_by_heartbeat},
                 {"calls in flight per peer limited, RESOURCE_EXHAUSTED naming the flag",
-                 test_calls_in_flight_per_peer});
+                 test_calls_in_flight_per_peer},
+                {"a client and its server closed together, 40 times: the IO thread never stalls",
+                 test_closed_together});
 }

@@ -80,6 +80,12 @@ zdist_rpc_client_destroy(zdist_rpc_client_t **self_p)
         zdist_msg_destroy(&d->reply);
         free(d);
     }
+    /* libzmq sends monitor events from its IO thread with a blocking send:
+       an event of this socket's close (a peer closing at the same moment)
+       with no reader left would stall that thread, and with it every
+       socket of the process. So the monitor stops before its reader goes. */
+    if (self->monitor && self->sock)
+        zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
     zsock_destroy(&self->monitor);
     zsock_destroy(&self->sock);
     free(self->slots);
@@ -143,8 +149,16 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
-        !(self->monitor = zsock_new_pair(mon))) {
+        !(self->monitor = zsock_new(ZMQ_PAIR))) {
         zdist_error_set(err, -EIO, "cannot monitor the connection to '%s'", endpoint);
+        zdist_rpc_client_destroy(&self);
+        return NULL;
+    }
+    /* Unbounded for the same reason: a client left idle while its peer
+       comes and goes must not fill the queue and stall the IO thread. */
+    zsock_set_rcvhwm(self->monitor, 0);
+    if (zsock_connect(self->monitor, "%s", mon) != 0) {
+        zdist_error_set(err, -EIO, "cannot connect the monitor of the connection to '%s'", endpoint);
         zdist_rpc_client_destroy(&self);
         return NULL;
     }
