@@ -3,15 +3,20 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common.pb-c.h"
 #include "wire/body.h"
 #include "testutil.h"
+#include "zdist/daemon.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -688,6 +693,157 @@ test_closed_together(void)
     s_server_stop(&s);
 }
 
+/* ---- the daemons' serve loop (zdist_daemon_serve) ----
+
+   It polls the pipe and the connection monitor by their ZMQ_FD, which
+   signals only new arrivals: these fail if an event waiting before the loop
+   polls, or one no request follows, is never handled. */
+
+typedef struct {
+    zdist_rpc_server_t *server;
+    zsock_t *front, *back; /* the test's end of the pipe, the loop's end */
+    pthread_t thread;
+    bool take_edge; /* see the $TERM waiting before zdist_daemon_serve polls */
+    int batch;      /* requests per wake-up; 0 for 32 */
+} s_serve_case_t;
+
+static void *
+s_serve_thread(void *arg)
+{
+    s_serve_case_t *c = arg;
+    /* Reading ZMQ_EVENTS takes the descriptor's edge: the $TERM waits, its
+       descriptor is no longer readable. */
+    while (c->take_edge && !(zsock_events(c->back) & ZMQ_POLLIN))
+        usleep(1000);
+    zloop_t *loop = zloop_new();
+    zdist_daemon_serve(loop, c->back, c->server, c->batch ? c->batch : 32);
+    zloop_destroy(&loop);
+    zstr_send(c->back, "SERVED");
+    return NULL;
+}
+
+static void
+s_serve_start(s_serve_case_t *c, size_t max_connections_per_peer)
+{
+    zdist_rpc_server_options_t opts;
+    zdist_rpc_server_options_default(&opts);
+    opts.role = "test";
+    opts.max_connections_per_peer = max_connections_per_peer;
+    zdist_error_t err = {0};
+    c->server = zdist_rpc_server_new("tcp://127.0.0.1:*", s_methods, 2, NULL, &opts, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c->server);
+    c->front = zsys_create_pipe(&c->back);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c->front);
+    zsock_set_rcvtimeo(c->front, 20000);
+}
+
+/* After a $TERM: true when the loop ended (the thread joined, the pipe freed). */
+static bool
+s_serve_stop(s_serve_case_t *c)
+{
+    char *done = zstr_recv(c->front);
+    bool served = done && streq(done, "SERVED");
+    zstr_free(&done);
+    if (!served) { /* a lost $TERM: the loop still polls; leave it */
+        pthread_detach(c->thread);
+        return false;
+    }
+    pthread_join(c->thread, NULL);
+    zsock_destroy(&c->front);
+    zsock_destroy(&c->back);
+    return true;
+}
+
+static void
+test_serve_term_before_loop(void)
+{
+    s_serve_case_t c = {.take_edge = true};
+    s_serve_start(&c, 0);
+    CU_ASSERT_EQUAL_FATAL(zstr_send(c.front, "$TERM"), 0);
+    pthread_create(&c.thread, NULL, s_serve_thread, &c);
+    CU_ASSERT_FATAL(s_serve_stop(&c));
+    zdist_rpc_server_destroy(&c.server);
+}
+
+/* One request per wake-up: those left waiting when a wake-up ends are
+   answered too, though no new arrival makes the socket readable. */
+static void
+test_serve_past_batch(void)
+{
+    s_serve_case_t c = {.batch = 1};
+    s_serve_start(&c, 0);
+    pthread_create(&c.thread, NULL, s_serve_thread, &c);
+    zdist_rpc_client_t *client = s_client(zdist_rpc_server_endpoint(c.server));
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        zdist_msg_t *req = s_echo_request(i, i);
+        CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_send(client, &req, 30000, NULL), 0);
+    }
+    int answered = 0;
+    zdist_msg_t *reply = NULL;
+    while (answered < N && zdist_rpc_client_recv(client, 10000, &reply) == 0) {
+        answered += zdist_msg_status(reply) == ZDIST_STATUS_OK;
+        zdist_msg_destroy(&reply);
+    }
+    CU_ASSERT_EQUAL(answered, N);
+    zdist_rpc_client_destroy(&client);
+    CU_ASSERT_EQUAL_FATAL(zstr_send(c.front, "$TERM"), 0);
+    CU_ASSERT_FATAL(s_serve_stop(&c));
+    zdist_rpc_server_destroy(&c.server);
+}
+
+/* A raw TCP connection to port; -1 when it cannot connect. */
+static int
+s_tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *) &sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void
+test_serve_closes_connection_past_limit_at_accept(void)
+{
+    s_serve_case_t c = {0};
+    s_serve_start(&c, 1);
+    pthread_create(&c.thread, NULL, s_serve_thread, &c);
+    const char *ep = zdist_rpc_server_endpoint(c.server);
+    int port = atoi(strrchr(ep, ':') + 1);
+    /* Two connections from 127.0.0.1 that send nothing: one is over the
+       limit and the psd shuts it down when the monitor reports it. */
+    struct pollfd fds[2];
+    for (int i = 0; i < 2; i++) {
+        fds[i].fd = s_tcp_connect(port);
+        fds[i].events = POLLIN;
+        CU_ASSERT_FATAL(fds[i].fd >= 0);
+    }
+    bool closed[2] = {false, false};
+    int64_t give_up = zdist_clock_now_ms() + 20000;
+    while (!closed[0] && !closed[1] && zdist_clock_now_ms() < give_up) {
+        if (poll(fds, 2, 100) <= 0)
+            continue;
+        for (int i = 0; i < 2; i++) {
+            char buf[256]; /* the server's greeting, then the close */
+            if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && recv(fds[i].fd, buf, sizeof buf, 0) <= 0) {
+                closed[i] = true;
+                fds[i].fd = -fds[i].fd - 1; /* poll skips it */
+            }
+        }
+    }
+    CU_ASSERT(closed[0] || closed[1]);
+    for (int i = 0; i < 2; i++)
+        close(fds[i].fd < 0 ? -fds[i].fd - 1 : fds[i].fd);
+    CU_ASSERT_EQUAL_FATAL(zstr_send(c.front, "$TERM"), 0);
+    CU_ASSERT_FATAL(s_serve_stop(&c));
+    CU_ASSERT_EQUAL(zdist_rpc_server_refused_connections(c.server), 1);
+    zdist_rpc_server_destroy(&c.server);
+}
+
 void
 zdist_test_rpc_register(void)
 {
@@ -702,5 +858,9 @@ zdist_test_rpc_register(void)
                 {"calls in flight per peer limited, RESOURCE_EXHAUSTED naming the flag",
                  test_calls_in_flight_per_peer},
                 {"a client and its server closed together, 40 times: the IO thread never stalls",
-                 test_closed_together});
+                 test_closed_together},
+                {"serve loop: a $TERM waiting before it polls ends it", test_serve_term_before_loop},
+                {"serve loop: one request per wake-up, 200 pipelined all answered", test_serve_past_batch},
+                {"serve loop: a connection past the limit is closed at accept, with no request",
+                 test_serve_closes_connection_past_limit_at_accept});
 }

@@ -61,7 +61,8 @@ ZDIST_EXPORT int zdist_daemon_run(zactor_fn *actor, void *args, const char *what
    systemd's watchdog from the loop when it is enabled, survives signals
    interrupting its poll, and on $TERM answers every request already
    received, then returns. `loop` may carry the service's own readers and
-   timers; it is not destroyed. */
+   timers; it is not destroyed. The loop polls the pipe by its descriptor:
+   nothing else may read or send on `pipe` while it serves. */
 ZDIST_EXPORT void zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int batch);
 
 /* --http ADDR (NULL or "": none): zdist_http_new on the actor's loop,

@@ -123,12 +123,29 @@ ZDIST_EXPORT int zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_mes
 /* Requests refused before reaching a handler (malformed, unknown method...). */
 ZDIST_EXPORT uint64_t zdist_rpc_server_rejected(const zdist_rpc_server_t *self);
 /* The connection limit's socket monitor (a raw libzmq socket to poll for
-   ZMQ_POLLIN alongside zdist_rpc_server_socket; NULL without a limit), and
-   what to call when it is readable: it takes the connections accepted and
-   closed since, and closes at once a plain connection past its source
-   address's limit. dispatch calls it too, before reading requests. */
+   ZMQ_POLLIN alongside zdist_rpc_server_socket, or by its ZMQ_FD; NULL
+   without a limit), and what to call when it is readable: it takes the
+   connections accepted and closed since, and closes at once a plain
+   connection past its source address's limit. It reads the monitor until
+   it is empty, so its ZMQ_FD signals the next event. dispatch calls it
+   too, before reading requests, unless told the monitor is polled. */
 ZDIST_EXPORT void *zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self);
 ZDIST_EXPORT void zdist_rpc_server_watch(zdist_rpc_server_t *self);
+/* true: the caller's loop polls the monitor and calls watch when it is
+   readable, before dispatch in the same wake-up (zdist_daemon_serve does),
+   so dispatch no longer reads the monitor first: a poll and a getpid less
+   per dispatch. A request from a connection accepted since the last watch
+   still makes dispatch watch. */
+ZDIST_EXPORT void zdist_rpc_server_set_monitor_polled(zdist_rpc_server_t *self, bool polled);
+/* For a loop that polls zdist_rpc_server_socket by its ZMQ_FD, which is
+   edge-triggered: `wake` (NULL: none) is called when requests may be
+   waiting that the descriptor will not signal, and the loop should call
+   dispatch again without waiting for it: dispatch stopped at its
+   max_messages (or was interrupted) before the socket was empty, or a
+   reply sent outside dispatch (a deferred call finished from a timer or
+   another reader) found requests waiting. */
+typedef void(zdist_rpc_server_wake_fn)(void *arg);
+ZDIST_EXPORT void zdist_rpc_server_set_wake(zdist_rpc_server_t *self, zdist_rpc_server_wake_fn *wake, void *arg);
 /* Connections refused by max_connections_per_peer so far. */
 ZDIST_EXPORT uint64_t zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self);
 

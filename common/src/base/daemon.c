@@ -153,28 +153,55 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     return status;
 }
 
+/* The serve loop polls the actor pipe, the ROUTER and the connection
+   monitor by their ZMQ_FD, not as ZeroMQ items: zmq_poll reads ZMQ_EVENTS
+   of every ZeroMQ item before and after each poll (a poll and a getpid
+   each), about eight polls per wake-up for three items. A ZMQ_FD is
+   edge-triggered: it is readable when commands arrive for its socket, not
+   while messages wait, and any call that processes the socket's commands
+   (recv, send, ZMQ_EVENTS) may take the edge. So each handler reads until
+   its socket is empty, the loop handles what waits before it first polls,
+   and the rpc server says when requests may wait unsignalled (dispatch
+   stopped at its batch, a deferred reply was sent from a timer or another
+   reader): the loop then dispatches again from a timer due at once, after
+   the other handlers, so a flood of requests does not starve $TERM. */
 typedef struct {
+    zloop_t *loop;
+    zsock_t *pipe;
     zdist_rpc_server_t *rpc;
     int batch;
+    int again; /* the timer that dispatches again, -1 for none */
 } s_serve_t;
 
+/* Every command waiting; -1 (the loop ends) on $TERM or a broken pipe. */
 static int
-s_on_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
+s_on_pipe(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     (void) loop;
+    (void) item;
     s_serve_t *serve = arg;
-    char *command = zstr_recv(pipe);
-    if (!command)
-        return -1;
-    int rc = 0;
-    if (streq(command, "$TERM")) {
-        /* Answer what is already here before stopping. */
-        while (zdist_rpc_server_dispatch(serve->rpc, 1024) > 0)
-            ;
-        rc = -1;
+    while (zsock_events(serve->pipe) & ZMQ_POLLIN) {
+        char *command = zstr_recv(serve->pipe);
+        if (!command)
+            return -1;
+        bool term = streq(command, "$TERM");
+        zstr_free(&command);
+        if (term) {
+            /* Answer what is already here before stopping. */
+            while (zdist_rpc_server_dispatch(serve->rpc, 1024) > 0)
+                ;
+            return -1;
+        }
     }
-    zstr_free(&command);
-    return rc;
+    return 0;
+}
+
+static void
+s_dispatch(s_serve_t *serve)
+{
+    int rc = zdist_rpc_server_dispatch(serve->rpc, serve->batch);
+    if (rc < 0)
+        zsys_error("server socket failed: %s", zmq_strerror(-rc));
 }
 
 static int
@@ -182,13 +209,31 @@ s_on_request(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     (void) loop;
     (void) item;
-    s_serve_t *serve = arg;
-    int rc = zdist_rpc_server_dispatch(serve->rpc, serve->batch);
-    if (rc < 0)
-        zsys_error("server socket failed: %s", zmq_strerror(-rc));
+    s_dispatch(arg);
     return 0;
 }
 
+static int
+s_on_again(zloop_t *loop, int timer_id, void *arg)
+{
+    (void) loop;
+    (void) timer_id;
+    s_serve_t *serve = arg;
+    serve->again = -1;
+    s_dispatch(serve);
+    return 0;
+}
+
+static void
+s_wake(void *arg)
+{
+    s_serve_t *serve = arg;
+    if (serve->again < 0)
+        serve->again = zloop_timer(serve->loop, 0, 1, s_on_again, serve);
+}
+
+/* zdist_rpc_server_watch reads the monitor until it is empty, wherever it
+   is called from, so its descriptor is readable again at the next event. */
 static int
 s_on_watch(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
@@ -210,31 +255,74 @@ s_on_watchdog(zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+/* The loop's first act: what came before it (a $TERM, a connection, a
+   request) may have left no edge on the descriptors. */
+static int
+s_on_start(zloop_t *loop, int timer_id, void *arg)
+{
+    (void) timer_id;
+    s_serve_t *serve = arg;
+    zdist_rpc_server_watch(serve->rpc);
+    s_dispatch(serve);
+    return s_on_pipe(loop, NULL, serve);
+}
+
+/* A socket's ZMQ_FD as a raw poll item. */
+static zmq_pollitem_t
+s_fd_item(void *socket)
+{
+    zmq_pollitem_t item = {NULL, -1, ZMQ_POLLIN, 0};
+    size_t size = sizeof item.fd;
+    if (socket && zmq_getsockopt(socket, ZMQ_FD, &item.fd, &size) != 0)
+        item.fd = -1;
+    return item;
+}
+
 void
 zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int batch)
 {
-    s_serve_t serve = {rpc, batch > 0 ? batch : 1};
+    s_serve_t serve = {loop, pipe, rpc, batch > 0 ? batch : 1, -1};
     zloop_set_nonstop(loop, true); /* main decides when to stop: $TERM */
-    zloop_reader(loop, pipe, s_on_pipe, &serve);
-    zmq_pollitem_t item = {zdist_rpc_server_socket(rpc), 0, ZMQ_POLLIN, 0};
-    zloop_poller(loop, &item, s_on_request, &serve);
+    zmq_pollitem_t on_pipe = s_fd_item(zsock_resolve(pipe));
+    zmq_pollitem_t item = s_fd_item(zdist_rpc_server_socket(rpc));
     /* Connections come and go without requests: a plain one past its
        peer's limit is closed when accepted, not at its first request. */
-    zmq_pollitem_t watch = {zdist_rpc_server_monitor_socket(rpc), 0, ZMQ_POLLIN, 0};
-    if (watch.socket)
+    zmq_pollitem_t watch = s_fd_item(zdist_rpc_server_monitor_socket(rpc));
+    if (on_pipe.fd < 0 || item.fd < 0) {
+        zsys_error("cannot poll the actor's sockets: %s", zmq_strerror(zmq_errno()));
+        return;
+    }
+    zloop_poller(loop, &on_pipe, s_on_pipe, &serve);
+    /* Before the ROUTER, so a wake-up learns of new connections before it
+       reads their requests, and dispatch need not read the monitor. */
+    if (watch.fd >= 0) {
         zloop_poller(loop, &watch, s_on_watch, &serve);
+        zdist_rpc_server_set_monitor_polled(rpc, true);
+    }
+    zloop_poller(loop, &item, s_on_request, &serve);
+    zdist_rpc_server_set_wake(rpc, s_wake, &serve);
     int timer = -1;
     uint64_t watchdog_us = 0;
     if (sd_watchdog_enabled(0, &watchdog_us) > 0 && watchdog_us > 0)
         timer = zloop_timer(loop, watchdog_us / 2000 > 0 ? watchdog_us / 2000 : 1, 0, s_on_watchdog, NULL);
-    /* zloop_start also returns 0 when a signal interrupts its poll (a
-       SIGSTOP/SIGCONT does): only $TERM (a handler returning -1) ends it. */
-    while (zloop_start(loop) == 0)
-        ;
-    zloop_reader_end(loop, pipe);
+    /* In the loop, not before it: a loop that never started cannot end
+       its timers. */
+    if (zloop_timer(loop, 0, 1, s_on_start, &serve) < 0)
+        zsys_error("cannot start the event loop: out of memory");
+    else
+        /* zloop_start also returns 0 when a signal interrupts its poll (a
+           SIGSTOP/SIGCONT does): only $TERM (a handler returning -1) ends it. */
+        while (zloop_start(loop) == 0)
+            ;
+    zdist_rpc_server_set_wake(rpc, NULL, NULL);
+    zloop_poller_end(loop, &on_pipe);
     zloop_poller_end(loop, &item);
-    if (watch.socket)
+    if (watch.fd >= 0) {
         zloop_poller_end(loop, &watch);
+        zdist_rpc_server_set_monitor_polled(rpc, false);
+    }
+    if (serve.again >= 0)
+        zloop_timer_end(loop, serve.again);
     if (timer >= 0)
         zloop_timer_end(loop, timer);
 }

@@ -23,6 +23,7 @@ struct zdist_http_t {
     zloop_t *loop;
     zsock_t *front; /* the MHD thread's end */
     zsock_t *back;  /* the loop's end */
+    zmq_pollitem_t item; /* back's ZMQ_FD, as the loop polls it */
     zdist_http_handler_fn *fn;
     void *arg;
     atomic_bool stopping;
@@ -158,16 +159,15 @@ s_access(void *cls, struct MHD_Connection *conn, const char *url, const char *me
 
 /* ---- the loop's side ---- */
 
-static int
-s_on_request(zloop_t *loop, zsock_t *sock, void *arg)
+static void
+s_answer(zdist_http_t *self)
 {
-    (void) loop;
-    zdist_http_t *self = arg;
+    zsock_t *sock = self->back;
     char *seq = NULL, *path = NULL;
     if (zstr_recvx(sock, &seq, &path, NULL) < 0 || !seq || !path) {
         zstr_free(&seq);
         zstr_free(&path);
-        return 0;
+        return;
     }
     char *q = strchr(path, '?');
     if (q)
@@ -185,6 +185,19 @@ s_on_request(zloop_t *loop, zsock_t *sock, void *arg)
     free(r.body);
     zstr_free(&seq);
     zstr_free(&path);
+}
+
+/* Polled by its ZMQ_FD (see zdist_daemon_serve: no ZMQ_EVENTS probes per
+   wake-up), which is edge-triggered: every request waiting, until the
+   socket says none is left. */
+static int
+s_on_request(zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop;
+    (void) item;
+    zdist_http_t *self = arg;
+    while (zsock_events(self->back) & ZMQ_POLLIN)
+        s_answer(self);
     return 0;
 }
 
@@ -236,11 +249,16 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
     snprintf(ep, sizeof ep, "inproc://zdist-http-%p", (void *) self);
     self->back = zsock_new(ZMQ_PAIR);
     self->front = zsock_new(ZMQ_PAIR);
+    self->item = (zmq_pollitem_t){NULL, -1, ZMQ_POLLIN, 0};
+    size_t fd_size = sizeof self->item.fd;
     if (!self->back || !self->front || zsock_bind(self->back, "%s", ep) < 0 ||
-        zsock_connect(self->front, "%s", ep) < 0 || zloop_reader(loop, self->back, s_on_request, self) < 0) {
+        zsock_connect(self->front, "%s", ep) < 0 ||
+        zmq_getsockopt(zsock_resolve(self->back), ZMQ_FD, &self->item.fd, &fd_size) != 0 ||
+        zloop_poller(loop, &self->item, s_on_request, self) < 0) {
         zdist_error_set(err, -ENOMEM, "--http %s: cannot set up its socket pair", addr);
         goto fail;
     }
+    s_on_request(loop, NULL, self); /* from here on its descriptor signals each request */
     zsock_set_sndtimeo(self->front, 1000);
     zsock_set_sndtimeo(self->back, 1000);
     self->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0), 0,
@@ -248,7 +266,7 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned) 64, MHD_OPTION_END);
     if (!self->mhd) {
-        zloop_reader_end(loop, self->back);
+        zloop_poller_end(loop, &self->item);
         zdist_error_set(err, -EIO, "--http %s: libmicrohttpd did not start", addr);
         goto fail;
     }
@@ -283,7 +301,7 @@ zdist_http_destroy(zdist_http_t **self_p)
     atomic_store(&self->stopping, true);
     MHD_stop_daemon(self->mhd); /* joins its thread; the listening socket is ours */
     close(self->fd);
-    zloop_reader_end(self->loop, self->back);
+    zloop_poller_end(self->loop, &self->item);
     zsock_destroy(&self->front);
     zsock_destroy(&self->back);
     free(self);

@@ -46,6 +46,10 @@ struct zdist_rpc_server_t {
     zhashx_t *conns;     /* "fd" -> s_conn_t, every connection the monitor reported open */
     zhashx_t *peers;     /* peer key -> s_peer_t, peers holding at least one slot */
     uint64_t refused_connections;
+    bool monitor_polled; /* the caller's loop watches before each dispatch */
+    bool dispatching;
+    zdist_rpc_server_wake_fn *wake; /* see zdist_rpc_server_set_wake */
+    void *wake_arg;
 };
 
 /* The longest peer key: a certificate name or a routing id's text. */
@@ -244,6 +248,29 @@ void *
 zdist_rpc_server_monitor_socket(zdist_rpc_server_t *self)
 {
     return self && self->monitor ? zsock_resolve(self->monitor) : NULL;
+}
+
+void
+zdist_rpc_server_set_monitor_polled(zdist_rpc_server_t *self, bool polled)
+{
+    if (self)
+        self->monitor_polled = polled;
+}
+
+void
+zdist_rpc_server_set_wake(zdist_rpc_server_t *self, zdist_rpc_server_wake_fn *wake, void *arg)
+{
+    if (!self)
+        return;
+    self->wake = wake;
+    self->wake_arg = arg;
+}
+
+static void
+s_wake(zdist_rpc_server_t *self)
+{
+    if (self->wake)
+        self->wake(self->wake_arg);
 }
 
 uint64_t
@@ -614,6 +641,15 @@ s_send_reply(zdist_rpc_server_t *server, zdist_msg_t **reply_p)
     int rc = zdist_wire_send(server->handle, reply_p, ZMQ_DONTWAIT);
     if (rc < 0)
         s_log(server, "cannot reply to %s: %s, ignoring", peer_copy, zmq_strerror(-rc));
+    /* A deferred reply, sent from a timer or another reader: the send may
+       have taken the commands that would have made the socket's ZMQ_FD
+       readable for requests now waiting. */
+    if (server->wake && !server->dispatching) {
+        uint32_t events = 0;
+        size_t size = sizeof events;
+        if (zmq_getsockopt(server->handle, ZMQ_EVENTS, &events, &size) != 0 || (events & ZMQ_POLLIN))
+            s_wake(server);
+    }
     return rc;
 }
 
@@ -875,12 +911,16 @@ zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages)
        caller's bug, refused rather than dereferenced. */
     if (!self)
         return -EINVAL;
-    zdist_rpc_server_watch(self); /* every request's connection is known before it is read */
-    int handled = 0;
+    /* Every request's connection is known before it is read (a request
+       from one accepted since still makes s_connection_admitted watch). */
+    if (!self->monitor_polled)
+        zdist_rpc_server_watch(self);
+    self->dispatching = true;
+    int handled = 0, rc = 0;
     while (handled < max_messages) {
         zdist_msg_t *request = NULL;
         zdist_error_t err = {0};
-        int rc = zdist_wire_recv(self->handle, true, &self->opts.limits, ZMQ_DONTWAIT, &request, &err);
+        rc = zdist_wire_recv(self->handle, true, &self->opts.limits, ZMQ_DONTWAIT, &request, &err);
         if (rc == -EAGAIN || rc == -EINTR)
             break;
         if (rc == -EPROTO) {
@@ -889,9 +929,15 @@ zdist_rpc_server_dispatch(zdist_rpc_server_t *self, int max_messages)
             continue;
         }
         if (rc < 0)
-            return handled ? handled : rc;
+            break;
         handled++;
         s_handle(self, request);
     }
-    return handled;
+    self->dispatching = false;
+    bool failed = rc < 0 && rc != -EAGAIN && rc != -EINTR && rc != -EPROTO;
+    /* Only a read that found the socket empty leaves its ZMQ_FD to
+       signal the next request. */
+    if (rc != -EAGAIN && !failed)
+        s_wake(self);
+    return failed && !handled ? rc : handled;
 }
