@@ -346,6 +346,12 @@ s_recv(zdist_comm_t *self, const s_expect_t *x, zmq_msg_t *payload, zdist_error_
                 zmq_msg_close(&pm);
                 int code = h.step > 0 && h.step < 4096 ? -(int)h.step : -ECANCELED;
                 int c = h.chunk < (uint64_t)self->size ? (int)h.chunk : left;
+                /* Said as the rank that gave up saw it: a timeout before the
+                   ring formed is a rank that never joined. */
+                if (code == -ETIMEDOUT)
+                    return zdist_error_set(err, code, "%s: rank %d gave up: rank %d (%s) %s within the deadline",
+                                           self->what, left, c, self->endpoints[c],
+                                           x->kind == S_HELLO ? "did not join" : "sent no data");
                 return zdist_error_set(err, code, "%s: rank %d gave up: rank %d (%s) failed (%s)", self->what, left,
                                        c, self->endpoints[c], strerror(-code));
             } else if (h.kind != x->kind || frames != (x->kind == S_DATA ? 2 : 1))
