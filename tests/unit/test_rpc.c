@@ -676,11 +676,8 @@ test_closed_together(void)
         CU_ASSERT_EQUAL_FATAL(zdist_rpc_client_call(c, &req, 5000, &reply), 0);
         CU_ASSERT_EQUAL_FATAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
         zdist_msg_destroy(&reply);
-        atomic_store(&s->stop, 1);
-        pthread_join(s->thread, NULL);
-        zdist_rpc_server_destroy(&s->server); /* its connection closes on the IO thread... */
-        zdist_rpc_client_destroy(&c);         /* ...while the client's goes too */
-        free(s);
+        s_server_stop(&s);            /* its connection closes on the IO thread... */
+        zdist_rpc_client_destroy(&c); /* ...while the client's goes too */
     }
     s_server_t *s = s_server_start("tcp://127.0.0.1:*", 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);

@@ -7,6 +7,7 @@
 
 #include "common.pb-c.h"
 #include "wire/body.h"
+#include "wire/monitor.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -80,13 +81,8 @@ zdist_rpc_client_destroy(zdist_rpc_client_t **self_p)
         zdist_msg_destroy(&d->reply);
         free(d);
     }
-    /* libzmq sends monitor events from its IO thread with a blocking send:
-       an event of this socket's close (a peer closing at the same moment)
-       with no reader left would stall that thread, and with it every
-       socket of the process. So the monitor stops before its reader goes. */
-    if (self->monitor && self->sock)
-        zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
-    zsock_destroy(&self->monitor);
+    if (self->monitor) /* before the socket: monitor.h */
+        zdist_monitor_close(self->sock ? zsock_resolve(self->sock) : NULL, &self->monitor);
     zsock_destroy(&self->sock);
     free(self->slots);
     free(self->free_slots);
@@ -142,23 +138,14 @@ zdist_rpc_client_new(const char *endpoint, const zdist_rpc_client_options_t *opt
         }
     }
 
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://zdist-rpc-mon-%p-%llx", (void *) self,
-             (unsigned long long) self->client_id);
-    if (zmq_socket_monitor(self->handle, mon,
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
-        !(self->monitor = zsock_new(ZMQ_PAIR))) {
-        zdist_error_set(err, -EIO, "cannot monitor the connection to '%s'", endpoint);
-        zdist_rpc_client_destroy(&self);
-        return NULL;
-    }
-    /* Unbounded for the same reason: a client left idle while its peer
-       comes and goes must not fill the queue and stall the IO thread. */
-    zsock_set_rcvhwm(self->monitor, 0);
-    if (zsock_connect(self->monitor, "%s", mon) != 0) {
-        zdist_error_set(err, -EIO, "cannot connect the monitor of the connection to '%s'", endpoint);
+    char what[300];
+    snprintf(what, sizeof what, "the connection to '%s'", endpoint);
+    self->monitor = zdist_monitor_open(self->handle,
+                                       ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
+                                       what, err);
+    if (!self->monitor) {
         zdist_rpc_client_destroy(&self);
         return NULL;
     }

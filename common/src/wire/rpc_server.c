@@ -12,6 +12,7 @@
 
 #include "common.pb-c.h"
 #include "wire/body.h"
+#include "wire/monitor.h"
 #include "zdist/prom.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
@@ -148,25 +149,17 @@ s_free_item(void **item)
 static int
 s_monitor_start(zdist_rpc_server_t *self, zdist_error_t *err)
 {
-    char endpoint[96];
-    snprintf(endpoint, sizeof endpoint, "inproc://zdist-rpc-server-mon-%p", (void *) self);
     self->conns = zhashx_new();
     self->peers = zhashx_new();
     if (!self->conns || !self->peers)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     zhashx_set_destructor(self->conns, s_free_item);
     zhashx_set_destructor(self->peers, s_free_item);
-    if (zmq_socket_monitor(self->handle, endpoint, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
-        return zdist_error_set(err, -EIO, "cannot monitor the server socket's connections: %s", zmq_strerror(errno));
-    self->monitor = zsock_new(ZMQ_PAIR);
-    if (!self->monitor)
-        return zdist_error_set(err, -ENOMEM, "cannot create the connection monitor's socket");
-    /* Unbounded: a burst of connections between two reads must not drop
-       events (a lost close would hold its peer's slot). */
-    zsock_set_rcvhwm(self->monitor, 0);
-    if (zsock_connect(self->monitor, "%s", endpoint) != 0)
-        return zdist_error_set(err, -EIO, "cannot connect the connection monitor '%s'", endpoint);
-    return 0;
+    /* Unbounded (monitor.h): a burst of connections between two reads must
+       not drop events either (a lost close would hold its peer's slot). */
+    self->monitor = zdist_monitor_open(self->handle, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED,
+                                       "the server socket's connections", err);
+    return self->monitor ? 0 : -EIO;
 }
 
 /* "address 127.0.0.1" or "key 'alice' (Z85 public key)" for a peer key. */
@@ -344,9 +337,8 @@ zdist_rpc_server_destroy(zdist_rpc_server_t **self_p)
     if (!self_p || !*self_p)
         return;
     zdist_rpc_server_t *self = *self_p;
-    if (self->monitor && self->handle)
-        zmq_socket_monitor(self->handle, NULL, 0);
-    zsock_destroy(&self->monitor);
+    if (self->monitor)
+        zdist_monitor_close(self->handle, &self->monitor);
     zsock_destroy(&self->sock);
     zhashx_destroy(&self->in_flight);
     zhashx_destroy(&self->conns);
