@@ -271,9 +271,23 @@ s_write(zdist_rpc_call_t *call, void *state)
     if (req->by_ids) {
         w.ids = req->ids;
         w.nids = req->nids;
-    } else {
+    } else if (req->part_row == 0 && !req->more_parts) {
         w.row_start = req->row_count == 0 ? psd_shard_spec(shard)->row_offset : req->row_start;
         w.nrows = req->row_count == 0 ? PSD_WHOLE_SHARD : req->row_count;
+    } else {
+        /* A part of a push: its rows from part_row of the write's (the
+           decoder checked that they fit a row_count; the shard's rows are
+           checked here). */
+        const psd_shard_spec_t *spec = psd_shard_spec(shard);
+        int64_t rows = values->shape.dims[0];
+        if (req->row_count == 0 && (rows > spec->rows || req->part_row > spec->rows - rows))
+            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                            "push to '%s' shard %d: a part of %lld rows at part_row %lld is outside the shard's "
+                            "%lld rows", req->name, (int) req->shard_index, (long long) rows,
+                            (long long) req->part_row, (long long) spec->rows);
+        w.row_start = (req->row_count == 0 ? spec->row_offset : req->row_start) + req->part_row;
+        w.nrows = rows;
+        w.more_parts = req->more_parts;
     }
     zdist_error_t err = {0};
     int rc = psd_shard_write(shard, &w, &err);

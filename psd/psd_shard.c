@@ -855,7 +855,8 @@ psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
         }
         if (rc < 0)
             goto out;
-        self->step = step;
+        if (!w->more_parts) /* a push in parts advances the step once, with its last */
+            self->step = step;
         break;
     }
     }

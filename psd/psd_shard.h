@@ -189,6 +189,7 @@ typedef struct {
     zdist_dtype_t dtype;
     int64_t row_start; /* dense ops: first global row */
     int64_t nrows;     /* dense ops: rows, or PSD_WHOLE_SHARD */
+    bool more_parts;   /* APPLY_DENSE: a part of a push, more follow; the step advances with the last */
     const int64_t *ids;
     size_t nids;
     const void *data;

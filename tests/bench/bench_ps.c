@@ -8,7 +8,8 @@
    the raw server is this program run with --raw-server: a child process
    with its own libzmq context, like the psd. Cases:
      pull         dense pull of a whole shard (reply carries SIZE bytes)
-     push+sgd     dense gradient push applied by SGD (request carries SIZE)
+     push+sgd     dense gradient push applied by SGD (request carries SIZE),
+                  in parts of ZDIST_PS_PART_BYTES as the ps client sends it
      pull_rows    1,024 ids x 64 float32 from a 1,000,000-row table
      push sparse  1,024 ids x 64 float32 gradient rows, SGD, same table
      push_pull    dense gradient up (SGD), the updated shard back: SIZE
@@ -375,6 +376,7 @@ s_run_raw(const char *ep, const s_case_t *c, int window, int calls)
     return (s_result_t){0};
 }
 
+/* One request of a call other than a dense push (s_psd_send). */
 static zdist_msg_t *
 s_psd_request(const s_case_t *c, uint64_t seq)
 {
@@ -391,24 +393,46 @@ s_psd_request(const s_case_t *c, uint64_t seq)
     }
     t.nbytes = c->req_bytes[0];
     t.shape = (zdist_shape_t){2, {(int64_t) (t.nbytes / 1024), 256}}; /* dense variables have 1 KiB rows */
-    if (c->method == ZDIST_PS_PUSH_PULL) {
-        zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .grad = t, .pull = true};
-        zdist_ps_push_pull_t pp = {.sequence = seq, .items = &item, .nitems = 1};
-        return zdist_ps_request_push_pull(&pp, s_free_nothing, NULL);
+    zdist_ps_push_pull_item_t item = {.name = c->var, .push = true, .grad = t, .pull = true};
+    zdist_ps_push_pull_t pp = {.sequence = seq, .items = &item, .nitems = 1};
+    return zdist_ps_request_push_pull(&pp, s_free_nothing, NULL);
+}
+
+/* The requests of one call: a dense push goes in parts, as the ps client
+   sends it (zdist_ps_write_parts, ZDIST_PS_PART_BYTES), each part with a
+   sequence of its own. Returns how many were sent, or -1. */
+static int
+s_psd_send(zdist_ps_client_t *client, const s_case_t *c)
+{
+    zdist_rpc_client_t *rpc = zdist_ps_client_rpc(client);
+    zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS];
+    size_t n = 0;
+    if (c->method == ZDIST_PS_PUSH && !c->sparse) {
+        zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .data = s_blob, .nbytes = c->req_bytes[0]};
+        t.shape = (zdist_shape_t){2, {(int64_t) (t.nbytes / 1024), 256}};
+        zdist_ps_write_t w = {.name = c->var, .sequence = zdist_ps_client_next_sequence(client), .values = t};
+        n = zdist_ps_write_parts(ZDIST_PS_PUSH, &w, ZDIST_PS_PART_BYTES, parts);
+        for (size_t i = 1; i < n; i++) /* keep the client's numbering past the parts */
+            zdist_ps_client_next_sequence(client);
     }
-    return zdist_ps_request_write(ZDIST_PS_PUSH, c->var, 0, 0, 0, seq, &t, s_free_nothing, NULL);
+    for (size_t i = 0; i < (n ? n : 1); i++) {
+        zdist_msg_t *req = n ? zdist_ps_request_write_from(ZDIST_PS_PUSH, &parts[i], s_free_nothing, NULL)
+                             : s_psd_request(c, zdist_ps_client_next_sequence(client));
+        if (!req || zdist_rpc_client_send(rpc, &req, 60000, NULL) < 0)
+            return -1;
+    }
+    return n ? (int) n : 1;
 }
 
 static s_result_t
 s_run_psd(zdist_ps_client_t *client, const s_case_t *c, int window, int calls, bool *failed)
 {
     zdist_rpc_client_t *rpc = zdist_ps_client_rpc(client);
-    int sent = 0, done = 0;
+    int sent = 0, done = 0, replies = 0, per_call = 1;
     int64_t t0 = zdist_clock_now_us();
     while (done < calls) {
         while (sent < calls && sent - done < window) {
-            zdist_msg_t *req = s_psd_request(c, zdist_ps_client_next_sequence(client));
-            if (!req || zdist_rpc_client_send(rpc, &req, 60000, NULL) < 0) {
+            if ((per_call = s_psd_send(client, c)) < 0) {
                 fprintf(stderr, "bench_ps: cannot send %s\n", c->op);
                 *failed = true;
                 return (s_result_t){0};
@@ -448,7 +472,7 @@ s_run_psd(zdist_ps_client_t *client, const s_case_t *c, int window, int calls, b
             *failed = true;
             return (s_result_t){0};
         }
-        done++;
+        done = ++replies / per_call; /* a call is done with the reply of its last part */
     }
     return s_finish(t0, done, c->moved);
 }

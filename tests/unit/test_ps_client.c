@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "psd_server.h"
 #include "testutil.h"
 #include "zdist/ps_client.h"
 
@@ -330,11 +331,184 @@ test_run_bad_ops_and_hand_pipelined_calls(void)
     s_psd_stop(&p);
 }
 
+/* ---- dense pushes in parts, against a real psd (psd_server_actor) ---- */
+
+#define S_ROWS 64
+#define S_COLS 1024 /* 4 KiB rows: a 256 KiB gradient */
+
+static void
+s_create(zdist_ps_client_t *c, const char *name, int32_t shard, int64_t offset, int64_t rows)
+{
+    zdist_ps_var_spec_t spec = {.name = name,
+                                .dtype = ZDIST_DTYPE_FLOAT32,
+                                .shape = {2, {2 * S_ROWS, S_COLS}},
+                                .shard_index = shard,
+                                .row_offset = offset,
+                                .row_count = rows,
+                                .init = {.kind = ZDIST_INIT_CONSTANT, .value = 0.5}};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_create(c, &spec, NULL, &err), 0);
+}
+
+static uint64_t
+s_pushes(zdist_ps_client_t *c)
+{
+    zdist_ps_stats_t *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c, &st, NULL), 0);
+    uint64_t n = 0;
+    for (size_t i = 0; i < st->nmethods; i++)
+        if (strcmp(st->methods[i].name, "push") == 0)
+            n = st->methods[i].requests;
+    zdist_ps_stats_destroy(&st);
+    return n;
+}
+
+static void
+s_pull_all(zdist_ps_client_t *c, const char *name, int32_t shard, float *out)
+{
+    zdist_tensor_t t = {.dtype = ZDIST_DTYPE_FLOAT32, .data = out, .nbytes = S_ROWS * S_COLS * sizeof(float)};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_pull(c, name, shard, 0, 0, &t, NULL), 0);
+}
+
+/* A 256 KiB Adam push through a client with 64 KiB parts goes as 4
+   requests and leaves exactly what the same push sent whole leaves: the
+   same values, bit for bit, and the step advanced once per push. Sent again
+   with its first part's sequence, every part is acknowledged duplicate. */
+static void
+test_push_in_parts_applies_as_one(void)
+{
+    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
+    zdist_wire_limits_default(&cfg.limits);
+    zactor_t *psd = zactor_new(psd_server_actor, &cfg);
+    char *hello = zstr_recv(psd);
+    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+    zdist_ps_client_options_t opts;
+    zdist_ps_client_options_default(&opts);
+    CU_ASSERT_EQUAL(opts.part_bytes, ZDIST_PS_PART_BYTES);
+    opts.part_bytes = 64 << 10;
+    zdist_error_t err = {0};
+    zdist_ps_client_t *parted = zdist_ps_client_new(hello + 6, &opts, &err);
+    opts.part_bytes = 0;
+    zdist_ps_client_t *whole = zdist_ps_client_new(hello + 6, &opts, &err);
+    zstr_free(&hello);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(parted);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
+    /* Shard 1 of each: rows 64..127, so the parts' rows are not global rows by chance. */
+    s_create(whole, "a", 1, S_ROWS, S_ROWS);
+    s_create(whole, "b", 1, S_ROWS, S_ROWS);
+    zdist_optim_config_t adam;
+    zdist_optim_config_default(&adam, ZDIST_OPTIM_ADAM);
+    adam.learning_rate = 0.01;
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_set_optimizer(whole, &adam, &err), 0);
+
+    static float grad[S_ROWS * S_COLS], va[S_ROWS * S_COLS], vb[S_ROWS * S_COLS];
+    zdist_tensor_t g = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {S_ROWS, S_COLS}}, .data = grad,
+                        .nbytes = sizeof grad};
+    zdist_ps_write_result_t ra = {0}, rb = {0};
+    for (int step = 1; step <= 2; step++) {
+        for (size_t i = 0; i < S_ROWS * S_COLS; i++)
+            grad[i] = (float) ((i * 7919 + (size_t) step * 104729) % 2001) / 1000.0f - 1.0f;
+        uint64_t before = s_pushes(whole);
+        CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(parted, "a", 1, 0, 0, &g, &ra, &err), 0);
+        CU_ASSERT_EQUAL(s_pushes(whole) - before, 4);
+        CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(whole, "b", 1, 0, 0, &g, &rb, &err), 0);
+        CU_ASSERT_EQUAL(s_pushes(whole) - before, 5);
+        CU_ASSERT_EQUAL(ra.step, step);
+        CU_ASSERT_EQUAL(rb.step, step);
+        CU_ASSERT_FALSE(ra.duplicate);
+    }
+    s_pull_all(whole, "a", 1, va);
+    s_pull_all(whole, "b", 1, vb);
+    CU_ASSERT_NOT_EQUAL(va[0], 0.5f);
+    CU_ASSERT_EQUAL(memcmp(va, vb, sizeof va), 0);
+
+    /* The last push again, with its sequence: the same 4 parts, all duplicates. */
+    zdist_ps_write_result_t again = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_write_seq(parted, ZDIST_PS_PUSH, "a", 1, 0, 0, ra.sequence, &g, &again,
+                                                    &err), 0);
+    CU_ASSERT_TRUE(again.duplicate);
+    CU_ASSERT_EQUAL(again.step, 2);
+    CU_ASSERT_EQUAL(again.sequence, ra.sequence);
+    s_pull_all(whole, "a", 1, vb);
+    CU_ASSERT_EQUAL(memcmp(va, vb, sizeof va), 0);
+    /* The client's own numbering went past the parts: a new push applies. */
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(parted, "a", 1, 0, 0, &g, &ra, &err), 0);
+    CU_ASSERT_FALSE(ra.duplicate);
+    CU_ASSERT_EQUAL(ra.step, 3);
+
+    zdist_ps_client_destroy(&parted);
+    zdist_ps_client_destroy(&whole);
+    zactor_destroy(&psd);
+}
+
+/* Parts that do not fit are refused, naming the rows; only a dense push is
+   split, and only a dense push may be sent in parts. */
+static void
+test_parts_that_do_not_fit(void)
+{
+    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
+    zdist_wire_limits_default(&cfg.limits);
+    zactor_t *psd = zactor_new(psd_server_actor, &cfg);
+    char *hello = zstr_recv(psd);
+    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+    zdist_error_t err = {0};
+    zdist_ps_client_t *c = zdist_ps_client_new(hello + 6, NULL, &err);
+    zstr_free(&hello);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    s_create(c, "a", 0, 0, S_ROWS);
+
+    static float rows[8 * S_COLS];
+    zdist_ps_write_t w = {.name = "a",
+                          .sequence = 1,
+                          .part_row = S_ROWS - 4, /* 8 rows from row 60 of a 64-row shard */
+                          .more_parts = true,
+                          .values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {8, S_COLS}}, .data = rows,
+                                     .nbytes = sizeof rows}};
+    zdist_msg_t *req = zdist_ps_request_write_from(ZDIST_PS_PUSH, &w, NULL, NULL), *reply = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_call(c, &req, &reply, &err), 0);
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zdist_msg_status_message(reply), "part_row 60 is outside the shard's 64 rows"));
+    zdist_msg_destroy(&reply);
+    /* Within a row range: 8 rows from part_row 4 of a 10-row write. */
+    w.row_start = 0;
+    w.row_count = 10;
+    w.part_row = 4;
+    req = zdist_ps_request_write_from(ZDIST_PS_PUSH, &w, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_call(c, &req, &reply, &err), 0);
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zdist_msg_status_message(reply), "does not fit the write's rows (row_count 10"));
+    zdist_msg_destroy(&reply);
+    /* An assign is never sent in parts, nor split. */
+    CU_ASSERT_PTR_NULL(zdist_ps_request_write_from(ZDIST_PS_ASSIGN, &w, NULL, NULL));
+    zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS];
+    w.part_row = 0;
+    w.more_parts = false;
+    CU_ASSERT_EQUAL(zdist_ps_write_parts(ZDIST_PS_ASSIGN, &w, 1024, parts), 1);
+    CU_ASSERT_EQUAL(zdist_ps_write_parts(ZDIST_PS_PUSH, &w, 1024, parts), 8);
+    CU_ASSERT_EQUAL(parts[7].part_row, 7);
+    CU_ASSERT_FALSE(parts[7].more_parts);
+    CU_ASSERT_TRUE(parts[6].more_parts);
+    CU_ASSERT_EQUAL(parts[7].sequence, 8);
+    /* Never more than ZDIST_PS_MAX_PARTS, however small the parts asked for. */
+    static float big[2 * S_ROWS * S_COLS];
+    w.values = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {2 * S_ROWS * 4, S_COLS / 4}},
+                                .data = big, .nbytes = sizeof big};
+    CU_ASSERT_EQUAL(zdist_ps_write_parts(ZDIST_PS_PUSH, &w, 1, parts), ZDIST_PS_MAX_PARTS);
+    /* A push under a job step names one write: whole. */
+    w.job_step = 3;
+    CU_ASSERT_EQUAL(zdist_ps_write_parts(ZDIST_PS_PUSH, &w, 1024, parts), 1);
+    zdist_ps_client_destroy(&c);
+    zactor_destroy(&psd);
+}
+
 void
 zdist_test_ps_client_register(void)
 {
     ZDIST_SUITE("ps_client", {"run pipelines over ps tasks", test_run_pipelines_over_tasks},
                 {"run retransmits with the same sequence", test_run_retransmits_with_the_same_sequence},
                 {"run gives up after the retries", test_run_gives_up_after_the_retries},
-                {"bad ops, and calls pipelined by hand", test_run_bad_ops_and_hand_pipelined_calls});
+                {"bad ops, and calls pipelined by hand", test_run_bad_ops_and_hand_pipelined_calls},
+                {"a dense push in parts applies as one push", test_push_in_parts_applies_as_one},
+                {"parts that do not fit are refused", test_parts_that_do_not_fit});
 }

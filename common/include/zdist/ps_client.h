@@ -65,11 +65,20 @@ extern "C" {
 
 typedef struct zdist_ps_client_t zdist_ps_client_t;
 
+/* 1 MiB parts: on loopback the psd's apply of one part then hides behind
+   the next part's transfer (tests/bench/bench_ps, push+sgd), and a part
+   costs one more request, ~100 us against ~300 us on the wire. */
+#define ZDIST_PS_PART_BYTES ((size_t) 1 << 20)
+
 typedef struct {
     zdist_rpc_client_options_t rpc; /* client_id 0: random (usual) */
     int64_t timeout_ms;             /* deadline of each attempt; default 30000 */
     int retries;                    /* extra attempts after UNAVAILABLE or
                                        DEADLINE_EXCEEDED; default 3 */
+    size_t part_bytes;              /* the synchronous dense push sends a gradient
+                                       larger than this in parts, pipelined
+                                       (zdist_ps_write_parts); default
+                                       ZDIST_PS_PART_BYTES, 0: always whole */
 } zdist_ps_client_options_t;
 
 ZDIST_EXPORT void zdist_ps_client_options_default(zdist_ps_client_options_t *opts);

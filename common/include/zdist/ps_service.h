@@ -114,6 +114,8 @@ typedef struct {
     uint64_t job_step;  /* the job's step that writes (0: none); when set the psd
                            applies (job_step, step_write) once, whoever sends it */
     uint32_t step_write; /* ordinal among the step's writes to this shard */
+    int64_t part_row;   /* a dense push in parts: the part's first row from the write's first */
+    bool more_parts;    /* a dense push in parts: more follow (the step advances with the last) */
     bool by_ids;        /* a sparse push or scatter_*: ids + rows, not a range */
     const int64_t *ids; /* by_ids: global rows of the shard, duplicates allowed */
     size_t nids;
@@ -245,6 +247,22 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_write_ids(uint32_t method, const char
                                                      uint64_t sequence, const int64_t *ids, size_t nids,
                                                      const zdist_tensor_t *rows, zdist_free_fn *ffn,
                                                      void *hint);
+/* Any write from its struct (method and payloads as above): what
+   zdist_ps_write_parts makes, sent without copying with ffn. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_write_from(uint32_t method, const zdist_ps_write_t *w,
+                                                      zdist_free_fn *ffn, void *hint);
+/* A dense push of more than part_bytes, split into parts of whole rows
+   (about part_bytes each, at most ZDIST_PS_MAX_PARTS) that borrow w's
+   values: sent back to back, the psd applies each part while the next is
+   on the wire, and the optimizer's step advances once, with the last
+   (more_parts false). Each part needs its own sequence: w->sequence + k
+   when w has one, else 0 (numbered in order by zdist_ps_client_run).
+   Anything else (another method, a sparse push, a push under a job step,
+   whose (job_step, step_write) names one write, or part_bytes 0) is one
+   part, *w. Returns the number of parts filled. */
+#define ZDIST_PS_MAX_PARTS 64
+ZDIST_EXPORT size_t zdist_ps_write_parts(uint32_t method, const zdist_ps_write_t *w, size_t part_bytes,
+                                         zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS]);
 /* A fused push-and-pull (zdist_ps_push_pull_t). With ffn, every gradient
    buffer (ids, then rows, item by item) is attached zero-copy and passes to
    the message as above; otherwise copied. */

@@ -22,6 +22,7 @@ zdist_ps_client_options_default(zdist_ps_client_options_t *opts)
     zdist_rpc_client_options_default(&opts->rpc);
     opts->timeout_ms = 30000;
     opts->retries = 3;
+    opts->part_bytes = ZDIST_PS_PART_BYTES;
 }
 
 void
@@ -150,6 +151,20 @@ zdist_ps_ops_release(zdist_ps_op_t *ops, size_t n)
         zdist_msg_destroy(&ops[i].reply);
 }
 
+/* 0 when op has a reply (its status may be an error), else a negative
+   errno and err says why no request could be sent. */
+static int
+s_op_rc(const zdist_ps_op_t *op, zdist_error_t *err)
+{
+    const char *method = zdist_ps_method_name(op->request.method);
+    const char *endpoint = zdist_rpc_client_endpoint(op->client->rpc);
+    if (op->rc == -EINVAL && !op->reply)
+        return zdist_error_set(err, -EINVAL, "%s to %s: invalid arguments (or out of memory)", method, endpoint);
+    if (op->rc < 0)
+        return zdist_error_set(err, op->rc, "%s to %s: cannot send: %s", method, endpoint, strerror(-op->rc));
+    return 0;
+}
+
 /* Runs one request through this client. Returns 0 and *ret_reply (its
    status may be an error), or a negative errno (err says what) when no
    request could be sent. *req gets the sequence a write was sent with. */
@@ -159,15 +174,10 @@ s_call(zdist_ps_client_t *self, zdist_ps_request_t *req, zdist_msg_t **ret_reply
     zdist_ps_op_t op = {.client = self, .request = *req};
     zdist_ps_client_run(&op, 1);
     *req = op.request;
-    const char *method = zdist_ps_method_name(req->method);
-    if (op.rc == -EINVAL && !op.reply)
-        return zdist_error_set(err, -EINVAL, "%s to %s: invalid arguments (or out of memory)", method,
-                               zdist_rpc_client_endpoint(self->rpc));
-    if (op.rc < 0)
-        return zdist_error_set(err, op.rc, "%s to %s: cannot send: %s", method,
-                               zdist_rpc_client_endpoint(self->rpc), strerror(-op.rc));
-    *ret_reply = op.reply;
-    return 0;
+    int rc = s_op_rc(&op, err);
+    if (rc == 0)
+        *ret_reply = op.reply;
+    return rc;
 }
 
 /* Adds "OP 'name' on ENDPOINT: " before err's text. */
@@ -264,6 +274,36 @@ zdist_ps_client_pull_rows(zdist_ps_client_t *self, const char *name, const int64
     return s_read(self, &req, name, out, err);
 }
 
+/* A dense push in parts (zdist_ps_write_parts), all sent at once through
+   one run. Like one write: the first error; duplicate when every part was;
+   the step after the last part; the first part's sequence (a replay with
+   zdist_ps_client_write_seq splits the same way and reuses the same ones). */
+static int
+s_write_parts(zdist_ps_client_t *self, const zdist_ps_write_t *parts, size_t n, zdist_ps_write_result_t *res,
+              zdist_error_t *err)
+{
+    zdist_ps_op_t *ops = calloc(n, sizeof *ops);
+    if (!ops)
+        return zdist_error_set(err, -ENOMEM, "push to %s: out of memory", zdist_rpc_client_endpoint(self->rpc));
+    for (size_t i = 0; i < n; i++)
+        ops[i] = (zdist_ps_op_t){.client = self, .request = {.method = ZDIST_PS_PUSH, .write = parts[i]}};
+    zdist_ps_client_run(ops, n);
+    int rc = 0;
+    res->duplicate = true;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        bool dup = false;
+        if ((rc = s_op_rc(&ops[i], err)) == 0)
+            rc = zdist_ps_reply_write(ops[i].reply, &dup, &res->step, err);
+        if (rc < 0)
+            zdist_error_prefix(err, "part %zu of %zu (rows from %lld)", i + 1, n, (long long) parts[i].part_row);
+        res->duplicate = res->duplicate && dup;
+    }
+    res->sequence = ops[0].request.write.sequence;
+    zdist_ps_ops_release(ops, n);
+    free(ops);
+    return rc;
+}
+
 /* A write, numbered by s_call when its sequence is 0. */
 static int
 s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, const zdist_tensor_t *values,
@@ -273,6 +313,18 @@ s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, con
     zdist_msg_t *reply = NULL;
     zdist_ps_write_result_t res = {0};
     int rc = -EINVAL;
+    zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS];
+    size_t nparts = 1;
+    if (values && method == ZDIST_PS_PUSH) {
+        req.write.values = *values;
+        nparts = zdist_ps_write_parts(method, &req.write, self->opts.part_bytes, parts);
+    }
+    if (nparts > 1) {
+        rc = s_write_parts(self, parts, nparts, &res, err);
+        if (rc == 0 && ret)
+            *ret = res;
+        return s_context(self, rc, method, w->name, err);
+    }
     if (values && zdist_ps_method_is_write(method)) {
         req.write.values = *values;
         rc = s_call(self, &req, &reply, err);
@@ -295,7 +347,7 @@ zdist_ps_client_write_seq(zdist_ps_client_t *self, uint32_t method, const char *
                           zdist_ps_write_result_t *ret, zdist_error_t *err)
 {
     zdist_ps_write_t w = {.name = name, .shard_index = shard_index, .row_start = row_start, .row_count = row_count,
-                          .sequence = sequence ? sequence : zdist_ps_client_next_sequence(self)};
+                          .sequence = sequence}; /* 0: numbered when sent (each part of a push its own) */
     return s_write(self, method, &w, values, ret, err);
 }
 

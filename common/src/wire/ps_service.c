@@ -179,6 +179,8 @@ s_encode_write(uint32_t method, const zdist_ps_write_t *w, zdist_free_fn *ffn, v
              values->shape.dims[0] == (int64_t) w->nids;
     else
         ok = ok && s_method_dense(method);
+    if (w->part_row != 0 || w->more_parts)
+        ok = ok && method == ZDIST_PS_PUSH && !w->by_ids && w->part_row >= 0 && values->shape.rank >= 1;
     zdist_msg_t *msg = NULL;
     if (ok) {
         Zdist__Ps__WriteRequest req = ZDIST__PS__WRITE_REQUEST__INIT;
@@ -189,6 +191,8 @@ s_encode_write(uint32_t method, const zdist_ps_write_t *w, zdist_free_fn *ffn, v
         req.sequence = w->sequence;
         req.job_step = w->job_step;
         req.step_write = w->step_write;
+        req.part_row = w->part_row;
+        req.more_parts = w->more_parts;
         msg = s_request(method, &req.base);
     }
     if (!msg) {
@@ -224,6 +228,49 @@ zdist_ps_request_write(uint32_t method, const char *name, int32_t shard_index, i
                           .sequence = sequence,
                           .values = *values};
     return s_encode_write(method, &w, ffn, hint);
+}
+
+zdist_msg_t *
+zdist_ps_request_write_from(uint32_t method, const zdist_ps_write_t *w, zdist_free_fn *ffn, void *hint)
+{
+    return w ? s_encode_write(method, w, ffn, hint) : NULL;
+}
+
+size_t
+zdist_ps_write_parts(uint32_t method, const zdist_ps_write_t *w, size_t part_bytes,
+                     zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS])
+{
+    parts[0] = *w;
+    const zdist_tensor_t *v = &w->values;
+    if (method != ZDIST_PS_PUSH || w->by_ids || w->job_step != 0 || w->part_row != 0 || w->more_parts ||
+        part_bytes == 0 || v->nbytes <= part_bytes || v->shape.rank < 1 || v->shape.dims[0] < 2)
+        return 1;
+    int64_t rows = v->shape.dims[0];
+    size_t row_bytes = v->nbytes / (size_t) rows;
+    if (row_bytes == 0 || row_bytes * (size_t) rows != v->nbytes)
+        return 1;
+    /* At most ZDIST_PS_MAX_PARTS parts: the psd remembers that many
+       sequences below a client's highest, so a part sent again after a later
+       one went through is still recognised. */
+    size_t bytes = part_bytes;
+    if (bytes < (v->nbytes + ZDIST_PS_MAX_PARTS - 1) / ZDIST_PS_MAX_PARTS)
+        bytes = (v->nbytes + ZDIST_PS_MAX_PARTS - 1) / ZDIST_PS_MAX_PARTS;
+    int64_t per = (int64_t) ((bytes + row_bytes - 1) / row_bytes);
+    if (per < 1)
+        per = 1;
+    size_t n = 0;
+    for (int64_t r = 0; r < rows; r += per, n++) {
+        int64_t take = rows - r < per ? rows - r : per;
+        zdist_ps_write_t *p = &parts[n];
+        *p = *w;
+        p->sequence = w->sequence ? w->sequence + n : 0;
+        p->part_row = r;
+        p->more_parts = r + take < rows;
+        p->values.shape.dims[0] = take;
+        p->values.data = (char *) v->data + (size_t) r * row_bytes;
+        p->values.nbytes = (size_t) take * row_bytes;
+    }
+    return n;
 }
 
 zdist_msg_t *
@@ -621,6 +668,10 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
         return zdist_error_set(err, -EINVAL, "write to '%s': values of dtype %s cannot be written", r->name,
                                zdist_dtype_name(values->dtype));
     w->values = *values;
+    if ((r->part_row != 0 || r->more_parts) && (method != ZDIST_PS_PUSH || w->by_ids))
+        return zdist_error_set(err, -EINVAL, "write to '%s': only a dense push is sent in parts (part_row %lld, "
+                               "more_parts %d); send this write whole", r->name, (long long) r->part_row,
+                               (int) r->more_parts);
     if (w->by_ids) {
         if ((rc = s_decode_ids(request, 0, &w->ids, &w->nids, err)) < 0)
             return rc;
@@ -634,6 +685,16 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
         return rc;
     w->row_start = r->row_start;
     w->row_count = r->row_count;
+    if (r->part_row == 0 && !r->more_parts)
+        return 0;
+    int64_t rows = values->shape.rank ? values->shape.dims[0] : 0;
+    if (r->part_row < 0 || values->shape.rank < 1 ||
+        (r->row_count > 0 && (rows > r->row_count || r->part_row > r->row_count - rows)))
+        return zdist_error_set(err, -EINVAL, "write to '%s': a part of %lld rows at part_row %lld does not fit "
+                               "the write's rows (row_count %lld, 0: the whole shard)", r->name, (long long) rows,
+                               (long long) r->part_row, (long long) r->row_count);
+    w->part_row = r->part_row;
+    w->more_parts = r->more_parts;
     return 0;
 }
 
