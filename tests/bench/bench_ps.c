@@ -789,6 +789,9 @@ main(int argc, char **argv)
     }
     printf("ratio: psd/raw throughput (64 B row: psd/raw round-trip time, lower is better)\n");
     printf("syscalls, faults: per call, client and server processes together (all threads), last repeat\n");
+    if (s_sys_enter_id() < 0)
+        printf("syscalls \"-\": the raw_syscalls:sys_enter tracepoint is not readable here; as root, mount "
+               "tracefs (mount -t tracefs nodev /sys/kernel/tracing) and run again\n");
     if (curve && !failed)
         failed = s_curve_table(psd_path, client, cases, ncases, quick, (int) reps) != 0;
     s_counters_close(&cnt_self);
