@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "psd_server.h"
 #include "testutil.h"
 #include "zdist/embedding.h"
 #include "zdist/ps_client.h"
@@ -210,19 +209,6 @@ typedef struct {
     zdist_layout_t *layout;
 } s_cluster_t;
 
-static uint64_t
-s_pull_rows_served(zdist_ps_client_t *c)
-{
-    zdist_ps_stats_t *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c, &st, NULL), 0);
-    uint64_t n = 0;
-    for (size_t i = 0; i < st->nmethods; i++)
-        if (strcmp(st->methods[i].name, "pull_rows") == 0)
-            n = st->methods[i].requests;
-    zdist_ps_stats_destroy(&st);
-    return n;
-}
-
 /* 'emb' [10, 20] in 3 Div shards (rows 0-3, 4-6, 7-9) placed round-robin on
    2 ps tasks (0, 1, 0), holding s_params's values. */
 static void
@@ -230,14 +216,9 @@ s_cluster_new(s_cluster_t *c, const float *params)
 {
     zdist_error_t err = {0};
     for (int i = 0; i < 2; i++) {
-        psd_server_config_t cfg = {
-            .endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
-        zdist_wire_limits_default(&cfg.limits);
-        c->psd[i] = zactor_new(psd_server_actor, &cfg);
-        char *hello = zstr_recv(c->psd[i]);
-        CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
-        c->client[i] = zdist_ps_client_new(hello + 6, NULL, &err);
-        zstr_free(&hello);
+        char endpoint[256];
+        c->psd[i] = zdist_test_psd_start(i, endpoint, sizeof endpoint);
+        c->client[i] = zdist_ps_client_new(endpoint, NULL, &err);
         CU_ASSERT_PTR_NOT_NULL_FATAL(c->client[i]);
     }
     zdist_placement_t *pl = zdist_placement_new(2);
@@ -294,12 +275,12 @@ test_ps_sharded(void)
     for (int comb = 0; comb < 3; comb++) {
         zdist_embedding_options_t o = {.combiner = (zdist_combiner_t) comb,
                                        .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
-        uint64_t before0 = s_pull_rows_served(c.client[0]), before1 = s_pull_rows_served(c.client[1]);
+        uint64_t before0 = zdist_test_psd_requests(c.client[0], "pull_rows"), before1 = zdist_test_psd_requests(c.client[1], "pull_rows");
         memset(remote, 0x7f, sizeof remote);
         CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err),
                               0);
-        CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), before0 + 2);
-        CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1);
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[0], "pull_rows"), before0 + 2);
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[1], "pull_rows"), before1);
         CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse(p, S_VOCAB, S_DIM, &sp, o.combiner, local, &err), 0);
         CU_ASSERT_EQUAL(memcmp(local, remote, sizeof local), 0); /* the same rows, combined alike */
         CU_ASSERT_EQUAL(remote[3 * S_DIM], 0.0f);                /* the empty row */
@@ -312,9 +293,9 @@ test_ps_sharded(void)
     const float ws2[] = {1.0f, 1.0f, 3.0f, 0.0f};
     zdist_sparse_ids_t s2 = {.n = 2, .row_offsets = offs2, .ids = ids2, .weights = ws2};
     zdist_embedding_options_t so = {.combiner = ZDIST_COMBINER_MEAN, .safe = true, .default_id = 4};
-    uint64_t before1 = s_pull_rows_served(c.client[1]);
+    uint64_t before1 = zdist_test_psd_requests(c.client[1], "pull_rows");
     CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &s2, &so, remote, &err), 0);
-    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), before1 + 1);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[1], "pull_rows"), before1 + 1);
     CU_ASSERT_EQUAL(
         zdist_embedding_safe_lookup_sparse(p, S_VOCAB, S_DIM, &s2, ZDIST_COMBINER_MEAN, 4, local, &err), 0);
     CU_ASSERT_EQUAL(memcmp(local, remote, 2 * S_DIM * sizeof(float)), 0);
@@ -325,22 +306,22 @@ test_ps_sharded(void)
     const int64_t none_offs[] = {0, 0, 0};
     zdist_sparse_ids_t empty = {.n = 2, .row_offsets = none_offs};
     zdist_embedding_options_t mo = {.combiner = ZDIST_COMBINER_MEAN, .default_id = ZDIST_EMBEDDING_NO_DEFAULT};
-    uint64_t e0 = s_pull_rows_served(c.client[0]), e1 = s_pull_rows_served(c.client[1]);
+    uint64_t e0 = zdist_test_psd_requests(c.client[0], "pull_rows"), e1 = zdist_test_psd_requests(c.client[1], "pull_rows");
     memset(remote, 0x7f, sizeof remote);
     CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &empty, &mo, remote, &err), 0);
     CU_ASSERT_EQUAL(remote[0], 0.0f);
     CU_ASSERT_EQUAL(remote[2 * S_DIM - 1], 0.0f);
-    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), e0);
-    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[1]), e1);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[0], "pull_rows"), e0);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[1], "pull_rows"), e1);
 
     /* An id past the table: refused before anything is sent. */
     const int64_t far[] = {10};
     const int64_t one[] = {0, 1};
     zdist_sparse_ids_t f = {.n = 1, .row_offsets = one, .ids = far};
-    uint64_t before0 = s_pull_rows_served(c.client[0]);
+    uint64_t before0 = zdist_test_psd_requests(c.client[0], "pull_rows");
     CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &f, &so, remote, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "entry 0 has id 10"));
-    CU_ASSERT_EQUAL(s_pull_rows_served(c.client[0]), before0);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[0], "pull_rows"), before0);
     /* Too few clients for the layout. */
     CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 1, c.layout, &sp, &so, remote, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "on ps task 1, but there are clients for 1 ps tasks"));

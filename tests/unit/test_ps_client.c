@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "psd_server.h"
 #include "testutil.h"
 #include "zdist/ps_client.h"
 
@@ -350,19 +349,6 @@ s_create(zdist_ps_client_t *c, const char *name, int32_t shard, int64_t offset, 
     CU_ASSERT_EQUAL_FATAL(zdist_ps_client_create(c, &spec, NULL, &err), 0);
 }
 
-static uint64_t
-s_pushes(zdist_ps_client_t *c)
-{
-    zdist_ps_stats_t *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c, &st, NULL), 0);
-    uint64_t n = 0;
-    for (size_t i = 0; i < st->nmethods; i++)
-        if (strcmp(st->methods[i].name, "push") == 0)
-            n = st->methods[i].requests;
-    zdist_ps_stats_destroy(&st);
-    return n;
-}
-
 static void
 s_pull_all(zdist_ps_client_t *c, const char *name, int32_t shard, float *out)
 {
@@ -377,20 +363,16 @@ s_pull_all(zdist_ps_client_t *c, const char *name, int32_t shard, float *out)
 static void
 test_push_in_parts_applies_as_one(void)
 {
-    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
-    zdist_wire_limits_default(&cfg.limits);
-    zactor_t *psd = zactor_new(psd_server_actor, &cfg);
-    char *hello = zstr_recv(psd);
-    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+    char endpoint[256];
+    zactor_t *psd = zdist_test_psd_start(0, endpoint, sizeof endpoint);
     zdist_ps_client_options_t opts;
     zdist_ps_client_options_default(&opts);
     CU_ASSERT_EQUAL(opts.part_bytes, ZDIST_PS_PART_BYTES);
     opts.part_bytes = 64 << 10;
     zdist_error_t err = {0};
-    zdist_ps_client_t *parted = zdist_ps_client_new(hello + 6, &opts, &err);
+    zdist_ps_client_t *parted = zdist_ps_client_new(endpoint, &opts, &err);
     opts.part_bytes = 0;
-    zdist_ps_client_t *whole = zdist_ps_client_new(hello + 6, &opts, &err);
-    zstr_free(&hello);
+    zdist_ps_client_t *whole = zdist_ps_client_new(endpoint, &opts, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(parted);
     CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
     /* Shard 1 of each: rows 64..127, so the parts' rows are not global rows by chance. */
@@ -408,11 +390,11 @@ test_push_in_parts_applies_as_one(void)
     for (int step = 1; step <= 2; step++) {
         for (size_t i = 0; i < S_ROWS * S_COLS; i++)
             grad[i] = (float) ((i * 7919 + (size_t) step * 104729) % 2001) / 1000.0f - 1.0f;
-        uint64_t before = s_pushes(whole);
+        uint64_t before = zdist_test_psd_requests(whole, "push");
         CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(parted, "a", 1, 0, 0, &g, &ra, &err), 0);
-        CU_ASSERT_EQUAL(s_pushes(whole) - before, 4);
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(whole, "push") - before, 4);
         CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(whole, "b", 1, 0, 0, &g, &rb, &err), 0);
-        CU_ASSERT_EQUAL(s_pushes(whole) - before, 5);
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(whole, "push") - before, 5);
         CU_ASSERT_EQUAL(ra.step, step);
         CU_ASSERT_EQUAL(rb.step, step);
         CU_ASSERT_FALSE(ra.duplicate);
@@ -446,14 +428,10 @@ test_push_in_parts_applies_as_one(void)
 static void
 test_parts_that_do_not_fit(void)
 {
-    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
-    zdist_wire_limits_default(&cfg.limits);
-    zactor_t *psd = zactor_new(psd_server_actor, &cfg);
-    char *hello = zstr_recv(psd);
-    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+    char endpoint[256];
+    zactor_t *psd = zdist_test_psd_start(0, endpoint, sizeof endpoint);
     zdist_error_t err = {0};
-    zdist_ps_client_t *c = zdist_ps_client_new(hello + 6, NULL, &err);
-    zstr_free(&hello);
+    zdist_ps_client_t *c = zdist_ps_client_new(endpoint, NULL, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     s_create(c, "a", 0, 0, S_ROWS);
 

@@ -3,7 +3,6 @@
 #include <czmq.h>
 #include <string.h>
 
-#include "psd_server.h"
 #include "testutil.h"
 #include "worker_psd.h"
 #include "worker_vars.h"
@@ -26,13 +25,7 @@ static s_fixture_t *
 s_fixture_new(bool with_scalar)
 {
     s_fixture_t *f = calloc(1, sizeof *f);
-    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20};
-    zdist_wire_limits_default(&cfg.limits);
-    f->psd = zactor_new(psd_server_actor, &cfg);
-    char *hello = zstr_recv(f->psd);
-    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
-    snprintf(f->endpoint, sizeof f->endpoint, "%s", hello + 6);
-    zstr_free(&hello);
+    f->psd = zdist_test_psd_start(0, f->endpoint, sizeof f->endpoint);
 
     f->var[0] = (worker_var_t){.name = "w",
                                .dtype = ZDIST_DTYPE_FLOAT32,
@@ -86,20 +79,6 @@ s_fixture_destroy(s_fixture_t **f_p)
     *f_p = NULL;
 }
 
-/* Requests the psd served for method `name` so far. */
-static uint64_t
-s_requests(s_fixture_t *f, const char *name)
-{
-    zdist_ps_stats_t *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(f->other, &st, NULL), 0);
-    uint64_t n = 0;
-    for (size_t i = 0; i < st->nmethods; i++)
-        if (strcmp(st->methods[i].name, name) == 0)
-            n = st->methods[i].requests;
-    zdist_ps_stats_destroy(&st);
-    return n;
-}
-
 /* What another worker does: adds `delta` to every value of 'w' shard 0. */
 static void
 s_other_adds(s_fixture_t *f, float delta)
@@ -124,7 +103,7 @@ test_push_pull_feeds_the_next_read(void)
     const float *w = s_read(f, 0);
     CU_ASSERT_EQUAL(w[0], 1);
     s_read(f, 1);
-    uint64_t pulls = s_requests(f, "pull");
+    uint64_t pulls = zdist_test_psd_requests(f->other, "pull");
     CU_ASSERT_EQUAL(pulls, 3); /* 'w' in two shards, 'b' */
 
     /* A step's apply: one push_pull (one ps) carrying both gradients and
@@ -132,8 +111,8 @@ test_push_pull_feeds_the_next_read(void)
     float gw[8] = {1, 1, 1, 1, 1, 1, 1, 1}, gb[2] = {2, 2};
     zdist_grad_t grads[2] = {{.var = 0, .values = gw}, {.var = 1, .values = gb}};
     CU_ASSERT_EQUAL(f->be->ops->apply(f->be, 0, grads, 2), 0);
-    CU_ASSERT_EQUAL(s_requests(f, "push_pull"), 1);
-    CU_ASSERT_EQUAL(s_requests(f, "push"), 0);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "push_pull"), 1);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "push"), 0);
 
     /* Another worker updates 'w' after our push: our next read may (and
        does) return the values our push_pull brought back, with no pull;
@@ -141,14 +120,14 @@ test_push_pull_feeds_the_next_read(void)
     s_other_adds(f, 10);
     w = s_read(f, 0);
     const float *b = s_read(f, 1);
-    CU_ASSERT_EQUAL(s_requests(f, "pull"), pulls);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "pull"), pulls);
     CU_ASSERT_EQUAL(w[0], 0); /* 1 - 1 x 1 */
     CU_ASSERT_EQUAL(w[7], 0);
     CU_ASSERT_EQUAL(b[0], -2);
 
     /* The read after that pulls again and sees the other worker's update. */
     w = s_read(f, 0);
-    CU_ASSERT_EQUAL(s_requests(f, "pull"), pulls + 2);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "pull"), pulls + 2);
     CU_ASSERT_EQUAL(w[0], 10);
     CU_ASSERT_EQUAL(w[7], 0);
     s_fixture_destroy(&f);
@@ -166,11 +145,11 @@ test_values_never_older_than_the_own_last_push(void)
        one by one, and the values kept from the push_pull before are now
        older than this worker's own push, so the next read pulls. */
     zdist_grad_t two[2] = {{.var = 0, .values = gw}, {.var = 0, .values = gw2}};
-    uint64_t pushes = s_requests(f, "push"), pulls = s_requests(f, "pull");
+    uint64_t pushes = zdist_test_psd_requests(f->other, "push"), pulls = zdist_test_psd_requests(f->other, "pull");
     CU_ASSERT_EQUAL(f->be->ops->apply(f->be, 0, two, 2), 0);
-    CU_ASSERT_EQUAL(s_requests(f, "push"), pushes + 4); /* 2 gradients x 2 shards */
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "push"), pushes + 4); /* 2 gradients x 2 shards */
     const float *w = s_read(f, 0);
-    CU_ASSERT_EQUAL(s_requests(f, "pull"), pulls + 2);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(f->other, "pull"), pulls + 2);
     CU_ASSERT_EQUAL(w[0], -3); /* 0 - 1 - 2 */
 
     /* assign writes values directly: nothing kept survives it either. */
@@ -280,13 +259,7 @@ s_cluster_start(s_cluster_t *c, int num_ps, const worker_vars_t *vars)
     zdist_error_t err = {0};
     const char *eps[3];
     for (int i = 0; i < num_ps; i++) {
-        psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = i};
-        zdist_wire_limits_default(&cfg.limits);
-        c->psd[i] = zactor_new(psd_server_actor, &cfg);
-        char *hello = zstr_recv(c->psd[i]);
-        CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
-        snprintf(c->endpoint[i], sizeof c->endpoint[i], "%s", hello + 6);
-        zstr_free(&hello);
+        c->psd[i] = zdist_test_psd_start(i, c->endpoint[i], sizeof c->endpoint[i]);
         eps[i] = c->endpoint[i];
         c->client[i] = zdist_ps_client_new(c->endpoint[i], NULL, &err);
         CU_ASSERT_PTR_NOT_NULL_FATAL(c->client[i]);

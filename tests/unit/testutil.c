@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <unistd.h>
 
+#include "psd_server.h"
 #include "testutil.h"
 
 void
@@ -65,4 +66,31 @@ zdist_test_rmtree(const char *path)
 {
     if (path)
         nftw(path, s_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+zactor_t *
+zdist_test_psd_start(int ps_task, char *endpoint, size_t size)
+{
+    psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = ps_task};
+    zdist_wire_limits_default(&cfg.limits);
+    zactor_t *psd = zactor_new(psd_server_actor, &cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(psd);
+    char *hello = zstr_recv(psd);
+    CU_ASSERT_FATAL(hello && strncmp(hello, "READY ", 6) == 0);
+    snprintf(endpoint, size, "%s", hello + 6);
+    zstr_free(&hello);
+    return psd;
+}
+
+uint64_t
+zdist_test_psd_requests(zdist_ps_client_t *c, const char *name)
+{
+    zdist_ps_stats_t *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c, &st, NULL), 0);
+    uint64_t n = 0;
+    for (size_t i = 0; i < st->nmethods; i++)
+        if (strcmp(st->methods[i].name, name) == 0)
+            n = st->methods[i].requests;
+    zdist_ps_stats_destroy(&st);
+    return n;
 }

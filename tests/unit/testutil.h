@@ -3,7 +3,10 @@
 #define ZDIST_TESTUTIL_H
 
 #include <CUnit/CUnit.h>
+#include <czmq.h>
 #include <stdint.h>
+
+#include "zdist/ps_client.h"
 
 /* Adds a suite with its tests; aborts the runner on registry errors.
    Use: ZDIST_SUITE("tensor", {"dtype sizes", test_fn}, ...). */
@@ -26,5 +29,12 @@ int64_t zdist_test_now_ms(void);
 /* A fresh directory under /tmp; the caller removes it with zdist_test_rmtree. */
 char *zdist_test_tmpdir(const char *tag);
 void zdist_test_rmtree(const char *path);
+
+/* A psd server (psd_server_actor) in this process, ps task ps_task, on a
+   free loopback port (written to endpoint), tensors up to 1 MiB. Fails the
+   test when it does not come up; zactor_destroy stops it. */
+zactor_t *zdist_test_psd_start(int ps_task, char *endpoint, size_t size);
+/* Requests of method `name` ("push", "pull_rows"...) the psd behind c has served. */
+uint64_t zdist_test_psd_requests(zdist_ps_client_t *c, const char *name);
 
 #endif
