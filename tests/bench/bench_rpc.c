@@ -7,10 +7,7 @@
    server runs on its own thread in this process, for raw and RPC alike.
    --curve adds a second table: the same RPC calls in plain text and under
    CurveZMQ (keys made for the run in a temporary directory), with what
-   CURVE costs per call and per MiB.
-   --ipc adds a table of raw ZeroMQ over ipc:// (a Unix socket) against
-   loopback TCP: what co-located tasks would gain by talking over ipc://
-   instead (issue #18). */
+   CURVE costs per call and per MiB. */
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
@@ -218,74 +215,6 @@ static const char *s_names[] = {"64 B", "4 KiB", "256 KiB", "4 MiB", "16 MiB"};
 
 /* --curve: the plain server beside a CURVE one (certificates ps-0 and
    worker-0 made for the run), the same calls on both. */
-/* Raw ZeroMQ over ipc:// against the same over tcp_ep, both served by
-   raw servers of this process. 0, or 1 when the socket cannot be made. */
-static int
-s_ipc_table(const char *tcp_ep, bool quick, int reps, const char *only_op, long only_size, long only_window)
-{
-    char dir[] = "/tmp/zdist-bench-ipc.XXXXXX", ipc_ep[PATH_MAX + 8];
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "bench_rpc: --ipc: cannot make a directory under /tmp: %s\n", strerror(errno));
-        return 1;
-    }
-    snprintf(ipc_ep, sizeof ipc_ep, "ipc://%s/raw.sock", dir);
-    bench_raw_t raw = {.blob = s_blob, .blob_size = s_blob_size};
-    zsock_t *sock = zsock_new(ZMQ_ROUTER);
-    zsock_set_linger(sock, 0);
-    zsock_set_sndhwm(sock, 100000);
-    raw.sock = zsock_resolve(sock);
-    int rc = zmq_bind(raw.sock, ipc_ep);
-    if (rc < 0) {
-        fprintf(stderr, "bench_rpc: --ipc: cannot bind %s: %s\n", ipc_ep, zmq_strerror(zmq_errno()));
-        zsock_destroy(&sock);
-        rmdir(dir);
-        return 1;
-    }
-    pthread_t t;
-    pthread_create(&t, NULL, bench_raw_loop, &raw);
-    static const size_t sizes[] = {64, 4 << 10, 256 << 10, 4 << 20, 16 << 20};
-    static const char *names[] = {"64 B", "4 KiB", "256 KiB", "4 MiB", "16 MiB"};
-    printf("\nraw ZeroMQ over ipc:// vs loopback TCP (same process, best of %d)\n", reps);
-    printf("%-5s %-8s %6s %12s %12s %10s %10s %7s\n", "op", "size", "window", "tcp calls/s", "ipc calls/s",
-           "tcp MB/s", "ipc MB/s", "ipc/tcp");
-    int windows[2] = {1, 16};
-    for (int op = 0; op < 2; op++) {
-        bool push = op == 0;
-        if (only_op && strcmp(only_op, push ? "push" : "pull") != 0)
-            continue;
-        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-            if (only_size && (size_t) only_size != sizes[si])
-                continue;
-            for (int wi = 0; wi < 2; wi++) {
-                if (only_window && only_window != windows[wi])
-                    continue;
-                int calls = s_calls_for(sizes[si], quick);
-                s_result_t best_tcp = {0}, best_ipc = {0};
-                for (int r = 0; r < reps; r++) {
-                    s_result_t a = s_run_raw(tcp_ep, push, sizes[si], windows[wi], calls);
-                    s_result_t b = s_run_raw(ipc_ep, push, sizes[si], windows[wi], calls);
-                    if (a.calls_per_s > best_tcp.calls_per_s)
-                        best_tcp = a;
-                    if (b.calls_per_s > best_ipc.calls_per_s)
-                        best_ipc = b;
-                }
-                printf("%-5s %-8s %6d %12.0f %12.0f %10.1f %10.1f %7.2f\n", push ? "push" : "pull", names[si],
-                       windows[wi], best_tcp.calls_per_s, best_ipc.calls_per_s, best_tcp.mb_per_s,
-                       best_ipc.mb_per_s, best_ipc.calls_per_s / best_tcp.calls_per_s);
-                fflush(stdout);
-            }
-        }
-    }
-    atomic_store(&raw.stop, 1);
-    pthread_join(t, NULL);
-    zsock_destroy(&sock);
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/raw.sock", dir);
-    unlink(path);
-    rmdir(dir);
-    return 0;
-}
-
 static int
 s_curve_table(const s_server_t *plain, bool quick, int reps, const char *only_op, long only_size, long only_window)
 {
@@ -377,16 +306,13 @@ main(int argc, char **argv)
                                              {"size", required_argument, NULL, 's'},
                                              {"window", required_argument, NULL, 'w'},
                                              {"curve", no_argument, NULL, 'c'},
-                                             {"ipc", no_argument, NULL, 'i'},
                                              {"help", no_argument, NULL, 'h'},
                                              {0}};
-    bool curve = false, ipc = false;
+    bool curve = false;
     int opt;
-    while ((opt = getopt_long(argc, argv, "qr:o:s:w:hci", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "qr:o:s:w:hc", longopts, NULL)) != -1) {
         if (opt == 'q')
             quick = true;
-        else if (opt == 'i')
-            ipc = true;
         else if (opt == 'c')
             curve = true;
         else if (opt == 'r')
@@ -398,7 +324,7 @@ main(int argc, char **argv)
         else if (opt == 'w')
             only_window = atol(optarg);
         else {
-            printf("usage: bench_rpc [--quick] [--reps N] [--curve] [--ipc] [--op push|pull --size BYTES --window W]\n");
+            printf("usage: bench_rpc [--quick] [--reps N] [--curve] [--op push|pull --size BYTES --window W]\n");
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -470,8 +396,6 @@ main(int argc, char **argv)
         }
     }
     if (curve && s_curve_table(&rpc, quick, reps, only_op, only_size, only_window) != 0)
-        rc = 1;
-    if (ipc && s_ipc_table(raw_endpoint, quick, reps, only_op, only_size, only_window) != 0)
         rc = 1;
     atomic_store(&rpc.stop, 1);
     atomic_store(&raw.stop, 1);
