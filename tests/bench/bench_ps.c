@@ -24,6 +24,9 @@
    as zdist-psd and zdist-worker do.
    Goals (reported, never asserted): pull >= 0.9, push+sgd and push_pull
    >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw.
+   --ipc adds a table of raw ZeroMQ over ipc:// (a Unix socket, the raw
+   server in a second child process) against loopback TCP, the same
+   cases: what co-located tasks would gain by talking over ipc://.
    --curve adds a second table: the same cases against a second zdist-psd
    serving with --keys (certificates made for the run), the plain psd
    beside it, with what CURVE costs per call and per MiB moved. */
@@ -77,13 +80,13 @@ s_drain(void *arg)
     return NULL;
 }
 
-static pid_t s_raw_pid, s_curve_pid;
+static pid_t s_raw_pid, s_curve_pid, s_ipc_pid;
 
 static void
 s_stop_children(void)
 {
-    pid_t *pids[3] = {&s_psd_pid, &s_raw_pid, &s_curve_pid};
-    for (int i = 0; i < 3; i++) {
+    pid_t *pids[4] = {&s_psd_pid, &s_raw_pid, &s_curve_pid, &s_ipc_pid};
+    for (int i = 0; i < 4; i++) {
         if (*pids[i] > 0) {
             kill(*pids[i], SIGTERM);
             waitpid(*pids[i], NULL, 0);
@@ -257,9 +260,10 @@ s_fmt_cost(double v, char *buf, size_t size)
 
 /* ---- raw baseline (bench_raw.c) ---- */
 
-/* --raw-server: the baseline as its own process, like the psd. */
+/* --raw-server: the baseline as its own process, like the psd, bound to
+   bind (--raw-bind; NULL: a free loopback TCP port). */
 static int
-s_raw_server_main(void)
+s_raw_server_main(const char *bind)
 {
     zsys_init();
     zsys_set_logstream(NULL);
@@ -270,8 +274,12 @@ s_raw_server_main(void)
     bench_raw_t raw = {.sock = zsock_resolve(sock), .blob = s_blob, .blob_size = s_blob_size};
     char ep[256];
     size_t len = sizeof ep;
-    if (zmq_bind(raw.sock, "tcp://127.0.0.1:*") != 0 || zmq_getsockopt(raw.sock, ZMQ_LAST_ENDPOINT, ep, &len) != 0)
+    if (zmq_bind(raw.sock, bind ? bind : "tcp://127.0.0.1:*") != 0 ||
+        zmq_getsockopt(raw.sock, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
+        fprintf(stderr, "bench_ps: the raw server cannot bind %s: %s\n", bind ? bind : "tcp://127.0.0.1:*",
+                zmq_strerror(zmq_errno()));
         return 1;
+    }
     fprintf(stderr, "raw ROUTER serving at %s\n", ep);
     fflush(stderr);
     /* Runs until SIGTERM (czmq sets zsys_interrupted). */
@@ -524,6 +532,39 @@ s_default_psd(void)
 }
 
 /* --curve: a second psd serving with keys, the same cases on both. */
+/* --ipc: the raw baseline over ipc:// against loopback TCP, case by case. */
+static void
+s_ipc_table(const char *tcp_ep, const char *ipc_ep, const s_case_t *cases, size_t ncases, const char *only,
+            bool quick, int reps)
+{
+    printf("\nraw ZeroMQ over ipc:// vs loopback TCP (server in a child process, best of %d)\n", reps);
+    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s\n", "op", "size", "W", "tcp calls/s", "ipc calls/s", "tcp MB/s",
+           "ipc MB/s", "ipc/tcp");
+    static const int windows[] = {1, 8};
+    for (size_t ci = 0; ci < ncases; ci++) {
+        const s_case_t *c = &cases[ci];
+        if (only && strcmp(only, c->op) != 0)
+            continue;
+        for (int wi = 0; wi < 2; wi++) {
+            int calls = s_calls_for(c->moved, quick);
+            s_result_t best_tcp = {0}, best_ipc = {0};
+            for (int r = 0; r < reps; r++) {
+                s_result_t a = s_run_raw(tcp_ep, c, windows[wi], calls);
+                s_result_t b = s_run_raw(ipc_ep, c, windows[wi], calls);
+                if (a.calls_per_s > best_tcp.calls_per_s)
+                    best_tcp = a;
+                if (b.calls_per_s > best_ipc.calls_per_s)
+                    best_ipc = b;
+            }
+            printf("%-12s %-8s %3d %11.0f %11.0f %10.1f %10.1f %7.2f\n", c->op, c->size_name, windows[wi],
+                   best_tcp.calls_per_s, best_ipc.calls_per_s, best_tcp.mb_per_s, best_ipc.mb_per_s,
+                   best_tcp.calls_per_s > 0 ? best_ipc.calls_per_s / best_tcp.calls_per_s : 0);
+            fflush(stdout);
+        }
+    }
+    printf("ipc/tcp: throughput over ipc:// / over TCP (above 1: ipc:// is faster)\n");
+}
+
 static int
 s_curve_table(const char *psd_path, zdist_ps_client_t *plain, const s_case_t *cases, size_t ncases, bool quick,
               int reps)
@@ -619,6 +660,8 @@ main(int argc, char **argv)
     bool raw_server = false;
     static const struct option longopts[] = {{"quick", no_argument, NULL, 'q'},
                                               {"raw-server", no_argument, NULL, 'R'},
+                                              {"raw-bind", required_argument, NULL, 'B'},
+                                              {"ipc", no_argument, NULL, 'i'},
                                               {"reps", required_argument, NULL, 'r'},
                                               {"psd", required_argument, NULL, 'p'},
                                               {"curve", no_argument, NULL, 'c'},
@@ -626,11 +669,15 @@ main(int argc, char **argv)
                                               {"help", no_argument, NULL, 'h'},
                                               {0}};
     int opt;
-    bool curve = false;
-    const char *only = NULL;
-    while ((opt = getopt_long(argc, argv, "qr:p:hco:", longopts, NULL)) != -1) {
+    bool curve = false, ipc = false;
+    const char *only = NULL, *raw_bind = NULL;
+    while ((opt = getopt_long(argc, argv, "qr:p:hco:i", longopts, NULL)) != -1) {
         if (opt == 'q')
             quick = true;
+        else if (opt == 'i')
+            ipc = true;
+        else if (opt == 'B')
+            raw_bind = optarg;
         else if (opt == 'c')
             curve = true;
         else if (opt == 'R')
@@ -642,7 +689,7 @@ main(int argc, char **argv)
         else if (opt == 'o')
             only = optarg;
         else {
-            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--only OP] [--psd PATH/zdist-psd]\n"
+            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--ipc] [--only OP] [--psd PATH/zdist-psd]\n"
                    "  (default psd: $ZDIST_PSD_BIN, else ../../psd/zdist-psd beside this binary;\n"
                    "   --only: the cases of one op: pull, push+sgd, push_pull, pull_rows, \"push sparse\")\n");
             return opt == 'h' ? 0 : 2;
@@ -668,7 +715,7 @@ main(int argc, char **argv)
     }
 
     if (raw_server)
-        return s_raw_server_main();
+        return s_raw_server_main(raw_bind);
 
     /* Both servers are child processes, each with its own libzmq context. */
     pthread_t drain_threads[2];
@@ -792,6 +839,36 @@ main(int argc, char **argv)
     if (s_sys_enter_id() < 0)
         printf("syscalls \"-\": the raw_syscalls:sys_enter tracepoint is not readable here; as root, mount "
                "tracefs (mount -t tracefs nodev /sys/kernel/tracing) and run again\n");
+    if (ipc && !failed) {
+        static char ipc_ep[PATH_MAX + 8], ipc_bind[PATH_MAX + 8];
+        char dir[] = "/tmp/zdist-bench-ipc.XXXXXX";
+        pthread_t ipc_drain_thread;
+        s_drain_t ipc_drain = {-1};
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "bench_ps: --ipc: cannot make a directory under /tmp: %s\n", strerror(errno));
+            failed = true;
+        } else {
+            snprintf(ipc_bind, sizeof ipc_bind, "ipc://%s/raw.sock", dir);
+            if (s_spawn("/proc/self/exe", "--raw-server", "--raw-bind", ipc_bind, NULL, &s_ipc_pid, ipc_ep,
+                        &ipc_drain_thread, &ipc_drain))
+                s_ipc_table(raw_ep, ipc_ep, cases, ncases, only, quick, (int) reps);
+            else
+                failed = true;
+            if (s_ipc_pid > 0) {
+                kill(s_ipc_pid, SIGTERM);
+                waitpid(s_ipc_pid, NULL, 0);
+                s_ipc_pid = 0;
+            }
+            if (ipc_drain.fd >= 0) {
+                pthread_join(ipc_drain_thread, NULL);
+                close(ipc_drain.fd);
+            }
+            char sock[PATH_MAX];
+            snprintf(sock, sizeof sock, "%s/raw.sock", dir);
+            unlink(sock);
+            rmdir(dir);
+        }
+    }
     if (curve && !failed)
         failed = s_curve_table(psd_path, client, cases, ncases, quick, (int) reps) != 0;
     s_counters_close(&cnt_self);
