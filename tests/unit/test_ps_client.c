@@ -404,19 +404,32 @@ test_push_in_parts_applies_as_one(void)
     CU_ASSERT_NOT_EQUAL(va[0], 0.5f);
     CU_ASSERT_EQUAL(memcmp(va, vb, sizeof va), 0);
 
-    /* The last push again, with its sequence: the same 4 parts, all duplicates. */
+    /* A row range (global rows 70..100, 31 rows: 2 parts) the same way. */
+    zdist_tensor_t part = g;
+    part.shape.dims[0] = 31;
+    part.nbytes = 31 * S_COLS * sizeof(float);
+    zdist_ps_write_result_t pa = {0}, pb = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(parted, "a", 1, 70, 31, &part, &pa, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(whole, "b", 1, 70, 31, &part, &pb, &err), 0);
+    CU_ASSERT_EQUAL(pa.step, 3);
+    CU_ASSERT_EQUAL(pb.step, 3);
+    s_pull_all(whole, "a", 1, va);
+    s_pull_all(whole, "b", 1, vb);
+    CU_ASSERT_EQUAL(memcmp(va, vb, sizeof va), 0);
+
+    /* The last whole-shard push again, with its sequence: the same 4 parts, all duplicates. */
     zdist_ps_write_result_t again = {0};
     CU_ASSERT_EQUAL_FATAL(zdist_ps_client_write_seq(parted, ZDIST_PS_PUSH, "a", 1, 0, 0, ra.sequence, &g, &again,
                                                     &err), 0);
     CU_ASSERT_TRUE(again.duplicate);
-    CU_ASSERT_EQUAL(again.step, 2);
+    CU_ASSERT_EQUAL(again.step, 3);
     CU_ASSERT_EQUAL(again.sequence, ra.sequence);
     s_pull_all(whole, "a", 1, vb);
     CU_ASSERT_EQUAL(memcmp(va, vb, sizeof va), 0);
     /* The client's own numbering went past the parts: a new push applies. */
     CU_ASSERT_EQUAL_FATAL(zdist_ps_client_push(parted, "a", 1, 0, 0, &g, &ra, &err), 0);
     CU_ASSERT_FALSE(ra.duplicate);
-    CU_ASSERT_EQUAL(ra.step, 3);
+    CU_ASSERT_EQUAL(ra.step, 4);
 
     zdist_ps_client_destroy(&parted);
     zdist_ps_client_destroy(&whole);

@@ -78,7 +78,12 @@ typedef struct {
     size_t part_bytes;              /* the synchronous dense push sends a gradient
                                        larger than this in parts, pipelined
                                        (zdist_ps_write_parts); default
-                                       ZDIST_PS_PART_BYTES, 0: always whole */
+                                       ZDIST_PS_PART_BYTES, 0: always whole.
+                                       Each part is applied exactly once; a
+                                       push that fails (a part refused or
+                                       given up on) may have been applied in
+                                       part: to the rows of the parts that
+                                       went through */
 } zdist_ps_client_options_t;
 
 ZDIST_EXPORT void zdist_ps_client_options_default(zdist_ps_client_options_t *opts);
