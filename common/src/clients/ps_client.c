@@ -313,12 +313,10 @@ s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, con
     zdist_msg_t *reply = NULL;
     zdist_ps_write_result_t res = {0};
     int rc = -EINVAL;
-    zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS];
-    size_t nparts = 1;
-    if (values && method == ZDIST_PS_PUSH) {
+    if (values)
         req.write.values = *values;
-        nparts = zdist_ps_write_parts(method, &req.write, self->opts.part_bytes, parts);
-    }
+    zdist_ps_write_t parts[ZDIST_PS_MAX_PARTS];
+    size_t nparts = values ? zdist_ps_write_parts(method, &req.write, self->opts.part_bytes, parts) : 1;
     if (nparts > 1) {
         rc = s_write_parts(self, parts, nparts, &res, err);
         if (rc == 0 && ret)
@@ -326,7 +324,6 @@ s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, con
         return s_context(self, rc, method, w->name, err);
     }
     if (values && zdist_ps_method_is_write(method)) {
-        req.write.values = *values;
         rc = s_call(self, &req, &reply, err);
     } else {
         zdist_error_set(err, rc, "%s to %s: invalid arguments (or out of memory)", zdist_ps_method_name(method),

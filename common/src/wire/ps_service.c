@@ -255,9 +255,7 @@ zdist_ps_write_parts(uint32_t method, const zdist_ps_write_t *w, size_t part_byt
     size_t bytes = part_bytes;
     if (bytes < (v->nbytes + ZDIST_PS_MAX_PARTS - 1) / ZDIST_PS_MAX_PARTS)
         bytes = (v->nbytes + ZDIST_PS_MAX_PARTS - 1) / ZDIST_PS_MAX_PARTS;
-    int64_t per = (int64_t) ((bytes + row_bytes - 1) / row_bytes);
-    if (per < 1)
-        per = 1;
+    int64_t per = (int64_t) ((bytes + row_bytes - 1) / row_bytes); /* >= 1: bytes > 0 */
     size_t n = 0;
     for (int64_t r = 0; r < rows; r += per, n++) {
         int64_t take = rows - r < per ? rows - r : per;
@@ -668,10 +666,20 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
         return zdist_error_set(err, -EINVAL, "write to '%s': values of dtype %s cannot be written", r->name,
                                zdist_dtype_name(values->dtype));
     w->values = *values;
-    if ((r->part_row != 0 || r->more_parts) && (method != ZDIST_PS_PUSH || w->by_ids))
-        return zdist_error_set(err, -EINVAL, "write to '%s': only a dense push is sent in parts (part_row %lld, "
-                               "more_parts %d); send this write whole", r->name, (long long) r->part_row,
-                               (int) r->more_parts);
+    if (r->part_row != 0 || r->more_parts) {
+        if (method != ZDIST_PS_PUSH || w->by_ids)
+            return zdist_error_set(err, -EINVAL, "write to '%s': only a dense push is sent in parts (part_row "
+                                   "%lld, more_parts %d); send this write whole", r->name, (long long) r->part_row,
+                                   (int) r->more_parts);
+        int64_t rows = values->shape.rank ? values->shape.dims[0] : 0;
+        if (r->part_row < 0 || values->shape.rank < 1 ||
+            (r->row_count > 0 && (rows > r->row_count || r->part_row > r->row_count - rows)))
+            return zdist_error_set(err, -EINVAL, "write to '%s': a part of %lld rows at part_row %lld does not "
+                                   "fit the write's rows (row_count %lld, 0: the whole shard)", r->name,
+                                   (long long) rows, (long long) r->part_row, (long long) r->row_count);
+        w->part_row = r->part_row;
+        w->more_parts = r->more_parts;
+    }
     if (w->by_ids) {
         if ((rc = s_decode_ids(request, 0, &w->ids, &w->nids, err)) < 0)
             return rc;
@@ -685,16 +693,6 @@ s_decode_write(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
         return rc;
     w->row_start = r->row_start;
     w->row_count = r->row_count;
-    if (r->part_row == 0 && !r->more_parts)
-        return 0;
-    int64_t rows = values->shape.rank ? values->shape.dims[0] : 0;
-    if (r->part_row < 0 || values->shape.rank < 1 ||
-        (r->row_count > 0 && (rows > r->row_count || r->part_row > r->row_count - rows)))
-        return zdist_error_set(err, -EINVAL, "write to '%s': a part of %lld rows at part_row %lld does not fit "
-                               "the write's rows (row_count %lld, 0: the whole shard)", r->name, (long long) rows,
-                               (long long) r->part_row, (long long) r->row_count);
-    w->part_row = r->part_row;
-    w->more_parts = r->more_parts;
     return 0;
 }
 
