@@ -82,17 +82,29 @@ s_drain(void *arg)
 
 static pid_t s_raw_pid, s_curve_pid, s_ipc_pid;
 
+/* Stops a child started by s_spawn (pid 0: none) and, when given, the
+   thread draining its log. */
+static void
+s_stop_child(pid_t *pid, pthread_t *drain_thread, s_drain_t *drain)
+{
+    if (*pid > 0) {
+        kill(*pid, SIGTERM);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+    }
+    if (drain && drain->fd >= 0) {
+        pthread_join(*drain_thread, NULL);
+        close(drain->fd);
+        drain->fd = -1;
+    }
+}
+
 static void
 s_stop_children(void)
 {
     pid_t *pids[4] = {&s_psd_pid, &s_raw_pid, &s_curve_pid, &s_ipc_pid};
-    for (int i = 0; i < 4; i++) {
-        if (*pids[i] > 0) {
-            kill(*pids[i], SIGTERM);
-            waitpid(*pids[i], NULL, 0);
-            *pids[i] = 0;
-        }
-    }
+    for (int i = 0; i < 4; i++)
+        s_stop_child(pids[i], NULL, NULL);
 }
 
 /* Starts a server process (zdist-psd, or this program as the raw server)
@@ -532,14 +544,29 @@ s_default_psd(void)
 }
 
 /* --curve: a second psd serving with keys, the same cases on both. */
-/* --ipc: the raw baseline over ipc:// against loopback TCP, case by case. */
-static void
-s_ipc_table(const char *tcp_ep, const char *ipc_ep, const s_case_t *cases, size_t ncases, const char *only,
-            bool quick, int reps)
+/* --ipc: the raw baseline over ipc:// (a second raw server, bound in a
+   directory made for the run) against loopback TCP, case by case. 0, or 1
+   when that server cannot be started. */
+static int
+s_ipc_table(const char *tcp_ep, const s_case_t *cases, size_t ncases, const char *only, bool quick, int reps)
 {
+    char dir[] = "/tmp/zdist-bench-ipc.XXXXXX", bind[PATH_MAX], ipc_ep[256];
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "bench_ps: --ipc: cannot make a directory under /tmp: %s\n", strerror(errno));
+        return 1;
+    }
+    snprintf(bind, sizeof bind, "ipc://%s/raw.sock", dir);
+    pthread_t drain_thread;
+    static s_drain_t drain = {-1};
+    if (!s_spawn("/proc/self/exe", "--raw-server", "--raw-bind", bind, NULL, &s_ipc_pid, ipc_ep, &drain_thread,
+                 &drain)) {
+        s_stop_child(&s_ipc_pid, NULL, NULL);
+        rmdir(dir);
+        return 1;
+    }
     printf("\nraw ZeroMQ over ipc:// vs loopback TCP (server in a child process, best of %d)\n", reps);
-    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s\n", "op", "size", "W", "tcp calls/s", "ipc calls/s", "tcp MB/s",
-           "ipc MB/s", "ipc/tcp");
+    printf("%-12s %-8s %3s %11s %11s %10s %10s %7s\n", "op", "size", "W", "tcp calls/s", "ipc calls/s",
+               "tcp MB/s", "ipc MB/s", "ipc/tcp");
     static const int windows[] = {1, 8};
     for (size_t ci = 0; ci < ncases; ci++) {
         const s_case_t *c = &cases[ci];
@@ -563,6 +590,10 @@ s_ipc_table(const char *tcp_ep, const char *ipc_ep, const s_case_t *cases, size_
         }
     }
     printf("ipc/tcp: throughput over ipc:// / over TCP (above 1: ipc:// is faster)\n");
+    s_stop_child(&s_ipc_pid, &drain_thread, &drain);
+    unlink(bind + strlen("ipc://"));
+    rmdir(dir);
+    return 0;
 }
 
 static int
@@ -631,15 +662,7 @@ s_curve_table(const char *psd_path, zdist_ps_client_t *plain, const s_case_t *ca
     rc = 0;
 out:
     zdist_ps_client_destroy(&c);
-    if (s_curve_pid > 0) {
-        kill(s_curve_pid, SIGTERM);
-        waitpid(s_curve_pid, NULL, 0);
-        s_curve_pid = 0;
-    }
-    if (drain.fd >= 0) {
-        pthread_join(drain_thread, NULL);
-        close(drain.fd);
-    }
+    s_stop_child(&s_curve_pid, &drain_thread, &drain);
     zdist_keys_destroy(&keys);
     char path[PATH_MAX];
     const char *files[] = {"ps-0.key", "ps-0.key_secret", "worker-0.key", "worker-0.key_secret"};
@@ -839,36 +862,8 @@ main(int argc, char **argv)
     if (s_sys_enter_id() < 0)
         printf("syscalls \"-\": the raw_syscalls:sys_enter tracepoint is not readable here; as root, mount "
                "tracefs (mount -t tracefs nodev /sys/kernel/tracing) and run again\n");
-    if (ipc && !failed) {
-        static char ipc_ep[PATH_MAX + 8], ipc_bind[PATH_MAX + 8];
-        char dir[] = "/tmp/zdist-bench-ipc.XXXXXX";
-        pthread_t ipc_drain_thread;
-        s_drain_t ipc_drain = {-1};
-        if (!mkdtemp(dir)) {
-            fprintf(stderr, "bench_ps: --ipc: cannot make a directory under /tmp: %s\n", strerror(errno));
-            failed = true;
-        } else {
-            snprintf(ipc_bind, sizeof ipc_bind, "ipc://%s/raw.sock", dir);
-            if (s_spawn("/proc/self/exe", "--raw-server", "--raw-bind", ipc_bind, NULL, &s_ipc_pid, ipc_ep,
-                        &ipc_drain_thread, &ipc_drain))
-                s_ipc_table(raw_ep, ipc_ep, cases, ncases, only, quick, (int) reps);
-            else
-                failed = true;
-            if (s_ipc_pid > 0) {
-                kill(s_ipc_pid, SIGTERM);
-                waitpid(s_ipc_pid, NULL, 0);
-                s_ipc_pid = 0;
-            }
-            if (ipc_drain.fd >= 0) {
-                pthread_join(ipc_drain_thread, NULL);
-                close(ipc_drain.fd);
-            }
-            char sock[PATH_MAX];
-            snprintf(sock, sizeof sock, "%s/raw.sock", dir);
-            unlink(sock);
-            rmdir(dir);
-        }
-    }
+    if (ipc && !failed)
+        failed = s_ipc_table(raw_ep, cases, ncases, only, quick, (int) reps) != 0;
     if (curve && !failed)
         failed = s_curve_table(psd_path, client, cases, ncases, quick, (int) reps) != 0;
     s_counters_close(&cnt_self);
