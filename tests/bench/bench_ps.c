@@ -24,6 +24,11 @@
    as zdist-psd and zdist-worker do.
    Goals (reported, never asserted): pull >= 0.9, push+sgd and push_pull
    >= 0.8 from 256 KiB up; sparse >= 0.7 (issue #18); 64 B round trip within 1.2 x raw.
+   --touch adds a table against a second raw server that reads every
+   request byte and writes every reply byte once (bench_raw_t.touch): the
+   least work a server that uses the data does. psd/touch near 1 says the
+   psd adds little to that work; what is left between psd and the echo is
+   then the cost, on this machine, of touching the bytes at all.
    --ipc adds a table of raw ZeroMQ over ipc:// (a Unix socket, the raw
    server in a second child process) against loopback TCP, the same
    cases: what co-located tasks would gain by talking over ipc://.
@@ -80,7 +85,7 @@ s_drain(void *arg)
     return NULL;
 }
 
-static pid_t s_raw_pid, s_curve_pid, s_ipc_pid;
+static pid_t s_raw_pid, s_curve_pid, s_ipc_pid, s_touch_pid;
 
 /* Stops a child started by s_spawn (pid 0: none) and, when given, the
    thread draining its log. */
@@ -102,8 +107,8 @@ s_stop_child(pid_t *pid, pthread_t *drain_thread, s_drain_t *drain)
 static void
 s_stop_children(void)
 {
-    pid_t *pids[4] = {&s_psd_pid, &s_raw_pid, &s_curve_pid, &s_ipc_pid};
-    for (int i = 0; i < 4; i++)
+    pid_t *pids[5] = {&s_psd_pid, &s_raw_pid, &s_curve_pid, &s_ipc_pid, &s_touch_pid};
+    for (int i = 0; i < 5; i++)
         s_stop_child(pids[i], NULL, NULL);
 }
 
@@ -273,9 +278,10 @@ s_fmt_cost(double v, char *buf, size_t size)
 /* ---- raw baseline (bench_raw.c) ---- */
 
 /* --raw-server: the baseline as its own process, like the psd, bound to
-   bind (--raw-bind; NULL: a free loopback TCP port). */
+   bind (--raw-bind; NULL: a free loopback TCP port); --raw-touch: it reads
+   and writes the bytes it moves (bench_raw_t.touch). */
 static int
-s_raw_server_main(const char *bind)
+s_raw_server_main(const char *bind, bool touch)
 {
     zsys_init();
     zsys_set_logstream(NULL);
@@ -283,7 +289,7 @@ s_raw_server_main(const char *bind)
     zsock_set_linger(sock, 0);
     zsock_set_sndhwm(sock, 100000);
     zsock_set_rcvhwm(sock, 100000);
-    bench_raw_t raw = {.sock = zsock_resolve(sock), .blob = s_blob, .blob_size = s_blob_size};
+    bench_raw_t raw = {.sock = zsock_resolve(sock), .blob = s_blob, .blob_size = s_blob_size, .touch = touch};
     char ep[256];
     size_t len = sizeof ep;
     if (zmq_bind(raw.sock, bind ? bind : "tcp://127.0.0.1:*") != 0 ||
@@ -596,6 +602,59 @@ s_ipc_table(const char *tcp_ep, const s_case_t *cases, size_t ncases, const char
     return 0;
 }
 
+/* --touch: the raw echo, a raw server that touches the bytes (started
+   here), and the psd, case by case in the same repeats. 0, or 1 when a
+   server cannot be started or a psd call fails. */
+static int
+s_touch_table(const char *raw_ep, zdist_ps_client_t *client, const s_case_t *cases, size_t ncases,
+              const char *only, bool quick, int reps)
+{
+    char touch_ep[256];
+    pthread_t drain_thread;
+    static s_drain_t drain = {-1};
+    if (!s_spawn("/proc/self/exe", "--raw-server", "--raw-touch", NULL, NULL, &s_touch_pid, touch_ep, &drain_thread,
+                 &drain)) {
+        s_stop_child(&s_touch_pid, NULL, NULL);
+        return 1;
+    }
+    printf("\nzdist-psd against the raw echo and a raw server that reads and writes the bytes once (best of %d)\n",
+           reps);
+    printf("%-12s %-8s %3s %11s %11s %11s %9s %9s\n", "op", "size", "W", "echo c/s", "touch c/s", "psd c/s",
+           "psd/echo", "psd/touch");
+    static const int windows[] = {1, 8};
+    int rc = 0;
+    for (size_t ci = 0; ci < ncases && rc == 0; ci++) {
+        const s_case_t *c = &cases[ci];
+        if (only && strcmp(only, c->op) != 0)
+            continue;
+        for (int wi = 0; wi < 2 && rc == 0; wi++) {
+            int calls = s_calls_for(c->moved, quick);
+            s_result_t best[3] = {{0}};
+            bool f = false;
+            for (int r = 0; r < reps && !f; r++) {
+                s_result_t got[3] = {s_run_raw(raw_ep, c, windows[wi], calls),
+                                     s_run_raw(touch_ep, c, windows[wi], calls),
+                                     s_run_psd(client, c, windows[wi], calls, &f)};
+                for (int k = 0; k < 3; k++)
+                    if (got[k].calls_per_s > best[k].calls_per_s)
+                        best[k] = got[k];
+            }
+            if (f) {
+                rc = 1;
+                break;
+            }
+            printf("%-12s %-8s %3d %11.0f %11.0f %11.0f %9.2f %9.2f\n", c->op, c->size_name, windows[wi],
+                   best[0].calls_per_s, best[1].calls_per_s, best[2].calls_per_s,
+                   best[2].calls_per_s / best[0].calls_per_s, best[2].calls_per_s / best[1].calls_per_s);
+            fflush(stdout);
+        }
+    }
+    printf("echo: moves the bytes untouched (the goal's baseline); touch: reads each request byte and writes each\n"
+           "reply byte once; psd/touch near 1: the psd costs little beyond touching the bytes it must\n");
+    s_stop_child(&s_touch_pid, &drain_thread, &drain);
+    return rc;
+}
+
 static int
 s_curve_table(const char *psd_path, zdist_ps_client_t *plain, const s_case_t *cases, size_t ncases, bool quick,
               int reps)
@@ -684,7 +743,9 @@ main(int argc, char **argv)
     static const struct option longopts[] = {{"quick", no_argument, NULL, 'q'},
                                               {"raw-server", no_argument, NULL, 'R'},
                                               {"raw-bind", required_argument, NULL, 'B'},
+                                              {"raw-touch", no_argument, NULL, 'T'},
                                               {"ipc", no_argument, NULL, 'i'},
+                                              {"touch", no_argument, NULL, 't'},
                                               {"reps", required_argument, NULL, 'r'},
                                               {"psd", required_argument, NULL, 'p'},
                                               {"curve", no_argument, NULL, 'c'},
@@ -692,13 +753,17 @@ main(int argc, char **argv)
                                               {"help", no_argument, NULL, 'h'},
                                               {0}};
     int opt;
-    bool curve = false, ipc = false;
+    bool curve = false, ipc = false, touch = false, raw_touch = false;
     const char *only = NULL, *raw_bind = NULL;
     while ((opt = getopt_long(argc, argv, "qr:p:hco:i", longopts, NULL)) != -1) {
         if (opt == 'q')
             quick = true;
         else if (opt == 'i')
             ipc = true;
+        else if (opt == 't')
+            touch = true;
+        else if (opt == 'T')
+            raw_touch = true;
         else if (opt == 'B')
             raw_bind = optarg;
         else if (opt == 'c')
@@ -712,7 +777,7 @@ main(int argc, char **argv)
         else if (opt == 'o')
             only = optarg;
         else {
-            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--ipc] [--only OP] [--psd PATH/zdist-psd]\n"
+            printf("usage: bench_ps [--quick] [--reps N] [--curve] [--ipc] [--touch] [--only OP] [--psd PATH/zdist-psd]\n"
                    "  (default psd: $ZDIST_PSD_BIN, else ../../psd/zdist-psd beside this binary;\n"
                    "   --only: the cases of one op: pull, push+sgd, push_pull, pull_rows, \"push sparse\")\n");
             return opt == 'h' ? 0 : 2;
@@ -738,7 +803,7 @@ main(int argc, char **argv)
     }
 
     if (raw_server)
-        return s_raw_server_main(raw_bind);
+        return s_raw_server_main(raw_bind, raw_touch);
 
     /* Both servers are child processes, each with its own libzmq context. */
     pthread_t drain_threads[2];
@@ -862,6 +927,8 @@ main(int argc, char **argv)
     if (s_sys_enter_id() < 0)
         printf("syscalls \"-\": the raw_syscalls:sys_enter tracepoint is not readable here; as root, mount "
                "tracefs (mount -t tracefs nodev /sys/kernel/tracing) and run again\n");
+    if (touch && !failed)
+        failed = s_touch_table(raw_ep, client, cases, ncases, only, quick, (int) reps) != 0;
     if (ipc && !failed)
         failed = s_ipc_table(raw_ep, cases, ncases, only, quick, (int) reps) != 0;
     if (curve && !failed)

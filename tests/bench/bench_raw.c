@@ -5,6 +5,21 @@
 
 #include "bench_raw.h"
 
+/* Reads every byte of data once. */
+static uint64_t
+s_read_all(const uint8_t *data, size_t n)
+{
+    uint64_t sum = 0, word;
+    size_t i = 0;
+    for (; i + sizeof word <= n; i += sizeof word) {
+        memcpy(&word, data + i, sizeof word);
+        sum += word;
+    }
+    for (; i < n; i++)
+        sum += data[i];
+    return sum;
+}
+
 void *
 bench_raw_loop(void *arg)
 {
@@ -29,6 +44,8 @@ bench_raw_loop(void *arg)
             while (more) {
                 zmq_msg_init(&payload);
                 zmq_msg_recv(&payload, s->sock, 0);
+                if (s->touch)
+                    s->sink += s_read_all(zmq_msg_data(&payload), zmq_msg_size(&payload));
                 more = zmq_msg_more(&payload);
                 zmq_msg_close(&payload);
             }
@@ -37,8 +54,15 @@ bench_raw_loop(void *arg)
                 zmq_msg_send(&hdr, s->sock, 0);
             } else {
                 zmq_msg_send(&hdr, s->sock, ZMQ_SNDMORE);
-                /* Zero-copy: the blob outlives the server. */
-                zmq_msg_init_data(&payload, (void *) s->blob, size, NULL, NULL);
+                if (s->touch) {
+                    if (zmq_msg_init_size(&payload, size) == 0)
+                        memcpy(zmq_msg_data(&payload), s->blob, size);
+                    else
+                        zmq_msg_init(&payload); /* out of memory: an empty reply */
+                } else {
+                    /* Zero-copy: the blob outlives the server. */
+                    zmq_msg_init_data(&payload, (void *) s->blob, size, NULL, NULL);
+                }
                 zmq_msg_send(&payload, s->sock, 0);
             }
         }

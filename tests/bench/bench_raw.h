@@ -3,18 +3,26 @@
 #define ZDIST_BENCH_RAW_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* A ROUTER answering [id][hdr: reply bytes, u64][payload frames...] with
    [id][hdr][reply bytes of blob, when > 0 and <= blob_size]. Request
-   payloads are received and dropped. Run bench_raw_loop on its own thread
-   until stop is set; sock is a bound raw libzmq ROUTER. */
+   payloads are received and dropped, and the reply is the blob itself
+   (zero-copy): an echo that moves bytes nobody reads or writes. With touch
+   set, the server reads every request byte once (summed into sink) and
+   writes every reply byte once (the blob copied into a fresh message): the
+   least a server that consumes or produces the data must do. Run
+   bench_raw_loop on its own thread until stop is set; sock is a bound raw
+   libzmq ROUTER. */
 typedef struct {
     atomic_int stop;
     void *sock;
     const uint8_t *blob;
     size_t blob_size;
+    bool touch;
+    uint64_t sink; /* touch: the sum of what was read, so the reads stay */
 } bench_raw_t;
 
 void *bench_raw_loop(void *arg);
