@@ -1,6 +1,7 @@
 /* CUnit suite: psd_optim through shards: sgd, momentum (nesterov), adagrad, adam, sparse applies. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -536,6 +537,91 @@ test_config(void)
     CU_ASSERT_EQUAL(zdist_optim_apply_dense(&a, ZDIST_DTYPE_INT32, 1, &wi, NULL, &gi, 1), -EINVAL);
 }
 
+/* The float32 kernels against each element's formula done one IEEE
+   operation at a time (volatile keeps the compiler from vectorizing or
+   fusing it): whichever build of the kernels the CPU gets (AVX2 or the
+   baseline), the results must be bitwise these. N is odd, so vector
+   bodies and scalar tails both run. */
+#define S_KN 1003
+
+static float
+s_rnd(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return (float) ((double) (*x % 2000001) / 1e6 - 1.0);
+}
+
+static void
+test_kernels_bitwise(void)
+{
+    uint64_t x = 12345;
+    static float w[S_KN], g[S_KN], s0[S_KN], s1[S_KN], rw[S_KN], r0[S_KN], r1[S_KN];
+    zdist_optim_kind_t kinds[] = {ZDIST_OPTIM_SGD, ZDIST_OPTIM_MOMENTUM, ZDIST_OPTIM_ADAGRAD, ZDIST_OPTIM_ADAM};
+    for (size_t k = 0; k < 4; k++) {
+        zdist_optim_config_t c;
+        zdist_optim_config_default(&c, kinds[k]);
+        c.learning_rate = 0.0123;
+        for (size_t i = 0; i < S_KN; i++) {
+            rw[i] = w[i] = s_rnd(&x);
+            r0[i] = s0[i] = kinds[k] == ZDIST_OPTIM_ADAGRAD ? 0.1f : 0.5f * s_rnd(&x);
+            r1[i] = s1[i] = 0.25f * s_rnd(&x) * s_rnd(&x) + 0.25f; /* adam's v: positive */
+        }
+        void *slots[2] = {s0, s1};
+        for (int64_t t = 1; t <= 3; t++) {
+            for (size_t i = 0; i < S_KN; i++)
+                g[i] = s_rnd(&x);
+            CU_ASSERT_EQUAL_FATAL(zdist_optim_apply_dense(&c, ZDIST_DTYPE_FLOAT32, t, w, slots, g, S_KN), 0);
+            volatile float lr = (float) c.learning_rate, eps = (float) c.epsilon, a, b;
+            volatile float b1 = (float) c.beta1, b2 = (float) c.beta2, mu = (float) c.momentum;
+            volatile float lr_t = (float) (c.learning_rate * sqrt(1.0 - pow(c.beta2, (double) t)) /
+                                           (1.0 - pow(c.beta1, (double) t)));
+            for (size_t i = 0; i < S_KN; i++) {
+                switch (kinds[k]) {
+                case ZDIST_OPTIM_SGD:
+                    a = lr * g[i];
+                    rw[i] = rw[i] - a;
+                    break;
+                case ZDIST_OPTIM_MOMENTUM:
+                    a = mu * r0[i];
+                    b = lr * g[i];
+                    r0[i] = a - b;
+                    rw[i] = rw[i] + r0[i];
+                    break;
+                case ZDIST_OPTIM_ADAGRAD:
+                    a = g[i] * g[i];
+                    r0[i] = r0[i] + a;
+                    a = lr * g[i];
+                    b = sqrtf(r0[i]);
+                    b = b + eps;
+                    a = a / b;
+                    rw[i] = rw[i] - a;
+                    break;
+                default:
+                    a = b1 * r0[i];
+                    b = (1.0f - b1);
+                    b = b * g[i];
+                    r0[i] = a + b;
+                    a = b2 * r1[i];
+                    b = (1.0f - b2);
+                    b = b * g[i];
+                    b = b * g[i];
+                    r1[i] = a + b;
+                    a = lr_t * r0[i];
+                    b = sqrtf(r1[i]);
+                    b = b + eps;
+                    a = a / b;
+                    rw[i] = rw[i] - a;
+                    break;
+                }
+            }
+        }
+        CU_ASSERT_EQUAL(memcmp(w, rw, sizeof w), 0);
+        CU_ASSERT_EQUAL(memcmp(s0, r0, sizeof s0), 0);
+        if (kinds[k] == ZDIST_OPTIM_ADAM)
+            CU_ASSERT_EQUAL(memcmp(s1, r1, sizeof s1), 0);
+    }
+}
+
 void
 zdist_test_optim_register(void)
 {
@@ -550,5 +636,6 @@ zdist_test_optim_register(void)
                 {"sparse over every row equals dense", test_sparse_matches_dense},
                 {"sparse: many ids, most repeated, summed in request order", test_sparse_many_duplicates},
                 {"configs and validation", test_config},
-                {"apply_dense_to: out of place, bitwise the in-place apply", test_apply_dense_to});
+                {"apply_dense_to: out of place, bitwise the in-place apply", test_apply_dense_to},
+                {"float32 kernels: bitwise each element's formula, one operation at a time", test_kernels_bitwise});
 }

@@ -185,16 +185,26 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
    forbids o == w; with it both vectorize. WPARAM and WARG add w's parameter
    and argument to the `_to` form only. The same operations in the same
    order in both: their results are bitwise equal. */
+/* On x86-64 each kernel is built twice, for AVX2 and for the baseline, and
+   the loader picks one for the CPU it runs on (an ifunc). Neither uses FMA
+   (and C11 mode keeps GCC from contracting a*b+c), so both compute every
+   element with the same IEEE operations: bitwise equal results whichever
+   runs, on any machine of the cluster. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define S_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define S_SIMD
+#endif
 #define S_W_PARAM(T) const T *restrict w,
 #define S_W_ARG(x) x,
 #define S_NO_W(x)
 #define S_KERNELS(T, SUF, SQRT, WPARAM, W, WARG)                                           \
-    static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr)  \
+    S_SIMD static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr)  \
     {                                                                                      \
         for (size_t i = 0; i < n; i++)                                                     \
             o[i] = W[i] - lr * g[i];                                                       \
     }                                                                                      \
-    static void s_momentum_##SUF(T *restrict o, WPARAM(T) T *restrict v,                   \
+    S_SIMD static void s_momentum_##SUF(T *restrict o, WPARAM(T) T *restrict v,                   \
                                  const T *restrict g, size_t n, T lr, T mu, bool nesterov) \
     {                                                                                      \
         if (nesterov)                                                                      \
@@ -208,7 +218,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
                 o[i] = W[i] + v[i];                                                        \
             }                                                                              \
     }                                                                                      \
-    static void s_adagrad_##SUF(T *restrict o, WPARAM(T) T *restrict a,                    \
+    S_SIMD static void s_adagrad_##SUF(T *restrict o, WPARAM(T) T *restrict a,                    \
                                 const T *restrict g, size_t n, T lr, T eps)                \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
@@ -216,7 +226,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
             o[i] = W[i] - lr * g[i] / (SQRT(a[i]) + eps);                                  \
         }                                                                                  \
     }                                                                                      \
-    static void s_adam_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,        \
+    S_SIMD static void s_adam_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,        \
                              const T *restrict g, size_t n, T lr_t, T b1, T b2, T eps)     \
     {                                                                                      \
         const T c1 = (T) 1 - b1, c2 = (T) 1 - b2;                                          \
@@ -227,7 +237,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
         }                                                                                  \
     }                                                                                      \
     /* Adam with a zero gradient: the rows a TF sparse apply does not touch. */            \
-    static void s_adam_zero_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,   \
+    S_SIMD static void s_adam_zero_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,   \
                                   size_t n, T lr_t, T b1, T b2, T eps)                     \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
@@ -401,6 +411,22 @@ s_slots_at(void *const *slots, int nslots, size_t off, size_t esize, void **ret)
         ret[i] = (char *) slots[i] + off * esize;
 }
 
+/* In place on n elements at element offset off of w and the slots: the
+   row kernels without zdist_optim_apply_dense's per-call work (its learning
+   rate takes two pow() for adam), which a sparse apply would pay per row. */
+static void
+s_apply_at(const zdist_optim_config_t *cfg, bool f32, double lr_t, void *w, void *const *slots, int nslots,
+           size_t off, const void *g, size_t n)
+{
+    void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
+    size_t esize = f32 ? sizeof(float) : sizeof(double);
+    s_slots_at(slots, nslots, off, esize, row_slots);
+    if (f32)
+        s_apply_f32(cfg, lr_t, (float *) w + off, row_slots, g, n);
+    else
+        s_apply_f64(cfg, lr_t, (double *) w + off, row_slots, g, n);
+}
+
 int
 zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                        void *w, void *const *slots, int64_t row_offset, int64_t rows,
@@ -461,34 +487,26 @@ zdist_optim_apply_sparse(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, i
     }
 
     int nslots = zdist_optim_num_slots(cfg->kind);
-    void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
     size_t w_width = (size_t) width;
+    bool f32 = dtype == ZDIST_DTYPE_FLOAT32;
+    double lr_t = s_adam_lr_t(cfg, step);
     if (cfg->kind == ZDIST_OPTIM_ADAM && !cfg->lazy) {
         /* TF semantics: every row moves; untouched rows see a zero gradient. */
         int64_t r = 0;
         for (size_t u = 0; u <= nuniq; u++) {
             int64_t next = u < nuniq ? pairs[u].id - row_offset : rows;
-            if (next > r) {
-                size_t off = (size_t) r * w_width;
-                s_slots_at(slots, nslots, off, esize, row_slots);
-                zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots, NULL,
-                                      (size_t) (next - r) * w_width);
-            }
+            if (next > r)
+                s_apply_at(cfg, f32, lr_t, w, slots, nslots, (size_t) r * w_width, NULL,
+                           (size_t) (next - r) * w_width);
             if (u < nuniq) {
-                size_t off = (size_t) next * w_width;
-                s_slots_at(slots, nslots, off, esize, row_slots);
-                zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
-                                      gp[u], w_width);
+                s_apply_at(cfg, f32, lr_t, w, slots, nslots, (size_t) next * w_width, gp[u], w_width);
                 r = next + 1;
             }
         }
         return 0;
     }
-    for (size_t u = 0; u < nuniq; u++) {
-        size_t off = (size_t) (pairs[u].id - row_offset) * w_width;
-        s_slots_at(slots, nslots, off, esize, row_slots);
-        zdist_optim_apply_dense(cfg, dtype, step, (char *) w + off * esize, row_slots,
-                              gp[u], w_width);
-    }
+    for (size_t u = 0; u < nuniq; u++)
+        s_apply_at(cfg, f32, lr_t, w, slots, nslots, (size_t) (pairs[u].id - row_offset) * w_width, gp[u],
+                   w_width);
     return 0;
 }
