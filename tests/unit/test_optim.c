@@ -551,6 +551,16 @@ s_rnd(uint64_t *x)
     return (float) ((double) (*x % 2000001) / 1e6 - 1.0);
 }
 
+/* w - num / (sqrt(acc) + eps), one rounded operation at a time. */
+static float
+s_ref_div_step(float w, float num, float acc, float eps)
+{
+    volatile float d = sqrtf(acc);
+    d = d + eps;
+    volatile float q = num / d;
+    return w - q;
+}
+
 static void
 test_kernels_bitwise(void)
 {
@@ -591,10 +601,7 @@ test_kernels_bitwise(void)
                     a = g[i] * g[i];
                     r0[i] = r0[i] + a;
                     a = lr * g[i];
-                    b = sqrtf(r0[i]);
-                    b = b + eps;
-                    a = a / b;
-                    rw[i] = rw[i] - a;
+                    rw[i] = s_ref_div_step(rw[i], a, r0[i], eps);
                     break;
                 default:
                     a = b1 * r0[i];
@@ -607,10 +614,7 @@ test_kernels_bitwise(void)
                     b = b * g[i];
                     r1[i] = a + b;
                     a = lr_t * r0[i];
-                    b = sqrtf(r1[i]);
-                    b = b + eps;
-                    a = a / b;
-                    rw[i] = rw[i] - a;
+                    rw[i] = s_ref_div_step(rw[i], a, r1[i], eps);
                     break;
                 }
             }
