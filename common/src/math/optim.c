@@ -199,12 +199,12 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
 #define S_W_ARG(x) x,
 #define S_NO_W(x)
 #define S_KERNELS(T, SUF, SQRT, WPARAM, W, WARG)                                           \
-    S_SIMD static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr)  \
+    S_SIMD static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr) \
     {                                                                                      \
         for (size_t i = 0; i < n; i++)                                                     \
             o[i] = W[i] - lr * g[i];                                                       \
     }                                                                                      \
-    S_SIMD static void s_momentum_##SUF(T *restrict o, WPARAM(T) T *restrict v,                   \
+    S_SIMD static void s_momentum_##SUF(T *restrict o, WPARAM(T) T *restrict v,            \
                                  const T *restrict g, size_t n, T lr, T mu, bool nesterov) \
     {                                                                                      \
         if (nesterov)                                                                      \
@@ -218,7 +218,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
                 o[i] = W[i] + v[i];                                                        \
             }                                                                              \
     }                                                                                      \
-    S_SIMD static void s_adagrad_##SUF(T *restrict o, WPARAM(T) T *restrict a,                    \
+    S_SIMD static void s_adagrad_##SUF(T *restrict o, WPARAM(T) T *restrict a,             \
                                 const T *restrict g, size_t n, T lr, T eps)                \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
@@ -226,7 +226,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
             o[i] = W[i] - lr * g[i] / (SQRT(a[i]) + eps);                                  \
         }                                                                                  \
     }                                                                                      \
-    S_SIMD static void s_adam_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,        \
+    S_SIMD static void s_adam_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v, \
                              const T *restrict g, size_t n, T lr_t, T b1, T b2, T eps)     \
     {                                                                                      \
         const T c1 = (T) 1 - b1, c2 = (T) 1 - b2;                                          \
@@ -237,7 +237,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
         }                                                                                  \
     }                                                                                      \
     /* Adam with a zero gradient: the rows a TF sparse apply does not touch. */            \
-    S_SIMD static void s_adam_zero_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v,   \
+    S_SIMD static void s_adam_zero_##SUF(T *restrict o, WPARAM(T) T *restrict m, T *restrict v, \
                                   size_t n, T lr_t, T b1, T b2, T eps)                     \
     {                                                                                      \
         for (size_t i = 0; i < n; i++) {                                                   \
@@ -295,6 +295,17 @@ s_check_dtype(zdist_dtype_t dtype)
     return dtype == ZDIST_DTYPE_FLOAT32 || dtype == ZDIST_DTYPE_FLOAT64 ? 0 : -EINVAL;
 }
 
+/* The in-place kernels of either float type. */
+static void
+s_apply_in_place(const zdist_optim_config_t *cfg, bool f32, double lr_t, void *w, void *const *slots,
+                 const void *g, size_t n)
+{
+    if (f32)
+        s_apply_f32(cfg, lr_t, w, slots, g, n);
+    else
+        s_apply_f64(cfg, lr_t, w, slots, g, n);
+}
+
 int
 zdist_optim_apply_dense(const zdist_optim_config_t *cfg, zdist_dtype_t dtype, int64_t step,
                       void *w, void *const *slots, const void *g, size_t n)
@@ -311,10 +322,7 @@ zdist_optim_apply_dense_to(const zdist_optim_config_t *cfg, zdist_dtype_t dtype,
     double lr_t = s_adam_lr_t(cfg, step);
     bool f32 = dtype == ZDIST_DTYPE_FLOAT32;
     if (dst == w) {
-        if (f32)
-            s_apply_f32(cfg, lr_t, dst, slots, g, n);
-        else
-            s_apply_f64(cfg, lr_t, dst, slots, g, n);
+        s_apply_in_place(cfg, f32, lr_t, dst, slots, g, n);
     } else if (!g && cfg->kind != ZDIST_OPTIM_ADAM) {
         memcpy(dst, w, n * zdist_dtype_size(dtype)); /* a zero gradient moves only adam's values */
     } else if (f32) {
@@ -421,10 +429,7 @@ s_apply_at(const zdist_optim_config_t *cfg, bool f32, double lr_t, void *w, void
     void *row_slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
     size_t esize = f32 ? sizeof(float) : sizeof(double);
     s_slots_at(slots, nslots, off, esize, row_slots);
-    if (f32)
-        s_apply_f32(cfg, lr_t, (float *) w + off, row_slots, g, n);
-    else
-        s_apply_f64(cfg, lr_t, (double *) w + off, row_slots, g, n);
+    s_apply_in_place(cfg, f32, lr_t, (char *) w + off * esize, row_slots, g, n);
 }
 
 int
