@@ -319,20 +319,15 @@ s_write(zdist_ps_client_t *self, uint32_t method, const zdist_ps_write_t *w, con
     size_t nparts = values ? zdist_ps_write_parts(method, &req.write, self->opts.part_bytes, parts) : 1;
     if (nparts > 1) {
         rc = s_write_parts(self, parts, nparts, &res, err);
-        if (rc == 0 && ret)
-            *ret = res;
-        return s_context(self, rc, method, w->name, err);
-    }
-    if (values && zdist_ps_method_is_write(method)) {
-        rc = s_call(self, &req, &reply, err);
+    } else if (values && zdist_ps_method_is_write(method)) {
+        if ((rc = s_call(self, &req, &reply, err)) == 0)
+            rc = zdist_ps_reply_write(reply, &res.duplicate, &res.step, err);
+        res.sequence = req.write.sequence;
     } else {
         zdist_error_set(err, rc, "%s to %s: invalid arguments (or out of memory)", zdist_ps_method_name(method),
                         zdist_rpc_client_endpoint(self->rpc));
     }
-    if (rc == 0)
-        rc = zdist_ps_reply_write(reply, &res.duplicate, &res.step, err);
     zdist_msg_destroy(&reply);
-    res.sequence = req.write.sequence;
     if (rc == 0 && ret)
         *ret = res;
     return s_context(self, rc, method, w->name, err);
