@@ -98,6 +98,27 @@ ZDIST_EXPORT const zdist_feature_column_t *zdist_example_parser_column(const zdi
 /* The index of the feature named `name`, or -1. */
 ZDIST_EXPORT int zdist_example_parser_find(const zdist_example_parser_t *self, const char *name);
 
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                    */
+
+/* One feature of an Example to write: count values of dtype (FLOAT32 or
+   INT64) as a packed FloatList / Int64List (count 0: an empty list). */
+typedef struct {
+    const char *name;
+    zdist_dtype_t dtype;
+    const void *values;
+    int64_t count;
+} zdist_example_feature_t;
+
+/* Serializes an Example holding the n features, in that order, into buf
+   (cap bytes): what tf.train.Example(...).SerializeToString() holds for the
+   same features (a writer may order map entries differently; a reader
+   does not care). Returns the byte count, or -ENOSPC when it does not fit
+   (*ret_needed then says how many it takes; may be NULL), -EINVAL for a
+   dtype other than float32/int64. */
+ZDIST_EXPORT int64_t zdist_example_encode(const zdist_example_feature_t *features, int n, uint8_t *buf, size_t cap,
+                                          size_t *ret_needed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -528,3 +528,104 @@ zdist_example_parser_add(zdist_example_parser_t *self, const uint8_t *data, size
     self->rows++;
     return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                    */
+
+static size_t
+s_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *
+s_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t) (v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t) v;
+    return p;
+}
+
+/* The packed values' bytes of one feature. */
+static size_t
+s_payload_len(const zdist_example_feature_t *f)
+{
+    if (f->dtype == ZDIST_DTYPE_FLOAT32)
+        return (size_t) f->count * 4;
+    size_t n = 0;
+    for (int64_t i = 0; i < f->count; i++)
+        n += s_varint_len((uint64_t) ((const int64_t *) f->values)[i]);
+    return n;
+}
+
+/* Sizes of one map entry's nested messages: the list, the Feature, the entry. */
+typedef struct {
+    size_t payload, list, feature, entry;
+} s_sizes_t;
+
+static s_sizes_t
+s_entry_sizes(const zdist_example_feature_t *f)
+{
+    s_sizes_t s;
+    s.payload = s_payload_len(f);
+    s.list = f->count ? 1 + s_varint_len(s.payload) + s.payload : 0;
+    s.feature = 1 + s_varint_len(s.list) + s.list;
+    size_t key = strlen(f->name);
+    s.entry = 1 + s_varint_len(key) + key + 1 + s_varint_len(s.feature) + s.feature;
+    return s;
+}
+
+int64_t
+zdist_example_encode(const zdist_example_feature_t *features, int n, uint8_t *buf, size_t cap, size_t *ret_needed)
+{
+    size_t body = 0;
+    for (int i = 0; i < n; i++) {
+        if (features[i].dtype != ZDIST_DTYPE_FLOAT32 && features[i].dtype != ZDIST_DTYPE_INT64)
+            return -EINVAL;
+        size_t e = s_entry_sizes(&features[i]).entry;
+        body += 1 + s_varint_len(e) + e;
+    }
+    size_t total = 1 + s_varint_len(body) + body;
+    if (ret_needed)
+        *ret_needed = total;
+    if (total > cap)
+        return -ENOSPC;
+    uint8_t *p = buf;
+    *p++ = 1 << 3 | 2; /* Example.features */
+    p = s_put_varint(p, body);
+    for (int i = 0; i < n; i++) {
+        const zdist_example_feature_t *f = &features[i];
+        s_sizes_t s = s_entry_sizes(f);
+        size_t key = strlen(f->name);
+        *p++ = 1 << 3 | 2; /* Features.feature: a map entry */
+        p = s_put_varint(p, s.entry);
+        *p++ = 1 << 3 | 2; /* key */
+        p = s_put_varint(p, key);
+        memcpy(p, f->name, key);
+        p += key;
+        *p++ = 2 << 3 | 2; /* value: Feature */
+        p = s_put_varint(p, s.feature);
+        *p++ = (uint8_t) ((f->dtype == ZDIST_DTYPE_FLOAT32 ? 2 : 3) << 3 | 2); /* float_list / int64_list */
+        p = s_put_varint(p, s.list);
+        if (!f->count)
+            continue;
+        *p++ = 1 << 3 | 2; /* value, packed */
+        p = s_put_varint(p, s.payload);
+        if (f->dtype == ZDIST_DTYPE_FLOAT32) {
+            memcpy(p, f->values, s.payload);
+            p += s.payload;
+        } else {
+            for (int64_t k = 0; k < f->count; k++)
+                p = s_put_varint(p, (uint64_t) ((const int64_t *) f->values)[k]);
+        }
+    }
+    return (int64_t) (p - buf);
+}
