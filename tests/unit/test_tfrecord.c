@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "zdist/criteo.h"
 #include "zdist/example.h"
 #include "zdist/tfrecord.h"
 
@@ -580,6 +581,100 @@ test_example_encode(void)
     zdist_example_parser_destroy(&p);
 }
 
+/* Reads a split's files back with the Criteo spec; returns rows read. */
+static int64_t
+s_read_criteo(const char *dir, const char *split, int files, double *ret_pos, int64_t *ret_negative_ids,
+              int64_t *ret_top_count)
+{
+    zdist_feature_spec_t spec[1 + ZDIST_CRITEO_DENSE + ZDIST_CRITEO_SPARSE];
+    char names[40][8];
+    int n = 0;
+    spec[n++] = (zdist_feature_spec_t){.name = "label", .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
+    for (int k = 0; k < ZDIST_CRITEO_DENSE; k++, n++) {
+        snprintf(names[n], sizeof names[n], "I%d", k + 1);
+        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_FLOAT32};
+    }
+    for (int j = 0; j < ZDIST_CRITEO_SPARSE; j++, n++) {
+        snprintf(names[n], sizeof names[n], "C%d", j + 1);
+        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
+    }
+    zdist_error_t err = {0};
+    zdist_example_parser_t *p = zdist_example_parser_new(spec, n, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (int f = 0; f < files; f++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s/part-%05d.tfrecord", dir, split, f);
+        zdist_tfrecord_reader_t *r = zdist_tfrecord_reader_open(path, ZDIST_TFRECORD_NONE, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        const uint8_t *d;
+        size_t len;
+        int rc;
+        while ((rc = zdist_tfrecord_reader_next(r, &d, &len, &err)) == 1)
+            CU_ASSERT_EQUAL_FATAL(zdist_example_parser_add(p, d, len, &err), 0);
+        CU_ASSERT_EQUAL(rc, 0);
+        zdist_tfrecord_reader_destroy(&r);
+    }
+    int64_t rows = zdist_example_parser_rows(p), pos = 0, neg_ids = 0, top = 0;
+    const int64_t *label = zdist_example_parser_column(p, 0)->values;
+    const int64_t *c3 = zdist_example_parser_column(p, 1 + ZDIST_CRITEO_DENSE + 2)->values;
+    for (int64_t i = 0; i < rows; i++) {
+        CU_ASSERT_TRUE(label[i] == 0 || label[i] == 1);
+        pos += label[i];
+        neg_ids += c3[i] < 0;
+    }
+    /* The most common C3 id (10^7 possible): Zipf puts rank 1 far ahead. */
+    for (int64_t i = 0; i < rows && i < 50; i++) {
+        int64_t same = 0;
+        for (int64_t k = 0; k < rows; k++)
+            same += c3[k] == c3[i];
+        top = same > top ? same : top;
+    }
+    *ret_pos = rows ? (double) pos / (double) rows : 0;
+    *ret_negative_ids = neg_ids;
+    *ret_top_count = top;
+    zdist_example_parser_destroy(&p);
+    return rows;
+}
+
+static void
+test_criteo_generator(void)
+{
+    char *dir = zdist_test_tmpdir("criteo");
+    char *a = s_path(dir, "a"), *b = s_path(dir, "b");
+    zdist_criteo_options_t o = zdist_criteo_defaults(4000);
+    o.files = 3;
+    o.seed = 42;
+    zdist_criteo_report_t rep = {0};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_criteo_generate(a, &o, &rep, &err), 0);
+    CU_ASSERT_EQUAL(rep.train_rows, 3600);
+    CU_ASSERT_EQUAL(rep.test_rows, 400);
+    CU_ASSERT_TRUE(rep.positive_rate > 0.1 && rep.positive_rate < 0.45);
+    CU_ASSERT_TRUE(rep.teacher_auc > 0.65 && rep.teacher_auc < 0.95);
+    double pos;
+    int64_t neg_ids, top;
+    CU_ASSERT_EQUAL(s_read_criteo(a, "train", 3, &pos, &neg_ids, &top), 3600);
+    CU_ASSERT_EQUAL(s_read_criteo(a, "test", 3, &pos, &neg_ids, &top), 400);
+    /* Ids over the whole int64 range, skewed. */
+    CU_ASSERT_TRUE(neg_ids > 100 && neg_ids < 300);
+    CU_ASSERT_TRUE(top >= 10);
+    /* The same seed writes the same bytes; another directory, same files. */
+    CU_ASSERT_EQUAL_FATAL(zdist_criteo_generate(b, &o, NULL, &err), 0);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "diff -r '%s' '%s' >/dev/null", a, b);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    /* Nothing is overwritten; bad options name themselves. */
+    CU_ASSERT_EQUAL(zdist_criteo_generate(a, &o, NULL, &err), -EEXIST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "already holds part files"));
+    o.files = 0;
+    CU_ASSERT_EQUAL(zdist_criteo_generate(b, &o, NULL, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "files must be from 1 to 4096 (got 0)");
+    zdist_test_rmtree(dir);
+    free(a);
+    free(b);
+    free(dir);
+}
+
 void
 zdist_test_tfrecord_register(void)
 {
@@ -591,5 +686,7 @@ zdist_test_tfrecord_register(void)
                 {"Example columns: fixed, default, shaped, var, packed or not, last key wins", test_example_columns},
                 {"Example errors: TF's texts, the batch unchanged", test_example_errors},
                 {"Example spec refused naming the feature", test_example_spec_refused},
-                {"Example encoding, byte for byte, read back", test_example_encode});
+                {"Example encoding, byte for byte, read back", test_example_encode},
+                {"Criteo generator: splits, labels, skewed int64 ids, deterministic, no overwrite",
+                 test_criteo_generator});
 }

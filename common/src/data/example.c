@@ -16,11 +16,14 @@ typedef struct {
     zdist_feature_column_t col;
     int64_t cap_values; /* values the column holds room for */
     int64_t cap_rows;   /* rows the column holds room for */
-    /* The record being parsed: its last Feature for this name. */
-    const uint8_t *val;
-    size_t val_len;
-    uint32_t seen; /* == the parser's generation when the record has it */
+    /* The record being parsed: */
+    uint32_t seen;   /* == the parser's generation once it holds a value for this feature */
+    int bad;         /* what was wrong with its last value (S_BAD_*), reported at the end */
+    int64_t bad_arg; /* the count, or the dtype it had */
+    int64_t pending; /* VAR: values of this row so far, from row_splits[rows] */
 } s_feature_t;
+
+enum { S_OK = 0, S_BAD_TYPE, S_BAD_COUNT, S_BAD_PARSE };
 
 struct zdist_example_parser_t {
     s_feature_t *f;
@@ -31,6 +34,8 @@ struct zdist_example_parser_t {
     uint32_t mask;
     int next; /* the feature after the last one matched: records from one
                  writer list their keys in one order, so this is usually it */
+    int64_t cap_rows; /* rows every FIXED column holds room for */
+    const uint8_t *rec_end; /* the record being parsed ends here: loads may reach it */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -38,8 +43,9 @@ struct zdist_example_parser_t {
 
 enum { S_VARINT = 0, S_I64 = 1, S_LEN = 2, S_I32 = 5 };
 
-static inline int
-s_varint(const uint8_t **pp, const uint8_t *end, uint64_t *ret)
+/* The slow path: bounds checked byte by byte. */
+static int
+s_varint_slow(const uint8_t **pp, const uint8_t *end, uint64_t *ret)
 {
     const uint8_t *p = *pp;
     uint64_t v = 0;
@@ -53,6 +59,46 @@ s_varint(const uint8_t **pp, const uint8_t *end, uint64_t *ret)
         }
     }
     return -1;
+}
+
+/* Most varints here are one byte (tags, lengths); ids are nine or ten.
+   With ten bytes in reach, eight are taken as one word: the first clear
+   high bit ends the varint, and the 7-bit groups are packed in three
+   steps. */
+static inline int
+s_varint(const uint8_t **pp, const uint8_t *end, uint64_t *ret)
+{
+    const uint8_t *p = *pp;
+    if (p < end && !(*p & 0x80)) {
+        *ret = *p;
+        *pp = p + 1;
+        return 0;
+    }
+    if (end - p < 10)
+        return s_varint_slow(pp, end, ret);
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t stops = ~w & 0x8080808080808080u;
+    int bytes = stops ? __builtin_ctzll(stops) / 8 + 1 : 8;
+    uint64_t x = w & 0x7f7f7f7f7f7f7f7fu;
+    if (bytes < 8)
+        x &= (UINT64_C(1) << (8 * bytes)) - 1;
+    x = ((x & 0x7f007f007f007f00u) >> 1) | (x & 0x007f007f007f007fu);
+    x = ((x & 0x3fff00003fff0000u) >> 2) | (x & 0x00003fff00003fffu);
+    x = ((x & 0x0fffffff00000000u) >> 4) | (x & 0x000000000fffffffu);
+    if (!stops) { /* nine or ten bytes */
+        x |= (uint64_t) (p[8] & 0x7f) << 56;
+        bytes = 9;
+        if (p[8] & 0x80) {
+            if (p[9] & 0x80)
+                return -1; /* over ten bytes */
+            x |= (uint64_t) p[9] << 63;
+            bytes = 10;
+        }
+    }
+    *ret = x;
+    *pp = p + bytes;
+    return 0;
 }
 
 /* A length-delimited field's bytes: [*ret, *ret + *ret_len). */
@@ -106,11 +152,20 @@ s_hash(const uint8_t *s, size_t n)
     return h;
 }
 
+static inline bool
+s_same(const char *name, const uint8_t *key, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((uint8_t) name[i] != key[i])
+            return false;
+    return true;
+}
+
 static int
 s_lookup(const zdist_example_parser_t *self, const uint8_t *key, size_t n)
 {
     const s_feature_t *g = &self->f[self->next];
-    if (g->name_len == n && !memcmp(g->name, key, n))
+    if (g->name_len == n && s_same(g->name, key, n))
         return self->next;
     for (uint32_t i = (uint32_t) s_hash(key, n) & self->mask;; i = (i + 1) & self->mask) {
         int d = self->slots[i] - 1;
@@ -266,62 +321,33 @@ zdist_example_parser_find(const zdist_example_parser_t *self, const char *name)
 /* ------------------------------------------------------------------------ */
 /* One record                                                                 */
 
-/* Example and Features: notes each spec'd key's last Feature. */
-static int
-s_scan_features(zdist_example_parser_t *self, const uint8_t *p, const uint8_t *end)
+/* Each Feature is decoded straight into its row as its map entry is met. A
+   key met again overwrites (FIXED) or restarts (VAR) what the earlier
+   entry wrote, so the last entry wins, as TensorFlow's parser has it; a
+   FIXED feature's empty entry is passed over, as TensorFlow passes over a
+   dense feature without a list. What is wrong with a value is noted and
+   reported once the record is read, so a later entry can still replace
+   it; the row becomes part of the batch only when every feature is good. */
+
+static size_t
+s_size(zdist_dtype_t dtype)
 {
-    while (p < end) {
-        uint64_t tag;
-        if (s_varint(&p, end, &tag) < 0)
-            return -1;
-        if (tag != ((1u << 3) | S_LEN)) {
-            if (s_skip(&p, end, (int) (tag & 7)) < 0)
-                return -1;
-            continue;
-        }
-        const uint8_t *e, *e_end;
-        size_t e_len;
-        if (s_len(&p, end, &e, &e_len) < 0)
-            return -1;
-        e_end = e + e_len;
-        const uint8_t *key = (const uint8_t *) "", *val = (const uint8_t *) "";
-        size_t key_len = 0, val_len = 0;
-        while (e < e_end) {
-            if (s_varint(&e, e_end, &tag) < 0)
-                return -1;
-            int rc = tag == ((1u << 3) | S_LEN)   ? s_len(&e, e_end, &key, &key_len)
-                     : tag == ((2u << 3) | S_LEN) ? s_len(&e, e_end, &val, &val_len)
-                                                  : s_skip(&e, e_end, (int) (tag & 7));
-            if (rc < 0)
-                return -1;
-        }
-        int d = s_lookup(self, key, key_len);
-        if (d >= 0) {
-            self->f[d].val = val;
-            self->f[d].val_len = val_len;
-            self->f[d].seen = self->gen;
-            self->next = d + 1 < self->n ? d + 1 : 0;
-        }
-    }
-    return 0;
+    return dtype == ZDIST_DTYPE_INT64 ? 8 : 4;
 }
 
 static int
-s_scan_example(zdist_example_parser_t *self, const uint8_t *p, const uint8_t *end)
+s_reserve(void **buf, int64_t *cap, int64_t need, size_t elem)
 {
-    while (p < end) {
-        uint64_t tag;
-        if (s_varint(&p, end, &tag) < 0)
-            return -1;
-        if (tag == ((1u << 3) | S_LEN)) {
-            const uint8_t *fs;
-            size_t fs_len;
-            if (s_len(&p, end, &fs, &fs_len) < 0 || s_scan_features(self, fs, fs + fs_len) < 0)
-                return -1;
-        } else if (s_skip(&p, end, (int) (tag & 7)) < 0) {
-            return -1;
-        }
-    }
+    if (need <= *cap)
+        return 0;
+    int64_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *b = realloc(*buf, (size_t) c * elem);
+    if (!b)
+        return -ENOMEM;
+    *buf = b;
+    *cap = c;
     return 0;
 }
 
@@ -330,6 +356,13 @@ s_scan_example(zdist_example_parser_t *self, const uint8_t *p, const uint8_t *en
 static int
 s_feature_list(const uint8_t *p, const uint8_t *end, int *ret_kind, const uint8_t **ret, size_t *ret_len)
 {
+    /* The usual Feature: one list, under 128 bytes. */
+    if (end - p >= 2 && (p[0] == 0x0a || p[0] == 0x12 || p[0] == 0x1a) && p[1] < 0x80 && p + 2 + p[1] == end) {
+        *ret_kind = p[0] >> 3;
+        *ret = p + 2;
+        *ret_len = p[1];
+        return 0;
+    }
     *ret_kind = 0;
     while (p < end) {
         uint64_t tag;
@@ -403,25 +436,172 @@ s_decode_list(zdist_dtype_t dtype, const uint8_t *p, const uint8_t *end, void *d
     return 0;
 }
 
-static size_t
-s_size(zdist_dtype_t dtype)
+static zdist_dtype_t
+s_kind_dtype(int kind)
 {
-    return dtype == ZDIST_DTYPE_INT64 ? 8 : 4;
+    /* 1, a BytesList: no spec asks for bytes, so it reads as "string". */
+    return kind == 2 ? ZDIST_DTYPE_FLOAT32 : kind == 3 ? ZDIST_DTYPE_INT64 : ZDIST_DTYPE_INVALID;
+}
+
+static void
+s_take_fixed(zdist_example_parser_t *self, s_feature_t *f, int kind, const uint8_t *list, size_t len)
+{
+    zdist_feature_column_t *c = &f->col;
+    f->seen = self->gen;
+    f->bad = S_OK;
+    zdist_dtype_t have = s_kind_dtype(kind);
+    if (have != c->dtype) {
+        f->bad = S_BAD_TYPE;
+        f->bad_arg = have;
+        return;
+    }
+    void *dst = (uint8_t *) c->values + (size_t) (self->rows * c->elems) * s_size(c->dtype);
+    int64_t count;
+    /* The common case, one packed value: 0x0a, its length, the value. */
+    if (c->elems == 1 && len >= 2 && list[0] == ((1u << 3) | S_LEN)) {
+        const uint8_t *q = list + 2, *end = list + len;
+        if (c->dtype == ZDIST_DTYPE_FLOAT32 && list[1] == 4 && len == 6) {
+            memcpy(dst, q, 4);
+            return;
+        }
+        uint64_t v;
+        /* The varint may be read a word at a time up to the record's end. */
+        if (c->dtype == ZDIST_DTYPE_INT64 && list[1] == len - 2 && s_varint(&q, self->rec_end, &v) == 0 && q == end) {
+            *(int64_t *) dst = (int64_t) v;
+            return;
+        }
+    }
+    if (s_decode_list(c->dtype, list, list + len, dst, c->elems, &count) < 0) {
+        f->bad = S_BAD_PARSE;
+    } else if (count != c->elems) {
+        f->bad = S_BAD_COUNT;
+        f->bad_arg = count;
+    }
 }
 
 static int
-s_reserve(void **buf, int64_t *cap, int64_t need, size_t elem)
+s_take_var(zdist_example_parser_t *self, s_feature_t *f, int kind, const uint8_t *list, size_t len)
 {
-    if (need <= *cap)
+    zdist_feature_column_t *c = &f->col;
+    f->seen = self->gen;
+    f->bad = S_OK;
+    f->pending = 0; /* a key met again starts the row over */
+    if (kind == 0)
         return 0;
-    int64_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *b = realloc(*buf, (size_t) c * elem);
-    if (!b)
-        return -ENOMEM;
-    *buf = b;
-    *cap = c;
+    zdist_dtype_t have = s_kind_dtype(kind);
+    if (have != c->dtype) {
+        f->bad = S_BAD_TYPE;
+        f->bad_arg = have;
+        return 0;
+    }
+    int64_t at = c->row_splits[self->rows];
+    size_t sz = s_size(c->dtype);
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t room = f->cap_values - at, count;
+        if (s_decode_list(c->dtype, list, list + len, (uint8_t *) c->values + (size_t) at * sz, room, &count) < 0) {
+            f->bad = S_BAD_PARSE;
+            return 0;
+        }
+        f->pending = count;
+        if (count <= room)
+            return 0;
+        if (s_reserve(&c->values, &f->cap_values, at + count, sz) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* A map entry's Feature, for feature d. */
+static int
+s_take(zdist_example_parser_t *self, s_feature_t *f, const uint8_t *val, size_t val_len)
+{
+    int kind = 0;
+    const uint8_t *list = val;
+    size_t len = 0;
+    if (s_feature_list(val, val + val_len, &kind, &list, &len) < 0) {
+        f->seen = self->gen;
+        f->bad = S_BAD_PARSE;
+        f->pending = 0;
+        return 0;
+    }
+    if (f->col.kind == ZDIST_FEATURE_VAR)
+        return s_take_var(self, f, kind, list, len);
+    if (kind != 0)
+        s_take_fixed(self, f, kind, list, len);
+    return 0;
+}
+
+/* Features: each map entry {key = 1, value = 2} whose key is in the spec. */
+static int
+s_scan_features(zdist_example_parser_t *self, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        const uint8_t *key = (const uint8_t *) "", *val = (const uint8_t *) "";
+        size_t key_len = 0, val_len = 0;
+        /* The usual entry, every length under 128: 0a L 0a K key 12 V value. */
+        if (end - p >= 6 && p[0] == 0x0a && p[1] < 0x80 && p + 2 + p[1] <= end && p[2] == 0x0a && p[3] < 0x80) {
+            const uint8_t *e = p + 2, *e_end = e + p[1], *v = e + 2 + e[1];
+            if (v + 2 <= e_end && v[0] == 0x12 && v[1] < 0x80 && v + 2 + v[1] == e_end) {
+                key = e + 2;
+                key_len = e[1];
+                val = v + 2;
+                val_len = v[1];
+                p = e_end;
+                goto found;
+            }
+        }
+        uint64_t tag;
+        if (s_varint(&p, end, &tag) < 0)
+            return -1;
+        if (tag != ((1u << 3) | S_LEN)) {
+            if (s_skip(&p, end, (int) (tag & 7)) < 0)
+                return -1;
+            continue;
+        }
+        const uint8_t *e, *e_end;
+        size_t e_len;
+        if (s_len(&p, end, &e, &e_len) < 0)
+            return -1;
+        e_end = e + e_len;
+        while (e < e_end) {
+            if (s_varint(&e, e_end, &tag) < 0)
+                return -1;
+            int rc = tag == ((1u << 3) | S_LEN)   ? s_len(&e, e_end, &key, &key_len)
+                     : tag == ((2u << 3) | S_LEN) ? s_len(&e, e_end, &val, &val_len)
+                                                  : s_skip(&e, e_end, (int) (tag & 7));
+            if (rc < 0)
+                return -1;
+        }
+    found:;
+        int d = s_lookup(self, key, key_len);
+        if (d < 0)
+            continue;
+        self->next = d + 1 < self->n ? d + 1 : 0;
+        if (s_take(self, &self->f[d], val, val_len) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int
+s_scan_example(zdist_example_parser_t *self, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint64_t tag;
+        if (s_varint(&p, end, &tag) < 0)
+            return -1;
+        if (tag == ((1u << 3) | S_LEN)) {
+            const uint8_t *fs;
+            size_t fs_len;
+            if (s_len(&p, end, &fs, &fs_len) < 0)
+                return -1;
+            int rc = s_scan_features(self, fs, fs + fs_len);
+            if (rc < 0)
+                return rc;
+        } else if (s_skip(&p, end, (int) (tag & 7)) < 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -429,101 +609,99 @@ s_reserve(void **buf, int64_t *cap, int64_t need, size_t elem)
     zdist_error_set(err, -EINVAL, "Name: <unknown>, Key: %s, Index: %lld.  " fmt, (f)->name,                \
                     (long long) (self)->rows, __VA_ARGS__)
 
+/* After the record: defaults for the FIXED features it lacked, or the
+   first thing wrong, with TensorFlow's text. */
 static int
-s_fill_fixed(zdist_example_parser_t *self, s_feature_t *f, int kind, const uint8_t *list, size_t list_len,
-             zdist_error_t *err)
+s_finish_feature(zdist_example_parser_t *self, s_feature_t *f, zdist_error_t *err)
 {
     zdist_feature_column_t *c = &f->col;
-    size_t sz = s_size(c->dtype);
-    if (s_reserve(&c->values, &f->cap_values, (self->rows + 1) * c->elems + 1, sz) < 0)
-        return zdist_error_set(err, -ENOMEM, "out of memory for feature '%s'", f->name);
-    void *dst = (uint8_t *) c->values + (size_t) (self->rows * c->elems) * sz;
-    if (kind == 0) { /* missing, or an empty Feature: the default */
-        if (!f->spec.has_default)
-            return zdist_error_set(err, -EINVAL,
-                                   "Name: <unknown>, Feature: %s (data type: %s) is required but could not be found.",
-                                   f->name, s_tf_dtype(c->dtype));
-        for (int64_t i = 0; i < c->elems; i++) {
-            if (c->dtype == ZDIST_DTYPE_INT64)
-                ((int64_t *) dst)[i] = f->spec.default_int;
-            else
-                ((float *) dst)[i] = (float) f->spec.default_float;
+    if (f->seen == self->gen) {
+        switch (f->bad) {
+        case S_BAD_TYPE:
+            if (c->kind == ZDIST_FEATURE_VAR)
+                return S_KEY_ERROR(err, self, f, "Data types don't match. Expected type: %s, Actual type: %s",
+                                   s_tf_dtype(c->dtype), s_tf_dtype((zdist_dtype_t) f->bad_arg));
+            return S_KEY_ERROR(err, self, f, "Data types don't match. Data type: %s but expected type: %s",
+                               s_tf_dtype((zdist_dtype_t) f->bad_arg), s_tf_dtype(c->dtype));
+        case S_BAD_COUNT: {
+            char shape[96];
+            s_shape_text(&f->spec, shape, sizeof shape);
+            return S_KEY_ERROR(err, self, f,
+                               "Number of %s values != expected.  Values size: %lld but output shape: %s",
+                               s_tf_dtype(c->dtype), (long long) f->bad_arg, shape);
         }
+        case S_BAD_PARSE:
+            return S_KEY_ERROR(err, self, f, "%s", "Can't parse serialized Example.");
+        default:
+            return 0;
+        }
+    }
+    if (c->kind == ZDIST_FEATURE_VAR) {
+        f->pending = 0;
         return 0;
     }
-    zdist_dtype_t have = kind == 2 ? ZDIST_DTYPE_FLOAT32 : kind == 3 ? ZDIST_DTYPE_INT64 : ZDIST_DTYPE_INVALID;
-    if (have != c->dtype)
-        return S_KEY_ERROR(err, self, f, "Data types don't match. Data type: %s but expected type: %s",
-                           s_tf_dtype(have), s_tf_dtype(c->dtype));
-    int64_t count;
-    if (s_decode_list(c->dtype, list, list + list_len, dst, c->elems, &count) < 0)
-        return S_KEY_ERROR(err, self, f, "%s", "Can't parse serialized Example.");
-    if (count != c->elems) {
-        char shape[96];
-        s_shape_text(&f->spec, shape, sizeof shape);
-        return S_KEY_ERROR(err, self, f, "Number of %s values != expected.  Values size: %lld but output shape: %s",
-                           s_tf_dtype(c->dtype), (long long) count, shape);
+    if (!f->spec.has_default)
+        return zdist_error_set(err, -EINVAL,
+                               "Name: <unknown>, Feature: %s (data type: %s) is required but could not be found.",
+                               f->name, s_tf_dtype(c->dtype));
+    void *dst = (uint8_t *) c->values + (size_t) (self->rows * c->elems) * s_size(c->dtype);
+    for (int64_t i = 0; i < c->elems; i++) {
+        if (c->dtype == ZDIST_DTYPE_INT64)
+            ((int64_t *) dst)[i] = f->spec.default_int;
+        else
+            ((float *) dst)[i] = (float) f->spec.default_float;
     }
     return 0;
 }
 
+/* Room for one more row in every column. */
 static int
-s_fill_var(zdist_example_parser_t *self, s_feature_t *f, int kind, const uint8_t *list, size_t list_len,
-           zdist_error_t *err)
+s_room(zdist_example_parser_t *self, zdist_error_t *err)
 {
-    zdist_feature_column_t *c = &f->col;
-    if (s_reserve((void **) &c->row_splits, &f->cap_rows, self->rows + 2, sizeof(int64_t)) < 0)
-        return zdist_error_set(err, -ENOMEM, "out of memory for feature '%s'", f->name);
-    if (self->rows == 0)
-        c->row_splits[0] = 0;
-    int64_t at = c->row_splits[self->rows], count = 0;
-    if (s_reserve(&c->values, &f->cap_values, at + 1, s_size(c->dtype)) < 0)
-        return zdist_error_set(err, -ENOMEM, "out of memory for feature '%s'", f->name);
-    if (kind != 0) {
-        zdist_dtype_t have = kind == 2 ? ZDIST_DTYPE_FLOAT32 : kind == 3 ? ZDIST_DTYPE_INT64 : ZDIST_DTYPE_INVALID;
-        if (have != c->dtype)
-            return S_KEY_ERROR(err, self, f, "Data types don't match. Expected type: %s, Actual type: %s",
-                               s_tf_dtype(c->dtype), s_tf_dtype(have));
-        size_t sz = s_size(c->dtype);
-        for (int pass = 0; pass < 2; pass++) {
-            int64_t room = f->cap_values - at;
-            if (s_decode_list(c->dtype, list, list + list_len, (uint8_t *) c->values + (size_t) at * sz, room,
-                              &count) < 0)
-                return S_KEY_ERROR(err, self, f, "%s", "Can't parse serialized Example.");
-            if (count <= room)
-                break;
-            if (s_reserve(&c->values, &f->cap_values, at + count, sz) < 0)
-                return zdist_error_set(err, -ENOMEM, "out of memory for feature '%s'", f->name);
-        }
+    bool grow = self->rows >= self->cap_rows;
+    int64_t rows = grow ? (self->cap_rows ? 2 * self->cap_rows : 256) : self->cap_rows;
+    for (int i = 0; grow && i < self->n; i++) {
+        s_feature_t *f = &self->f[i];
+        zdist_feature_column_t *c = &f->col;
+        int rc = c->kind == ZDIST_FEATURE_FIXED
+                     ? s_reserve(&c->values, &f->cap_values, rows * c->elems + 1, s_size(c->dtype))
+                     : s_reserve((void **) &c->row_splits, &f->cap_rows, rows + 1, sizeof(int64_t));
+        if (rc == 0 && c->kind == ZDIST_FEATURE_VAR)
+            rc = s_reserve(&c->values, &f->cap_values, 1, s_size(c->dtype));
+        if (rc < 0)
+            return zdist_error_set(err, -ENOMEM, "out of memory for feature '%s'", f->name);
     }
-    c->row_splits[self->rows + 1] = at + count;
+    self->cap_rows = rows;
     return 0;
 }
 
 int
 zdist_example_parser_add(zdist_example_parser_t *self, const uint8_t *data, size_t len, zdist_error_t *err)
 {
+    if (s_room(self, err) < 0)
+        return -ENOMEM;
     if (++self->gen == 0) { /* wrapped: no stale mark may look current */
         for (int i = 0; i < self->n; i++)
             self->f[i].seen = 0;
         self->gen = 1;
     }
-    if (s_scan_example(self, data, data + len) < 0)
+    for (int i = 0; i < self->n; i++)
+        if (self->f[i].col.kind == ZDIST_FEATURE_VAR && self->rows == 0)
+            self->f[i].col.row_splits[0] = 0;
+    self->rec_end = data + len;
+    int rc = s_scan_example(self, data, data + len);
+    if (rc == -ENOMEM)
+        return zdist_error_set(err, -ENOMEM, "out of memory for a feature's values");
+    if (rc < 0)
         return zdist_error_set(err, -EINVAL, "Could not parse example input (%zu bytes are not a tf.train.Example)",
                                len);
-    for (int i = 0; i < self->n; i++) {
-        s_feature_t *f = &self->f[i];
-        int kind = 0;
-        const uint8_t *list = NULL;
-        size_t list_len = 0;
-        if (f->seen == self->gen && s_feature_list(f->val, f->val + f->val_len, &kind, &list, &list_len) < 0)
-            return S_KEY_ERROR(err, self, f, "%s", "Can't parse serialized Example.");
-        if (kind == 1) /* a BytesList: no spec asks for bytes, so it is a type mismatch */
-            kind = -1;
-        int rc = f->col.kind == ZDIST_FEATURE_FIXED ? s_fill_fixed(self, f, kind, list, list_len, err)
-                                                     : s_fill_var(self, f, kind, list, list_len, err);
-        if (rc < 0)
+    for (int i = 0; i < self->n; i++)
+        if ((rc = s_finish_feature(self, &self->f[i], err)) < 0)
             return rc; /* rows unchanged: what this record wrote is past the end */
+    for (int i = 0; i < self->n; i++) {
+        zdist_feature_column_t *c = &self->f[i].col;
+        if (c->kind == ZDIST_FEATURE_VAR)
+            c->row_splits[self->rows + 1] = c->row_splits[self->rows] + self->f[i].pending;
     }
     self->rows++;
     return 0;
