@@ -421,6 +421,19 @@ test_example_columns(void)
     CU_ASSERT_EQUAL(((int64_t *) c->values)[1], -1);
     CU_ASSERT_EQUAL(((int64_t *) c->values)[2], INT64_MAX);
     CU_ASSERT_EQUAL(zdist_example_parser_find(p, "nope"), -1);
+    /* Row 2: an empty Feature after a full one. TensorFlow passes over a
+       dense feature without a list (the earlier value stands) but takes a
+       ragged one's last entry as it is (an empty row). */
+    s_pb_t fs2 = {.n = 0}, empty = {.n = 0};
+    f = s_ints(&label, 1, true), s_entry(&fs2, "label", &f);
+    s_entry(&fs2, "label", &empty);
+    f = s_floats(dense, 4, true), s_entry(&fs2, "dense", &f);
+    f = s_ints(tags, 3, true), s_entry(&fs2, "tags", &f);
+    s_entry(&fs2, "tags", &empty);
+    ex = s_example(&fs2);
+    CU_ASSERT_EQUAL(zdist_example_parser_add(p, ex.b, ex.n, &err), 0);
+    CU_ASSERT_EQUAL(((int64_t *) zdist_example_parser_column(p, 0)->values)[2], 1);
+    CU_ASSERT_EQUAL(zdist_example_parser_column(p, 3)->row_splits[3], 3);
     zdist_example_parser_clear(p);
     CU_ASSERT_EQUAL(zdist_example_parser_rows(p), 0);
     zdist_example_parser_destroy(&p);
