@@ -93,8 +93,8 @@ for rtype, spec in specs.items():
     data_root = arg_value(args, "--data-root")
     check(data_root is None or data_root in mounts.values(), f"{rtype}: --data-root {data_root} is a mounted volume")
 
-chief_state, chief_mounts = state_dirs["Chief"]
-check(chief_state in chief_mounts.values(), "the chief's --state-dir is a mounted volume")
+chief_state, chief_mounts = state_dirs.get("Chief", (None, {}))
+check(chief_state in chief_mounts.values(), "the chief has a --state-dir on a mounted volume")
 for rtype, (root, mounts) in checkpoint_roots.items():
     shared = [n for n, p in mounts.items() if p == root]
     check(shared and chief_mounts.get(shared[0]) == chief_state,
