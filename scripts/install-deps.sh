@@ -1,6 +1,21 @@
 #!/usr/bin/env bash
 # Installs what zdist needs to build, test and run, from Debian 12's packages.
+#   install-deps.sh            everything: build, run, and every test's tools
+#   install-deps.sh --build    what building needs, no more (an image's build stage)
+#   install-deps.sh --runtime  the shared libraries the daemons load (an image's final stage)
 set -euo pipefail
+
+build_packages=(
+    build-essential cmake pkg-config
+    libzmq3-dev libczmq-dev
+    libprotobuf-c-dev protobuf-c-compiler
+    libjansson-dev libcunit1-dev libsystemd-dev
+    libopenblas-dev zlib1g-dev libmicrohttpd-dev
+)
+runtime_packages=(
+    libzmq5 libczmq4 libprotobuf-c1 libjansson4 libsystemd0
+    libmicrohttpd12 libopenblas0 zlib1g
+)
 
 packages=(
     build-essential cmake pkg-config
@@ -22,6 +37,16 @@ packages=(
     # installed with chromium-common; the test skips, saying so, without it)
     chromium
 )
+
+case "${1:-}" in
+--build) packages=("${build_packages[@]}") ;;
+--runtime) packages=("${runtime_packages[@]}") ;;
+"") ;;
+*)
+    echo "usage: install-deps.sh [--build | --runtime]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,153 @@
+/* bench_tfrecord: TFRecord reading and tf.train.Example parsing into batches
+   against `cat` of the same files, in the same run, on Criteo-schema data
+   from zdist's generator (which is timed too). One thread reads and parses:
+   the figures are per core. Usage:
+     bench_tfrecord [--rows N] [--batch B] [--dir DIR] [--quick] */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zdist/criteo.h"
+#include "zdist/example.h"
+#include "zdist/tfrecord.h"
+
+static double
+s_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
+}
+
+static zdist_example_parser_t *
+s_criteo_parser(void)
+{
+    static char names[40][8];
+    zdist_feature_spec_t spec[40];
+    int n = 0;
+    spec[n++] = (zdist_feature_spec_t){.name = "label", .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
+    for (int k = 0; k < ZDIST_CRITEO_DENSE; k++, n++) {
+        snprintf(names[n], sizeof names[n], "I%d", k + 1);
+        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_FLOAT32};
+    }
+    for (int j = 0; j < ZDIST_CRITEO_SPARSE; j++, n++) {
+        snprintf(names[n], sizeof names[n], "C%d", j + 1);
+        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
+    }
+    zdist_error_t err = {0};
+    zdist_example_parser_t *p = zdist_example_parser_new(spec, n, &err);
+    if (!p)
+        fprintf(stderr, "bench_tfrecord: %s\n", err.text);
+    return p;
+}
+
+/* Reads and parses one file in batches; returns record bytes, -1 on error. */
+static int64_t
+s_read(const char *path, zdist_tfrecord_compression_t c, int64_t batch, zdist_example_parser_t *p, int64_t *rows)
+{
+    zdist_error_t err = {0};
+    zdist_tfrecord_reader_t *r = zdist_tfrecord_reader_open(path, c, &err);
+    if (!r)
+        return fprintf(stderr, "bench_tfrecord: %s\n", err.text), -1;
+    const uint8_t *d;
+    size_t len;
+    int64_t bytes = 0;
+    int rc;
+    while ((rc = zdist_tfrecord_reader_next(r, &d, &len, &err)) == 1) {
+        if (zdist_example_parser_add(p, d, len, &err) < 0)
+            break;
+        bytes += (int64_t) len + 16;
+        if (zdist_example_parser_rows(p) == batch) {
+            *rows += batch;
+            zdist_example_parser_clear(p);
+        }
+    }
+    *rows += zdist_example_parser_rows(p);
+    zdist_example_parser_clear(p);
+    zdist_tfrecord_reader_destroy(&r);
+    if (rc < 0 || err.code)
+        return fprintf(stderr, "bench_tfrecord: %s\n", err.text), -1;
+    return bytes;
+}
+
+int
+main(int argc, char **argv)
+{
+    int64_t rows = 2000000, batch = 4096;
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    static const struct option opts[] = {{"rows", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
+                                         {"dir", required_argument, NULL, 'd'},  {"quick", no_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+    for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (o) {
+        case 'r': rows = strtoll(optarg, NULL, 10); break;
+        case 'b': batch = strtoll(optarg, NULL, 10); break;
+        case 'd': base = optarg; break;
+        case 'q': rows = 20000; break;
+        case 'h': printf("usage: bench_tfrecord [--rows N] [--batch B] [--dir DIR] [--quick]\n"); return 0;
+        default: return 2;
+        }
+    }
+    char dir[4096], cmd[16384];
+    snprintf(dir, sizeof dir, "%s/zdist-bench-tfrecord.%d", base, (int) getpid());
+    zdist_criteo_options_t o = zdist_criteo_defaults(rows);
+    o.test_fraction = 0.5;
+    zdist_criteo_report_t plain, gz;
+    zdist_error_t err = {0};
+    char gzdir[4200];
+    snprintf(gzdir, sizeof gzdir, "%s/gz", dir);
+    if (zdist_criteo_generate(dir, &o, &plain, &err) < 0)
+        return fprintf(stderr, "bench_tfrecord: %s\n", err.text), 1;
+    o.compression = ZDIST_TFRECORD_GZIP;
+    if (zdist_criteo_generate(gzdir, &o, &gz, &err) < 0)
+        return fprintf(stderr, "bench_tfrecord: %s\n", err.text), 1;
+    printf("generator: %lld rows in %.2f s plain (%.0f rows/s, %.1f MB), %.2f s GZIP; teacher AUC %.4f, "
+           "log loss %.4f, positives %.3f\n",
+           (long long) rows, plain.seconds, (double) rows / plain.seconds, (double) plain.bytes / 1e6, gz.seconds,
+           plain.teacher_auc, plain.teacher_logloss, plain.positive_rate);
+
+    zdist_example_parser_t *p = s_criteo_parser();
+    if (!p)
+        return 1;
+    char files[2][4300], gzfile[2][4400];
+    for (int s = 0; s < 2; s++) {
+        snprintf(files[s], sizeof files[s], "%s/%s/part-00000.tfrecord", dir, s ? "test" : "train");
+        snprintf(gzfile[s], sizeof gzfile[s], "%s/%s/part-00000.tfrecord.gz", gzdir, s ? "test" : "train");
+    }
+    printf("%-34s %10s %10s %8s\n", "read (1 thread)", "MB/s", "rows/s", "vs cat");
+    for (int round = 0; round < 3; round++) {
+        snprintf(cmd, sizeof cmd, "cat '%s' '%s' > /dev/null", files[0], files[1]);
+        double t0 = s_now();
+        if (system(cmd) != 0)
+            return 1;
+        double cat_s = s_now() - t0;
+        int64_t n = 0, bytes = 0;
+        t0 = s_now();
+        for (int s = 0; s < 2; s++)
+            bytes += s_read(files[s], ZDIST_TFRECORD_NONE, batch, p, &n);
+        double plain_s = s_now() - t0;
+        int64_t ngz = 0;
+        t0 = s_now();
+        for (int s = 0; s < 2; s++)
+            s_read(gzfile[s], ZDIST_TFRECORD_GZIP, batch, p, &ngz);
+        double gz_s = s_now() - t0;
+        if (n != rows || ngz != rows)
+            return fprintf(stderr, "bench_tfrecord: read %lld and %lld rows of %lld\n", (long long) n,
+                           (long long) ngz, (long long) rows),
+                   1;
+        printf("round %d: cat                     %10.0f %10s %8s\n", round + 1, (double) bytes / cat_s / 1e6, "-",
+               "1.00");
+        printf("round %d: TFRecord + parse       %10.0f %10.0f %8.2f\n", round + 1, (double) bytes / plain_s / 1e6,
+               (double) n / plain_s, cat_s / plain_s);
+        printf("round %d: GZIP TFRecord + parse  %10.0f %10.0f %8.2f\n", round + 1, (double) bytes / gz_s / 1e6,
+               (double) n / gz_s, cat_s / gz_s);
+    }
+    zdist_example_parser_destroy(&p);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : 1;
+}
