@@ -119,81 +119,6 @@ zdist_strategy_spec_parse(const char *text, zdist_strategy_spec_t *ret, zdist_er
     *ret = spec;
     return 0;
 }
-/* A logical device thread: runs each function handed to it in the
-   replica context of the replica that handed it. */
-static void *
-s_device_main(void *p)
-{
-    strategy_device_t *d = p;
-    strategy_tl_device = d->index;
-    pthread_mutex_lock(&d->mu);
-    for (;;) {
-        while (!d->work && !d->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
-        if (d->stop)
-            break;
-        pthread_mutex_unlock(&d->mu);
-        strategy_tl_strategy = d->strategy;
-        strategy_tl_replica = d->ctx;
-        zdist_error_clear(&d->err);
-        int rc = d->fn(d->ctx, d->index, d->arg, &d->err);
-        strategy_tl_replica = NULL;
-        strategy_tl_strategy = NULL;
-        pthread_mutex_lock(&d->mu);
-        d->rc = rc;
-        d->work = false;
-        pthread_cond_broadcast(&d->cv);
-    }
-    pthread_mutex_unlock(&d->mu);
-    return NULL;
-}
-
-static void
-s_devices_stop(zdist_strategy_object_t *self)
-{
-    if (!self->devices)
-        return;
-    for (int i = 0; i < self->replicas * self->ldev; i++) {
-        strategy_device_t *d = &self->devices[i];
-        if (!d->started)
-            continue;
-        pthread_mutex_lock(&d->mu);
-        d->stop = true;
-        pthread_cond_broadcast(&d->cv);
-        pthread_mutex_unlock(&d->mu);
-        pthread_join(d->thread, NULL);
-        pthread_mutex_destroy(&d->mu);
-        pthread_cond_destroy(&d->cv);
-    }
-    free(self->devices);
-    self->devices = NULL;
-}
-
-/* TPUStrategy: logical devices 1..L-1 of every replica, started once. */
-static int
-s_devices_start(zdist_strategy_object_t *self, zdist_error_t *err)
-{
-    self->devices = calloc((size_t) (self->replicas * self->ldev), sizeof *self->devices);
-    if (!self->devices)
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    for (int r = 0; r < self->replicas; r++)
-        for (int i = 1; i < self->ldev; i++) {
-            strategy_device_t *d = &self->devices[r * self->ldev + i];
-            *d = (strategy_device_t){.strategy = self, .replica = r, .index = i};
-            pthread_mutex_init(&d->mu, NULL);
-            pthread_cond_init(&d->cv, NULL);
-            int e = pthread_create(&d->thread, NULL, s_device_main, d);
-            if (e != 0) {
-                pthread_mutex_destroy(&d->mu);
-                pthread_cond_destroy(&d->cv);
-                return zdist_error_set(err, -e, "strategy spec: cannot start logical device %d of replica %d: %s",
-                                       i, r, strerror(e));
-            }
-            d->started = true;
-        }
-    return 0;
-}
-
 int
 zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **ret, zdist_error_t *err)
 {
@@ -299,14 +224,15 @@ zdist_strategy_new(const zdist_strategy_spec_t *spec, zdist_strategy_object_t **
     }
     self->total = self->workers * n;
     self->vars_tail = &self->vars;
-    pthread_mutex_init(&self->mu, NULL);
-    pthread_cond_init(&self->cv, NULL);
     self->ldev = spec->kind == ZDIST_STRATEGY_TPU && spec->logical_devices_per_replica > 1
                      ? spec->logical_devices_per_replica
                      : 1;
-    if (self->ldev > 1) {
-        int rc = s_devices_start(self, err);
+    if (!self->ps) {
+        /* TPUStrategy: logical devices 1..L-1 of every replica, started once */
+        zdist_replicas_config_t rc_cfg = {.replicas = n, .devices = self->ldev};
+        int rc = zdist_replicas_new(&rc_cfg, &self->rt, err);
         if (rc < 0) {
+            zdist_error_prefix(err, "strategy spec");
             zdist_strategy_destroy(&self);
             return rc;
         }
@@ -335,11 +261,9 @@ zdist_strategy_destroy(zdist_strategy_object_t **self_p)
         strategy_var_free(v);
         v = next;
     }
-    s_devices_stop(self);
+    zdist_replicas_destroy(&self->rt);
     zdist_comm_destroy(&self->own_comm);
     strategy_ps_destroy(&self->ps);
-    pthread_mutex_destroy(&self->mu);
-    pthread_cond_destroy(&self->cv);
     free(self->slots);
     free(self->uargs);
     free(self);

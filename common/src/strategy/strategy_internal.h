@@ -9,9 +9,8 @@
 #include "zdist/collective.h"
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
+#include "zdist/replicas.h"
 #include "strategy_ps.h"
-
-#include <pthread.h>
 
 #define STRATEGY_MAX_REPLICAS 256
 
@@ -35,34 +34,15 @@ struct zdist_strategy_replica_t {
     int id;
     zdist_strategy_fn fn;
     void *arg;
-    pthread_t thread;
     zdist_tensor_t ret;
     int rc;
     zdist_error_t err;
 };
 
-/* tpu: logical device `index` (>= 1) of replica `replica`, a thread kept
-   for the strategy's life; device 0 is the replica's own thread. One call
-   at a time: the replica's thread hands it work and waits. */
-typedef struct {
-    zdist_strategy_object_t *strategy;
-    int replica, index;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool work, stop;
-    zdist_strategy_replica_t *ctx;
-    zdist_strategy_device_fn fn;
-    void *arg;
-    int rc;
-    zdist_error_t err;
-} strategy_device_t;
-
 struct zdist_strategy_object_t {
     zdist_strategy_t kind;
-    int ldev;            /* tpu: logical devices per replica; 1 otherwise */
-    strategy_device_t *devices; /* tpu with ldev > 1: [replicas * ldev], device d of replica r at r * ldev + d (d >= 1) */
+    int ldev; /* tpu: logical devices per replica; 1 otherwise */
+    zdist_replicas_t *rt; /* run's replica threads, their barrier, the logical devices (not parameter_server) */
     int replicas; /* this process's (local) replicas: run's threads */
     int workers;  /* multi_worker_mirrored: the ring's ranks; 1 otherwise */
     int rank;
@@ -72,13 +52,7 @@ struct zdist_strategy_object_t {
     strategy_ps_t *ps;      /* parameter_server: the psds and the ClusterCoordinator */
     zdist_strategy_var_t *vars;
     zdist_strategy_var_t **vars_tail;
-    /* run's rendezvous */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int arrived;
-    unsigned long generation;
-    int departed;
-    int departed_id;
+    /* run's collectives */
     zdist_tensor_t *slots; /* [replicas]: each replica's operand */
     void **uargs;          /* [replicas]: each replica's update argument */
     zdist_tensor_t merged; /* merge_call's result, copied by every replica */

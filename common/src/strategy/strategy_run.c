@@ -1,34 +1,19 @@
-/* zdist strategy_run: Strategy.run — a thread per replica, the rendezvous
-   of their collectives, and the replica context's methods. */
+/* zdist strategy_run: Strategy.run on the replica runtime (zdist/replicas.h)
+   — a thread per replica, the rendezvous of their collectives, and the
+   replica context's methods. */
 #include "strategy_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 
-/* Every replica meets here; -EPIPE when a replica has returned from the
-   step function and so never will. */
+/* The runtime's barrier, with the text of a replica that left. */
 int
 strategy_barrier(zdist_strategy_replica_t *ctx, const char *what, zdist_error_t *err)
 {
-    zdist_strategy_object_t *s = ctx->strategy;
-    pthread_mutex_lock(&s->mu);
-    unsigned long gen = s->generation;
-    if (s->departed == 0 && ++s->arrived == s->replicas) {
-        s->arrived = 0;
-        s->generation++;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        return 0;
-    }
-    while (gen == s->generation && s->departed == 0)
-        pthread_cond_wait(&s->cv, &s->mu);
-    int ok = gen != s->generation;
-    int who = s->departed_id;
-    pthread_mutex_unlock(&s->mu);
-    if (ok)
+    int who = -1;
+    if (zdist_replicas_barrier(ctx->strategy->rt, &who) == 0)
         return 0;
     return zdist_error_set(
         err, -EPIPE,
@@ -37,10 +22,12 @@ strategy_barrier(zdist_strategy_replica_t *ctx, const char *what, zdist_error_t 
         ctx->id, what, who);
 }
 
-static void *
-s_replica_main(void *p)
+/* Replica r's turn of a run, on its runtime thread: the step function in
+   its replica context. */
+static void
+s_replica_main(void *p, int r)
 {
-    zdist_strategy_replica_t *ctx = p;
+    zdist_strategy_replica_t *ctx = &((zdist_strategy_replica_t *) p)[r];
     strategy_tl_strategy = ctx->strategy;
     strategy_tl_depth = 0;
     strategy_tl_replica = ctx;
@@ -49,15 +36,8 @@ s_replica_main(void *p)
     if (ctx->rc < 0 && ctx->err.text[0] == '\0')
         zdist_error_set(&ctx->err, ctx->rc, "replica %d: the step function failed (%s)", ctx->id,
                         strerror(-ctx->rc));
-    zdist_strategy_object_t *s = ctx->strategy;
-    pthread_mutex_lock(&s->mu);
-    if (s->departed++ == 0)
-        s->departed_id = ctx->id;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
     strategy_tl_replica = NULL;
     strategy_tl_strategy = NULL;
-    return NULL;
 }
 
 void
@@ -97,30 +77,13 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
     if (!ctxs)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     self->running = 1;
-    self->arrived = 0;
-    self->departed = 0;
-    self->departed_id = -1;
-    int started = 0;
     for (int r = 0; r < n; r++) {
         ctxs[r].strategy = self;
         ctxs[r].id = r;
         ctxs[r].fn = fn;
         ctxs[r].arg = args_per_replica ? args_per_replica[r] : arg;
-        int e = pthread_create(&ctxs[r].thread, NULL, s_replica_main, &ctxs[r]);
-        if (e != 0) {
-            rc = zdist_error_set(err, -e, "run: cannot start replica %d's thread: %s", r, strerror(e));
-            /* the started replicas see a departure at their first collective */
-            pthread_mutex_lock(&self->mu);
-            if (self->departed++ == 0)
-                self->departed_id = r;
-            pthread_cond_broadcast(&self->cv);
-            pthread_mutex_unlock(&self->mu);
-            break;
-        }
-        started++;
     }
-    for (int r = 0; r < started; r++)
-        pthread_join(ctxs[r].thread, NULL);
+    zdist_replicas_run(self->rt, s_replica_main, ctxs);
     if (rc == 0)
         for (int r = 0; r < n; r++)
             if (ctxs[r].rc < 0) {
@@ -129,7 +92,7 @@ zdist_strategy_run(zdist_strategy_object_t *self, zdist_strategy_fn fn, void *ar
                     *err = ctxs[r].err;
                 break;
             }
-    for (int r = 0; r < started; r++) {
+    for (int r = 0; r < n; r++) {
         if (rc == 0 && ret_values)
             ret_values[r] = ctxs[r].ret;
         else
@@ -164,6 +127,31 @@ zdist_strategy_num_logical_devices_per_replica(const zdist_strategy_object_t *se
     return self ? self->ldev : 1;
 }
 
+/* A hand-over to a logical device: the function runs in the replica
+   context of the replica that handed it. */
+typedef struct {
+    zdist_strategy_replica_t *ctx;
+    zdist_strategy_device_fn fn;
+    void *arg;
+    zdist_error_t err;
+} s_device_call_t;
+
+static int
+s_device_main(void *p, int device)
+{
+    s_device_call_t *c = p;
+    if (device == 0)
+        return c->fn(c->ctx, 0, c->arg, &c->err);
+    strategy_tl_device = device;
+    strategy_tl_strategy = c->ctx->strategy;
+    strategy_tl_replica = c->ctx;
+    int rc = c->fn(c->ctx, device, c->arg, &c->err);
+    strategy_tl_replica = NULL;
+    strategy_tl_strategy = NULL;
+    strategy_tl_device = 0;
+    return rc;
+}
+
 int
 zdist_strategy_replica_run_on_logical_device(zdist_strategy_replica_t *ctx, int device,
                                              zdist_strategy_device_fn fn, void *arg, zdist_error_t *err)
@@ -186,21 +174,10 @@ zdist_strategy_replica_run_on_logical_device(zdist_strategy_replica_t *ctx, int 
                                "logical devices from the replica's step function only (device 0 is its thread, "
                                "which waits for this call)",
                                strategy_tl_device);
-    if (device == 0)
-        return fn(ctx, 0, arg, err);
-    strategy_device_t *d = &s->devices[ctx->id * s->ldev + device];
-    pthread_mutex_lock(&d->mu);
-    d->ctx = ctx;
-    d->fn = fn;
-    d->arg = arg;
-    d->work = true;
-    pthread_cond_broadcast(&d->cv);
-    while (d->work)
-        pthread_cond_wait(&d->cv, &d->mu);
-    rc = d->rc;
+    s_device_call_t call = {.ctx = ctx, .fn = fn, .arg = arg};
+    rc = zdist_replicas_run_on_devices(s->rt, ctx->id, device, s_device_main, &call);
     if (rc < 0 && err)
-        *err = d->err;
-    pthread_mutex_unlock(&d->mu);
+        *err = call.err;
     if (rc < 0 && err && err->text[0] == '\0')
         zdist_error_set(err, rc, "replica %d: logical device %d's function failed (%s)", ctx->id, device,
                         strerror(-rc));
