@@ -1,4 +1,5 @@
-/* worker_trainer: a model's replicas on local threads — replica contexts over a strategy backend, one call per step. */
+/* worker_trainer: a model's replicas on libzdist's replica runtime (zdist/replicas.h) — step.h replica contexts
+   over a strategy backend, the local one being zdist/mirror.h — one call per step. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
