@@ -9,10 +9,11 @@
 #include "worker_vars.h"
 #include "zdist/cluster.h"
 #include "zdist/error.h"
+#include "zdist/mirror.h"
 #include "zdist/step.h"
 
-/* Replicas one worker may run (threads; their reductions use stack arrays). */
-#define WORKER_MAX_REPLICAS 64
+/* Replicas one worker may run: the local backend's bound (its reductions use stack arrays). */
+#define WORKER_MAX_REPLICAS ZDIST_MIRROR_MAX_REPLICAS
 
 /* A replica context (worker_trainer) does the strategy-independent work —
    id deduplication, outputs, scratch, argument checks — and calls a backend
@@ -65,7 +66,6 @@ struct worker_backend_t {
 const float *worker_local_copy(worker_backend_t *be, int replica, int var);
 bool worker_local_is(const worker_backend_t *be);
 
-typedef struct zdist_comm_t zdist_comm_t;
 /* multi_worker_mirrored: comm (borrowed, connected; NULL detaches) joins
    this worker's replicas to num_workers workers. Every reduction (apply,
    all_reduce, all_gather, ON_WRITE assign) then also runs across workers
