@@ -160,14 +160,20 @@ strategy_check_own_var(const zdist_strategy_object_t *self, const zdist_strategy
     return 0;
 }
 
+/* A cross-replica read or write of var: the context, then the variable. */
+static int
+s_cross_var(const zdist_strategy_object_t *self, const zdist_strategy_var_t *var, zdist_error_t *err)
+{
+    int rc = strategy_require_cross(self, NULL, err);
+    return rc < 0 ? rc : strategy_check_own_var(self, var, err);
+}
+
 int
 zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy_var_t *var,
                              zdist_tensor_t *ret, zdist_error_t *err)
 {
-    int rc = strategy_require_cross(self, NULL, err);
+    int rc = s_cross_var(self, var, err);
     if (rc < 0)
-        return rc;
-    if ((rc = strategy_check_own_var(self, var, err)) < 0)
         return rc;
     if (self->ps) {
         /* its shards, from the psds; the copy keeps what was read */
@@ -208,10 +214,8 @@ int
 zdist_strategy_variable_assign(zdist_strategy_object_t *self, zdist_strategy_var_t *var, zdist_var_op_t op,
                                const zdist_tensor_t *value, zdist_error_t *err)
 {
-    int rc = strategy_require_cross(self, NULL, err);
+    int rc = s_cross_var(self, var, err);
     if (rc < 0)
-        return rc;
-    if ((rc = strategy_check_own_var(self, var, err)) < 0)
         return rc;
     if (self->ps) {
         if (!value || value->dtype != var->dtype || value->nbytes != var->nbytes || (!value->data && var->nbytes))
