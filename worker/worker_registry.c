@@ -35,12 +35,6 @@ struct worker_registry_t {
     zdist_error_t scan_err;
 };
 
-const zdist_model_t *const *
-worker_registry_builtins(void)
-{
-    return s_builtins;
-}
-
 worker_registry_t *
 worker_registry_new(const char *plugin_path, const char *where)
 {

@@ -31,7 +31,4 @@ const zdist_model_t *worker_registry_find(worker_registry_t *self, const char *n
    a built-in or an earlier plugin), all with err. */
 int worker_registry_load(worker_registry_t *self, const char *file, zdist_error_t *err);
 
-/* Built-in models, NULL-terminated. */
-const zdist_model_t *const *worker_registry_builtins(void);
-
 #endif

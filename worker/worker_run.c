@@ -139,8 +139,18 @@ s_summary(const char *job_path, zdist_job_t *job)
     return status;
 }
 
-int
-worker_run_main(int argc, char **argv)
+/* The command line. */
+typedef struct {
+    s_out_t o;
+    bool summary;
+    int64_t max_steps;
+    const char *dump_path;
+    const char *job_path;
+} s_args_t;
+
+/* -1 to go on, or the exit status (--help, --version, a usage error). */
+static int
+s_parse_args(int argc, char **argv, s_args_t *a)
 {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},    {"steps", required_argument, NULL, 's'},
@@ -148,29 +158,25 @@ worker_run_main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
         {"dump-losses", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
     };
-    s_out_t o = {0};
-    bool summary = false;
-    int64_t max_steps = 0;
-    const char *dump_path = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "js:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
-            o.json = true;
+            a->o.json = true;
             break;
         case 's':
-            if (zdist_parse_int64(optarg, 1, INT64_C(1) << 40, &max_steps) < 0)
+            if (zdist_parse_int64(optarg, 1, INT64_C(1) << 40, &a->max_steps) < 0)
                 return s_usage_error("--steps: '%s' is not a step count >= 1", optarg);
             break;
         case 'q':
-            o.quiet = true;
+            a->o.quiet = true;
             break;
         case 'S':
-            summary = true;
+            a->summary = true;
             break;
         case 'L':
-            dump_path = optarg;
+            a->dump_path = optarg;
             break;
         case 'h':
             s_usage(stdout);
@@ -185,168 +191,210 @@ worker_run_main(int argc, char **argv)
     }
     if (optind != argc - 1)
         return s_usage_error("expected one job file, e.g. zdist run deploy/examples/fmnist-mlp-run.json");
-    const char *job_path = argv[optind];
-    o.tty = isatty(STDERR_FILENO);
-    double t0 = s_now();
+    a->job_path = argv[optind];
+    a->o.tty = isatty(STDERR_FILENO);
+    return -1;
+}
 
-    zdist_error_t err = {0};
-    zdist_job_t job;
-    if (zdist_job_load(job_path, &job, &err) < 0) {
-        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
-        return err.code == -EINVAL ? WORKER_RUN_USAGE : WORKER_RUN_FAILED;
-    }
-    if (summary)
-        return s_summary(job_path, &job);
-    int status = WORKER_RUN_FAILED;
-    worker_session_t *sess = NULL;
-    if (job.strategy != ZDIST_STRATEGY_ONE_DEVICE && job.strategy != ZDIST_STRATEGY_MIRRORED &&
-        job.strategy != ZDIST_STRATEGY_CENTRAL_STORAGE && job.strategy != ZDIST_STRATEGY_TPU) {
-        fprintf(stderr, "zdist run: %s: strategy.type: '%s' needs a cluster: use 'zdist submit', or one_device, "
-                "mirrored, central_storage or tpu here\n", job_path, zdist_strategy_name(job.strategy));
-        status = WORKER_RUN_USAGE;
-        goto out;
-    }
-    worker_session_config_t cfg = {.num_workers = 1};
-    worker_session_stage_t stage;
-    sess = worker_session_new(&job, &cfg, &stage, &err);
-    if (!sess) {
-        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
-        status = stage == WORKER_SESSION_DATASET || (stage == WORKER_SESSION_TRAINER && err.code != -EINVAL)
-                     ? WORKER_RUN_FAILED
-                     : WORKER_RUN_USAGE;
-        goto out;
-    }
+/* What the training loop measured. */
+typedef struct {
+    int64_t step;
+    double examples, last_loss, train_secs;
+} s_train_t;
+
+/* steps_per_execution steps per dispatch (the device loop), each step's
+   outputs reported when the dispatch returns; each step's loss to dump
+   (may be NULL). 0, or -1 after saying why on stderr. */
+static int
+s_train_steps(worker_session_t *sess, s_args_t *a, int64_t total, int64_t log_every, FILE *dump, s_train_t *tr)
+{
     const zdist_job_t *jb = worker_session_job(sess);
-    zdist_input_t *in = worker_session_input(sess);
-    int64_t per_epoch = zdist_input_steps_per_epoch(in);
-    int64_t total = jb->steps > 0 ? jb->steps : jb->epochs * per_epoch;
-    if (max_steps > 0 && max_steps < total)
-        total = max_steps;
-    int64_t log_every = jb->log_every > 0 ? jb->log_every : (total >= 10 ? total / 10 : 1);
-    char ldev[48] = "";
-    if (jb->strategy == ZDIST_STRATEGY_TPU)
-        snprintf(ldev, sizeof ldev, " x %d logical devices", jb->logical_devices_per_replica);
-    if (!o.quiet && !o.json)
-        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s%s, %lld steps (%lld per epoch), batch %lld\n",
-                jb->name, jb->model, zdist_strategy_name(jb->strategy), jb->num_replicas,
-                jb->num_replicas == 1 ? "" : "s", ldev, (long long)total, (long long)per_epoch,
-                (long long)jb->global_batch_size);
-
-    double train_t0 = s_now(), examples = 0, epoch_loss = 0, epoch_ex = 0, last_loss = NAN;
-    int64_t step = 0, cur_epoch = -1;
-    FILE *dump = NULL;
-    if (dump_path && !(dump = fopen(dump_path, "w"))) {
-        fprintf(stderr, "zdist run: --dump-losses: cannot write '%s': %s\n", dump_path, strerror(errno));
-        goto out;
-    }
-    /* The device loop: steps_per_execution steps per dispatch, each step's
-       outputs kept and reported when the dispatch returns. */
+    zdist_error_t err = {0};
+    double train_t0 = s_now(), epoch_loss = 0, epoch_ex = 0;
+    int64_t cur_epoch = -1;
+    *tr = (s_train_t){.last_loss = NAN};
     int64_t spe = jb->steps_per_execution > 0 ? jb->steps_per_execution : 1;
     worker_outputs_t *outs = calloc((size_t)spe, sizeof *outs);
     int64_t *epochs = calloc((size_t)spe, sizeof *epochs);
+    int rc = 0;
     if (!outs || !epochs) {
         fprintf(stderr, "zdist run: out of memory for %lld steps' outputs\n", (long long)spe);
-        free(outs);
-        free(epochs);
-        goto out_dump;
+        rc = -1;
     }
-    for (bool more_data = true; step < total && more_data;) {
-        int64_t want = total - step < spe ? total - step : spe, ran = 0;
+    for (bool more_data = true; rc == 0 && tr->step < total && more_data;) {
+        int64_t want = total - tr->step < spe ? total - tr->step : spe, ran = 0;
         for (; ran < want; ran++) {
             int more = worker_session_step(sess, &outs[ran], &epochs[ran], &err);
             if (more < 0) {
-                fprintf(stderr, "%szdist run: %s: step %lld: %s\n", o.tty && !o.quiet ? "\n" : "", job_path,
-                        (long long)(step + ran + 1), err.text);
-                free(outs);
-                free(epochs);
-                goto out_dump;
+                fprintf(stderr, "%szdist run: %s: step %lld: %s\n", a->o.tty && !a->o.quiet ? "\n" : "",
+                        a->job_path, (long long)(tr->step + ran + 1), err.text);
+                rc = -1;
+                break;
             }
             if (more == 0)
                 break;
         }
+        if (rc < 0)
+            break;
         more_data = ran == want;
         for (int64_t k = 0; k < ran; k++) {
             if (epochs[k] != cur_epoch) {
                 cur_epoch = epochs[k];
                 epoch_loss = epoch_ex = 0;
             }
-            step++;
+            int64_t step = ++tr->step;
             double ex = worker_outputs_get(&outs[k], ZDIST_OUTPUT_EXAMPLES, 0);
             double loss = worker_outputs_get(&outs[k], ZDIST_OUTPUT_LOSS, NAN);
-            examples += ex;
+            tr->examples += ex;
             epoch_loss += loss * ex;
             epoch_ex += ex;
-            last_loss = epoch_ex > 0 ? epoch_loss / epoch_ex : loss;
+            tr->last_loss = epoch_ex > 0 ? epoch_loss / epoch_ex : loss;
             double el = s_now() - train_t0;
-            double eps = el > 0 ? examples / el : 0;
+            double eps = el > 0 ? tr->examples / el : 0;
             double eta = step > 0 ? el / step * (total - step) : 0;
             if (dump)
                 fprintf(dump, "%lld %.9g\n", (long long)step, loss);
-            if (!o.json && (o.tty || step % log_every == 0 || step == total))
-                s_progress(&o, step, total, last_loss, eps, eta, step == total);
+            if (!a->o.json && (a->o.tty || step % log_every == 0 || step == total))
+                s_progress(&a->o, step, total, tr->last_loss, eps, eta, step == total);
         }
     }
     free(outs);
     free(epochs);
-    if (dump) {
-        int bad = ferror(dump);
-        if (fclose(dump) != 0 || bad) {
-            dump = NULL;
-            fprintf(stderr, "zdist run: --dump-losses: writing '%s' failed\n", dump_path);
-            goto out;
-        }
-        dump = NULL;
-    }
-    double train_secs = s_now() - train_t0;
-    double test_loss = NAN, test_acc = NAN;
-    int64_t test_n = 0;
-    bool has_test = worker_session_has_test(sess);
-    if (has_test) {
-        worker_eval_t ev;
-        if (worker_session_evaluate(sess, &ev, &err) < 0) {
-            fprintf(stderr, "zdist run: %s: evaluation: %s\n", job_path, err.text);
-            goto out;
-        }
-        test_loss = ev.total > 0 ? ev.loss_sum / ev.total : NAN;
-        test_acc = ev.has_correct && ev.total > 0 ? ev.correct / ev.total : NAN;
-        test_n = (int64_t)ev.total;
-    }
-    double wall = s_now() - t0;
-    double eps = train_secs > 0 ? examples / train_secs : 0;
-    if (o.json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "job", json_string(jb->name));
-        json_object_set_new(j, "model", json_string(jb->model));
-        json_object_set_new(j, "strategy", json_string(zdist_strategy_name(jb->strategy)));
-        json_object_set_new(j, "num_replicas", json_integer(jb->num_replicas));
-        if (jb->strategy == ZDIST_STRATEGY_TPU)
-            json_object_set_new(j, "logical_devices_per_replica", json_integer(jb->logical_devices_per_replica));
-        json_object_set_new(j, "steps", json_integer(step));
-        json_object_set_new(j, "examples", json_integer((json_int_t)examples));
-        s_json_num(j, "final_loss", last_loss);
-        s_json_num(j, "test_loss", test_loss);
-        s_json_num(j, "test_accuracy", test_acc);
-        json_object_set_new(j, "test_examples", json_integer(test_n));
-        s_json_num(j, "examples_per_sec", eps);
-        s_json_num(j, "train_seconds", train_secs);
-        s_json_num(j, "wall_seconds", wall);
-        char *text = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
-        printf("%s\n", text ? text : "{}");
-        free(text);
-        json_decref(j);
-    } else {
-        printf("%s: %lld steps, final loss %.4f", jb->name, (long long)step, last_loss);
+    tr->train_secs = s_now() - train_t0;
+    return rc;
+}
+
+/* The final numbers: one JSON object (--json) or a line. */
+static void
+s_report(const zdist_job_t *jb, const s_out_t *o, const s_train_t *tr, bool has_test, const worker_eval_t *ev,
+         double wall)
+{
+    double test_loss = has_test && ev->total > 0 ? ev->loss_sum / ev->total : NAN;
+    double test_acc = has_test && ev->has_correct && ev->total > 0 ? ev->correct / ev->total : NAN;
+    int64_t test_n = has_test ? (int64_t)ev->total : 0;
+    double eps = tr->train_secs > 0 ? tr->examples / tr->train_secs : 0;
+    if (!o->json) {
+        printf("%s: %lld steps, final loss %.4f", jb->name, (long long)tr->step, tr->last_loss);
         if (has_test && !isnan(test_acc))
             printf(", test accuracy %.4f (%lld examples)", test_acc, (long long)test_n);
         else if (has_test)
             printf(", test loss %.4f (%lld examples)", test_loss, (long long)test_n);
         printf(", %.0f examples/s, %.1f s\n", eps, wall);
+        return;
     }
-    status = WORKER_RUN_OK;
-out_dump:
-    if (dump)
-        fclose(dump);
-out:
+    json_t *j = json_object();
+    json_object_set_new(j, "job", json_string(jb->name));
+    json_object_set_new(j, "model", json_string(jb->model));
+    json_object_set_new(j, "strategy", json_string(zdist_strategy_name(jb->strategy)));
+    json_object_set_new(j, "num_replicas", json_integer(jb->num_replicas));
+    if (jb->strategy == ZDIST_STRATEGY_TPU)
+        json_object_set_new(j, "logical_devices_per_replica", json_integer(jb->logical_devices_per_replica));
+    json_object_set_new(j, "steps", json_integer(tr->step));
+    json_object_set_new(j, "examples", json_integer((json_int_t)tr->examples));
+    s_json_num(j, "final_loss", tr->last_loss);
+    s_json_num(j, "test_loss", test_loss);
+    s_json_num(j, "test_accuracy", test_acc);
+    json_object_set_new(j, "test_examples", json_integer(test_n));
+    s_json_num(j, "examples_per_sec", eps);
+    s_json_num(j, "train_seconds", tr->train_secs);
+    s_json_num(j, "wall_seconds", wall);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    json_decref(j);
+}
+
+/* The job's session, or NULL after saying why (*status: the exit status). */
+static worker_session_t *
+s_open_session(const char *job_path, zdist_job_t *job, int *status)
+{
+    if (job->strategy != ZDIST_STRATEGY_ONE_DEVICE && job->strategy != ZDIST_STRATEGY_MIRRORED &&
+        job->strategy != ZDIST_STRATEGY_CENTRAL_STORAGE && job->strategy != ZDIST_STRATEGY_TPU) {
+        fprintf(stderr, "zdist run: %s: strategy.type: '%s' needs a cluster: use 'zdist submit', or one_device, "
+                "mirrored, central_storage or tpu here\n", job_path, zdist_strategy_name(job->strategy));
+        *status = WORKER_RUN_USAGE;
+        return NULL;
+    }
+    zdist_error_t err = {0};
+    worker_session_config_t cfg = {.num_workers = 1};
+    worker_session_stage_t stage;
+    worker_session_t *sess = worker_session_new(job, &cfg, &stage, &err);
+    if (!sess) {
+        fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
+        *status = stage == WORKER_SESSION_DATASET || (stage == WORKER_SESSION_TRAINER && err.code != -EINVAL)
+                      ? WORKER_RUN_FAILED
+                      : WORKER_RUN_USAGE;
+    }
+    return sess;
+}
+
+/* Trains and evaluates the session's job: the exit status. */
+static int
+s_run(worker_session_t *sess, s_args_t *a, double t0)
+{
+    const zdist_job_t *jb = worker_session_job(sess);
+    zdist_input_t *in = worker_session_input(sess);
+    int64_t per_epoch = zdist_input_steps_per_epoch(in);
+    int64_t total = jb->steps > 0 ? jb->steps : jb->epochs * per_epoch;
+    if (a->max_steps > 0 && a->max_steps < total)
+        total = a->max_steps;
+    int64_t log_every = jb->log_every > 0 ? jb->log_every : (total >= 10 ? total / 10 : 1);
+    char ldev[48] = "";
+    if (jb->strategy == ZDIST_STRATEGY_TPU)
+        snprintf(ldev, sizeof ldev, " x %d logical devices", jb->logical_devices_per_replica);
+    if (!a->o.quiet && !a->o.json)
+        fprintf(stderr, "zdist run: %s: model %s, %s with %d replica%s%s, %lld steps (%lld per epoch), batch %lld\n",
+                jb->name, jb->model, zdist_strategy_name(jb->strategy), jb->num_replicas,
+                jb->num_replicas == 1 ? "" : "s", ldev, (long long)total, (long long)per_epoch,
+                (long long)jb->global_batch_size);
+    FILE *dump = NULL;
+    if (a->dump_path && !(dump = fopen(a->dump_path, "w"))) {
+        fprintf(stderr, "zdist run: --dump-losses: cannot write '%s': %s\n", a->dump_path, strerror(errno));
+        return WORKER_RUN_FAILED;
+    }
+    s_train_t tr;
+    int rc = s_train_steps(sess, a, total, log_every, dump, &tr);
+    if (dump) {
+        int bad = ferror(dump);
+        if (fclose(dump) != 0 || bad) {
+            if (rc == 0)
+                fprintf(stderr, "zdist run: --dump-losses: writing '%s' failed\n", a->dump_path);
+            rc = -1;
+        }
+    }
+    if (rc < 0)
+        return WORKER_RUN_FAILED;
+    worker_eval_t ev = {0};
+    bool has_test = worker_session_has_test(sess);
+    zdist_error_t err = {0};
+    if (has_test && worker_session_evaluate(sess, &ev, &err) < 0) {
+        fprintf(stderr, "zdist run: %s: evaluation: %s\n", a->job_path, err.text);
+        return WORKER_RUN_FAILED;
+    }
+    s_report(jb, &a->o, &tr, has_test, &ev, s_now() - t0);
+    return WORKER_RUN_OK;
+}
+
+int
+worker_run_main(int argc, char **argv)
+{
+    s_args_t a = {0};
+    int status = s_parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    double t0 = s_now();
+    zdist_error_t err = {0};
+    zdist_job_t job;
+    if (zdist_job_load(a.job_path, &job, &err) < 0) {
+        fprintf(stderr, "zdist run: %s: %s\n", a.job_path, err.text);
+        return err.code == -EINVAL ? WORKER_RUN_USAGE : WORKER_RUN_FAILED;
+    }
+    if (a.summary)
+        return s_summary(a.job_path, &job);
+    status = WORKER_RUN_FAILED;
+    worker_session_t *sess = s_open_session(a.job_path, &job, &status);
+    if (sess)
+        status = s_run(sess, &a, t0);
     worker_session_destroy(&sess);
     zdist_job_release(&job);
     return status;

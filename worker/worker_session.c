@@ -113,74 +113,69 @@ s_fail(worker_session_t **self_p, worker_session_stage_t stage, worker_session_s
     return NULL;
 }
 
-worker_session_t *
-worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worker_session_stage_t *ret_stage,
-                   zdist_error_t *err)
+/* Where a step of assembling the session failed: its stage, and what to
+   prefix err's text with (NULL: nothing). */
+typedef struct {
+    worker_session_stage_t stage;
+    const char *prefix;
+} s_where_t;
+
+static int
+s_at(s_where_t *w, worker_session_stage_t stage, const char *prefix, int rc)
 {
-    worker_session_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        zdist_error_set(err, -ENOMEM, "out of memory");
-        return NULL;
-    }
-    self->job = *job_p;
-    memset(job_p, 0, sizeof *job_p);
+    w->stage = stage;
+    w->prefix = prefix;
+    return rc;
+}
+
+/* What this worker refuses before loading anything: its place, the
+   strategy's own limits, and (confined) code or data from elsewhere. */
+static int
+s_check_job(worker_session_t *self, const worker_session_config_t *cfg, s_where_t *w, zdist_error_t *err)
+{
     const zdist_job_t *job = &self->job;
-    self->num_workers = cfg->num_workers > 0 ? cfg->num_workers : 1;
-    self->worker_index = cfg->worker_index;
     int rc;
-    if (self->worker_index < 0 || self->worker_index >= self->num_workers) {
-        rc = zdist_error_set(err, -EINVAL, "worker_index: %d is outside 0..%d (num_workers %d)", self->worker_index,
-                             self->num_workers - 1, self->num_workers);
-        return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
-    }
+    if (self->worker_index < 0 || self->worker_index >= self->num_workers)
+        return zdist_error_set(err, -EINVAL, "worker_index: %d is outside 0..%d (num_workers %d)",
+                               self->worker_index, self->num_workers - 1, self->num_workers);
     if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
-        if (job->num_replicas != 1) {
-            rc = zdist_error_set(err, -EINVAL, "strategy.num_replicas: parameter_server runs 1 replica per worker, "
-                                 "got %d; add workers instead", job->num_replicas);
-            return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
-        }
-        if (cfg->num_ps <= 0 || cfg->num_ps > S_MAX_PS) {
-            rc = zdist_error_set(err, -EINVAL, cfg->num_ps <= 0
-                                     ? "ps_endpoints: none given and the worker's cluster has no ps tasks; "
-                                       "parameter_server needs them"
-                                     : "ps_endpoints: too many ps tasks (at most 64)");
-            return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
-        }
+        if (job->num_replicas != 1)
+            return zdist_error_set(err, -EINVAL, "strategy.num_replicas: parameter_server runs 1 replica per "
+                                   "worker, got %d; add workers instead", job->num_replicas);
+        if (cfg->num_ps <= 0 || cfg->num_ps > S_MAX_PS)
+            return zdist_error_set(err, -EINVAL, cfg->num_ps <= 0
+                                       ? "ps_endpoints: none given and the worker's cluster has no ps tasks; "
+                                         "parameter_server needs them"
+                                       : "ps_endpoints: too many ps tasks (at most 64)");
         self->psd = (worker_psd_config_t){.endpoints = cfg->ps_endpoints, .num_ps = cfg->num_ps,
                                           .partitioner = job->partitioner, .timeout_ms = cfg->ps_timeout_ms,
                                           .retries = 2, .prefix = cfg->variable_prefix};
     }
-
     if (job->strategy == ZDIST_STRATEGY_TPU &&
         (rc = zdist_job_check_logical_devices(job->num_replicas, job->logical_devices_per_replica, job->oversubscribe,
                                               err)) < 0)
-        return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, rc, NULL, err);
+        return rc;
+    if (!cfg->confined)
+        return 0;
+    if (job->plugin_path && *job->plugin_path)
+        return s_at(w, WORKER_SESSION_CONFINED, NULL,
+                    zdist_error_set(err, -EACCES,
+                                    "plugin_path: '%.200s': a job sent to a cluster names its model by name only "
+                                    "(model.name) and never a place to load code from; this worker loads plugins "
+                                    "from its --plugin-dir directories (%s): remove plugin_path and ask the "
+                                    "operator to install the plugin there", job->plugin_path,
+                                    cfg->plugin_dirs && *cfg->plugin_dirs ? cfg->plugin_dirs : "none configured"));
+    if (cfg->confine_data && (rc = zdist_job_confine_data(&self->job, cfg->data_roots, cfg->num_data_roots, err)) < 0)
+        return s_at(w, rc == -EACCES ? WORKER_SESSION_CONFINED : WORKER_SESSION_DATASET, NULL, rc);
+    return 0;
+}
 
-    if (cfg->confined) {
-        if (job->plugin_path && *job->plugin_path) {
-            rc = zdist_error_set(err, -EACCES,
-                                 "plugin_path: '%.200s': a job sent to a cluster names its model by name only "
-                                 "(model.name) and never a place to load code from; this worker loads plugins from "
-                                 "its --plugin-dir directories (%s): remove plugin_path and ask the operator to "
-                                 "install the plugin there", job->plugin_path,
-                                 cfg->plugin_dirs && *cfg->plugin_dirs ? cfg->plugin_dirs : "none configured");
-            return s_fail(&self, WORKER_SESSION_CONFINED, ret_stage, rc, NULL, err);
-        }
-        if (cfg->confine_data && (rc = zdist_job_confine_data(&self->job, cfg->data_roots, cfg->num_data_roots, err)) < 0)
-            return s_fail(&self, rc == -EACCES ? WORKER_SESSION_CONFINED : WORKER_SESSION_DATASET, ret_stage, rc,
-                          NULL, err);
-    }
-
-    self->ictx = zdist_input_context_new(self->num_workers, self->worker_index, self->num_workers * job->num_replicas,
-                                         err);
-    zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_DATA;
-    if (!self->ictx)
-        return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, -EINVAL, "dataset", err);
-    if ((rc = zdist_job_load_dataset(job, false, self->ictx, job->shard_policy, &self->train, &applied, err)) < 0 ||
-        (job->has_test &&
-         (rc = zdist_job_load_dataset(job, true, NULL, ZDIST_AUTO_SHARD_OFF, &self->test, NULL, err)) < 0))
-        return s_fail(&self, WORKER_SESSION_DATASET, ret_stage, rc, "dataset", err);
-
+/* The model by name: built-in, or a plugin from the job's plugin_path and
+   ZDIST_PLUGIN_PATH (confined: the worker's --plugin-dir only). */
+static const zdist_model_t *
+s_find_model(worker_session_t *self, const worker_session_config_t *cfg, zdist_error_t *err)
+{
+    const zdist_job_t *job = &self->job;
     char *plugin_path = NULL;
     const char *env = getenv("ZDIST_PLUGIN_PATH");
     if (cfg->confined)
@@ -193,11 +188,18 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
     free(plugin_path);
     if (!self->reg) {
         zdist_error_set(err, -ENOMEM, "out of memory");
-        return s_fail(&self, WORKER_SESSION_MODEL, ret_stage, -ENOMEM, "model.name", err);
+        return NULL;
     }
-    const zdist_model_t *model = worker_registry_find(self->reg, job->model, err);
-    if (!model)
-        return s_fail(&self, WORKER_SESSION_MODEL, ret_stage, -EINVAL, "model.name", err);
+    return worker_registry_find(self->reg, job->model, err);
+}
+
+/* The trainer of model on this worker's replicas, with the strategy's
+   backend and BLAS threads. */
+static int
+s_make_trainer(worker_session_t *self, const worker_session_config_t *cfg, const zdist_model_t *model,
+               zdist_error_t *err)
+{
+    const zdist_job_t *job = &self->job;
     zdist_model_info_t info = {
         .input_dim = zdist_dataset_dim(self->train),
         .num_classes = zdist_dataset_num_classes(self->train),
@@ -227,17 +229,15 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
         self->blas_threads = s_blas_threads(cfg->host_workers, job->num_replicas);
     }
     self->tr = worker_trainer_new(model, job->model_params, &info, &tc, err);
-    if (!self->tr)
-        return s_fail(&self, WORKER_SESSION_TRAINER, ret_stage, -EINVAL, NULL, err);
-    if (zdist_strategy_syncs_workers(job->strategy) && self->num_workers > 1 &&
-        (rc = s_comm_new(self, cfg, err)) < 0)
-        return s_fail(&self, WORKER_SESSION_RING, ret_stage, rc, "the collective ring", err);
-    worker_backend_t *be = worker_trainer_backend(self->tr);
-    if (cfg->create_variables && worker_psd_is(be) &&
-        (rc = worker_psd_create_variables(be, &job->optimizer, job->seed, &self->created, err)) < 0)
-        return s_fail(&self, WORKER_SESSION_VARIABLES, ret_stage, rc, "creating the variables", err);
-    self->psd = (worker_psd_config_t){0};
+    return self->tr ? 0 : -EINVAL;
+}
 
+/* The training input pipeline over this worker's shard. */
+static int
+s_make_input(worker_session_t *self, const worker_session_config_t *cfg, zdist_auto_shard_policy_t applied,
+             zdist_error_t *err)
+{
+    const zdist_job_t *job = &self->job;
     zdist_input_options_t opts;
     zdist_input_options_init(&opts, job->global_batch_size);
     opts.shuffle = job->shuffle;
@@ -248,8 +248,61 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
     opts.prefetch = job->prefetch;
     opts.whole_batches = job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER;
     self->in = zdist_input_new(self->train, self->ictx, &opts, err);
-    if (!self->in)
-        return s_fail(&self, WORKER_SESSION_BAD_JOB, ret_stage, -EINVAL, "dataset", err);
+    return self->in ? 0 : -EINVAL;
+}
+
+/* Everything after the checks, in order; w says where it failed. */
+static int
+s_assemble(worker_session_t *self, const worker_session_config_t *cfg, s_where_t *w, zdist_error_t *err)
+{
+    const zdist_job_t *job = &self->job;
+    int rc;
+    self->ictx = zdist_input_context_new(self->num_workers, self->worker_index, self->num_workers * job->num_replicas,
+                                         err);
+    zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_DATA;
+    if (!self->ictx)
+        return s_at(w, WORKER_SESSION_BAD_JOB, "dataset", -EINVAL);
+    if ((rc = zdist_job_load_dataset(job, false, self->ictx, job->shard_policy, &self->train, &applied, err)) < 0 ||
+        (job->has_test &&
+         (rc = zdist_job_load_dataset(job, true, NULL, ZDIST_AUTO_SHARD_OFF, &self->test, NULL, err)) < 0))
+        return s_at(w, WORKER_SESSION_DATASET, "dataset", rc);
+    const zdist_model_t *model = s_find_model(self, cfg, err);
+    if (!model)
+        return s_at(w, WORKER_SESSION_MODEL, "model.name", self->reg ? -EINVAL : -ENOMEM);
+    if ((rc = s_make_trainer(self, cfg, model, err)) < 0)
+        return s_at(w, WORKER_SESSION_TRAINER, NULL, rc);
+    if (zdist_strategy_syncs_workers(job->strategy) && self->num_workers > 1 &&
+        (rc = s_comm_new(self, cfg, err)) < 0)
+        return s_at(w, WORKER_SESSION_RING, "the collective ring", rc);
+    worker_backend_t *be = worker_trainer_backend(self->tr);
+    if (cfg->create_variables && worker_psd_is(be) &&
+        (rc = worker_psd_create_variables(be, &job->optimizer, job->seed, &self->created, err)) < 0)
+        return s_at(w, WORKER_SESSION_VARIABLES, "creating the variables", rc);
+    self->psd = (worker_psd_config_t){0};
+    if ((rc = s_make_input(self, cfg, applied, err)) < 0)
+        return s_at(w, WORKER_SESSION_BAD_JOB, "dataset", rc);
+    return 0;
+}
+
+worker_session_t *
+worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worker_session_stage_t *ret_stage,
+                   zdist_error_t *err)
+{
+    worker_session_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        zdist_error_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    self->job = *job_p;
+    memset(job_p, 0, sizeof *job_p);
+    self->num_workers = cfg->num_workers > 0 ? cfg->num_workers : 1;
+    self->worker_index = cfg->worker_index;
+    s_where_t w = {.stage = WORKER_SESSION_BAD_JOB};
+    int rc = s_check_job(self, cfg, &w, err);
+    if (rc == 0)
+        rc = s_assemble(self, cfg, &w, err);
+    if (rc < 0)
+        return s_fail(&self, w.stage, ret_stage, rc, w.prefix, err);
     return self;
 }
 

@@ -9,15 +9,16 @@
 #include "worker_vars.h"
 #include "zdist/cluster.h"
 #include "zdist/error.h"
+#include "zdist/mirror.h"
 #include "zdist/step.h"
 
-/* Replicas one worker may run (threads; their reductions use stack arrays). */
-#define WORKER_MAX_REPLICAS 64
+/* Replicas one worker may run: the local backend's bound (its reductions use stack arrays). */
+#define WORKER_MAX_REPLICAS ZDIST_MIRROR_MAX_REPLICAS
 
 /* A replica context (worker_trainer) does the strategy-independent work —
    id deduplication, outputs, scratch, argument checks — and calls a backend
    for the rest. One backend per strategy family:
-     local  (worker_local.c): one_device, mirrored (a copy per replica thread,
+     local  (zdist/mirror.h, adapted in worker_trainer.c): one_device, mirrored (a copy per replica thread,
             in-process all-reduce, every copy applies the same update) and
             central_storage (one copy, the reduced update applied once);
             multi_worker_mirrored is the mirrored backend given a ring
@@ -25,8 +26,9 @@
      psd    (worker_psd.c): parameter_server (reads are pulls, applies are
             pushes).
    Every function takes the calling replica's index; collectives are called
-   by all replicas in the same order. They return 0 or a negative errno; after
-   `abort` every pending and later collective returns -ECANCELED. */
+   by all replicas in the same order. They return 0 or a negative errno; a
+   replica released because another left the step gets -EPIPE (the local
+   backend: the replica runtime's barrier) or -ECANCELED (after `abort`). */
 
 typedef struct worker_backend_t worker_backend_t;
 
@@ -57,16 +59,13 @@ struct worker_backend_t {
     const worker_backend_ops_t *ops;
 };
 
-/* The local backend. vars is borrowed (must outlive the backend); initial
-   values come from worker_vars_init_values(seed). kind: ONE_DEVICE (then
-   num_replicas must be 1), MIRRORED or CENTRAL_STORAGE. NULL with err. */
-worker_backend_t *worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *vars,
-                                   const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err);
+/* The local backend (worker_trainer.c, on libzdist's zdist/mirror.h):
+   made by the trainer for one_device, mirrored, central_storage, tpu and
+   multi_worker_mirrored over its replica runtime. */
 /* Test hook: replica r's copy of var (the one copy under central storage). */
 const float *worker_local_copy(worker_backend_t *be, int replica, int var);
 bool worker_local_is(const worker_backend_t *be);
 
-typedef struct zdist_comm_t zdist_comm_t;
 /* multi_worker_mirrored: comm (borrowed, connected; NULL detaches) joins
    this worker's replicas to num_workers workers. Every reduction (apply,
    all_reduce, all_gather, ON_WRITE assign) then also runs across workers

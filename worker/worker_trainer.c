@@ -1,4 +1,5 @@
-/* worker_trainer: a model's replicas on local threads — replica contexts over a strategy backend, one call per step. */
+/* worker_trainer: a model's replicas on libzdist's replica runtime (zdist/replicas.h) — step.h replica contexts
+   over a strategy backend, the local one being zdist/mirror.h — one call per step. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,6 +11,8 @@
 
 #include "worker_trainer.h"
 #include "zdist/distribute.h"
+#include "zdist/mirror.h"
+#include "zdist/replicas.h"
 
 typedef struct {
     char name[WORKER_OUTPUT_NAME_MAX];
@@ -17,34 +20,10 @@ typedef struct {
     zdist_reduce_op_t op;
 } s_output_t;
 
-typedef struct s_replica_t s_replica_t;
-
-/* Logical device d >= 1 of a replica (device 0 is the replica's thread). */
 typedef struct {
-    s_replica_t *r;
-    int index;
-    pthread_t thread;
-    bool started;
-    uint64_t seen_gen;
-    int rc;
-} s_device_t;
-
-struct s_replica_t {
     zdist_replica_ctx_t base;
     worker_trainer_t *trainer;
     int replica;
-    /* strategy tpu: devices[1..L-1] and the work run_on_logical_devices hands them */
-    s_device_t *devices;
-    pthread_mutex_t dmu;
-    pthread_cond_t dgo, ddone;
-    bool dsync_ready, dstop;
-    uint64_t dgen;
-    int dpending, dtarget;
-    zdist_device_fn dfn;
-    void *darg;
-    pthread_t thread;
-    bool thread_started;
-    uint64_t seen_gen;
     /* This step */
     zdist_step_batch_t batch;
     bool batch_given;
@@ -59,7 +38,7 @@ struct s_replica_t {
     size_t uniq_cap;
     float *rows;
     size_t rows_cap;
-};
+} s_replica_t;
 
 struct worker_trainer_t {
     const zdist_model_t *model;
@@ -70,17 +49,12 @@ struct worker_trainer_t {
     int n;
     int num_workers, worker_index;
     int ndev;      /* logical devices per replica */
-    bool own_all;  /* replica 0 runs on a thread of ours too */
-    bool pin;
+    bool pin;      /* replica 0 runs on a runtime thread too, every thread pinned */
     int cpus[CPU_SETSIZE], ncpus; /* the process's affinity when pinning */
     atomic_bool pin_warned;
     s_replica_t *replicas;
+    zdist_replicas_t *rt; /* the replica runtime: threads, barrier, logical devices */
     /* The step the replica threads run */
-    pthread_mutex_t mu;
-    pthread_cond_t go_cv, done_cv;
-    uint64_t gen;
-    int pending;
-    bool stop;
     bool eval;
     const zdist_input_step_t *step;
     int64_t dim;
@@ -513,25 +487,7 @@ s_run_on_logical_devices(zdist_replica_ctx_t *ctx, int device, zdist_device_fn f
     if (!fn || device < -1 || device >= ndev)
         return s_fail(r, -EINVAL, "run_on_logical_devices: device %d is outside -1..%d (%d logical devices per "
                       "replica)", device, ndev - 1, ndev);
-    if (device == 0 || ndev == 1)
-        return fn(arg, 0);
-    pthread_mutex_lock(&r->dmu);
-    r->dfn = fn;
-    r->darg = arg;
-    r->dtarget = device;
-    r->dpending = device < 0 ? ndev - 1 : 1;
-    r->dgen++;
-    pthread_cond_broadcast(&r->dgo);
-    pthread_mutex_unlock(&r->dmu);
-    int rc = device < 0 ? fn(arg, 0) : 0;
-    pthread_mutex_lock(&r->dmu);
-    while (r->dpending > 0)
-        pthread_cond_wait(&r->ddone, &r->dmu);
-    pthread_mutex_unlock(&r->dmu);
-    for (int d = 1; d < ndev && rc == 0; d++)
-        if (device < 0 || device == d)
-            rc = r->devices[d].rc;
-    return rc;
+    return zdist_replicas_run_on_devices(r->trainer->rt, r->replica, device, fn, arg);
 }
 
 static const zdist_replica_ops_t s_replica_ops = {
@@ -556,6 +512,200 @@ static const zdist_replica_ops_t s_replica_ops = {
     .num_logical_devices = s_num_logical_devices,
     .run_on_logical_devices = s_run_on_logical_devices,
 };
+
+/* ---- the local backend: the step.h backend ops onto libzdist's mirrored variables (zdist/mirror.h) ---- */
+
+typedef struct {
+    worker_backend_t base;
+    zdist_mirror_t *m;
+    const worker_vars_t *vars; /* borrowed, for the initial values */
+    zdist_mirror_var_t *mvars; /* [vars->n], names borrowed from vars */
+    uint64_t seed;
+} s_local_t;
+
+static const worker_backend_ops_t s_local_ops;
+
+static zdist_mirror_t *
+s_mirror(worker_backend_t *be)
+{
+    return ((s_local_t *)be)->m;
+}
+
+static int
+s_local_read(worker_backend_t *be, int replica, int var, const float **ret)
+{
+    return zdist_mirror_read(s_mirror(be), replica, var, ret);
+}
+
+static int
+s_local_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+{
+    return zdist_mirror_read_rows(s_mirror(be), replica, var, ids, n, out);
+}
+
+static int
+s_local_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
+{
+    return zdist_mirror_apply(s_mirror(be), replica, grads, n);
+}
+
+static int
+s_local_assign(worker_backend_t *be, int replica, int var, const float *values, bool add)
+{
+    return zdist_mirror_assign(s_mirror(be), replica, var, values, add);
+}
+
+static int
+s_local_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *const *bufs,
+                   const int64_t *lens, int n)
+{
+    return zdist_mirror_all_reduce(s_mirror(be), replica, op, bufs, lens, n);
+}
+
+static int
+s_local_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_shape_t *shape, int axis,
+                   const float **ret, zdist_shape_t *ret_shape)
+{
+    return zdist_mirror_all_gather(s_mirror(be), replica, in, shape, axis, ret, ret_shape);
+}
+
+static int
+s_local_merge_call(worker_backend_t *be, int replica, zdist_merge_fn fn, void *arg)
+{
+    return zdist_mirror_merge_call(s_mirror(be), replica, fn, arg);
+}
+
+static int
+s_local_read_cross_replica(worker_backend_t *be, int var, float *out, zdist_error_t *err)
+{
+    return zdist_mirror_read_cross_replica(s_mirror(be), var, out, err);
+}
+
+/* Nothing to do: a replica that returns from its step departs from the
+   runtime's barrier, which releases the others (-EPIPE). */
+static void
+s_local_abort(worker_backend_t *be)
+{
+    (void)be;
+}
+
+static void
+s_local_destroy(worker_backend_t **be_p)
+{
+    if (!be_p || !*be_p)
+        return;
+    s_local_t *self = (s_local_t *)*be_p;
+    zdist_mirror_destroy(&self->m);
+    free(self->mvars);
+    free(self);
+    *be_p = NULL;
+}
+
+static const worker_backend_ops_t s_local_ops = {
+    .name = "local",
+    .read = s_local_read,
+    .read_rows = s_local_read_rows,
+    .apply = s_local_apply,
+    .assign = s_local_assign,
+    .all_reduce = s_local_all_reduce,
+    .all_gather = s_local_all_gather,
+    .merge_call = s_local_merge_call,
+    .read_cross_replica = s_local_read_cross_replica,
+    .abort = s_local_abort,
+    .destroy = s_local_destroy,
+};
+
+static int
+s_local_init(void *arg, int var, float *buf, zdist_error_t *err)
+{
+    s_local_t *self = arg;
+    return worker_vars_init_values(&self->vars->vars[var], self->seed, buf, err);
+}
+
+static worker_backend_t *
+s_local_new(zdist_strategy_t kind, zdist_replicas_t *rt, const worker_vars_t *vars,
+            const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
+{
+    s_local_t *self = calloc(1, sizeof *self);
+    if (self)
+        self->mvars = calloc((size_t)(vars->n > 0 ? vars->n : 1), sizeof *self->mvars);
+    if (!self || !self->mvars) {
+        free(self);
+        zdist_error_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    self->base.ops = &s_local_ops;
+    self->vars = vars;
+    self->seed = seed;
+    for (int v = 0; v < vars->n; v++) {
+        const worker_var_t *w = &vars->vars[v];
+        self->mvars[v] = (zdist_mirror_var_t){.name = w->name, .shape = w->shape,
+                                              .synchronization = w->synchronization,
+                                              .aggregation = w->aggregation, .trainable = w->trainable,
+                                              .rows = w->rows, .width = w->width, .n = w->n};
+    }
+    self->m = zdist_mirror_new(kind, rt, self->mvars, vars->n, optim, s_local_init, self, err);
+    if (!self->m) {
+        worker_backend_t *be = &self->base;
+        s_local_destroy(&be);
+        return NULL;
+    }
+    return &self->base;
+}
+
+bool
+worker_local_is(const worker_backend_t *be)
+{
+    return be && be->ops == &s_local_ops;
+}
+
+const float *
+worker_local_copy(worker_backend_t *be, int replica, int var)
+{
+    return worker_local_is(be) ? zdist_mirror_copy(s_mirror(be), replica, var) : NULL;
+}
+
+void
+worker_local_set_comm(worker_backend_t *be, zdist_comm_t *comm, int num_workers, int64_t timeout_ms)
+{
+    zdist_mirror_set_comm(s_mirror(be), comm, num_workers, timeout_ms);
+}
+
+const char *
+worker_local_last_error(worker_backend_t *be)
+{
+    return worker_local_is(be) ? zdist_mirror_last_error(s_mirror(be)) : "";
+}
+
+int
+worker_local_num_slots(const worker_backend_t *be)
+{
+    return zdist_mirror_num_slots(((const s_local_t *)be)->m);
+}
+
+int64_t
+worker_local_iterations(const worker_backend_t *be)
+{
+    return zdist_mirror_iterations(((const s_local_t *)be)->m);
+}
+
+const float *
+worker_local_slot(worker_backend_t *be, int var, int slot)
+{
+    return zdist_mirror_slot(s_mirror(be), var, slot);
+}
+
+int
+worker_local_set_state(worker_backend_t *be, int var, const float *values, const float *const *slots)
+{
+    return zdist_mirror_set_state(s_mirror(be), var, values, slots);
+}
+
+void
+worker_local_set_iterations(worker_backend_t *be, int64_t iterations)
+{
+    zdist_mirror_set_iterations(s_mirror(be), iterations);
+}
 
 /* ---- running replicas ---- */
 
@@ -586,8 +736,9 @@ s_run_replica(worker_trainer_t *self, s_replica_t *r)
 /* Pins the calling thread, logical device `slot` of the trainer, to a core
    of the process's affinity (round robin when oversubscribed). */
 static void
-s_pin(worker_trainer_t *self, int slot)
+s_pin(void *arg, int slot)
 {
+    worker_trainer_t *self = arg;
     if (!self->pin || self->ncpus < 1)
         return;
     cpu_set_t set;
@@ -599,57 +750,13 @@ s_pin(worker_trainer_t *self, int slot)
                 strerror(rc));
 }
 
-static void *
-s_device_thread(void *arg)
+/* Replica r's turn of a step, on its runtime thread (replica 0: maybe the
+   caller's). */
+static void
+s_replica_main(void *arg, int replica)
 {
-    s_device_t *d = arg;
-    s_replica_t *r = d->r;
-    s_pin(r->trainer, r->replica * r->trainer->ndev + d->index);
-    for (;;) {
-        pthread_mutex_lock(&r->dmu);
-        while (d->seen_gen == r->dgen && !r->dstop)
-            pthread_cond_wait(&r->dgo, &r->dmu);
-        if (r->dstop) {
-            pthread_mutex_unlock(&r->dmu);
-            return NULL;
-        }
-        d->seen_gen = r->dgen;
-        bool mine = r->dtarget < 0 || r->dtarget == d->index;
-        zdist_device_fn fn = r->dfn;
-        void *farg = r->darg;
-        pthread_mutex_unlock(&r->dmu);
-        if (!mine)
-            continue;
-        d->rc = fn(farg, d->index);
-        pthread_mutex_lock(&r->dmu);
-        if (--r->dpending == 0)
-            pthread_cond_signal(&r->ddone);
-        pthread_mutex_unlock(&r->dmu);
-    }
-}
-
-static void *
-s_thread(void *arg)
-{
-    s_replica_t *r = arg;
-    worker_trainer_t *self = r->trainer;
-    s_pin(self, r->replica * self->ndev);
-    for (;;) {
-        pthread_mutex_lock(&self->mu);
-        while (r->seen_gen == self->gen && !self->stop)
-            pthread_cond_wait(&self->go_cv, &self->mu);
-        if (self->stop) {
-            pthread_mutex_unlock(&self->mu);
-            return NULL;
-        }
-        r->seen_gen = self->gen;
-        pthread_mutex_unlock(&self->mu);
-        s_run_replica(self, r);
-        pthread_mutex_lock(&self->mu);
-        if (--self->pending == 0)
-            pthread_cond_signal(&self->done_cv);
-        pthread_mutex_unlock(&self->mu);
-    }
+    worker_trainer_t *self = arg;
+    s_run_replica(self, &self->replicas[replica]);
 }
 
 void
@@ -658,37 +765,16 @@ worker_trainer_destroy(worker_trainer_t **self_p)
     if (!self_p || !*self_p)
         return;
     worker_trainer_t *self = *self_p;
+    zdist_replicas_destroy(&self->rt);
     if (self->replicas) {
-        pthread_mutex_lock(&self->mu);
-        self->stop = true;
-        pthread_cond_broadcast(&self->go_cv);
-        pthread_mutex_unlock(&self->mu);
         for (int i = 0; i < self->n; i++) {
             s_replica_t *r = &self->replicas[i];
-            if (r->thread_started)
-                pthread_join(r->thread, NULL);
-            if (r->dsync_ready) {
-                pthread_mutex_lock(&r->dmu);
-                r->dstop = true;
-                pthread_cond_broadcast(&r->dgo);
-                pthread_mutex_unlock(&r->dmu);
-                for (int d = 1; d < self->ndev; d++)
-                    if (r->devices[d].started)
-                        pthread_join(r->devices[d].thread, NULL);
-                pthread_mutex_destroy(&r->dmu);
-                pthread_cond_destroy(&r->dgo);
-                pthread_cond_destroy(&r->ddone);
-            }
-            free(r->devices);
             for (int s = 0; s < ZDIST_SCRATCH_SLOTS; s++)
                 free(r->scratch[s]);
             free(r->uniq);
             free(r->rows);
         }
         free(self->replicas);
-        pthread_mutex_destroy(&self->mu);
-        pthread_cond_destroy(&self->go_cv);
-        pthread_cond_destroy(&self->done_cv);
     }
     if (self->backend)
         self->backend->ops->destroy(&self->backend);
@@ -717,7 +803,6 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
     self->n = cfg->num_replicas;
     self->ndev = cfg->logical_devices > 1 ? cfg->logical_devices : 1;
     self->pin = cfg->pin;
-    self->own_all = cfg->pin;
     if (self->pin) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -741,9 +826,14 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
         zdist_error_prefix(err, "model '%s'", model->name);
         goto fail;
     }
+    /* With pinning every replica's thread is the runtime's, replica 0's too. */
+    zdist_replicas_config_t rt_cfg = {.replicas = self->n, .devices = self->ndev, .caller_runs_first = !self->pin,
+                                      .on_thread_start = s_pin, .on_thread_arg = self};
+    if (zdist_replicas_new(&rt_cfg, &self->rt, err) < 0)
+        goto fail;
     self->backend = cfg->make_backend
                         ? cfg->make_backend(&self->vars, cfg->make_backend_arg, err)
-                        : worker_local_new(cfg->strategy, cfg->num_replicas, &self->vars, &cfg->optim, cfg->seed, err);
+                        : s_local_new(cfg->strategy, self->rt, &self->vars, &cfg->optim, cfg->seed, err);
     if (!self->backend)
         goto fail;
     self->replicas = calloc((size_t)self->n, sizeof *self->replicas);
@@ -751,40 +841,11 @@ worker_trainer_new(const zdist_model_t *model, const char *params_json, const zd
         zdist_error_set(err, -ENOMEM, "out of memory");
         goto fail;
     }
-    pthread_mutex_init(&self->mu, NULL);
-    pthread_cond_init(&self->go_cv, NULL);
-    pthread_cond_init(&self->done_cv, NULL);
     for (int i = 0; i < self->n; i++) {
         s_replica_t *r = &self->replicas[i];
         r->base.ops = &s_replica_ops;
         r->trainer = self;
         r->replica = i;
-        if (self->ndev > 1) {
-            r->devices = calloc((size_t)self->ndev, sizeof *r->devices);
-            if (!r->devices) {
-                zdist_error_set(err, -ENOMEM, "out of memory");
-                goto fail;
-            }
-            pthread_mutex_init(&r->dmu, NULL);
-            pthread_cond_init(&r->dgo, NULL);
-            pthread_cond_init(&r->ddone, NULL);
-            r->dsync_ready = true;
-            for (int d = 1; d < self->ndev; d++) {
-                r->devices[d] = (s_device_t){.r = r, .index = d};
-                if (pthread_create(&r->devices[d].thread, NULL, s_device_thread, &r->devices[d]) != 0) {
-                    zdist_error_set(err, -EAGAIN, "cannot start logical device thread %d of replica %d", d, i);
-                    goto fail;
-                }
-                r->devices[d].started = true;
-            }
-        }
-        if (i > 0 || self->own_all) {
-            if (pthread_create(&r->thread, NULL, s_thread, r) != 0) {
-                zdist_error_set(err, -EAGAIN, "cannot start replica thread %d", i);
-                goto fail;
-            }
-            r->thread_started = true;
-        }
     }
     return self;
 fail:
@@ -824,6 +885,14 @@ s_reduce_outputs(const worker_trainer_t *self, worker_outputs_t *ret)
         }
 }
 
+/* A replica released from a collective because another left the step: the
+   runtime's barrier (-EPIPE) or the psd backend's abort (-ECANCELED). */
+static bool
+s_released(int rc)
+{
+    return rc == -EPIPE || rc == -ECANCELED;
+}
+
 int
 worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool eval, worker_outputs_t *ret,
                     zdist_error_t *err)
@@ -833,25 +902,15 @@ worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool
     if (step->num_replicas != self->n)
         return zdist_error_set(err, -EINVAL, "the input gives %d replica batches, the strategy has %d replicas",
                                step->num_replicas, self->n);
-    pthread_mutex_lock(&self->mu);
     self->step = step;
     self->eval = eval;
-    self->pending = self->own_all ? self->n : self->n - 1;
-    self->gen++;
-    pthread_cond_broadcast(&self->go_cv);
-    pthread_mutex_unlock(&self->mu);
-    if (!self->own_all)
-        s_run_replica(self, &self->replicas[0]);
-    pthread_mutex_lock(&self->mu);
-    while (self->pending > 0)
-        pthread_cond_wait(&self->done_cv, &self->mu);
-    pthread_mutex_unlock(&self->mu);
+    zdist_replicas_run(self->rt, s_replica_main, self);
 
     /* The root cause is a failure other than a released replica's. */
     int first = -1;
     for (int i = 0; i < self->n; i++)
-        if (self->replicas[i].rc < 0 && (first < 0 || (self->replicas[first].rc == -ECANCELED &&
-                                                       self->replicas[i].rc != -ECANCELED)))
+        if (self->replicas[i].rc < 0 && (first < 0 || (s_released(self->replicas[first].rc) &&
+                                                       !s_released(self->replicas[i].rc))))
             first = i;
     if (first >= 0) {
         s_replica_t *r = &self->replicas[first];

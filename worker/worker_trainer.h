@@ -1,4 +1,4 @@
-/* worker_trainer: a model's replicas on local threads — replica contexts over a strategy backend, one call per step. */
+/* worker_trainer: a model's replicas on libzdist's replica runtime — step.h replica contexts over a strategy backend, one call per step. */
 #ifndef WORKER_TRAINER_H
 #define WORKER_TRAINER_H
 
@@ -32,7 +32,7 @@ typedef struct {
        is logged once). */
     int logical_devices;
     bool pin;
-    worker_backend_factory_fn *make_backend; /* NULL: worker_local_new */
+    worker_backend_factory_fn *make_backend; /* NULL: the local backend (zdist/mirror.h) */
     void *make_backend_arg;
 } worker_trainer_config_t;
 
@@ -52,8 +52,9 @@ double worker_outputs_get(const worker_outputs_t *out, const char *name, double 
 typedef struct worker_trainer_t worker_trainer_t;
 
 /* Makes the model (init with params_json, may be NULL for "{}"), builds its
-   variables, creates the backend and starts num_replicas - 1 threads
-   (replica 0 runs on the caller's thread). The model is borrowed and must
+   variables, creates the backend and starts the replica runtime's threads:
+   num_replicas - 1 (replica 0 runs on the caller's thread), or num_replicas
+   when cfg->pin, plus the logical devices'. The model is borrowed and must
    outlive the trainer. NULL with err. */
 worker_trainer_t *worker_trainer_new(const zdist_model_t *model, const char *params_json,
                                      const zdist_model_info_t *info, const worker_trainer_config_t *cfg,
@@ -63,8 +64,8 @@ void worker_trainer_destroy(worker_trainer_t **self_p);
 
 /* One step over an input step whose num_replicas matches: every replica runs
    train_step (eval false) or eval_step on its batch. 0 and *ret (may be
-   NULL), or the first replica's error (not counting the -ECANCELED of
-   replicas released because of it) with err saying which replica failed
+   NULL), or the first replica's error (not counting the -EPIPE or
+   -ECANCELED of replicas released because of it) with err saying which replica failed
    and why. After a failure the trainer refuses further steps (-ECANCELED). */
 int worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool eval,
                         worker_outputs_t *ret, zdist_error_t *err);

@@ -87,14 +87,12 @@ train_step(zdist_strategy_replica_t *ctx, void *p, zdist_tensor_t *ret_loss, zdi
     return 0;
 }
 
-int
-main(int argc, char **argv)
+/* MirroredStrategy(...) from SPEC; multi_worker_mirrored forms its ring from TF_CONFIG. 0, or 2 after saying why. */
+static int
+make_strategy(const char *spec_text, zdist_strategy_object_t **ret)
 {
-    const char *spec_text = argc > 1 ? argv[1] : "mirrored:4";
-    int epochs = argc > 2 ? atoi(argv[2]) : 30;
     zdist_error_t err = {0};
     zdist_strategy_spec_t spec;
-    zdist_strategy_object_t *strategy = NULL;
     if (zdist_strategy_spec_parse(spec_text, &spec, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         return 2;
@@ -110,17 +108,20 @@ main(int argc, char **argv)
         spec.cluster = cluster;
         spec.collective_timeout_ms = 60000;
     }
-    int rc = zdist_strategy_new(&spec, &strategy, &err);
+    int rc = zdist_strategy_new(&spec, ret, &err);
     zdist_cluster_destroy(&cluster); /* the strategy keeps what it needs: its ring */
     if (rc < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
         return 2;
     }
-    int R = 0; /* this worker's replicas: the length of every per-replica array */
-    zdist_strategy_worker_place(strategy, NULL, NULL, &R);
+    return 0;
+}
 
-    /* with strategy.scope(): the model's variables */
-    zdist_strategy_var_t *w = NULL, *b = NULL;
+/* with strategy.scope(): the model's variables. 0, or 2 after saying why. */
+static int
+make_variables(zdist_strategy_object_t *strategy, zdist_strategy_var_t **w, zdist_strategy_var_t **b)
+{
+    zdist_error_t err = {0};
     zdist_strategy_var_def_t wdef = {.name = "dense/kernel",
                                      .dtype = ZDIST_DTYPE_FLOAT32,
                                      .shape = {1, {DIM}},
@@ -128,33 +129,22 @@ main(int argc, char **argv)
     zdist_strategy_var_def_t bdef = {
         .name = "dense/bias", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .aggregation = ZDIST_AGG_SUM};
     if (zdist_strategy_scope_enter(strategy, &err) < 0 ||
-        zdist_strategy_variable_new(strategy, &wdef, &w, &err) < 0 ||
-        zdist_strategy_variable_new(strategy, &bdef, &b, &err) < 0 ||
+        zdist_strategy_variable_new(strategy, &wdef, w, &err) < 0 ||
+        zdist_strategy_variable_new(strategy, &bdef, b, &err) < 0 ||
         zdist_strategy_scope_exit(strategy, &err) < 0) {
         fprintf(stderr, "mirrored_loop: %s\n", err.text);
-        zdist_strategy_destroy(&strategy);
         return 2;
     }
+    return 0;
+}
 
-    zdist_dataset_t *ds = NULL;
-    if (zdist_dataset_synthetic_regression(N, DIM, SEED, 0.0, &ds, &err) < 0) {
-        fprintf(stderr, "mirrored_loop: %s\n", err.text);
-        zdist_strategy_destroy(&strategy);
-        return 2;
-    }
-    zdist_input_options_t opts;
-    zdist_input_options_init(&opts, GLOBAL_BATCH);
-    opts.shuffle = true;
-    opts.shuffle_seed = SEED;
-    opts.epochs = epochs;
-    zdist_input_t *dist = NULL;
-    if (zdist_strategy_experimental_distribute_dataset(strategy, ds, &opts, &dist, &err) < 0) {
-        fprintf(stderr, "mirrored_loop: %s\n", err.text);
-        zdist_dataset_destroy(&ds);
-        zdist_strategy_destroy(&strategy);
-        return 2;
-    }
-
+/* for x in dist: strategy.run(train_step), strategy.reduce(SUM) of the losses, printed per epoch. 0 or 2. */
+static int
+train(zdist_strategy_object_t *strategy, zdist_input_t *dist, zdist_strategy_var_t *w, zdist_strategy_var_t *b)
+{
+    int R = 0; /* this worker's replicas: the length of every per-replica array */
+    zdist_strategy_worker_place(strategy, NULL, NULL, &R);
+    zdist_error_t err = {0};
     step_arg_t *args = calloc((size_t) R, sizeof *args);
     void **argp = calloc((size_t) R, sizeof *argp);
     zdist_tensor_t *losses = calloc((size_t) R, sizeof *losses);
@@ -189,43 +179,80 @@ main(int argc, char **argv)
     }
     if (status == 0 && epoch_steps)
         printf("epoch %lld: loss %.6f\n", (long long) epoch, epoch_loss / (double) epoch_steps);
-
-    if (status == 0) {
-        float tw[DIM], tb;
-        zdist_dataset_synthetic_teacher(DIM, SEED, tw, &tb);
-        float lw[DIM], lb;
-        zdist_tensor_t rw = {
-            .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {DIM}}, .data = lw, .nbytes = sizeof lw};
-        zdist_tensor_t rb = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &lb, .nbytes = sizeof lb};
-        if (zdist_strategy_variable_read(strategy, w, &rw, &err) < 0 ||
-            zdist_strategy_variable_read(strategy, b, &rb, &err) < 0) {
-            fprintf(stderr, "mirrored_loop: %s\n", err.text);
-            status = 2;
-        } else {
-            double worst = fabs((double) lb - tb);
-            for (int j = 0; j < DIM; j++)
-                worst = fmax(worst, fabs((double) lw[j] - tw[j]));
-            int same = 1;
-            for (int c = 1; c < zdist_strategy_variable_num_copies(w); c++)
-                same &= memcmp(zdist_strategy_variable_copy(w, c)->data, lw, sizeof lw) == 0;
-            printf("%s, %d replicas: largest |w - teacher| %.5f, copies of %s %s\n",
-                   zdist_strategy_class_name(strategy), zdist_strategy_num_replicas_in_sync(strategy), worst,
-                   zdist_strategy_variable_name(w), same ? "identical" : "DIFFER");
-            printf("weights:");
-            for (size_t k = 0; k < sizeof lw; k++)
-                printf("%02x", ((unsigned char *) lw)[k]);
-            printf("%02x%02x%02x%02x\n", ((unsigned char *) &lb)[0], ((unsigned char *) &lb)[1],
-                   ((unsigned char *) &lb)[2], ((unsigned char *) &lb)[3]);
-            printf("values:");
-            for (int j = 0; j < DIM; j++)
-                printf(" %.9g", (double) lw[j]);
-            printf(" %.9g\n", (double) lb);
-            status = worst < 0.05 && same ? 0 : 1;
-        }
-    }
     free(args);
     free(argp);
     free(losses);
+    return status;
+}
+
+/* The learnt weights against the teacher's, every copy identical: 0, 1 (not learnt or copies differ) or 2. */
+static int
+check(zdist_strategy_object_t *strategy, const zdist_strategy_var_t *w, const zdist_strategy_var_t *b)
+{
+    zdist_error_t err = {0};
+    float tw[DIM], tb;
+    zdist_dataset_synthetic_teacher(DIM, SEED, tw, &tb);
+    float lw[DIM], lb;
+    zdist_tensor_t rw = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {DIM}}, .data = lw, .nbytes = sizeof lw};
+    zdist_tensor_t rb = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &lb, .nbytes = sizeof lb};
+    if (zdist_strategy_variable_read(strategy, w, &rw, &err) < 0 ||
+        zdist_strategy_variable_read(strategy, b, &rb, &err) < 0) {
+        fprintf(stderr, "mirrored_loop: %s\n", err.text);
+        return 2;
+    }
+    double worst = fabs((double) lb - tb);
+    for (int j = 0; j < DIM; j++)
+        worst = fmax(worst, fabs((double) lw[j] - tw[j]));
+    int same = 1;
+    for (int c = 1; c < zdist_strategy_variable_num_copies(w); c++)
+        same &= memcmp(zdist_strategy_variable_copy(w, c)->data, lw, sizeof lw) == 0;
+    printf("%s, %d replicas: largest |w - teacher| %.5f, copies of %s %s\n", zdist_strategy_class_name(strategy),
+           zdist_strategy_num_replicas_in_sync(strategy), worst, zdist_strategy_variable_name(w),
+           same ? "identical" : "DIFFER");
+    printf("weights:");
+    for (size_t k = 0; k < sizeof lw; k++)
+        printf("%02x", ((unsigned char *) lw)[k]);
+    printf("%02x%02x%02x%02x\n", ((unsigned char *) &lb)[0], ((unsigned char *) &lb)[1],
+           ((unsigned char *) &lb)[2], ((unsigned char *) &lb)[3]);
+    printf("values:");
+    for (int j = 0; j < DIM; j++)
+        printf(" %.9g", (double) lw[j]);
+    printf(" %.9g\n", (double) lb);
+    return worst < 0.05 && same ? 0 : 1;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *spec_text = argc > 1 ? argv[1] : "mirrored:4";
+    int epochs = argc > 2 ? atoi(argv[2]) : 30;
+    zdist_error_t err = {0};
+    zdist_strategy_object_t *strategy = NULL;
+    zdist_strategy_var_t *w = NULL, *b = NULL;
+    int status = make_strategy(spec_text, &strategy);
+    if (status == 0)
+        status = make_variables(strategy, &w, &b);
+    zdist_dataset_t *ds = NULL;
+    if (status == 0 && zdist_dataset_synthetic_regression(N, DIM, SEED, 0.0, &ds, &err) < 0) {
+        fprintf(stderr, "mirrored_loop: %s\n", err.text);
+        status = 2;
+    }
+    zdist_input_t *dist = NULL;
+    if (status == 0) {
+        zdist_input_options_t opts;
+        zdist_input_options_init(&opts, GLOBAL_BATCH);
+        opts.shuffle = true;
+        opts.shuffle_seed = SEED;
+        opts.epochs = epochs;
+        if (zdist_strategy_experimental_distribute_dataset(strategy, ds, &opts, &dist, &err) < 0) {
+            fprintf(stderr, "mirrored_loop: %s\n", err.text);
+            status = 2;
+        }
+    }
+    if (status == 0)
+        status = train(strategy, dist, w, b);
+    if (status == 0)
+        status = check(strategy, w, b);
     zdist_input_destroy(&dist);
     zdist_dataset_destroy(&ds);
     zdist_strategy_destroy(&strategy);

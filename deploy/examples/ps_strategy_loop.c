@@ -42,24 +42,26 @@ s_where(const zdist_strategy_var_t *v)
     printf("\n");
 }
 
-int
-main(int argc, char **argv)
+/* What the command line and the job give the loop. */
+typedef struct {
+    int closures, steps;
+    int64_t dim;
+    uint64_t data_seed; /* the teacher of the job's synthetic regression data */
+} s_loop_t;
+
+/* ParameterServerStrategy over the job, its workers and ps tasks from argv. 0, or 2 after saying why. */
+static int
+s_make_strategy(int argc, char **argv, s_loop_t *loop, zdist_strategy_object_t **ret)
 {
-    if (argc < 6) {
-        fprintf(stderr, "usage: ps_strategy_loop JOB.json CLOSURES STEPS_PER_CLOSURE tcp://WORKER... -- "
-                        "tcp://PS...\n");
-        return 2;
-    }
     zdist_job_t job;
     zdist_error_t err = {0};
     if (zdist_job_load(argv[1], &job, &err) < 0) {
         fprintf(stderr, "ps_strategy_loop: %s: %s\n", argv[1], err.text);
         return 2;
     }
-    int closures = atoi(argv[2]), steps = atoi(argv[3]);
-    int64_t dim = job.synthetic_dim;
-    uint64_t data_seed = job.synthetic_seed; /* the teacher of the job's synthetic regression data */
-    if (closures < 1 || steps < 1 || dim < 1 || dim > MAX_DIM) {
+    *loop = (s_loop_t){.closures = atoi(argv[2]), .steps = atoi(argv[3]), .dim = job.synthetic_dim,
+                       .data_seed = job.synthetic_seed};
+    if (loop->closures < 1 || loop->steps < 1 || loop->dim < 1 || loop->dim > MAX_DIM) {
         fprintf(stderr, "ps_strategy_loop: CLOSURES and STEPS must be >= 1, the job's synthetic dim 1..%d\n",
                 MAX_DIM);
         zdist_job_release(&job);
@@ -83,47 +85,51 @@ main(int argc, char **argv)
     opts.variable_prefix = "ps_strategy_loop/";
     opts.repeat_input = true; /* this loop counts the steps */
     zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_PARAMETER_SERVER, .coordinator = &opts};
-    zdist_strategy_object_t *strategy = NULL;
-    int rc = zdist_strategy_new(&spec, &strategy, &err);
+    int rc = zdist_strategy_new(&spec, ret, &err);
     zdist_job_release(&job); /* the strategy copied it */
     if (rc < 0) {
         fprintf(stderr, "ps_strategy_loop: %s\n", err.text);
         return 2;
     }
-    printf("%s, %d replica in sync per step\n", zdist_strategy_class_name(strategy),
-           zdist_strategy_num_replicas_in_sync(strategy));
+    return 0;
+}
 
-    /* with strategy.scope(): the model's variables, then a counter colocated with the kernel */
-    zdist_strategy_var_t *kernel = NULL, *bias = NULL, *seen = NULL;
+/* with strategy.scope(): the model's variables, then a counter colocated with the kernel. 0 or 2. */
+static int
+s_make_variables(zdist_strategy_object_t *strategy, int64_t dim, zdist_strategy_var_t **kernel,
+                 zdist_strategy_var_t **bias, zdist_strategy_var_t **seen)
+{
+    zdist_error_t err = {0};
     zdist_strategy_var_def_t kdef = {.name = "kernel", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {dim, 1}}};
     zdist_strategy_var_def_t bdef = {.name = "bias", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {1}}};
     zdist_strategy_var_def_t sdef = {.name = "kernel_steps_seen", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}};
     if (zdist_strategy_scope_enter(strategy, &err) < 0 ||
-        zdist_strategy_variable_new(strategy, &kdef, &kernel, &err) < 0 ||
-        zdist_strategy_variable_new(strategy, &bdef, &bias, &err) < 0 ||
-        zdist_strategy_extended_colocate_vars_with_begin(strategy, kernel, &err) < 0 ||
-        zdist_strategy_variable_new(strategy, &sdef, &seen, &err) < 0 ||
+        zdist_strategy_variable_new(strategy, &kdef, kernel, &err) < 0 ||
+        zdist_strategy_variable_new(strategy, &bdef, bias, &err) < 0 ||
+        zdist_strategy_extended_colocate_vars_with_begin(strategy, *kernel, &err) < 0 ||
+        zdist_strategy_variable_new(strategy, &sdef, seen, &err) < 0 ||
         zdist_strategy_extended_colocate_vars_with_end(strategy, &err) < 0 ||
         zdist_strategy_scope_exit(strategy, &err) < 0) {
         fprintf(stderr, "ps_strategy_loop: %s\n", err.text);
-        zdist_strategy_destroy(&strategy);
         return 2;
     }
-    s_where(kernel);
-    s_where(bias);
-    s_where(seen);
+    s_where(*kernel);
+    s_where(*bias);
+    s_where(*seen);
+    return 0;
+}
 
-    /* strategy.run of a C function cannot go to a worker: refused, saying what to do */
-    if (zdist_strategy_run(strategy, NULL, NULL, NULL, NULL, &err) == 0) {
-        fprintf(stderr, "ps_strategy_loop: run was not refused\n");
-        zdist_strategy_destroy(&strategy);
-        return 1;
-    }
-
+/* The closures scheduled, joined, fetched: each one's mean loss (the first and last kept), `seen` counting its
+   steps. 0 or 2. */
+static int
+s_train(zdist_strategy_object_t *strategy, const s_loop_t *loop, zdist_strategy_var_t *seen, float *first,
+        float *last)
+{
+    zdist_error_t err = {0};
     int status = 0;
-    zdist_remote_value_t **rvs = calloc((size_t) closures, sizeof *rvs);
-    for (int c = 0; rvs && c < closures && status == 0; c++)
-        if (zdist_strategy_schedule(strategy, steps, &rvs[c], &err) < 0) {
+    zdist_remote_value_t **rvs = calloc((size_t) loop->closures, sizeof *rvs);
+    for (int c = 0; rvs && c < loop->closures && status == 0; c++)
+        if (zdist_strategy_schedule(strategy, loop->steps, &rvs[c], &err) < 0) {
             fprintf(stderr, "ps_strategy_loop: schedule: %s\n", err.text);
             status = 2;
         }
@@ -131,12 +137,11 @@ main(int argc, char **argv)
         fprintf(stderr, "ps_strategy_loop: join: %s\n", err.text);
         status = 2;
     }
-    float first = 0, last = 0;
-    for (int c = 0; rvs && status == 0 && c < closures; c++) {
+    for (int c = 0; rvs && status == 0 && c < loop->closures; c++) {
         zdist_tensor_t loss[1] = {{0}}, mean = {0};
         const zdist_tensor_t *local = NULL;
         int nlocal = 0;
-        float one = (float) steps;
+        float one = (float) loop->steps;
         zdist_tensor_t add = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = sizeof one};
         if (zdist_strategy_fetch(strategy, rvs[c], loss, &err) < 0 ||
             zdist_strategy_experimental_local_results(strategy, loss, 1, &local, &nlocal, &err) < 0 ||
@@ -146,39 +151,77 @@ main(int argc, char **argv)
             status = 2;
         } else {
             if (c == 0)
-                first = *(float *) mean.data;
-            last = *(float *) mean.data;
+                *first = *(float *) mean.data;
+            *last = *(float *) mean.data;
         }
         free(mean.data);
         zdist_strategy_values_free(loss, 1);
     }
-    if (status == 0) {
-        float kw[MAX_DIM], b, n_seen, tw[MAX_DIM], tb;
-        zdist_tensor_t rk = {.dtype = ZDIST_DTYPE_FLOAT32, .data = kw, .nbytes = (size_t) dim * sizeof(float)};
-        rk.shape = (zdist_shape_t){2, {dim, 1}};
-        zdist_tensor_t rb = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {1}}, .data = &b, .nbytes = sizeof b};
-        zdist_tensor_t rs = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &n_seen, .nbytes = sizeof n_seen};
-        if (zdist_strategy_variable_read(strategy, kernel, &rk, &err) < 0 ||
-            zdist_strategy_variable_read(strategy, bias, &rb, &err) < 0 ||
-            zdist_strategy_variable_read(strategy, seen, &rs, &err) < 0) {
-            fprintf(stderr, "ps_strategy_loop: %s\n", err.text);
-            status = 2;
-        } else {
-            zdist_dataset_synthetic_teacher(dim, data_seed, tw, &tb);
-            double worst = fabs((double) b - tb);
-            for (int64_t j = 0; j < dim; j++)
-                worst = fmax(worst, fabs((double) kw[j] - tw[j]));
-            printf("largest |weight - teacher| %.5f\n", worst);
-            status = worst < 0.05 && n_seen == (float) closures * (float) steps ? 0 : 1;
-            printf("closure 0: mean loss %.6f; closure %d: mean loss %.6f\n", first, closures - 1, last);
-            printf("steps seen: %.0f\n", n_seen);
-            printf("kernel:");
-            for (int64_t j = 0; j < dim; j++)
-                printf(" %.5f", kw[j]);
-            printf("\nbias: %.5f\n", b);
-        }
-    }
     free(rvs);
+    return status;
+}
+
+/* The learnt weights against the teacher's, `seen` against every step: 0, 1, or 2. */
+static int
+s_check(zdist_strategy_object_t *strategy, const s_loop_t *loop, const zdist_strategy_var_t *kernel,
+        const zdist_strategy_var_t *bias, const zdist_strategy_var_t *seen, float first, float last)
+{
+    zdist_error_t err = {0};
+    int64_t dim = loop->dim;
+    float kw[MAX_DIM], b, n_seen, tw[MAX_DIM], tb;
+    zdist_tensor_t rk = {.dtype = ZDIST_DTYPE_FLOAT32, .data = kw, .nbytes = (size_t) dim * sizeof(float)};
+    rk.shape = (zdist_shape_t){2, {dim, 1}};
+    zdist_tensor_t rb = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {1}}, .data = &b, .nbytes = sizeof b};
+    zdist_tensor_t rs = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &n_seen, .nbytes = sizeof n_seen};
+    if (zdist_strategy_variable_read(strategy, kernel, &rk, &err) < 0 ||
+        zdist_strategy_variable_read(strategy, bias, &rb, &err) < 0 ||
+        zdist_strategy_variable_read(strategy, seen, &rs, &err) < 0) {
+        fprintf(stderr, "ps_strategy_loop: %s\n", err.text);
+        return 2;
+    }
+    zdist_dataset_synthetic_teacher(dim, loop->data_seed, tw, &tb);
+    double worst = fabs((double) b - tb);
+    for (int64_t j = 0; j < dim; j++)
+        worst = fmax(worst, fabs((double) kw[j] - tw[j]));
+    printf("largest |weight - teacher| %.5f\n", worst);
+    int status = worst < 0.05 && n_seen == (float) loop->closures * (float) loop->steps ? 0 : 1;
+    printf("closure 0: mean loss %.6f; closure %d: mean loss %.6f\n", first, loop->closures - 1, last);
+    printf("steps seen: %.0f\n", n_seen);
+    printf("kernel:");
+    for (int64_t j = 0; j < dim; j++)
+        printf(" %.5f", kw[j]);
+    printf("\nbias: %.5f\n", b);
+    return status;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "usage: ps_strategy_loop JOB.json CLOSURES STEPS_PER_CLOSURE tcp://WORKER... -- "
+                        "tcp://PS...\n");
+        return 2;
+    }
+    s_loop_t loop;
+    zdist_strategy_object_t *strategy = NULL;
+    int status = s_make_strategy(argc, argv, &loop, &strategy);
+    if (status != 0)
+        return status;
+    printf("%s, %d replica in sync per step\n", zdist_strategy_class_name(strategy),
+           zdist_strategy_num_replicas_in_sync(strategy));
+    zdist_strategy_var_t *kernel = NULL, *bias = NULL, *seen = NULL;
+    status = s_make_variables(strategy, loop.dim, &kernel, &bias, &seen);
+    /* strategy.run of a C function cannot go to a worker: refused, saying what to do */
+    zdist_error_t err = {0};
+    if (status == 0 && zdist_strategy_run(strategy, NULL, NULL, NULL, NULL, &err) == 0) {
+        fprintf(stderr, "ps_strategy_loop: run was not refused\n");
+        status = 1;
+    }
+    float first = 0, last = 0;
+    if (status == 0)
+        status = s_train(strategy, &loop, seen, &first, &last);
+    if (status == 0)
+        status = s_check(strategy, &loop, kernel, bias, seen, first, last);
     zdist_strategy_destroy(&strategy);
     return status;
 }

@@ -175,8 +175,6 @@ ZDIST_EXPORT int zdist_coordinator_worker_info(zdist_coordinator_t *self, size_t
    from the queue. */
 ZDIST_EXPORT int zdist_remote_value_fetch(zdist_remote_value_t *value, zdist_closure_result_t *ret,
                                           zdist_error_t *err);
-/* True once the closure completed (successfully or not). */
-ZDIST_EXPORT bool zdist_remote_value_done(const zdist_remote_value_t *value);
 
 /* EVALUATE on every worker that has the job (each its shard of the test
    set, all at once), summed. Waits for them (the closures in flight

@@ -842,12 +842,6 @@ zdist_remote_value_fetch(zdist_remote_value_t *value, zdist_closure_result_t *re
     return 0;
 }
 
-bool
-zdist_remote_value_done(const zdist_remote_value_t *value)
-{
-    return value->state == S_DONE;
-}
-
 /* ---- evaluate, stop ---- */
 
 #define S_EVAL_LOST_WAIT_MS 60000

@@ -1,7 +1,7 @@
 /* zdist strategy, parameter_server flavour: the variables a Strategy's scope
    creates on the psds (placed as a job's workers place them) and the
    ClusterCoordinator its schedule drives. */
-#include "strategy_ps.h"
+#include "strategy_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -113,12 +113,6 @@ strategy_ps_new(const zdist_coordinator_options_t *opts, strategy_ps_t **ret, zd
 fail:
     strategy_ps_destroy(&self);
     return rc < 0 ? rc : -EINVAL;
-}
-
-int
-strategy_ps_num_ps(const strategy_ps_t *self)
-{
-    return self ? self->nps : 0;
 }
 
 void
@@ -328,4 +322,76 @@ zdist_coordinator_t *
 strategy_ps_coordinator(strategy_ps_t *self)
 {
     return self ? self->coord : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* parameter_server: the ClusterCoordinator                                   */
+
+static int
+s_require_ps(const zdist_strategy_object_t *self, const char *what, zdist_error_t *err)
+{
+    if (!self)
+        return zdist_error_set(err, -EINVAL, "%s: strategy is NULL", what);
+    if (!self->ps)
+        return zdist_error_set(err, -EINVAL,
+                               "%s: a %s has no ClusterCoordinator (parameter_server only); call "
+                               "zdist_strategy_run",
+                               what, zdist_strategy_class_name(self));
+    return strategy_require_cross(self, NULL, err);
+}
+
+int
+zdist_strategy_schedule(zdist_strategy_object_t *self, int64_t steps, zdist_remote_value_t **ret,
+                        zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "schedule", err);
+    if (rc < 0)
+        return rc;
+    if (!ret)
+        return zdist_error_set(err, -EINVAL, "schedule: ret is required");
+    return strategy_ps_schedule(self->ps, steps, ret, err);
+}
+
+int
+zdist_strategy_fetch(zdist_strategy_object_t *self, zdist_remote_value_t *value, zdist_tensor_t *ret_values,
+                     zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "fetch", err);
+    if (rc < 0)
+        return rc;
+    if (!value || !ret_values)
+        return zdist_error_set(err, -EINVAL, "fetch: value and ret_values are required");
+    zdist_closure_result_t r;
+    if ((rc = zdist_remote_value_fetch(value, &r, err)) < 0)
+        return rc;
+    float *loss = malloc(sizeof *loss);
+    if (!loss)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    *loss = r.steps > 0 ? (float) (r.loss_sum / (double) r.steps) : 0.0f;
+    ret_values[0] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = loss, .nbytes = sizeof *loss};
+    return 0;
+}
+
+int
+zdist_strategy_join(zdist_strategy_object_t *self, zdist_error_t *err)
+{
+    int rc = s_require_ps(self, "join", err);
+    return rc < 0 ? rc : strategy_ps_join(self->ps, err);
+}
+
+zdist_coordinator_t *
+zdist_strategy_coordinator(zdist_strategy_object_t *self)
+{
+    return self && self->ps ? strategy_ps_coordinator(self->ps) : NULL;
+}
+
+int
+zdist_strategy_variable_ps_tasks(const zdist_strategy_var_t *var, int *ret_tasks, int max)
+{
+    if (!var || !var->ps)
+        return 0;
+    int n = strategy_ps_var_num_shards(var->ps);
+    for (int i = 0; ret_tasks && i < n && i < max; i++)
+        ret_tasks[i] = strategy_ps_var_shard_task(var->ps, i);
+    return n;
 }

@@ -16,7 +16,6 @@ typedef struct strategy_ps_var_t strategy_ps_var_t;
    coordinator is made and started at the first schedule. */
 int strategy_ps_new(const zdist_coordinator_options_t *opts, strategy_ps_t **ret, zdist_error_t *err);
 void strategy_ps_destroy(strategy_ps_t **self_p);
-int strategy_ps_num_ps(const strategy_ps_t *self);
 
 /* A variable on the psds, placed as a job's workers place it: the job's
    partitioner (Div rows, round robin), or beside anchor unpartitioned.

@@ -1,46 +1,14 @@
-/* worker_local: the copy-per-replica strategy backend — one_device, mirrored, central_storage, tpu (mirrored
-   replicas whose logical devices are the trainer's), and multi_worker_mirrored (mirrored whose reductions
-   also cross workers through a ring communicator). */
+/* zdist mirror: mirrored variables on the replica runtime — one_device, mirrored, central_storage, tpu
+   (mirrored replicas with logical devices) and multi_worker_mirrored (mirrored whose reductions also cross
+   workers through a ring communicator): reduce, then apply on every copy. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker_strategy.h"
+#include "zdist/mirror.h"
+
 #include "zdist/collective.h"
 #include "zdist/distribute.h"
-
-/* A barrier that can be aborted: a replica that fails releases the others
-   instead of leaving them waiting for it forever. */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n, count;
-    uint64_t gen;
-    bool aborted;
-} s_barrier_t;
-
-static int
-s_barrier_wait(s_barrier_t *b)
-{
-    pthread_mutex_lock(&b->mu);
-    if (b->aborted) {
-        pthread_mutex_unlock(&b->mu);
-        return -ECANCELED;
-    }
-    uint64_t gen = b->gen;
-    if (++b->count == b->n) {
-        b->count = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        while (gen == b->gen && !b->aborted)
-            pthread_cond_wait(&b->cv, &b->mu);
-    }
-    int rc = gen == b->gen ? -ECANCELED : 0;
-    pthread_mutex_unlock(&b->mu);
-    return rc;
-}
 
 /* What a replica shows the others during a collective. */
 typedef struct {
@@ -64,13 +32,13 @@ typedef struct {
     int64_t n;
 } s_xsparse_t;
 
-typedef struct {
-    worker_backend_t base;
+struct zdist_mirror_t {
     zdist_strategy_t kind;
+    zdist_replicas_t *rt; /* borrowed: the replicas and their barrier */
     int n;      /* replicas */
     int nv;     /* variables */
     bool central;
-    const worker_vars_t *vars;
+    const zdist_mirror_var_t *vars; /* [nv], borrowed */
     zdist_optim_config_t optim;
     int nslots;
     float **w;         /* [n * nv]: copy r of var v at r*nv+v (NULL when not held) */
@@ -80,8 +48,6 @@ typedef struct {
     s_buf_t *bufs;     /* [n] gather / concat buffers */
     s_post_t *posts;   /* [n] */
     int merge_rc;
-    s_barrier_t bar;
-    bool bar_ready;
     /* multi_worker_mirrored: replica 0 runs the cross-worker collective of
        each reduction and posts its result for the others. */
     zdist_comm_t *comm; /* borrowed */
@@ -94,26 +60,24 @@ typedef struct {
     int64_t *xlens;  /* [xs_cap] */
     int xs_cap;
     zdist_shape_t xshape; /* all_gather's result across workers */
-} s_local_t;
-
-static const worker_backend_ops_t s_ops;
+};
 
 static int
-s_copy(const s_local_t *self, int replica, int var)
+s_copy(const zdist_mirror_t *self, int replica, int var)
 {
-    if (self->central && self->vars->vars[var].synchronization == ZDIST_SYNC_ON_WRITE)
+    if (self->central && self->vars[var].synchronization == ZDIST_SYNC_ON_WRITE)
         return 0;
     return replica;
 }
 
 static float *
-s_w(const s_local_t *self, int replica, int var)
+s_w(const zdist_mirror_t *self, int replica, int var)
 {
     return self->w[(size_t)s_copy(self, replica, var) * self->nv + var];
 }
 
 static float **
-s_slots(const s_local_t *self, int replica, int var)
+s_slots(const zdist_mirror_t *self, int replica, int var)
 {
     return &self->slots[((size_t)s_copy(self, replica, var) * self->nv + var) * ZDIST_OPTIM_MAX_SLOTS];
 }
@@ -146,12 +110,12 @@ s_grow(s_buf_t *b, size_t nfloats, size_t nids)
     return 0;
 }
 
-static void
-s_destroy(worker_backend_t **be_p)
+void
+zdist_mirror_destroy(zdist_mirror_t **self_p)
 {
-    if (!be_p || !*be_p)
+    if (!self_p || !*self_p)
         return;
-    s_local_t *self = (s_local_t *)*be_p;
+    zdist_mirror_t *self = *self_p;
     if (self->w)
         for (size_t i = 0; i < (size_t)self->n * self->nv; i++)
             free(self->w[i]);
@@ -179,12 +143,8 @@ s_destroy(worker_backend_t **be_p)
     free(self->scratch);
     free(self->bufs);
     free(self->posts);
-    if (self->bar_ready) {
-        pthread_mutex_destroy(&self->bar.mu);
-        pthread_cond_destroy(&self->bar.cv);
-    }
     free(self);
-    *be_p = NULL;
+    *self_p = NULL;
 }
 
 static float *
@@ -196,32 +156,33 @@ s_alloc_floats(int64_t n)
     return p;
 }
 
-worker_backend_t *
-worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *vars,
-                 const zdist_optim_config_t *optim, uint64_t seed, zdist_error_t *err)
+zdist_mirror_t *
+zdist_mirror_new(zdist_strategy_t kind, zdist_replicas_t *rt, const zdist_mirror_var_t *vars, int nvars,
+                 const zdist_optim_config_t *optim, zdist_mirror_init_fn init, void *init_arg, zdist_error_t *err)
 {
+    int num_replicas = zdist_replicas_count(rt);
     if (kind != ZDIST_STRATEGY_ONE_DEVICE && kind != ZDIST_STRATEGY_MIRRORED &&
         kind != ZDIST_STRATEGY_CENTRAL_STORAGE && kind != ZDIST_STRATEGY_MULTI_WORKER_MIRRORED &&
         kind != ZDIST_STRATEGY_TPU) {
         zdist_error_set(err, -EINVAL, "strategy '%s' does not run in one process", zdist_strategy_name(kind));
         return NULL;
     }
-    if (num_replicas < 1 || num_replicas > WORKER_MAX_REPLICAS ||
+    if (num_replicas < 1 || num_replicas > ZDIST_MIRROR_MAX_REPLICAS ||
         (kind == ZDIST_STRATEGY_ONE_DEVICE && num_replicas != 1)) {
         zdist_error_set(err, -EINVAL, "num_replicas %d: one_device has 1 replica, others 1..64", num_replicas);
         return NULL;
     }
     if (zdist_optim_config_validate(optim, err) < 0)
         return NULL;
-    s_local_t *self = calloc(1, sizeof *self);
+    zdist_mirror_t *self = calloc(1, sizeof *self);
     if (!self) {
         zdist_error_set(err, -ENOMEM, "out of memory");
         return NULL;
     }
-    self->base.ops = &s_ops;
     self->kind = kind;
+    self->rt = rt;
     self->n = num_replicas;
-    self->nv = vars->n;
+    self->nv = nvars;
     self->central = kind == ZDIST_STRATEGY_CENTRAL_STORAGE;
     self->num_workers = 1;
     self->vars = vars;
@@ -236,13 +197,8 @@ worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *v
     self->posts = calloc((size_t)self->n, sizeof *self->posts);
     if (!self->w || !self->slots || !self->iterations || !self->scratch || !self->bufs || !self->posts)
         goto oom;
-    pthread_mutex_init(&self->bar.mu, NULL);
-    pthread_cond_init(&self->bar.cv, NULL);
-    self->bar.n = self->n;
-    self->bar_ready = true;
-
     for (int v = 0; v < self->nv; v++) {
-        const worker_var_t *var = &vars->vars[v];
+        const zdist_mirror_var_t *var = &vars[v];
         float *first = NULL;
         for (int r = 0; r < self->n; r++) {
             if (s_copy(self, r, v) != r)
@@ -255,7 +211,7 @@ worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *v
                initial value broadcast. */
             if (first)
                 memcpy(w, first, (size_t)var->n * sizeof *w);
-            else if (worker_vars_init_values(var, seed, w, err) < 0)
+            else if (init(init_arg, v, w, err) < 0)
                 goto fail;
             first = w;
             if (!var->trainable)
@@ -269,74 +225,62 @@ worker_local_new(zdist_strategy_t kind, int num_replicas, const worker_vars_t *v
             }
         }
     }
-    return &self->base;
+    return self;
 oom:
     zdist_error_set(err, -ENOMEM, "out of memory for the variables' copies");
-fail:;
-    worker_backend_t *be = &self->base;
-    s_destroy(&be);
+fail:
+    zdist_mirror_destroy(&self);
     return NULL;
 }
 
 const float *
-worker_local_copy(worker_backend_t *be, int replica, int var)
+zdist_mirror_copy(const zdist_mirror_t *self, int replica, int var)
 {
-    s_local_t *self = (s_local_t *)be;
-    if (be->ops != &s_ops || replica < 0 || replica >= self->n || var < 0 || var >= self->nv)
+    if (!self || replica < 0 || replica >= self->n || var < 0 || var >= self->nv)
         return NULL;
     return s_w(self, replica, var);
 }
 
 void
-worker_local_set_comm(worker_backend_t *be, zdist_comm_t *comm, int num_workers, int64_t timeout_ms)
+zdist_mirror_set_comm(zdist_mirror_t *self, zdist_comm_t *comm, int num_workers, int64_t timeout_ms)
 {
-    s_local_t *self = (s_local_t *)be;
     self->comm = comm;
     self->num_workers = comm ? num_workers : 1;
     self->comm_timeout_ms = timeout_ms;
 }
 
 const char *
-worker_local_last_error(worker_backend_t *be)
+zdist_mirror_last_error(const zdist_mirror_t *self)
 {
-    s_local_t *self = (s_local_t *)be;
-    return be && be->ops == &s_ops ? self->comm_err.text : "";
-}
-
-bool
-worker_local_is(const worker_backend_t *be)
-{
-    return be && be->ops == &s_ops;
+    return self ? self->comm_err.text : "";
 }
 
 int
-worker_local_num_slots(const worker_backend_t *be)
+zdist_mirror_num_slots(const zdist_mirror_t *self)
 {
-    return ((const s_local_t *)be)->nslots;
+    return self->nslots;
 }
 
 int64_t
-worker_local_iterations(const worker_backend_t *be)
+zdist_mirror_iterations(const zdist_mirror_t *self)
 {
-    return ((const s_local_t *)be)->iterations[0];
+    return self->iterations[0];
 }
 
 const float *
-worker_local_slot(worker_backend_t *be, int var, int slot)
+zdist_mirror_slot(const zdist_mirror_t *self, int var, int slot)
 {
-    s_local_t *self = (s_local_t *)be;
     if (var < 0 || var >= self->nv || slot < 0 || slot >= self->nslots)
         return NULL;
     return s_slots(self, 0, var)[slot];
 }
 
 int
-worker_local_set_state(worker_backend_t *be, int var, const float *values, const float *const *slots)
+zdist_mirror_set_state(zdist_mirror_t *self, int var, const float *values, const float *const *slots)
 {
-    s_local_t *self = (s_local_t *)be;
     if (var < 0 || var >= self->nv)
         return -EINVAL;
-    const worker_var_t *v = &self->vars->vars[var];
+    const zdist_mirror_var_t *v = &self->vars[var];
     for (int r = 0; r < self->n; r++) {
         if (s_copy(self, r, var) != r)
             continue;
@@ -350,27 +294,24 @@ worker_local_set_state(worker_backend_t *be, int var, const float *values, const
 }
 
 void
-worker_local_set_iterations(worker_backend_t *be, int64_t iterations)
+zdist_mirror_set_iterations(zdist_mirror_t *self, int64_t iterations)
 {
-    s_local_t *self = (s_local_t *)be;
     for (int r = 0; r < self->n; r++)
         self->iterations[r] = iterations;
 }
 
-static int
-s_read(worker_backend_t *be, int replica, int var, const float **ret)
+int
+zdist_mirror_read(zdist_mirror_t *self, int replica, int var, const float **ret)
 {
-    s_local_t *self = (s_local_t *)be;
     *ret = s_w(self, replica, var);
     return 0;
 }
 
-static int
-s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+int
+zdist_mirror_read_rows(zdist_mirror_t *self, int replica, int var, const int64_t *ids, int64_t n, float *out)
 {
-    s_local_t *self = (s_local_t *)be;
     const float *w = s_w(self, replica, var);
-    int64_t width = self->vars->vars[var].width;
+    int64_t width = self->vars[var].width;
     for (int64_t i = 0; i < n; i++)
         memcpy(out + i * width, w + ids[i] * width, (size_t)width * sizeof *out);
     return 0;
@@ -379,7 +320,7 @@ s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int6
 /* The replicas called apply with the same variables, in the same order, all
    dense or all sparse alike. Decided by every replica from the same posts. */
 static int
-s_same_grads(const s_local_t *self)
+s_same_grads(const zdist_mirror_t *self)
 {
     const zdist_grad_t *g0 = self->posts[0].a;
     for (int q = 1; q < self->n; q++) {
@@ -395,7 +336,7 @@ s_same_grads(const s_local_t *self)
 
 /* Concatenates replicas' sparse gradients of grad i, in replica order. */
 static int
-s_concat_sparse(s_local_t *self, int replica, int64_t i, int64_t width, const int64_t **ret_ids,
+s_concat_sparse(zdist_mirror_t *self, int replica, int64_t i, int64_t width, const int64_t **ret_ids,
                 const float **ret_vals, int64_t *ret_n)
 {
     if (self->n == 1) {
@@ -406,7 +347,7 @@ s_concat_sparse(s_local_t *self, int replica, int64_t i, int64_t width, const in
         return 0;
     }
     /* The gather along axis 0 of the replicas' ids and of their rows. */
-    zdist_tensor_t ids[WORKER_MAX_REPLICAS], rows[WORKER_MAX_REPLICAS];
+    zdist_tensor_t ids[ZDIST_MIRROR_MAX_REPLICAS], rows[ZDIST_MIRROR_MAX_REPLICAS];
     int64_t total = 0;
     for (int q = 0; q < self->n; q++) {
         const zdist_grad_t *g = &((const zdist_grad_t *)self->posts[q].a)[i];
@@ -435,7 +376,7 @@ s_concat_sparse(s_local_t *self, int replica, int64_t i, int64_t width, const in
    across workers in one packed all-reduce, the sparse ones gathered from
    every worker (ids and rows) into self->xs. */
 static int
-s_cross_apply(s_local_t *self, int n)
+s_cross_apply(zdist_mirror_t *self, int n)
 {
     const zdist_grad_t *g0 = self->posts[0].a;
     int rc = 0, nd = 0;
@@ -460,7 +401,7 @@ s_cross_apply(s_local_t *self, int n)
     for (int i = 0; i < n; i++)
         if (!g0[i].ids) {
             bufs[nd] = g0[i].values;
-            lens[nd++] = self->vars->vars[g0[i].var].n;
+            lens[nd++] = self->vars[g0[i].var].n;
         }
     if (nd > 0 && (rc = zdist_comm_all_reduce(self->comm, ZDIST_REDUCE_SUM, bufs, lens, nd, self->comm_timeout_ms,
                                               &self->comm_err)) < 0)
@@ -468,7 +409,7 @@ s_cross_apply(s_local_t *self, int n)
     for (int i = 0; i < n; i++) {
         if (!g0[i].ids)
             continue;
-        int64_t width = self->vars->vars[g0[i].var].width, nids, nvals;
+        int64_t width = self->vars[g0[i].var].width, nids, nvals;
         const int64_t *ids;
         const float *vals;
         s_xsparse_t *x = &self->xs[i];
@@ -490,12 +431,11 @@ s_cross_apply(s_local_t *self, int n)
     return 0;
 }
 
-static int
-s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
+int
+zdist_mirror_apply(zdist_mirror_t *self, int replica, const zdist_grad_t *grads, int n)
 {
-    s_local_t *self = (s_local_t *)be;
     self->posts[replica] = (s_post_t){.a = grads, .n = n};
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     int bad = s_same_grads(self);
@@ -506,14 +446,14 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         for (int i = 0; i < n; i++) {
             if (grads[i].ids)
                 continue;
-            float *bufs[WORKER_MAX_REPLICAS];
+            float *bufs[ZDIST_MIRROR_MAX_REPLICAS];
             for (int q = 0; q < self->n; q++)
                 bufs[q] = ((const zdist_grad_t *)self->posts[q].a)[i].values;
             int64_t lo, hi;
-            s_chunk(self->vars->vars[grads[i].var].n, self->n, replica, &lo, &hi);
+            s_chunk(self->vars[grads[i].var].n, self->n, replica, &lo, &hi);
             zdist_distribute_reduce_f32(ZDIST_REDUCE_SUM, bufs, self->n, lo, hi);
         }
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (bad)
@@ -521,7 +461,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
     if (self->comm) {
         if (replica == 0)
             self->comm_rc = s_cross_apply(self, n);
-        rc = s_barrier_wait(&self->bar);
+        rc = zdist_replicas_barrier(self->rt, NULL);
         if (rc < 0)
             return rc;
         if (self->comm_rc < 0)
@@ -529,7 +469,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
     }
     const zdist_grad_t *red = self->posts[0].a;
     for (int i = 0; i < n; i++) {
-        const worker_var_t *var = &self->vars->vars[red[i].var];
+        const zdist_mirror_var_t *var = &self->vars[red[i].var];
         float *w = s_w(self, replica, red[i].var);
         float **slots = s_slots(self, replica, red[i].var);
         if (!red[i].ids) {
@@ -558,7 +498,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
                                        var->rows, var->width, ids, (size_t)nids, vals,
                                        &self->scratch[replica]) < 0) {
                 /* Copies would diverge: nothing sensible can follow. */
-                self->base.ops->abort(be);
+                zdist_mirror_abort(self, replica);
                 return -ENOMEM;
             }
         }
@@ -566,7 +506,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
     if (!self->central)
         self->iterations[replica] = t;
 done:
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (self->central && replica == 0 && !bad)
@@ -579,14 +519,14 @@ done:
    all-reduce, ONLY_FIRST_REPLICA by worker 0's broadcast); every copy then
    takes the result. Called after the posting barrier. */
 static int
-s_assign_cross(s_local_t *self, int replica, int var, bool add)
+s_assign_cross(zdist_mirror_t *self, int replica, int var, bool add)
 {
-    const worker_var_t *v = &self->vars->vars[var];
+    const zdist_mirror_var_t *v = &self->vars[var];
     if (replica == 0) {
         self->comm_rc = s_grow(&self->bufs[0], (size_t)v->n + 1, 0);
         float *acc = self->bufs[0].buf;
         if (self->comm_rc == 0) {
-            const float *values[WORKER_MAX_REPLICAS];
+            const float *values[ZDIST_MIRROR_MAX_REPLICAS];
             for (int q = 0; q < self->n; q++)
                 values[q] = self->posts[q].a;
             zdist_distribute_aggregate_f32(v->aggregation, values, self->n, 0, v->n, acc);
@@ -599,7 +539,7 @@ s_assign_cross(s_local_t *self, int replica, int var, bool add)
                     &v->n, 1, self->comm_timeout_ms, &self->comm_err);
         }
     }
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (self->comm_rc < 0)
@@ -608,14 +548,13 @@ s_assign_cross(s_local_t *self, int replica, int var, bool add)
     const float *acc = self->bufs[0].buf;
     for (int64_t j = 0; j < v->n; j++)
         w[j] = add ? w[j] + acc[j] : acc[j];
-    return s_barrier_wait(&self->bar);
+    return zdist_replicas_barrier(self->rt, NULL);
 }
 
-static int
-s_assign(worker_backend_t *be, int replica, int var, const float *values, bool add)
+int
+zdist_mirror_assign(zdist_mirror_t *self, int replica, int var, const float *values, bool add)
 {
-    s_local_t *self = (s_local_t *)be;
-    const worker_var_t *v = &self->vars->vars[var];
+    const zdist_mirror_var_t *v = &self->vars[var];
     if (v->synchronization == ZDIST_SYNC_ON_READ) {
         float *w = s_w(self, replica, var);
         for (int64_t j = 0; j < v->n; j++)
@@ -626,7 +565,7 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
                                              self->n * self->num_workers, NULL) < 0)
         return -EINVAL;
     self->posts[replica] = (s_post_t){.a = values};
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (self->comm)
@@ -640,26 +579,25 @@ s_assign(worker_backend_t *be, int replica, int var, const float *values, bool a
         rc = -ENOMEM;
     float *acc = self->bufs[replica].buf, *w = s_w(self, replica, var);
     if (rc == 0) {
-        const float *posted[WORKER_MAX_REPLICAS];
+        const float *posted[ZDIST_MIRROR_MAX_REPLICAS];
         for (int q = 0; q < self->n; q++)
             posted[q] = self->posts[q].a;
         zdist_distribute_aggregate_f32(v->aggregation, posted, self->n, lo, hi, acc);
         for (int64_t j = lo; j < hi; j++)
             w[j] = add ? w[j] + acc[j] : acc[j];
     }
-    int brc = s_barrier_wait(&self->bar);
+    int brc = zdist_replicas_barrier(self->rt, NULL);
     return brc < 0 ? brc : rc;
 }
 
-static int
-s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *const *bufs, const int64_t *lens,
+int
+zdist_mirror_all_reduce(zdist_mirror_t *self, int replica, zdist_reduce_op_t op, float *const *bufs, const int64_t *lens,
              int n)
 {
-    s_local_t *self = (s_local_t *)be;
     if (self->n == 1 && !self->comm)
         return 0; /* the sum and the mean of one value are the value */
     self->posts[replica] = (s_post_t){.a = bufs, .b = lens, .n = n};
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     int bad = 0;
@@ -672,14 +610,14 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
     }
     if (!bad)
         for (int i = 0; i < n; i++) {
-            float *qbufs[WORKER_MAX_REPLICAS];
+            float *qbufs[ZDIST_MIRROR_MAX_REPLICAS];
             for (int q = 0; q < self->n; q++)
                 qbufs[q] = ((float *const *)self->posts[q].a)[i];
             int64_t lo, hi;
             s_chunk(lens[i], self->n, replica, &lo, &hi);
             zdist_distribute_reduce_f32(op, qbufs, self->n, lo, hi);
         }
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (self->comm && !bad) {
@@ -687,7 +625,7 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
         if (replica == 0)
             self->comm_rc = zdist_comm_all_reduce(self->comm, op, (float *const *)self->posts[0].a, lens, n,
                                                   self->comm_timeout_ms, &self->comm_err);
-        rc = s_barrier_wait(&self->bar);
+        rc = zdist_replicas_barrier(self->rt, NULL);
         if (rc < 0)
             return rc;
         if (self->comm_rc < 0)
@@ -696,7 +634,7 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
     if (!bad && replica != 0)
         for (int i = 0; i < n; i++)
             memcpy(bufs[i], ((float *const *)self->posts[0].a)[i], (size_t)lens[i] * sizeof(float));
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     return rc < 0 ? rc : bad;
 }
 
@@ -704,7 +642,7 @@ s_all_reduce(worker_backend_t *be, int replica, zdist_reduce_op_t op, float *con
    axis with every other worker's, in worker order, into bufs[0]; the
    result's shape goes to self->xshape. */
 static int
-s_cross_gather(s_local_t *self, int axis, const zdist_shape_t *local)
+s_cross_gather(zdist_mirror_t *self, int axis, const zdist_shape_t *local)
 {
     int64_t total = 0, rows = 0;
     zdist_shape_num_elements(local, &total);
@@ -766,18 +704,17 @@ out:
     return rc;
 }
 
-static int
-s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_shape_t *shape, int axis,
+int
+zdist_mirror_all_gather(zdist_mirror_t *self, int replica, const float *in, const zdist_shape_t *shape, int axis,
              const float **ret, zdist_shape_t *ret_shape)
 {
-    s_local_t *self = (s_local_t *)be;
     self->posts[replica] = (s_post_t){.a = in, .shape = shape};
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     /* Every replica gathers the posted values itself (the local gather). */
     int bad = 0;
-    zdist_tensor_t parts[WORKER_MAX_REPLICAS];
+    zdist_tensor_t parts[ZDIST_MIRROR_MAX_REPLICAS];
     int64_t total = 0;
     for (int q = 0; q < self->n && !bad; q++) {
         const zdist_shape_t *sq = self->posts[q].shape;
@@ -794,7 +731,7 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
     if (!bad && zdist_distribute_gather_into(parts, self->n, axis, &gathered, NULL) < 0)
         bad = -EINVAL; /* shapes differ outside axis */
     zdist_shape_t out = gathered.shape;
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (bad)
@@ -802,7 +739,7 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
     if (self->comm) {
         if (replica == 0)
             self->comm_rc = s_cross_gather(self, axis, &out);
-        rc = s_barrier_wait(&self->bar);
+        rc = zdist_replicas_barrier(self->rt, NULL);
         if (rc < 0)
             return rc;
         if (self->comm_rc < 0)
@@ -816,7 +753,7 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
             else
                 memcpy(self->bufs[replica].buf, self->bufs[0].buf, (size_t)all * sizeof(float));
         }
-        rc = s_barrier_wait(&self->bar);
+        rc = zdist_replicas_barrier(self->rt, NULL);
         if (rc < 0)
             return rc;
         if (bad)
@@ -827,12 +764,11 @@ s_all_gather(worker_backend_t *be, int replica, const float *in, const zdist_sha
     return 0;
 }
 
-static int
-s_merge_call(worker_backend_t *be, int replica, zdist_merge_fn fn, void *arg)
+int
+zdist_mirror_merge_call(zdist_mirror_t *self, int replica, zdist_merge_fn fn, void *arg)
 {
-    s_local_t *self = (s_local_t *)be;
     self->posts[replica] = (s_post_t){.a = arg};
-    int rc = s_barrier_wait(&self->bar);
+    int rc = zdist_replicas_barrier(self->rt, NULL);
     if (rc < 0)
         return rc;
     if (replica == 0) {
@@ -841,18 +777,17 @@ s_merge_call(worker_backend_t *be, int replica, zdist_merge_fn fn, void *arg)
             args[q] = (void *)self->posts[q].a;
         self->merge_rc = fn(args, self->n);
     }
-    rc = s_barrier_wait(&self->bar);
+    rc = zdist_replicas_barrier(self->rt, NULL);
     return rc < 0 ? rc : self->merge_rc;
 }
 
-static int
-s_read_cross_replica(worker_backend_t *be, int var, float *out, zdist_error_t *err)
+int
+zdist_mirror_read_cross_replica(zdist_mirror_t *self, int var, float *out, zdist_error_t *err)
 {
-    s_local_t *self = (s_local_t *)be;
-    const worker_var_t *v = &self->vars->vars[var];
+    const zdist_mirror_var_t *v = &self->vars[var];
     /* ON_WRITE copies are identical (central_storage holds one): replica 0's. */
     int ncopies = v->synchronization == ZDIST_SYNC_ON_READ ? self->n : 1;
-    zdist_tensor_t copies[WORKER_MAX_REPLICAS];
+    zdist_tensor_t copies[ZDIST_MIRROR_MAX_REPLICAS];
     for (int q = 0; q < ncopies; q++)
         copies[q] = (zdist_tensor_t){.dtype = ZDIST_DTYPE_FLOAT32, .shape = v->shape, .data = s_w(self, q, var),
                                      .nbytes = (size_t)v->n * sizeof(float)};
@@ -867,26 +802,8 @@ s_read_cross_replica(worker_backend_t *be, int var, float *out, zdist_error_t *e
     return rc;
 }
 
-static void
-s_abort(worker_backend_t *be)
+void
+zdist_mirror_abort(zdist_mirror_t *self, int replica)
 {
-    s_local_t *self = (s_local_t *)be;
-    pthread_mutex_lock(&self->bar.mu);
-    self->bar.aborted = true;
-    pthread_cond_broadcast(&self->bar.cv);
-    pthread_mutex_unlock(&self->bar.mu);
+    zdist_replicas_depart(self->rt, replica);
 }
-
-static const worker_backend_ops_t s_ops = {
-    .name = "local",
-    .read = s_read,
-    .read_rows = s_read_rows,
-    .apply = s_apply,
-    .assign = s_assign,
-    .all_reduce = s_all_reduce,
-    .all_gather = s_all_gather,
-    .merge_call = s_merge_call,
-    .read_cross_replica = s_read_cross_replica,
-    .abort = s_abort,
-    .destroy = s_destroy,
-};
