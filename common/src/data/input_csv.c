@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "input_private.h"
+#include "dataset.h"
 #include "zdist/parse.h"
 
 /* A growable array of fixed-size items. */
@@ -71,7 +71,7 @@ zdist_dataset_read_csv(const char *path, const zdist_csv_options_t *opts, zdist_
         return zdist_error_set(err, -EINVAL, "csv: label dtype must be int32 or float32");
     char *text = NULL;
     size_t len = 0;
-    int r = zdist_input_slurp_(path, &text, &len, err);
+    int r = zdist_dataset_slurp_(path, &text, &len, err);
     if (r < 0)
         return r;
 
@@ -215,7 +215,7 @@ zdist_dataset_read_libsvm(const char *path, int64_t dim, zdist_dataset_t **ret, 
                                (long long) S_INPUT_MAX_DIM);
     char *text = NULL;
     size_t len = 0;
-    int r = zdist_input_slurp_(path, &text, &len, err);
+    int r = zdist_dataset_slurp_(path, &text, &len, err);
     if (r < 0)
         return r;
     s_vec_t offsets = {.item = sizeof(int64_t)}, ids = {.item = sizeof(int64_t)}, vals = {.item = sizeof(float)},
