@@ -167,10 +167,8 @@ main(int argc, char **argv)
     int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &own);
     if (rc != ZDIST_DAEMON_OPTIONS_RUN)
         return rc;
-    config.max_message_bytes = opts.max_message_bytes;
-    config.max_calls_per_peer = opts.max_calls_per_peer;
-    config.max_connections_per_peer = opts.max_connections_per_peer;
-    snprintf(config.http, sizeof config.http, "%s", opts.http);
+    zdist_daemon_options_apply(&opts, &config.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
     zsys_init();
     zsys_set_logident("zdist-coordinator");
     zsys_set_logstream(stderr);

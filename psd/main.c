@@ -115,11 +115,8 @@ main(int argc, char **argv)
     int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &config);
     if (rc != ZDIST_DAEMON_OPTIONS_RUN)
         return rc;
-    if (opts.max_message_bytes)
-        config.limits.max_message_bytes = opts.max_message_bytes;
-    config.max_calls_per_peer = opts.max_calls_per_peer;
-    config.max_connections_per_peer = opts.max_connections_per_peer;
-    snprintf(config.http, sizeof config.http, "%s", opts.http);
+    zdist_daemon_options_apply(&opts, &config.limits.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
     const char *env_roots = getenv("ZDIST_CHECKPOINT_ROOTS");
     if (config.num_ckpt_roots == 0 && env_roots && *env_roots) {
         char *copy = strdup(env_roots), *save = NULL;

@@ -285,11 +285,8 @@ main(int argc, char **argv)
     int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &own);
     if (rc != ZDIST_DAEMON_OPTIONS_RUN)
         return rc;
-    if (opts.max_message_bytes)
-        config.limits.max_message_bytes = opts.max_message_bytes;
-    config.max_calls_per_peer = opts.max_calls_per_peer;
-    config.max_connections_per_peer = opts.max_connections_per_peer;
-    snprintf(config.http, sizeof config.http, "%s", opts.http);
+    zdist_daemon_options_apply(&opts, &config.limits.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
     if (s_state_dir(&config, own.state_dir) != 0)
         return 2;
     if (s_add_env_dirs("ZDIST_PLUGIN_DIRS", plugin_dirs, &own.num_plugin_dirs, &plugin_env) != 0 ||

@@ -51,6 +51,13 @@ typedef struct {
 ZDIST_EXPORT int zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv,
                                             const struct option *own, zdist_daemon_option_fn *fn, void *arg);
 
+/* The shared values into a daemon's configuration: each limit given on the
+   command line (its pointer may be NULL: not taken), the --http address
+   (http[http_size], "" for none). A limit not given keeps its value. */
+ZDIST_EXPORT void zdist_daemon_options_apply(const zdist_daemon_options_t *self, size_t *max_message_bytes,
+                                             size_t *max_calls_per_peer, size_t *max_connections_per_peer,
+                                             char *http, size_t http_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -170,3 +170,17 @@ zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv, 
     }
     return s_http_env(self) ? 2 : ZDIST_DAEMON_OPTIONS_RUN;
 }
+
+void
+zdist_daemon_options_apply(const zdist_daemon_options_t *self, size_t *max_message_bytes,
+                           size_t *max_calls_per_peer, size_t *max_connections_per_peer, char *http, size_t http_size)
+{
+    if (max_message_bytes && self->max_message_bytes)
+        *max_message_bytes = self->max_message_bytes;
+    if (max_calls_per_peer && self->max_calls_per_peer)
+        *max_calls_per_peer = self->max_calls_per_peer;
+    if (max_connections_per_peer && self->max_connections_per_peer)
+        *max_connections_per_peer = self->max_connections_per_peer;
+    if (http && http_size)
+        snprintf(http, http_size, "%s", self->http);
+}
