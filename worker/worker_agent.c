@@ -15,6 +15,7 @@
 
 
 #include "worker_agent.h"
+#include "worker_fault.h"
 #include "worker_psd.h"
 #include "worker_sched.h"
 #include "worker_session.h"
@@ -81,74 +82,8 @@ typedef struct {
     s_counters_t counters;   /* the steps thread's */
     zdist_http_t *http;      /* --http */
     zdist_http_metrics_t metrics;
-#ifdef ZDIST_TEST_HOOKS
-    /* Test-only fault (ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH=N):
-       the signal this process sends itself once its N-th step's pushes are
-       acknowledged, before the RUN_STEPS reply leaves: the one window where
-       a lost worker's closure is re-run with some of its steps already on
-       the psds, which no outside kill hits reliably. 0: none. Compiled
-       into test builds only (cmake -DZDIST_TEST_HOOKS=ON), never a release. */
-    int64_t fault_step;
-    int fault_signal;
-#endif
+    worker_fault_t fault; /* test builds only (worker_fault.h) */
 } self_t;
-
-#ifdef ZDIST_TEST_HOOKS
-/* Arms the fault from the environment: 0, or -EINVAL with err when it is not a step number. */
-static int
-s_fault_arm(self_t *self, zdist_error_t *err)
-{
-    const char *fault;
-    if (!(fault = getenv("ZDIST_TEST_DIE_AFTER_PUSH")) && !(fault = getenv("ZDIST_TEST_STOP_AFTER_PUSH")))
-        return 0;
-    if (zdist_parse_int64(fault, 1, INT64_MAX, &self->fault_step) < 0)
-        return zdist_error_set(err, -EINVAL, "ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH: '%.40s' is "
-                               "not a step number >= 1", fault);
-    self->fault_signal = getenv("ZDIST_TEST_DIE_AFTER_PUSH") ? SIGKILL : SIGSTOP;
-    return 0;
-}
-
-/* After a step's pushes: the signal, when it is the armed step. Whether it was. */
-static bool
-s_fault_after_push(self_t *self)
-{
-    if (self->fault_step <= 0 || (int64_t) self->counters.steps != self->fault_step)
-        return false;
-    zsys_warning("test fault: step %lld pushed; %s before replying", (long long) self->fault_step,
-                 self->fault_signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
-    raise(self->fault_signal);
-    return true; /* SIGSTOP: going on after SIGCONT */
-}
-
-static void
-s_fault_after_closure(self_t *self, bool hit)
-{
-    if (hit)
-        zsys_warning("test fault: the closure of step %lld ran to its end after SIGCONT", (long long) self->fault_step);
-}
-#else
-static int
-s_fault_arm(self_t *self, zdist_error_t *err)
-{
-    (void) self;
-    (void) err;
-    return 0;
-}
-
-static bool
-s_fault_after_push(self_t *self)
-{
-    (void) self;
-    return false;
-}
-
-static void
-s_fault_after_closure(self_t *self, bool hit)
-{
-    (void) self;
-    (void) hit;
-}
-#endif
 
 /* A request handed to the steps thread: its handler runs there and fills
    the reply; the agent's thread then sends it (only it may). */
@@ -463,7 +398,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         j->steps++;
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
         self->counters.steps++;
-        fault_hit |= s_fault_after_push(self);
+        fault_hit |= worker_fault_after_push(&self->fault, self->counters.steps);
         self->counters.loss = j->last_loss;
         double ex = worker_outputs_get(o, ZDIST_OUTPUT_EXAMPLES, 0);
         self->counters.examples += ex > 0 ? (uint64_t)ex : 0;
@@ -480,7 +415,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     }
     if (worker_psd_is(be))
         worker_psd_set_job_step(be, 0); /* writes outside a closure are no step's */
-    s_fault_after_closure(self, fault_hit);
+    worker_fault_after_closure(&self->fault, fault_hit);
     j->end_of_data = end;
     zdist_worker_ran_t ran = {.steps = res, .num_steps = (size_t)done, .worker_step = j->steps, .end_of_data = end};
     rc = zdist_worker_reply_ran(call, &ran);
@@ -968,7 +903,7 @@ worker_agent_actor(zsock_t *pipe, void *args)
         free(self);
         return;
     }
-    if (s_fault_arm(self, &err) < 0) {
+    if (worker_fault_arm(&self->fault, &err) < 0) {
         zstr_sendf(pipe, "ERROR %s", err.text);
         zdist_rpc_server_destroy(&self->rpc);
         free(self);
