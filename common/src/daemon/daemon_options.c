@@ -159,7 +159,7 @@ zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv, 
         int rc = ZDIST_DAEMON_OPTIONS_RUN;
         if (opt <= 0 || opt >= S_CLUSTER || opt == '?')
             rc = s_take(self, opt, optarg);
-        else if (fn(arg, opt, optarg) != 0)
+        else if (!fn || fn(arg, opt, optarg) != 0)
             rc = 2;
         if (rc != ZDIST_DAEMON_OPTIONS_RUN)
             return rc;
