@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "psd_buffer.h"
 #include "psd_ckpt.h"
 #include "zdist/file.h"
 
