@@ -5,7 +5,6 @@
 #include <assert.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,9 +204,10 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     if (j) {
         if (body_len == j->start_len && memcmp(body, j->start_body, body_len) == 0 && !j->failed)
             return s_start_reply(call, j, false); /* a repeated start (the caller retried) */
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
-                        self->config.worker_task);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
+            self->config.worker_task);
     }
     /* multi_worker_mirrored (and tpu across workers) owns the worker: its
        ring steps in lockstep with the other workers, so it runs alone. */
@@ -219,16 +219,18 @@ s_start_job(zdist_rpc_call_t *call, void *state)
             continue;
         nheld++;
         if (mwm || zdist_strategy_syncs_workers(o->job->strategy))
-            return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                            "worker task %d runs job '%s' (%s); a multi_worker_mirrored or tpu job shares a worker "
-                            "with no other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
-                            zdist_strategy_name(o->job->strategy));
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_FAILED_PRECONDITION,
+                "worker task %d runs job '%s' (%s); a multi_worker_mirrored or tpu job shares a worker "
+                "with no other: STOP_JOB it first, or wait for it to end",
+                self->config.worker_task, o->job->name, zdist_strategy_name(o->job->strategy));
     }
     if (nheld >= self->config.max_jobs)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                        "worker task %d holds %d jobs (%s), its limit (zdist-worker --max-jobs %d); STOP_JOB one "
-                        "first, or keep the coordinator's --max-running-jobs at most the workers' --max-jobs",
-                        self->config.worker_task, nheld, s_held_names(self, held, sizeof held), self->config.max_jobs);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+            "worker task %d holds %d jobs (%s), its limit (zdist-worker --max-jobs %d); STOP_JOB one "
+            "first, or keep the coordinator's --max-running-jobs at most the workers' --max-jobs",
+            self->config.worker_task, nheld, s_held_names(self, held, sizeof held), self->config.max_jobs);
     for (int i = 0; i < WORKER_AGENT_MAX_JOBS && !j; i++)
         if (!self->jobs[i].active)
             j = &self->jobs[i];
@@ -320,11 +322,12 @@ s_the_job(self_t *self, zdist_rpc_call_t *call, const char *name)
     char held[1200];
     s_held_names(self, held, sizeof held);
     if (strcmp(held, "none") == 0)
-        zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "no job is running on worker task %d; START_JOB first",
-                 self->config.worker_task);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                              "no job is running on worker task %d; START_JOB first",
+                              self->config.worker_task);
     else
-        zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job%s %s", name ? name : "",
-                 self->config.worker_task, strchr(held, ',') ? "s" : "", held);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job%s %s",
+                              name ? name : "", self->config.worker_task, strchr(held, ',') ? "s" : "", held);
     return NULL;
 }
 
@@ -340,23 +343,26 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         return -ENOENT;
     if (j->failed)
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' failed at step %lld (%s); STOP_JOB and START_JOB it again", j->job->name,
-                        (long long)j->steps + 1, j->error);
+                                     "job '%s' failed at step %lld (%s); STOP_JOB and START_JOB it again",
+                                     j->job->name, (long long) j->steps + 1, j->error);
     if (worker_session_comm(j->sess) && !j->connected)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' is multi_worker_mirrored over %d workers: CONNECT the ring before RUN_STEPS",
-                        j->job->name, j->num_workers);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' is multi_worker_mirrored over %d workers: CONNECT the ring before RUN_STEPS",
+            j->job->name, j->num_workers);
     int64_t n = req->steps > 0 ? req->steps : j->job->steps_per_execution;
     if (n < 1)
         n = 1;
     if (n > ZDIST_WORKER_MAX_STEPS_PER_CALL)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "steps: %lld is outside 0..%d (0: steps_per_execution)",
-                        (long long)n, ZDIST_WORKER_MAX_STEPS_PER_CALL);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                     "steps: %lld is outside 0..%d (0: steps_per_execution)", (long long) n,
+                                     ZDIST_WORKER_MAX_STEPS_PER_CALL);
     zdist_worker_step_t *res = calloc((size_t)n, sizeof *res);
     worker_outputs_t *vals = calloc((size_t)n, sizeof *vals);
     int rc = 0;
     if (!res || !vals) {
-        rc = zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory for %lld steps' outputs", (long long)n);
+        rc = zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                                   "out of memory for %lld steps' outputs", (long long) n);
         goto out;
     }
     int64_t done = 0;
@@ -377,8 +383,8 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
             zsys_error("job '%s' step %lld failed: %s", j->job->name, (long long)j->steps + 1, j->error);
-            rc = zdist_rpc_call_refuse(call, zdist_status_from_errno(more), "job '%s' step %lld: %s", j->job->name,
-                          (long long)j->steps + 1, j->error);
+            rc = zdist_rpc_call_refuse(call, zdist_status_from_errno(more), "job '%s' step %lld: %s",
+                                       j->job->name, (long long) j->steps + 1, j->error);
             goto out;
         }
         if (more == 0) {
@@ -432,11 +438,13 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (j->failed)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' failed (%s); STOP_JOB and START_JOB it again",
-                        j->job->name, j->error);
-    if (!worker_session_has_test(j->sess))
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' has no test set; add dataset.test (or dataset.synthetic.test_n)", j->job->name);
+                                     "job '%s' failed (%s); STOP_JOB and START_JOB it again", j->job->name,
+                                     j->error);
+    if (!worker_session_has_test(j->sess))
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' has no test set; add dataset.test (or dataset.synthetic.test_n)", j->job->name);
     worker_eval_t ev;
     zdist_error_t err = {0};
     int rc = worker_session_evaluate(j->sess, &ev, &err);
@@ -445,7 +453,8 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
         }
-        return zdist_rpc_call_refuse(call, zdist_status_from_errno(rc), "job '%s' evaluation: %s", j->job->name, err.text);
+        return zdist_rpc_call_refuse(call, zdist_status_from_errno(rc), "job '%s' evaluation: %s",
+                                     j->job->name, err.text);
     }
     zdist_evaluation_t reply = {
         .correct = (int64_t)llround(ev.correct),
@@ -469,18 +478,23 @@ s_connect(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (!zdist_strategy_syncs_workers(j->job->strategy))
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored and tpu "
-                        "connect a ring", j->job->name, zdist_strategy_name(j->job->strategy));
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                                     "job '%s' is %s: only multi_worker_mirrored and tpu "
+                                     "connect a ring",
+                                     j->job->name, zdist_strategy_name(j->job->strategy));
     if (req->num_endpoints != (size_t)j->num_workers)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
-                        "order", req->num_endpoints, j->num_workers);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_INVALID_ARGUMENT,
+            "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
+            "order",
+            req->num_endpoints, j->num_workers);
     zdist_comm_t *comm = worker_session_comm(j->sess);
     if (!comm || j->connected) /* one worker: no ring; or a retried CONNECT (the reply has no body) */
         return 0;
     zdist_error_t err = {0};
     if (zdist_comm_connect(comm, req->endpoints, &err) < 0)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s", err.text);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s",
+                                     err.text);
     worker_local_set_comm(worker_trainer_backend(worker_session_trainer(j->sess)), comm, j->num_workers, j->collective_timeout_ms);
     j->connected = true;
     zsys_info("job '%s': rank %d of %d in the ring, right neighbour %s", j->job->name, j->worker_index, j->num_workers,
@@ -495,7 +509,8 @@ s_local_job(self_t *self, zdist_rpc_call_t *call, const char *name)
     s_job_t *j = s_the_job(self, call, name);
     if (j && !worker_local_is(worker_trainer_backend(worker_session_trainer(j->sess)))) {
         zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                 "job '%s' keeps its variables on the ps tasks: checkpoint them there (PS_SAVE)", j->job->name);
+                              "job '%s' keeps its variables on the ps tasks: checkpoint them there (PS_SAVE)",
+                              j->job->name);
         return NULL;
     }
     return j;
@@ -511,7 +526,8 @@ s_get_state(zdist_rpc_call_t *call, void *state)
         return -ENOENT;
     if (j->failed)
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' failed (%s): its variables may be half updated", j->job->name, j->error);
+                                     "job '%s' failed (%s): its variables may be half updated", j->job->name,
+                                     j->error);
     worker_backend_t *be = worker_trainer_backend(worker_session_trainer(j->sess));
     const worker_vars_t *vars = worker_trainer_vars(worker_session_trainer(j->sess));
     zdist_msg_t *reply = zdist_rpc_call_reply(call);
@@ -534,8 +550,8 @@ s_get_state(zdist_rpc_call_t *call, void *state)
                 rc = zdist_msg_add_tensor_copy(reply, name, ZDIST_DTYPE_FLOAT32, &shape, slot, bytes);
         }
         if (rc < 0)
-            return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s", var->name,
-                            strerror(-rc));
+            return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s",
+                                         var->name, strerror(-rc));
     }
     zdist_worker_state_t body = {.job = j->job->name, .step = j->steps, .iterations = worker_local_iterations(be)};
     return zdist_worker_reply_state(call, &body);
@@ -572,25 +588,29 @@ s_set_state(zdist_rpc_call_t *call, void *state)
         const worker_var_t *var = &vars->vars[v];
         bool bad = false;
         if (!s_state_tensor(msg, var->name, var->n, &bad) || bad)
-            return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "variable '%s' (float32, %lld elements) is %s in the state; send every variable of "
-                            "model '%s'", var->name, (long long)var->n, bad ? "of another dtype or size" : "missing",
-                            j->job->model);
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_INVALID_ARGUMENT,
+                "variable '%s' (float32, %lld elements) is %s in the state; send every variable of "
+                "model '%s'",
+                var->name, (long long) var->n, bad ? "of another dtype or size" : "missing", j->job->model);
         used++;
         for (int k = 0; k < nslots && worker_local_slot(be, v, k); k++) {
             char name[512];
             snprintf(name, sizeof name, "%s/slot%d", var->name, k);
             if (!s_state_tensor(msg, name, var->n, &bad) || bad)
-                return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                                "optimizer slot '%s' is %s in the state (the job's optimizer has %d slots)", name,
-                                bad ? "of another dtype or size" : "missing", nslots);
+                return zdist_rpc_call_refuse(
+                    call, ZDIST_STATUS_INVALID_ARGUMENT,
+                    "optimizer slot '%s' is %s in the state (the job's optimizer has %d slots)", name,
+                    bad ? "of another dtype or size" : "missing", nslots);
             used++;
         }
     }
     if ((size_t)used != zdist_msg_tensor_count(msg))
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "the state has %zu tensors, model '%s' with its optimizer has %d; was it saved by another "
-                        "job?", zdist_msg_tensor_count(msg), j->job->model, used);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_INVALID_ARGUMENT,
+            "the state has %zu tensors, model '%s' with its optimizer has %d; was it saved by another "
+            "job?",
+            zdist_msg_tensor_count(msg), j->job->model, used);
     for (int v = 0; v < vars->n; v++) {
         const worker_var_t *var = &vars->vars[v];
         bool bad;
@@ -607,8 +627,8 @@ s_set_state(zdist_rpc_call_t *call, void *state)
         const zdist_input_step_t *st;
         int more = zdist_input_next(worker_session_input(j->sess), &st);
         if (more < 0)
-            return zdist_rpc_call_refuse(call, ZDIST_STATUS_INTERNAL, "skipping to step %lld: %s", (long long)req->skip_steps,
-                            strerror(-more));
+            return zdist_rpc_call_refuse(call, ZDIST_STATUS_INTERNAL, "skipping to step %lld: %s",
+                                         (long long) req->skip_steps, strerror(-more));
         if (more == 0)
             break;
     }
