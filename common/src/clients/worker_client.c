@@ -61,12 +61,6 @@ zdist_worker_client_in_flight(const zdist_worker_client_t *self)
     return zdist_rpc_client_in_flight(self->rpc);
 }
 
-unsigned
-zdist_worker_client_peer_restarts(const zdist_worker_client_t *self)
-{
-    return zdist_rpc_client_peer_restarts(self->rpc);
-}
-
 /* ---- requests ---- */
 
 /* Sends a request whose body is `body` (NULL: none), with `m` when the
