@@ -151,6 +151,23 @@ zdist_msg_set_body(zdist_msg_t *self, const ProtobufCMessage *body)
     return 0;
 }
 
+int
+zdist_msg_set_body_bytes(zdist_msg_t *self, const void *data, size_t len)
+{
+    /* malloc(0) may return NULL; an empty body is a valid encoding. */
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return -ENOMEM;
+    if (len)
+        memcpy(buf, data, len);
+    if (self->body_owned)
+        free(self->body);
+    self->body = buf;
+    self->body_len = len;
+    self->body_owned = true;
+    return 0;
+}
+
 const uint8_t *
 zdist_msg_body(const zdist_msg_t *self, size_t *ret_len)
 {
