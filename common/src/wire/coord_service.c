@@ -162,23 +162,13 @@ zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state)
 
 /* ---- a client's side ---- */
 
-/* A request of `method` with body pb; NULL when out of memory. */
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *pb)
-{
-    zdist_msg_t *m = zdist_msg_new(method);
-    if (m && zdist_msg_set_body(m, pb) < 0)
-        zdist_msg_destroy(&m);
-    return m;
-}
-
 zdist_msg_t *
 zdist_coord_request_submit(const char *job_json, const char *base_dir)
 {
     Zdist__Coordinator__SubmitRequest req = ZDIST__COORDINATOR__SUBMIT_REQUEST__INIT;
     req.job_json = (char *) (job_json ? job_json : "");
     req.base_dir = (char *) (base_dir ? base_dir : "");
-    return s_request(ZDIST_COORD_SUBMIT, &req.base);
+    return zdist_msg_new_body(ZDIST_COORD_SUBMIT, &req.base);
 }
 
 zdist_msg_t *
@@ -187,7 +177,7 @@ zdist_coord_request_status(const char *job_id, bool follow)
     Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
     req.job_id = (char *) (job_id ? job_id : "");
     req.follow = follow;
-    return s_request(ZDIST_COORD_STATUS, &req.base);
+    return zdist_msg_new_body(ZDIST_COORD_STATUS, &req.base);
 }
 
 zdist_msg_t *
@@ -195,14 +185,14 @@ zdist_coord_request_cancel(const char *job_id)
 {
     Zdist__Coordinator__CancelRequest req = ZDIST__COORDINATOR__CANCEL_REQUEST__INIT;
     req.job_id = (char *) (job_id ? job_id : "");
-    return s_request(ZDIST_COORD_CANCEL, &req.base);
+    return zdist_msg_new_body(ZDIST_COORD_CANCEL, &req.base);
 }
 
 zdist_msg_t *
 zdist_coord_request_list(void)
 {
     Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
-    return s_request(ZDIST_COORD_LIST, &req.base);
+    return zdist_msg_new_body(ZDIST_COORD_LIST, &req.base);
 }
 
 static int

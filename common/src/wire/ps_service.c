@@ -71,16 +71,6 @@ s_method_dense(uint32_t method)
 
 /* ---- request encoders ---- */
 
-/* A request with `body` packed, or NULL. */
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *body)
-{
-    zdist_msg_t *msg = zdist_msg_new(method);
-    if (msg && body && zdist_msg_set_body(msg, body) < 0)
-        zdist_msg_destroy(&msg);
-    return msg;
-}
-
 /* Attaches data as a tensor: copied (ffn NULL) or zero-copy. On failure of
    a zero-copy attach, ffn is called here: ownership passed on entry. */
 static int
@@ -133,7 +123,7 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
     init.mean = spec->init.mean;
     init.stddev = spec->init.stddev;
     req.initializer = &init;
-    return s_request(ZDIST_PS_CREATE, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_CREATE, &req.base);
 }
 
 zdist_msg_t *
@@ -146,7 +136,7 @@ zdist_ps_request_pull(const char *name, int32_t shard_index, int64_t row_start, 
     req.shard_index = shard_index;
     req.row_start = row_start;
     req.row_count = row_count;
-    return s_request(ZDIST_PS_PULL, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_PULL, &req.base);
 }
 
 zdist_msg_t *
@@ -156,7 +146,7 @@ zdist_ps_request_pull_rows(const char *name, const int64_t *ids, size_t nids, zd
     if (name && (ids || nids == 0) && nids <= INT64_MAX / sizeof *ids) {
         Zdist__Ps__PullRowsRequest req = ZDIST__PS__PULL_ROWS_REQUEST__INIT;
         req.name = (char *) name;
-        msg = s_request(ZDIST_PS_PULL_ROWS, &req.base);
+        msg = zdist_msg_new_body(ZDIST_PS_PULL_ROWS, &req.base);
     }
     if (!msg) {
         if (ffn)
@@ -194,7 +184,7 @@ s_encode_write(uint32_t method, const zdist_ps_write_t *w, zdist_free_fn *ffn, v
         req.step_write = w->step_write;
         req.part_row = w->part_row;
         req.more_parts = w->more_parts;
-        msg = s_request(method, &req.base);
+        msg = zdist_msg_new_body(method, &req.base);
     }
     if (!msg) {
         if (ffn) {
@@ -339,7 +329,7 @@ zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, v
         req.items = itemp;
         req.sequence = pp->sequence;
         req.job_step = pp->job_step;
-        msg = s_request(ZDIST_PS_PUSH_PULL, &req.base);
+        msg = zdist_msg_new_body(ZDIST_PS_PUSH_PULL, &req.base);
     }
     free(items);
     free(itemp);
@@ -378,7 +368,7 @@ zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const 
     req.step = step;
     req.ps_task = ps_task;
     req.job = (char *) (job ? job : "");
-    return s_request(ZDIST_PS_SAVE, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_SAVE, &req.base);
 }
 
 zdist_msg_t *
@@ -395,7 +385,7 @@ zdist_ps_request_restore_job(const char *dir, const char *job)
     Zdist__Ps__RestoreRequest req = ZDIST__PS__RESTORE_REQUEST__INIT;
     req.dir = (char *) dir;
     req.job = (char *) (job ? job : "");
-    return s_request(ZDIST_PS_RESTORE, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_RESTORE, &req.base);
 }
 
 zdist_msg_t *
@@ -408,7 +398,7 @@ zdist_msg_t *
 zdist_ps_request_stats(void)
 {
     Zdist__Ps__StatsRequest req = ZDIST__PS__STATS_REQUEST__INIT;
-    return s_request(ZDIST_PS_STATS, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_STATS, &req.base);
 }
 
 zdist_msg_t *
@@ -433,7 +423,7 @@ zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *
     req.beta2 = opt->beta2;
     req.epsilon = opt->epsilon;
     req.lazy = opt->lazy;
-    return s_request(ZDIST_PS_SET_OPTIMIZER, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_SET_OPTIMIZER, &req.base);
 }
 
 zdist_msg_t *
@@ -443,7 +433,7 @@ zdist_ps_request_drop_job(const char *job)
         return NULL;
     Zdist__Ps__DropJobRequest req = ZDIST__PS__DROP_JOB_REQUEST__INIT;
     req.job = (char *) job;
-    return s_request(ZDIST_PS_DROP_JOB, &req.base);
+    return zdist_msg_new_body(ZDIST_PS_DROP_JOB, &req.base);
 }
 
 zdist_msg_t *

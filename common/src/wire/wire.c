@@ -151,6 +151,15 @@ zdist_msg_set_body(zdist_msg_t *self, const ProtobufCMessage *body)
     return 0;
 }
 
+zdist_msg_t *
+zdist_msg_new_body(uint32_t method, const ProtobufCMessage *body)
+{
+    zdist_msg_t *msg = zdist_msg_new(method);
+    if (msg && zdist_msg_set_body(msg, body) < 0)
+        zdist_msg_destroy(&msg);
+    return msg;
+}
+
 int
 zdist_msg_set_body_bytes(zdist_msg_t *self, const void *data, size_t len)
 {

@@ -22,16 +22,6 @@ typedef struct {
 
 /* ---- requests ---- */
 
-/* A request whose body is `body`, or NULL when out of memory. */
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *body)
-{
-    zdist_msg_t *m = zdist_msg_new(method);
-    if (m && zdist_msg_set_body(m, body) < 0)
-        zdist_msg_destroy(&m);
-    return m;
-}
-
 static char *
 s_arg(const char *s)
 {
@@ -57,7 +47,7 @@ zdist_worker_request_start_job(const zdist_worker_start_t *req)
     b.variable_prefix = s_arg(req->variable_prefix);
     b.collective_timeout_ms = req->collective_timeout_ms;
     b.repeat_input = req->repeat_input;
-    return s_request(ZDIST_WORKER_START_JOB, &b.base);
+    return zdist_msg_new_body(ZDIST_WORKER_START_JOB, &b.base);
 }
 
 zdist_msg_t *
@@ -67,7 +57,7 @@ zdist_worker_request_run_steps(const zdist_worker_run_t *req)
     b.job = s_arg(req->job);
     b.steps = req->steps;
     b.first_step = req->first_step;
-    return s_request(ZDIST_WORKER_RUN_STEPS, &b.base);
+    return zdist_msg_new_body(ZDIST_WORKER_RUN_STEPS, &b.base);
 }
 
 zdist_msg_t *
@@ -80,13 +70,13 @@ zdist_worker_request_job(uint32_t method, const char *job)
     switch (method) {
     case ZDIST_WORKER_EVALUATE:
         evaluate.job = s_arg(job);
-        return s_request(method, &evaluate.base);
+        return zdist_msg_new_body(method, &evaluate.base);
     case ZDIST_WORKER_STOP_JOB:
         stop.job = s_arg(job);
-        return s_request(method, &stop.base);
+        return zdist_msg_new_body(method, &stop.base);
     case ZDIST_WORKER_GET_STATE:
         get.job = s_arg(job);
-        return s_request(method, &get.base);
+        return zdist_msg_new_body(method, &get.base);
     default:
         return NULL;
     }
@@ -99,7 +89,7 @@ zdist_worker_request_connect(const zdist_worker_connect_t *req)
     b.job = s_arg(req->job);
     b.endpoints = (char **) req->endpoints;
     b.n_endpoints = req->num_endpoints;
-    return s_request(ZDIST_WORKER_CONNECT, &b.base);
+    return zdist_msg_new_body(ZDIST_WORKER_CONNECT, &b.base);
 }
 
 int
