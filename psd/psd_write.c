@@ -1,4 +1,5 @@
-/* psd_write: a shard's write path: checks, then dedup, copy on write and apply, under its write lock. */
+/* psd_write: a shard's write path: checks, then under its write lock dedup, copy on write and apply.
+   Read psd_shard_write at the bottom first: it calls the three stages in that order. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -122,7 +123,6 @@ s_ensure_slots(psd_shard_t *self)
 }
 
 /* Everything psd_shard_write checks before it takes the lock: the local
-
    first row, the rows and the bytes the write covers. */
 static int
 s_check_write(psd_shard_t *self, const psd_write_t *w, int64_t *ret_local, size_t *ret_need,
