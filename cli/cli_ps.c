@@ -13,6 +13,7 @@
 #include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
+#include "zdist/rpc.h"
 
 #define S_SUB "ps"
 /* Rows are pulled in pieces of at most this many bytes (the psd's default
@@ -137,7 +138,7 @@ s_parse_args(int argc, char **argv, s_args_t *args)
 static int
 s_failed(const s_args_t *args, int rc, const zdist_error_t *err)
 {
-    if (rc == -ETIMEDOUT || rc == -ENOTCONN)
+    if (zdist_rpc_unreachable(rc))
         fprintf(stderr, "zdist ps %s: no answer from %s within %" PRId64 " ms (is zdist-psd running there?): %s\n",
                 args->cmd, args->endpoint, args->timeout_ms, err->text);
     else
