@@ -1,4 +1,4 @@
-/* coord_runner: a job from start to end — variables, closures, checkpoints, psd recovery, evaluation, metrics. */
+/* coord_run: what every way of running a job shares — status, metrics, checkpoint bookkeeping, the pipe. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -13,14 +13,13 @@
 #include <unistd.h>
 
 #include "coord_run.h"
-#include "zdist/coordinator.h"
 #include "zdist/file.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
 
 
 void
-coord_runner_config_destroy(coord_runner_config_t **self_p)
+coord_run_config_destroy(coord_run_config_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
@@ -97,6 +96,15 @@ s_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double
+coord_run_lower_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof v[0], s_cmp_double);
+    return v[(n - 1) / 2];
+}
+
 /* p50 and p99 of worker i's step times of the last minute; false without any. */
 static bool
 s_step_percentiles(coord_run_t *r, int i, int64_t now, double *p50, double *p99, int *count)
@@ -153,58 +161,6 @@ coord_run_lost_json(json_t *w, int64_t now, int64_t lost_since_ms, const char *w
     json_object_set_new(w, "lost_why", json_string(why ? why : ""));
 }
 
-/* The workers of a parameter_server job: state (running, idle, lost,
-   rejoining, starting), step-time p50/p99 of the last minute, straggler. */
-static void
-s_ps_workers_json(coord_run_t *r, json_t *workers, int64_t now)
-{
-    size_t nw = r->coord ? zdist_coordinator_num_workers(r->coord) : 0;
-    if (nw > COORD_MAX_TASKS)
-        nw = COORD_MAX_TASKS;
-    double p50[COORD_MAX_TASKS], p99[COORD_MAX_TASKS], sorted[COORD_MAX_TASKS];
-    int count[COORD_MAX_TASKS], nsorted = 0;
-    bool has[COORD_MAX_TASKS];
-    for (size_t i = 0; i < nw; i++) {
-        has[i] = s_step_percentiles(r, (int)i, now, &p50[i], &p99[i], &count[i]);
-        if (has[i])
-            sorted[nsorted++] = p50[i];
-    }
-    /* The lower median: with two workers, the faster one is the yardstick. */
-    qsort(sorted, (size_t)nsorted, sizeof sorted[0], s_cmp_double);
-    double median = nsorted ? sorted[(nsorted - 1) / 2] : 0;
-    bool final = strcmp(r->state, "running") != 0;
-    for (size_t i = 0; i < nw; i++) {
-        zdist_coordinator_worker_info_t wi;
-        if (zdist_coordinator_worker_info(r->coord, i, &wi) < 0)
-            continue;
-        const char *state;
-        if (wi.lost_since_ms && !wi.up)
-            state = wi.rejoining ? "rejoining" : "lost";
-        else if (final)
-            state = "idle"; /* the job ended and STOP_JOB went out: it holds nothing */
-        else if (wi.up)
-            state = "running";
-        else
-            state = "starting";
-        bool up = strcmp(state, "running") == 0 || strcmp(state, "idle") == 0;
-        json_t *w = json_pack("{s:i, s:s, s:s, s:b, s:I, s:i, s:I, s:I, s:i}", "task", (int)i, "endpoint",
-                              wi.endpoint, "state", state, "up", up, "closures_done",
-                              (json_int_t)(wi.closures_done + r->worker_closures[i]), "in_flight", wi.in_flight,
-                              "in_flight_ms", (json_int_t)wi.oldest_in_flight_ms, "last_heartbeat_ms_ago",
-                              (json_int_t)(wi.last_heard_ms ? now - wi.last_heard_ms : -1), "restarts",
-                              (int)(wi.restarts + r->worker_restarts[i]));
-        if (!w)
-            continue;
-        if (strcmp(state, "running") == 0)
-            json_object_set_new(w, "job", json_string(r->cfg->job_id));
-        if (wi.lost_since_ms && !wi.up)
-            coord_run_lost_json(w, now, wi.lost_since_ms, wi.lost_why);
-        coord_run_step_json(r, (int)i, now, w, NULL);
-        json_object_set_new(w, "straggler", json_boolean(has[i] && nsorted >= 2 && p50[i] >= 2 * median));
-        json_array_append_new(workers, w);
-    }
-}
-
 static void
 s_status_as(coord_run_t *r, bool force, const char *kind)
 {
@@ -225,8 +181,7 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
         json_object_set_new(metrics, "test_accuracy", json_real(r->test_accuracy));
         json_object_set_new(metrics, "test_loss", json_real(r->test_loss));
     }
-    json_t *workers = r->mwm ? coord_mwm_workers_json(r) : json_array();
-    s_ps_workers_json(r, workers, now);
+    json_t *workers = json_array();
     json_t *ps = json_array();
     for (int i = 0; i < r->cfg->num_ps; i++)
         json_array_append_new(ps, json_pack("{s:i, s:s, s:I, s:I, s:O}", "task", i, "endpoint", r->cfg->ps[i], "bytes",
@@ -234,13 +189,13 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
                                             "methods", r->ps_methods[i] ? r->ps_methods[i] : json_array()));
     json_t *detail = json_pack("{s:o, s:o, s:o, s:I, s:f, s:i, s:s}", "metrics", metrics, "workers", workers, "ps",
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
-                               (double)(now - r->started_ms) / 1000.0, "psd_recoveries", (int)r->psd_recoveries,
+                               (double)(now - r->started_ms) / 1000.0, "psd_recoveries", 0,
                                "dir", r->cfg->job_dir);
     json_object_set_new(detail, "checkpoint_dir", json_string(r->cfg->ckpt_root));
     json_object_set_new(detail, "checkpoints_damaged", json_integer(r->ckpt_damaged));
     json_object_set_new(detail, "checkpoints_failed", json_integer(r->ckpt_failed));
-    if (r->mwm)
-        json_object_set_new(detail, "ring_reformed_because", json_string(coord_mwm_last_failure(r)));
+    if (detail)
+        r->ops->status(r, detail, now); /* its workers, and psd_recoveries or why the ring was re-formed */
     json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:o}", "state", r->state, "step", (json_int_t)r->step, "steps",
                            (json_int_t)r->steps, "error", r->error, "detail", detail);
     char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
@@ -258,10 +213,16 @@ coord_run_status(coord_run_t *r, bool force)
     s_status_as(r, force, "STATUS");
 }
 
+void
+coord_run_end(coord_run_t *r)
+{
+    s_status_as(r, true, "END");
+}
+
 /* ---- metrics ---- */
 
-static void
-s_svg(coord_run_t *r)
+void
+coord_run_svg(coord_run_t *r)
 {
     if (r->npoints < 1)
         return;
@@ -558,78 +519,61 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     s_prune_damaged(r->cfg->ckpt_root, keep_from >= 0 ? keep_from : (nd ? done[0] : 0));
     zsys_info("job %s: checkpoint at step %lld (%llu bytes %s)", r->cfg->job_id, (long long)step,
               (unsigned long long)bytes, where);
-    s_svg(r);
+    coord_run_svg(r);
     return 0;
-}
-
-static int
-s_ckpt_save(coord_run_t *r, int64_t step)
-{
-    char dir[1100];
-    coord_run_ckpt_dir(r, step, dir, sizeof dir);
-    uint64_t total = 0;
-    for (int i = 0; i < r->cfg->num_ps; i++) {
-        uint64_t bytes = 0;
-        zdist_error_t err = {0};
-        int rc = zdist_ps_client_save_job(r->ps[i], dir, step, i, r->cfg->job_id, &bytes, &err);
-        if (rc < 0) {
-            char why[ZDIST_ERROR_TEXT_MAX + 32];
-            snprintf(why, sizeof why, "ps %d: %s", i, err.text);
-            coord_run_ckpt_failed(r, step, why);
-            return rc;
-        }
-        total += bytes;
-    }
-    char fields[64], where[64];
-    snprintf(fields, sizeof fields, "\"num_ps\": %d", r->cfg->num_ps);
-    snprintf(where, sizeof where, "over %d ps", r->cfg->num_ps);
-    return coord_run_ckpt_commit(r, step, fields, total, where);
-}
-
-static int
-s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
-{
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)step);
-    for (int i = 0; i < r->cfg->num_ps; i++) {
-        int64_t got;
-        int rc = zdist_ps_client_restore_job(r->ps[i], dir, r->cfg->job_id, &got, err);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* ---- ps health ---- */
-
-static bool
-s_ps_changed(coord_run_t *r)
-{
-    for (int i = 0; i < r->cfg->num_ps; i++) {
-        zdist_ps_stats_t *st = NULL;
-        if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
-            return true;
-        bool changed = st->incarnation != r->ps_inc[i];
-        zdist_ps_stats_destroy(&st);
-        if (changed)
-            return true;
-    }
-    return false;
-}
-
-static void
-s_ps_record(coord_run_t *r)
-{
-    for (int i = 0; i < r->cfg->num_ps; i++) {
-        zdist_ps_stats_t *st = NULL;
-        if (zdist_ps_client_stats(r->ps[i], &st, NULL) == 0) {
-            r->ps_inc[i] = st->incarnation;
-            zdist_ps_stats_destroy(&st);
-        }
-    }
 }
 
 /* ---- control ---- */
+
+void
+coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coord_run_ops_t *ops)
+{
+    r->cfg = cfg;
+    r->pipe = pipe;
+    r->ops = ops;
+    r->state = "running";
+    r->loss = NAN;
+    r->ckpt_step = -1;
+    r->ckpt_tried = -1;
+    r->started_ms = zdist_clock_now_ms();
+    r->steps = cfg->job.steps;
+    for (int i = 0; i < COORD_MAX_TASKS; i++)
+        zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
+    zdist_ps_client_options_t po;
+    zdist_ps_client_options_default(&po);
+    po.timeout_ms = 5000;
+    po.retries = 0;
+    for (int i = 0; i < cfg->num_ps; i++)
+        r->ps[i] = zdist_ps_client_new(cfg->ps[i], &po, NULL);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->job_dir);
+    r->metrics = fopen(path, "ae");
+}
+
+void
+coord_run_release(coord_run_t *r)
+{
+    if (r->ops->destroy)
+        r->ops->destroy(r);
+    if (r->metrics)
+        fclose(r->metrics);
+    r->metrics = NULL;
+    for (int i = 0; i < r->cfg->num_ps; i++) {
+        zdist_ps_client_destroy(&r->ps[i]);
+        json_decref(r->ps_methods[i]);
+        r->ps_methods[i] = NULL;
+    }
+    coord_run_config_destroy(&r->cfg);
+}
+
+void
+coord_run_window(coord_run_t *r)
+{
+    r->win_start_ms = zdist_clock_now_ms();
+    r->win_steps = 0;
+    r->win_loss = r->win_examples = 0;
+    r->last_line_step = r->step;
+}
 
 void
 coord_run_wait_pipe(coord_run_t *r, int64_t ms)
@@ -654,30 +598,6 @@ coord_run_check_pipe(coord_run_t *r)
     }
 }
 
-/* Waits until every ps answers; false when cancelled or stopped meanwhile. */
-static bool
-s_wait_ps(coord_run_t *r)
-{
-    for (;;) {
-        coord_run_check_pipe(r);
-        if (r->cancel || r->term)
-            return false;
-        bool all = true;
-        for (int i = 0; i < r->cfg->num_ps && all; i++) {
-            zdist_ps_stats_t *st = NULL;
-            if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
-                all = false;
-            zdist_ps_stats_destroy(&st);
-        }
-        if (all)
-            return true;
-        coord_run_status(r, false);
-        /* The stats calls wait for the psds themselves (a request reaches a
-           psd as soon as it is back); between rounds only the pipe. */
-        coord_run_wait_pipe(r, 200);
-    }
-}
-
 void
 coord_run_event(coord_run_t *r, const char *kind, const char *line)
 {
@@ -689,291 +609,3 @@ coord_run_event(coord_run_t *r, const char *kind, const char *line)
     free(text);
 }
 
-static void
-s_worker_event(void *arg, bool problem, const char *line)
-{
-    coord_run_t *r = arg;
-    if (problem)
-        zsys_warning("job %s: %s", r->cfg->job_id, line);
-    else
-        zsys_info("job %s: %s", r->cfg->job_id, line);
-    coord_run_event(r, problem ? "lost" : "back", line);
-}
-
-/* One attempt: start the workers, restore the last checkpoint, train until
-   the steps are done. 0 done, -EAGAIN a psd was lost (try again), other
-   negative errno failed (error set), 1 stopped (cancel or term). */
-/* The attempt ends because a psd restarted or went away: why, for the log line. */
-static int
-s_ps_lost(coord_run_t *r, const char *when, const zdist_error_t *err)
-{
-    snprintf(r->lost_why, sizeof r->lost_why, "%s%s%s", when, err && err->text[0] ? ": " : "",
-             err && err->text[0] ? err->text : "");
-    return -EAGAIN;
-}
-
-static int
-s_attempt(coord_run_t *r)
-{
-    coord_runner_config_t *cfg = r->cfg;
-    zdist_error_t err = {0};
-    zdist_coordinator_options_t o;
-    zdist_coordinator_options_default(&o);
-    const char *wp[COORD_MAX_TASKS], *pp[COORD_MAX_TASKS];
-    for (int i = 0; i < cfg->num_workers; i++)
-        wp[i] = cfg->workers[i];
-    for (int i = 0; i < cfg->num_ps; i++)
-        pp[i] = cfg->ps[i];
-    char prefix[80];
-    snprintf(prefix, sizeof prefix, "%s/", cfg->job_id);
-    o.job = &cfg->job.spec;
-    o.repeat_input = true; /* the coordinator counts the steps of epochs */
-    o.workers = wp;
-    o.num_workers = (size_t)cfg->num_workers;
-    o.ps = pp;
-    o.num_ps = (size_t)cfg->num_ps;
-    o.variable_prefix = prefix;
-    if (cfg->closure_timeout_ms > 0)
-        o.closure_timeout_ms = cfg->closure_timeout_ms;
-    /* A new ClusterCoordinator per attempt: keep the workers' totals. */
-    for (size_t i = 0; r->coord && i < zdist_coordinator_num_workers(r->coord) && i < COORD_MAX_TASKS; i++) {
-        zdist_coordinator_worker_info_t wi;
-        if (zdist_coordinator_worker_info(r->coord, i, &wi) == 0) {
-            r->worker_restarts[i] += wi.restarts;
-            r->worker_closures[i] += wi.closures_done;
-        }
-    }
-    zdist_coordinator_destroy(&r->coord);
-    o.on_event = s_worker_event;
-    o.on_event_arg = r;
-    r->coord = zdist_coordinator_new(&o, &err);
-    if (!r->coord) {
-        snprintf(r->error, sizeof r->error, "%s", err.text);
-        return -EINVAL;
-    }
-    s_ps_record(r);
-    int rc = zdist_coordinator_start(r->coord, true, &err);
-    if (rc < 0) {
-        if (s_ps_changed(r))
-            return s_ps_lost(r, "while starting the job", &err);
-        snprintf(r->error, sizeof r->error, "starting the job: %s", err.text);
-        return rc;
-    }
-    if (r->steps == 0)
-        r->steps = cfg->job.epochs * zdist_coordinator_steps_per_epoch(r->coord);
-    if (r->steps <= 0) {
-        snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
-        return -EINVAL;
-    }
-    int64_t last;
-    /* The newest checkpoint that restores: a damaged one is set aside and
-       the one before it tried. */
-    while ((last = coord_run_ckpt_last(cfg->ckpt_root)) >= 0) {
-        char why[ZDIST_ERROR_TEXT_MAX + 1300];
-        if (coord_run_ckpt_check(r, last, why, sizeof why) < 0) {
-            coord_run_ckpt_reject(r, last, why);
-            continue;
-        }
-        if ((rc = s_ckpt_restore(r, last, &err)) == 0)
-            break;
-        if (s_ps_changed(r))
-            return s_ps_lost(r, "while restoring the checkpoint", &err);
-        if (rc == -EBADMSG) { /* DATA_LOSS: a file fails its CRC, is cut short or missing */
-            coord_run_ckpt_reject(r, last, err.text);
-            continue;
-        }
-        snprintf(r->error, sizeof r->error, "restoring checkpoint step %lld: %s", (long long) last, err.text);
-        return rc;
-    }
-    if (last < 0 && r->ckpt_damaged > 0)
-        return coord_run_ckpt_all_damaged(r);
-    if (last >= 0) {
-        zsys_info("job %s: restored every ps from the checkpoint at step %lld", cfg->job_id, (long long)last);
-        if (r->psd_recoveries > 0) {
-            char line[160];
-            snprintf(line, sizeof line, "every ps restored from the checkpoint at step %lld; training resumes",
-                     (long long)last);
-            coord_run_event(r, "recovered", line);
-        }
-        r->step = last;
-        r->ckpt_step = r->ckpt_tried = last;
-    } else {
-        r->step = 0;
-        if ((rc = s_ckpt_save(r, 0)) < 0) {
-            snprintf(r->error, sizeof r->error, "checkpoint at step 0 into %s failed: %s (every ps task must be "
-                     "able to write there: the psds' --checkpoint-root must hold it)", cfg->ckpt_root,
-                     r->ckpt_why[0] ? r->ckpt_why : "see the coordinator's log");
-            return s_ps_changed(r) ? s_ps_lost(r, "during the checkpoint at step 0", NULL) : rc;
-        }
-    }
-    s_ps_record(r);
-    r->last_stats_ms = 0; /* the psds' figures at the next status hold the job's variables */
-    r->scheduled = r->step;
-    zdist_coordinator_set_step(r->coord, r->step); /* closures carry the job's step numbers from here */
-    r->win_start_ms = zdist_clock_now_ms();
-    r->win_steps = 0;
-    r->win_loss = r->win_examples = 0;
-    r->last_line_step = r->step;
-    int64_t spe = cfg->job.steps_per_execution > 0 ? cfg->job.steps_per_execution : 1;
-    int64_t every = cfg->job.ckpt_every;
-    while (r->step < r->steps) {
-        coord_run_check_pipe(r);
-        if (r->cancel || r->term)
-            break;
-        int64_t target = r->steps;
-        if (every > 0) {
-            int64_t next = coord_run_ckpt_next(r, every);
-            if (next < target)
-                target = next;
-        }
-        /* Keep enough closures queued for every worker to have its RUN_STEPS
-           in flight, short closures several to a message. */
-        size_t want = 8 * (size_t)cfg->num_workers;
-        while (r->scheduled < target && zdist_coordinator_queued(r->coord) < want) {
-            int64_t n = target - r->scheduled < spe ? target - r->scheduled : spe;
-            if (!zdist_coordinator_schedule(r->coord, n)) {
-                snprintf(r->error, sizeof r->error, "out of memory");
-                return -ENOMEM;
-            }
-            r->scheduled += n;
-        }
-        zdist_coordinator_poll(r->coord, 20);
-        zdist_closure_result_t res;
-        while (zdist_coordinator_next_result(r->coord, &res))
-            coord_run_account(r, &res);
-        if (zdist_coordinator_error(r->coord, &err) < 0) {
-            zdist_coordinator_join(r->coord, &err);
-            if (s_ps_changed(r))
-                return s_ps_lost(r, "during a step", &err);
-            snprintf(r->error, sizeof r->error, "%s", err.text);
-            return -EIO;
-        }
-        if (r->step >= target && target < r->steps && zdist_coordinator_done(r->coord)) {
-            if (s_ckpt_save(r, r->step) < 0 && s_ps_changed(r))
-                return s_ps_lost(r, "during a checkpoint", NULL);
-            /* A failed save keeps the previous one as the last complete
-               and is tried again an interval later (ckpt_tried). */
-        }
-        coord_run_status(r, false);
-    }
-    if (r->cancel || r->term) {
-        zdist_coordinator_cancel_queued(r->coord);
-        zdist_coordinator_pause(r->coord, true);
-        int64_t until = zdist_clock_now_ms() + 30000;
-        while (zdist_coordinator_in_flight(r->coord) > 0 && zdist_clock_now_ms() < until)
-            zdist_coordinator_poll(r->coord, 50);
-        zdist_closure_result_t res;
-        while (zdist_coordinator_next_result(r->coord, &res))
-            coord_run_account(r, &res);
-        /* Only at a consistent point: with a closure still out, r->step
-           counts steps that are not the first r->step ones, and a resume
-           would number them again (the psds would take the re-run for the
-           steps already applied). The last checkpoint then stays. */
-        if (r->term && !r->cancel && zdist_coordinator_in_flight(r->coord) == 0)
-            s_ckpt_save(r, r->step);
-        return 1;
-    }
-    return 0;
-}
-
-void
-coord_runner_actor(zsock_t *pipe, void *args)
-{
-    coord_run_t *r = calloc(1, sizeof *r);
-    coord_runner_config_t *cfg = args;
-    zsock_signal(pipe, 0);
-    if (!r) {
-        coord_runner_config_destroy(&cfg);
-        return;
-    }
-    r->cfg = cfg;
-    r->pipe = pipe;
-    r->state = "running";
-    r->loss = NAN;
-    r->ckpt_step = -1;
-    r->ckpt_tried = -1;
-    r->started_ms = zdist_clock_now_ms();
-    r->steps = cfg->job.steps;
-    if (cfg->job.strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
-        /* Workers hold several jobs' sessions, by name: NAME@ID tells two
-           submissions of one job file apart. */
-        char *unique = NULL;
-        if (asprintf(&unique, "%s@%s", cfg->job.spec.name, cfg->job_id) >= 0) {
-            free(cfg->job.spec.name);
-            cfg->job.spec.name = unique;
-        }
-    }
-    for (int i = 0; i < COORD_MAX_TASKS; i++)
-        zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
-    zdist_ps_client_options_t po;
-    zdist_ps_client_options_default(&po);
-    po.timeout_ms = 5000;
-    po.retries = 0;
-    for (int i = 0; i < cfg->num_ps; i++)
-        r->ps[i] = zdist_ps_client_new(cfg->ps[i], &po, NULL);
-    char path[1200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->job_dir);
-    r->metrics = fopen(path, "ae");
-    coord_run_status(r, true);
-    int rc;
-    bool mwm = zdist_strategy_syncs_workers(cfg->job.strategy); /* tpu: whole replicas per worker, as mwm */
-    for (;;) {
-        rc = mwm ? coord_mwm_attempt(r) : s_attempt(r);
-        if (rc != -EAGAIN)
-            break;
-        if (!mwm) {
-            r->psd_recoveries++;
-            zsys_warning("job %s: a ps task was lost (%s); waiting for it, then restoring step %lld", cfg->job_id,
-                         r->lost_why, (long long)r->ckpt_step);
-            char line[1200];
-            snprintf(line, sizeof line, "a ps task was lost (%s); waiting for it, then restoring step %lld",
-                     r->lost_why, (long long)r->ckpt_step);
-            coord_run_event(r, "lost", line);
-        }
-        coord_run_status(r, true);
-        if (!(mwm ? coord_mwm_wait(r) : s_wait_ps(r))) {
-            rc = 1;
-            break;
-        }
-    }
-    if (rc == 0 && cfg->job.evaluate) {
-        zdist_evaluation_t ev;
-        zdist_error_t err = {0};
-        if ((mwm ? coord_mwm_evaluate(r, &ev, &err) : zdist_coordinator_evaluate(r->coord, &ev, &err)) == 0 &&
-            ev.total > 0) {
-            r->evaluated = true;
-            r->test_accuracy = ev.has_correct ? (double)ev.correct / (double)ev.total : NAN;
-            r->test_loss = ev.loss_sum / (double)ev.total;
-            zsys_info("job %s: test accuracy %.4f, loss %.4f over %lld examples", cfg->job_id, r->test_accuracy,
-                      r->test_loss, (long long)ev.total);
-        } else {
-            zsys_warning("job %s: evaluation failed: %s", cfg->job_id, err.text);
-        }
-    }
-    if (rc == 0) {
-        if (!mwm && r->ckpt_step != r->step)
-            s_ckpt_save(r, r->step); /* multi_worker_mirrored saved its own */
-        r->state = "done";
-    } else if (rc == 1) {
-        r->state = r->cancel ? "cancelled" : "running";
-    } else {
-        r->state = "failed";
-    }
-    if (r->coord && !(rc == 1 && !r->cancel))
-        zdist_coordinator_stop_job(r->coord, 2000);
-    if (r->mwm && !(rc == 1 && !r->cancel))
-        coord_mwm_stop(r);
-    s_svg(r);
-    if (r->metrics)
-        fclose(r->metrics);
-    s_status_as(r, true, "END");
-    zdist_coordinator_destroy(&r->coord);
-    coord_mwm_destroy(r);
-    for (int i = 0; i < cfg->num_ps; i++) {
-        zdist_ps_client_destroy(&r->ps[i]);
-        json_decref(r->ps_methods[i]);
-    }
-    free(r);
-    coord_runner_config_destroy(&cfg);
-    /* zactor_destroy's $TERM may be pending: wait for it when asked to stop. */
-}

@@ -418,7 +418,7 @@ s_start_next(self_t *self)
             }
             return;
         }
-        coord_runner_config_t *cfg = calloc(1, sizeof *cfg);
+        coord_run_config_t *cfg = calloc(1, sizeof *cfg);
         zdist_error_t err = {0};
         if (!cfg || !(cfg->base_dir = strdup(next->base_dir)) ||
             coord_job_parse(next->text, *next->base_dir ? next->base_dir : NULL, &cfg->job, &err) < 0) {
@@ -426,7 +426,7 @@ s_start_next(self_t *self)
             free(next->error);
             next->error = strdup(err.text[0] ? err.text : "out of memory");
             s_persist(self, next);
-            coord_runner_config_destroy(&cfg);
+            coord_run_config_destroy(&cfg);
             continue;
         }
         snprintf(cfg->job_id, sizeof cfg->job_id, "%s", next->id);
