@@ -247,7 +247,7 @@ coord_run_svg(coord_run_t *r)
             "<text x=\"%d\" y=\"%d\">0</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f</text>\n"
             "<text x=\"5\" y=\"%d\">%.3g</text><text x=\"5\" y=\"%d\">0</text>\n<polyline fill=\"none\" "
             "stroke=\"steelblue\" stroke-width=\"1.5\" points=\"",
-            W, H, M, r->cfg->job.name, M, H - M, W - 10, H - M, M, H - M, M, 30, M, H - M + 15, W - 10, H - M + 15,
+            W, H, M, r->cfg->job.spec.name, M, H - M, W - 10, H - M, M, H - M, M, 30, M, H - M + 15, W - 10, H - M + 15,
             maxs, 35, maxl, H - M);
     for (int i = 0; i < r->npoints; i++)
         fprintf(f, "%.1f,%.1f ", M + (W - 10 - M) * r->pt_step[i] / maxs,
@@ -289,7 +289,7 @@ coord_run_account(coord_run_t *r, const zdist_closure_result_t *res)
     r->win_loss += res->loss_sum;
     r->win_examples += res->examples;
     int64_t now = zdist_clock_now_ms();
-    int64_t every = r->cfg->job.log_every > 0 ? r->cfg->job.log_every : (r->steps > 200 ? r->steps / 100 : 1);
+    int64_t every = r->cfg->job.spec.log_every > 0 ? r->cfg->job.spec.log_every : (r->steps > 200 ? r->steps / 100 : 1);
     if (r->step - r->last_line_step < every && r->step < r->steps)
         return;
     double dt = (double)(now - r->win_start_ms) / 1000.0;
@@ -436,7 +436,7 @@ coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why)
         nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
     r->ckpt_failed++;
     r->ckpt_tried = step;
-    int64_t every = r->cfg->job.ckpt_every;
+    int64_t every = r->cfg->job.spec.ckpt_every;
     char when[96];
     if (every > 0)
         snprintf(when, sizeof when, "retrying at step %lld", (long long) coord_run_ckpt_next(r, every));
@@ -501,7 +501,7 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     int n = s_ckpt_list(r->cfg->ckpt_root, steps, 1024, false);
     int64_t done[1024];
     int nd = s_ckpt_list(r->cfg->ckpt_root, done, 1024, true);
-    int64_t keep_from = nd > r->cfg->job.ckpt_keep ? done[nd - r->cfg->job.ckpt_keep] : -1;
+    int64_t keep_from = nd > r->cfg->job.spec.ckpt_keep ? done[nd - r->cfg->job.spec.ckpt_keep] : -1;
     for (int i = 0; i < n; i++) {
         if (steps[i] >= keep_from && steps[i] <= step) {
             bool complete = false;
@@ -536,7 +536,7 @@ coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coo
     r->ckpt_step = -1;
     r->ckpt_tried = -1;
     r->started_ms = zdist_clock_now_ms();
-    r->steps = cfg->job.steps;
+    r->steps = cfg->job.spec.steps;
     for (int i = 0; i < COORD_MAX_TASKS; i++)
         zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
     zdist_ps_client_options_t po;

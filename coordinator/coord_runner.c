@@ -51,13 +51,13 @@ coord_runner_actor(zsock_t *pipe, void *args)
         return;
     }
     /* tpu: whole replicas per worker, as multi_worker_mirrored */
-    bool ring = zdist_strategy_syncs_workers(cfg->job.strategy);
+    bool ring = zdist_strategy_syncs_workers(cfg->job.spec.strategy);
     coord_run_init(r, cfg, pipe, ring ? &coord_runner_ring_ops : &coord_runner_ps_ops);
     int rc = r->ops->start ? r->ops->start(r) : 0;
     coord_run_status(r, true);
     if (rc == 0)
         rc = s_attempts(r);
-    if (rc == 0 && cfg->job.evaluate)
+    if (rc == 0 && cfg->job.spec.evaluate)
         s_evaluate(r);
     if (rc == 0) {
         if (r->ops->finish)

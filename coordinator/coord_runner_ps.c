@@ -293,8 +293,8 @@ s_train(coord_run_t *r)
     s_ps_t *p = r->impl;
     coord_run_config_t *cfg = r->cfg;
     zdist_error_t err = {0};
-    int64_t spe = cfg->job.steps_per_execution > 0 ? cfg->job.steps_per_execution : 1;
-    int64_t every = cfg->job.ckpt_every;
+    int64_t spe = cfg->job.spec.steps_per_execution > 0 ? cfg->job.spec.steps_per_execution : 1;
+    int64_t every = cfg->job.spec.ckpt_every;
     while (r->step < r->steps) {
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
@@ -372,7 +372,7 @@ s_attempt(coord_run_t *r)
     if (rc < 0)
         return rc;
     if (r->steps == 0)
-        r->steps = r->cfg->job.epochs * zdist_coordinator_steps_per_epoch(p->coord);
+        r->steps = r->cfg->job.spec.epochs * zdist_coordinator_steps_per_epoch(p->coord);
     if (r->steps <= 0) {
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;

@@ -243,7 +243,7 @@ s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
 static int
 s_send_stop(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_stop_job(s_self(r)->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_stop_job(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 static int
@@ -266,21 +266,21 @@ s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
     for (int k = 0; k < m->n; k++)
         if (m->w[k].in_ring)
             eps[m->w[k].rank] = m->w[k].ring_ep;
-    zdist_worker_connect_t req = {r->cfg->job.name, eps, (size_t)m->ring};
+    zdist_worker_connect_t req = {r->cfg->job.spec.name, eps, (size_t)m->ring};
     return zdist_worker_client_connect(m->w[i].cl, &req, timeout_ms, ret_id);
 }
 
 static int
 s_send_run(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    zdist_worker_run_t req = {.job = r->cfg->job.name, .steps = s_self(r)->round_steps};
+    zdist_worker_run_t req = {.job = r->cfg->job.spec.name, .steps = s_self(r)->round_steps};
     return zdist_worker_client_run_steps(s_self(r)->w[i].cl, &req, timeout_ms, ret_id);
 }
 
 static int
 s_send_evaluate(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_evaluate(s_self(r)->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_evaluate(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 static int
@@ -292,7 +292,7 @@ s_send_status(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 static int
 s_send_get_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_get_state(s_self(r)->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_get_state(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 /* SET_STATE from the loaded checkpoint (tensors copied into the request). */
@@ -300,7 +300,7 @@ static int
 s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
     const coord_wstate_t *ws = s_self(r)->loaded;
-    zdist_worker_state_t st = {r->cfg->job.name, ws->step, ws->iterations, s_self(r)->loaded_skip};
+    zdist_worker_state_t st = {r->cfg->job.spec.name, ws->step, ws->iterations, s_self(r)->loaded_skip};
     return zdist_worker_client_set_state(s_self(r)->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
 }
 
@@ -403,7 +403,7 @@ s_init(coord_run_t *r)
         return -ENOMEM;
     r->impl = m;
     m->n = r->cfg->num_workers;
-    m->job_name = r->cfg->job.name;
+    m->job_name = r->cfg->job.spec.name;
     for (int i = 0; i < m->n; i++) {
         zdist_error_t err = {0};
         m->w[i].endpoint = r->cfg->workers[i];
@@ -471,8 +471,8 @@ static int
 s_rounds(coord_run_t *r, int64_t target)
 {
     s_ring_t *m = s_self(r);
-    int64_t spe = r->cfg->job.steps_per_execution > 0 ? r->cfg->job.steps_per_execution : 1;
-    int64_t ct = r->cfg->job.collective_timeout_ms;
+    int64_t spe = r->cfg->job.spec.steps_per_execution > 0 ? r->cfg->job.spec.steps_per_execution : 1;
+    int64_t ct = r->cfg->job.spec.collective_timeout_ms;
     /* A round may take long (big steps_per_execution); a worker that neither
        answers nor drops its link is caught by the survivors' collective
        deadline, after which the coordinator gives it ct + 5 s more. */
@@ -608,7 +608,7 @@ s_start_ring(coord_run_t *r)
         return -EINVAL;
     }
     if (r->steps == 0)
-        r->steps = r->cfg->job.epochs * spe_data;
+        r->steps = r->cfg->job.spec.epochs * spe_data;
     if (r->steps <= 0) {
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
@@ -701,7 +701,7 @@ s_attempt(coord_run_t *r)
         return rc;
     coord_run_window(r);
     coord_run_status(r, true);
-    int64_t every = cfg->job.ckpt_every;
+    int64_t every = cfg->job.spec.ckpt_every;
     while (r->step < r->steps) {
         int64_t target = r->steps;
         if (every > 0 && coord_run_ckpt_next(r, every) < target)
@@ -737,7 +737,7 @@ s_wait(coord_run_t *r)
         snprintf(r->error, sizeof r->error, "the ring was re-formed 1000 times: giving up (%s)", m->last_failure);
         return false;
     }
-    int64_t wait = r->cfg->job.lost_worker_wait_ms;
+    int64_t wait = r->cfg->job.spec.lost_worker_wait_ms;
     int64_t start = zdist_clock_now_ms();
     int missing_before = -1;
     for (;;) {
