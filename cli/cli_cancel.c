@@ -17,9 +17,7 @@ cli_cancel_main(int argc, char **argv)
     cli_coord_options_t conn = {0};
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (cli_coord_option(&conn, opt, optarg))
-            continue;
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
         case 'h':
             printf("usage: zdist cancel JOB " CLI_COORD_USAGE "\n"

@@ -53,16 +53,18 @@ s_connect(const char *sub, const char *endpoint)
     return c;
 }
 
-bool
-cli_coord_option(cli_coord_options_t *o, int opt, const char *arg)
+int
+cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord_options_t *o)
 {
-    if (opt == CLI_OPT_COORDINATOR)
-        o->addr = arg;
-    else if (opt == CLI_OPT_CLUSTER)
-        o->cluster = arg;
-    else
-        return false;
-    return true;
+    for (;;) {
+        int opt = getopt_long(argc, argv, "", longopts, NULL);
+        if (opt == CLI_OPT_COORDINATOR)
+            o->addr = optarg;
+        else if (opt == CLI_OPT_CLUSTER)
+            o->cluster = optarg;
+        else
+            return opt;
+    }
 }
 
 zdist_coord_client_t *

@@ -11,7 +11,7 @@
 /* The connection options of every subcommand that talks to the
    coordinator: --coordinator ADDR, else the chief of --cluster FILE or
    TF_CONFIG. Put CLI_COORD_OPTIONS in the subcommand's getopt_long table
-   and offer each option to cli_coord_option before its own switch. */
+   and read its options with cli_coord_getopt. */
 enum { CLI_OPT_COORDINATOR = 0x200, CLI_OPT_CLUSTER };
 #define CLI_COORD_OPTIONS                                                                                              \
     {"coordinator", required_argument, NULL, CLI_OPT_COORDINATOR}, {"cluster", required_argument, NULL, CLI_OPT_CLUSTER}
@@ -20,9 +20,10 @@ typedef struct {
     const char *addr;    /* --coordinator, borrowed from argv */
     const char *cluster; /* --cluster, borrowed from argv */
 } cli_coord_options_t;
-/* Takes opt (getopt_long's return, arg its optarg) when it is a connection
-   option; true when it was. */
-bool cli_coord_option(cli_coord_options_t *o, int opt, const char *arg);
+/* getopt_long (argc, argv, "", longopts) from optind 1 on the first call
+   (optind = 1 before it), the connection options taken into o: the next
+   other option (optarg set), or -1 at the end. */
+int cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord_options_t *o);
 /* A client of the coordinator the options name, its address as
    "tcp://host:port" in endpoint; NULL after printing why, *ret_exit set
    (CLI_EXIT_USAGE a bad address or cluster, else CLI_EXIT_FAILED). */

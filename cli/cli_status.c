@@ -41,9 +41,7 @@ cli_status_main(int argc, char **argv)
     bool as_json = false, follow = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (cli_coord_option(&conn, opt, optarg))
-            continue;
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
         case 'j':
             as_json = true;

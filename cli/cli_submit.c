@@ -34,9 +34,7 @@ cli_submit_main(int argc, char **argv)
     bool detach = false, as_json = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (cli_coord_option(&conn, opt, optarg))
-            continue;
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
         case 'd':
             detach = true;
