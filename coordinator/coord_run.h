@@ -17,10 +17,12 @@
 #include "zdist/prom.h"
 #include "zdist/ps_client.h"
 
-#define S_MAX_POINTS 4096
+#define S_MAX_POINTS 4096 /* loss points kept for loss.svg */
 
+/* Worker and ps tasks of a cluster, at most. */
 #define COORD_MAX_TASKS 64
 
+/* A job to run: what the server hands its runner (heap; the runner frees it). */
 typedef struct {
     char job_id[64];
     char job_dir[1024];   /* STATE/jobs/ID (absolute): metrics, loss.svg */
@@ -32,6 +34,7 @@ typedef struct {
     char ps[COORD_MAX_TASKS][256];
     int64_t closure_timeout_ms;
 } coord_run_config_t;
+/* NULL-safe; nulls *self_p. */
 void coord_run_config_destroy(coord_run_config_t **self_p);
 
 typedef struct coord_run_t coord_run_t;
