@@ -262,6 +262,11 @@ ZDIST_EXPORT unsigned zdist_rpc_client_peer_restarts(const zdist_rpc_client_t *s
 ZDIST_EXPORT bool zdist_rpc_client_connected(zdist_rpc_client_t *self);
 /* Replies that came after their call had completed (late or unknown ids). */
 ZDIST_EXPORT uint64_t zdist_rpc_client_dropped(const zdist_rpc_client_t *self);
+/* The peer did not answer a call (down, restarting or cut off) rather
+   than refusing it: rc, a call's negative errno, maps to DEADLINE_EXCEEDED
+   or UNAVAILABLE (-ETIMEDOUT, -ENOTCONN, -ECONNREFUSED, -EHOSTUNREACH,
+   -ECONNRESET). Such a peer is worth asking again later; a refusal is not. */
+ZDIST_EXPORT bool zdist_rpc_unreachable(int rc);
 
 /* PING (method 1, answered by every zdist server): send
    zdist_msg_new (ZDIST_METHOD_PING) as it is, and read a reply whose
