@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -72,6 +73,16 @@ int
 zdist_input_context_num_replicas_in_sync(const zdist_input_context_t *self)
 {
     return self->num_replicas_in_sync;
+}
+
+char *
+zdist_input_context_format(const zdist_input_context_t *self, char *buf, size_t size)
+{
+    /* distribute_lib.py's InputContext.__str__ */
+    if (size > 0)
+        snprintf(buf, size, "tf.distribute.InputContext(input pipeline id %d, total: %d)", self->input_pipeline_id,
+                 self->num_input_pipelines);
+    return buf;
 }
 
 int
