@@ -1460,6 +1460,9 @@ typedef struct {
     int gather_dims[2];
     float all_gather_axis1[2][8]; /* each local replica's */
     int32_t merged[2];            /* merge_fn's int32 reduce over every worker, each local replica's copy */
+    float f32_axes01[2];          /* reduce of float32 with axis=(0, 1): SUM, MEAN */
+    double i32_mean_empty[2];     /* reduce of int32 with axis=[]: MEAN */
+    char bad_axis_text[512];      /* MEAN with axis=(0, 2) */
 } dt_prog_t;
 
 static int
@@ -1566,6 +1569,27 @@ s_dt_prog(void *arg)
         goto out;
     p->mean_axis0 = *(double *) r.data;
     free(r.data);
+    /* an empty list (distribute_lib.py: int, tuple or list): mean_reduce_helper's
+       denominator is reduce_prod([]) = 1 per replica, so int32 MEAN over no axis */
+    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0}, 0, &r, &err)) < 0)
+        goto out;
+    memcpy(p->i32_mean_empty, r.data, sizeof p->i32_mean_empty);
+    free(r.data);
+    zdist_strategy_values_free(v, 4);
+    /* float32 over axis=(0, 1): across workers, the ring sums the sums and the counts */
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_f32, NULL, v, &err)) < 0 ||
+        (p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_SUM, v, L, (const int[]){0, 1}, 2, &r, &err)) < 0)
+        goto out;
+    p->f32_axes01[0] = *(float *) r.data;
+    free(r.data);
+    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, -1}, 2, &r, &err)) < 0)
+        goto out;
+    p->f32_axes01[1] = *(float *) r.data;
+    free(r.data);
+    zdist_error_t bad = {0};
+    CU_ASSERT_EQUAL(zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, 2}, 2, &r, &bad),
+                    -EINVAL);
+    snprintf(p->bad_axis_text, sizeof p->bad_axis_text, "%s", bad.text);
     zdist_strategy_values_free(v, 4);
     /* gather along axis 1: int64 and float32 [2, 1] per replica -> [2, 4] */
     if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_i64, NULL, v, &err)) <
@@ -1619,6 +1643,14 @@ test_multi_worker_dtypes_and_axes(void)
         CU_ASSERT_EQUAL(one.all_gather_axis1[0][4 + i], (float) i + 10);
     }
     CU_ASSERT_EQUAL(one.merged[0], 60);
+    /* tuple / list axes (distribute_lib.py Strategy.reduce): int32 {r, 10 r}
+       over []: (6, 60) / 4 as float64; float32 [[r], [r + 0.5]] over (0, 1):
+       SUM 14, MEAN 14 / 8; axis 2 of rank 2: MEAN's text */
+    CU_ASSERT_EQUAL(one.i32_mean_empty[0], 1.5);
+    CU_ASSERT_EQUAL(one.i32_mean_empty[1], 15.0);
+    CU_ASSERT_EQUAL(one.f32_axes01[0], 14.0f);
+    CU_ASSERT_EQUAL(one.f32_axes01[1], 1.75f);
+    CU_ASSERT_STRING_EQUAL(one.bad_axis_text, "`axis` = 2 out of range for `value` with rank 2");
 
     zdist_comm_t *comm[2];
     s_loopback_ring(comm);
@@ -1638,6 +1670,9 @@ test_multi_worker_dtypes_and_axes(void)
         CU_ASSERT_EQUAL(memcmp(w[k].sum_i32, one.sum_i32, sizeof one.sum_i32), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].mean_i32, one.mean_i32, sizeof one.mean_i32), 0);
         CU_ASSERT_EQUAL(w[k].mean_axis0, one.mean_axis0);
+        CU_ASSERT_EQUAL(memcmp(w[k].i32_mean_empty, one.i32_mean_empty, sizeof one.i32_mean_empty), 0);
+        CU_ASSERT_EQUAL(memcmp(w[k].f32_axes01, one.f32_axes01, sizeof one.f32_axes01), 0);
+        CU_ASSERT_STRING_EQUAL(w[k].bad_axis_text, one.bad_axis_text);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_dims, one.gather_dims, sizeof one.gather_dims), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_i64_axis1, one.gather_i64_axis1, sizeof one.gather_i64_axis1), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_f32_axis1, one.gather_f32_axis1, sizeof one.gather_f32_axis1), 0);

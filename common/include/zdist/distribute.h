@@ -44,9 +44,38 @@ ZDIST_EXPORT const char *zdist_reduce_op_name(zdist_reduce_op_t op);
    MEAN of int32/int64 values follows distribute_lib.py: the sum in the
    values' dtype (wrapping), then truediv by the count -> ret is float64
    (int32 [0,1,2,3] and [4,5], axis 0 -> 2.5). Replicas are added in replica
-   order (deterministic). */
+   order (deterministic). An axis outside -rank..rank-1 is TF's text: for
+   MEAN distribute_lib.py's "`axis` = 2 out of range for `value` with rank
+   1", for SUM the one reduce_sum raises there, "Invalid reduction
+   dimension 2 for input with 1 dimensions." (-EINVAL). */
 ZDIST_EXPORT int zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
                                          int axis, zdist_tensor_t *ret, zdist_error_t *err);
+/* Strategy.reduce(op, value, axis=(a, b, ...)) (distribute_lib.py takes an
+   int, a tuple or a list): axes[num_axes]; axes NULL is axis None (as
+   zdist_distribute_reduce with ZDIST_AXIS_NONE). Each replica's tensor is
+   summed over every named axis (those dims removed; replicas may differ
+   along them only); SUM adds those sums over replicas; MEAN divides that by
+   the sum over replicas of the product of each replica's reduced
+   dimensions (mean_reduce_helper's numerator and denominator, each
+   SUM-reduced): [[0,1],[2,3]] and [[4,5]], axes (0, 1) -> 15 / 6 = 2.5.
+   An empty list reduces no axis (MEAN divides by num_replicas). As
+   zdist_distribute_reduce otherwise: one axis {a} gives bitwise its
+   result; integers' MEAN is float64. Errors (-EINVAL, TF's texts): an
+   axis out of range as above (the first such axis); a dimension named
+   twice, reduce_sum's "Invalid reduction arguments: Axes contains
+   duplicate dimension: 0" (the dimension after adding rank to a negative
+   axis); num_axes < 0. */
+ZDIST_EXPORT int zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
+                                              int num_replicas, const int *axes, int num_axes, zdist_tensor_t *ret,
+                                              zdist_error_t *err);
+/* The denominator zdist_distribute_reduce_axes's MEAN divides by: the
+   sum over the replicas of the product of their reduced dimensions
+   (num_replicas when axes is NULL or empty), after the same checks with the
+   same texts (for a reduce split between processes, each counting its own
+   replicas). */
+ZDIST_EXPORT int zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values,
+                                               int num_replicas, const int *axes, int num_axes, double *ret_count,
+                                               zdist_error_t *err);
 
 /* tf.distribute.Strategy.gather(value, axis): concatenation along `axis` in
    replica order (rank >= 1; any data dtype). */

@@ -393,6 +393,14 @@ ZDIST_EXPORT int zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx
 ZDIST_EXPORT int zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op,
                                        const zdist_tensor_t *values, int n, int axis, zdist_tensor_t *ret,
                                        zdist_error_t *err);
+/* Strategy.reduce(op, value, axis=(a, b, ...)): as zdist_strategy_reduce
+   with axes[num_axes] (axes NULL: axis None), reduced by
+   zdist_distribute_reduce_axes (SUM over every named axis; MEAN divides
+   by the sum over every replica, of every worker, of the product of its
+   reduced dimensions), its TF errors included. */
+ZDIST_EXPORT int zdist_strategy_reduce_axes(zdist_strategy_object_t *self, zdist_reduce_op_t op,
+                                            const zdist_tensor_t *values, int n, const int *axes, int num_axes,
+                                            zdist_tensor_t *ret, zdist_error_t *err);
 /* Strategy.gather(value, axis); in a replica context TF's "tf.distribute.
    Strategy.gather method requires cross-replica context, use
    get_replica_context().all_gather() instead". */

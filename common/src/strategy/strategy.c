@@ -98,7 +98,7 @@ struct zdist_strategy_object_t {
 
 static int s_ring_dtype(const char *what, zdist_dtype_t dtype, zdist_error_t *err);
 static int s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
-                       int axis, zdist_tensor_t *ret, zdist_error_t *err);
+                       const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err);
 
 /* The calling thread's mode (distribute_lib's _ThreadMode): the current
    strategy (NULL: default), how many times its scope is entered, and the
@@ -761,7 +761,7 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
                 err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size", var->name);
         zdist_tensor_t v;
         rc = s_mw_reduce(self, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, var->copies,
-                         var->ncopies, ZDIST_AXIS_NONE, &v, err);
+                         var->ncopies, NULL, 0, &v, err);
         if (rc < 0)
             return rc;
         if (v.dtype != var->dtype || v.nbytes != var->nbytes) {
@@ -1132,8 +1132,8 @@ s_mw_all_values(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n,
 
 /* Strategy.reduce over every worker: values[n] are this worker's replicas'. */
 static int
-s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n, int axis,
-            zdist_tensor_t *ret, zdist_error_t *err)
+s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
+            const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
 {
     int rc;
     if (values[0].dtype != ZDIST_DTYPE_FLOAT32) {
@@ -1143,28 +1143,27 @@ s_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor
         void *buf = NULL;
         if ((rc = s_mw_all_values(s, values, n, &all, &buf, err)) < 0)
             return rc;
-        rc = zdist_distribute_reduce(op, all, s->workers * n, axis, ret, err);
+        rc = zdist_distribute_reduce_axes(op, all, s->workers * n, axes, num_axes, ret, err);
         free(all);
         free(buf);
         return rc;
     }
     zdist_tensor_t loc;
-    if ((rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, values, n, axis, &loc, err)) < 0)
+    double local_count = 0;
+    if ((rc = zdist_distribute_reduce_count(op, values, n, axes, num_axes, &local_count, err)) < 0 ||
+        (rc = zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, values, n, axes, num_axes, &loc, err)) < 0)
         return rc;
     int64_t len = (int64_t) (loc.nbytes / sizeof(float));
     double count = s->total;
-    if (axis != ZDIST_AXIS_NONE) {
-        /* MEAN divides by the size of `axis` over every replica of every worker */
-        int a = axis < 0 ? axis + values[0].shape.rank : axis;
+    if (axes) {
+        /* MEAN divides by the reduced axes' sizes over every replica of every worker */
         float *buf = malloc((size_t) (len + 1) * sizeof *buf);
         if (!buf) {
             free(loc.data);
             return zdist_error_set(err, -ENOMEM, "out of memory");
         }
         memcpy(buf, loc.data, loc.nbytes);
-        buf[len] = 0;
-        for (int i = 0; i < n; i++)
-            buf[len] += (float) values[i].shape.dims[a];
+        buf[len] = (float) local_count;
         rc = s_ring_sum(s, buf, len + 1, err);
         if (rc == 0) {
             memcpy(loc.data, buf, loc.nbytes);
@@ -1235,7 +1234,7 @@ s_mw_combine_write(zdist_strategy_object_t *s, const zdist_strategy_var_t *var, 
         return rc;
     if (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)
         return s_mw_reduce(s, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, s->slots,
-                           s->replicas, ZDIST_AXIS_NONE, ret, err);
+                           s->replicas, NULL, 0, ret, err);
     /* ONLY_FIRST_REPLICA: values_util.apply_aggregation takes
        experimental_local_results(value)[0], this worker's first replica's
        value (TF does not send it to the other workers) */
@@ -1317,7 +1316,7 @@ s_mw_coll_leader(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *ou
     zdist_strategy_object_t *s = ctx->strategy;
     if (c->gather)
         return s_mw_gather(s, s->slots, s->replicas, c->axis, out, err);
-    return s_mw_reduce(s, c->op, s->slots, s->replicas, ZDIST_AXIS_NONE, out, err);
+    return s_mw_reduce(s, c->op, s->slots, s->replicas, NULL, 0, out, err);
 }
 
 typedef enum { S_REDUCE, S_GATHER } s_coll_t;
@@ -1554,21 +1553,29 @@ int
 zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
                       int n, int axis, zdist_tensor_t *ret, zdist_error_t *err)
 {
+    bool none = axis == ZDIST_AXIS_NONE;
+    return zdist_strategy_reduce_axes(self, op, values, n, none ? NULL : &axis, none ? 0 : 1, ret, err);
+}
+
+int
+zdist_strategy_reduce_axes(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
+                           int n, const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
+{
     if (!self)
         return zdist_error_set(err, -EINVAL, "reduce: strategy is NULL");
     int rc = s_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
     if (n == 1 && values && self->replicas > 1) { /* a value that is not distributed */
-        if (axis == ZDIST_AXIS_NONE)
+        if (!axes)
             return s_reduce_non_distributed(self, op, values, ret, err);
-        return zdist_distribute_reduce(op, values, 1, axis, ret, err);
+        return zdist_distribute_reduce_axes(op, values, 1, axes, num_axes, ret, err);
     }
     if ((rc = s_check_values(self, "reduce", values, n, err)) < 0)
         return rc;
     if (self->workers > 1)
-        return s_mw_reduce(self, op, values, n, axis, ret, err);
-    return zdist_distribute_reduce(op, values, n, axis, ret, err);
+        return s_mw_reduce(self, op, values, n, axes, num_axes, ret, err);
+    return zdist_distribute_reduce_axes(op, values, n, axes, num_axes, ret, err);
 }
 
 int
@@ -1663,7 +1670,7 @@ s_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdi
     }
     for (int i = 0; i < n; i++) {
         zdist_tensor_t v;
-        int rc = s_mw_reduce(s, op, pairs[i].values, pairs[i].num_replicas, ZDIST_AXIS_NONE, &v, err);
+        int rc = s_mw_reduce(s, op, pairs[i].values, pairs[i].num_replicas, NULL, 0, &v, err);
         if (rc < 0)
             return rc;
         for (int d = 0; d < pairs[i].num_dests; d++)
