@@ -278,6 +278,49 @@ test_reduce_axes_tf_errors(void)
     CU_ASSERT_PTR_NULL(out.data);
 }
 
+/* distribute_lib.py ReplicaContext.all_gather's custom gradient:
+   grads = all_reduce(SUM, dy); replica r keeps rows [sum(d[:r]),
+   sum(d[:r]) + d[r]) along axis (strategy_gather_test.py
+   testAllGatherGradient with replicas of different sizes). */
+static void
+test_all_gather_grad(void)
+{
+    zdist_error_t err = {0};
+    zdist_tensor_t out;
+    /* gathered [3, 2] from replicas of 1 and 2 rows along axis 0 */
+    float d0[] = {1, 2, 3, 4, 5, 6}, d1[] = {10, 20, 30, 40, 50, 60};
+    zdist_tensor_t dys[2] = {s_f32(d0, 2, 3, 2), s_f32(d1, 2, 3, 2)};
+    int64_t dims[2] = {1, 2};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 1);
+    CU_ASSERT_EQUAL(out.shape.dims[1], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){11, 22}), 8), 0);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){33, 44, 55, 66}), 16), 0);
+    free(out.data);
+    /* along axis 1 (-1): gathered [2, 3] of column blocks 1 and 2 */
+    zdist_tensor_t cy[2] = {s_f32(d0, 2, 2, 3), s_f32(d1, 2, 2, 3)};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(cy, 2, dims, -1, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 2);
+    CU_ASSERT_EQUAL(out.shape.dims[1], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){22, 33, 55, 66}), 16), 0);
+    free(out.data);
+    /* slices past the gathered axis, and a replica outside the group */
+    int64_t big[2] = {2, 2};
+    CU_ASSERT_EQUAL(zdist_distribute_all_gather_grad(dys, 2, big, 0, 1, &out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 2, &out, &err), -EINVAL);
+    /* zdist_distribute_slice alone: rows 1..2 of axis 0 */
+    zdist_tensor_t m = s_f32(d0, 2, 3, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_slice(&m, 0, 1, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){3, 4, 5, 6}), 16), 0);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_slice(&m, 0, 3, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 0);
+    free(out.data);
+}
+
 /* Strategy.gather docs: replicas' [[1,2]] / [[3,4]]... axis 0 stacks rows,
    axis 1 joins columns; partial batches along the gathered axis. */
 static void
@@ -609,7 +652,8 @@ zdist_test_distribute_register(void)
     ZDIST_SUITE("distribute", {"reduce with an axis: partial batch MEAN 2.5", test_reduce_partial_batch_axis},
                 {"reduce without an axis: element-wise", test_reduce_axis_none},
                 {"reduce over a tuple of axes", test_reduce_axes_tuple},
-                {"reduce's axis errors in TF's text", test_reduce_axes_tf_errors}, {"gather / all_gather", test_gather},
+                {"reduce's axis errors in TF's text", test_reduce_axes_tf_errors},
+                {"all_gather's gradient: summed, each replica its rows", test_all_gather_grad}, {"gather / all_gather", test_gather},
                 {"values from function, local results", test_values_from_function_and_local_results},
                 {"reduce_to, batch_reduce_to, update", test_reduce_to_batch_update},
                 {"ON_WRITE aggregation (MirroredVariable)", test_on_write_aggregation},

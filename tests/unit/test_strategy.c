@@ -397,6 +397,88 @@ test_values_gather_collectives(void)
     zdist_strategy_destroy(&s);
 }
 
+/* The gradient of ReplicaContext.all_gather (distribute_lib.py's
+   grad_wrapper): all_reduce(SUM, dy), all_gather of input_shape[axis],
+   then array_ops.gather(grad, range(begin, end), axis); as
+   strategy_gather_test.py's testAllGatherGradient / testAllGatherDiffShape
+   (replica r's value has r + 1 rows, so the slices differ in size). */
+static int
+s_gather_grad_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) arg;
+    int id = zdist_strategy_replica_id(ctx);
+    float x[4] = {0};
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {id + 1, 2}}, .data = x,
+                        .nbytes = (size_t) (id + 1) * 2 * sizeof(float)};
+    zdist_tensor_t all;
+    int rc = zdist_strategy_replica_all_gather(ctx, &v, 0, &all, err);
+    if (rc < 0)
+        return rc;
+    /* dy of the gathered [3, 2]: replica r's is (r + 1) * [1..6] */
+    float dy[6];
+    for (int i = 0; i < 6; i++)
+        dy[i] = (float) ((id + 1) * (i + 1));
+    zdist_tensor_t g = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = all.shape, .data = dy, .nbytes = sizeof dy};
+    rc = zdist_strategy_replica_all_gather_grad(ctx, &g, &v, 0, ret, err);
+    free(all.data);
+    return rc;
+}
+
+static int
+s_gather_sparse_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) arg;
+    float vals[2] = {1, 2};
+    int64_t idx[1] = {2};
+    zdist_indexed_slices_t t0 = {
+        .values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {1, 2}}, .data = vals, .nbytes = sizeof vals},
+        .indices = idx,
+        .dense_shape = {2, {5, 2}}};
+    return zdist_strategy_replica_all_gather_indexed_slices(ctx, &t0, 0, ret, err);
+}
+
+/* strategy_gather_test.py testGatherRaiseSparse / testAllGatherRaiseSparse:
+   NotImplementedError with distribute_lib.py's texts (Strategy.gather,
+   ReplicaContext.all_gather) and cross_device_ops.py's (the lower layer). */
+static void
+test_all_gather_grad_and_sparse(void)
+{
+    zdist_strategy_object_t *s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    zdist_error_t err = {0};
+    zdist_tensor_t r[2] = {{0}, {0}};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_gather_grad_fn, NULL, NULL, r, &err), 0);
+    /* the summed dy is 3 * [1..6]; replica 0 owns row 0, replica 1 rows 1..2 */
+    CU_ASSERT_EQUAL(r[0].shape.rank, 2);
+    CU_ASSERT_EQUAL(r[0].shape.dims[0], 1);
+    CU_ASSERT_EQUAL(r[1].shape.dims[0], 2);
+    CU_ASSERT_EQUAL(memcmp(r[0].data, ((float[]){3, 6}), 8), 0);
+    CU_ASSERT_EQUAL(memcmp(r[1].data, ((float[]){9, 12, 15, 18}), 16), 0);
+    zdist_strategy_values_free(r, 2);
+
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_gather_sparse_fn, NULL, NULL, r, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "all_gather does not support IndexedSlices");
+    float vals[2] = {1, 2};
+    int64_t idx[1] = {2};
+    zdist_indexed_slices_t t0[2] = {
+        {.values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {1, 2}}, .data = vals, .nbytes = sizeof vals},
+         .indices = idx,
+         .dense_shape = {2, {5, 2}}}};
+    t0[1] = t0[0];
+    zdist_tensor_t out;
+    CU_ASSERT_EQUAL(zdist_strategy_gather_indexed_slices(s, t0, 2, 0, &out, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "gather does not support IndexedSlices");
+    CU_ASSERT_EQUAL(zdist_distribute_gather_indexed_slices(t0, 2, 0, &out, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "gather/all_gather does not support IndexedSlices");
+    /* Strategy.gather checks its context first: another strategy's scope wins */
+    zdist_strategy_object_t *other = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_enter(other, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_gather_indexed_slices(s, t0, 2, 0, &out, &err), -EPERM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "Mixing different tf.distribute.Strategy objects"));
+    CU_ASSERT_EQUAL(zdist_strategy_scope_exit(other, &err), 0);
+    zdist_strategy_destroy(&other);
+    zdist_strategy_destroy(&s);
+}
+
 /* A replica that leaves while the other waits in a collective: an error, not a hang. */
 static int
 s_desert_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
@@ -1935,6 +2017,7 @@ zdist_test_strategy_register(void)
         {"contexts, run, reduce (docstring: SUM of replica ids = 1)", test_contexts_and_reduce_docstring},
         {"wrong context: TF's messages", test_wrong_context_messages},
         {"values from function, gather (docstring), all_reduce/all_gather", test_values_gather_collectives},
+        {"all_gather's gradient; sparse gathers refused", test_all_gather_grad_and_sparse},
         {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},
         {"variables: placement and replica/cross-replica writes", test_variables},
         {"extended: update, reduce_to, batch_reduce_to, colocate_vars_with", test_extended},

@@ -86,6 +86,41 @@ ZDIST_EXPORT int zdist_distribute_gather(const zdist_tensor_t *values, int num_r
 ZDIST_EXPORT int zdist_distribute_all_gather(const zdist_tensor_t *values, int num_replicas, int axis,
                                              zdist_tensor_t *ret, zdist_error_t *err);
 
+/* tf.IndexedSlices: rows `indices` of a tensor of dense_shape, their
+   values [n, dense_shape[1:]] (a sparse gradient: zdist/step.h's
+   zdist_grad_t ids and values). Borrowed views. */
+typedef struct {
+    zdist_tensor_t values;
+    const int64_t *indices; /* [values.shape.dims[0]] */
+    zdist_shape_t dense_shape;
+} zdist_indexed_slices_t;
+
+/* The gather of sparse per-replica values: TF's NotImplementedError
+   "gather/all_gather does not support IndexedSlices" (-ENOTSUP), the text
+   of cross_device_ops.py's CrossDeviceOps._gather (strategy.h's gather and
+   all_gather raise their own first). Nothing is read. */
+ZDIST_EXPORT int zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values, int num_replicas,
+                                                        int axis, zdist_tensor_t *ret, zdist_error_t *err);
+
+/* Rows [begin, begin + size) of `value` along axis (negative counts from
+   the end), every other axis whole: array_ops.gather(value, axis=axis,
+   indices=range(begin, begin + size)). malloc'd ret->data. -EINVAL for a
+   bad axis or rows outside the axis. */
+ZDIST_EXPORT int zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size,
+                                        zdist_tensor_t *ret, zdist_error_t *err);
+
+/* The gradient of ReplicaContext.all_gather(value, axis) (its
+   custom_gradient in distribute_lib.py), for replica `replica`: the
+   all-reduce SUM of the upstream gradients dys[num_replicas] (each
+   replica's, of the gathered shape), then that replica's own slice along
+   axis, [begin, begin + dims[replica]) with begin = dims[0] + ... +
+   dims[replica - 1], dims[r] being replica r's input size along axis
+   (which TF all-gathers). Replicas of different sizes along axis (a partial
+   batch) each get their own rows. malloc'd ret. A layer that gathers
+   inside run uses zdist_strategy_replica_all_gather_grad (zdist/strategy.h). */
+ZDIST_EXPORT int zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas, const int64_t *dims,
+                                                  int axis, int replica, zdist_tensor_t *ret, zdist_error_t *err);
+
 /* Strategy.experimental_local_results: the values held by this process.
    A per-replica value of num_replicas_in_sync replicas spread over workers
    holds, on a worker, replicas [first_local, first_local + num_local);

@@ -560,6 +560,68 @@ zdist_distribute_all_gather(const zdist_tensor_t *values, int num_replicas, int 
 }
 
 int
+zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values, int num_replicas, int axis,
+                                       zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void)values, (void)num_replicas, (void)axis, (void)ret;
+    /* cross_device_ops.py CrossDeviceOps._gather's NotImplementedError */
+    return zdist_error_set(err, -ENOTSUP, "gather/all_gather does not support IndexedSlices");
+}
+
+int
+zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size, zdist_tensor_t *ret,
+                       zdist_error_t *err)
+{
+    if (!value)
+        return zdist_error_set(err, -EINVAL, "slice: no value");
+    int a = 0, rc = s_norm_axis(axis, value->shape.rank, &a, err);
+    if (rc == 0)
+        rc = s_check_tensor(value, 0, false, err);
+    if (rc < 0)
+        return rc;
+    int64_t along = value->shape.dims[a];
+    if (begin < 0 || size < 0 || begin > along || size > along - begin)
+        return zdist_error_set(err, -EINVAL, "slice: rows [%lld, %lld) of axis %d are outside its %lld",
+                               (long long)begin, (long long)begin + (long long)size, axis, (long long)along);
+    zdist_shape_t oshape = value->shape;
+    oshape.dims[a] = size;
+    zdist_tensor_t out;
+    if ((rc = s_alloc(value->dtype, &oshape, &out, err)) < 0)
+        return rc;
+    int64_t outer = 1, inner = (int64_t)zdist_dtype_size(value->dtype);
+    for (int d = 0; d < a; d++)
+        outer *= value->shape.dims[d];
+    for (int d = a + 1; d < value->shape.rank; d++)
+        inner *= value->shape.dims[d];
+    for (int64_t o = 0; o < outer && size > 0; o++)
+        memcpy((char *)out.data + (size_t)(o * size * inner), (const char *)value->data + (size_t)((o * along + begin) * inner),
+               (size_t)(size * inner));
+    *ret = out;
+    return 0;
+}
+
+int
+zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas, const int64_t *dims, int axis,
+                                 int replica, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    if (!dims || replica < 0 || replica >= num_replicas)
+        return zdist_error_set(err, -EINVAL, "all_gather's gradient: replica %d of %d, or no dims", replica,
+                               num_replicas);
+    int64_t begin = 0;
+    for (int r = 0; r < replica; r++)
+        begin += dims[r];
+    /* the all_reduce(SUM, dy) of distribute_lib.py's grad, then this
+       replica's rows: array_ops.gather(grad, range(begin, end), axis) */
+    zdist_tensor_t sum;
+    int rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, dys, num_replicas, ZDIST_AXIS_NONE, &sum, err);
+    if (rc < 0)
+        return rc;
+    rc = zdist_distribute_slice(&sum, axis, begin, dims[replica], ret, err);
+    free(sum.data);
+    return rc;
+}
+
+int
 zdist_distribute_local_results(const zdist_tensor_t *values, int num_replicas, int first_local, int num_local,
                                const zdist_tensor_t **ret_values, int *ret_n, zdist_error_t *err)
 {

@@ -1595,6 +1595,17 @@ zdist_strategy_gather(zdist_strategy_object_t *self, const zdist_tensor_t *value
 }
 
 int
+zdist_strategy_gather_indexed_slices(zdist_strategy_object_t *self, const zdist_indexed_slices_t *values, int n,
+                                     int axis, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) values, (void) n, (void) axis, (void) ret;
+    if (!self)
+        return zdist_error_set(err, -EINVAL, "gather: strategy is NULL");
+    int rc = s_require_cross(self, s_gather_cross, err);
+    return rc < 0 ? rc : zdist_error_set(err, -ENOTSUP, "gather does not support IndexedSlices");
+}
+
+int
 zdist_strategy_experimental_local_results(zdist_strategy_object_t *self, const zdist_tensor_t *values, int n,
                                           const zdist_tensor_t **ret_values, int *ret_n, zdist_error_t *err)
 {
