@@ -1,6 +1,7 @@
 /* CUnit suite: zdist/strategy.h, the Strategy object of the local strategies, against TF's documented
    examples (docstring values) and TF's messages for calls made in the wrong context. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,88 @@ test_wrong_context_messages(void)
     CU_ASSERT_EQUAL(zdist_strategy_replica_all_gather(NULL, &v, 0, &out, &err), -EPERM);
     CU_ASSERT_STRING_EQUAL(err.text, "Need to be inside `call_for_each_replica()`");
     zdist_strategy_destroy(&s);
+}
+
+/* distribute_lib.py require_replica_context's last case: a ReplicaContext
+   used from a replica thread of another strategy, "Mismatching
+   tf.distribute.Strategy objects: %s is not %s." (the thread's strategy,
+   then the context's). The one_device run holds its context open while a
+   mirrored run's replica calls all_reduce on it. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    zdist_strategy_replica_t *held; /* the one_device run's context, while it waits */
+    bool done;
+    int rc;
+    char text[ZDIST_ERROR_TEXT_MAX];
+} mismatch_t;
+
+static int
+s_hold_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) ret;
+    (void) err;
+    mismatch_t *m = arg;
+    pthread_mutex_lock(&m->mu);
+    m->held = ctx;
+    pthread_cond_broadcast(&m->cv);
+    while (!m->done)
+        pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static void *
+s_hold_main(void *arg)
+{
+    mismatch_t *m = arg;
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_ONE_DEVICE};
+    zdist_strategy_object_t *one = NULL;
+    zdist_error_t err;
+    if (zdist_strategy_new(&spec, &one, &err) == 0)
+        (void) zdist_strategy_run(one, s_hold_ctx_fn, m, NULL, NULL, &err);
+    zdist_strategy_destroy(&one);
+    return NULL;
+}
+
+static int
+s_use_other_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) ret;
+    (void) err;
+    mismatch_t *m = arg;
+    if (zdist_strategy_replica_id(ctx) != 0)
+        return 0;
+    float one = 1;
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = 4}, out;
+    zdist_error_t e = {0};
+    m->rc = zdist_strategy_replica_all_reduce(m->held, ZDIST_REDUCE_SUM, &v, &out, &e);
+    snprintf(m->text, sizeof m->text, "%s", e.text);
+    return 0;
+}
+
+static void
+test_mismatching_strategy_objects(void)
+{
+    mismatch_t m = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, s_hold_main, &m), 0);
+    pthread_mutex_lock(&m.mu);
+    while (!m.held)
+        pthread_cond_wait(&m.cv, &m.mu);
+    pthread_mutex_unlock(&m.mu);
+    zdist_strategy_object_t *s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    zdist_error_t err;
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_use_other_ctx_fn, &m, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL(m.rc, -EPERM);
+    CU_ASSERT_STRING_EQUAL(m.text, "Mismatching tf.distribute.Strategy objects: MirroredStrategy is not "
+                                   "OneDeviceStrategy.");
+    zdist_strategy_destroy(&s);
+    pthread_mutex_lock(&m.mu);
+    m.done = true;
+    pthread_cond_broadcast(&m.cv);
+    pthread_mutex_unlock(&m.mu);
+    pthread_join(th, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2016,6 +2099,7 @@ zdist_test_strategy_register(void)
         "strategy", {"new: specs, replica counts, cluster strategies refused", test_new_and_specs},
         {"contexts, run, reduce (docstring: SUM of replica ids = 1)", test_contexts_and_reduce_docstring},
         {"wrong context: TF's messages", test_wrong_context_messages},
+        {"another strategy's ReplicaContext: TF's Mismatching text", test_mismatching_strategy_objects},
         {"values from function, gather (docstring), all_reduce/all_gather", test_values_gather_collectives},
         {"all_gather's gradient; sparse gathers refused", test_all_gather_grad_and_sparse},
         {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},

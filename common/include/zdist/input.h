@@ -191,9 +191,11 @@ typedef struct {
    pipeline), as TensorFlow's auto-shard does for experimental_distribute_dataset:
    - FILE: the files are sharded across pipelines: file k (a pair for idx) goes
      to pipeline k % num_input_pipelines, in order. Fewer files than pipelines
-     is -EINVAL naming both counts (TF's "Could not apply FILE based sharding:
-     the dataset only has 1 file(s), which is not enough for the required 2
-     shards/workers"). One pipeline: everything. Synthetic data has no files:
+     is -EINVAL with TF's whole text (shard_dataset_op.cc: "Could not apply
+     FILE based sharding: the dataset only has 1 file(s), which is not enough
+     for the required 2 shards/workers.If you are using datasets with
+     distribution strategy, consider setting ..." and its advice, words run
+     together as TF's). One pipeline: everything. Synthetic data has no files:
      -EINVAL.
    - DATA and OFF: every pipeline loads everything (DATA shards later, inside
      zdist_input_t, on the per-replica batches, as TF does).

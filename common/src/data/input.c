@@ -513,11 +513,16 @@ zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *
     zdist_auto_shard_policy_t applied = policy == ZDIST_AUTO_SHARD_AUTO ? ZDIST_AUTO_SHARD_FILE : policy;
     bool by_file = applied == ZDIST_AUTO_SHARD_FILE && pipelines > 1;
     if (by_file && n_files < (size_t) pipelines)
+        /* TF's text (core/kernels/data/shard_dataset_op.cc), its run-together
+           "workers.If" and "optionof" included */
         return zdist_error_set(err, -EINVAL,
                                "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
-                               "not enough for the required %d shards/workers. Use shard policy DATA or OFF, or "
-                               "split the input into at least %d files",
-                               n_files, pipelines, pipelines);
+                               "not enough for the required %d shards/workers.If you are using datasets with "
+                               "distribution strategy, consider setting the auto sharding policy to either DATA or "
+                               "OFF using the `experimental_distribute.auto_shard_policy` optionof "
+                               "`tf.data.Options()`. Or, split your input files into a larger number of small files "
+                               "such that number of files is greater than number of shards/workers.",
+                               n_files, pipelines);
     zdist_dataset_t *all = NULL;
     for (size_t k = 0; k < n_files; k++) {
         if (by_file && k % (size_t) pipelines != (size_t) id)
