@@ -275,6 +275,10 @@ test_reduce_axes_tf_errors(void)
     CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0, 5}, 3, &out, &err),
                     -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction dimension 5 for input with 1 dimensions.");
+    /* an op that is neither SUM nor MEAN, with an axis: Strategy.reduce's TypeError, first */
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes((zdist_reduce_op_t)7, v, 2, (const int[]){9}, 1, &out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: 7");
     CU_ASSERT_PTR_NULL(out.data);
 }
 

@@ -64,7 +64,9 @@ ZDIST_EXPORT int zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tenso
    axis out of range as above (the first such axis); a dimension named
    twice, reduce_sum's "Invalid reduction arguments: Axes contains
    duplicate dimension: 0" (the dimension after adding rank to a negative
-   axis); num_axes < 0. */
+   axis); num_axes < 0; an op neither SUM nor MEAN, Strategy.reduce's
+   TypeError "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not:
+   7" (the op's number), before anything else. */
 ZDIST_EXPORT int zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
                                               int num_replicas, const int *axes, int num_axes, zdist_tensor_t *ret,
                                               zdist_error_t *err);

@@ -416,6 +416,8 @@ zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
 {
     bool reduced[ZDIST_MAX_RANK];
     int rc;
+    if (axes && op != ZDIST_REDUCE_SUM && op != ZDIST_REDUCE_MEAN) /* Strategy.reduce's TypeError, checked first */
+        return zdist_error_set(err, -EINVAL, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: %d", (int)op);
     if (axes) {
         if (num_replicas < 1 || !values)
             return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)",
