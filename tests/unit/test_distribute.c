@@ -155,28 +155,30 @@ test_reduce_axes_tuple(void)
     /* [[0,1],[2,3]] and [[4,5]] (a partial batch): over (0, 1) SUM 15, MEAN 15 / (4 + 2) */
     float a[] = {0, 1, 2, 3}, b[] = {4, 5};
     zdist_tensor_t v[2] = {s_f32(a, 2, 2, 2), s_f32(b, 2, 1, 2)};
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 1}, 2, &out, &err), 0);
     CU_ASSERT_EQUAL(out.shape.rank, 0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 15.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 15.0f);
     free(out.data);
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){1, 0}, 2, &out, &err),
-                          0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.5f);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){1, 0}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
     free(out.data);
     /* negative axes count from the end: (-2, -1) is (0, 1) */
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-2, -1}, 2, &out, &err),
-                          0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.5f);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-2, -1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
     free(out.data);
     /* one axis in a list is bitwise the int axis's result */
     zdist_tensor_t one;
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){0}, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){0}, 1, &out, &err), 0);
     CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, v, 2, 0, &one, &err), 0);
     CU_ASSERT_EQUAL(out.shape.rank, 1);
     CU_ASSERT_EQUAL(out.nbytes, one.nbytes);
     CU_ASSERT_EQUAL(memcmp(out.data, one.data, one.nbytes), 0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.0f); /* (0 + 2 + 4) / 3 */
-    CU_ASSERT_EQUAL(((float *)out.data)[1], 3.0f); /* (1 + 3 + 5) / 3 */
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.0f); /* (0 + 2 + 4) / 3 */
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 3.0f); /* (1 + 3 + 5) / 3 */
     free(out.data);
     free(one.data);
 
@@ -184,55 +186,62 @@ test_reduce_axes_tuple(void)
        sum_r r_rows * 3 = (1 + 2) * 3 = 9 */
     float c[6], d[12];
     for (int i = 0; i < 6; i++)
-        c[i] = (float)i;
+        c[i] = (float) i;
     for (int i = 0; i < 12; i++)
-        d[i] = (float)(10 + i);
-    zdist_tensor_t w[2] = {{.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {1, 2, 3}}, .data = c, .nbytes = sizeof c},
-                           {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {2, 2, 3}}, .data = d, .nbytes = sizeof d}};
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){0, 2}, 2, &out, &err), 0);
+        d[i] = (float) (10 + i);
+    zdist_tensor_t w[2] = {
+        {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {1, 2, 3}}, .data = c, .nbytes = sizeof c},
+        {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {2, 2, 3}}, .data = d, .nbytes = sizeof d}};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){0, 2}, 2, &out, &err), 0);
     CU_ASSERT_EQUAL(out.shape.rank, 1);
     CU_ASSERT_EQUAL(out.shape.dims[0], 2);
     /* middle index 0: c 0+1+2, d (10+11+12) + (16+17+18); index 1: c 3+4+5, d (13+14+15) + (19+20+21) */
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 3.0f + 33.0f + 51.0f);
-    CU_ASSERT_EQUAL(((float *)out.data)[1], 12.0f + 42.0f + 60.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 3.0f + 33.0f + 51.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 12.0f + 42.0f + 60.0f);
     free(out.data);
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &out, &err), 0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], (float)(87.0 / 9.0));
-    CU_ASSERT_EQUAL(((float *)out.data)[1], (float)(114.0 / 9.0));
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], (float) (87.0 / 9.0));
+    CU_ASSERT_EQUAL(((float *) out.data)[1], (float) (114.0 / 9.0));
     free(out.data);
     double count = 0;
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_count(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &count, &err), 0);
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_count(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &count, &err), 0);
     CU_ASSERT_EQUAL(count, 9.0);
     /* the replicas may differ only along the reduced axes */
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){1, 2}, 2, &out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){1, 2}, 2, &out, &err),
+                    -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "only along the reduced axes"));
 
     /* int32 MEAN over a tuple: int32 sum, truediv -> float64 */
     int32_t ia[] = {0, 1, 2, 3}, ib[] = {4, 5};
     zdist_tensor_t iv[2] = {{.dtype = ZDIST_DTYPE_INT32, .shape = {2, {2, 2}}, .data = ia, .nbytes = 16},
                             {.dtype = ZDIST_DTYPE_INT32, .shape = {2, {1, 2}}, .data = ib, .nbytes = 8}};
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, iv, 2, (const int[]){0, 1}, 2, &out, &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, iv, 2, (const int[]){0, 1}, 2, &out, &err), 0);
     CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_FLOAT64);
-    CU_ASSERT_EQUAL(((double *)out.data)[0], 2.5);
+    CU_ASSERT_EQUAL(((double *) out.data)[0], 2.5);
     free(out.data);
 
     /* an empty list reduces no axis: MEAN divides by the replicas (denominator
        reduce_prod([]) = 1 each); the shapes must then agree */
     float e1[] = {1, 2}, e2[] = {3, 6};
     zdist_tensor_t ev[2] = {s_f32(e1, 1, 2, 0), s_f32(e2, 1, 2, 0)};
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, ev, 2, (const int[]){0}, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, ev, 2, (const int[]){0}, 0, &out, &err), 0);
     CU_ASSERT_EQUAL(out.shape.rank, 1);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.0f);
-    CU_ASSERT_EQUAL(((float *)out.data)[1], 4.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 4.0f);
     free(out.data);
     CU_ASSERT_EQUAL(zdist_distribute_reduce_count(ZDIST_REDUCE_MEAN, ev, 2, NULL, 0, &count, &err), 0);
     CU_ASSERT_EQUAL(count, 2.0);
     /* axes NULL is axis None */
     CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, ev, 2, NULL, 0, &out, &err), 0);
-    CU_ASSERT_EQUAL(((float *)out.data)[1], 8.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 8.0f);
     free(out.data);
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, ev, 2, (const int[]){0}, -1, &out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, ev, 2, (const int[]){0}, -1, &out, &err),
+                    -EINVAL);
 }
 
 /* TF's texts for a bad axis of Strategy.reduce:
@@ -269,15 +278,15 @@ test_reduce_axes_tf_errors(void)
     CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0}, 2, &out, &err),
                     -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction arguments: Axes contains duplicate dimension: 0");
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-1, 0}, 2, &out, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-1, 0}, 2, &out, &err), -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction arguments: Axes contains duplicate dimension: 0");
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0, 5}, 3, &out, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0, 5}, 3, &out, &err), -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction dimension 5 for input with 1 dimensions.");
     /* an op that is neither SUM nor MEAN, with an axis: Strategy.reduce's TypeError, first */
-    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes((zdist_reduce_op_t)7, v, 2, (const int[]){9}, 1, &out, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes((zdist_reduce_op_t) 7, v, 2, (const int[]){9}, 1, &out, &err), -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: 7");
     CU_ASSERT_PTR_NULL(out.data);
 }

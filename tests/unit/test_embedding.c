@@ -358,18 +358,22 @@ test_lookup_mod_div_local(void)
     for (int i = 0; i < V; i++)
         ids[i] = (i * 7) % V; /* every id, out of order */
     zdist_error_t err = {0};
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_MOD, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_MOD, out, &err), 0);
     for (int i = 0; i < V; i++)
         CU_ASSERT_EQUAL(memcmp(out + i * D, table + ids[i] * D, D * sizeof(float)), 0);
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup(dp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(dp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
     for (int i = 0; i < V; i++)
         CU_ASSERT_EQUAL(memcmp(out + i * D, table + ids[i] * D, D * sizeof(float)), 0);
     /* the mod shards read as div give other rows: the strategy must match the table */
-    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(out + 2 * D, table + ids[2] * D, D * sizeof(float)), 0); /* id 1 reads id 5 */
     /* an id past the table under mod: gather's error on its shard (13: row 2 of shard 3) */
     int64_t far[1] = {13};
-    CU_ASSERT_EQUAL(zdist_embedding_lookup(mp, rows, P, D, far, 1, ZDIST_PARTITION_STRATEGY_MOD, out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_embedding_lookup(mp, rows, P, D, far, 1, ZDIST_PARTITION_STRATEGY_MOD, out, &err),
+                    -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 2 is not in [0, 2)");
 }
 
@@ -405,8 +409,9 @@ test_ps_partition_strategies(void)
         shards[s] = p + c.layout->shards[s].offset * S_DIM;
         rows[s] = c.layout->shards[s].rows;
     }
-    CU_ASSERT_EQUAL_FATAL(
-        zdist_embedding_lookup(shards, rows, 3, S_DIM, ids, S_VOCAB, ZDIST_PARTITION_STRATEGY_MOD, local, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup(shards, rows, 3, S_DIM, ids, S_VOCAB,
+                                                 ZDIST_PARTITION_STRATEGY_MOD, local, &err),
+                          0);
     CU_ASSERT_EQUAL(memcmp(local, remote, sizeof local), 0);
     /* id 4 is row 1 of shard 1, stored at global row 4 + 1 */
     CU_ASSERT_EQUAL(ids[8], 4);

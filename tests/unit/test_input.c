@@ -421,13 +421,13 @@ test_shard_file(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "Could not apply FILE based sharding: the dataset only has 1 "
                                             "file(s), which is not enough for the required 2 shards/workers"));
     /* the whole of shard_dataset_op.cc's text (formerly zdist's own advice after "shards/workers") */
-    CU_ASSERT_STRING_EQUAL(err.text,
-                           "Could not apply FILE based sharding: the dataset only has 1 file(s), which is not "
-                           "enough for the required 2 shards/workers.If you are using datasets with distribution "
-                           "strategy, consider setting the auto sharding policy to either DATA or OFF using the "
-                           "`experimental_distribute.auto_shard_policy` optionof `tf.data.Options()`. Or, split "
-                           "your input files into a larger number of small files such that number of files is "
-                           "greater than number of shards/workers.");
+    CU_ASSERT_STRING_EQUAL(
+        err.text, "Could not apply FILE based sharding: the dataset only has 1 file(s), which is not "
+                  "enough for the required 2 shards/workers.If you are using datasets with distribution "
+                  "strategy, consider setting the auto sharding policy to either DATA or OFF using the "
+                  "`experimental_distribute.auto_shard_policy` optionof `tf.data.Options()`. Or, split "
+                  "your input files into a larger number of small files such that number of files is "
+                  "greater than number of shards/workers.");
     CU_ASSERT_EQUAL(zdist_dataset_load(&spec, c0, ZDIST_AUTO_SHARD_AUTO, &ds, NULL, &err), -EINVAL);
     /* One pipeline: FILE takes the only file. */
     CU_ASSERT_EQUAL(zdist_dataset_load(&spec, NULL, ZDIST_AUTO_SHARD_FILE, &ds, &applied, &err), 0);

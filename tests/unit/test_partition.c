@@ -698,13 +698,15 @@ test_assign_ids_mod_div(void)
     for (int i = 0; i < 13; i++)
         ids[i] = i;
     CU_ASSERT_EQUAL_FATAL(
-        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, rows, 5, ids, 13, false, shard, row, &err), 0);
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, rows, 5, ids, 13, false, shard, row, &err),
+        0);
     for (int i = 0; i < 13; i++) {
         CU_ASSERT_EQUAL(shard[i], i % 5);
         CU_ASSERT_EQUAL(row[i], i / 5);
     }
     CU_ASSERT_EQUAL_FATAL(
-        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, rows, 5, ids, 13, false, shard, row, &err), 0);
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, rows, 5, ids, 13, false, shard, row, &err),
+        0);
     static const int want_shard[13] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4};
     static const int64_t want_row[13] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 0, 1};
     for (int i = 0; i < 13; i++) {
@@ -720,8 +722,9 @@ test_assign_ids_mod_div(void)
     }
     /* one shard: every id at its own row, either strategy */
     int64_t one[1] = {13};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, one, 1, ids, 13, false, shard, row, &err),
-                    0);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, one, 1, ids, 13, false, shard, row, &err),
+        0);
     CU_ASSERT_EQUAL(shard[12], 0);
     CU_ASSERT_EQUAL(row[12], 12);
 
@@ -733,7 +736,8 @@ test_assign_ids_mod_div(void)
     CU_ASSERT_STRING_EQUAL(zdist_partition_strategy_name(ZDIST_PARTITION_STRATEGY_MOD), "mod");
     /* embedding_ops.py's ValueError, "." and "Must" run together as in TF */
     CU_ASSERT_EQUAL(zdist_partition_strategy_from_name("DIV", &ps, &err), -EINVAL);
-    CU_ASSERT_STRING_EQUAL(err.text, "Unrecognized partition strategy: DIV.Must be one of either `mod` or `div`.");
+    CU_ASSERT_STRING_EQUAL(err.text,
+                           "Unrecognized partition strategy: DIV.Must be one of either `mod` or `div`.");
 }
 
 /* What TF raises when the ids do not fit the shards (the ops
@@ -756,37 +760,43 @@ test_assign_ids_tf_errors(void)
     /* the lowest failing shard is reported, at the id's place among its
        shard's ids: [1, 3] on [1, 3]-row shards: id 1 is row 1 of shard 0 */
     int64_t small_first[2] = {1, 3}, ids2[3] = {2, 1, 3};
-    CU_ASSERT_EQUAL(
-        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, small_first, 2, ids2, 3, false, shard, row, &err),
-        -EINVAL);
+    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, small_first, 2, ids2, 3, false,
+                                               shard, row, &err),
+                    -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 1 is not in [0, 1)");
     /* mod past the rows: id 9 over 2 shards of [3, 2] is row 4 of shard 1 */
     int64_t m[2] = {3, 2}, ids3[3] = {1, 3, 9};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids3, 3, false, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids3, 3, false, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "indices[2] = 4 is not in [0, 2)");
     /* unique (embedding_lookup_sparse): a repeated id counts once */
     int64_t ids4[4] = {1, 1, 3, 9};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids4, 4, true, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids4, 4, true, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "indices[2] = 4 is not in [0, 2)");
     /* div past the last shard, and a negative id: dynamic_partition's error */
     int64_t d[2] = {2, 2}, ids5[3] = {0, 3, 4};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, ids5, 3, false, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, ids5, 3, false, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "partitions[2] = 2 is not in [0, 2)");
     int64_t neg[2] = {1, -1};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, neg, 2, false, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, neg, 2, false, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "partitions[1] = -1 is not in [0, 2)");
     /* mod of a negative id: floormod puts it on shard 1 (after id 1) at row -1 */
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, d, 2, neg, 2, false, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, d, 2, neg, 2, false, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "indices[1] = -1 is not in [0, 2)");
     /* div over fewer rows than shards divides by zero */
     int64_t tiny[2] = {1, 0};
-    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, tiny, 2, ids, 1, false, shard, row, &err),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, tiny, 2, ids, 1, false, shard, row, &err),
+        -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Integer division by zero");
 }
 

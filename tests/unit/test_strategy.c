@@ -491,7 +491,9 @@ s_gather_grad_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, 
     (void) arg;
     int id = zdist_strategy_replica_id(ctx);
     float x[4] = {0};
-    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {id + 1, 2}}, .data = x,
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32,
+                        .shape = {2, {id + 1, 2}},
+                        .data = x,
                         .nbytes = (size_t) (id + 1) * 2 * sizeof(float)};
     zdist_tensor_t all;
     int rc = zdist_strategy_replica_all_gather(ctx, &v, 0, &all, err);
@@ -1742,12 +1744,14 @@ s_dt_prog(void *arg)
     free(r.data);
     zdist_strategy_values_free(v, 4);
     /* float32 over axis=(0, 1): across workers, the ring sums the sums and the counts */
-    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_f32, NULL, v, &err)) < 0 ||
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_f32, NULL, v,
+                                                                             &err)) < 0 ||
         (p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_SUM, v, L, (const int[]){0, 1}, 2, &r, &err)) < 0)
         goto out;
     p->f32_axes01[0] = *(float *) r.data;
     free(r.data);
-    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, -1}, 2, &r, &err)) < 0)
+    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, -1}, 2, &r, &err)) <
+        0)
         goto out;
     p->f32_axes01[1] = *(float *) r.data;
     free(r.data);

@@ -68,16 +68,16 @@ ZDIST_EXPORT int zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tenso
    TypeError "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not:
    7" (the op's number), before anything else. */
 ZDIST_EXPORT int zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
-                                              int num_replicas, const int *axes, int num_axes, zdist_tensor_t *ret,
-                                              zdist_error_t *err);
+                                              int num_replicas, const int *axes, int num_axes,
+                                              zdist_tensor_t *ret, zdist_error_t *err);
 /* The denominator zdist_distribute_reduce_axes's MEAN divides by: the
    sum over the replicas of the product of their reduced dimensions
    (num_replicas when axes is NULL or empty), after the same checks with the
    same texts (for a reduce split between processes, each counting its own
    replicas). */
 ZDIST_EXPORT int zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values,
-                                               int num_replicas, const int *axes, int num_axes, double *ret_count,
-                                               zdist_error_t *err);
+                                               int num_replicas, const int *axes, int num_axes,
+                                               double *ret_count, zdist_error_t *err);
 
 /* tf.distribute.Strategy.gather(value, axis): concatenation along `axis` in
    replica order (rank >= 1; any data dtype). */
@@ -101,8 +101,9 @@ typedef struct {
    "gather/all_gather does not support IndexedSlices" (-ENOTSUP), the text
    of cross_device_ops.py's CrossDeviceOps._gather (strategy.h's gather and
    all_gather raise their own first). Nothing is read. */
-ZDIST_EXPORT int zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values, int num_replicas,
-                                                        int axis, zdist_tensor_t *ret, zdist_error_t *err);
+ZDIST_EXPORT int zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values,
+                                                        int num_replicas, int axis, zdist_tensor_t *ret,
+                                                        zdist_error_t *err);
 
 /* Rows [begin, begin + size) of `value` along axis (negative counts from
    the end), every other axis whole: array_ops.gather(value, axis=axis,
@@ -120,8 +121,9 @@ ZDIST_EXPORT int zdist_distribute_slice(const zdist_tensor_t *value, int axis, i
    (which TF all-gathers). Replicas of different sizes along axis (a partial
    batch) each get their own rows. malloc'd ret. A layer that gathers
    inside run uses zdist_strategy_replica_all_gather_grad (zdist/strategy.h). */
-ZDIST_EXPORT int zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas, const int64_t *dims,
-                                                  int axis, int replica, zdist_tensor_t *ret, zdist_error_t *err);
+ZDIST_EXPORT int zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas,
+                                                  const int64_t *dims, int axis, int replica,
+                                                  zdist_tensor_t *ret, zdist_error_t *err);
 
 /* Strategy.experimental_local_results: the values held by this process.
    A per-replica value of num_replicas_in_sync replicas spread over workers

@@ -337,7 +337,7 @@ zdist_ctx_all_gather_grad(zdist_replica_ctx_t *c, float *dy, const zdist_shape_t
     int rc = zdist_ctx_all_reduce(c, ZDIST_REDUCE_SUM, bufs, lens, 1);
     if (rc < 0)
         return rc;
-    float mine = (float)shape->dims[axis];
+    float mine = (float) shape->dims[axis];
     zdist_shape_t one = {1, {1}}, got;
     const float *sizes;
     if ((rc = zdist_ctx_all_gather(c, &mine, &one, 0, &sizes, &got)) < 0)
@@ -347,11 +347,12 @@ zdist_ctx_all_gather_grad(zdist_replica_ctx_t *c, float *dy, const zdist_shape_t
         return -ENOTSUP;
     int64_t begin = 0, rows = shape->dims[axis], along = gathered_shape->dims[axis];
     for (int q = 0; q < id; q++)
-        begin += (int64_t)sizes[q];
+        begin += (int64_t) sizes[q];
     if (begin + rows > along)
         return -EINVAL;
     for (int64_t o = 0; o < outer; o++)
-        memcpy(out + o * rows * inner, dy + (o * along + begin) * inner, (size_t)(rows * inner) * sizeof *out);
+        memcpy(out + o * rows * inner, dy + (o * along + begin) * inner,
+               (size_t) (rows * inner) * sizeof *out);
     return 0;
 }
 static inline int zdist_ctx_merge_call(zdist_replica_ctx_t *c, zdist_merge_fn fn, void *arg) { return c->ops->merge_call(c, fn, arg); }

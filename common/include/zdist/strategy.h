@@ -356,8 +356,9 @@ ZDIST_EXPORT int zdist_strategy_replica_all_gather(zdist_strategy_replica_t *ctx
    "all_gather does not support IndexedSlices" (-ENOTSUP), raised before
    any collective, as TF raises it first. */
 ZDIST_EXPORT int zdist_strategy_replica_all_gather_indexed_slices(zdist_strategy_replica_t *ctx,
-                                                                  const zdist_indexed_slices_t *value, int axis,
-                                                                  zdist_tensor_t *ret, zdist_error_t *err);
+                                                                  const zdist_indexed_slices_t *value,
+                                                                  int axis, zdist_tensor_t *ret,
+                                                                  zdist_error_t *err);
 /* The gradient of all_gather (ReplicaContext.all_gather's custom_gradient
    in distribute_lib.py), for a layer that gathers inside run: every
    replica calls it with dy, the upstream gradient of the gathered value
@@ -367,9 +368,9 @@ ZDIST_EXPORT int zdist_strategy_replica_all_gather_indexed_slices(zdist_strategy
    (zdist_distribute_all_gather_grad for every replica at once). Two
    collectives, so every replica must call it; errors as all_reduce's and
    all_gather's. */
-ZDIST_EXPORT int zdist_strategy_replica_all_gather_grad(zdist_strategy_replica_t *ctx, const zdist_tensor_t *dy,
-                                                        const zdist_tensor_t *value, int axis,
-                                                        zdist_tensor_t *ret, zdist_error_t *err);
+ZDIST_EXPORT int zdist_strategy_replica_all_gather_grad(zdist_strategy_replica_t *ctx,
+                                                        const zdist_tensor_t *dy, const zdist_tensor_t *value,
+                                                        int axis, zdist_tensor_t *ret, zdist_error_t *err);
 /* Reading a variable in replica context: this replica's copy (the one copy
    of a central_storage ON_WRITE variable). A view, valid until the
    variable is next written. */
@@ -417,8 +418,8 @@ ZDIST_EXPORT int zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_redu
    by the sum over every replica, of every worker, of the product of its
    reduced dimensions), its TF errors included. */
 ZDIST_EXPORT int zdist_strategy_reduce_axes(zdist_strategy_object_t *self, zdist_reduce_op_t op,
-                                            const zdist_tensor_t *values, int n, const int *axes, int num_axes,
-                                            zdist_tensor_t *ret, zdist_error_t *err);
+                                            const zdist_tensor_t *values, int n, const int *axes,
+                                            int num_axes, zdist_tensor_t *ret, zdist_error_t *err);
 /* Strategy.gather(value, axis); in a replica context TF's "tf.distribute.
    Strategy.gather method requires cross-replica context, use
    get_replica_context().all_gather() instead". */

@@ -37,8 +37,8 @@ s_place(const zdist_layout_t *layout, const zdist_embedding_options_t *opts, con
     for (int s = 0; rc == 0 && s < layout->num_shards; s++)
         rows[s] = layout->shards[s].rows;
     if (rc == 0 && !opts->by_offsets)
-        rc = zdist_partition_assign_ids(opts->partition_strategy, rows, layout->num_shards, ids, m, true, shard,
-                                        ret_global, err);
+        rc = zdist_partition_assign_ids(opts->partition_strategy, rows, layout->num_shards, ids, m, true,
+                                        shard, ret_global, err);
     for (int64_t k = 0; rc == 0 && k < m; k++) {
         if (opts->by_offsets)
             rc = zdist_layout_lookup(layout, ids[k], &shard[k], &ret_global[k], err);

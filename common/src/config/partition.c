@@ -569,7 +569,8 @@ zdist_partition_strategy_from_name(const char *name, zdist_partition_strategy_t 
     else if (name && strcmp(name, "mod") == 0)
         *ret = ZDIST_PARTITION_STRATEGY_MOD;
     else /* TF's ValueError, its missing space included */
-        return zdist_error_set(err, -EINVAL, "Unrecognized partition strategy: %s.Must be one of either `mod` or `div`.",
+        return zdist_error_set(err, -EINVAL,
+                               "Unrecognized partition strategy: %s.Must be one of either `mod` or `div`.",
                                name ? name : "None");
     return 0;
 }
@@ -577,7 +578,9 @@ zdist_partition_strategy_from_name(const char *name, zdist_partition_strategy_t 
 const char *
 zdist_partition_strategy_name(zdist_partition_strategy_t strategy)
 {
-    return strategy == ZDIST_PARTITION_STRATEGY_MOD ? "mod" : strategy == ZDIST_PARTITION_STRATEGY_DIV ? "div" : "?";
+    return strategy == ZDIST_PARTITION_STRATEGY_MOD   ? "mod"
+           : strategy == ZDIST_PARTITION_STRATEGY_DIV ? "div"
+                                                      : "?";
 }
 
 /* Python's (TF's floordiv / floormod on int64) rounding towards -inf; d > 0. */
@@ -679,8 +682,8 @@ zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *r
             break;
         }
         if (p < 0 || p >= num_shards) {
-            rc = zdist_error_set(err, -EINVAL, "partitions[%" PRId64 "] = %" PRId64 " is not in [0, %d)",
-                                 pos, p, num_shards);
+            rc = zdist_error_set(err, -EINVAL, "partitions[%" PRId64 "] = %" PRId64 " is not in [0, %d)", pos,
+                                 p, num_shards);
             break;
         }
         ret_shard[k] = (int) p;
@@ -696,8 +699,8 @@ zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *r
         }
     }
     if (rc == 0 && bad_p < num_shards)
-        rc = zdist_error_set(err, -EINVAL, "indices[%" PRId64 "] = %" PRId64 " is not in [0, %" PRId64 ")", bad_j,
-                             bad_row, rows[bad_p]);
+        rc = zdist_error_set(err, -EINVAL, "indices[%" PRId64 "] = %" PRId64 " is not in [0, %" PRId64 ")",
+                             bad_j, bad_row, rows[bad_p]);
     free(listed);
     free(count);
     return rc;

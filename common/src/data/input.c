@@ -80,8 +80,8 @@ zdist_input_context_format(const zdist_input_context_t *self, char *buf, size_t 
 {
     /* distribute_lib.py's InputContext.__str__ */
     if (size > 0)
-        snprintf(buf, size, "tf.distribute.InputContext(input pipeline id %d, total: %d)", self->input_pipeline_id,
-                 self->num_input_pipelines);
+        snprintf(buf, size, "tf.distribute.InputContext(input pipeline id %d, total: %d)",
+                 self->input_pipeline_id, self->num_input_pipelines);
     return buf;
 }
 
@@ -515,14 +515,15 @@ zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *
     if (by_file && n_files < (size_t) pipelines)
         /* TF's text (core/kernels/data/shard_dataset_op.cc), its run-together
            "workers.If" and "optionof" included */
-        return zdist_error_set(err, -EINVAL,
-                               "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
-                               "not enough for the required %d shards/workers.If you are using datasets with "
-                               "distribution strategy, consider setting the auto sharding policy to either DATA or "
-                               "OFF using the `experimental_distribute.auto_shard_policy` optionof "
-                               "`tf.data.Options()`. Or, split your input files into a larger number of small files "
-                               "such that number of files is greater than number of shards/workers.",
-                               n_files, pipelines);
+        return zdist_error_set(
+            err, -EINVAL,
+            "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
+            "not enough for the required %d shards/workers.If you are using datasets with "
+            "distribution strategy, consider setting the auto sharding policy to either DATA or "
+            "OFF using the `experimental_distribute.auto_shard_policy` optionof "
+            "`tf.data.Options()`. Or, split your input files into a larger number of small files "
+            "such that number of files is greater than number of shards/workers.",
+            n_files, pipelines);
     zdist_dataset_t *all = NULL;
     for (size_t k = 0; k < n_files; k++) {
         if (by_file && k % (size_t) pipelines != (size_t) id)

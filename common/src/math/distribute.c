@@ -172,7 +172,8 @@ s_check_tensor(const zdist_tensor_t *t, int replica, bool need_arith, zdist_erro
 /* All replicas: same dtype and rank, same dims except along the axes set
    in `differ` (NULL: none may differ). */
 static int
-s_check_values_mask(const zdist_tensor_t *values, int n, const bool *differ, bool need_arith, zdist_error_t *err)
+s_check_values_mask(const zdist_tensor_t *values, int n, const bool *differ, bool need_arith,
+                    zdist_error_t *err)
 {
     if (n < 1 || !values)
         return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)", n);
@@ -192,10 +193,11 @@ s_check_values_mask(const zdist_tensor_t *values, int n, const bool *differ, boo
         for (int d = 0; d < values[0].shape.rank; d++)
             if (!(differ && differ[d]) && values[r].shape.dims[d] != values[0].shape.dims[d]) {
                 char a[128], b[128];
-                return zdist_error_set(err, -EINVAL, "replica %d has shape %s, replica 0 has %s (they may differ %s)",
-                                       r, zdist_shape_format(&values[r].shape, a, sizeof a),
+                return zdist_error_set(err, -EINVAL,
+                                       "replica %d has shape %s, replica 0 has %s (they may differ %s)", r,
+                                       zdist_shape_format(&values[r].shape, a, sizeof a),
                                        zdist_shape_format(&values[0].shape, b, sizeof b),
-                                       ndiffer == 1   ? "only along axis"
+                                       ndiffer == 1  ? "only along axis"
                                        : ndiffer > 1 ? "only along the reduced axes"
                                                      : "in no dimension when axis is None");
             }
@@ -293,7 +295,8 @@ s_reduce_elementwise(zdist_reduce_op_t op, const zdist_tensor_t *values, int n, 
    reduction_ops_test.py testDuplicateAxes's "Axes contains duplicate
    dimension: 0"). reduced[d] is set for every reduced dimension. */
 static int
-s_reduce_axes_mask(zdist_reduce_op_t op, const int *axes, int num_axes, int rank, bool *reduced, zdist_error_t *err)
+s_reduce_axes_mask(zdist_reduce_op_t op, const int *axes, int num_axes, int rank, bool *reduced,
+                   zdist_error_t *err)
 {
     memset(reduced, 0, ZDIST_MAX_RANK * sizeof *reduced);
     if (num_axes < 0)
@@ -301,16 +304,16 @@ s_reduce_axes_mask(zdist_reduce_op_t op, const int *axes, int num_axes, int rank
     for (int i = 0; i < num_axes; i++)
         if (axes[i] < -rank || axes[i] >= rank) {
             if (op == ZDIST_REDUCE_MEAN)
-                return zdist_error_set(err, -EINVAL, "`axis` = %d out of range for `value` with rank %d", axes[i],
-                                       rank);
-            return zdist_error_set(err, -EINVAL, "Invalid reduction dimension %d for input with %d dimensions.",
-                                   axes[i], rank);
+                return zdist_error_set(err, -EINVAL, "`axis` = %d out of range for `value` with rank %d",
+                                       axes[i], rank);
+            return zdist_error_set(
+                err, -EINVAL, "Invalid reduction dimension %d for input with %d dimensions.", axes[i], rank);
         }
     for (int i = 0; i < num_axes; i++) {
         int d = axes[i] < 0 ? axes[i] + rank : axes[i];
         if (reduced[d])
-            return zdist_error_set(err, -EINVAL, "Invalid reduction arguments: Axes contains duplicate dimension: %d",
-                                   d);
+            return zdist_error_set(err, -EINVAL,
+                                   "Invalid reduction arguments: Axes contains duplicate dimension: %d", d);
         reduced[d] = true;
     }
     return 0;
@@ -328,12 +331,12 @@ s_reduce_none(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replic
     zdist_dtype_t dt = values[0].dtype;
     if (odt != dt) { /* MEAN of integers */
         int64_t count = 0;
-        (void)zdist_shape_num_elements(&values[0].shape, &count);
+        (void) zdist_shape_num_elements(&values[0].shape, &count);
         for (int64_t i = 0; i < count; i++) {
             int64_t acc = 0;
             for (int r = 0; r < num_replicas; r++)
                 acc = s_addi(acc, s_geti(&values[r], i));
-            s_putf(odt, out.data, i, (double)s_wrap_int(dt, acc) / (double)num_replicas);
+            s_putf(odt, out.data, i, (double) s_wrap_int(dt, acc) / (double) num_replicas);
         }
     } else
         s_reduce_elementwise(op, values, num_replicas, &out);
@@ -361,24 +364,25 @@ s_reduce_over_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_r
     if (rc < 0)
         return rc;
     int64_t count = 0;
-    (void)zdist_shape_num_elements(&oshape, &count);
-    double *accf = calloc((size_t)(count ? count : 1), sizeof *accf);
-    int64_t *acci = calloc((size_t)(count ? count : 1), sizeof *acci);
+    (void) zdist_shape_num_elements(&oshape, &count);
+    double *accf = calloc((size_t) (count ? count : 1), sizeof *accf);
+    int64_t *acci = calloc((size_t) (count ? count : 1), sizeof *acci);
     if (!accf || !acci) {
         free(accf);
         free(acci);
         free(out.data);
-        return zdist_error_set(err, -ENOMEM, "out of memory for a reduce of %lld elements", (long long)count);
+        return zdist_error_set(err, -ENOMEM, "out of memory for a reduce of %lld elements",
+                               (long long) count);
     }
     double denom = 0;
     for (int r = 0; r < num_replicas; r++) {
         const zdist_shape_t *sh = &values[r].shape;
         int64_t n = 0, prod = 1;
-        (void)zdist_shape_num_elements(sh, &n);
+        (void) zdist_shape_num_elements(sh, &n);
         for (int d = 0; d < rank; d++)
             if (reduced[d])
                 prod *= sh->dims[d];
-        denom += (double)prod;
+        denom += (double) prod;
         for (int64_t i = 0; i < n; i++) {
             /* i's output element: its indices along the kept dimensions */
             int64_t rest = i, oi = 0, ostride = 1;
@@ -400,7 +404,7 @@ s_reduce_over_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_r
         if (s_is_float(dt))
             s_putf(dt, out.data, oi, op == ZDIST_REDUCE_MEAN ? accf[oi] / denom : accf[oi]);
         else if (odt != dt)
-            s_putf(odt, out.data, oi, (double)s_wrap_int(dt, acci[oi]) / denom);
+            s_putf(odt, out.data, oi, (double) s_wrap_int(dt, acci[oi]) / denom);
         else
             s_puti(dt, out.data, oi, acci[oi]);
     }
@@ -411,13 +415,15 @@ s_reduce_over_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_r
 }
 
 int
-zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, const int *axes,
-                             int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
+zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
+                             const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
 {
     bool reduced[ZDIST_MAX_RANK];
     int rc;
-    if (axes && op != ZDIST_REDUCE_SUM && op != ZDIST_REDUCE_MEAN) /* Strategy.reduce's TypeError, checked first */
-        return zdist_error_set(err, -EINVAL, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: %d", (int)op);
+    if (axes && op != ZDIST_REDUCE_SUM &&
+        op != ZDIST_REDUCE_MEAN) /* Strategy.reduce's TypeError, checked first */
+        return zdist_error_set(err, -EINVAL, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: %d",
+                               (int) op);
     if (axes) {
         if (num_replicas < 1 || !values)
             return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)",
@@ -442,12 +448,13 @@ zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
 }
 
 int
-zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, const int *axes,
-                              int num_axes, double *ret_count, zdist_error_t *err)
+zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
+                              const int *axes, int num_axes, double *ret_count, zdist_error_t *err)
 {
     bool reduced[ZDIST_MAX_RANK];
     if (num_replicas < 1 || !values)
-        return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)", num_replicas);
+        return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)",
+                               num_replicas);
     int rank = values[0].shape.rank, rc = 0;
     if (axes)
         rc = s_reduce_axes_mask(op, axes, num_axes, rank, reduced, err);
@@ -461,7 +468,7 @@ zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values
         for (int d = 0; axes && d < rank; d++)
             if (reduced[d])
                 prod *= values[r].shape.dims[d];
-        count += (double)prod;
+        count += (double) prod;
     }
     *ret_count = count;
     return 0;
@@ -565,14 +572,14 @@ int
 zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values, int num_replicas, int axis,
                                        zdist_tensor_t *ret, zdist_error_t *err)
 {
-    (void)values, (void)num_replicas, (void)axis, (void)ret;
+    (void) values, (void) num_replicas, (void) axis, (void) ret;
     /* cross_device_ops.py CrossDeviceOps._gather's NotImplementedError */
     return zdist_error_set(err, -ENOTSUP, "gather/all_gather does not support IndexedSlices");
 }
 
 int
-zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size, zdist_tensor_t *ret,
-                       zdist_error_t *err)
+zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size,
+                       zdist_tensor_t *ret, zdist_error_t *err)
 {
     if (!value)
         return zdist_error_set(err, -EINVAL, "slice: no value");
@@ -584,20 +591,21 @@ zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int
     int64_t along = value->shape.dims[a];
     if (begin < 0 || size < 0 || begin > along || size > along - begin)
         return zdist_error_set(err, -EINVAL, "slice: rows [%lld, %lld) of axis %d are outside its %lld",
-                               (long long)begin, (long long)begin + (long long)size, axis, (long long)along);
+                               (long long) begin, (long long) begin + (long long) size, axis,
+                               (long long) along);
     zdist_shape_t oshape = value->shape;
     oshape.dims[a] = size;
     zdist_tensor_t out;
     if ((rc = s_alloc(value->dtype, &oshape, &out, err)) < 0)
         return rc;
-    int64_t outer = 1, inner = (int64_t)zdist_dtype_size(value->dtype);
+    int64_t outer = 1, inner = (int64_t) zdist_dtype_size(value->dtype);
     for (int d = 0; d < a; d++)
         outer *= value->shape.dims[d];
     for (int d = a + 1; d < value->shape.rank; d++)
         inner *= value->shape.dims[d];
     for (int64_t o = 0; o < outer && size > 0; o++)
-        memcpy((char *)out.data + (size_t)(o * size * inner), (const char *)value->data + (size_t)((o * along + begin) * inner),
-               (size_t)(size * inner));
+        memcpy((char *) out.data + (size_t) (o * size * inner),
+               (const char *) value->data + (size_t) ((o * along + begin) * inner), (size_t) (size * inner));
     *ret = out;
     return 0;
 }

@@ -223,8 +223,9 @@ zdist_embedding_lookup(const float *const *params, const int64_t *rows, int num_
                                num_shards, (long long) dim);
     int *shard = malloc((size_t) (n ? n : 1) * sizeof *shard);
     int64_t *row = malloc((size_t) (n ? n : 1) * sizeof *row);
-    int rc = !shard || !row ? zdist_error_set(err, -ENOMEM, "embedding_lookup: out of memory")
-                            : zdist_partition_assign_ids(strategy, rows, num_shards, ids, n, false, shard, row, err);
+    int rc = !shard || !row
+                 ? zdist_error_set(err, -ENOMEM, "embedding_lookup: out of memory")
+                 : zdist_partition_assign_ids(strategy, rows, num_shards, ids, n, false, shard, row, err);
     for (int64_t k = 0; rc == 0 && k < n; k++)
         memcpy(out + k * dim, params[shard[k]] + row[k] * dim, (size_t) dim * sizeof *out);
     free(shard);

@@ -1595,8 +1595,8 @@ zdist_strategy_gather(zdist_strategy_object_t *self, const zdist_tensor_t *value
 }
 
 int
-zdist_strategy_gather_indexed_slices(zdist_strategy_object_t *self, const zdist_indexed_slices_t *values, int n,
-                                     int axis, zdist_tensor_t *ret, zdist_error_t *err)
+zdist_strategy_gather_indexed_slices(zdist_strategy_object_t *self, const zdist_indexed_slices_t *values,
+                                     int n, int axis, zdist_tensor_t *ret, zdist_error_t *err)
 {
     (void) values, (void) n, (void) axis, (void) ret;
     if (!self)

@@ -6,8 +6,9 @@
 #include "zdist/strategy.h"
 
 int
-zdist_strategy_replica_all_gather_indexed_slices(zdist_strategy_replica_t *ctx, const zdist_indexed_slices_t *value,
-                                                 int axis, zdist_tensor_t *ret, zdist_error_t *err)
+zdist_strategy_replica_all_gather_indexed_slices(zdist_strategy_replica_t *ctx,
+                                                 const zdist_indexed_slices_t *value, int axis,
+                                                 zdist_tensor_t *ret, zdist_error_t *err)
 {
     (void) ctx, (void) value, (void) axis, (void) ret;
     /* ReplicaContext.all_gather raises before anything else, so no replica
@@ -24,8 +25,8 @@ zdist_strategy_replica_all_gather_grad(zdist_strategy_replica_t *ctx, const zdis
         return zdist_error_set(err, -EINVAL, "all_gather's gradient: dy, value and ret are required");
     int rank = value->shape.rank;
     if (axis < -rank || axis >= rank)
-        return zdist_error_set(err, -EINVAL, "all_gather's gradient: axis %d is outside the value's rank %d", axis,
-                               rank);
+        return zdist_error_set(err, -EINVAL, "all_gather's gradient: axis %d is outside the value's rank %d",
+                               axis, rank);
     int a = axis < 0 ? axis + rank : axis;
     /* distribute_lib.py's grad: grads = all_reduce(SUM, dy); d = all_gather
        of every replica's input_shape[axis]; this replica's rows begin at
