@@ -145,13 +145,24 @@ test_reduce_axis_none(void)
    list: SUM is reduce_sum(v, axis) per replica then a SUM over replicas;
    MEAN's mean_reduce_helper gives numer = reduce_sum(v, axes) and denom =
    reduce_prod([dimension(a) for a in axes]) per replica, both SUM-reduced,
-   then truediv (as strategy_test_lib's _test_reduce / the docstring's
-   partial-batch example, extended to two axes). */
+   then truediv: distribute_lib_test.py's testReduceMeanAxis and
+   testReduceSumAxis ([[1., 2.], [3., 4.]], axis (0, 1): MEAN 2.5, SUM 10),
+   then the docstring's partial batch over two axes. */
 static void
 test_reduce_axes_tuple(void)
 {
     zdist_tensor_t out;
     zdist_error_t err = {0};
+    float x[] = {1, 2, 3, 4};
+    zdist_tensor_t xv = s_f32(x, 2, 2, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, &xv, 1, (const int[]){0, 1}, 2, &out, &err),
+                          0);
+    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.5f);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, &xv, 1, (const int[]){0, 1}, 2, &out, &err),
+                          0);
+    CU_ASSERT_EQUAL(((float *)out.data)[0], 10.0f);
+    free(out.data);
     /* [[0,1],[2,3]] and [[4,5]] (a partial batch): over (0, 1) SUM 15, MEAN 15 / (4 + 2) */
     float a[] = {0, 1, 2, 3}, b[] = {4, 5};
     zdist_tensor_t v[2] = {s_f32(a, 2, 2, 2), s_f32(b, 2, 1, 2)};
@@ -250,9 +261,9 @@ test_reduce_axes_tuple(void)
    - SUM: reduce_sum's shape function, which Strategy.reduce's tf.function
      runs (core/framework/common_shape_fns.cc ReductionShape: "Invalid
      reduction dimension 2 for input with 1 dimensions.");
-   - an axis twice: the Sum kernel's (core/kernels/reduction_ops_common.cc,
-     kernel_tests/math_ops/reduction_ops_test.py testDuplicateAxes:
-     "Axes contains duplicate dimension: 0"). */
+   - an axis twice: the Sum kernel's (core/kernels/reduction_ops_common.cc;
+     kernel_tests/math_ops/reduction_ops_test.py's reduce_sum of [1., 2.]
+     over [0, 0] expects "Axes contains duplicate dimension: 0"). */
 static void
 test_reduce_axes_tf_errors(void)
 {

@@ -334,8 +334,8 @@ test_ps_sharded(void)
 }
 
 /* tf.compat.v1.nn.embedding_lookup(params, ids, partition_strategy) over
-   local shards, as embedding_ops_test.py's testShardedModPartitioning and
-   testShardedDivPartitioning build them: the table's rows dealt out by
+   local shards, as embedding_ops_test.py's testShardedModPartitioningInt32Ids
+   and its div counterparts build them: the table's rows dealt out by
    the strategy, every id found again. */
 static void
 test_lookup_mod_div_local(void)

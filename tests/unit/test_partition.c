@@ -686,8 +686,8 @@ test_ps_default_and_stored_rows(void)
 
 /* embedding_ops.py's partition_strategy, as the embedding_lookup docstring
    lists 13 ids over 5 shards and embedding_ops_test.py's
-   EmbeddingLookupTest (testShardedModPartitioning* / testShardedDivPartitioning*)
-   builds its shards: mod [[0,5,10],[1,6,11],[2,7,12],[3,8],[4,9]], div
+   testShardedModPartitioningInt32Ids (and its div counterparts) builds
+   its shards: mod [[0,5,10],[1,6,11],[2,7,12],[3,8],[4,9]], div
    [[0,1,2],[3,4,5],[6,7,8],[9,10],[11,12]]. */
 static void
 test_assign_ids_mod_div(void)

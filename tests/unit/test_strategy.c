@@ -483,8 +483,8 @@ test_values_gather_collectives(void)
 /* The gradient of ReplicaContext.all_gather (distribute_lib.py's
    grad_wrapper): all_reduce(SUM, dy), all_gather of input_shape[axis],
    then array_ops.gather(grad, range(begin, end), axis); as
-   strategy_gather_test.py's testAllGatherGradient / testAllGatherDiffShape
-   (replica r's value has r + 1 rows, so the slices differ in size). */
+   strategy_gather_test.py's testAllGatherGradient, with replicas of
+   different sizes (replica r's value has r + 1 rows). */
 static int
 s_gather_grad_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
 {

@@ -292,7 +292,7 @@ s_reduce_elementwise(zdist_reduce_op_t op, const zdist_tensor_t *values, int n, 
    the one reduce_sum's shape function raises when Strategy.reduce traces
    it (common_shape_fns.cc ReductionShape, without the graph node TF
    appends); a repeated one is the Sum kernel's (reduction_ops_common.cc,
-   reduction_ops_test.py testDuplicateAxes's "Axes contains duplicate
+   as reduction_ops_test.py expects it: "Axes contains duplicate
    dimension: 0"). reduced[d] is set for every reduced dimension. */
 static int
 s_reduce_axes_mask(zdist_reduce_op_t op, const int *axes, int num_axes, int rank, bool *reduced,
