@@ -155,13 +155,13 @@ test_reduce_axes_tuple(void)
     zdist_error_t err = {0};
     float x[] = {1, 2, 3, 4};
     zdist_tensor_t xv = s_f32(x, 2, 2, 2);
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, &xv, 1, (const int[]){0, 1}, 2, &out, &err),
-                          0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 2.5f);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, &xv, 1, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
     free(out.data);
-    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, &xv, 1, (const int[]){0, 1}, 2, &out, &err),
-                          0);
-    CU_ASSERT_EQUAL(((float *)out.data)[0], 10.0f);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, &xv, 1, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 10.0f);
     free(out.data);
     /* [[0,1],[2,3]] and [[4,5]] (a partial batch): over (0, 1) SUM 15, MEAN 15 / (4 + 2) */
     float a[] = {0, 1, 2, 3}, b[] = {4, 5};
