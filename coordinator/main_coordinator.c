@@ -1,7 +1,6 @@
 /* zdist-coordinator: the coordinator daemon (TF_CONFIG task type "chief"). */
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "coord_server.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
+#include "zdist/daemon_options.h"
 #include "zdist/parse.h"
 
 static void
@@ -49,137 +49,10 @@ s_usage(FILE *out)
             "  --help, --version\n");
 }
 
-int
-main(int argc, char **argv)
+/* The workers' and ps tasks' endpoints from the cluster. 0, or 2 after one line on stderr. */
+static int
+s_tasks(coord_server_config_t *config, const zdist_cluster_t *cluster)
 {
-    static const struct option longopts[] = {
-        {"cluster", required_argument, NULL, 'c'},   {"task", required_argument, NULL, 't'},
-        {"bind", required_argument, NULL, 'b'},      {"state-dir", required_argument, NULL, 's'},
-        {"closure-timeout-ms", required_argument, NULL, 'T'},
-        {"keys", required_argument, NULL, 'k'},
-        {"http", required_argument, NULL, 'H'},
-        {"max-jobs", required_argument, NULL, 'J'},
-        {"max-queued-jobs", required_argument, NULL, 'Q'},
-        {"max-running-jobs", required_argument, NULL, 'R'},
-        {"max-followers", required_argument, NULL, 'F'},
-        {"keep-variables", no_argument, NULL, 'K'},
-        {"max-message-bytes", required_argument, NULL, 'm'},
-        {"max-calls-per-peer", required_argument, NULL, 'P'},
-        {"max-connections-per-peer", required_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
-        {0},
-    };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
-    static coord_server_config_t config;
-    config.closure_timeout_ms = 120000;
-    int opt;
-    int64_t v;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            cluster_file = optarg;
-            break;
-        case 't':
-            task = optarg;
-            break;
-        case 'b':
-            bind = optarg;
-            break;
-        case 's':
-            state_dir = optarg;
-            break;
-        case 'T':
-            if (zdist_parse_int64(optarg, 100, INT64_C(86400000), &v) < 0) {
-                fprintf(stderr, "zdist-coordinator: --closure-timeout-ms must be in 100..86400000, got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            config.closure_timeout_ms = v;
-            break;
-        case 'k':
-            keys_dir = optarg;
-            break;
-        case 'K':
-            config.keep_variables = true;
-            break;
-        case 'H':
-            if (zdist_daemon_http_check("zdist-coordinator", optarg) != 0)
-                return 2;
-            snprintf(config.http, sizeof config.http, "%s", optarg);
-            break;
-        case 'J':
-        case 'Q':
-        case 'F':
-            if (zdist_parse_int64(optarg, 1, opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, &v) < 0) {
-                fprintf(stderr, "zdist-coordinator: --%s must be in 1..%d, got '%s'\n",
-                        opt == 'J' ? "max-jobs" : opt == 'Q' ? "max-queued-jobs" : "max-followers",
-                        opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, optarg);
-                return 2;
-            }
-            *(opt == 'J' ? &config.max_jobs : opt == 'Q' ? &config.max_queued : &config.max_followers) = (int)v;
-            break;
-        case 'R':
-            if (zdist_parse_int64(optarg, 1, COORD_MAX_RUNNING, &v) < 0) {
-                fprintf(stderr, "zdist-coordinator: --max-running-jobs must be a number of jobs in 1..%d, got '%s'\n",
-                        COORD_MAX_RUNNING, optarg);
-                return 2;
-            }
-            config.max_running = (int)v;
-            break;
-        case 'P':
-            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
-                fprintf(stderr, "zdist-coordinator: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
-                return 2;
-            }
-            config.max_calls_per_peer = (size_t)v;
-            break;
-        case 'N':
-            if (zdist_daemon_max_connections("zdist-coordinator", optarg, &config.max_connections_per_peer) != 0)
-                return 2;
-            break;
-        case 'm':
-            if (zdist_parse_int64(optarg, 1024, INT64_C(1) << 40, &v) < 0) {
-                fprintf(stderr, "zdist-coordinator: --max-message-bytes must be a number of bytes >= 1024, got "
-                        "'%s'\n", optarg);
-                return 2;
-            }
-            config.max_message_bytes = (size_t)v;
-            break;
-        case 'h':
-            s_usage(stdout);
-            return 0;
-        case 'V':
-            printf("zdist-coordinator %s (protocol %d)\n", ZDIST_VERSION_STRING, ZDIST_PROTOCOL_VERSION);
-            return 0;
-        default:
-            s_usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "zdist-coordinator: unexpected argument '%s'; see --help\n", argv[optind]);
-        return 2;
-    }
-    if (zdist_daemon_http_env("zdist-coordinator", config.http, sizeof config.http) != 0)
-        return 2;
-    zsys_init();
-    zsys_set_logident("zdist-coordinator");
-    zsys_set_logstream(stderr);
-
-    zdist_cluster_t *cluster = NULL;
-    int chief_index = 0;
-    if (zdist_daemon_find_task("zdist-coordinator", cluster_file, task, bind, "chief", &chief_index, config.endpoint,
-                               sizeof config.endpoint, &cluster) != 0)
-        return 2;
-    if (!cluster) {
-        fprintf(stderr, "zdist-coordinator: needs the cluster (its workers and ps tasks): set TF_CONFIG or pass "
-                        "--cluster FILE\n");
-        return 2;
-    }
-    if (zdist_daemon_keys("zdist-coordinator", keys_dir, "chief", chief_index, cluster) != 0) {
-        zdist_cluster_destroy(&cluster);
-        return 2;
-    }
     const char *jobs[2] = {"worker", "ps"};
     for (int k = 0; k < 2; k++) {
         size_t n = zdist_cluster_num_tasks(cluster, jobs[k]);
@@ -187,36 +60,139 @@ main(int argc, char **argv)
         if ((n == 0 && k == 0) || n > COORD_MAX_TASKS) {
             fprintf(stderr, "zdist-coordinator: the cluster has %zu '%s' tasks; it needs %d..%d\n", n, jobs[k],
                     k == 0, COORD_MAX_TASKS);
-            zdist_cluster_destroy(&cluster);
             return 2;
         }
         for (size_t i = 0; i < n; i++) {
             int index;
-            char *ep = k == 0 ? config.workers[i] : config.ps[i];
+            char *ep = k == 0 ? config->workers[i] : config->ps[i];
             if (zdist_cluster_job_task(cluster, jobs[k], i, &index, NULL) < 0 ||
                 zdist_cluster_endpoint(cluster, jobs[k], index, ep, 256) < 0) {
                 fprintf(stderr, "zdist-coordinator: %s task %zu has no usable address\n", jobs[k], i);
-                zdist_cluster_destroy(&cluster);
                 return 2;
             }
         }
         if (k == 0)
-            config.num_workers = (int)n;
+            config->num_workers = (int)n;
         else
-            config.num_ps = (int)n;
+            config->num_ps = (int)n;
     }
-    zdist_cluster_destroy(&cluster);
+    return 0;
+}
+
+/* The state directory, created, canonical: --state-dir, else systemd's
+   $STATE_DIRECTORY, else ./zdist-state. 0, or 2 after one line on stderr. */
+static int
+s_state_dir(coord_server_config_t *config, const char *state_dir)
+{
     if (!state_dir)
         state_dir = getenv("STATE_DIRECTORY");
     if (!state_dir || !*state_dir)
         state_dir = "./zdist-state";
     mkdir(state_dir, 0755);
     char real[PATH_MAX];
-    if (!realpath(state_dir, real) || strlen(real) >= sizeof config.state_dir - 200) {
+    if (!realpath(state_dir, real) || strlen(real) >= sizeof config->state_dir - 200) {
         fprintf(stderr, "zdist-coordinator: --state-dir '%s': %s\n", state_dir, strerror(errno));
         return 2;
     }
-    memcpy(config.state_dir, real, strlen(real) + 1); /* length checked above */
+    memcpy(config->state_dir, real, strlen(real) + 1); /* length checked above */
+    return 0;
+}
+
+/* What the coordinator's own options fill (the shared ones: zdist/daemon_options.h). */
+typedef struct {
+    coord_server_config_t *config;
+    const char *state_dir;
+} s_options_t;
+
+static int
+s_option(void *arg, int opt, const char *value)
+{
+    s_options_t *own = arg;
+    coord_server_config_t *config = own->config;
+    int64_t v;
+    switch (opt) {
+    case 's':
+        own->state_dir = value;
+        return 0;
+    case 'T':
+        if (zdist_parse_int64(value, 100, INT64_C(86400000), &v) < 0) {
+            fprintf(stderr, "zdist-coordinator: --closure-timeout-ms must be in 100..86400000, got '%s'\n", value);
+            return 2;
+        }
+        config->closure_timeout_ms = v;
+        return 0;
+    case 'K':
+        config->keep_variables = true;
+        return 0;
+    case 'J':
+    case 'Q':
+    case 'F':
+        if (zdist_parse_int64(value, 1, opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, &v) < 0) {
+            fprintf(stderr, "zdist-coordinator: --%s must be in 1..%d, got '%s'\n",
+                    opt == 'J' ? "max-jobs" : opt == 'Q' ? "max-queued-jobs" : "max-followers",
+                    opt == 'F' ? COORD_MAX_FOLLOWERS : 1000000, value);
+            return 2;
+        }
+        *(opt == 'J' ? &config->max_jobs : opt == 'Q' ? &config->max_queued : &config->max_followers) = (int) v;
+        return 0;
+    default: /* 'R' */
+        if (zdist_parse_int64(value, 1, COORD_MAX_RUNNING, &v) < 0) {
+            fprintf(stderr, "zdist-coordinator: --max-running-jobs must be a number of jobs in 1..%d, got '%s'\n",
+                    COORD_MAX_RUNNING, value);
+            return 2;
+        }
+        config->max_running = (int) v;
+        return 0;
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"state-dir", required_argument, NULL, 's'},
+        {"closure-timeout-ms", required_argument, NULL, 'T'},
+        {"max-jobs", required_argument, NULL, 'J'},
+        {"max-queued-jobs", required_argument, NULL, 'Q'},
+        {"max-running-jobs", required_argument, NULL, 'R'},
+        {"max-followers", required_argument, NULL, 'F'},
+        {"keep-variables", no_argument, NULL, 'K'},
+        {0},
+    };
+    static coord_server_config_t config;
+    config.closure_timeout_ms = 120000;
+    zdist_daemon_options_t opts = {
+        .ident = "zdist-coordinator", .usage = s_usage, .max_message_bytes_max = INT64_C(1) << 40};
+    s_options_t own = {.config = &config};
+    int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &own);
+    if (rc != ZDIST_DAEMON_OPTIONS_RUN)
+        return rc;
+    zdist_daemon_options_apply(&opts, &config.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
+    zsys_init();
+    zsys_set_logident("zdist-coordinator");
+    zsys_set_logstream(stderr);
+
+    zdist_cluster_t *cluster = NULL;
+    int chief_index = 0;
+    if (zdist_daemon_find_task("zdist-coordinator", opts.cluster_file, opts.task, opts.bind, "chief", &chief_index,
+                               config.endpoint, sizeof config.endpoint, &cluster) != 0)
+        return 2;
+    if (!cluster) {
+        fprintf(stderr, "zdist-coordinator: needs the cluster (its workers and ps tasks): set TF_CONFIG or pass "
+                        "--cluster FILE\n");
+        return 2;
+    }
+    if (zdist_daemon_keys("zdist-coordinator", opts.keys_dir, "chief", chief_index, cluster) != 0) {
+        zdist_cluster_destroy(&cluster);
+        return 2;
+    }
+    rc = s_tasks(&config, cluster);
+    zdist_cluster_destroy(&cluster);
+    if (rc != 0)
+        return rc;
+    if (s_state_dir(&config, own.state_dir) != 0)
+        return 2;
 
     zsys_info("%d workers, %d ps, state dir '%s'", config.num_workers, config.num_ps, config.state_dir);
     /* On SIGTERM the actor checkpoints the running job before it stops. */

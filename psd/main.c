@@ -1,7 +1,6 @@
 /* zdist-psd: the parameter-server daemon (TF_CONFIG task type "ps"). */
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "psd_server.h"
 #include "zdist/daemon.h"
+#include "zdist/daemon_options.h"
 #include "zdist/parse.h"
 
 static void
@@ -65,109 +65,58 @@ s_add_root(const char *dir, const char *what, psd_server_config_t *config)
     return 0;
 }
 
+/* psd's own options (the shared ones: zdist/daemon_options.h). */
+static int
+s_option(void *arg, int opt, const char *value)
+{
+    psd_server_config_t *config = arg;
+    int64_t v;
+    switch (opt) {
+    case 'T':
+        if (zdist_parse_int64(value, 1024, INT64_MAX, &v) < 0) {
+            fprintf(stderr, "zdist-psd: --max-tensor-bytes must be a number of bytes >= 1024, got '%s'\n", value);
+            return 2;
+        }
+        config->max_tensor_bytes = (size_t) v;
+        return 0;
+    case 'v':
+        if (zdist_parse_int64(value, 1, INT64_C(1) << 30, &v) < 0) {
+            fprintf(stderr, "zdist-psd: --max-variables must be a number of shards in 1..2^30, got '%s'\n", value);
+            return 2;
+        }
+        config->max_variables = (size_t) v;
+        return 0;
+    case 'B':
+        if (zdist_parse_int64(value, 1024, INT64_MAX, &v) < 0) {
+            fprintf(stderr, "zdist-psd: --max-bytes must be a number of bytes >= 1024, got '%s'\n", value);
+            return 2;
+        }
+        config->max_bytes = (uint64_t) v;
+        return 0;
+    default: /* 'R' */
+        return s_add_root(value, "--checkpoint-root", config);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"cluster", required_argument, NULL, 'c'},
-        {"task", required_argument, NULL, 't'},
-        {"bind", required_argument, NULL, 'b'},
-        {"max-message-bytes", required_argument, NULL, 'm'},
         {"max-tensor-bytes", required_argument, NULL, 'T'},
         {"max-variables", required_argument, NULL, 'v'},
         {"max-bytes", required_argument, NULL, 'B'},
-        {"max-calls-per-peer", required_argument, NULL, 'P'},
-        {"max-connections-per-peer", required_argument, NULL, 'N'},
         {"checkpoint-root", required_argument, NULL, 'R'},
-        {"keys", required_argument, NULL, 'k'},
-        {"http", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL;
     psd_server_config_t config = {0};
     zdist_wire_limits_default(&config.limits);
     config.max_tensor_bytes = (size_t) 256 << 20;
-    int opt;
-    int64_t v;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            cluster_file = optarg;
-            break;
-        case 't':
-            task = optarg;
-            break;
-        case 'b':
-            bind = optarg;
-            break;
-        case 'm':
-        case 'T':
-            if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {
-                fprintf(stderr, "zdist-psd: --%s must be a number of bytes >= 1024, got '%s'\n",
-                        opt == 'm' ? "max-message-bytes" : "max-tensor-bytes", optarg);
-                return 2;
-            }
-            if (opt == 'm')
-                config.limits.max_message_bytes = (size_t) v;
-            else
-                config.max_tensor_bytes = (size_t) v;
-            break;
-        case 'v':
-            if (zdist_parse_int64(optarg, 1, INT64_C(1) << 30, &v) < 0) {
-                fprintf(stderr, "zdist-psd: --max-variables must be a number of shards in 1..2^30, got '%s'\n", optarg);
-                return 2;
-            }
-            config.max_variables = (size_t) v;
-            break;
-        case 'B':
-            if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {
-                fprintf(stderr, "zdist-psd: --max-bytes must be a number of bytes >= 1024, got '%s'\n", optarg);
-                return 2;
-            }
-            config.max_bytes = (uint64_t) v;
-            break;
-        case 'P':
-            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
-                fprintf(stderr, "zdist-psd: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
-                return 2;
-            }
-            config.max_calls_per_peer = (size_t) v;
-            break;
-        case 'N':
-            if (zdist_daemon_max_connections("zdist-psd", optarg, &config.max_connections_per_peer) != 0)
-                return 2;
-            break;
-        case 'R':
-            if (s_add_root(optarg, "--checkpoint-root", &config) != 0)
-                return 2;
-            break;
-        case 'k':
-            keys_dir = optarg;
-            break;
-        case 'H':
-            if (zdist_daemon_http_check("zdist-psd", optarg) != 0)
-                return 2;
-            snprintf(config.http, sizeof config.http, "%s", optarg);
-            break;
-        case 'h':
-            s_usage(stdout);
-            return 0;
-        case 'V':
-            printf("zdist-psd %s (protocol %d)\n", ZDIST_VERSION_STRING, ZDIST_PROTOCOL_VERSION);
-            return 0;
-        default:
-            s_usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "zdist-psd: unexpected argument '%s'; see --help\n", argv[optind]);
-        return 2;
-    }
-    if (zdist_daemon_http_env("zdist-psd", config.http, sizeof config.http) != 0)
-        return 2;
+    zdist_daemon_options_t opts = {.ident = "zdist-psd", .usage = s_usage};
+    int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &config);
+    if (rc != ZDIST_DAEMON_OPTIONS_RUN)
+        return rc;
+    zdist_daemon_options_apply(&opts, &config.limits.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
     const char *env_roots = getenv("ZDIST_CHECKPOINT_ROOTS");
     if (config.num_ckpt_roots == 0 && env_roots && *env_roots) {
         char *copy = strdup(env_roots), *save = NULL;
@@ -189,10 +138,10 @@ main(int argc, char **argv)
     zsys_set_logstream(stderr);
 
     zdist_cluster_t *cluster = NULL;
-    if (zdist_daemon_find_task("zdist-psd", cluster_file, task, bind, "ps", &config.ps_task, config.endpoint,
-                               sizeof config.endpoint, &cluster) != 0)
+    if (zdist_daemon_find_task("zdist-psd", opts.cluster_file, opts.task, opts.bind, "ps", &config.ps_task,
+                               config.endpoint, sizeof config.endpoint, &cluster) != 0)
         return 2;
-    int rc = zdist_daemon_keys("zdist-psd", keys_dir, "ps", config.ps_task, cluster);
+    rc = zdist_daemon_keys("zdist-psd", opts.keys_dir, "ps", config.ps_task, cluster);
     zdist_cluster_destroy(&cluster);
     if (rc != 0)
         return rc;

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 build=${ZDIST_TEST_BUILD_DIR:-build-test}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON -DWERROR=ON >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON -DWERROR=ON -DZDIST_TEST_HOOKS=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 # Leaks are reported by ASAN at exit of every test binary and daemon.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}

@@ -1,7 +1,6 @@
 /* zdist-worker: the worker daemon (TF_CONFIG task type "worker"; "evaluator" with --evaluator). */
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "worker_run.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
+#include "zdist/daemon_options.h"
 #include "zdist/parse.h"
 #include "zdist/step.h"
 
@@ -136,138 +136,21 @@ s_workers_on_host(const zdist_cluster_t *cluster, const char *endpoint)
     return n;
 }
 
-int
-main(int argc, char **argv)
+/* The evaluator's state directory, canonical, into config->state_dir:
+   --state-dir, else $ZDIST_STATE_DIR, else systemd's $STATE_DIRECTORY. A
+   worker takes none. 0, or 2 after one line on stderr. */
+static int
+s_state_dir(worker_agent_config_t *config, const char *state_dir)
 {
-    /* `zdist run`: the job in this process, through the same session START_JOB builds. */
-    zdist_daemon_keep_memory();
-    if (argc > 1 && strcmp(argv[1], "run") == 0)
-        return worker_run_main(argc - 1, argv + 1);
-
-    static const struct option longopts[] = {
-        {"cluster", required_argument, NULL, 'c'},
-        {"task", required_argument, NULL, 't'},
-        {"bind", required_argument, NULL, 'b'},
-        {"evaluator", no_argument, NULL, 'e'},
-        {"state-dir", required_argument, NULL, 'S'},
-        {"ps-timeout-ms", required_argument, NULL, 'p'},
-        {"max-message-bytes", required_argument, NULL, 'm'},
-        {"max-calls-per-peer", required_argument, NULL, 'C'},
-        {"max-connections-per-peer", required_argument, NULL, 'N'},
-        {"max-jobs", required_argument, NULL, 'j'},
-        {"keys", required_argument, NULL, 'k'},
-        {"http", required_argument, NULL, 'H'},
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"data-root", required_argument, NULL, 'D'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {0},
-    };
-    const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
-    static worker_agent_config_t config;
-    static char plugin_dirs[WORKER_AGENT_MAX_DIRS][WORKER_AGENT_PATH_MAX];
-    int num_plugin_dirs = 0;
-    bool plugin_env = false;
-    zdist_wire_limits_default(&config.limits);
-    config.ps_timeout_ms = 30000;
-    int opt;
-    int64_t v;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            cluster_file = optarg;
-            break;
-        case 't':
-            task = optarg;
-            break;
-        case 'b':
-            bind = optarg;
-            break;
-        case 'e':
-            config.evaluator = true;
-            break;
-        case 'S':
-            state_dir = optarg;
-            break;
-        case 'p':
-            if (zdist_parse_int64(optarg, 1, INT64_C(86400000), &v) < 0) {
-                fprintf(stderr, "zdist-worker: --ps-timeout-ms must be milliseconds in 1..86400000, got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            config.ps_timeout_ms = v;
-            break;
-        case 'j':
-            if (zdist_parse_int64(optarg, 1, WORKER_AGENT_MAX_JOBS, &v) < 0) {
-                fprintf(stderr, "zdist-worker: --max-jobs must be a number of jobs in 1..%d (those a worker holds at "
-                        "once; default %d), got '%s'\n", WORKER_AGENT_MAX_JOBS, WORKER_AGENT_DEFAULT_JOBS, optarg);
-                return 2;
-            }
-            config.max_jobs = (int) v;
-            break;
-        case 'C':
-            if (zdist_parse_int64(optarg, 1, 1 << 20, &v) < 0) {
-                fprintf(stderr, "zdist-worker: --max-calls-per-peer must be a number of calls in 1..1048576, got '%s'\n", optarg);
-                return 2;
-            }
-            config.max_calls_per_peer = (size_t) v;
-            break;
-        case 'N':
-            if (zdist_daemon_max_connections("zdist-worker", optarg, &config.max_connections_per_peer) != 0)
-                return 2;
-            break;
-        case 'm':
-            if (zdist_parse_int64(optarg, 1024, INT64_MAX, &v) < 0) {
-                fprintf(stderr, "zdist-worker: --max-message-bytes must be a number of bytes >= 1024, got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            config.limits.max_message_bytes = (size_t)v;
-            break;
-        case 'k':
-            keys_dir = optarg;
-            break;
-        case 'H':
-            if (zdist_daemon_http_check("zdist-worker", optarg) != 0)
-                return 2;
-            snprintf(config.http, sizeof config.http, "%s", optarg);
-            break;
-        case 'P':
-            if (s_add_dir("--plugin-dir", optarg, false, plugin_dirs, &num_plugin_dirs) != 0)
-                return 2;
-            break;
-        case 'D':
-            config.confine_data = true;
-            if (s_add_dir("--data-root", optarg, false, config.data_roots, &config.num_data_roots) != 0)
-                return 2;
-            break;
-        case 'h':
-            s_usage(stdout);
-            return 0;
-        case 'V':
-            printf("zdist-worker %s (protocol %d, step ABI %d)\n", ZDIST_VERSION_STRING, ZDIST_PROTOCOL_VERSION,
-                   ZDIST_STEP_ABI_VERSION);
-            return 0;
-        default:
-            s_usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "zdist-worker: unexpected argument '%s'; see --help\n", argv[optind]);
-        return 2;
-    }
-    if (zdist_daemon_http_env("zdist-worker", config.http, sizeof config.http) != 0)
-        return 2;
-    if (state_dir && !config.evaluator) {
+    if (state_dir && !config->evaluator) {
         fprintf(stderr, "zdist-worker: --state-dir is for --evaluator only (a worker keeps no state); remove it\n");
         return 2;
     }
-    if (!state_dir && config.evaluator)
+    if (!state_dir && config->evaluator)
         state_dir = getenv("ZDIST_STATE_DIR");
-    if (!state_dir && config.evaluator)
+    if (!state_dir && config->evaluator)
         state_dir = getenv("STATE_DIRECTORY"); /* systemd's StateDirectory=, as the coordinator's */
-    if (config.evaluator) {
+    if (config->evaluator) {
         char real[PATH_MAX];
         struct stat st;
         if (!state_dir || !*state_dir) {
@@ -277,18 +160,139 @@ main(int argc, char **argv)
         }
         errno = 0;
         if (!realpath(state_dir, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode) ||
-            strlen(real) >= sizeof config.state_dir) {
+            strlen(real) >= sizeof config->state_dir) {
             fprintf(stderr, "zdist-worker: --state-dir '%s': %s; give the coordinator's existing state directory "
                     "(shared, when the evaluator runs on another host)\n", state_dir,
                     errno ? strerror(errno) : "not a directory");
             return 2;
         }
-        memcpy(config.state_dir, real, strlen(real) + 1);
+        memcpy(config->state_dir, real, strlen(real) + 1);
     }
-    if (s_add_env_dirs("ZDIST_PLUGIN_DIRS", plugin_dirs, &num_plugin_dirs, &plugin_env) != 0 ||
+    return 0;
+}
+
+/* The ps tasks' endpoints and this host's share of BLAS threads, from the cluster. */
+static void
+s_from_cluster(worker_agent_config_t *config, const zdist_cluster_t *cluster)
+{
+    size_t nps = zdist_cluster_num_tasks(cluster, "ps");
+    for (size_t i = 0; i < nps && i < WORKER_AGENT_MAX_PS; i++) {
+        int index;
+        if (zdist_cluster_job_task(cluster, "ps", i, &index, NULL) < 0 || index != (int)i ||
+            zdist_cluster_endpoint(cluster, "ps", index, config->ps_endpoints[i],
+                                   sizeof config->ps_endpoints[i]) < 0)
+            break;
+        config->num_ps = (int)i + 1;
+    }
+    /* BLAS threads are shared out between the worker tasks of a host;
+       an evaluator beside them counts as one more. */
+    int n = s_workers_on_host(cluster, config->endpoint);
+    config->host_workers = config->evaluator ? n + 1 : n > 0 ? n : 1;
+}
+
+/* Where plugins and datasets may come from, logged at start. */
+static void
+s_log_places(const worker_agent_config_t *config)
+{
+    zsys_info("%d ps task%s in the cluster", config->num_ps, config->num_ps == 1 ? "" : "s");
+    zsys_info("plugins from: %s", config->plugin_dirs[0] ? config->plugin_dirs : "none (built-in models only)");
+    if (getenv("ZDIST_PLUGIN_PATH"))
+        zsys_notice("ZDIST_PLUGIN_PATH is ignored by the daemon (it is `zdist run`'s); use --plugin-dir or "
+                    "ZDIST_PLUGIN_DIRS");
+    if (!config->confine_data) {
+        zsys_warning("no --data-root: a job may name any file this worker's user can read as its dataset; give "
+                     "--data-root DIR (or ZDIST_DATA_ROOTS) on a shared cluster");
+    } else {
+        char roots[WORKER_AGENT_MAX_DIRS * WORKER_AGENT_PATH_MAX] = "";
+        for (int i = 0; i < config->num_data_roots; i++) {
+            size_t len = strlen(roots);
+            snprintf(roots + len, sizeof roots - len, "%s%s", i ? ", " : "", config->data_roots[i]);
+        }
+        zsys_info("dataset files only under: %s", config->num_data_roots ? roots : "nothing (synthetic data only)");
+    }
+}
+
+/* What the worker's own options fill (the shared ones: zdist/daemon_options.h). */
+typedef struct {
+    worker_agent_config_t *config;
+    const char *state_dir;
+    char (*plugin_dirs)[WORKER_AGENT_PATH_MAX];
+    int num_plugin_dirs;
+} s_options_t;
+
+static int
+s_option(void *arg, int opt, const char *value)
+{
+    s_options_t *o = arg;
+    worker_agent_config_t *config = o->config;
+    int64_t v;
+    switch (opt) {
+    case 'e':
+        config->evaluator = true;
+        return 0;
+    case 'S':
+        o->state_dir = value;
+        return 0;
+    case 'p':
+        if (zdist_parse_int64(value, 1, INT64_C(86400000), &v) < 0) {
+            fprintf(stderr, "zdist-worker: --ps-timeout-ms must be milliseconds in 1..86400000, got '%s'\n", value);
+            return 2;
+        }
+        config->ps_timeout_ms = v;
+        return 0;
+    case 'j':
+        if (zdist_parse_int64(value, 1, WORKER_AGENT_MAX_JOBS, &v) < 0) {
+            fprintf(stderr, "zdist-worker: --max-jobs must be a number of jobs in 1..%d (those a worker holds at "
+                    "once; default %d), got '%s'\n", WORKER_AGENT_MAX_JOBS, WORKER_AGENT_DEFAULT_JOBS, value);
+            return 2;
+        }
+        config->max_jobs = (int) v;
+        return 0;
+    case 'P':
+        return s_add_dir("--plugin-dir", value, false, o->plugin_dirs, &o->num_plugin_dirs);
+    default: /* 'D' */
+        config->confine_data = true;
+        return s_add_dir("--data-root", value, false, config->data_roots, &config->num_data_roots);
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    /* `zdist run`: the job in this process, through the same session START_JOB builds. */
+    zdist_daemon_keep_memory();
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return worker_run_main(argc - 1, argv + 1);
+
+    static const struct option longopts[] = {
+        {"evaluator", no_argument, NULL, 'e'},
+        {"state-dir", required_argument, NULL, 'S'},
+        {"ps-timeout-ms", required_argument, NULL, 'p'},
+        {"max-jobs", required_argument, NULL, 'j'},
+        {"plugin-dir", required_argument, NULL, 'P'},
+        {"data-root", required_argument, NULL, 'D'},
+        {0},
+    };
+    static worker_agent_config_t config;
+    static char plugin_dirs[WORKER_AGENT_MAX_DIRS][WORKER_AGENT_PATH_MAX];
+    bool plugin_env = false;
+    zdist_wire_limits_default(&config.limits);
+    config.ps_timeout_ms = 30000;
+    char version[32];
+    snprintf(version, sizeof version, ", step ABI %d", ZDIST_STEP_ABI_VERSION);
+    zdist_daemon_options_t opts = {.ident = "zdist-worker", .usage = s_usage, .version_extra = version};
+    s_options_t own = {.config = &config, .plugin_dirs = plugin_dirs};
+    int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &own);
+    if (rc != ZDIST_DAEMON_OPTIONS_RUN)
+        return rc;
+    zdist_daemon_options_apply(&opts, &config.limits.max_message_bytes, &config.max_calls_per_peer,
+                               &config.max_connections_per_peer, config.http, sizeof config.http);
+    if (s_state_dir(&config, own.state_dir) != 0)
+        return 2;
+    if (s_add_env_dirs("ZDIST_PLUGIN_DIRS", plugin_dirs, &own.num_plugin_dirs, &plugin_env) != 0 ||
         s_add_env_dirs("ZDIST_DATA_ROOTS", config.data_roots, &config.num_data_roots, &config.confine_data) != 0)
         return 2;
-    for (int i = 0; i < num_plugin_dirs; i++) {
+    for (int i = 0; i < own.num_plugin_dirs; i++) {
         size_t len = strlen(config.plugin_dirs);
         snprintf(config.plugin_dirs + len, sizeof config.plugin_dirs - len, "%s%s", i ? ":" : "", plugin_dirs[i]);
     }
@@ -299,46 +303,18 @@ main(int argc, char **argv)
 
     const char *want = config.evaluator ? "evaluator" : "worker";
     zdist_cluster_t *cluster = NULL;
-    if (zdist_daemon_find_task("zdist-worker", cluster_file, task, bind, want, &config.worker_task, config.endpoint,
-                               sizeof config.endpoint, &cluster) != 0)
+    if (zdist_daemon_find_task("zdist-worker", opts.cluster_file, opts.task, opts.bind, want, &config.worker_task,
+                               config.endpoint, sizeof config.endpoint, &cluster) != 0)
         return 2;
-    if (zdist_daemon_keys("zdist-worker", keys_dir, want, config.worker_task, cluster) != 0) {
+    if (zdist_daemon_keys("zdist-worker", opts.keys_dir, want, config.worker_task, cluster) != 0) {
         zdist_cluster_destroy(&cluster);
         return 2;
     }
     if (cluster) {
-        size_t nps = zdist_cluster_num_tasks(cluster, "ps");
-        for (size_t i = 0; i < nps && i < WORKER_AGENT_MAX_PS; i++) {
-            int index;
-            if (zdist_cluster_job_task(cluster, "ps", i, &index, NULL) < 0 || index != (int)i ||
-                zdist_cluster_endpoint(cluster, "ps", index, config.ps_endpoints[i],
-                                       sizeof config.ps_endpoints[i]) < 0)
-                break;
-            config.num_ps = (int)i + 1;
-        }
-        /* BLAS threads are shared out between the worker tasks of a host;
-           an evaluator beside them counts as one more. */
-        int n = s_workers_on_host(cluster, config.endpoint);
-        config.host_workers = config.evaluator ? n + 1 : n > 0 ? n : 1;
+        s_from_cluster(&config, cluster);
         zdist_cluster_destroy(&cluster);
     }
-
-    zsys_info("%d ps task%s in the cluster", config.num_ps, config.num_ps == 1 ? "" : "s");
-    zsys_info("plugins from: %s", config.plugin_dirs[0] ? config.plugin_dirs : "none (built-in models only)");
-    if (getenv("ZDIST_PLUGIN_PATH"))
-        zsys_notice("ZDIST_PLUGIN_PATH is ignored by the daemon (it is `zdist run`'s); use --plugin-dir or "
-                    "ZDIST_PLUGIN_DIRS");
-    if (!config.confine_data) {
-        zsys_warning("no --data-root: a job may name any file this worker's user can read as its dataset; give "
-                     "--data-root DIR (or ZDIST_DATA_ROOTS) on a shared cluster");
-    } else {
-        char roots[WORKER_AGENT_MAX_DIRS * WORKER_AGENT_PATH_MAX] = "";
-        for (int i = 0; i < config.num_data_roots; i++) {
-            size_t len = strlen(roots);
-            snprintf(roots + len, sizeof roots - len, "%s%s", i ? ", " : "", config.data_roots[i]);
-        }
-        zsys_info("dataset files only under: %s", config.num_data_roots ? roots : "nothing (synthetic data only)");
-    }
+    s_log_places(&config);
     char what[64];
     snprintf(what, sizeof what, "%s task %d", want, config.worker_task);
     return zdist_daemon_run(config.evaluator ? worker_eval_actor : worker_agent_actor, &config, what);

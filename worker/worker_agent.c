@@ -15,6 +15,7 @@
 
 
 #include "worker_agent.h"
+#include "worker_fault.h"
 #include "worker_psd.h"
 #include "worker_sched.h"
 #include "worker_session.h"
@@ -81,13 +82,7 @@ typedef struct {
     s_counters_t counters;   /* the steps thread's */
     zdist_http_t *http;      /* --http */
     zdist_http_metrics_t metrics;
-    /* Test-only fault (ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH=N):
-       the signal this process sends itself once its N-th step's pushes are
-       acknowledged, before the RUN_STEPS reply leaves: the one window where
-       a lost worker's closure is re-run with some of its steps already on
-       the psds, which no outside kill hits reliably. 0: none. */
-    int64_t fault_step;
-    int fault_signal;
+    worker_fault_t fault; /* test builds only (worker_fault.h) */
 } self_t;
 
 /* A request handed to the steps thread: its handler runs there and fills
@@ -403,12 +398,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         j->steps++;
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
         self->counters.steps++;
-        if (self->fault_step > 0 && (int64_t) self->counters.steps == self->fault_step) {
-            zsys_warning("test fault: step %lld pushed; %s before replying", (long long) self->fault_step,
-                         self->fault_signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
-            raise(self->fault_signal);
-            fault_hit = true; /* SIGSTOP: going on after SIGCONT */
-        }
+        fault_hit |= worker_fault_after_push(&self->fault, self->counters.steps);
         self->counters.loss = j->last_loss;
         double ex = worker_outputs_get(o, ZDIST_OUTPUT_EXAMPLES, 0);
         self->counters.examples += ex > 0 ? (uint64_t)ex : 0;
@@ -425,8 +415,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     }
     if (worker_psd_is(be))
         worker_psd_set_job_step(be, 0); /* writes outside a closure are no step's */
-    if (fault_hit)
-        zsys_warning("test fault: the closure of step %lld ran to its end after SIGCONT", (long long) self->fault_step);
+    worker_fault_after_closure(&self->fault, fault_hit);
     j->end_of_data = end;
     zdist_worker_ran_t ran = {.steps = res, .num_steps = (size_t)done, .worker_step = j->steps, .end_of_data = end};
     rc = zdist_worker_reply_ran(call, &ran);
@@ -914,16 +903,11 @@ worker_agent_actor(zsock_t *pipe, void *args)
         free(self);
         return;
     }
-    const char *fault;
-    if ((fault = getenv("ZDIST_TEST_DIE_AFTER_PUSH")) || (fault = getenv("ZDIST_TEST_STOP_AFTER_PUSH"))) {
-        if (zdist_parse_int64(fault, 1, INT64_MAX, &self->fault_step) < 0) {
-            zstr_sendf(pipe, "ERROR ZDIST_TEST_DIE_AFTER_PUSH / ZDIST_TEST_STOP_AFTER_PUSH: '%.40s' is not a step "
-                       "number >= 1", fault);
-            zdist_rpc_server_destroy(&self->rpc);
-            free(self);
-            return;
-        }
-        self->fault_signal = getenv("ZDIST_TEST_DIE_AFTER_PUSH") ? SIGKILL : SIGSTOP;
+    if (worker_fault_arm(&self->fault, &err) < 0) {
+        zstr_sendf(pipe, "ERROR %s", err.text);
+        zdist_rpc_server_destroy(&self->rpc);
+        free(self);
+        return;
     }
     zdist_prom_histogram_init_seconds(&self->counters.step_seconds);
     self->counters.loss = NAN;

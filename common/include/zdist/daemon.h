@@ -71,17 +71,6 @@ ZDIST_EXPORT void zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_ser
    logging why when it cannot listen; the caller then stops with an error. */
 ZDIST_EXPORT zdist_http_t *zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void *arg,
                                              zdist_error_t *err);
-/* Parses --max-connections-per-peer's value for main () into *ret: 0, or 2
-   after printing one line on stderr prefixed with ident. */
-ZDIST_EXPORT int zdist_daemon_max_connections(const char *ident, const char *arg, size_t *ret);
-/* Parses a --http option's value for main (): 0, or 2 after printing one
-   line on stderr prefixed with ident. */
-ZDIST_EXPORT int zdist_daemon_http_check(const char *ident, const char *addr);
-/* No --http given (http[0] == 0): the address from $ZDIST_HTTP when it is
-   set, which is how the systemd units' environment files turn it on. 0, or
-   2 after printing one line naming the variable when it does not parse. */
-ZDIST_EXPORT int zdist_daemon_http_env(const char *ident, char *http, size_t cap);
-
 /* zdist_rpc_server_options_t.log target: one warning line per refusal. */
 ZDIST_EXPORT void zdist_daemon_rpc_log(void *state, const char *line);
 

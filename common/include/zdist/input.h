@@ -316,8 +316,6 @@ ZDIST_EXPORT void zdist_input_destroy(zdist_input_t **self_p);
 ZDIST_EXPORT int zdist_input_next(zdist_input_t *self, const zdist_input_step_t **ret_step);
 /* Steps in one epoch of this pipeline. */
 ZDIST_EXPORT int64_t zdist_input_steps_per_epoch(const zdist_input_t *self);
-/* Largest batch any one replica can get: ceil(G / num_replicas_in_sync). */
-ZDIST_EXPORT int64_t zdist_input_max_replica_batch(const zdist_input_t *self);
 
 #ifdef __cplusplus
 }

@@ -52,10 +52,10 @@ s_place(const zdist_layout_t *layout, const zdist_embedding_options_t *opts, con
     return rc;
 }
 
-int
-zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clients,
-                                 const zdist_layout_t *layout, const zdist_sparse_ids_t *sp,
-                                 const zdist_embedding_options_t *opts, float *out, zdist_error_t *err)
+/* The table's layout against the clients; *ret_dim: a row's floats. */
+static int
+s_check(zdist_ps_client_t *const *clients, int num_clients, const zdist_layout_t *layout,
+        const zdist_sparse_ids_t *sp, const float *out, int64_t *ret_dim, zdist_error_t *err)
 {
     if (!clients || num_clients < 1 || !layout || !layout->shards || layout->num_shards < 1)
         return zdist_error_set(err, -EINVAL,
@@ -65,7 +65,7 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
         return zdist_error_set(err, -EINVAL,
                                "embedding lookup on ps: '%s' has rank %d; a table is [rows, dim]",
                                layout->name, layout->shape.rank);
-    int64_t vocab = layout->shape.dims[0], dim = 1;
+    int64_t dim = 1;
     for (int d = 1; d < layout->shape.rank; d++)
         dim *= layout->shape.dims[d];
     for (int s = 0; s < layout->num_shards; s++)
@@ -77,8 +77,22 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
     if (dim < 1 || (sp && sp->n > 0 && !out))
         return zdist_error_set(err, -EINVAL, "embedding lookup on ps: '%s' has no columns, or out is missing",
                                layout->name);
+    *ret_dim = dim;
+    return 0;
+}
+
+int
+zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clients,
+                                 const zdist_layout_t *layout, const zdist_sparse_ids_t *sp,
+                                 const zdist_embedding_options_t *opts, float *out, zdist_error_t *err)
+{
+    int64_t dim;
+    int rc = s_check(clients, num_clients, layout, sp, out, &dim, err);
+    if (rc < 0)
+        return rc;
+    int64_t vocab = layout->shape.dims[0];
     zdist_emb_plan_t plan;
-    int rc = zdist_emb_plan_(sp, opts, vocab, &plan, err);
+    rc = zdist_emb_plan_(sp, opts, vocab, &plan, err);
     if (rc < 0)
         return rc;
 

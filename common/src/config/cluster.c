@@ -1,4 +1,4 @@
-/* zdist cluster resolver: parses TF_CONFIG into plain structs, answers like TFConfigClusterResolver. */
+/* zdist cluster resolver: the cluster as plain structs, answering like TFConfigClusterResolver (parsing: cluster_parse.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,37 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "zdist/cluster.h"
+#include "cluster_private.h"
 #include "zdist/endpoint.h"
 #include "zdist/parse.h"
-
-#define S_ENV_NAME "TF_CONFIG"
-#define S_FILE_MAX (1024 * 1024) /* a cluster file is small; refuse /dev/zero */
-#define S_JOB_NAME_MAX 64
-#define S_RPC_LAYER_MAX 32
-#define S_QUOTE_MAX 48 /* user values in messages are cut to this */
-
-typedef struct {
-    int index;
-    char *address;
-} s_task_t;
-
-typedef struct {
-    char *name;
-    bool sparse;
-    size_t ntasks;
-    s_task_t *tasks; /* ascending index; index == position unless sparse */
-} s_job_t;
-
-struct _zdist_cluster_t {
-    char *source;  /* "TF_CONFIG" or "cluster file 'x'", for messages */
-    s_job_t *jobs; /* ascending name */
-    size_t njobs;
-    char *task_type; /* NULL: none */
-    int task_id;     /* -1: none */
-    char *rpc_layer; /* NULL: none */
-    char *session_master;
-};
 
 static const char *s_strategy_names[] = {
     [ZDIST_STRATEGY_PARAMETER_SERVER] = "parameter_server",
@@ -59,8 +31,8 @@ static const char *s_strategy_names[] = {
 /* ---- messages ---- */
 
 /* Sets err to "SOURCE: message" (source may be NULL), not about a position. */
-__attribute__((format(printf, 4, 5))) static int
-s_fail(zdist_error_t *err, const char *source, int code, const char *fmt, ...)
+int
+zdist_cluster_fail_(zdist_error_t *err, const char *source, int code, const char *fmt, ...)
 {
     if (!err)
         return code;
@@ -80,22 +52,17 @@ s_fail(zdist_error_t *err, const char *source, int code, const char *fmt, ...)
     return code;
 }
 
-static int
-s_oom(zdist_error_t *err, const char *source)
+int
+zdist_cluster_oom_(zdist_error_t *err, const char *source)
 {
-    return s_fail(err, source, -ENOMEM, "out of memory");
+    return zdist_cluster_fail_(err, source, -ENOMEM, "out of memory");
 }
 
-/* A user value for a message: 'text' with quotes, non-printables escaped
-   and cut, so a message stays one line of reasonable length. */
-typedef struct {
-    char s[S_QUOTE_MAX * 4 + 8];
-} s_quoted_t;
 
-static s_quoted_t
-s_quote(const char *text)
+zdist_cluster_quoted_t
+zdist_cluster_quote_(const char *text)
 {
-    s_quoted_t q;
+    zdist_cluster_quoted_t q;
     size_t o = 0;
     q.s[o++] = '\'';
     size_t limit = strnlen(text, S_QUOTE_MAX + 1);
@@ -124,48 +91,11 @@ s_quote(const char *text)
     q.s[o] = '\0';
     return q;
 }
-#define Q(text) (s_quote(text).s)
-
-static const char *
-s_json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "a list";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a number with a fraction";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "something else";
-}
-
-/* "cluster.worker[1]" or, for a sparse job, "cluster.ps[\"1\"]". */
-typedef struct {
-    char s[S_JOB_NAME_MAX + 40];
-} s_field_t;
-
-static s_field_t
-s_task_field(const s_job_t *job, int index)
-{
-    s_field_t f;
-    snprintf(f.s, sizeof f.s, job->sparse ? "cluster.%s[\"%d\"]" : "cluster.%s[%d]", job->name, index);
-    return f;
-}
 
 /* ---- checks on single values ---- */
 
-static bool
-s_all_digits(const char *s)
+bool
+zdist_cluster_all_digits_(const char *s)
 {
     if (!*s)
         return false;
@@ -175,20 +105,8 @@ s_all_digits(const char *s)
     return true;
 }
 
-static bool
-s_valid_job_name(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > S_JOB_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char) name[i]) && name[i] != '_' && name[i] != '-')
-            return false;
-    return true;
-}
-
-static bool
-s_valid_rpc_layer(const char *name)
+bool
+zdist_cluster_valid_rpc_layer_(const char *name)
 {
     size_t n = strlen(name);
     if (n == 0 || n > S_RPC_LAYER_MAX || !isalpha((unsigned char) name[0]))
@@ -199,43 +117,10 @@ s_valid_rpc_layer(const char *name)
     return true;
 }
 
-/* Python's str() of a float: shortest round-trip digits, fixed notation
-   for exponents -4..15 and scientific otherwise, always a '.' or 'e'. */
-static void
-s_python_float_str(double v, char *buf, size_t size)
-{
-    if (isnan(v)) {
-        snprintf(buf, size, "nan");
-        return;
-    }
-    if (isinf(v)) {
-        snprintf(buf, size, v < 0 ? "-inf" : "inf");
-        return;
-    }
-    char sci[40];
-    int p = 1;
-    for (; p < 17; p++) {
-        snprintf(sci, sizeof sci, "%.*e", p - 1, v);
-        if (strtod(sci, NULL) == v)
-            break;
-    }
-    snprintf(sci, sizeof sci, "%.*e", p - 1, v);
-    const char *e = strchr(sci, 'e');
-    int exp10 = e ? (int) strtol(e + 1, NULL, 10) : 0; /* our own snprintf output */
-    if (exp10 >= -4 && exp10 < 16) {
-        int decimals = p - 1 - exp10;
-        snprintf(buf, size, "%.*f", decimals > 0 ? decimals : 0, v);
-        if (!strchr(buf, '.'))
-            strncat(buf, ".0", size - strlen(buf) - 1);
-    } else {
-        snprintf(buf, size, "%s", sci);
-    }
-}
-
 /* ---- building ---- */
 
 static void
-s_job_free(s_job_t *job)
+s_job_free(cluster_job_t *job)
 {
     for (size_t i = 0; i < job->ntasks; i++)
         free(job->tasks[i].address);
@@ -260,8 +145,8 @@ zdist_cluster_destroy(zdist_cluster_t **self_p)
     *self_p = NULL;
 }
 
-static zdist_cluster_t *
-s_new(const char *source)
+zdist_cluster_t *
+zdist_cluster_new_(const char *source)
 {
     zdist_cluster_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -273,7 +158,7 @@ s_new(const char *source)
     return self;
 }
 
-static const s_job_t *
+static const cluster_job_t *
 s_find_job(const zdist_cluster_t *self, const char *name)
 {
     if (!self || !name)
@@ -292,8 +177,8 @@ s_find_job(const zdist_cluster_t *self, const char *name)
     return NULL;
 }
 
-static const s_task_t *
-s_find_task(const s_job_t *job, int index)
+static const cluster_task_t *
+s_find_task(const cluster_job_t *job, int index)
 {
     if (!job || index < 0)
         return NULL;
@@ -310,250 +195,6 @@ s_find_task(const s_job_t *job, int index)
             hi = mid;
     }
     return NULL;
-}
-
-static int
-s_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *) a, *(const char *const *) b);
-}
-
-static int
-s_cmp_task(const void *a, const void *b)
-{
-    int x = ((const s_task_t *) a)->index, y = ((const s_task_t *) b)->index;
-    return (x > y) - (x < y);
-}
-
-/* Validates one address and stores a copy in task. */
-static int
-s_set_task_address(s_job_t *job, s_task_t *task, const json_t *value, const char *source, zdist_error_t *err)
-{
-    s_field_t field = s_task_field(job, task->index);
-    if (!json_is_string(value))
-        return s_fail(
-            err, source, -EINVAL,
-            "%s: an address must be a string \"host:port\", got %s; quote it, e.g. \"localhost:2222\"",
-            field.s, s_json_type_name(value));
-    const char *addr = json_string_value(value);
-    zdist_error_t why = {0};
-    if (zdist_endpoint_parse(addr, 0, NULL, &why) < 0)
-        return s_fail(err, source, -EINVAL,
-                      "%s: %s is not a valid address: %s; write host:port, e.g. \"localhost:2222\" or "
-                      "\"[::1]:2222\"",
-                      field.s, Q(addr), why.text);
-    task->address = strdup(addr);
-    return task->address ? 0 : s_oom(err, source);
-}
-
-static int
-s_parse_job(s_job_t *job, const json_t *value, const char *source, zdist_error_t *err)
-{
-    if (json_is_array(value)) {
-        size_t n = json_array_size(value);
-        if (n > (size_t) INT_MAX)
-            return s_fail(err, source, -EINVAL, "cluster.%s: too many tasks", job->name);
-        job->tasks = calloc(n ? n : 1, sizeof *job->tasks);
-        if (!job->tasks)
-            return s_oom(err, source);
-        for (size_t i = 0; i < n; i++) {
-            job->tasks[i].index = (int) i;
-            job->ntasks = i + 1;
-            int rc = s_set_task_address(job, &job->tasks[i], json_array_get(value, i), source, err);
-            if (rc < 0)
-                return rc;
-        }
-        return 0;
-    }
-    if (!json_is_object(value))
-        return s_fail(err, source, -EINVAL,
-                      "cluster.%s: a job must be a list of addresses [\"host:port\", ...] or an object "
-                      "{\"INDEX\": \"host:port\"}, got %s",
-                      job->name, s_json_type_name(value));
-    job->sparse = true;
-    size_t n = json_object_size(value);
-    job->tasks = calloc(n ? n : 1, sizeof *job->tasks);
-    if (!job->tasks)
-        return s_oom(err, source);
-    /* Keys in sorted text order first, so the first error is deterministic. */
-    const char **keys = calloc(n ? n : 1, sizeof *keys);
-    if (!keys)
-        return s_oom(err, source);
-    size_t k = 0;
-    for (void *it = json_object_iter((json_t *) value); it; it = json_object_iter_next((json_t *) value, it))
-        keys[k++] = json_object_iter_key(it);
-    qsort(keys, n, sizeof *keys, s_cmp_str);
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        int64_t index;
-        if (!s_all_digits(keys[i]) || zdist_parse_int64(keys[i], 0, INT_MAX, &index) != 0) {
-            rc = s_fail(err, source, -EINVAL,
-                        "cluster.%s: key %s is not a task index; a sparse job maps index strings like \"0\" "
-                        "to addresses",
-                        job->name, Q(keys[i]));
-            break;
-        }
-        job->tasks[i].index = (int) index;
-        job->ntasks = i + 1;
-        rc = s_set_task_address(job, &job->tasks[i], json_object_get(value, keys[i]), source, err);
-    }
-    free(keys);
-    if (rc < 0)
-        return rc;
-    qsort(job->tasks, job->ntasks, sizeof *job->tasks, s_cmp_task);
-    for (size_t i = 1; i < job->ntasks; i++)
-        if (job->tasks[i].index == job->tasks[i - 1].index)
-            return s_fail(err, source, -EINVAL,
-                          "cluster.%s: task index %d is given twice (keys with leading zeros); keep one key "
-                          "per index",
-                          job->name, job->tasks[i].index);
-    return 0;
-}
-
-typedef struct {
-    const char *address;
-    const s_job_t *job;
-    size_t pos;
-} s_addr_ref_t;
-
-static int
-s_cmp_addr_ref(const void *a, const void *b)
-{
-    const s_addr_ref_t *x = a, *y = b;
-    int c = strcasecmp(x->address, y->address);
-    if (c)
-        return c;
-    if (x->job != y->job)
-        return x->job < y->job ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
-}
-
-static int
-s_check_unique_addresses(const zdist_cluster_t *self, zdist_error_t *err)
-{
-    size_t total = 0;
-    for (size_t j = 0; j < self->njobs; j++)
-        total += self->jobs[j].ntasks;
-    if (total < 2)
-        return 0;
-    s_addr_ref_t *refs = calloc(total, sizeof *refs);
-    if (!refs)
-        return s_oom(err, self->source);
-    size_t r = 0;
-    for (size_t j = 0; j < self->njobs; j++)
-        for (size_t t = 0; t < self->jobs[j].ntasks; t++)
-            refs[r++] = (s_addr_ref_t){self->jobs[j].tasks[t].address, &self->jobs[j], t};
-    qsort(refs, total, sizeof *refs, s_cmp_addr_ref);
-    int rc = 0;
-    for (size_t i = 1; i < total; i++) {
-        if (strcasecmp(refs[i].address, refs[i - 1].address) == 0) {
-            s_field_t first = s_task_field(refs[i - 1].job, refs[i - 1].job->tasks[refs[i - 1].pos].index);
-            s_field_t again = s_task_field(refs[i].job, refs[i].job->tasks[refs[i].pos].index);
-            rc = s_fail(err, self->source, -EINVAL,
-                        "%s: address %s is already used by %s; give every task its own host:port", again.s,
-                        Q(refs[i].address), first.s);
-            break;
-        }
-    }
-    free(refs);
-    return rc;
-}
-
-static int
-s_parse_cluster(zdist_cluster_t *self, const json_t *cluster, zdist_error_t *err)
-{
-    if (!json_is_object(cluster))
-        return s_fail(err, self->source, -EINVAL,
-                      "cluster: must be an object mapping job names to lists of addresses, like "
-                      "{\"worker\": [\"host:port\"]}, got %s",
-                      s_json_type_name(cluster));
-    size_t n = json_object_size(cluster);
-    if (n == 0)
-        return 0;
-    const char **names = calloc(n, sizeof *names);
-    self->jobs = calloc(n, sizeof *self->jobs);
-    if (!names || !self->jobs) {
-        free(names);
-        return s_oom(err, self->source);
-    }
-    size_t k = 0;
-    for (void *it = json_object_iter((json_t *) cluster); it;
-         it = json_object_iter_next((json_t *) cluster, it))
-        names[k++] = json_object_iter_key(it);
-    qsort(names, n, sizeof *names, s_cmp_str);
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!s_valid_job_name(names[i])) {
-            rc = s_fail(err, self->source, -EINVAL,
-                        "cluster: job name %s is not valid; use 1 to %d letters, digits, '_' or '-', like "
-                        "\"worker\"",
-                        Q(names[i]), S_JOB_NAME_MAX);
-            break;
-        }
-        s_job_t *job = &self->jobs[i];
-        self->njobs = i + 1;
-        job->name = strdup(names[i]);
-        rc = job->name ? s_parse_job(job, json_object_get(cluster, names[i]), self->source, err)
-                       : s_oom(err, self->source);
-    }
-    free(names);
-    return rc < 0 ? rc : s_check_unique_addresses(self, err);
-}
-
-static int
-s_parse_task(zdist_cluster_t *self, const json_t *task, zdist_error_t *err)
-{
-    if (!json_is_object(task))
-        return s_fail(err, self->source, -EINVAL,
-                      "task: must be an object like {\"type\": \"worker\", \"index\": 0}, got %s",
-                      s_json_type_name(task));
-    const json_t *type = json_object_get(task, "type");
-    if (type) {
-        char buf[64];
-        const char *text;
-        if (json_is_string(type)) {
-            text = json_string_value(type);
-        } else if (json_is_integer(type)) {
-            snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(type));
-            text = buf;
-        } else if (json_is_real(type)) {
-            s_python_float_str(json_real_value(type), buf, sizeof buf);
-            text = buf;
-        } else {
-            return s_fail(err, self->source, -EINVAL, "task.type: must be a job name like \"worker\", got %s",
-                          s_json_type_name(type));
-        }
-        if (!*text)
-            return s_fail(err, self->source, -EINVAL,
-                          "task.type: is empty; name the job of this task, like \"worker\"");
-        self->task_type = strdup(text);
-        if (!self->task_type)
-            return s_oom(err, self->source);
-    }
-    const json_t *index = json_object_get(task, "index");
-    if (index) {
-        int64_t v = -1;
-        if (json_is_integer(index)) {
-            v = json_integer_value(index);
-            if (v < 0 || v > INT_MAX)
-                return s_fail(err, self->source, -EINVAL,
-                              "task.index: %" JSON_INTEGER_FORMAT
-                              " is out of range; use 0 for the first task "
-                              "of the job",
-                              json_integer_value(index));
-        } else if (json_is_string(index)) {
-            const char *text = json_string_value(index);
-            if (!s_all_digits(text) || zdist_parse_int64(text, 0, INT_MAX, &v) != 0)
-                return s_fail(err, self->source, -EINVAL,
-                              "task.index: %s is not a task index; use an integer >= 0 like 0", Q(text));
-        } else {
-            return s_fail(err, self->source, -EINVAL,
-                          "task.index: must be an integer >= 0 like 0 (or a string of digits), got %s",
-                          s_json_type_name(index));
-        }
-        self->task_id = (int) v;
-    }
-    return 0;
 }
 
 /* Lists the job names for a message: "'chief', 'worker'" or "none". */
@@ -574,7 +215,7 @@ s_job_list(const zdist_cluster_t *self, char *buf, size_t size)
 
 /* Lists a job's indices for a message: "0..2" or "0, 2, 5". */
 static void
-s_index_list(const s_job_t *job, char *buf, size_t size)
+s_index_list(const cluster_job_t *job, char *buf, size_t size)
 {
     if (job->ntasks == 0) {
         snprintf(buf, size, "none");
@@ -596,19 +237,19 @@ s_index_list(const s_job_t *job, char *buf, size_t size)
 /* The task (type, index) must be in the cluster; an evaluator may be
    outside it. index -1 = not given. what: "task.type"/"task.index" fields
    or the "task 'worker:1'" label of an override. */
-static int
-s_check_task(const zdist_cluster_t *self, const char *type, int index, const char *type_what,
+int
+zdist_cluster_check_task_(const zdist_cluster_t *self, const char *type, int index, const char *type_what,
              const char *index_what, zdist_error_t *err)
 {
     if (!type)
         return 0;
-    const s_job_t *job = s_find_job(self, type);
+    const cluster_job_t *job = s_find_job(self, type);
     if (!job) {
         if (strcmp(type, "evaluator") == 0)
             return 0;
         char jobs[256];
         s_job_list(self, jobs, sizeof jobs);
-        return s_fail(err, self->source, -EINVAL,
+        return zdist_cluster_fail_(err, self->source, -EINVAL,
                       "%s: %s is not a job of the cluster (jobs: %s); add a %s job to cluster or fix the "
                       "task type",
                       type_what, Q(type), jobs, Q(type));
@@ -617,193 +258,10 @@ s_check_task(const zdist_cluster_t *self, const char *type, int index, const cha
         return 0;
     char indices[128];
     s_index_list(job, indices, sizeof indices);
-    return s_fail(err, self->source, -EINVAL,
+    return zdist_cluster_fail_(err, self->source, -EINVAL,
                   "%s: job '%s' has no task %d (its task indices: %s); use one of those or add the "
                   "address to cluster.%s",
                   index_what, job->name, index, indices, job->name);
-}
-
-static int
-s_parse_root(zdist_cluster_t *self, const json_t *root, bool check_task, zdist_error_t *err)
-{
-    if (!json_is_object(root))
-        return s_fail(err, self->source, -EINVAL,
-                      "the top level must be an object like {\"cluster\": {...}, \"task\": {...}}, got %s",
-                      s_json_type_name(root));
-    const json_t *v;
-    int rc;
-    if ((v = json_object_get(root, "cluster")) && (rc = s_parse_cluster(self, v, err)) < 0)
-        return rc;
-    if ((v = json_object_get(root, "task")) && (rc = s_parse_task(self, v, err)) < 0)
-        return rc;
-    if ((v = json_object_get(root, "rpc_layer")) && !json_is_null(v)) {
-        if (!json_is_string(v))
-            return s_fail(err, self->source, -EINVAL, "rpc_layer: must be a string like \"grpc\", got %s",
-                          s_json_type_name(v));
-        const char *name = json_string_value(v);
-        if (*name && !s_valid_rpc_layer(name))
-            return s_fail(err, self->source, -EINVAL,
-                          "rpc_layer: %s is not a protocol name; use letters, digits, '+', '.', '-', like "
-                          "\"grpc\"",
-                          Q(name));
-        if (*name && !(self->rpc_layer = strdup(name)))
-            return s_oom(err, self->source);
-    }
-    if ((v = json_object_get(root, "session_master")) && !json_is_null(v)) {
-        if (!json_is_string(v))
-            return s_fail(err, self->source, -EINVAL,
-                          "session_master: must be a string like \"grpc://host:port\", got %s",
-                          s_json_type_name(v));
-        if (!(self->session_master = strdup(json_string_value(v))))
-            return s_oom(err, self->source);
-    }
-    if (check_task)
-        return s_check_task(self, self->task_type, self->task_id, "task.type", "task.index", err);
-    return 0;
-}
-
-static int
-s_parse_text(const char *text, size_t len, const char *source, bool check_task, zdist_cluster_t **ret,
-             zdist_error_t *err)
-{
-    zdist_cluster_t *self = s_new(source);
-    if (!self)
-        return s_oom(err, source);
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        int rc = s_fail(err, source, -EINVAL, "invalid JSON at line %d, column %d: %s", jerr.line,
-                        jerr.column, jerr.text);
-        if (err) {
-            err->line = jerr.line;
-            err->column = jerr.column;
-        }
-        zdist_cluster_destroy(&self);
-        return rc;
-    }
-    int rc = s_parse_root(self, root, check_task, err);
-    json_decref(root);
-    if (rc < 0) {
-        zdist_cluster_destroy(&self);
-        return rc;
-    }
-    *ret = self;
-    return 0;
-}
-
-zdist_cluster_t *
-zdist_cluster_parse(const char *json_text, const char *source_name, zdist_error_t *err)
-{
-    const char *source = source_name ? source_name : S_ENV_NAME;
-    if (!json_text) {
-        s_fail(err, source, -EINVAL, "no JSON text");
-        return NULL;
-    }
-    zdist_cluster_t *self = NULL;
-    s_parse_text(json_text, strlen(json_text), source, true, &self, err);
-    return self;
-}
-
-static bool
-s_blank(const char *text, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (!isspace((unsigned char) text[i]))
-            return false;
-    return true;
-}
-
-static int
-s_read_file(const char *path, const char *source, char **ret_text, size_t *ret_len, zdist_error_t *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return s_fail(err, source, -e, "cannot open: %s; check the path", strerror(e));
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        return s_fail(err, source, -EISDIR, "is a directory; give the path of a JSON file");
-    }
-    char *text = malloc(S_FILE_MAX + 1);
-    if (!text) {
-        close(fd);
-        return s_oom(err, source);
-    }
-    size_t len = 0;
-    while (len <= S_FILE_MAX) {
-        ssize_t n = read(fd, text + len, S_FILE_MAX + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            free(text);
-            close(fd);
-            return s_fail(err, source, -e, "cannot read: %s", strerror(e));
-        }
-        if (n == 0)
-            break;
-        len += (size_t) n;
-    }
-    close(fd);
-    if (len > S_FILE_MAX) {
-        free(text);
-        return s_fail(err, source, -EFBIG, "is larger than %d bytes; a cluster file is a small JSON object",
-                      S_FILE_MAX);
-    }
-    *ret_text = text;
-    *ret_len = len;
-    return 0;
-}
-
-static int
-s_load_source(const char *cluster_file, bool check_task, zdist_cluster_t **ret, zdist_error_t *err)
-{
-    if (!cluster_file) {
-        const char *env = getenv(S_ENV_NAME);
-        if (!env || s_blank(env, strlen(env)))
-            env = "{}";
-        return s_parse_text(env, strlen(env), S_ENV_NAME, check_task, ret, err);
-    }
-    /* "cluster file 'PATH'" with the path quoted like any user value. */
-    char source[sizeof(s_quoted_t) + 16];
-    snprintf(source, sizeof source, "cluster file %s", Q(cluster_file));
-    char *text = NULL;
-    size_t len = 0;
-    int rc = s_read_file(cluster_file, source, &text, &len, err);
-    if (rc < 0)
-        return rc;
-    if (s_blank(text, len))
-        rc =
-            s_fail(err, source, -EINVAL, "is empty; write a TF_CONFIG JSON object like {\"cluster\": {...}}");
-    else
-        rc = s_parse_text(text, len, source, check_task, ret, err);
-    free(text);
-    return rc;
-}
-
-zdist_cluster_t *
-zdist_cluster_from_env_or_file(const char *cluster_file, zdist_error_t *err)
-{
-    zdist_cluster_t *self = NULL;
-    s_load_source(cluster_file, true, &self, err);
-    return self;
-}
-
-int
-zdist_cluster_load(const char *cluster_file, const char *task_spec, zdist_cluster_t **ret, zdist_error_t *err)
-{
-    zdist_cluster_t *self = NULL;
-    int rc = s_load_source(cluster_file, task_spec == NULL, &self, err);
-    if (rc < 0)
-        return rc;
-    if (task_spec && (rc = zdist_cluster_set_task_spec(self, task_spec, err)) < 0) {
-        zdist_cluster_destroy(&self);
-        return rc;
-    }
-    *ret = self;
-    return 0;
 }
 
 /* ---- getters ---- */
@@ -829,14 +287,14 @@ zdist_cluster_has_job(const zdist_cluster_t *self, const char *job)
 bool
 zdist_cluster_job_is_sparse(const zdist_cluster_t *self, const char *job)
 {
-    const s_job_t *j = s_find_job(self, job);
+    const cluster_job_t *j = s_find_job(self, job);
     return j && j->sparse;
 }
 
 size_t
 zdist_cluster_num_tasks(const zdist_cluster_t *self, const char *job)
 {
-    const s_job_t *j = s_find_job(self, job);
+    const cluster_job_t *j = s_find_job(self, job);
     return j ? j->ntasks : 0;
 }
 
@@ -844,7 +302,7 @@ int
 zdist_cluster_job_task(const zdist_cluster_t *self, const char *job, size_t i, int *ret_index,
                        const char **ret_address)
 {
-    const s_job_t *j = s_find_job(self, job);
+    const cluster_job_t *j = s_find_job(self, job);
     if (!j || i >= j->ntasks)
         return -ENOENT;
     if (ret_index)
@@ -857,7 +315,7 @@ zdist_cluster_job_task(const zdist_cluster_t *self, const char *job, size_t i, i
 const char *
 zdist_cluster_task_address(const zdist_cluster_t *self, const char *job, int index)
 {
-    const s_task_t *t = s_find_task(s_find_job(self, job), index);
+    const cluster_task_t *t = s_find_task(s_find_job(self, job), index);
     return t ? t->address : NULL;
 }
 
@@ -930,17 +388,17 @@ int
 zdist_cluster_set_task(zdist_cluster_t *self, const char *type, int index, zdist_error_t *err)
 {
     if (!self || !type || !*type || index < 0)
-        return s_fail(err, NULL, -EINVAL, "task: give a task type and an index >= 0, like worker:0");
-    char label[sizeof(s_quoted_t) + 32];
+        return zdist_cluster_fail_(err, NULL, -EINVAL, "task: give a task type and an index >= 0, like worker:0");
+    char label[sizeof(zdist_cluster_quoted_t) + 32];
     char spec[S_JOB_NAME_MAX + 16];
     snprintf(spec, sizeof spec, "%.*s:%d", S_JOB_NAME_MAX, type, index);
     snprintf(label, sizeof label, "task %s", Q(spec));
-    int rc = s_check_task(self, type, index, label, label, err);
+    int rc = zdist_cluster_check_task_(self, type, index, label, label, err);
     if (rc < 0)
         return rc;
     char *copy = strdup(type);
     if (!copy)
-        return s_oom(err, self->source);
+        return zdist_cluster_oom_(err, self->source);
     free(self->task_type);
     self->task_type = copy;
     self->task_id = index;
@@ -952,17 +410,17 @@ zdist_cluster_set_task_spec(zdist_cluster_t *self, const char *task_spec, zdist_
 {
     const char *colon = task_spec ? strrchr(task_spec, ':') : NULL;
     if (!colon || colon == task_spec)
-        return s_fail(err, NULL, -EINVAL, "task %s: write TYPE:INDEX, like worker:0",
+        return zdist_cluster_fail_(err, NULL, -EINVAL, "task %s: write TYPE:INDEX, like worker:0",
                       Q(task_spec ? task_spec : ""));
     int64_t index;
-    if (!s_all_digits(colon + 1) || zdist_parse_int64(colon + 1, 0, INT_MAX, &index) != 0)
-        return s_fail(err, NULL, -EINVAL,
+    if (!zdist_cluster_all_digits_(colon + 1) || zdist_parse_int64(colon + 1, 0, INT_MAX, &index) != 0)
+        return zdist_cluster_fail_(err, NULL, -EINVAL,
                       "task %s: the index %s is not an integer >= 0; write TYPE:INDEX, like worker:0",
                       Q(task_spec), Q(colon + 1));
     size_t type_len = (size_t) (colon - task_spec);
     char *type = strndup(task_spec, type_len);
     if (!type)
-        return s_oom(err, NULL);
+        return zdist_cluster_oom_(err, NULL);
     int rc = zdist_cluster_set_task(self, type, (int) index, err);
     free(type);
     return rc;
@@ -981,13 +439,13 @@ zdist_cluster_set_rpc_layer(zdist_cluster_t *self, const char *rpc_layer, zdist_
         return -EINVAL;
     char *copy = NULL;
     if (rpc_layer && *rpc_layer) {
-        if (!s_valid_rpc_layer(rpc_layer))
-            return s_fail(
+        if (!zdist_cluster_valid_rpc_layer_(rpc_layer))
+            return zdist_cluster_fail_(
                 err, NULL, -EINVAL,
                 "rpc layer %s is not a protocol name; use letters, digits, '+', '.', '-', like grpc",
                 Q(rpc_layer));
         if (!(copy = strdup(rpc_layer)))
-            return s_oom(err, NULL);
+            return zdist_cluster_oom_(err, NULL);
     }
     free(self->rpc_layer);
     self->rpc_layer = copy;
@@ -1112,7 +570,7 @@ zdist_strategy_parse(const char *name, zdist_strategy_t *ret, zdist_error_t *err
     if (s == ZDIST_STRATEGY_INVALID) {
         char list[128];
         s_strategy_list(list, sizeof list);
-        return s_fail(err, NULL, -EINVAL, "unknown strategy %s; use one of %s", Q(name ? name : ""), list);
+        return zdist_cluster_fail_(err, NULL, -EINVAL, "unknown strategy %s; use one of %s", Q(name ? name : ""), list);
     }
     *ret = s;
     return 0;
@@ -1122,12 +580,12 @@ int
 zdist_cluster_validate(const zdist_cluster_t *self, zdist_strategy_t strategy, zdist_error_t *err)
 {
     if (!self)
-        return s_fail(err, NULL, -EINVAL, "no cluster");
+        return zdist_cluster_fail_(err, NULL, -EINVAL, "no cluster");
     const char *sname = zdist_strategy_name(strategy);
     if (!sname) {
         char list[128];
         s_strategy_list(list, sizeof list);
-        return s_fail(err, self->source, -EINVAL, "unknown strategy %d; use one of %s", (int) strategy, list);
+        return zdist_cluster_fail_(err, self->source, -EINVAL, "unknown strategy %d; use one of %s", (int) strategy, list);
     }
     if (strategy == ZDIST_STRATEGY_PARAMETER_SERVER) {
         static const char *allowed[] = {"chief", "worker", "ps", "evaluator"};
@@ -1138,7 +596,7 @@ zdist_cluster_validate(const zdist_cluster_t *self, zdist_strategy_t strategy, z
             if (!ok) {
                 char jobs[256];
                 s_job_list(self, jobs, sizeof jobs);
-                return s_fail(
+                return zdist_cluster_fail_(
                     err, self->source, -EINVAL,
                     "cluster.%s: Disallowed task type found in cluster spec: '%s'. Allowed types are "
                     "'chief', 'worker', 'ps' and 'evaluator' and the cluster spec has jobs %s; "
@@ -1149,24 +607,24 @@ zdist_cluster_validate(const zdist_cluster_t *self, zdist_strategy_t strategy, z
     }
     size_t chiefs = zdist_cluster_num_tasks(self, "chief");
     if (chiefs > 1)
-        return s_fail(err, self->source, -EINVAL,
+        return zdist_cluster_fail_(err, self->source, -EINVAL,
                       "cluster.chief: There must be at most one 'chief' job (it has %zu tasks); keep one "
                       "address there and move the others to \"worker\"",
                       chiefs);
     size_t evaluators = zdist_cluster_num_tasks(self, "evaluator");
     if (evaluators > 1)
-        return s_fail(err, self->source, -EINVAL,
+        return zdist_cluster_fail_(err, self->source, -EINVAL,
                       "cluster.evaluator: There must be at most one 'evaluator' job (it has %zu tasks); keep "
                       "one address there",
                       evaluators);
     if (strategy == ZDIST_STRATEGY_PARAMETER_SERVER && zdist_cluster_num_tasks(self, "ps") < 1)
-        return s_fail(err, self->source, -EINVAL,
+        return zdist_cluster_fail_(err, self->source, -EINVAL,
                       "cluster.ps: There must be at least one ps. Add a \"ps\" job with at least one address "
                       "for the %s strategy",
                       sname);
     if ((strategy == ZDIST_STRATEGY_PARAMETER_SERVER || strategy == ZDIST_STRATEGY_MULTI_WORKER_MIRRORED) &&
         zdist_cluster_num_tasks(self, "worker") < 1)
-        return s_fail(err, self->source, -EINVAL,
+        return zdist_cluster_fail_(err, self->source, -EINVAL,
                       "cluster.worker: There must be at least one worker. Add a \"worker\" job with at least "
                       "one address for the %s strategy",
                       sname);
@@ -1186,7 +644,7 @@ s_cluster_json(const zdist_cluster_t *self)
 {
     json_t *cluster = json_object();
     for (size_t j = 0; cluster && j < self->njobs; j++) {
-        const s_job_t *job = &self->jobs[j];
+        const cluster_job_t *job = &self->jobs[j];
         json_t *tasks = job->sparse ? json_object() : json_array();
         for (size_t t = 0; tasks && t < job->ntasks; t++) {
             int rc;

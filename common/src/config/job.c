@@ -419,6 +419,111 @@ s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
     return 0;
 }
 
+/* strategy {type, num_replicas, partitioner, the ring's and tpu's fields}: each only where its strategy has it. */
+static int
+s_strategy(json_t *root, zdist_job_t *job, zdist_error_t *err)
+{
+    int rc;
+    json_t *st;
+    char *type = NULL;
+    static const char *const sallowed[] = {"type", "num_replicas", "partitioner", "collective_timeout_ms",
+                                           "bytes_per_pack", "lost_worker_wait_ms", "logical_devices_per_replica",
+                                           "spmd", "oversubscribe", NULL};
+    static const char *const mwm_only[] = {"collective_timeout_ms", "bytes_per_pack", "lost_worker_wait_ms", NULL};
+    static const char *const tpu_only[] = {"logical_devices_per_replica", "spmd", "oversubscribe", NULL};
+    if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
+        (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
+        return rc;
+    job->strategy = zdist_strategy_from_name(type);
+    rc = job->strategy == ZDIST_STRATEGY_INVALID ? -EINVAL : 0;
+    if (rc < 0)
+        zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy '%s'; use one_device, mirrored, "
+                        "central_storage, parameter_server, multi_worker_mirrored or tpu", type);
+    free(type);
+    if (rc < 0)
+        return rc;
+    int64_t nrep = 1;
+    if ((rc = s_int(st, "strategy", "num_replicas", false, 1, 64, &nrep, err)) < 0)
+        return rc;
+    job->num_replicas = (int)nrep;
+    if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && nrep != 1) {
+        rc = zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
+                             "for %lld", (long long)nrep);
+        return rc;
+    }
+    if ((rc = s_str(st, "strategy", "partitioner", false, &job->partitioner, err)) < 0)
+        return rc;
+    job->collective_timeout_ms = 30000;
+    job->lost_worker_wait_ms = 60000;
+    if ((rc = s_int(st, "strategy", "collective_timeout_ms", false, 100, INT64_C(86400000),
+                    &job->collective_timeout_ms, err)) < 0 ||
+        (rc = s_int(st, "strategy", "bytes_per_pack", false, 0, INT64_C(1) << 30, &job->bytes_per_pack, err)) < 0 ||
+        (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
+                    err)) < 0)
+        return rc;
+    if (!zdist_strategy_syncs_workers(job->strategy))
+        for (const char *const *k = mwm_only; *k; k++)
+            if (json_object_get(st, *k)) {
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored and tpu have it; remove "
+                                     "it", *k);
+                return rc;
+            }
+    if (job->strategy != ZDIST_STRATEGY_TPU)
+        for (const char *const *k = tpu_only; *k; k++)
+            if (json_object_get(st, *k)) {
+                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only tpu has it; remove it or use \"type\": "
+                                     "\"tpu\"", *k);
+                return rc;
+            }
+    int64_t ldev = 1;
+    if ((rc = s_int(st, "strategy", "logical_devices_per_replica", false, 1, ZDIST_MAX_LOGICAL_DEVICES, &ldev,
+                    err)) < 0 ||
+        (rc = s_bool(st, "strategy", "spmd", &job->spmd, err)) < 0 ||
+        (rc = s_bool(st, "strategy", "oversubscribe", &job->oversubscribe, err)) < 0)
+        return rc;
+    job->logical_devices_per_replica = (int)ldev;
+    if (job->partitioner) {
+        zdist_partitioner_t p;
+        if ((rc = zdist_partitioner_parse(job->partitioner, &p, err)) < 0) {
+            zdist_error_prefix(err, "strategy.partitioner");
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* model {name, params}: the params kept as JSON text (a sequential model's whole object but its name). */
+static int
+s_model(json_t *root, zdist_job_t *job, zdist_error_t *err)
+{
+    int rc;
+    json_t *m;
+    static const char *const mallowed[] = {"name", "params", NULL};
+    /* sequential: the layers are the model's params (zdist/model_spec.h),
+       checked with the rest of the job in zdist_job_validate. */
+    static const char *const sequential[] = {"name", "input_shape", "layers", "loss", NULL};
+    if ((rc = s_obj(root, "", "model", true, &m, err)) < 0 ||
+        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0 ||
+        (rc = s_keys(m, "model", strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) ? mallowed : sequential, err)) < 0)
+        return rc;
+    json_t *params;
+    if ((rc = s_obj(m, "model", "params", false, &params, err)) < 0)
+        return rc;
+    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0) {
+        json_t *copy = json_copy(m);
+        if (copy)
+            json_object_del(copy, "name");
+        job->model_params = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
+        json_decref(copy);
+    } else {
+        job->model_params = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
+    }
+    if (!job->model_params) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int
 zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
@@ -448,97 +553,11 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
         goto out;
     job->seed = (uint64_t)seed;
 
-    json_t *st;
-    char *type = NULL;
-    static const char *const sallowed[] = {"type", "num_replicas", "partitioner", "collective_timeout_ms",
-                                           "bytes_per_pack", "lost_worker_wait_ms", "logical_devices_per_replica",
-                                           "spmd", "oversubscribe", NULL};
-    static const char *const mwm_only[] = {"collective_timeout_ms", "bytes_per_pack", "lost_worker_wait_ms", NULL};
-    static const char *const tpu_only[] = {"logical_devices_per_replica", "spmd", "oversubscribe", NULL};
-    if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
-        (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
+    if ((rc = s_strategy(root, job, err)) < 0)
         goto out;
-    job->strategy = zdist_strategy_from_name(type);
-    rc = job->strategy == ZDIST_STRATEGY_INVALID ? -EINVAL : 0;
-    if (rc < 0)
-        zdist_error_set(err, -EINVAL, "strategy.type: unknown strategy '%s'; use one_device, mirrored, "
-                        "central_storage, parameter_server, multi_worker_mirrored or tpu", type);
-    free(type);
-    if (rc < 0)
-        goto out;
-    int64_t nrep = 1;
-    if ((rc = s_int(st, "strategy", "num_replicas", false, 1, 64, &nrep, err)) < 0)
-        goto out;
-    job->num_replicas = (int)nrep;
-    if (job->strategy == ZDIST_STRATEGY_ONE_DEVICE && nrep != 1) {
-        rc = zdist_error_set(err, -EINVAL, "strategy.num_replicas: one_device has exactly 1 replica; use mirrored "
-                             "for %lld", (long long)nrep);
-        goto out;
-    }
-    if ((rc = s_str(st, "strategy", "partitioner", false, &job->partitioner, err)) < 0)
-        goto out;
-    job->collective_timeout_ms = 30000;
-    job->lost_worker_wait_ms = 60000;
-    if ((rc = s_int(st, "strategy", "collective_timeout_ms", false, 100, INT64_C(86400000),
-                    &job->collective_timeout_ms, err)) < 0 ||
-        (rc = s_int(st, "strategy", "bytes_per_pack", false, 0, INT64_C(1) << 30, &job->bytes_per_pack, err)) < 0 ||
-        (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
-                    err)) < 0)
-        goto out;
-    if (!zdist_strategy_syncs_workers(job->strategy))
-        for (const char *const *k = mwm_only; *k; k++)
-            if (json_object_get(st, *k)) {
-                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only multi_worker_mirrored and tpu have it; remove "
-                                     "it", *k);
-                goto out;
-            }
-    if (job->strategy != ZDIST_STRATEGY_TPU)
-        for (const char *const *k = tpu_only; *k; k++)
-            if (json_object_get(st, *k)) {
-                rc = zdist_error_set(err, -EINVAL, "strategy.%s: only tpu has it; remove it or use \"type\": "
-                                     "\"tpu\"", *k);
-                goto out;
-            }
-    int64_t ldev = 1;
-    if ((rc = s_int(st, "strategy", "logical_devices_per_replica", false, 1, ZDIST_MAX_LOGICAL_DEVICES, &ldev,
-                    err)) < 0 ||
-        (rc = s_bool(st, "strategy", "spmd", &job->spmd, err)) < 0 ||
-        (rc = s_bool(st, "strategy", "oversubscribe", &job->oversubscribe, err)) < 0)
-        goto out;
-    job->logical_devices_per_replica = (int)ldev;
-    if (job->partitioner) {
-        zdist_partitioner_t p;
-        if ((rc = zdist_partitioner_parse(job->partitioner, &p, err)) < 0) {
-            zdist_error_prefix(err, "strategy.partitioner");
-            goto out;
-        }
-    }
 
-    json_t *m;
-    static const char *const mallowed[] = {"name", "params", NULL};
-    /* sequential: the layers are the model's params (zdist/model_spec.h),
-       checked with the rest of the job in zdist_job_validate. */
-    static const char *const sequential[] = {"name", "input_shape", "layers", "loss", NULL};
-    if ((rc = s_obj(root, "", "model", true, &m, err)) < 0 ||
-        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0 ||
-        (rc = s_keys(m, "model", strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) ? mallowed : sequential, err)) < 0)
+    if ((rc = s_model(root, job, err)) < 0)
         goto out;
-    json_t *params;
-    if ((rc = s_obj(m, "model", "params", false, &params, err)) < 0)
-        goto out;
-    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0) {
-        json_t *copy = json_copy(m);
-        if (copy)
-            json_object_del(copy, "name");
-        job->model_params = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
-        json_decref(copy);
-    } else {
-        job->model_params = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
-    }
-    if (!job->model_params) {
-        rc = -ENOMEM;
-        goto out;
-    }
     if ((rc = s_optimizer(root, job, err)) < 0 || (rc = s_dataset(root, base_dir, job, err)) < 0)
         goto out;
 
@@ -639,6 +658,74 @@ zdist_job_check_logical_devices(int num_replicas, int logical_devices_per_replic
     return 0;
 }
 
+/* dataset.pipelines: a dataset per input pipeline, never sharded, for the synchronous strategies. */
+static int
+s_validate_pipelines(const zdist_job_t *job, zdist_error_t *err)
+{
+    if (job->num_pipelines > ZDIST_JOB_MAX_PIPELINES || !job->pipelines)
+        return zdist_error_set(err, -EINVAL, "dataset.pipelines: 1..%d entries", ZDIST_JOB_MAX_PIPELINES);
+    if (job->shard_policy != ZDIST_AUTO_SHARD_OFF)
+        return zdist_error_set(err, -EINVAL,
+                               "dataset.shard_policy: a dataset per pipeline is never sharded (as TF's "
+                               "distribute_datasets_from_function); remove shard_policy or set it to off");
+    if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER)
+        return zdist_error_set(err, -EINVAL,
+                               "dataset.pipelines: parameter_server shares one dataset out in closures; a "
+                               "dataset per pipeline is for the synchronous strategies (mirrored, "
+                               "central_storage, one_device, multi_worker_mirrored, tpu): use dataset.train");
+    if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC)
+        return zdist_error_set(err, -EINVAL, "dataset.pipelines: synthetic data has no files; use dataset.train");
+    for (size_t i = 0; i < job->num_pipelines; i++) {
+        const zdist_job_files_t *f = &job->pipelines[i];
+        if (job->format == ZDIST_INPUT_FORMAT_IDX ? !f->images || !f->labels : !f->path)
+            return zdist_error_set(err, -EINVAL, "dataset.pipelines[%zu]: %s", i,
+                                   job->format == ZDIST_INPUT_FORMAT_IDX ? "idx data needs images and labels"
+                                                                         : "path is missing; add the data file");
+    }
+    return 0;
+}
+
+/* The dataset's fields its format needs. */
+static int
+s_validate_format(const zdist_job_t *job, zdist_error_t *err)
+{
+    int rc;
+    switch (job->format) {
+    case ZDIST_INPUT_FORMAT_SYNTHETIC:
+        if ((rc = s_range("dataset.synthetic.n", job->synthetic_n, 1, INT64_C(1) << 26, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.test_n", job->synthetic_test_n, 0, INT64_C(1) << 26, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.dim", job->synthetic_dim, 1, 1 << 20, err)) < 0 ||
+            (rc = s_range("dataset.synthetic.classes", job->synthetic_classes, 0, 1 << 16, err)) < 0)
+            return rc;
+        if (job->synthetic_classes == 1)
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.classes: 0 for regression, >= 2 for classification");
+        if (!(job->synthetic_noise_std >= 0))
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.noise_std: must be >= 0");
+        if (job->has_test != (job->synthetic_test_n > 0))
+            return zdist_error_set(err, -EINVAL, "dataset.synthetic.test_n: disagrees with the job's test set");
+        break;
+    case ZDIST_INPUT_FORMAT_IDX:
+        if ((!job->num_pipelines && (!job->train.images || !job->train.labels)) ||
+            (job->has_test && (!job->test.images || !job->test.labels)))
+            return zdist_error_set(err, -EINVAL, "dataset.train: idx data needs images and labels");
+        break;
+    case ZDIST_INPUT_FORMAT_CSV:
+    case ZDIST_INPUT_FORMAT_LIBSVM:
+        if ((!job->num_pipelines && !job->train.path) || (job->has_test && !job->test.path))
+            return zdist_error_set(err, -EINVAL, "dataset.train.path: missing; add the data file");
+        if (job->format == ZDIST_INPUT_FORMAT_CSV && job->csv.label_dtype != ZDIST_DTYPE_INT32 &&
+            job->csv.label_dtype != ZDIST_DTYPE_FLOAT32)
+            return zdist_error_set(err, -EINVAL, "dataset.label_dtype: use int32 (classes) or float32 (regression)");
+        if (job->format == ZDIST_INPUT_FORMAT_LIBSVM &&
+            (rc = s_range("dataset.dim", job->libsvm_dim, 1, INT64_C(1) << 32, err)) < 0)
+            return rc;
+        break;
+    default:
+        return zdist_error_set(err, -EINVAL, "dataset.format: unknown format; use idx, csv, libsvm or synthetic");
+    }
+    return 0;
+}
+
 int
 zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
 {
@@ -699,63 +786,12 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
     }
     if (job->shard_policy < ZDIST_AUTO_SHARD_OFF || job->shard_policy > ZDIST_AUTO_SHARD_DATA)
         return zdist_error_set(err, -EINVAL, "dataset.shard_policy: use auto, file, data or off");
-    if (job->num_pipelines) {
-        if (job->num_pipelines > ZDIST_JOB_MAX_PIPELINES || !job->pipelines)
-            return zdist_error_set(err, -EINVAL, "dataset.pipelines: 1..%d entries", ZDIST_JOB_MAX_PIPELINES);
-        if (job->shard_policy != ZDIST_AUTO_SHARD_OFF)
-            return zdist_error_set(err, -EINVAL,
-                                   "dataset.shard_policy: a dataset per pipeline is never sharded (as TF's "
-                                   "distribute_datasets_from_function); remove shard_policy or set it to off");
-        if (job->strategy == ZDIST_STRATEGY_PARAMETER_SERVER)
-            return zdist_error_set(err, -EINVAL,
-                                   "dataset.pipelines: parameter_server shares one dataset out in closures; a "
-                                   "dataset per pipeline is for the synchronous strategies (mirrored, "
-                                   "central_storage, one_device, multi_worker_mirrored, tpu): use dataset.train");
-        if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC)
-            return zdist_error_set(err, -EINVAL, "dataset.pipelines: synthetic data has no files; use dataset.train");
-        for (size_t i = 0; i < job->num_pipelines; i++) {
-            const zdist_job_files_t *f = &job->pipelines[i];
-            if (job->format == ZDIST_INPUT_FORMAT_IDX ? !f->images || !f->labels : !f->path)
-                return zdist_error_set(err, -EINVAL, "dataset.pipelines[%zu]: %s", i,
-                                       job->format == ZDIST_INPUT_FORMAT_IDX ? "idx data needs images and labels"
-                                                                             : "path is missing; add the data file");
-        }
-    }
+    if (job->num_pipelines && (rc = s_validate_pipelines(job, err)) < 0)
+        return rc;
     if ((job->steps > 0) == (job->epochs > 0))
         return zdist_error_set(err, -EINVAL, "steps / epochs: give exactly one of them (\"epochs\": 2 or \"steps\": 1000)");
-    switch (job->format) {
-    case ZDIST_INPUT_FORMAT_SYNTHETIC:
-        if ((rc = s_range("dataset.synthetic.n", job->synthetic_n, 1, INT64_C(1) << 26, err)) < 0 ||
-            (rc = s_range("dataset.synthetic.test_n", job->synthetic_test_n, 0, INT64_C(1) << 26, err)) < 0 ||
-            (rc = s_range("dataset.synthetic.dim", job->synthetic_dim, 1, 1 << 20, err)) < 0 ||
-            (rc = s_range("dataset.synthetic.classes", job->synthetic_classes, 0, 1 << 16, err)) < 0)
-            return rc;
-        if (job->synthetic_classes == 1)
-            return zdist_error_set(err, -EINVAL, "dataset.synthetic.classes: 0 for regression, >= 2 for classification");
-        if (!(job->synthetic_noise_std >= 0))
-            return zdist_error_set(err, -EINVAL, "dataset.synthetic.noise_std: must be >= 0");
-        if (job->has_test != (job->synthetic_test_n > 0))
-            return zdist_error_set(err, -EINVAL, "dataset.synthetic.test_n: disagrees with the job's test set");
-        break;
-    case ZDIST_INPUT_FORMAT_IDX:
-        if ((!job->num_pipelines && (!job->train.images || !job->train.labels)) ||
-            (job->has_test && (!job->test.images || !job->test.labels)))
-            return zdist_error_set(err, -EINVAL, "dataset.train: idx data needs images and labels");
-        break;
-    case ZDIST_INPUT_FORMAT_CSV:
-    case ZDIST_INPUT_FORMAT_LIBSVM:
-        if ((!job->num_pipelines && !job->train.path) || (job->has_test && !job->test.path))
-            return zdist_error_set(err, -EINVAL, "dataset.train.path: missing; add the data file");
-        if (job->format == ZDIST_INPUT_FORMAT_CSV && job->csv.label_dtype != ZDIST_DTYPE_INT32 &&
-            job->csv.label_dtype != ZDIST_DTYPE_FLOAT32)
-            return zdist_error_set(err, -EINVAL, "dataset.label_dtype: use int32 (classes) or float32 (regression)");
-        if (job->format == ZDIST_INPUT_FORMAT_LIBSVM &&
-            (rc = s_range("dataset.dim", job->libsvm_dim, 1, INT64_C(1) << 32, err)) < 0)
-            return rc;
-        break;
-    default:
-        return zdist_error_set(err, -EINVAL, "dataset.format: unknown format; use idx, csv, libsvm or synthetic");
-    }
+    if ((rc = s_validate_format(job, err)) < 0)
+        return rc;
     if (job->evaluate && !job->has_test)
         return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "
                                "dataset.synthetic.test_n) or set it to false");

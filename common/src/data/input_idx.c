@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "input_private.h"
+#include "dataset.h"
 
 #define S_IDX_IMAGES_MAGIC 0x00000803u /* ubyte, 3 dimensions */
 #define S_IDX_LABELS_MAGIC 0x00000801u /* ubyte, 1 dimension */
@@ -62,7 +62,7 @@ s_idx_read(s_idx_file_t *f, void *buf, size_t len, const char **ret_why)
         int got = gzread(f->gz, (char *) buf + done, (unsigned) chunk);
         if (got <= 0) {
             int zerr = Z_OK;
-            const char *msg = zdist_input_gz_why_(gzerror(f->gz, &zerr));
+            const char *msg = zdist_dataset_gz_why_(gzerror(f->gz, &zerr));
             if (zerr != Z_OK && zerr != Z_STREAM_END)
                 *ret_why = msg;
             break;

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "input_private.h"
+#include "dataset.h"
+#include "rng.h"
 
 enum { S_STREAM_SHUFFLE = 4 };
 
@@ -499,10 +500,4 @@ int64_t
 zdist_input_steps_per_epoch(const zdist_input_t *self)
 {
     return self->steps_per_epoch;
-}
-
-int64_t
-zdist_input_max_replica_batch(const zdist_input_t *self)
-{
-    return self->maxb;
 }

@@ -3,7 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "input_private.h"
+#include "dataset.h"
+#include "rng.h"
 
 /* Random streams, so that the teacher, the centres and each example draw from
    independent sequences and example i depends only on (seed, i). */

@@ -1,6 +1,9 @@
-/* zdist input pipelines: internals shared by the input_*.c files. */
-#ifndef ZDIST_INPUT_PRIVATE_H
-#define ZDIST_INPUT_PRIVATE_H
+/* zdist datasets (internal): the dataset's layout and what the readers
+   build one with. dataset.c owns them; the readers (input_idx.c,
+   input_csv.c, input_synthetic.c) and the pipeline (input.c,
+   input_rebatch.c) use them, and dataset.c calls none of those. */
+#ifndef ZDIST_DATASET_H
+#define ZDIST_DATASET_H
 
 #include <stdint.h>
 
@@ -37,21 +40,10 @@ int zdist_dataset_finish_labels_(zdist_dataset_t *ds, const char *what, zdist_er
 int zdist_dataset_concat_(zdist_dataset_t *a, const zdist_dataset_t *b);
 
 /* zlib's message without the "<fd:N>: " it prefixes for gzdopen'd files. */
-const char *zdist_input_gz_why_(const char *msg);
+const char *zdist_dataset_gz_why_(const char *msg);
 
 /* Reads a whole file, gunzipping when it starts with 1f 8b, into a
    NUL-terminated buffer (*ret, caller frees; *ret_len excludes the NUL). */
-int zdist_input_slurp_(const char *path, char **ret, size_t *ret_len, zdist_error_t *err);
-
-/* Counter-based random numbers: xoshiro256** seeded by splitmix64. */
-typedef struct {
-    uint64_t s[4];
-} zdist_rng_t;
-void zdist_rng_seed_(zdist_rng_t *rng, uint64_t seed, uint64_t stream, uint64_t index);
-uint64_t zdist_rng_next_(zdist_rng_t *rng);
-/* Uniform in [0, bound), unbiased; bound >= 1. */
-uint64_t zdist_rng_below_(zdist_rng_t *rng, uint64_t bound);
-/* N(0, 1). */
-double zdist_rng_normal_(zdist_rng_t *rng);
+int zdist_dataset_slurp_(const char *path, char **ret, size_t *ret_len, zdist_error_t *err);
 
 #endif

@@ -8,7 +8,6 @@
 
 #include "zdist/auth.h"
 #include "zdist/daemon.h"
-#include "zdist/parse.h"
 
 /* The daemon that serves a task type, for "start X instead" messages. */
 static const char *
@@ -353,54 +352,4 @@ zdist_daemon_http(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, vo
                      "restrict it",
                      zdist_http_url(h));
     return h;
-}
-
-int
-zdist_daemon_max_connections(const char *ident, const char *arg, size_t *ret)
-{
-    int64_t v;
-    if (zdist_parse_int64(arg, 1, 1 << 20, &v) < 0) {
-        fprintf(stderr, "%s: --max-connections-per-peer must be a number of connections in 1..1048576, got '%s'\n",
-                ident, arg);
-        return 2;
-    }
-    *ret = (size_t) v;
-    return 0;
-}
-
-/* One line on stderr, "IDENT: [WHAT: ]why", when addr is not an --http address. */
-static int
-s_http_parse(const char *ident, const char *what, const char *addr)
-{
-    char host[64];
-    int port;
-    bool loopback;
-    zdist_error_t err = {0};
-    if (zdist_http_parse_addr(addr, host, sizeof host, &port, &loopback, &err) < 0) {
-        fprintf(stderr, "%s: %s%s%s\n", ident, what ? what : "", what ? ": " : "", err.text);
-        return 2;
-    }
-    return 0;
-}
-
-int
-zdist_daemon_http_check(const char *ident, const char *addr)
-{
-    return s_http_parse(ident, NULL, addr);
-}
-
-int
-zdist_daemon_http_env(const char *ident, char *http, size_t cap)
-{
-    const char *env = getenv("ZDIST_HTTP");
-    if (http[0] || !env || !*env)
-        return 0;
-    if (s_http_parse(ident, "ZDIST_HTTP", env) != 0)
-        return 2;
-    if ((size_t)snprintf(http, cap, "%s", env) >= cap) {
-        fprintf(stderr, "%s: ZDIST_HTTP: '%s' is too long\n", ident, env);
-        http[0] = 0;
-        return 2;
-    }
-    return 0;
 }
