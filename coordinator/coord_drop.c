@@ -7,6 +7,7 @@
 
 #include "coord_drop.h"
 #include "zdist/ps_client.h"
+#include "zdist/rpc.h"
 #include "zdist/sys.h"
 
 #define S_CALL_MS 2000 /* per DROP_JOB: a drop only frees memory */
@@ -66,14 +67,6 @@ s_read_pipe(self_t *self)
     }
 }
 
-/* The psd did not answer: it is down or restarting (tried again). */
-static bool
-s_unreachable(int rc)
-{
-    return rc == -ETIMEDOUT || rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ECONNRESET ||
-           rc == -EAGAIN;
-}
-
 /* One try at every drop not done. A psd that does not answer is skipped for
    the rest of the round: each down psd costs one call's deadline. */
 static void
@@ -94,7 +87,8 @@ s_round(self_t *self)
                 zsys_info("job %s: dropped its variables from ps %d: %llu shards, %llu bytes freed", p->job, i,
                           (unsigned long long) shards, (unsigned long long) bytes);
                 p->done[i] = true;
-            } else if (s_unreachable(rc)) {
+            } else if (zdist_rpc_unreachable(rc) || rc == -EAGAIN) {
+                /* Down or restarting, or the call could not go out now (-EAGAIN): tried again. */
                 if (!p->warned[i])
                     zsys_warning("job %s: ps %d is unreachable (%s): its variables are dropped there when it is "
                                  "back (tried every %d ms)", p->job, i, err.text, COORD_DROP_RETRY_MS);

@@ -4,7 +4,7 @@
 
 #include <czmq.h>
 
-#include "coord_runner.h"
+#include "coord_run.h" /* COORD_MAX_TASKS */
 
 /* Between two tries at a psd that did not answer. */
 #define COORD_DROP_RETRY_MS 2000

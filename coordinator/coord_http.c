@@ -1,9 +1,13 @@
-/* coord_http: the jobs' Prometheus families, from the runners' STATUS details. */
+/* coord_http: what zdist-coordinator serves over --http — the dashboard, its JSON (/api/status), and /metrics
+   with the jobs' Prometheus families from the runners' STATUS details. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coord_http.h"
+#include "zdist/coord_service.h"
 #include "zdist/prom.h"
 
 static double
@@ -195,5 +199,128 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
                 }
             }
         }
+    }
+}
+
+/* ---- the pages ---- */
+
+#define S_CURVE_POINTS 2000 /* loss points per job sent to the dashboard */
+
+/* The jobs the dashboard and /metrics show: running and queued ones, and
+   the newest S_SHOWN of the rest, newest first. */
+#define S_SHOWN 10
+static size_t
+s_shown_jobs(coord_http_view_t *v, coord_row_t **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->table->n; i++)
+        if (!zdist_coord_state_final(v->table->rows[i]->state) && n < max)
+            out[n++] = v->table->rows[i];
+    for (size_t i = 0; i < v->table->n; i++)
+        if (zdist_coord_state_final(v->table->rows[i]->state) && n < max)
+            out[n++] = v->table->rows[i];
+    /* newest first */
+    for (size_t a = 1; a < n; a++)
+        for (size_t b = a; b > 0 && out[b - 1]->seq < out[b]->seq; b--) {
+            coord_row_t *t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    size_t keep = 0, finals = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool final = zdist_coord_state_final(out[i]->state);
+        if (final && finals >= S_SHOWN)
+            continue;
+        finals += final;
+        out[keep++] = out[i];
+    }
+    return keep;
+}
+
+/* A metrics line as a point of the loss curve, [step, loss]. */
+static json_t *
+s_pick_point(json_t *line)
+{
+    json_t *st = json_object_get(line, "step"), *lo = json_object_get(line, "loss");
+    if (!json_is_integer(st) || !json_is_number(lo))
+        return NULL;
+    return json_pack("[I, f]", json_integer_value(st), json_number_value(lo));
+}
+
+/* A job's loss curve from its metrics.jsonl: [[step, loss], ...], the last
+   S_CURVE_POINTS. */
+static json_t *
+s_curve(coord_http_view_t *v, coord_row_t *j)
+{
+    return coord_table_jsonl(v->table, j, "metrics.jsonl", S_CURVE_POINTS, s_pick_point);
+}
+
+static json_t *
+s_api_status(coord_http_view_t *v)
+{
+    coord_row_t *shown[64];
+    size_t n = s_shown_jobs(v, shown, 64);
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        coord_row_t *j = shown[i];
+        json_t *detail = j->detail ? json_loads(j->detail, 0, NULL) : NULL;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:o, s:o}", "job_id", j->id, "name", j->name,
+                              "state", j->state, "step", (json_int_t)j->step, "steps", (json_int_t)j->steps, "error",
+                              j->error ? j->error : "", "detail", detail ? detail : json_object(), "loss_curve",
+                              s_curve(v, j), "evaluations", coord_table_evaluations(v->table, j));
+        json_array_append_new(jobs, o);
+    }
+    json_t *events = coord_events_json(v->events);
+    return json_pack("{s:f, s:s, s:i, s:i, s:o, s:o}", "time", coord_events_now_s(), "endpoint",
+                     zdist_rpc_server_endpoint(v->rpc), "num_workers", v->num_workers, "num_ps", v->num_ps, "jobs",
+                     jobs, "events", events);
+}
+
+static void
+s_metrics(void *arg, FILE *f)
+{
+    coord_http_view_t *v = arg;
+    zdist_rpc_server_write_metrics(v->rpc, f, "zdist_coordinator");
+    static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+    zdist_prom_family(f, "zdist_coordinator_jobs", "gauge", "Jobs in the coordinator's table, by state.");
+    for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+        int count = 0;
+        for (size_t i = 0; i < v->table->n; i++)
+            count += strcmp(v->table->rows[i]->state, states[k]) == 0;
+        zdist_prom_sample(f, "zdist_coordinator_jobs", count, "state", states[k], NULL);
+    }
+    coord_row_t *shown[64];
+    size_t n = s_shown_jobs(v, shown, 64);
+    coord_http_job_t hj[64];
+    for (size_t i = 0; i < n; i++)
+        hj[i] = (coord_http_job_t){shown[i]->id, shown[i]->name, shown[i]->state, shown[i]->step, shown[i]->steps,
+                                  shown[i]->detail ? json_loads(shown[i]->detail, 0, NULL) : NULL};
+    coord_http_jobs_metrics(f, hj, n);
+    for (size_t i = 0; i < n; i++)
+        json_decref(hj[i].detail);
+}
+
+void
+coord_http_handle(void *arg, const char *path, zdist_http_reply_t *reply)
+{
+    coord_http_view_t *v = arg;
+    if (strcmp(path, "/metrics") == 0) {
+        zdist_http_reply_metrics(reply, s_metrics, v);
+    } else if (strcmp(path, "/api/status") == 0) {
+        json_t *st = s_api_status(v);
+        reply->body = st ? json_dumps(st, JSON_COMPACT) : NULL;
+        json_decref(st);
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        reply->status = reply->body ? 200 : 500;
+        reply->content_type = "application/json";
+    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        reply->body = strdup(coord_dashboard_html);
+        reply->len = reply->body ? strlen(reply->body) : 0;
+        reply->status = reply->body ? 200 : 500;
+        reply->content_type = "text/html; charset=utf-8";
+    } else {
+        reply->status = 404;
+        reply->body = strdup("not found: / (the dashboard), /api/status, /metrics\n");
+        reply->len = reply->body ? strlen(reply->body) : 0;
     }
 }

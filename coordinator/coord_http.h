@@ -7,6 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "coord_events.h"
+#include "coord_table.h"
+#include "zdist/http.h"
+#include "zdist/rpc.h"
+
 typedef struct {
     const char *id, *name, *state;
     int64_t step, steps;
@@ -17,6 +22,20 @@ typedef struct {
    _ps_*, labelled {job_id="ID"} (not "job": Prometheus keeps that for the scrape job) (and worker="N",
    ps="N"). */
 void coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n);
+
+/* What the --http pages show (borrowed; the server's thread only, as the
+   handler runs on its loop). */
+typedef struct {
+    coord_table_t *table;
+    const coord_events_t *events;
+    zdist_rpc_server_t *rpc;
+    int num_workers, num_ps;
+} coord_http_view_t;
+/* zdist_daemon_http's handler, arg a coord_http_view_t: "/" the dashboard,
+   "/api/status" its JSON (jobs with their loss curves and evaluations, the
+   recent events), "/metrics" (the RPC counters, the jobs by state and the
+   jobs' families), else 404. */
+void coord_http_handle(void *arg, const char *path, zdist_http_reply_t *reply);
 
 /* coordinator/dashboard.html, embedded at build time (NUL-terminated). */
 extern const char coord_dashboard_html[];

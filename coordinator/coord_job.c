@@ -11,7 +11,6 @@ coord_job_release(coord_job_t *job)
 {
     if (!job)
         return;
-    free(job->name);
     zdist_job_release(&job->spec);
     memset(job, 0, sizeof *job);
 }
@@ -45,20 +44,6 @@ coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zdist_
         return rc;
     if ((rc = coord_job_check(&job, err)) < 0)
         goto out;
-    ret->strategy = job.strategy;
-    ret->collective_timeout_ms = job.collective_timeout_ms;
-    ret->lost_worker_wait_ms = job.lost_worker_wait_ms;
-    ret->has_test = job.has_test;
-    ret->evaluate = job.evaluate;
-    ret->steps = job.steps;
-    ret->epochs = job.epochs;
-    ret->steps_per_execution = job.steps_per_execution;
-    ret->log_every = job.log_every;
-    ret->ckpt_every = job.ckpt_every;
-    ret->ckpt_keep = job.ckpt_keep;
-    ret->name = strdup(job.name);
-    if (!ret->name)
-        rc = zdist_error_set(err, -ENOMEM, "out of memory");
     ret->spec = job; /* taken */
     memset(&job, 0, sizeof job);
 out:

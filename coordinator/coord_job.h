@@ -10,20 +10,10 @@
 #include "zdist/job.h"
 #include "zdist/step.h" /* output names (loss, examples, correct) */
 
+/* The job's fields are read from spec (name, strategy, steps, epochs,
+   checkpoint and evaluation settings): one copy of each. */
 typedef struct {
-    char *name;
-    zdist_job_t spec;    /* the whole job, sent to the workers as it is */
-    int64_t steps;       /* requested steps; 0 with epochs until the workers report steps per epoch */
-    int64_t epochs;
-    int64_t steps_per_execution;
-    int64_t log_every;   /* 0: the coordinator chooses */
-    int64_t ckpt_every;  /* 0: only the final checkpoint (and step 0) */
-    int64_t ckpt_keep;
-    bool evaluate;       /* at the end, on the test set */
-    bool has_test;
-    zdist_strategy_t strategy; /* parameter_server or multi_worker_mirrored */
-    int64_t collective_timeout_ms;   /* multi_worker_mirrored: strategy.* */
-    int64_t lost_worker_wait_ms;
+    zdist_job_t spec; /* the whole job, sent to the workers as it is */
 } coord_job_t;
 
 /* Parses text strictly (zdist_job_parse: checkpoint and evaluation

@@ -1,5 +1,8 @@
-/* coord_run: the state of a running job shared by the runner's parts (coord_runner.c: status, metrics,
-   checkpoints, parameter_server; coord_mwm.c: multi_worker_mirrored). Private to the coordinator. */
+/* coord_run: what every way of running a job shares — the running job's state, its status, metrics and
+   checkpoint bookkeeping, the runner's pipe — and the ops table a way of running it implements
+   (coord_runner_ps.c: parameter_server closures; coord_runner_ring.c: the ring's lockstep for
+   multi_worker_mirrored and tpu). The implementations call down into this; it calls them only through
+   the table. Private to the coordinator. */
 #ifndef COORD_RUN_H
 #define COORD_RUN_H
 
@@ -9,14 +12,56 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "coord_runner.h"
+#include "coord_job.h"
 #include "zdist/coordinator.h"
 #include "zdist/prom.h"
 #include "zdist/ps_client.h"
 
-#define S_MAX_POINTS 4096
+#define S_MAX_POINTS 4096 /* loss points kept for loss.svg */
 
-typedef struct coord_mwm_t coord_mwm_t;
+/* Worker and ps tasks of a cluster, at most. */
+#define COORD_MAX_TASKS 64
+
+/* A job to run: what the server hands its runner (heap; the runner frees it). */
+typedef struct {
+    char job_id[64];
+    char job_dir[1024];   /* STATE/jobs/ID (absolute): metrics, loss.svg */
+    char ckpt_root[1024]; /* where ckpt-STEP/ go: job_dir, or checkpoint.dir/ID */
+    char *base_dir;       /* owned */
+    coord_job_t job;      /* owned */
+    int num_workers, num_ps;
+    char workers[COORD_MAX_TASKS][256];
+    char ps[COORD_MAX_TASKS][256];
+    int64_t closure_timeout_ms;
+} coord_run_config_t;
+/* NULL-safe; nulls *self_p. */
+void coord_run_config_destroy(coord_run_config_t **self_p);
+
+typedef struct coord_run_t coord_run_t;
+
+/* A way of running a job. attempt: one try from the last checkpoint to the
+   end: 0 done, 1 stopped (cancel or term), -EAGAIN something was lost or
+   came back (call wait, then attempt again), another negative errno failed
+   (r->error set). Each op may be NULL where marked. */
+typedef struct {
+    /* Before the first status (NULL: nothing to set up). 0 or a negative errno, r->error set. */
+    int (*start)(coord_run_t *r);
+    int (*attempt)(coord_run_t *r);
+    /* After -EAGAIN: says why, then waits for what was lost; false when
+       stopped (cancel, term) or given up (r->error set). */
+    bool (*wait)(coord_run_t *r);
+    /* On the test set, after a done attempt. */
+    int (*evaluate)(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err);
+    /* After a done attempt: the final checkpoint when it has not saved one (NULL: it has). */
+    void (*finish)(coord_run_t *r);
+    /* The job ended (not stopped to resume): tells the workers to drop it. */
+    void (*stop)(coord_run_t *r);
+    /* Its part of a STATUS detail: appends to the detail's "workers" array
+       and sets its own members. */
+    void (*status)(coord_run_t *r, json_t *detail, int64_t now);
+    /* Frees r->impl (NULL-safe about it). */
+    void (*destroy)(coord_run_t *r);
+} coord_run_ops_t;
 
 /* A worker's step times: the last minute's samples (for p50/p99) and a
    histogram since the job started (for /metrics). */
@@ -28,20 +73,25 @@ typedef struct {
     zdist_prom_histogram_t hist;
 } coord_steptime_t;
 
-typedef struct {
-    coord_runner_config_t *cfg;
+struct coord_run_t {
+    coord_run_config_t *cfg;
     zsock_t *pipe;
-    zdist_coordinator_t *coord;
+    const coord_run_ops_t *ops;
+    void *impl; /* the ops' own state, theirs to free */
+    /* The cluster's ps tasks (every strategy's status shows them). */
     zdist_ps_client_t *ps[COORD_MAX_TASKS];
-    uint64_t ps_inc[COORD_MAX_TASKS];
     uint64_t ps_bytes[COORD_MAX_TASKS], ps_requests[COORD_MAX_TASKS];
-    int64_t step, steps, scheduled;
-    int64_t ckpt_step; /* last complete checkpoint, -1 none */
+    int64_t ps_stats_ms[COORD_MAX_TASKS];  /* ps request rates: when the requests per method were read */
+    json_t *ps_methods[COORD_MAX_TASKS];   /* [{method, requests, per_s, p50_us, p99_us, errors}] */
+    int64_t last_stats_ms;                 /* 0: read the psds' figures at the next status */
+    int64_t step, steps;
+    int64_t ckpt_step;  /* last complete checkpoint, -1 none */
     int64_t ckpt_tried; /* last step a save was tried at (the next is due an interval later) */
     unsigned ckpt_damaged, ckpt_failed; /* checkpoints set aside as damaged; saves that failed */
+    char ckpt_why[1024];                /* why the last save failed */
     const char *state;
     char error[4096];
-    double loss;       /* mean loss of the latest window */
+    double loss; /* mean loss of the latest window */
     double ex_per_s;
     double test_accuracy, test_loss;
     bool evaluated;
@@ -53,22 +103,19 @@ typedef struct {
     FILE *metrics;
     int npoints;
     double pt_step[S_MAX_POINTS], pt_loss[S_MAX_POINTS];
-    int64_t last_status_ms, last_stats_ms;
+    int64_t last_status_ms;
     bool cancel, term;
-    unsigned psd_recoveries;
-    coord_mwm_t *mwm;     /* multi_worker_mirrored jobs */
-    /* Per worker, over the ClusterCoordinators of earlier attempts. */
-    unsigned worker_restarts[COORD_MAX_TASKS];
-    int64_t worker_closures[COORD_MAX_TASKS];
-    char lost_why[1024];  /* why the attempt ended with -EAGAIN */
-    char ckpt_why[1024];  /* why the last save failed */
     coord_steptime_t steptime[COORD_MAX_TASKS];
     int64_t examples_total;
-    /* ps request rates: the requests per method at the last stats call */
-    int64_t ps_stats_ms[COORD_MAX_TASKS];
-    json_t *ps_methods[COORD_MAX_TASKS]; /* [{method, requests, per_s, p50_us, p99_us, errors}] */
-} coord_run_t;
+};
 
+/* Sets up r for cfg (taken) on pipe, to run with ops: the ps clients,
+   metrics.jsonl (a psd or file that cannot be reached is left out). */
+void coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coord_run_ops_t *ops);
+/* Frees what coord_run_init made (the ops' state first) and the config. */
+void coord_run_release(coord_run_t *r);
+/* A new training window from r->step (after a restore or a start). */
+void coord_run_window(coord_run_t *r);
 /* Counts a result's steps, loss and examples; writes metrics lines. */
 void coord_run_account(coord_run_t *r, const zdist_closure_result_t *res);
 /* Worker i ran `steps` steps at `sec` each: the samples of its last
@@ -78,12 +125,18 @@ void coord_run_step_time(coord_run_t *r, int i, double sec, int64_t steps);
    step_time_p99_s and step_time_samples when it has samples in the last
    minute (then true, *p50 set), and step_seconds (the histogram). */
 bool coord_run_step_json(coord_run_t *r, int i, int64_t now, json_t *w, double *p50);
+/* The lower median of v[0..n) (sorted in place): of two, the smaller; 0 when n is 0. */
+double coord_run_lower_median(double *v, int n);
 /* A lost worker's STATUS fields: lost_ms_ago, lost_since (wall clock), lost_why. */
 void coord_run_lost_json(json_t *w, int64_t now, int64_t lost_since_ms, const char *why);
 /* Sends an EVENT to the server (kind: lost, back, recovered...; one line). */
 void coord_run_event(coord_run_t *r, const char *kind, const char *line);
 /* Sends a STATUS to the server, at most every 250 ms unless forced. */
 void coord_run_status(coord_run_t *r, bool force);
+/* The last message: "END" with the final status. */
+void coord_run_end(coord_run_t *r);
+/* Redraws loss.svg in the job's dir. */
+void coord_run_svg(coord_run_t *r);
 /* Takes CANCEL / $TERM from the pipe (sets r->cancel, r->term). */
 void coord_run_check_pipe(coord_run_t *r);
 /* Waits up to ms for the pipe, then takes what came (CANCEL, $TERM). */
@@ -112,18 +165,5 @@ int coord_run_ckpt_all_damaged(coord_run_t *r);
 void coord_run_ckpt_failed(coord_run_t *r, int64_t step, const char *why);
 /* The step the next checkpoint is due at, for checkpoints every `every`. */
 int64_t coord_run_ckpt_next(const coord_run_t *r, int64_t every);
-
-/* multi_worker_mirrored (coord_mwm.c). attempt: 0 done, 1 stopped (cancel
-   or term), -EAGAIN a worker was lost or came back (call wait, then again),
-   other negative errno failed (r->error set). wait: false when stopped. */
-int coord_mwm_attempt(coord_run_t *r);
-bool coord_mwm_wait(coord_run_t *r);
-int coord_mwm_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err);
-void coord_mwm_stop(coord_run_t *r);
-/* The workers' part of a STATUS detail. */
-json_t *coord_mwm_workers_json(coord_run_t *r);
-/* Why the ring was last re-formed ("" when never). */
-const char *coord_mwm_last_failure(const coord_run_t *r);
-void coord_mwm_destroy(coord_run_t *r);
 
 #endif

@@ -6,14 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "coord_runner.h"
+#include "coord_follow.h"
+#include "coord_queue.h"
+#include "coord_run.h"
 
-#define COORD_MAX_FOLLOWERS 1024
-/* Jobs running at once, at most (--max-running-jobs): what a worker may be
-   told to hold (zdist-worker --max-jobs, 1..64, default 8). Each running
-   parameter_server job is a session on every worker, so the operator keeps
-   --max-running-jobs at most the workers' --max-jobs. */
-#define COORD_MAX_RUNNING 64
 
 typedef struct {
     char endpoint[256];    /* to bind */

@@ -47,6 +47,7 @@ s_usage(FILE *out)
             "                            TCP connections one peer (its key, else its address) may hold open;\n"
             "                            beyond, refused (default 64)\n"
             "  --help, --version\n");
+    zdist_daemon_options_usage_slurm(out);
 }
 
 /* The workers' and ps tasks' endpoints from the cluster. 0, or 2 after one line on stderr. */

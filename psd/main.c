@@ -40,6 +40,7 @@ s_usage(FILE *out)
             "                          (colon-separated). None given: anywhere this user may write (a warning)\n"
             "  --keys DIR              CURVE: certificates (default $ZDIST_KEYS_DIR; see zdist keygen)\n"
             "  --help, --version\n");
+    zdist_daemon_options_usage_slurm(out);
 }
 
 /* A checkpoint root, canonical; a bad one is fatal (2). */

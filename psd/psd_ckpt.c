@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "psd_buffer.h"
 #include "psd_ckpt.h"
 #include "zdist/file.h"
 
@@ -179,6 +180,47 @@ s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
     return shards;
 }
 
+/* A shard's exactly-once table, [client, highest, window] in hex each,
+   while its view is held; an empty array unless `fill`. */
+static json_t *
+s_dedup_json(psd_shard_t *shard, const psd_shard_view_t *view, bool fill)
+{
+    json_t *dedup = json_array();
+    for (size_t c = 0; fill && dedup && c < view->ndedup; c++) {
+        psd_dedup_t d;
+        psd_shard_view_dedup(shard, c, &d);
+        char id[17], hi[17], win[17];
+        snprintf(id, sizeof id, "%016" PRIx64, d.client_id);
+        snprintf(hi, sizeof hi, "%016" PRIx64, d.highest);
+        snprintf(win, sizeof win, "%016" PRIx64, d.window);
+        json_array_append_new(dedup, json_pack("[s, s, s]", id, hi, win));
+    }
+    return dedup;
+}
+
+/* Removes the files the old manifest named (old: an array of names) that
+   the new one's variables (vars) no longer name. */
+static void
+s_remove_stale(int dirfd, json_t *old, json_t *vars)
+{
+    size_t k;
+    json_t *f;
+    json_array_foreach(old, k, f) {
+        const char *name = json_string_value(f);
+        bool kept = false;
+        size_t vi, fi;
+        json_t *v, *e;
+        json_array_foreach(vars, vi, v) {
+            json_array_foreach(json_object_get(v, "files"), fi, e) {
+                if (strcmp(json_string_value(json_object_get(e, "file")), name) == 0)
+                    kept = true;
+            }
+        }
+        if (!kept && !strchr(name, '/') && name[0] != '.')
+            unlinkat(dirfd, name, 0);
+    }
+}
+
 int
 psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zdist_error_t *err)
 {
@@ -243,16 +285,7 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
         snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
         rc = zdist_file_write(fpath, pieces, 1 + view.nslots, 0644, &crc, err);
         /* The exactly-once table as of these values, under the same lock. */
-        json_t *dedup = json_array();
-        for (size_t c = 0; rc == 0 && dedup && c < view.ndedup; c++) {
-            psd_dedup_t d;
-            psd_shard_view_dedup(shards[i], c, &d);
-            char id[17], hi[17], win[17];
-            snprintf(id, sizeof id, "%016" PRIx64, d.client_id);
-            snprintf(hi, sizeof hi, "%016" PRIx64, d.highest);
-            snprintf(win, sizeof win, "%016" PRIx64, d.window);
-            json_array_append_new(dedup, json_pack("[s, s, s]", id, hi, win));
-        }
+        json_t *dedup = s_dedup_json(shards[i], &view, rc == 0);
         json_t *ledger = rc == 0 ? s_ledger_json(view.ledger) : NULL;
         psd_shard_view_end(shards[i]);
         if (rc < 0) {
@@ -287,22 +320,7 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
     if ((rc = zdist_json_write_sealed(mpath, root, "crc32", err)) < 0)
         goto out;
     /* The new manifest is durable: files only the old one named can go. */
-    size_t k;
-    json_t *f;
-    json_array_foreach(old, k, f) {
-        const char *name = json_string_value(f);
-        bool kept = false;
-        size_t vi, fi;
-        json_t *v, *e;
-        json_array_foreach(vars, vi, v) {
-            json_array_foreach(json_object_get(v, "files"), fi, e) {
-                if (strcmp(json_string_value(json_object_get(e, "file")), name) == 0)
-                    kept = true;
-            }
-        }
-        if (!kept && !strchr(name, '/') && name[0] != '.')
-            unlinkat(dirfd, name, 0);
-    }
+    s_remove_stale(dirfd, old, vars);
     if (ret_bytes)
         *ret_bytes = bytes;
 out:

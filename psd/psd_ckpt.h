@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "psd_shard.h"
+#include "psd_store.h"
 #include "zdist/error.h"
 
 #ifdef __cplusplus

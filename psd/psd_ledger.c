@@ -197,13 +197,6 @@ psd_ledger_record(psd_ledger_t *self, uint64_t step, uint32_t ordinal)
 }
 
 int
-psd_ledger_copy(psd_ledger_t *dst, const psd_ledger_t *src)
-{
-    const psd_ledger_t *one[1] = {src};
-    return psd_ledger_intersect(dst, one, 1);
-}
-
-int
 psd_ledger_intersect(psd_ledger_t *dst, const psd_ledger_t *const *srcs, size_t n)
 {
     *dst = (psd_ledger_t){0};

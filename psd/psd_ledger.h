@@ -64,8 +64,6 @@ int psd_ledger_record(psd_ledger_t *self, uint64_t step, uint32_t ordinal);
 /* The first step not yet counted as applied (every one below is). */
 uint64_t psd_ledger_floor(const psd_ledger_t *self);
 
-/* A copy (dst is overwritten: clear it first if it held buffers). */
-int psd_ledger_copy(psd_ledger_t *dst, const psd_ledger_t *src);
 /* The writes every ledger of srcs[0..n) counts as applied (a reshard: a
    step seen by only some of the rows is applied again, not half lost). */
 int psd_ledger_intersect(psd_ledger_t *dst, const psd_ledger_t *const *srcs, size_t n);

@@ -10,7 +10,8 @@
 #include "psd_ckpt.h"
 #include "psd_server.h"
 #include "zdist/prom.h"
-#include "psd_shard.h"
+#include "psd_store.h"
+#include "psd_write.h"
 #include "zdist/daemon.h"
 #include "zdist/file.h"
 #include "zdist/ps_service.h"
@@ -26,25 +27,10 @@ typedef struct {
 
 /* Sets the reply's status and logs the refusal once, here. */
 static int
-s_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int
-s_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...)
-{
-    char text[ZDIST_ERROR_TEXT_MAX + 128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    zsys_warning("refused method %u from %s: %s: %s", zdist_rpc_call_method(call),
-                 zdist_msg_peer(zdist_rpc_call_request(call)), zdist_status_name(status), text);
-    return zdist_rpc_call_fail(call, status, "%s", text);
-}
-
-static int
 s_refuse_err(zdist_rpc_call_t *call, int rc, const zdist_error_t *err)
 {
-    return s_refuse(call, zdist_status_from_errno(rc), "%s", err->text[0] ? err->text : strerror(-rc));
+    return zdist_rpc_call_refuse(call, zdist_status_from_errno(rc), "%s",
+                                 err->text[0] ? err->text : strerror(-rc));
 }
 
 static psd_shard_t *
@@ -52,8 +38,9 @@ s_find(self_t *self, zdist_rpc_call_t *call, const char *name, int32_t shard_ind
 {
     psd_shard_t *shard = psd_store_find(self->store, name, shard_index);
     if (!shard)
-        s_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' shard %d is not on ps task %d; create it first",
-                 name, shard_index, self->config.ps_task);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND,
+                              "variable '%s' shard %d is not on ps task %d; create it first", name,
+                              shard_index, self->config.ps_task);
     return shard;
 }
 
@@ -88,11 +75,12 @@ s_create(zdist_rpc_call_t *call, void *state)
         psd_store_stats_t st;
         psd_store_stats(self->store, &st);
         if (st.shards >= self->config.max_variables)
-            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                            "creating '%s' shard %d: ps task %d holds %zu variable shards, its limit "
-                            "(zdist-psd --max-variables %zu); wait for a job to end (the coordinator then drops its variables) or raise the limit",
-                            req->name, req->shard_index, self->config.ps_task, st.shards,
-                            self->config.max_variables);
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                "creating '%s' shard %d: ps task %d holds %zu variable shards, its limit "
+                "(zdist-psd --max-variables %zu); wait for a job to end (the coordinator then drops its "
+                "variables) or raise the limit",
+                req->name, req->shard_index, self->config.ps_task, st.shards, self->config.max_variables);
         /* The new shard's value bytes, saturating (the store checks the shape itself). */
         uint64_t bytes = zdist_dtype_size(req->dtype), rows = req->row_count > 0 ? (uint64_t) req->row_count : 1;
         bool over = __builtin_mul_overflow(bytes, rows, &bytes);
@@ -100,14 +88,15 @@ s_create(zdist_rpc_call_t *call, void *state)
             over = req->shape.dims[d] < 0 || __builtin_mul_overflow(bytes, (uint64_t) req->shape.dims[d], &bytes);
         uint64_t held = st.value_bytes + st.slot_bytes;
         if (over || held + bytes > self->config.max_bytes || held + bytes < held)
-            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                            "creating '%s' shard %d: %llu bytes more on ps task %d, which holds %llu bytes of "
-                            "values and optimizer slots, would pass its limit of %llu (zdist-psd --max-bytes); use "
-                            "more ps tasks, wait for a job to end (the coordinator then drops its variables) or "
-                            "raise the limit", req->name, req->shard_index,
-                            over ? (unsigned long long) UINT64_MAX : (unsigned long long) bytes,
-                            self->config.ps_task, (unsigned long long) held,
-                            (unsigned long long) self->config.max_bytes);
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                "creating '%s' shard %d: %llu bytes more on ps task %d, which holds %llu bytes of "
+                "values and optimizer slots, would pass its limit of %llu (zdist-psd --max-bytes); use "
+                "more ps tasks, wait for a job to end (the coordinator then drops its variables) or "
+                "raise the limit",
+                req->name, req->shard_index,
+                over ? (unsigned long long) UINT64_MAX : (unsigned long long) bytes, self->config.ps_task,
+                (unsigned long long) held, (unsigned long long) self->config.max_bytes);
     }
     int rc = psd_store_create(self->store, &spec, NULL, &err);
     if (rc < 0)
@@ -123,9 +112,10 @@ static int
 s_check_reply_bytes(self_t *self, zdist_rpc_call_t *call, const char *name, size_t bytes)
 {
     if (bytes > self->config.max_tensor_bytes || bytes > self->config.limits.max_message_bytes)
-        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                        "reading %zu bytes of '%s' exceeds the limit of %zu bytes per tensor; read fewer rows",
-                        bytes, name, self->config.max_tensor_bytes);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+            "reading %zu bytes of '%s' exceeds the limit of %zu bytes per tensor; read fewer rows", bytes,
+            name, self->config.max_tensor_bytes);
     return 0;
 }
 
@@ -196,10 +186,11 @@ s_pull(zdist_rpc_call_t *call, void *state)
     int64_t start = req->row_count == 0 ? spec->row_offset : req->row_start;
     int64_t n = req->row_count == 0 ? spec->rows : req->row_count;
     if (start < spec->row_offset || start > spec->row_offset + spec->rows - n)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "pull '%s' shard %d: rows %lld..%lld are outside the shard's rows %lld..%lld", req->name,
-                        req->shard_index, (long long) start, (long long) (start + n), (long long) spec->row_offset,
-                        (long long) (spec->row_offset + spec->rows));
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_INVALID_ARGUMENT,
+            "pull '%s' shard %d: rows %lld..%lld are outside the shard's rows %lld..%lld", req->name,
+            req->shard_index, (long long) start, (long long) (start + n), (long long) spec->row_offset,
+            (long long) (spec->row_offset + spec->rows));
     return s_reply_shard(self, call, req->name, shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, n);
 }
 
@@ -211,11 +202,12 @@ s_pull_rows(zdist_rpc_call_t *call, void *state)
     size_t nids = req->nids;
     psd_shard_t *any = psd_store_first(self->store, req->name);
     if (!any)
-        return s_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d", req->name,
-                        self->config.ps_task);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d",
+                                     req->name, self->config.ps_task);
     const psd_shard_spec_t *spec = psd_shard_spec(any);
     if (spec->shape.rank == 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "variable '%s' is a scalar: pull it whole", req->name);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                     "variable '%s' is a scalar: pull it whole", req->name);
     void *buf;
     size_t bytes;
     int rc = s_reply_rows(self, call, req->name, spec, (int64_t) nids, psd_shard_row_bytes(any), &buf, &bytes);
@@ -255,9 +247,9 @@ s_write(zdist_rpc_call_t *call, void *state)
         return -ENOENT;
     const zdist_tensor_t *values = &req->values;
     if (values->nbytes > self->config.max_tensor_bytes)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "write to '%s': tensor of %zu bytes exceeds the limit of %zu bytes", req->name,
-                        values->nbytes, self->config.max_tensor_bytes);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                     "write to '%s': tensor of %zu bytes exceeds the limit of %zu bytes",
+                                     req->name, values->nbytes, self->config.max_tensor_bytes);
     psd_write_t w = {
         .op = s_op_for(zdist_rpc_call_method(call), req->by_ids),
         .client_id = zdist_msg_client_id(zdist_rpc_call_request(call)),
@@ -281,10 +273,12 @@ s_write(zdist_rpc_call_t *call, void *state)
         const psd_shard_spec_t *spec = psd_shard_spec(shard);
         int64_t rows = values->shape.dims[0];
         if (req->row_count == 0 && (rows > spec->rows || req->part_row > spec->rows - rows))
-            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "push to '%s' shard %d: a part of %lld rows at part_row %lld is outside the shard's "
-                            "%lld rows", req->name, (int) req->shard_index, (long long) rows,
-                            (long long) req->part_row, (long long) spec->rows);
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_INVALID_ARGUMENT,
+                "push to '%s' shard %d: a part of %lld rows at part_row %lld is outside the shard's "
+                "%lld rows",
+                req->name, (int) req->shard_index, (long long) rows, (long long) req->part_row,
+                (long long) spec->rows);
         w.row_start = (req->row_count == 0 ? spec->row_offset : req->row_start) + req->part_row;
         w.nrows = rows;
         w.more_parts = req->more_parts;
@@ -330,9 +324,10 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
         if (!it->push)
             continue;
         if (it->grad.nbytes > self->config.max_tensor_bytes) {
-            rc = s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                          "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes",
-                          i, it->name, it->grad.nbytes, self->config.max_tensor_bytes);
+            rc = zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_INVALID_ARGUMENT,
+                "push_pull item %zu ('%s'): gradient of %zu bytes exceeds the limit of %zu bytes", i,
+                it->name, it->grad.nbytes, self->config.max_tensor_bytes);
             break;
         }
         writes[i] = (psd_write_t){
@@ -519,7 +514,8 @@ s_drop_job(zdist_rpc_call_t *call, void *state)
     uint64_t bytes = 0;
     int n = psd_store_drop_job(self->store, req->job, &bytes);
     if (n < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "drop_job: job '%s' is not a job id", req->job);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                     "drop_job: job '%s' is not a job id", req->job);
     psd_store_stats_t st;
     psd_store_stats(self->store, &st);
     zsys_info("dropped job %s: %d shards, %llu bytes of values and optimizer slots freed (%llu bytes held)",

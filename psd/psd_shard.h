@@ -1,4 +1,11 @@
-/* psd_shard: the psd's variable shards and the store that maps names to them. */
+/* psd_shard: one variable shard of the psd: rows of a variable, their optimizer slots and exactly-once table.
+
+   Thread rules: every function may be called from any thread. Each shard
+   has its own rwlock (writers preferred): writes (psd_write.h) are atomic
+   per shard, readers never see a half-applied write. A reply answered
+   zero-copy (psd_shard_pin) holds a reference to the values it sends: a
+   write, like a drop, leaves them to the reply until libzmq has sent it
+   (psd_buffer.h). */
 #ifndef PSD_SHARD_H
 #define PSD_SHARD_H
 
@@ -10,7 +17,7 @@
 #include "zdist/optim.h"
 #include "zdist/error.h"
 #include "zdist/tensor.h"
-#include "psd_ledger.h"
+#include "psd_dedup.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,15 +25,7 @@ extern "C" {
 
 /* Longest variable name, in bytes (without the NUL). */
 #define PSD_NAME_MAX 255
-/* Clients remembered per shard for exactly-once writes (least recently used
-   evicted beyond), and how many sequence numbers below the highest applied
-   one are tracked individually. */
-#define PSD_DEDUP_MAX_CLIENTS 1024
-#define PSD_DEDUP_WINDOW 64
-/* Positive return of a write that was a retransmission: acknowledged, not
-   applied again. */
-#define PSD_DUPLICATE 1
-/* psd_write_t.nrows value meaning "every row of the shard". */
+/* Row count meaning "every row of the shard" (reads, psd_write_t.nrows). */
 #define PSD_WHOLE_SHARD (-1)
 
 /* A shard: rows [row_offset, row_offset + rows) of variable `name` whose
@@ -44,84 +43,6 @@ typedef struct {
 } psd_shard_spec_t;
 
 typedef struct _psd_shard_t psd_shard_t;
-typedef struct _psd_store_t psd_store_t;
-
-/* ---- store ----
-   Thread rules: every function may be called from any thread. A shard
-   pointer returned by the store stays valid until the store is destroyed
-   or the shard's job is dropped (psd_store_drop_job): the psd drops on the
-   thread that serves every request, so no handler holds a pointer across
-   it. Each shard has its own rwlock (writers preferred): writes are atomic
-   per shard, readers never see a half-applied write. A reply answered
-   zero-copy (psd_shard_pin) holds a reference to the values it sends: a
-   drop, like a write, leaves them to the reply until libzmq has sent it. */
-
-psd_store_t *psd_store_new(void);
-/* NULL-safe, idempotent, nulls *self_p. No other thread may use the store. */
-void psd_store_destroy(psd_store_t **self_p);
-
-/* Jobs whose optimizer a store remembers (psd_store_set_optimizer_job). */
-#define PSD_MAX_JOBS 1024
-
-/* Optimizer every shard uses (default: sgd, lr 0.01). Applied to existing
-   shards too; a shard whose kind changes drops its slots and step counter.
-   -EINVAL (message) for a bad config. */
-int psd_store_set_optimizer(psd_store_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
-void psd_store_get_optimizer(psd_store_t *self, zdist_optim_config_t *ret_cfg);
-/* The optimizer of one job's shards (psd_shard_in_job): applied to those it
-   holds and to those created later, whatever the store's default; other
-   jobs' shards keep theirs. job NULL or "": psd_store_set_optimizer.
-   -EINVAL for a bad config, -ENOSPC past PSD_MAX_JOBS jobs. */
-int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_optim_config_t *cfg,
-                                zdist_error_t *err);
-
-/* Removes every shard of job `job`'s namespace (psd_shard_in_job; job
-   non-empty) with its values, optimizer slots and exactly-once table, and
-   forgets the job's optimizer. Returns how many shards went (0 for a job
-   the store does not hold: dropping twice is fine); ret_bytes (may be NULL)
-   gets their bytes of values and slots, which psd_store_stats no longer
-   counts. -EINVAL for a NULL or empty job (that would be every shard). */
-int psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes);
-
-/* Creates the shard (name, shard_index) filled by its initializer. The same
-   spec again returns 0 and changes nothing; another spec under the same key,
-   or a spec disagreeing with other shards of the variable (dtype, full
-   shape) is -EEXIST; overlapping rows of another shard, bad shapes, ranges,
-   dtypes or initializers are -EINVAL; all with a message. spec->name is
-   copied. ret_shard (may be NULL) receives the shard, existing or new. */
-int psd_store_create(psd_store_t *self, const psd_shard_spec_t *spec, psd_shard_t **ret_shard,
-                     zdist_error_t *err);
-/* Borrowed shard or NULL. */
-psd_shard_t *psd_store_find(psd_store_t *self, const char *name, int32_t shard_index);
-/* The first shard (lowest index) of variable `name` here, for its dtype and
-   row shape; borrowed, or NULL. */
-psd_shard_t *psd_store_first(psd_store_t *self, const char *name);
-/* The shard of variable `name` holding global row `row`, or NULL. */
-psd_shard_t *psd_store_find_row(psd_store_t *self, const char *name, int64_t row);
-/* With out NULL: returns how many shards the store holds. Otherwise copies
-   up to max shard pointers (ordered by name, then shard index) into out and
-   returns how many it copied (never more than max, even if shards were
-   created since the count was taken). */
-size_t psd_store_list(psd_store_t *self, psd_shard_t **out, size_t max);
-/* Rows by global id across this store's shards of `name` (duplicates fine).
-   -ENOENT if the variable is unknown; -EINVAL naming the first id no shard
-   here holds, or when buf_bytes < nids x row bytes. Nothing is written to
-   buf on error. */
-int psd_store_read_ids(psd_store_t *self, const char *name, const int64_t *ids, size_t nids,
-                       void *buf, size_t buf_bytes, zdist_error_t *err);
-
-/* A buffer for a shard's values or slots: big ones on huge-page boundaries.
-   Freed with free(). */
-void *psd_buffer_alloc(size_t bytes);
-
-typedef struct {
-    size_t variables;     /* distinct names */
-    size_t shards;
-    uint64_t value_bytes; /* bytes of values */
-    uint64_t slot_bytes;  /* bytes of allocated optimizer slots */
-    uint64_t spare_bytes; /* values buffers kept for writes to pinned shards (not in --max-bytes) */
-} psd_store_stats_t;
-void psd_store_stats(psd_store_t *self, psd_store_stats_t *ret_stats);
 
 /* ---- shard ---- */
 
@@ -168,58 +89,29 @@ int psd_shard_read_ids(psd_shard_t *self, const int64_t *ids, size_t nids, void 
 int psd_shard_read_slot(psd_shard_t *self, int slot, int64_t row_start, int64_t nrows, void *buf,
                         size_t buf_bytes, zdist_error_t *err);
 
-typedef enum {
-    PSD_OP_ASSIGN = 1,      /* dense rows := data */
-    PSD_OP_ASSIGN_ADD,      /* dense rows += data */
-    PSD_OP_ASSIGN_SUB,      /* dense rows -= data */
-    PSD_OP_SCATTER_ADD,     /* rows[ids[i]] += data[i] */
-    PSD_OP_SCATTER_UPDATE,  /* rows[ids[i]] := data[i] (later duplicates win) */
-    PSD_OP_APPLY_DENSE,     /* optimizer step with a dense gradient for rows */
-    PSD_OP_APPLY_SPARSE,    /* optimizer step with gradient rows by id (summed) */
-} psd_op_t;
+/* ---- for psd_store ---- */
 
-/* One write. Data is row-major, little-endian, of the shard's dtype:
-   nrows x row bytes for dense ops, nids x row bytes for id ops. */
-typedef struct {
-    psd_op_t op;
-    uint64_t client_id; /* 0: not deduplicated */
-    uint64_t sequence;  /* per client, increasing */
-    uint64_t job_step;  /* the job's step that writes (psd_ledger.h); 0: deduplicated by client and sequence */
-    uint32_t step_write; /* its ordinal among that step's writes to the shard */
-    zdist_dtype_t dtype;
-    int64_t row_start; /* dense ops: first global row */
-    int64_t nrows;     /* dense ops: rows, or PSD_WHOLE_SHARD */
-    bool more_parts;   /* APPLY_DENSE: a part of a push, more follow; the step advances with the last */
-    const int64_t *ids;
-    size_t nids;
-    const void *data;
-    size_t nbytes;
-} psd_write_t;
-
-/* Validates everything, then applies the write under the shard's write
-   lock. Returns 0 when applied, PSD_DUPLICATE when (job_step, step_write)
-   was already applied to this shard (psd_ledger.h) or, for a write without
-   a job step, when (client_id, sequence) was (the highest sequence plus a
-   window of PSD_DEDUP_WINDOW below it are remembered; anything older
-   counts as applied), or a negative errno with a message naming expected vs got:
-   -EINVAL for a wrong dtype, length, row range or id, or an optimizer op on
-   an integer shard; -ENOMEM. A refused write changes nothing and is not
-   recorded, so it may be retried. */
-int psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
-/* The checks of psd_shard_write alone (0 or its -EINVAL and message): what
-   a write of several shards runs on all of them before it applies any. */
-int psd_shard_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
+/* Checks a spec on its own (the messages of psd_store_create) and computes
+   its row width and bytes of values. */
+int psd_shard_spec_validate(const psd_shard_spec_t *spec, int64_t *ret_width, size_t *ret_value_bytes,
+                            zdist_error_t *err);
+/* A shard of a validated spec filled by its initializer, with optimizer
+   optim; NULL with *ret_rc -ENOMEM, or the initializer's error and message.
+   spec->name is copied. */
+psd_shard_t *psd_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
+                           const zdist_optim_config_t *optim, int *ret_rc, zdist_error_t *err);
+/* NULL-safe, idempotent, nulls *self_p; destroys a half-built shard too. */
+void psd_shard_destroy(psd_shard_t **self_p);
+/* Waits for readers holding the shard's lock, then destroys it; returns the
+   bytes of values and slots it held. */
+uint64_t psd_shard_retire(psd_shard_t **self_p);
+/* Bytes of allocated optimizer slots, and of the spare values buffer kept
+   for writes to a pinned shard (0 without one). */
+void psd_shard_memory(psd_shard_t *self, uint64_t *ret_slot_bytes, uint64_t *ret_spare_bytes);
+/* -EINVAL (message) when buf_bytes is smaller than nrows rows. */
+int psd_shard_check_buf(const psd_shard_t *self, uint64_t nrows, size_t buf_bytes, zdist_error_t *err);
 
 /* ---- for psd_ckpt ---- */
-
-/* What a shard remembers of one client for exactly-once writes: the
-   highest sequence applied, and bit i of window set when sequence
-   highest - 1 - i was applied (older ones count as applied). */
-typedef struct {
-    uint64_t client_id;
-    uint64_t highest;
-    uint64_t window;
-} psd_dedup_t;
 
 /* A consistent view of a shard's state while its read lock is held. */
 typedef struct {
@@ -238,18 +130,6 @@ void psd_shard_view_end(psd_shard_t *self);
 /* Client i (< view.ndedup) of the exactly-once table, while the view is held. */
 void psd_shard_view_dedup(psd_shard_t *self, size_t i, psd_dedup_t *ret);
 
-/* True when (client, seq) counts as applied by this record. */
-bool psd_dedup_seen(const psd_dedup_t *d, uint64_t seq);
-
-/* An exactly-once table ready to be swapped into a shard (so the swap
-   cannot fail): the first PSD_DEDUP_MAX_CLIENTS records of list with a
-   client id other than 0. NULL when out of memory. */
-typedef struct _psd_dedup_table_t psd_dedup_table_t;
-psd_dedup_table_t *psd_dedup_table_new(const psd_dedup_t *list, size_t n);
-void psd_dedup_table_destroy(psd_dedup_table_t **self_p);
-/* The table's ledger of steps becomes *ledger (taken; *ledger emptied). */
-void psd_dedup_table_set_ledger(psd_dedup_table_t *self, psd_ledger_t *ledger);
-
 /* Replaces the shard's state under its write lock, taking ownership of
    *values_p (malloc'd, psd_shard_value_bytes long) and of slots_p[0..nslots)
    (each as long), and nulling the pointers taken. The slots are installed
@@ -267,3 +147,4 @@ void psd_shard_replace(psd_shard_t *self, void **values_p, void **slots_p, int n
 }
 #endif
 #endif
+

@@ -8,7 +8,7 @@ bash scripts/install-deps.sh
 build=${ZDIST_BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
-zdist="$build/coordinator/zdist"
+zdist="$build/cli/zdist"
 psd="$build/psd/zdist-psd"
 
 say() { printf '\n== %s\n' "$*"; }

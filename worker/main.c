@@ -56,6 +56,7 @@ s_usage(FILE *out)
             "                          link out); repeatable, also $ZDIST_DATA_ROOTS (colon-separated).\n"
             "                          None given: any file this user can read (a warning at start)\n"
             "  --help, --version\n");
+    zdist_daemon_options_usage_slurm(out);
 }
 
 /* Adds DIR (from `what`: "--plugin-dir" or an environment variable) to a

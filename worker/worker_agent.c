@@ -5,7 +5,6 @@
 #include <assert.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,21 +97,6 @@ typedef struct s_work_t {
 } s_work_t;
 
 /* Sets the reply's status and logs the refusal once, here. */
-static int
-s_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int
-s_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...)
-{
-    char text[3 * ZDIST_ERROR_TEXT_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    zsys_warning("refused method %u from %s: %s: %s", zdist_rpc_call_method(call),
-                 zdist_msg_peer(zdist_rpc_call_request(call)), zdist_status_name(status), text);
-    return zdist_rpc_call_fail(call, status, "%s", text);
-}
-
 static void
 s_job_release(s_job_t *j)
 {
@@ -215,9 +199,10 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     if (j) {
         if (body_len == j->start_len && memcmp(body, j->start_body, body_len) == 0 && !j->failed)
             return s_start_reply(call, j, false); /* a repeated start (the caller retried) */
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
-                        self->config.worker_task);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' is running on worker task %d; STOP_JOB it before starting it again", j->job->name,
+            self->config.worker_task);
     }
     /* multi_worker_mirrored (and tpu across workers) owns the worker: its
        ring steps in lockstep with the other workers, so it runs alone. */
@@ -229,16 +214,18 @@ s_start_job(zdist_rpc_call_t *call, void *state)
             continue;
         nheld++;
         if (mwm || zdist_strategy_syncs_workers(o->job->strategy))
-            return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                            "worker task %d runs job '%s' (%s); a multi_worker_mirrored or tpu job shares a worker "
-                            "with no other: STOP_JOB it first, or wait for it to end", self->config.worker_task, o->job->name,
-                            zdist_strategy_name(o->job->strategy));
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_FAILED_PRECONDITION,
+                "worker task %d runs job '%s' (%s); a multi_worker_mirrored or tpu job shares a worker "
+                "with no other: STOP_JOB it first, or wait for it to end",
+                self->config.worker_task, o->job->name, zdist_strategy_name(o->job->strategy));
     }
     if (nheld >= self->config.max_jobs)
-        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
-                        "worker task %d holds %d jobs (%s), its limit (zdist-worker --max-jobs %d); STOP_JOB one "
-                        "first, or keep the coordinator's --max-running-jobs at most the workers' --max-jobs",
-                        self->config.worker_task, nheld, s_held_names(self, held, sizeof held), self->config.max_jobs);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+            "worker task %d holds %d jobs (%s), its limit (zdist-worker --max-jobs %d); STOP_JOB one "
+            "first, or keep the coordinator's --max-running-jobs at most the workers' --max-jobs",
+            self->config.worker_task, nheld, s_held_names(self, held, sizeof held), self->config.max_jobs);
     for (int i = 0; i < WORKER_AGENT_MAX_JOBS && !j; i++)
         if (!self->jobs[i].active)
             j = &self->jobs[i];
@@ -246,7 +233,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     zdist_error_t err = {0};
     zdist_job_t job; /* the session takes it */
     if (zdist_job_copy(req->job, &job, &err) < 0)
-        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "%s", err.text);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "%s", err.text);
     const char *eps[WORKER_AGENT_MAX_PS];
     int nps = 0;
     for (size_t i = 0; i < req->num_ps; i++)
@@ -290,7 +277,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
             status = err.code == -ENOENT ? ZDIST_STATUS_NOT_FOUND : ZDIST_STATUS_INVALID_ARGUMENT;
         else if (stage != WORKER_SESSION_BAD_JOB && stage != WORKER_SESSION_MODEL)
             status = zdist_status_from_errno(err.code ? err.code : -ENOMEM);
-        return s_refuse(call, status, "%s", err.text);
+        return zdist_rpc_call_refuse(call, status, "%s", err.text);
     }
     nj.job = worker_session_job(nj.sess);
     nj.num_workers = req->num_workers > 0 ? req->num_workers : 1;
@@ -299,7 +286,7 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     nj.start_body = malloc(body_len ? body_len : 1);
     if (!nj.start_body) {
         s_job_release(&nj);
-        return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     }
     memcpy(nj.start_body, body, body_len);
     nj.start_len = body_len;
@@ -330,11 +317,12 @@ s_the_job(self_t *self, zdist_rpc_call_t *call, const char *name)
     char held[1200];
     s_held_names(self, held, sizeof held);
     if (strcmp(held, "none") == 0)
-        s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "no job is running on worker task %d; START_JOB first",
-                 self->config.worker_task);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                              "no job is running on worker task %d; START_JOB first",
+                              self->config.worker_task);
     else
-        s_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job%s %s", name ? name : "",
-                 self->config.worker_task, strchr(held, ',') ? "s" : "", held);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "unknown job '%s'; worker task %d runs job%s %s",
+                              name ? name : "", self->config.worker_task, strchr(held, ',') ? "s" : "", held);
     return NULL;
 }
 
@@ -349,24 +337,27 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (j->failed)
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' failed at step %lld (%s); STOP_JOB and START_JOB it again", j->job->name,
-                        (long long)j->steps + 1, j->error);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                                     "job '%s' failed at step %lld (%s); STOP_JOB and START_JOB it again",
+                                     j->job->name, (long long) j->steps + 1, j->error);
     if (worker_session_comm(j->sess) && !j->connected)
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' is multi_worker_mirrored over %d workers: CONNECT the ring before RUN_STEPS",
-                        j->job->name, j->num_workers);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' is multi_worker_mirrored over %d workers: CONNECT the ring before RUN_STEPS",
+            j->job->name, j->num_workers);
     int64_t n = req->steps > 0 ? req->steps : j->job->steps_per_execution;
     if (n < 1)
         n = 1;
     if (n > ZDIST_WORKER_MAX_STEPS_PER_CALL)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "steps: %lld is outside 0..%d (0: steps_per_execution)",
-                        (long long)n, ZDIST_WORKER_MAX_STEPS_PER_CALL);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                     "steps: %lld is outside 0..%d (0: steps_per_execution)", (long long) n,
+                                     ZDIST_WORKER_MAX_STEPS_PER_CALL);
     zdist_worker_step_t *res = calloc((size_t)n, sizeof *res);
     worker_outputs_t *vals = calloc((size_t)n, sizeof *vals);
     int rc = 0;
     if (!res || !vals) {
-        rc = s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "out of memory for %lld steps' outputs", (long long)n);
+        rc = zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                                   "out of memory for %lld steps' outputs", (long long) n);
         goto out;
     }
     int64_t done = 0;
@@ -387,8 +378,8 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
             zsys_error("job '%s' step %lld failed: %s", j->job->name, (long long)j->steps + 1, j->error);
-            rc = s_refuse(call, zdist_status_from_errno(more), "job '%s' step %lld: %s", j->job->name,
-                          (long long)j->steps + 1, j->error);
+            rc = zdist_rpc_call_refuse(call, zdist_status_from_errno(more), "job '%s' step %lld: %s",
+                                       j->job->name, (long long) j->steps + 1, j->error);
             goto out;
         }
         if (more == 0) {
@@ -436,11 +427,13 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (j->failed)
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' failed (%s); STOP_JOB and START_JOB it again",
-                        j->job->name, j->error);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                                     "job '%s' failed (%s); STOP_JOB and START_JOB it again", j->job->name,
+                                     j->error);
     if (!worker_session_has_test(j->sess))
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' has no test set; add dataset.test (or dataset.synthetic.test_n)", j->job->name);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_FAILED_PRECONDITION,
+            "job '%s' has no test set; add dataset.test (or dataset.synthetic.test_n)", j->job->name);
     worker_eval_t ev;
     zdist_error_t err = {0};
     int rc = worker_session_evaluate(j->sess, &ev, &err);
@@ -449,7 +442,8 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
         }
-        return s_refuse(call, zdist_status_from_errno(rc), "job '%s' evaluation: %s", j->job->name, err.text);
+        return zdist_rpc_call_refuse(call, zdist_status_from_errno(rc), "job '%s' evaluation: %s",
+                                     j->job->name, err.text);
     }
     zdist_evaluation_t reply = {
         .correct = (int64_t)llround(ev.correct),
@@ -473,18 +467,23 @@ s_connect(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (!zdist_strategy_syncs_workers(j->job->strategy))
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "job '%s' is %s: only multi_worker_mirrored and tpu "
-                        "connect a ring", j->job->name, zdist_strategy_name(j->job->strategy));
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                                     "job '%s' is %s: only multi_worker_mirrored and tpu "
+                                     "connect a ring",
+                                     j->job->name, zdist_strategy_name(j->job->strategy));
     if (req->num_endpoints != (size_t)j->num_workers)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
-                        "order", req->num_endpoints, j->num_workers);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_INVALID_ARGUMENT,
+            "endpoints: %zu given, the job was started over %d workers; send one per worker, in rank "
+            "order",
+            req->num_endpoints, j->num_workers);
     zdist_comm_t *comm = worker_session_comm(j->sess);
     if (!comm || j->connected) /* one worker: no ring; or a retried CONNECT (the reply has no body) */
         return 0;
     zdist_error_t err = {0};
     if (zdist_comm_connect(comm, req->endpoints, &err) < 0)
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s", err.text);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "connecting the ring: %s",
+                                     err.text);
     worker_local_set_comm(worker_trainer_backend(worker_session_trainer(j->sess)), comm, j->num_workers, j->collective_timeout_ms);
     j->connected = true;
     zsys_info("job '%s': rank %d of %d in the ring, right neighbour %s", j->job->name, j->worker_index, j->num_workers,
@@ -498,8 +497,9 @@ s_local_job(self_t *self, zdist_rpc_call_t *call, const char *name)
 {
     s_job_t *j = s_the_job(self, call, name);
     if (j && !worker_local_is(worker_trainer_backend(worker_session_trainer(j->sess)))) {
-        s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                 "job '%s' keeps its variables on the ps tasks: checkpoint them there (PS_SAVE)", j->job->name);
+        zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                              "job '%s' keeps its variables on the ps tasks: checkpoint them there (PS_SAVE)",
+                              j->job->name);
         return NULL;
     }
     return j;
@@ -514,8 +514,9 @@ s_get_state(zdist_rpc_call_t *call, void *state)
     if (!j)
         return -ENOENT;
     if (j->failed)
-        return s_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
-                        "job '%s' failed (%s): its variables may be half updated", j->job->name, j->error);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                                     "job '%s' failed (%s): its variables may be half updated", j->job->name,
+                                     j->error);
     worker_backend_t *be = worker_trainer_backend(worker_session_trainer(j->sess));
     const worker_vars_t *vars = worker_trainer_vars(worker_session_trainer(j->sess));
     zdist_msg_t *reply = zdist_rpc_call_reply(call);
@@ -538,8 +539,8 @@ s_get_state(zdist_rpc_call_t *call, void *state)
                 rc = zdist_msg_add_tensor_copy(reply, name, ZDIST_DTYPE_FLOAT32, &shape, slot, bytes);
         }
         if (rc < 0)
-            return s_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s", var->name,
-                            strerror(-rc));
+            return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "copying variable '%s': %s",
+                                         var->name, strerror(-rc));
     }
     zdist_worker_state_t body = {.job = j->job->name, .step = j->steps, .iterations = worker_local_iterations(be)};
     return zdist_worker_reply_state(call, &body);
@@ -576,25 +577,29 @@ s_set_state(zdist_rpc_call_t *call, void *state)
         const worker_var_t *var = &vars->vars[v];
         bool bad = false;
         if (!s_state_tensor(msg, var->name, var->n, &bad) || bad)
-            return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                            "variable '%s' (float32, %lld elements) is %s in the state; send every variable of "
-                            "model '%s'", var->name, (long long)var->n, bad ? "of another dtype or size" : "missing",
-                            j->job->model);
+            return zdist_rpc_call_refuse(
+                call, ZDIST_STATUS_INVALID_ARGUMENT,
+                "variable '%s' (float32, %lld elements) is %s in the state; send every variable of "
+                "model '%s'",
+                var->name, (long long) var->n, bad ? "of another dtype or size" : "missing", j->job->model);
         used++;
         for (int k = 0; k < nslots && worker_local_slot(be, v, k); k++) {
             char name[512];
             snprintf(name, sizeof name, "%s/slot%d", var->name, k);
             if (!s_state_tensor(msg, name, var->n, &bad) || bad)
-                return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                                "optimizer slot '%s' is %s in the state (the job's optimizer has %d slots)", name,
-                                bad ? "of another dtype or size" : "missing", nslots);
+                return zdist_rpc_call_refuse(
+                    call, ZDIST_STATUS_INVALID_ARGUMENT,
+                    "optimizer slot '%s' is %s in the state (the job's optimizer has %d slots)", name,
+                    bad ? "of another dtype or size" : "missing", nslots);
             used++;
         }
     }
     if ((size_t)used != zdist_msg_tensor_count(msg))
-        return s_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                        "the state has %zu tensors, model '%s' with its optimizer has %d; was it saved by another "
-                        "job?", zdist_msg_tensor_count(msg), j->job->model, used);
+        return zdist_rpc_call_refuse(
+            call, ZDIST_STATUS_INVALID_ARGUMENT,
+            "the state has %zu tensors, model '%s' with its optimizer has %d; was it saved by another "
+            "job?",
+            zdist_msg_tensor_count(msg), j->job->model, used);
     for (int v = 0; v < vars->n; v++) {
         const worker_var_t *var = &vars->vars[v];
         bool bad;
@@ -611,8 +616,8 @@ s_set_state(zdist_rpc_call_t *call, void *state)
         const zdist_input_step_t *st;
         int more = zdist_input_next(worker_session_input(j->sess), &st);
         if (more < 0)
-            return s_refuse(call, ZDIST_STATUS_INTERNAL, "skipping to step %lld: %s", (long long)req->skip_steps,
-                            strerror(-more));
+            return zdist_rpc_call_refuse(call, ZDIST_STATUS_INTERNAL, "skipping to step %lld: %s",
+                                         (long long) req->skip_steps, strerror(-more));
         if (more == 0)
             break;
     }

@@ -8,6 +8,7 @@
 #include "worker_psd.h"
 #include "zdist/endpoint.h"
 #include "zdist/ps_client.h"
+#include "zdist/rpc.h"
 
 /* What the backend keeps beside an op of a run: which ps task, shard and
    variable it is for, and (read_rows) where its rows go. */
@@ -80,7 +81,7 @@ s_fail(s_psd_t *self, int code, int ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (code == -ETIMEDOUT || code == -ENOTCONN)
+    if (zdist_rpc_unreachable(code))
         code = -ENOTCONN;
     if (ps >= 0)
         snprintf(self->last_error, sizeof self->last_error, "ps task %d at %.200s%s: %.280s", ps, self->endpoints[ps],
@@ -88,12 +89,6 @@ s_fail(s_psd_t *self, int code, int ps, const char *fmt, ...)
     else
         snprintf(self->last_error, sizeof self->last_error, "%s", text);
     return code;
-}
-
-static bool
-s_unanswered(int rc)
-{
-    return rc == -ETIMEDOUT || rc == -ENOTCONN;
 }
 
 static int
@@ -786,7 +781,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
     for (int p = 0; p < self->num_ps; p++)
         if ((rc = zdist_ps_client_set_optimizer_job(self->clients[p], optim, self->job, err)) < 0) {
             s_fail(self, rc, p, "set_optimizer: %s", err && err->text[0] ? err->text : strerror(-rc));
-            return zdist_error_set(err, s_unanswered(rc) ? -ENOTCONN : rc, "%s", self->last_error);
+            return zdist_error_set(err, zdist_rpc_unreachable(rc) ? -ENOTCONN : rc, "%s", self->last_error);
         }
     bool created = false;
     for (int v = 0; v < self->vars->n; v++) {
@@ -809,7 +804,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
             if ((rc = zdist_ps_client_create(self->clients[ps], &spec, &c, err)) < 0) {
                 s_fail(self, rc, ps, "create '%s' shard %d: %s", self->names[v], s,
                        err && err->text[0] ? err->text : strerror(-rc));
-                return zdist_error_set(err, s_unanswered(rc) ? -ENOTCONN : rc, "%s", self->last_error);
+                return zdist_error_set(err, zdist_rpc_unreachable(rc) ? -ENOTCONN : rc, "%s", self->last_error);
             }
             created = created || c;
         }

@@ -25,10 +25,10 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 if [[ -z $build ]]; then
-    for b in "$root/build-rel" "$root/build"; do [[ -x $b/coordinator/zdist ]] && { build=$b; break; }; done
+    for b in "$root/build-rel" "$root/build"; do [[ -x $b/cli/zdist ]] && { build=$b; break; }; done
 fi
-[[ -n $build && -x $build/coordinator/zdist ]] || { echo "accuracy_cnn.sh: build first (cmake --build build-rel)" >&2; exit 2; }
-export ZDIST_BIN=$build/coordinator/zdist ZDIST_PSD_BIN=$build/psd/zdist-psd ZDIST_WORKER_BIN=$build/worker/zdist-worker
+[[ -n $build && -x $build/cli/zdist ]] || { echo "accuracy_cnn.sh: build first (cmake --build build-rel)" >&2; exit 2; }
+export ZDIST_BIN=$build/cli/zdist ZDIST_PSD_BIN=$build/psd/zdist-psd ZDIST_WORKER_BIN=$build/worker/zdist-worker
 export ZDIST_COORDINATOR_BIN=$build/coordinator/zdist-coordinator
 source "$root/tests/integration/lib.sh"
 source "$root/tests/integration/coord_lib.sh"

@@ -9,7 +9,7 @@
 # torch.set_num_threads(2), after 5 warm-up steps). They run one after the other, R rounds, and the
 # best round of each counts (the machine is shared). Debian's python3-torch is installed with apt-get
 # when /usr/bin/python3 cannot import torch: a benchmark dependency, never a build or test one.
-# ZDIST_BIN names the zdist binary (default: build/coordinator/zdist, then build-rel/, then PATH).
+# ZDIST_BIN names the zdist binary (default: build/cli/zdist, then build-rel/, then PATH).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,7 @@ done
 
 zdist=${ZDIST_BIN:-}
 if [[ -z $zdist ]]; then
-    for c in "$root/build/coordinator/zdist" "$root/build-rel/coordinator/zdist" "$(command -v zdist || true)"; do
+    for c in "$root/build/cli/zdist" "$root/build-rel/cli/zdist" "$(command -v zdist || true)"; do
         if [[ -n $c && -x $c ]]; then zdist=$c; break; fi
     done
 fi

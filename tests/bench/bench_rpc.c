@@ -19,15 +19,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.pb-c.h"
-#include "wire/body.h"
 #include "bench_raw.h"
 #include "zdist/auth.h"
+#include "zdist/ps_service.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
 #define M_PUSH 100
-#define M_PULL 101
+#define M_PULL ZDIST_PS_PULL /* a ps pull request's typed body asks for row_count bytes */
 
 static uint8_t *s_blob; /* the payload every pull returns, never freed early */
 static size_t s_blob_size;
@@ -46,9 +45,9 @@ static int
 s_pull(zdist_rpc_call_t *call, void *state)
 {
     (void) state;
-    /* The bench reuses zdist.Status as "give me `code` bytes". */
-    const Zdist__Status *req = (const Zdist__Status *) zdist_rpc_call_body(call);
-    size_t n = (size_t) req->code;
+    /* The bench reuses the ps pull request as "give me `row_count` bytes". */
+    const zdist_ps_pull_t *req = zdist_rpc_call_body(call);
+    size_t n = (size_t) req->row_count;
     if (n > s_blob_size)
         return -EINVAL;
     zdist_shape_t shape = {.rank = 1, .dims = {(int64_t) n}};
@@ -56,12 +55,9 @@ s_pull(zdist_rpc_call_t *call, void *state)
                                 NULL);
 }
 
-/* Transitional: bodies passed through undecoded until this service has typed ones. */
-static const zdist_rpc_body_t s_body_status = {&zdist__status__descriptor, 0, NULL, NULL};
-
 static const zdist_rpc_method_t s_methods[] = {
     {M_PUSH, "push", NULL, s_push, 1, 1, 0},
-    {M_PULL, "pull", &s_body_status, s_pull, 0, 0, 0},
+    {M_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0, 0},
 };
 
 typedef struct {
@@ -116,14 +112,10 @@ s_run_rpc_keys(const char *ep, bool push, size_t size, int window, int calls, zd
     int64_t t0 = zdist_clock_now_us();
     while (done < calls) {
         while (sent < calls && sent - done < window) {
-            zdist_msg_t *req = zdist_msg_new(push ? M_PUSH : M_PULL);
+            zdist_msg_t *req = push ? zdist_msg_new(M_PUSH) : zdist_ps_request_pull("blob", 0, 0, (int64_t) size);
             if (push) {
                 zdist_shape_t shape = {.rank = 1, .dims = {(int64_t) size}};
                 zdist_msg_add_tensor(req, "blob", ZDIST_DTYPE_UINT8, &shape, s_blob, size, s_free_nothing, NULL);
-            } else {
-                Zdist__Status body = ZDIST__STATUS__INIT;
-                body.code = (int32_t) size;
-                zdist_msg_set_body(req, &body.base);
             }
             if (zdist_rpc_client_send(c, &req, 60000, NULL) < 0)
                 goto out;

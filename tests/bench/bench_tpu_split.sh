@@ -10,7 +10,7 @@
 # same synthetic data (784 features, 10 classes) with the same seed; the split changes where the
 # columns of each kernel are computed, not the numbers (integration.tpu asserts that). The machine is
 # shared: run it idle, and read the spread of the rounds before the ratio.
-# ZDIST_BIN names the zdist binary (default: build-rel/coordinator/zdist, then build/, then PATH).
+# ZDIST_BIN names the zdist binary (default: build-rel/cli/zdist, then build/, then PATH).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +36,7 @@ done
 
 zdist=${ZDIST_BIN:-}
 if [[ -z $zdist ]]; then
-    for c in "$root/build-rel/coordinator/zdist" "$root/build/coordinator/zdist" "$(command -v zdist || true)"; do
+    for c in "$root/build-rel/cli/zdist" "$root/build/cli/zdist" "$(command -v zdist || true)"; do
         if [[ -n $c && -x $c ]]; then zdist=$c; break; fi
     done
 fi

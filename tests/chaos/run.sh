@@ -67,7 +67,7 @@ done
     { echo "run.sh: --strategy must be parameter_server or multi_worker_mirrored, got '$STRATEGY'" >&2; exit 2; }
 [[ -z $STEPS || $STEPS =~ ^[0-9]+$ ]] || { echo "run.sh: --steps must be a positive integer, got '$STEPS'" >&2; exit 2; }
 B=${ZDIST_BUILD:-$ROOT/build-test}
-: "${ZDIST_BIN:=$B/coordinator/zdist}" "${ZDIST_PSD_BIN:=$B/psd/zdist-psd}"
+: "${ZDIST_BIN:=$B/cli/zdist}" "${ZDIST_PSD_BIN:=$B/psd/zdist-psd}"
 : "${ZDIST_WORKER_BIN:=$B/worker/zdist-worker}" "${ZDIST_COORDINATOR_BIN:=$B/coordinator/zdist-coordinator}"
 export ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 

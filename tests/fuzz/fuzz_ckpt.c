@@ -11,7 +11,8 @@
 
 #include "fuzz_files.h"
 #include "psd_ckpt.h"
-#include "psd_shard.h"
+#include "psd_store.h"
+#include "psd_write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -33,11 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker.pb-c.h" /* only for a START_JOB without a job: malformed input */
-#include "wire/body.h"
 #include "zdist/endpoint.h"
 #include "zdist/job.h"
 #include "zdist/ps_client.h"
+#include "zdist/worker_service.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 #include "zdist/worker_client.h"
@@ -223,15 +222,15 @@ s_snapshot(const char *const *ps, int nps, float *out, size_t cap)
     return n;
 }
 
-/* Malformed input the client would not send, on a raw RPC client: a body
-   (NULL: none) for `method`; status and message into msg. */
+/* Malformed input the client would not send, on a raw RPC client: the
+   request req (taken); status and message into msg. */
 static int
-s_raw(const char *addr, uint32_t method, const ProtobufCMessage *body, char *msg, size_t size)
+s_raw(const char *addr, zdist_msg_t *req, char *msg, size_t size)
 {
     zdist_error_t err = {0};
     zdist_rpc_client_t *c = zdist_rpc_client_new(s_ep(addr), NULL, &err);
-    zdist_msg_t *req = zdist_msg_new(method), *reply = NULL;
-    if (!c || !req || (body && zdist_msg_set_body(req, body) < 0) || zdist_rpc_client_call(c, &req, 60000, &reply) < 0) {
+    zdist_msg_t *reply = NULL;
+    if (!c || !req || zdist_rpc_client_call(c, &req, 60000, &reply) < 0) {
         snprintf(msg, size, "cannot call %s: %s", addr, err.text);
         zdist_msg_destroy(&req);
         zdist_rpc_client_destroy(&c);
@@ -272,8 +271,8 @@ s_bad_input(zdist_worker_client_t *w, const char *waddr, const char *const *ps)
     /* A START_JOB without a job (the client refuses to send one). */
     zdist_worker_start_t nojob = {0};
     CHECK(zdist_worker_client_start_job(w, &nojob, 1000, NULL) == -EINVAL, "the client sent a START_JOB without a job");
-    Zdist__Worker__StartJobRequest raw = ZDIST__WORKER__START_JOB_REQUEST__INIT;
-    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job: missing", s_raw(waddr, ZDIST_WORKER_START_JOB, &raw.base, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "job: missing",
+                  s_raw(waddr, zdist_worker_request_start_job(&nojob), msg, sizeof msg));
     /* A job the parser would refuse is held to its rules on arrival, naming the field. */
     zdist_job_t job;
     zdist_error_t err = {0};
@@ -288,7 +287,7 @@ s_bad_input(zdist_worker_client_t *w, const char *waddr, const char *const *ps)
     zdist_job_release(&job);
     EXPECT_STATUS(ZDIST_STATUS_INVALID_ARGUMENT, "worker_index",
                   s_start(w, s_syn_job, 2, 2, ps, 2, true, 0, NULL, msg, sizeof msg));
-    EXPECT_STATUS(ZDIST_STATUS_UNIMPLEMENTED, "", s_raw(waddr, 299, NULL, msg, sizeof msg));
+    EXPECT_STATUS(ZDIST_STATUS_UNIMPLEMENTED, "", s_raw(waddr, zdist_msg_new(299), msg, sizeof msg));
     s_ok("bad input: no job (FAILED_PRECONDITION), a missing or invalid job and bad fields (INVALID_ARGUMENT "
          "naming them), unknown method (UNIMPLEMENTED)");
 }

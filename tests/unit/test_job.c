@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config/job_wire.h"
+#include "wire/job_wire.h"
 #include "testutil.h"
 #include "zdist/job.h"
 

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "zdist/optim.h"
-#include "psd_shard.h"
+#include "psd_store.h"
+#include "psd_write.h"
 #include "testutil.h"
 
 /* A store with one [rows, cols] shard at row_offset, constant-initialized. */

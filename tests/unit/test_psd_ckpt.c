@@ -12,7 +12,8 @@
 #include <zlib.h>
 
 #include "psd_ckpt.h"
-#include "psd_shard.h"
+#include "psd_store.h"
+#include "psd_write.h"
 #include "testutil.h"
 #include "zdist/file.h"
 

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "zdist/init.h"
-#include "psd_shard.h"
+#include "psd_store.h"
+#include "psd_write.h"
 #include "testutil.h"
 
 static psd_shard_spec_t

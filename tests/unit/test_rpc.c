@@ -841,11 +841,33 @@ test_serve_closes_connection_past_limit_at_accept(void)
     zdist_rpc_server_destroy(&c.server);
 }
 
+/* Unreachable: what a call's deadline or a lost connection leaves, and
+   the socket errors that map to UNAVAILABLE; not a refusal, not success. */
+static void
+test_unreachable(void)
+{
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(-ETIMEDOUT));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(-ENOTCONN));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(-ECONNREFUSED));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(-EHOSTUNREACH));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(-ECONNRESET));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(zdist_status_to_errno(ZDIST_STATUS_UNAVAILABLE)));
+    CU_ASSERT_TRUE(zdist_rpc_unreachable(zdist_status_to_errno(ZDIST_STATUS_DEADLINE_EXCEEDED)));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(0));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(-EINVAL));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(-EACCES));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(-ENOENT));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(-EAGAIN));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(-EBADMSG));
+    CU_ASSERT_FALSE(zdist_rpc_unreachable(ETIMEDOUT)); /* not a negative errno */
+}
+
 void
 zdist_test_rpc_register(void)
 {
     ZDIST_SUITE("rpc",
                 {"ping, echo, failure status, unknown method", test_ping_echo_fail},
+                {"unreachable: deadline and lost connection, not a refusal", test_unreachable},
                 {"10,000 pipelined calls matched to replies", test_pipelined_10000},
                 {"silent server: DEADLINE_EXCEEDED on time", test_silent_server_deadline},
                 {"restarted server noticed by incarnation", test_restart_noticed},

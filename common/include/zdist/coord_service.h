@@ -17,6 +17,7 @@
 #include "zdist/defs.h"
 #include "zdist/job.h"
 #include "zdist/rpc.h"
+#include "zdist/wire.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,6 +62,27 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
 ZDIST_EXPORT int zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id);
 ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n);
 ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
+
+/* ---- a client's side (zdist/coord_client.h sends these) ----
+   Requests, strings copied into the packed body (NULL: ""); NULL when out
+   of memory. They check nothing: the coordinator does. */
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_submit(const char *job_json, const char *base_dir);
+/* follow: a stream of the job's statuses, else one snapshot. */
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_status(const char *job_id, bool follow);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_cancel(const char *job_id);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_list(void);
+/* Readers of an OK reply's body: 0, -EPROTO (err naming the field) for a
+   body that does not decode or breaks a bound, -ENOMEM. ret is written
+   only on success. */
+ZDIST_EXPORT int zdist_coord_reply_read_submit(const zdist_msg_t *reply, char ret_job_id[ZDIST_COORD_ID_MAX],
+                                               zdist_error_t *err);
+/* STATUS: exactly one job (release it). */
+ZDIST_EXPORT int zdist_coord_reply_read_job(const zdist_msg_t *reply, zdist_coord_job_t *ret, zdist_error_t *err);
+/* LIST: the jobs (free with zdist_coord_jobs_free). */
+ZDIST_EXPORT int zdist_coord_reply_read_jobs(const zdist_msg_t *reply, zdist_coord_job_t **ret_jobs, size_t *ret_n,
+                                             zdist_error_t *err);
+ZDIST_EXPORT int zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX],
+                                               zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,12 @@ typedef struct {
     size_t max_message_bytes;
     size_t max_calls_per_peer;
     size_t max_connections_per_peer;
+    /* --slurm: the task from the Slurm job step (zdist/slurm.h) instead of
+       TF_CONFIG; parsing then sets TF_CONFIG to what it resolves to. */
+    int slurm;
+    const char *slurm_jobs;  /* --jobs ps=2,worker=4 */
+    int slurm_port_base;     /* --port-base (default 8888, TF's) */
+    int slurm_tasks_per_node; /* --tasks-per-node (default: SLURM_STEP_TASKS_PER_NODE) */
 } zdist_daemon_options_t;
 
 /* Parses argv: the shared options into self, the daemon's own (`own`,
@@ -50,6 +56,10 @@ typedef struct {
    the usage) saying what is wrong. */
 ZDIST_EXPORT int zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv,
                                             const struct option *own, zdist_daemon_option_fn *fn, void *arg);
+
+/* The shared options' help lines that every daemon prints alike (--slurm
+   and its companions), for a daemon's usage. */
+ZDIST_EXPORT void zdist_daemon_options_usage_slurm(FILE *out);
 
 /* The shared values into a daemon's configuration: each limit given on the
    command line (its pointer may be NULL: not taken), the --http address

@@ -183,6 +183,11 @@ ZDIST_EXPORT int64_t zdist_rpc_call_remaining_ms(const zdist_rpc_call_t *call);
    so a handler can `return zdist_rpc_call_fail (call, ...)`. */
 ZDIST_EXPORT int zdist_rpc_call_fail(zdist_rpc_call_t *call, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A handler's refusal: zdist_rpc_call_fail, and one line through the
+   server's log hook ("refused method M from PEER: STATUS: text"), so that
+   every daemon words its refusals alike. Returns as zdist_rpc_call_fail. */
+ZDIST_EXPORT int zdist_rpc_call_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Takes the call out of the handler: no reply is sent when it returns 0.
    The caller owns the call and ends it with zdist_rpc_call_finish. Only the
    server's thread may finish it, and only while the server exists. A handler
@@ -257,6 +262,11 @@ ZDIST_EXPORT unsigned zdist_rpc_client_peer_restarts(const zdist_rpc_client_t *s
 ZDIST_EXPORT bool zdist_rpc_client_connected(zdist_rpc_client_t *self);
 /* Replies that came after their call had completed (late or unknown ids). */
 ZDIST_EXPORT uint64_t zdist_rpc_client_dropped(const zdist_rpc_client_t *self);
+/* The peer did not answer a call (down, restarting or cut off) rather
+   than refusing it: rc, a call's negative errno, maps to DEADLINE_EXCEEDED
+   or UNAVAILABLE (-ETIMEDOUT, -ENOTCONN, -ECONNREFUSED, -EHOSTUNREACH,
+   -ECONNRESET). Such a peer is worth asking again later; a refusal is not. */
+ZDIST_EXPORT bool zdist_rpc_unreachable(int rc);
 
 /* PING (method 1, answered by every zdist server): send
    zdist_msg_new (ZDIST_METHOD_PING) as it is, and read a reply whose

@@ -62,6 +62,9 @@ ZDIST_EXPORT void zdist_msg_set_status(zdist_msg_t *self, int status, const char
    classes of libzdist (ps, worker, coordinator), which give callers typed
    C structs; the protobuf-c types never leave the library. */
 ZDIST_EXPORT const uint8_t *zdist_msg_body(const zdist_msg_t *self, size_t *ret_len);
+/* Sets the body to a copy of len raw bytes (an encoded message, or what no
+   encoder makes: a test's malformed body). 0 or -ENOMEM. */
+ZDIST_EXPORT int zdist_msg_set_body_bytes(zdist_msg_t *self, const void *data, size_t len);
 
 /* Attaches a payload without copying: data stays the caller's until `ffn`
    is called (ffn NULL: the caller guarantees data outlives the send, as for

@@ -187,8 +187,6 @@ zdist_worker_client_new(const char *endpoint, const zdist_rpc_client_options_t *
 ZDIST_EXPORT void zdist_worker_client_destroy(zdist_worker_client_t **self_p);
 ZDIST_EXPORT const char *zdist_worker_client_endpoint(const zdist_worker_client_t *self);
 ZDIST_EXPORT size_t zdist_worker_client_in_flight(const zdist_worker_client_t *self);
-/* How many times the worker's incarnation changed (it restarted). */
-ZDIST_EXPORT unsigned zdist_worker_client_peer_restarts(const zdist_worker_client_t *self);
 
 /* Each sends one request with a deadline timeout_ms from now (<= 0: none)
    and returns at once: 0 with *ret_id (may be NULL), -EINVAL for a request

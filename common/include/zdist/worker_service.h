@@ -14,6 +14,7 @@
 
 #include "zdist/defs.h"
 #include "zdist/rpc.h"
+#include "zdist/wire.h"
 #include "zdist/worker_client.h"
 
 #ifdef __cplusplus
@@ -52,6 +53,24 @@ ZDIST_EXPORT int zdist_worker_reply_status(zdist_rpc_call_t *call, const zdist_w
 /* GET_STATE: the tensors are added to zdist_rpc_call_reply (call) by the handler. */
 ZDIST_EXPORT int zdist_worker_reply_state(zdist_rpc_call_t *call, const zdist_worker_state_t *state);
 ZDIST_EXPORT int zdist_worker_reply_state_set(zdist_rpc_call_t *call, int num_tensors);
+
+/* ---- a client's side (zdist/worker_client.h sends these) ----
+   Request messages from the plain C structs, strings and arrays copied into
+   the packed body; NULL when out of memory. They check nothing: the worker
+   does (START_JOB with req->job NULL makes the request without a job that
+   the worker refuses). */
+ZDIST_EXPORT zdist_msg_t *zdist_worker_request_start_job(const zdist_worker_start_t *req);
+ZDIST_EXPORT zdist_msg_t *zdist_worker_request_run_steps(const zdist_worker_run_t *req);
+/* EVALUATE, STOP_JOB or GET_STATE of `job` (NULL: ""); NULL for another method. */
+ZDIST_EXPORT zdist_msg_t *zdist_worker_request_job(uint32_t method, const char *job);
+ZDIST_EXPORT zdist_msg_t *zdist_worker_request_connect(const zdist_worker_connect_t *req);
+/* SET_STATE with the n tensors copied: 0 with *ret_msg, or -ENOMEM. */
+ZDIST_EXPORT int zdist_worker_request_set_state(const zdist_worker_state_t *state, const zdist_tensor_t *tensors,
+                                                size_t n, zdist_msg_t **ret_msg);
+/* Takes the reply *msg_p (nulled) into *ret (release it). A body that does
+   not decode makes the reply INTERNAL, saying why and naming `endpoint`.
+   0, or -ENOMEM (*msg_p destroyed). */
+ZDIST_EXPORT int zdist_worker_reply_decode(zdist_msg_t **msg_p, const char *endpoint, zdist_worker_reply_t *ret);
 
 #ifdef __cplusplus
 }

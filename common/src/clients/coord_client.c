@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator.pb-c.h"
-#include "wire/body.h"
 #include "zdist/coord_client.h"
+#include "zdist/coord_service.h"
 #include "zdist/sys.h"
 
 /* ---- jobs ---- */
@@ -40,16 +39,6 @@ zdist_coord_state_final(const char *state)
 {
     return state &&
            (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
-}
-
-/* A string field of at most size - 1 bytes: `code` (-EINVAL for a request,
-   -EPROTO for a reply) naming it otherwise. */
-static int
-s_bounded(const char *field, const char *s, size_t size, int code, zdist_error_t *err)
-{
-    if (s && strnlen(s, size) >= size)
-        return zdist_error_set(err, code, "%s: longer than %zu bytes", field, size - 1);
-    return 0;
 }
 
 /* ---- client ---- */
@@ -88,16 +77,6 @@ zdist_coord_client_endpoint(const zdist_coord_client_t *self)
     return zdist_rpc_client_endpoint(self->rpc);
 }
 
-/* A request of `method` with body pb; NULL when out of memory. */
-static zdist_msg_t *
-s_request(uint32_t method, const ProtobufCMessage *pb)
-{
-    zdist_msg_t *m = zdist_msg_new(method);
-    if (m && zdist_msg_set_body(m, pb) < 0)
-        zdist_msg_destroy(&m);
-    return m;
-}
-
 /* A reply's status as the errno of the header comment, err its message. */
 static int
 s_status_error(const zdist_msg_t *reply, zdist_error_t *err)
@@ -111,10 +90,10 @@ s_status_error(const zdist_msg_t *reply, zdist_error_t *err)
 
 /* One call: *ret_reply (status OK) or the errno of its refusal. */
 static int
-s_call(zdist_coord_client_t *self, uint32_t method, const ProtobufCMessage *pb, int64_t timeout_ms,
-       zdist_msg_t **ret_reply, zdist_error_t *err)
+s_call(zdist_coord_client_t *self, zdist_msg_t *m, int64_t timeout_ms, zdist_msg_t **ret_reply,
+       zdist_error_t *err)
 {
-    zdist_msg_t *m = s_request(method, pb), *reply = NULL;
+    zdist_msg_t *reply = NULL;
     if (!m)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     int rc = zdist_rpc_client_call(self->rpc, &m, timeout_ms, &reply);
@@ -129,126 +108,29 @@ s_call(zdist_coord_client_t *self, uint32_t method, const ProtobufCMessage *pb, 
     return 0;
 }
 
-static int
-s_read_submit(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
-{
-    const Zdist__Coordinator__SubmitReply *r = (const Zdist__Coordinator__SubmitReply *) pb;
-    if (!r->job_id || !*r->job_id)
-        return zdist_error_set(err, -EPROTO, "SUBMIT reply: no job_id");
-    int rc = s_bounded("SUBMIT reply: job_id", r->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
-    if (rc == 0)
-        memcpy(arg, r->job_id, strlen(r->job_id) + 1);
-    return rc;
-}
-
 int
 zdist_coord_client_submit(zdist_coord_client_t *self, const char *job_json, const char *base_dir,
                           int64_t timeout_ms, char ret_job_id[ZDIST_COORD_ID_MAX], zdist_error_t *err)
 {
-    Zdist__Coordinator__SubmitRequest req = ZDIST__COORDINATOR__SUBMIT_REQUEST__INIT;
-    req.job_json = (char *) (job_json ? job_json : "");
-    req.base_dir = (char *) (base_dir ? base_dir : "");
     zdist_msg_t *reply = NULL;
-    int rc = s_call(self, ZDIST_COORD_SUBMIT, &req.base, timeout_ms, &reply, err);
+    int rc = s_call(self, zdist_coord_request_submit(job_json, base_dir), timeout_ms, &reply, err);
     if (rc < 0)
         return rc;
-    char id[ZDIST_COORD_ID_MAX];
-    rc = zdist_msg_read_body(reply, &zdist__coordinator__submit_reply__descriptor, s_read_submit, id, err);
+    rc = zdist_coord_reply_read_submit(reply, ret_job_id, err);
     zdist_msg_destroy(&reply);
-    if (rc == 0)
-        memcpy(ret_job_id, id, sizeof id);
     return rc;
-}
-
-/* Copies a received job into *ret (zeroed; released on error). */
-static int
-s_job_from_pb(const Zdist__Coordinator__JobStatus *pb, zdist_coord_job_t *ret, zdist_error_t *err)
-{
-    memset(ret, 0, sizeof *ret);
-    int rc = s_bounded("STATUS reply: job_id", pb->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
-    if (rc == 0)
-        rc = s_bounded("STATUS reply: state", pb->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
-    if (rc < 0)
-        return rc;
-    snprintf(ret->job_id, sizeof ret->job_id, "%s", pb->job_id ? pb->job_id : "");
-    snprintf(ret->state, sizeof ret->state, "%s", pb->state ? pb->state : "");
-    ret->step = pb->step;
-    ret->steps = pb->steps;
-    ret->name = strdup(pb->name ? pb->name : "");
-    ret->error = strdup(pb->error ? pb->error : "");
-    ret->detail_json = strdup(pb->detail_json ? pb->detail_json : "");
-    if (!ret->name || !ret->error || !ret->detail_json) {
-        zdist_coord_job_release(ret);
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    }
-    return 0;
-}
-
-/* A STATUS / LIST reply's jobs. */
-typedef struct {
-    bool one; /* STATUS: exactly one job */
-    zdist_coord_job_t *jobs;
-    size_t n;
-} s_jobs_read_t;
-
-static int
-s_read_jobs(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
-{
-    const Zdist__Coordinator__StatusReply *r = (const Zdist__Coordinator__StatusReply *) pb;
-    s_jobs_read_t *out = arg;
-    if (out->one && r->n_jobs != 1)
-        return zdist_error_set(err, -EPROTO, "STATUS reply: %zu jobs instead of one", r->n_jobs);
-    zdist_coord_job_t *jobs = calloc(r->n_jobs ? r->n_jobs : 1, sizeof *jobs);
-    if (!jobs)
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    for (size_t i = 0; i < r->n_jobs; i++) {
-        int rc = s_job_from_pb(r->jobs[i], &jobs[i], err);
-        if (rc < 0) {
-            zdist_coord_jobs_free(&jobs, i);
-            return rc;
-        }
-    }
-    out->jobs = jobs;
-    out->n = r->n_jobs;
-    return 0;
-}
-
-/* Reads one job out of a STATUS reply into *ret. */
-static int
-s_reply_job(const zdist_msg_t *reply, zdist_coord_job_t *ret, zdist_error_t *err)
-{
-    s_jobs_read_t got = {.one = true};
-    int rc =
-        zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
-    if (rc < 0)
-        return rc;
-    *ret = got.jobs[0];
-    free(got.jobs);
-    return 0;
 }
 
 int
 zdist_coord_client_status(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
                           zdist_coord_job_t *ret, zdist_error_t *err)
 {
-    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
-    req.job_id = (char *) (job_id ? job_id : "");
     zdist_msg_t *reply = NULL;
-    int rc = s_call(self, ZDIST_COORD_STATUS, &req.base, timeout_ms, &reply, err);
+    int rc = s_call(self, zdist_coord_request_status(job_id, false), timeout_ms, &reply, err);
     if (rc < 0)
         return rc;
-    rc = s_reply_job(reply, ret, err);
+    rc = zdist_coord_reply_read_job(reply, ret, err);
     zdist_msg_destroy(&reply);
-    return rc;
-}
-
-static int
-s_read_cancel(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
-{
-    const Zdist__Coordinator__CancelReply *r = (const Zdist__Coordinator__CancelReply *) pb;
-    int rc = s_bounded("CANCEL reply: state", r->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
-    if (rc == 0)
-        snprintf(arg, ZDIST_COORD_STATE_MAX, "%s", r->state ? r->state : "");
     return rc;
 }
 
@@ -256,17 +138,12 @@ int
 zdist_coord_client_cancel(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
                           char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err)
 {
-    Zdist__Coordinator__CancelRequest req = ZDIST__COORDINATOR__CANCEL_REQUEST__INIT;
-    req.job_id = (char *) (job_id ? job_id : "");
     zdist_msg_t *reply = NULL;
-    int rc = s_call(self, ZDIST_COORD_CANCEL, &req.base, timeout_ms, &reply, err);
+    int rc = s_call(self, zdist_coord_request_cancel(job_id), timeout_ms, &reply, err);
     if (rc < 0)
         return rc;
-    char state[ZDIST_COORD_STATE_MAX];
-    rc = zdist_msg_read_body(reply, &zdist__coordinator__cancel_reply__descriptor, s_read_cancel, state, err);
+    rc = zdist_coord_reply_read_cancel(reply, ret_state, err);
     zdist_msg_destroy(&reply);
-    if (rc == 0)
-        memcpy(ret_state, state, sizeof state);
     return rc;
 }
 
@@ -274,19 +151,13 @@ int
 zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms, zdist_coord_job_t **ret_jobs,
                         size_t *ret_n, zdist_error_t *err)
 {
-    Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
     zdist_msg_t *reply = NULL;
-    int rc = s_call(self, ZDIST_COORD_LIST, &req.base, timeout_ms, &reply, err);
+    int rc = s_call(self, zdist_coord_request_list(), timeout_ms, &reply, err);
     if (rc < 0)
         return rc;
-    s_jobs_read_t got = {.one = false};
-    rc = zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
+    rc = zdist_coord_reply_read_jobs(reply, ret_jobs, ret_n, err);
     zdist_msg_destroy(&reply);
-    if (rc < 0)
-        return rc;
-    *ret_jobs = got.jobs;
-    *ret_n = got.n;
-    return 0;
+    return rc;
 }
 
 /* ---- following a job ---- */
@@ -305,10 +176,7 @@ static int
 s_send_status(zdist_coord_client_t *self, const char *job_id, bool follow, int64_t timeout_ms,
               uint64_t *ret_id)
 {
-    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
-    req.job_id = (char *) job_id;
-    req.follow = follow;
-    zdist_msg_t *m = s_request(ZDIST_COORD_STATUS, &req.base);
+    zdist_msg_t *m = zdist_coord_request_status(job_id, follow);
     if (!m)
         return -ENOMEM;
     return zdist_rpc_client_send(self->rpc, &m, follow ? 0 : timeout_ms, ret_id);
@@ -349,9 +217,9 @@ zdist_coord_client_follow(zdist_coord_client_t *self, const char *job_id,
     else
         zdist_coord_follow_options_default(&o);
     memset(ret_last, 0, sizeof *ret_last);
-    int rc = s_bounded("job_id", job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
-    if (rc < 0)
-        return rc;
+    if (job_id && strnlen(job_id, ZDIST_COORD_ID_MAX) >= ZDIST_COORD_ID_MAX)
+        return zdist_error_set(err, -EINVAL, "job_id: longer than %d bytes", ZDIST_COORD_ID_MAX - 1);
+    int rc;
     char job[ZDIST_COORD_ID_MAX];
     snprintf(job, sizeof job, "%s", job_id ? job_id : "");
     bool follow = true; /* false: the coordinator will not stream to us; poll */
@@ -402,7 +270,7 @@ zdist_coord_client_follow(zdist_coord_client_t *self, const char *job_id,
                 return rc;
             } else {
                 zdist_coord_job_t got;
-                rc = s_reply_job(reply, &got, err);
+                rc = zdist_coord_reply_read_job(reply, &got, err);
                 if (rc < 0) {
                     zdist_msg_destroy(&reply);
                     return rc;

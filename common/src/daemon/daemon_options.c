@@ -9,6 +9,7 @@
 #include "zdist/daemon_options.h"
 #include "zdist/http.h"
 #include "zdist/parse.h"
+#include "zdist/slurm.h"
 
 #define S_MAX_OPTIONS 64 /* a daemon's own and the shared ones */
 
@@ -24,6 +25,10 @@ enum {
     S_CONNECTIONS,
     S_HELP,
     S_VERSION,
+    S_SLURM,
+    S_JOBS,
+    S_PORT_BASE,
+    S_TASKS_PER_NODE,
 };
 
 static const struct option s_shared[] = {
@@ -37,7 +42,23 @@ static const struct option s_shared[] = {
     {"max-connections-per-peer", required_argument, NULL, S_CONNECTIONS},
     {"help", no_argument, NULL, S_HELP},
     {"version", no_argument, NULL, S_VERSION},
+    {"slurm", no_argument, NULL, S_SLURM},
+    {"jobs", required_argument, NULL, S_JOBS},
+    {"port-base", required_argument, NULL, S_PORT_BASE},
+    {"tasks-per-node", required_argument, NULL, S_TASKS_PER_NODE},
 };
+
+void
+zdist_daemon_options_usage_slurm(FILE *out)
+{
+    fprintf(out, "  --slurm                 the task from the Slurm job step (SLURM_PROCID, SLURM_STEP_NODELIST,\n"
+                 "                          SLURM_STEP_TASKS_PER_NODE) as TensorFlow's SlurmClusterResolver reads it,\n"
+                 "                          in place of TF_CONFIG\n"
+                 "  --jobs NAME=N,...       with --slurm: tasks per job, e.g. chief=1,ps=2,worker=4 (default\n"
+                 "                          worker=$SLURM_STEP_NUM_TASKS)\n"
+                 "  --port-base N           with --slurm: a node's first task listens on N, the next on N+1 (8888)\n"
+                 "  --tasks-per-node N      with --slurm: every node runs N tasks (default: Slurm's own count)\n");
+}
 
 /* One line on stderr, "IDENT: [WHAT: ]why", when addr is not an --http address. */
 static int
@@ -124,6 +145,21 @@ s_take(zdist_daemon_options_t *self, int opt, const char *value)
         return s_per_peer(self->ident, "max-connections-per-peer", "connections", value,
                           &self->max_connections_per_peer) ?
                    2 : ZDIST_DAEMON_OPTIONS_RUN;
+    case S_SLURM:
+        self->slurm = 1;
+        break;
+    case S_JOBS:
+        self->slurm_jobs = value;
+        break;
+    case S_PORT_BASE:
+    case S_TASKS_PER_NODE:
+        if (zdist_parse_int64(value, 1, opt == S_PORT_BASE ? 65535 : 65536, &v) < 0) {
+            fprintf(stderr, "%s: --%s must be a number in 1..%d, got '%s'\n", self->ident,
+                    opt == S_PORT_BASE ? "port-base" : "tasks-per-node", opt == S_PORT_BASE ? 65535 : 65536, value);
+            return 2;
+        }
+        *(opt == S_PORT_BASE ? &self->slurm_port_base : &self->slurm_tasks_per_node) = (int) v;
+        break;
     case S_HELP:
         self->usage(stdout);
         return 0;
@@ -136,6 +172,43 @@ s_take(zdist_daemon_options_t *self, int opt, const char *value)
         return 2;
     }
     return ZDIST_DAEMON_OPTIONS_RUN;
+}
+
+/* --slurm: resolves the step's allocation into TF_CONFIG, which the task
+   lookup then reads like any other. */
+static int
+s_slurm(zdist_daemon_options_t *self)
+{
+    if (!self->slurm) {
+        if (self->slurm_jobs || self->slurm_port_base || self->slurm_tasks_per_node) {
+            fprintf(stderr, "%s: --jobs, --port-base and --tasks-per-node go with --slurm\n", self->ident);
+            return 2;
+        }
+        return 0;
+    }
+    if (self->cluster_file || self->task) {
+        fprintf(stderr, "%s: --slurm finds the task itself; leave out --cluster and --task\n", self->ident);
+        return 2;
+    }
+    zdist_slurm_job_t jobs[ZDIST_SLURM_MAX_JOBS];
+    int njobs = 0;
+    zdist_error_t err = {0};
+    zdist_slurm_env_t env = zdist_slurm_env_get();
+    env.fixed_tasks_per_node = self->slurm_tasks_per_node;
+    char *tf_config = NULL;
+    if ((self->slurm_jobs && zdist_slurm_parse_jobs(self->slurm_jobs, jobs, ZDIST_SLURM_MAX_JOBS, &njobs, &err) < 0) ||
+        zdist_slurm_tf_config(&env, jobs, njobs, self->slurm_port_base ? self->slurm_port_base : 8888, &tf_config,
+                              &err) < 0) {
+        fprintf(stderr, "%s: --slurm: %s\n", self->ident, err.text);
+        return 2;
+    }
+    int rc = setenv("TF_CONFIG", tf_config, 1);
+    free(tf_config);
+    if (rc < 0) {
+        fprintf(stderr, "%s: --slurm: cannot set TF_CONFIG: %s\n", self->ident, strerror(errno));
+        return 2;
+    }
+    return 0;
 }
 
 int
@@ -168,7 +241,7 @@ zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv, 
         fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", self->ident, argv[optind]);
         return 2;
     }
-    return s_http_env(self) ? 2 : ZDIST_DAEMON_OPTIONS_RUN;
+    return s_http_env(self) || s_slurm(self) ? 2 : ZDIST_DAEMON_OPTIONS_RUN;
 }
 
 void

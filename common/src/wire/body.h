@@ -23,6 +23,9 @@ struct zdist_rpc_body_t {
 /* Packs body (any protobuf-c message; NULL clears) into the message.
    -ENOMEM on allocation failure. */
 int zdist_msg_set_body(zdist_msg_t *self, const ProtobufCMessage *body);
+/* A message of `method` with body packed (NULL: none): what every service's
+   request builder sends. NULL when out of memory. */
+zdist_msg_t *zdist_msg_new_body(uint32_t method, const ProtobufCMessage *body);
 /* Unpacks the body as `desc`; the caller frees it with
    protobuf_c_message_free_unpacked. -EPROTO (and err) when it does not decode. */
 int zdist_msg_unpack_body(const zdist_msg_t *self, const ProtobufCMessageDescriptor *desc,

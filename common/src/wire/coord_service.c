@@ -1,5 +1,5 @@
-/* coord_service: coordinator.proto's request bodies (decoded and checked into C structs) and reply setters.
- */
+/* coord_service: coordinator.proto <-> plain C: the coordinator's request bodies and reply setters, and a
+   client's requests and reply readers. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +8,13 @@
 #include "wire/body.h"
 #include "zdist/coord_service.h"
 
-/* A string field of at most size - 1 bytes: -EINVAL naming it otherwise. */
+/* A string field of at most size - 1 bytes: `code` (-EINVAL for a request,
+   -EPROTO for a reply) naming it otherwise. */
 static int
-s_bounded(const char *field, const char *s, size_t size, zdist_error_t *err)
+s_bounded(const char *field, const char *s, size_t size, int code, zdist_error_t *err)
 {
     if (s && strnlen(s, size) >= size)
-        return zdist_error_set(err, -EINVAL, "%s: longer than %zu bytes", field, size - 1);
+        return zdist_error_set(err, code, "%s: longer than %zu bytes", field, size - 1);
     return 0;
 }
 
@@ -29,7 +30,7 @@ s_decode_submit(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
         return zdist_error_set(err, -EINVAL, "job_json: empty; send the job document");
     if (strnlen(m->job_json, ZDIST_COORD_MAX_JOB_BYTES + 1) > ZDIST_COORD_MAX_JOB_BYTES)
         return zdist_error_set(err, -EINVAL, "job_json: larger than %u MiB", ZDIST_COORD_MAX_JOB_BYTES >> 20);
-    int rc = s_bounded("base_dir", m->base_dir, ZDIST_COORD_MAX_PATH, err);
+    int rc = s_bounded("base_dir", m->base_dir, ZDIST_COORD_MAX_PATH, -EINVAL, err);
     if (rc < 0)
         return rc;
     r->job_json = m->job_json;
@@ -49,7 +50,7 @@ s_decode_status(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
     (void) request;
     const Zdist__Coordinator__StatusRequest *m = (const Zdist__Coordinator__StatusRequest *) pb;
     zdist_coord_status_request_t *r = ret;
-    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, err);
+    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
     if (rc < 0)
         return rc;
     r->job_id = m->job_id ? m->job_id : "";
@@ -65,7 +66,7 @@ s_decode_cancel(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
     zdist_coord_cancel_request_t *r = ret;
     if (!m->job_id || !*m->job_id)
         return zdist_error_set(err, -EINVAL, "job_id: empty; give the id of the job to cancel");
-    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, err);
+    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
     if (rc < 0)
         return rc;
     r->job_id = m->job_id;
@@ -100,7 +101,7 @@ const zdist_rpc_body_t zdist_coord_body_list = {&zdist__coordinator__list_reques
 int
 zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id)
 {
-    int rc = s_bounded("job_id", job_id, ZDIST_COORD_ID_MAX, NULL);
+    int rc = s_bounded("job_id", job_id, ZDIST_COORD_ID_MAX, -EINVAL, NULL);
     if (rc < 0)
         return rc;
     Zdist__Coordinator__SubmitReply r = ZDIST__COORDINATOR__SUBMIT_REPLY__INIT;
@@ -151,10 +152,166 @@ zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, si
 int
 zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state)
 {
-    int rc = s_bounded("state", state, ZDIST_COORD_STATE_MAX, NULL);
+    int rc = s_bounded("state", state, ZDIST_COORD_STATE_MAX, -EINVAL, NULL);
     if (rc < 0)
         return rc;
     Zdist__Coordinator__CancelReply r = ZDIST__COORDINATOR__CANCEL_REPLY__INIT;
     r.state = (char *) state;
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
+/* ---- a client's side ---- */
+
+zdist_msg_t *
+zdist_coord_request_submit(const char *job_json, const char *base_dir)
+{
+    Zdist__Coordinator__SubmitRequest req = ZDIST__COORDINATOR__SUBMIT_REQUEST__INIT;
+    req.job_json = (char *) (job_json ? job_json : "");
+    req.base_dir = (char *) (base_dir ? base_dir : "");
+    return zdist_msg_new_body(ZDIST_COORD_SUBMIT, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_status(const char *job_id, bool follow)
+{
+    Zdist__Coordinator__StatusRequest req = ZDIST__COORDINATOR__STATUS_REQUEST__INIT;
+    req.job_id = (char *) (job_id ? job_id : "");
+    req.follow = follow;
+    return zdist_msg_new_body(ZDIST_COORD_STATUS, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_cancel(const char *job_id)
+{
+    Zdist__Coordinator__CancelRequest req = ZDIST__COORDINATOR__CANCEL_REQUEST__INIT;
+    req.job_id = (char *) (job_id ? job_id : "");
+    return zdist_msg_new_body(ZDIST_COORD_CANCEL, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_list(void)
+{
+    Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
+    return zdist_msg_new_body(ZDIST_COORD_LIST, &req.base);
+}
+
+static int
+s_read_submit(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__SubmitReply *r = (const Zdist__Coordinator__SubmitReply *) pb;
+    if (!r->job_id || !*r->job_id)
+        return zdist_error_set(err, -EPROTO, "SUBMIT reply: no job_id");
+    int rc = s_bounded("SUBMIT reply: job_id", r->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
+    if (rc == 0)
+        memcpy(arg, r->job_id, strlen(r->job_id) + 1);
+    return rc;
+}
+
+int
+zdist_coord_reply_read_submit(const zdist_msg_t *reply, char ret_job_id[ZDIST_COORD_ID_MAX], zdist_error_t *err)
+{
+    char id[ZDIST_COORD_ID_MAX];
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__submit_reply__descriptor, s_read_submit, id, err);
+    if (rc == 0)
+        memcpy(ret_job_id, id, sizeof id);
+    return rc;
+}
+
+/* Copies a received job into *ret (zeroed; released on error). */
+static int
+s_job_from_pb(const Zdist__Coordinator__JobStatus *pb, zdist_coord_job_t *ret, zdist_error_t *err)
+{
+    memset(ret, 0, sizeof *ret);
+    int rc = s_bounded("STATUS reply: job_id", pb->job_id, ZDIST_COORD_ID_MAX, -EPROTO, err);
+    if (rc == 0)
+        rc = s_bounded("STATUS reply: state", pb->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
+    if (rc < 0)
+        return rc;
+    snprintf(ret->job_id, sizeof ret->job_id, "%s", pb->job_id ? pb->job_id : "");
+    snprintf(ret->state, sizeof ret->state, "%s", pb->state ? pb->state : "");
+    ret->step = pb->step;
+    ret->steps = pb->steps;
+    ret->name = strdup(pb->name ? pb->name : "");
+    ret->error = strdup(pb->error ? pb->error : "");
+    ret->detail_json = strdup(pb->detail_json ? pb->detail_json : "");
+    if (!ret->name || !ret->error || !ret->detail_json) {
+        zdist_coord_job_release(ret);
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* A STATUS / LIST reply's jobs. */
+typedef struct {
+    bool one; /* STATUS: exactly one job */
+    zdist_coord_job_t *jobs;
+    size_t n;
+} s_jobs_read_t;
+
+static int
+s_read_jobs(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__StatusReply *r = (const Zdist__Coordinator__StatusReply *) pb;
+    s_jobs_read_t *out = arg;
+    if (out->one && r->n_jobs != 1)
+        return zdist_error_set(err, -EPROTO, "STATUS reply: %zu jobs instead of one", r->n_jobs);
+    zdist_coord_job_t *jobs = calloc(r->n_jobs ? r->n_jobs : 1, sizeof *jobs);
+    if (!jobs)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        int rc = s_job_from_pb(r->jobs[i], &jobs[i], err);
+        if (rc < 0) {
+            zdist_coord_jobs_free(&jobs, i);
+            return rc;
+        }
+    }
+    out->jobs = jobs;
+    out->n = r->n_jobs;
+    return 0;
+}
+
+int
+zdist_coord_reply_read_job(const zdist_msg_t *reply, zdist_coord_job_t *ret, zdist_error_t *err)
+{
+    s_jobs_read_t got = {.one = true};
+    int rc =
+        zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
+    if (rc < 0)
+        return rc;
+    *ret = got.jobs[0];
+    free(got.jobs);
+    return 0;
+}
+
+int
+zdist_coord_reply_read_jobs(const zdist_msg_t *reply, zdist_coord_job_t **ret_jobs, size_t *ret_n,
+                            zdist_error_t *err)
+{
+    s_jobs_read_t got = {.one = false};
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__status_reply__descriptor, s_read_jobs, &got, err);
+    if (rc < 0)
+        return rc;
+    *ret_jobs = got.jobs;
+    *ret_n = got.n;
+    return 0;
+}
+
+static int
+s_read_cancel(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__CancelReply *r = (const Zdist__Coordinator__CancelReply *) pb;
+    int rc = s_bounded("CANCEL reply: state", r->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
+    if (rc == 0)
+        snprintf(arg, ZDIST_COORD_STATE_MAX, "%s", r->state ? r->state : "");
+    return rc;
+}
+
+int
+zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err)
+{
+    char state[ZDIST_COORD_STATE_MAX];
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__cancel_reply__descriptor, s_read_cancel, state, err);
+    if (rc == 0)
+        memcpy(ret_state, state, sizeof state);
+    return rc;
 }

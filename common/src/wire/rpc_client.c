@@ -651,6 +651,13 @@ zdist_rpc_client_recv_id(zdist_rpc_client_t *self, uint64_t id, int64_t wait_ms,
     return id ? s_recv(self, id, wait_ms, ret_reply) : -EINVAL;
 }
 
+bool
+zdist_rpc_unreachable(int rc)
+{
+    int status = zdist_status_from_errno(rc);
+    return rc < 0 && (status == ZDIST_STATUS_DEADLINE_EXCEEDED || status == ZDIST_STATUS_UNAVAILABLE);
+}
+
 int
 zdist_rpc_client_call(zdist_rpc_client_t *self, zdist_msg_t **request_p, int64_t timeout_ms,
                       zdist_msg_t **ret_reply)

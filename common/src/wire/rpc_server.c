@@ -585,6 +585,24 @@ zdist_rpc_call_fail(zdist_rpc_call_t *call, int status, const char *fmt, ...)
     return zdist_status_to_errno(status);
 }
 
+int
+zdist_rpc_call_refuse(zdist_rpc_call_t *call, int status, const char *fmt, ...)
+{
+    char text[3 * ZDIST_ERROR_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    zdist_rpc_server_t *server = call->server;
+    if (server->opts.log) {
+        char line[sizeof text + 256];
+        snprintf(line, sizeof line, "refused method %u from %s: %s: %s", zdist_rpc_call_method(call),
+                 zdist_msg_peer(call->request), zdist_status_name(status), text);
+        server->opts.log(server->opts.log_state, line);
+    }
+    return zdist_rpc_call_fail(call, status, "%s", text);
+}
+
 static zdist_msg_t *
 s_new_reply(zdist_rpc_server_t *server, const zdist_msg_t *request)
 {

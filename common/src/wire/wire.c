@@ -151,6 +151,32 @@ zdist_msg_set_body(zdist_msg_t *self, const ProtobufCMessage *body)
     return 0;
 }
 
+zdist_msg_t *
+zdist_msg_new_body(uint32_t method, const ProtobufCMessage *body)
+{
+    zdist_msg_t *msg = zdist_msg_new(method);
+    if (msg && zdist_msg_set_body(msg, body) < 0)
+        zdist_msg_destroy(&msg);
+    return msg;
+}
+
+int
+zdist_msg_set_body_bytes(zdist_msg_t *self, const void *data, size_t len)
+{
+    /* malloc(0) may return NULL; an empty body is a valid encoding. */
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return -ENOMEM;
+    if (len)
+        memcpy(buf, data, len);
+    if (self->body_owned)
+        free(self->body);
+    self->body = buf;
+    self->body_len = len;
+    self->body_owned = true;
+    return 0;
+}
+
 const uint8_t *
 zdist_msg_body(const zdist_msg_t *self, size_t *ret_len)
 {
@@ -531,6 +557,102 @@ s_adopt_header(zdist_msg_t *self, Zdist__Header *h)
     return 0;
 }
 
+/* Receives the n payload frames the header announced into self; total is
+   the bytes so far (the header's), checked against the limit with each
+   frame. */
+static int
+s_recv_payloads(void *socket, zdist_msg_t *self, size_t n, size_t total, const zdist_wire_limits_t *limits,
+                zdist_error_t *err)
+{
+    int rc;
+    /* Exact-size arrays: frames land in place and never move. */
+    if (n) {
+        self->payloads = calloc(n, sizeof *self->payloads);
+        self->tensors = calloc(n, sizeof *self->tensors);
+        if (!self->payloads || !self->tensors) {
+            s_drain(socket);
+            return -ENOMEM;
+        }
+        self->cap = n;
+    }
+    size_t got = 0;
+    while (s_has_more(socket)) {
+        if (got == n) {
+            size_t extra = s_drain(socket);
+            return zdist_error_set(err, -EPROTO, "header describes %zu payload frames, message has %zu", n,
+                                   n + extra);
+        }
+        zmq_msg_init(&self->payloads[got]);
+        if (zmq_msg_recv(&self->payloads[got], socket, 0) < 0) {
+            rc = -errno;
+            zmq_msg_close(&self->payloads[got]);
+            self->ntensors = got;
+            s_drain(socket);
+            return rc;
+        }
+        got++;
+        self->ntensors = got;
+        total += zmq_msg_size(&self->payloads[got - 1]);
+        if (total > limits->max_message_bytes)
+            return s_proto_error(socket, err, "message exceeds the limit of %zu bytes",
+                                 limits->max_message_bytes);
+    }
+    if (got != n)
+        return zdist_error_set(err, -EPROTO, "header describes %zu payload frames, message has %zu", n, got);
+    return 0;
+}
+
+/* Checks tensor i's meta against its payload frame and fills self->tensors[i]. */
+static int
+s_adopt_tensor(zdist_msg_t *self, size_t i, const Zdist__TensorMeta *m, zdist_error_t *err)
+{
+    zdist_tensor_t *t = &self->tensors[i];
+    const char *name = m->name && *m->name ? m->name : "";
+    if (m->frame != i + 1)
+        return zdist_error_set(err, -EPROTO, "tensor %zu '%s': payload frame index %u, expected %zu", i,
+                               name, m->frame, i + 1);
+    if (!zdist_dtype_is_data((zdist_dtype_t) m->dtype))
+        return zdist_error_set(err, -EPROTO, "tensor %zu '%s': unknown dtype %d", i, name, (int) m->dtype);
+    if (m->n_shape > ZDIST_MAX_RANK)
+        return zdist_error_set(err, -EPROTO, "tensor %zu '%s': rank %zu exceeds %d", i, name, m->n_shape,
+                               ZDIST_MAX_RANK);
+    if (zdist_shape_init(&t->shape, (int) m->n_shape, m->shape) < 0)
+        return zdist_error_set(err, -EPROTO, "tensor %zu '%s': negative dimension", i, name);
+    size_t need;
+    char sbuf[160];
+    if (zdist_tensor_byte_size((zdist_dtype_t) m->dtype, &t->shape, &need) < 0)
+        return zdist_error_set(err, -EPROTO, "tensor %zu '%s': shape %s overflows", i, name,
+                               zdist_shape_format(&t->shape, sbuf, sizeof sbuf));
+    size_t have = zmq_msg_size(&self->payloads[i]);
+    if (need != m->byte_length || have != need)
+        return zdist_error_set(err, -EPROTO,
+                               "tensor %zu '%s': %s %s needs %zu bytes, header says %llu, frame holds %zu", i,
+                               name, zdist_dtype_name((zdist_dtype_t) m->dtype),
+                               zdist_shape_format(&t->shape, sbuf, sizeof sbuf), need,
+                               (unsigned long long) m->byte_length, have);
+    /* libzmq packs small frames into shared or inline buffers at any
+       address; handlers read payloads as typed arrays, so a misaligned
+       one (small by construction) is moved to its own allocation. */
+    size_t esize = zdist_dtype_size((zdist_dtype_t) m->dtype);
+    if (have && (uintptr_t) zmq_msg_data(&self->payloads[i]) % esize != 0) {
+        void *copy = malloc(have);
+        if (!copy)
+            return -ENOMEM;
+        memcpy(copy, zmq_msg_data(&self->payloads[i]), have);
+        zmq_msg_close(&self->payloads[i]);
+        if (zmq_msg_init_data(&self->payloads[i], copy, have, s_free_malloced, NULL) != 0) {
+            free(copy);
+            zmq_msg_init(&self->payloads[i]);
+            return -ENOMEM;
+        }
+    }
+    t->name = name;
+    t->dtype = (zdist_dtype_t) m->dtype;
+    t->data = zmq_msg_data(&self->payloads[i]);
+    t->nbytes = have;
+    return 0;
+}
+
 int
 zdist_wire_recv(void *socket, bool routed, const zdist_wire_limits_t *limits, int flags, zdist_msg_t **ret_msg,
                 zdist_error_t *err)
@@ -592,88 +714,10 @@ zdist_wire_recv(void *socket, bool routed, const zdist_wire_limits_t *limits, in
         return s_proto_error(socket, err, "%zu tensors exceed the limit of %zu", h->n_tensors,
                              limits->max_tensors);
 
-    /* Exact-size arrays: frames land in place and never move. */
-    size_t n = h->n_tensors;
-    if (n) {
-        self->payloads = calloc(n, sizeof *self->payloads);
-        self->tensors = calloc(n, sizeof *self->tensors);
-        if (!self->payloads || !self->tensors) {
-            s_drain(socket);
-            return -ENOMEM;
-        }
-        self->cap = n;
-    }
-    size_t got = 0;
-    while (s_has_more(socket)) {
-        if (got == n) {
-            size_t extra = s_drain(socket);
-            return zdist_error_set(err, -EPROTO, "header describes %zu payload frames, message has %zu", n,
-                                   n + extra);
-        }
-        zmq_msg_init(&self->payloads[got]);
-        if (zmq_msg_recv(&self->payloads[got], socket, 0) < 0) {
-            rc = -errno;
-            zmq_msg_close(&self->payloads[got]);
-            self->ntensors = got;
-            s_drain(socket);
+    if ((rc = s_recv_payloads(socket, self, h->n_tensors, total, limits, err)) < 0)
+        return rc;
+    for (size_t i = 0; i < h->n_tensors; i++)
+        if ((rc = s_adopt_tensor(self, i, h->tensors[i], err)) < 0)
             return rc;
-        }
-        got++;
-        self->ntensors = got;
-        total += zmq_msg_size(&self->payloads[got - 1]);
-        if (total > limits->max_message_bytes)
-            return s_proto_error(socket, err, "message exceeds the limit of %zu bytes",
-                                 limits->max_message_bytes);
-    }
-    if (got != n)
-        return zdist_error_set(err, -EPROTO, "header describes %zu payload frames, message has %zu", n, got);
-
-    for (size_t i = 0; i < n; i++) {
-        const Zdist__TensorMeta *m = h->tensors[i];
-        zdist_tensor_t *t = &self->tensors[i];
-        const char *name = m->name && *m->name ? m->name : "";
-        if (m->frame != i + 1)
-            return zdist_error_set(err, -EPROTO, "tensor %zu '%s': payload frame index %u, expected %zu", i,
-                                   name, m->frame, i + 1);
-        if (!zdist_dtype_is_data((zdist_dtype_t) m->dtype))
-            return zdist_error_set(err, -EPROTO, "tensor %zu '%s': unknown dtype %d", i, name, (int) m->dtype);
-        if (m->n_shape > ZDIST_MAX_RANK)
-            return zdist_error_set(err, -EPROTO, "tensor %zu '%s': rank %zu exceeds %d", i, name, m->n_shape,
-                                   ZDIST_MAX_RANK);
-        if (zdist_shape_init(&t->shape, (int) m->n_shape, m->shape) < 0)
-            return zdist_error_set(err, -EPROTO, "tensor %zu '%s': negative dimension", i, name);
-        size_t need;
-        char sbuf[160];
-        if (zdist_tensor_byte_size((zdist_dtype_t) m->dtype, &t->shape, &need) < 0)
-            return zdist_error_set(err, -EPROTO, "tensor %zu '%s': shape %s overflows", i, name,
-                                   zdist_shape_format(&t->shape, sbuf, sizeof sbuf));
-        size_t have = zmq_msg_size(&self->payloads[i]);
-        if (need != m->byte_length || have != need)
-            return zdist_error_set(err, -EPROTO,
-                                   "tensor %zu '%s': %s %s needs %zu bytes, header says %llu, frame holds %zu", i,
-                                   name, zdist_dtype_name((zdist_dtype_t) m->dtype),
-                                   zdist_shape_format(&t->shape, sbuf, sizeof sbuf), need,
-                                   (unsigned long long) m->byte_length, have);
-        /* libzmq packs small frames into shared or inline buffers at any
-           address; handlers read payloads as typed arrays, so a misaligned
-           one (small by construction) is moved to its own allocation. */
-        size_t esize = zdist_dtype_size((zdist_dtype_t) m->dtype);
-        if (have && (uintptr_t) zmq_msg_data(&self->payloads[i]) % esize != 0) {
-            void *copy = malloc(have);
-            if (!copy)
-                return -ENOMEM;
-            memcpy(copy, zmq_msg_data(&self->payloads[i]), have);
-            zmq_msg_close(&self->payloads[i]);
-            if (zmq_msg_init_data(&self->payloads[i], copy, have, s_free_malloced, NULL) != 0) {
-                free(copy);
-                zmq_msg_init(&self->payloads[i]);
-                return -ENOMEM;
-            }
-        }
-        t->name = name;
-        t->dtype = (zdist_dtype_t) m->dtype;
-        t->data = zmq_msg_data(&self->payloads[i]);
-        t->nbytes = have;
-    }
     return 0;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/job_wire.h"
+#include "wire/job_wire.h"
 #include "wire/body.h"
 #include "worker.pb-c.h"
 #include "zdist/worker_service.h"

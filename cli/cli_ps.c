@@ -13,6 +13,7 @@
 #include "zdist/endpoint.h"
 #include "zdist/parse.h"
 #include "zdist/ps_client.h"
+#include "zdist/rpc.h"
 
 #define S_SUB "ps"
 /* Rows are pulled in pieces of at most this many bytes (the psd's default
@@ -137,7 +138,7 @@ s_parse_args(int argc, char **argv, s_args_t *args)
 static int
 s_failed(const s_args_t *args, int rc, const zdist_error_t *err)
 {
-    if (rc == -ETIMEDOUT || rc == -ENOTCONN)
+    if (zdist_rpc_unreachable(rc))
         fprintf(stderr, "zdist ps %s: no answer from %s within %" PRId64 " ms (is zdist-psd running there?): %s\n",
                 args->cmd, args->endpoint, args->timeout_ms, err->text);
     else
@@ -367,6 +368,166 @@ s_cmp_piece(const void *a, const void *b)
     return x->info->row_offset < y->info->row_offset ? -1 : x->info->row_offset > y->info->row_offset;
 }
 
+/* What `zdist ps get` reads: the pieces of the variable on this psd, in
+   row order, and the rows they hold of those asked for. */
+typedef struct {
+    s_piece_t *pieces;
+    size_t npieces;
+    const zdist_ps_shard_info_t *first; /* the piece with the lowest rows */
+    zdist_dtype_t dtype;
+    bool scalar;
+    int64_t want;     /* rows wanted, over every piece */
+    size_t row_bytes; /* of one row (of the whole value for a scalar) */
+    void *buf;        /* want rows, pulled */
+} s_get_t;
+
+/* The shards of args->var on this psd (only --shard's when given), in row
+   order: -1 to go on, else the exit status. */
+static int
+s_get_pieces(const s_args_t *args, const zdist_ps_stats_t *st, s_get_t *g)
+{
+    g->pieces = calloc(st->nshard_info ? st->nshard_info : 1, sizeof *g->pieces);
+    if (!g->pieces) {
+        fprintf(stderr, "zdist ps get: out of memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    size_t nheld = 0;
+    for (size_t i = 0; i < st->nshard_info; i++) {
+        const zdist_ps_shard_info_t *s = &st->shard_info[i];
+        if (strcmp(s->name, args->var) != 0)
+            continue;
+        nheld++;
+        if (!args->have_shard || s->shard_index == args->shard)
+            g->pieces[g->npieces++].info = s;
+    }
+    if (nheld == 0)
+        return cli_usage_error(S_SUB, "variable '%s' is not on ps task %d at %s (it holds %" PRIu64
+                                      " variables; see 'zdist ps stats')",
+                               args->var, st->ps_task, args->endpoint, st->variables);
+    if (g->npieces == 0)
+        return cli_usage_error(S_SUB, "variable '%s' has no shard %" PRId64 " on ps task %d at %s", args->var,
+                               args->shard, st->ps_task, args->endpoint);
+    qsort(g->pieces, g->npieces, sizeof *g->pieces, s_cmp_piece);
+    g->first = g->pieces[0].info;
+    g->dtype = g->first->dtype;
+    g->scalar = g->first->shape.rank == 0;
+    return -1;
+}
+
+/* Which rows of each piece (--rows, else all), checked against the
+   variable, and the row size: -1 to go on, else the exit status. */
+static int
+s_get_rows(const s_args_t *args, const zdist_ps_stats_t *st, s_get_t *g)
+{
+    if (g->scalar && args->have_rows)
+        return cli_usage_error(S_SUB, "variable '%s' is a scalar: it has no rows, drop --rows", args->var);
+    int64_t total_rows = g->scalar ? 1 : g->first->shape.dims[0];
+    if (args->have_rows && args->row_b > total_rows)
+        return cli_usage_error(S_SUB, "--rows %" PRId64 ":%" PRId64 " is outside variable '%s', which has %" PRId64
+                                      " rows",
+                               args->row_a, args->row_b, args->var, total_rows);
+    size_t used = 0;
+    for (size_t i = 0; i < g->npieces; i++) {
+        const zdist_ps_shard_info_t *s = g->pieces[i].info;
+        int64_t lo = g->scalar ? 0 : s->row_offset, hi = g->scalar ? 1 : s->row_offset + s->row_count;
+        if (args->have_rows) {
+            lo = lo > args->row_a ? lo : args->row_a;
+            hi = hi < args->row_b ? hi : args->row_b;
+        }
+        if (hi <= lo)
+            continue;
+        g->pieces[used] = (s_piece_t){s, lo, hi - lo};
+        g->want += hi - lo;
+        used++;
+    }
+    g->npieces = used;
+    if (args->have_rows && g->want != args->row_b - args->row_a)
+        return cli_usage_error(S_SUB, "rows %" PRId64 ":%" PRId64 " of '%s' are not all on ps task %d at %s"
+                                      " (%" PRId64 " of them are); ask the other ps tasks too",
+                               args->row_a, args->row_b, args->var, st->ps_task, args->endpoint, g->want);
+    zdist_shape_t row_shape = g->first->shape; /* [1, dims[1:]] */
+    if (!g->scalar)
+        row_shape.dims[0] = 1;
+    if (zdist_tensor_byte_size(g->dtype, &row_shape, &g->row_bytes) < 0 || g->row_bytes == 0 ||
+        (uint64_t) g->want > SIZE_MAX / g->row_bytes) {
+        fprintf(stderr, "zdist ps get: variable '%s' is too large to print\n", args->var);
+        return CLI_EXIT_FAILED;
+    }
+    return -1;
+}
+
+/* Pulls every piece into g->buf, in chunks the psd accepts: -1, or the exit status. */
+static int
+s_get_pull(zdist_ps_client_t *client, const s_args_t *args, s_get_t *g)
+{
+    g->buf = malloc(g->want ? (size_t) g->want * g->row_bytes : 1);
+    if (!g->buf) {
+        fprintf(stderr, "zdist ps get: out of memory for %" PRId64 " rows of '%s'\n", g->want, args->var);
+        return CLI_EXIT_FAILED;
+    }
+    int64_t chunk_rows = (int64_t) (S_CHUNK_BYTES / g->row_bytes);
+    if (chunk_rows < 1)
+        chunk_rows = 1;
+    uint8_t *out = g->buf;
+    zdist_error_t err = {0};
+    for (size_t i = 0; i < g->npieces; i++) {
+        const s_piece_t *p = &g->pieces[i];
+        for (int64_t r = 0; r < p->count; r += chunk_rows) {
+            int64_t n = p->count - r < chunk_rows ? p->count - r : chunk_rows;
+            zdist_tensor_t t = {.dtype = g->dtype, .data = out, .nbytes = (size_t) n * g->row_bytes};
+            int rc = zdist_ps_client_pull(client, args->var, p->info->shard_index, g->scalar ? 0 : p->start + r,
+                                          g->scalar ? 0 : n, &t, &err);
+            if (rc == 0 && t.nbytes != (size_t) n * g->row_bytes)
+                rc = zdist_error_set(&err, -EPROTO, "pull '%s': the psd sent %zu bytes, expected %zu", args->var,
+                                     t.nbytes, (size_t) n * g->row_bytes);
+            if (rc < 0)
+                return s_failed(args, rc, &err);
+            out += t.nbytes;
+        }
+    }
+    return -1;
+}
+
+/* Prints the rows pulled: nested lists (--json), else a header and a line per row. */
+static void
+s_get_print(const s_args_t *args, const zdist_ps_stats_t *st, const s_get_t *g)
+{
+    if (args->json) {
+        size_t pos = 0;
+        if (g->scalar) {
+            s_print_elem(g->buf, g->dtype, 0, true);
+        } else {
+            zdist_shape_t shape = g->first->shape;
+            shape.dims[0] = g->want;
+            s_print_nested(g->buf, g->dtype, &shape, 0, &pos);
+        }
+        putchar('\n');
+        return;
+    }
+    char shape_text[128];
+    printf("# %s: %s %s on ps task %d", args->var, zdist_dtype_name(g->dtype),
+           zdist_shape_format(&g->first->shape, shape_text, sizeof shape_text), st->ps_task);
+    if (g->scalar) {
+        printf("\n");
+        s_print_elem(g->buf, g->dtype, 0, false);
+        printf("\n");
+        return;
+    }
+    printf(", %" PRId64 " rows\n", g->want);
+    int64_t row_width = (int64_t) (g->row_bytes / zdist_dtype_size(g->dtype));
+    size_t e = 0;
+    for (size_t i = 0; i < g->npieces; i++) {
+        for (int64_t r = 0; r < g->pieces[i].count; r++) {
+            printf("%8" PRId64 ":", g->pieces[i].start + r);
+            for (int64_t k = 0; k < row_width; k++) {
+                putchar(' ');
+                s_print_elem(g->buf, g->dtype, e++, false);
+            }
+            putchar('\n');
+        }
+    }
+}
+
 static int
 s_get_main(int argc, char **argv, s_args_t *args)
 {
@@ -382,160 +543,19 @@ s_get_main(int argc, char **argv, s_args_t *args)
     zdist_error_t err = {0};
     if (zdist_endpoint_normalize(args->addr, args->endpoint, sizeof args->endpoint, &err) < 0)
         return cli_usage_error(S_SUB, "%s", err.text);
-
     zdist_ps_stats_t *st = NULL;
     int exit_code = CLI_EXIT_OK;
     zdist_ps_client_t *client = s_connect(args, &st, &exit_code);
     if (!client)
         return exit_code;
-
-    s_piece_t *pieces = calloc(st->nshard_info ? st->nshard_info : 1, sizeof *pieces);
-    void *buf = NULL;
-    size_t npieces = 0, nheld = 0;
-    if (!pieces) {
-        fprintf(stderr, "zdist ps get: out of memory\n");
-        exit_code = CLI_EXIT_FAILED;
-        goto done;
+    s_get_t g = {0};
+    if ((exit_code = s_get_pieces(args, st, &g)) < 0 && (exit_code = s_get_rows(args, st, &g)) < 0 &&
+        (exit_code = s_get_pull(client, args, &g)) < 0) {
+        s_get_print(args, st, &g);
+        exit_code = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
     }
-    for (size_t i = 0; i < st->nshard_info; i++) {
-        const zdist_ps_shard_info_t *s = &st->shard_info[i];
-        if (strcmp(s->name, args->var) != 0)
-            continue;
-        nheld++;
-        if (!args->have_shard || s->shard_index == args->shard)
-            pieces[npieces++].info = s;
-    }
-    if (nheld == 0) {
-        exit_code = cli_usage_error(S_SUB, "variable '%s' is not on ps task %d at %s (it holds %" PRIu64
-                                           " variables; see 'zdist ps stats')",
-                                    args->var, st->ps_task, args->endpoint, st->variables);
-        goto done;
-    }
-    if (npieces == 0) {
-        exit_code = cli_usage_error(S_SUB, "variable '%s' has no shard %" PRId64 " on ps task %d at %s", args->var,
-                                    args->shard, st->ps_task, args->endpoint);
-        goto done;
-    }
-    qsort(pieces, npieces, sizeof *pieces, s_cmp_piece);
-    const zdist_ps_shard_info_t *first = pieces[0].info;
-    zdist_dtype_t dtype = first->dtype;
-    bool scalar = first->shape.rank == 0;
-    if (scalar && args->have_rows) {
-        exit_code = cli_usage_error(S_SUB, "variable '%s' is a scalar: it has no rows, drop --rows", args->var);
-        goto done;
-    }
-    int64_t total_rows = scalar ? 1 : first->shape.dims[0];
-    if (args->have_rows && args->row_b > total_rows) {
-        exit_code = cli_usage_error(S_SUB, "--rows %" PRId64 ":%" PRId64 " is outside variable '%s', which has %" PRId64
-                                           " rows",
-                                    args->row_a, args->row_b, args->var, total_rows);
-        goto done;
-    }
-    /* Which rows of each shard, and the row shape. */
-    int64_t want = 0;
-    size_t used = 0;
-    for (size_t i = 0; i < npieces; i++) {
-        const zdist_ps_shard_info_t *s = pieces[i].info;
-        int64_t lo = s->row_offset, hi = s->row_offset + s->row_count;
-        if (scalar) {
-            lo = 0;
-            hi = 1;
-        }
-        if (args->have_rows) {
-            lo = lo > args->row_a ? lo : args->row_a;
-            hi = hi < args->row_b ? hi : args->row_b;
-        }
-        if (hi <= lo)
-            continue;
-        pieces[used].info = s;
-        pieces[used].start = lo;
-        pieces[used].count = hi - lo;
-        want += hi - lo;
-        used++;
-    }
-    npieces = used;
-    if (args->have_rows && want != args->row_b - args->row_a) {
-        exit_code = cli_usage_error(S_SUB, "rows %" PRId64 ":%" PRId64 " of '%s' are not all on ps task %d at %s"
-                                           " (%" PRId64 " of them are); ask the other ps tasks too",
-                                    args->row_a, args->row_b, args->var, st->ps_task, args->endpoint, want);
-        goto done;
-    }
-    zdist_shape_t row_shape = first->shape; /* [1, dims[1:]] */
-    if (!scalar)
-        row_shape.dims[0] = 1;
-    size_t row_bytes;
-    if (zdist_tensor_byte_size(dtype, &row_shape, &row_bytes) < 0 || row_bytes == 0 ||
-        (uint64_t) want > SIZE_MAX / row_bytes) {
-        fprintf(stderr, "zdist ps get: variable '%s' is too large to print\n", args->var);
-        exit_code = CLI_EXIT_FAILED;
-        goto done;
-    }
-    buf = malloc(want ? (size_t) want * row_bytes : 1);
-    if (!buf) {
-        fprintf(stderr, "zdist ps get: out of memory for %" PRId64 " rows of '%s'\n", want, args->var);
-        exit_code = CLI_EXIT_FAILED;
-        goto done;
-    }
-    /* Pull every piece, in chunks the psd accepts. */
-    int64_t chunk_rows = (int64_t) (S_CHUNK_BYTES / row_bytes);
-    if (chunk_rows < 1)
-        chunk_rows = 1;
-    uint8_t *out = buf;
-    for (size_t i = 0; i < npieces; i++) {
-        for (int64_t r = 0; r < pieces[i].count; r += chunk_rows) {
-            int64_t n = pieces[i].count - r < chunk_rows ? pieces[i].count - r : chunk_rows;
-            zdist_tensor_t t = {.dtype = dtype, .data = out, .nbytes = (size_t) n * row_bytes};
-            rc = zdist_ps_client_pull(client, args->var, pieces[i].info->shard_index,
-                                      scalar ? 0 : pieces[i].start + r, scalar ? 0 : n, &t, &err);
-            if (rc == 0 && t.nbytes != (size_t) n * row_bytes)
-                rc = zdist_error_set(&err, -EPROTO, "pull '%s': the psd sent %zu bytes, expected %zu", args->var,
-                                     t.nbytes, (size_t) n * row_bytes);
-            if (rc < 0) {
-                exit_code = s_failed(args, rc, &err);
-                goto done;
-            }
-            out += t.nbytes;
-        }
-    }
-
-    int64_t row_width = (int64_t) (row_bytes / zdist_dtype_size(dtype));
-    if (args->json) {
-        size_t pos = 0;
-        if (scalar) {
-            s_print_elem(buf, dtype, 0, true);
-        } else {
-            zdist_shape_t shape = first->shape;
-            shape.dims[0] = want;
-            s_print_nested(buf, dtype, &shape, 0, &pos);
-        }
-        putchar('\n');
-    } else {
-        char shape_text[128];
-        printf("# %s: %s %s on ps task %d", args->var, zdist_dtype_name(dtype),
-               zdist_shape_format(&first->shape, shape_text, sizeof shape_text), st->ps_task);
-        if (scalar) {
-            printf("\n");
-            s_print_elem(buf, dtype, 0, false);
-            printf("\n");
-        } else {
-            printf(", %" PRId64 " rows\n", want);
-            size_t e = 0;
-            for (size_t i = 0; i < npieces; i++) {
-                for (int64_t r = 0; r < pieces[i].count; r++) {
-                    printf("%8" PRId64 ":", pieces[i].start + r);
-                    for (int64_t k = 0; k < row_width; k++) {
-                        putchar(' ');
-                        s_print_elem(buf, dtype, e++, false);
-                    }
-                    putchar('\n');
-                }
-            }
-        }
-    }
-    exit_code = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
-done:
-    free(buf);
-    free(pieces);
+    free(g.buf);
+    free(g.pieces);
     zdist_ps_stats_destroy(&st);
     zdist_ps_client_destroy(&client);
     return exit_code;

@@ -12,8 +12,10 @@
 #include "zdist/endpoint.h"
 #include "zdist/sys.h"
 
-int
-cli_coord_address(const char *sub, const char *addr, const char *cluster_file, char *buf, size_t size)
+/* --coordinator ADDR, else the chief of --cluster FILE / TF_CONFIG, as
+   "tcp://host:port" in buf. Prints the error and returns CLI_EXIT_USAGE. */
+static int
+s_address(const char *sub, const char *addr, const char *cluster_file, char *buf, size_t size)
 {
     zdist_error_t err = {0};
     if (addr) {
@@ -33,8 +35,9 @@ cli_coord_address(const char *sub, const char *addr, const char *cluster_file, c
     return 0;
 }
 
-zdist_coord_client_t *
-cli_coord_connect(const char *sub, const char *endpoint)
+/* A client of the coordinator at endpoint; NULL after printing why. */
+static zdist_coord_client_t *
+s_connect(const char *sub, const char *endpoint)
 {
     zdist_error_t err = {0};
     zdist_rpc_client_options_t o;
@@ -47,6 +50,32 @@ cli_coord_connect(const char *sub, const char *endpoint)
     zdist_coord_client_t *c = zdist_coord_client_new(endpoint, &o, &err);
     if (!c)
         fprintf(stderr, "zdist %s: %s\n", sub, err.text);
+    return c;
+}
+
+int
+cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord_options_t *o)
+{
+    for (;;) {
+        int opt = getopt_long(argc, argv, "", longopts, NULL);
+        if (opt == CLI_OPT_COORDINATOR)
+            o->addr = optarg;
+        else if (opt == CLI_OPT_CLUSTER)
+            o->cluster = optarg;
+        else
+            return opt;
+    }
+}
+
+zdist_coord_client_t *
+cli_coord_open(const char *sub, const cli_coord_options_t *o, char *endpoint, size_t size, int *ret_exit)
+{
+    *ret_exit = s_address(sub, o->addr, o->cluster, endpoint, size);
+    if (*ret_exit)
+        return NULL;
+    zdist_coord_client_t *c = s_connect(sub, endpoint);
+    if (!c)
+        *ret_exit = CLI_EXIT_FAILED;
     return c;
 }
 

@@ -1,12 +1,13 @@
-/* coord_mwm: a multi_worker_mirrored job — the workers joined in a ring, stepped in lockstep, checkpointed
-   from rank 0, and the ring re-formed from the last checkpoint when a worker is lost or comes back. */
+/* coord_runner_ring: a multi_worker_mirrored (or tpu) job — the workers joined in a ring, stepped in lockstep,
+   checkpointed from rank 0, and the ring re-formed from the last checkpoint when a worker is lost or comes
+   back. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_run.h"
+#include "coord_runner_ring.h"
 #include "coord_wstate.h"
 #include "zdist/cluster.h"
 #include "zdist/sys.h"
@@ -31,7 +32,7 @@ typedef struct {
     char lost_why[512];
 } s_worker_t;
 
-struct coord_mwm_t {
+typedef struct {
     s_worker_t w[COORD_MAX_TASKS];
     int n;
     int ring; /* workers in the ring */
@@ -42,7 +43,7 @@ struct coord_mwm_t {
     const coord_wstate_t *loaded; /* during a restore */
     int64_t loaded_skip;
     const char *job_name;
-};
+} s_ring_t;
 
 /* The replies of one call to several workers: got[i] when worker i answered
    (or its call completed here: deadline, lost connection). */
@@ -50,6 +51,13 @@ typedef struct {
     zdist_worker_reply_t r[COORD_MAX_TASKS];
     bool got[COORD_MAX_TASKS];
 } s_replies_t;
+
+/* The ring's state: the ops' own (r->impl). */
+static s_ring_t *
+s_self(coord_run_t *r)
+{
+    return r->impl;
+}
 
 /* Sends worker i's request with a deadline; 0 with *ret_id or a negative errno. */
 typedef int(s_send_fn)(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id);
@@ -59,7 +67,7 @@ typedef int(s_send_fn)(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_
 /* A fresh client for worker i: calls given up on are dropped with the old
    one (they would hold its in-flight slots until their deadlines). */
 static int
-s_client(coord_mwm_t *m, int i, zdist_error_t *err)
+s_client(s_ring_t *m, int i, zdist_error_t *err)
 {
     zdist_rpc_client_options_t o;
     zdist_rpc_client_options_default(&o);
@@ -75,7 +83,7 @@ s_client(coord_mwm_t *m, int i, zdist_error_t *err)
 static bool
 s_send(coord_run_t *r, int i, s_send_fn *send, int64_t timeout_ms)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     if (m->w[i].pending && s_client(m, i, NULL) < 0)
         return false;
     return send(r, i, timeout_ms, &m->w[i].pending) == 0;
@@ -83,7 +91,7 @@ s_send(coord_run_t *r, int i, s_send_fn *send, int64_t timeout_ms)
 
 /* Takes worker i's reply to its call in flight when it has come; false if not yet. */
 static bool
-s_take(coord_mwm_t *m, int i, zdist_worker_reply_t *ret)
+s_take(s_ring_t *m, int i, zdist_worker_reply_t *ret)
 {
     s_worker_t *w = &m->w[i];
     zdist_worker_reply_t rep;
@@ -111,7 +119,7 @@ s_take(coord_mwm_t *m, int i, zdist_worker_reply_t *ret)
 static void
 s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     bool waiting[COORD_MAX_TASKS] = {0};
     int left = 0;
     memset(out, 0, sizeof *out);
@@ -148,13 +156,13 @@ static void
 s_ring_call(coord_run_t *r, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
 {
     bool which[COORD_MAX_TASKS] = {0};
-    for (int i = 0; i < r->mwm->n; i++)
-        which[i] = r->mwm->w[i].in_ring;
+    for (int i = 0; i < s_self(r)->n; i++)
+        which[i] = s_self(r)->w[i].in_ring;
     s_call(r, which, send, timeout_ms, grace_ms, out);
 }
 
 static void
-s_free_replies(coord_mwm_t *m, s_replies_t *rs)
+s_free_replies(s_ring_t *m, s_replies_t *rs)
 {
     for (int i = 0; i < m->n; i++)
         zdist_worker_reply_release(&rs->r[i]);
@@ -179,9 +187,9 @@ s_is_loss(const zdist_worker_reply_t *reply)
 }
 
 static void
-s_fail_note(coord_mwm_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+s_fail_note(s_ring_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void
-s_fail_note(coord_mwm_t *m, const char *fmt, ...)
+s_fail_note(s_ring_t *m, const char *fmt, ...)
 {
     size_t len = strlen(m->last_failure);
     if (len + 3 >= sizeof m->last_failure)
@@ -209,7 +217,7 @@ s_lost(s_worker_t *w, const char *why)
 static bool
 s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     bool loss = false;
     char why[1024];
     for (int i = 0; i < m->n; i++) {
@@ -235,7 +243,7 @@ s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
 static int
 s_send_stop(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_stop_job(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_stop_job(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 static int
@@ -243,57 +251,57 @@ s_send_start(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
     zdist_worker_start_t req = {
         .job = &r->cfg->job.spec,
-        .worker_index = r->mwm->w[i].rank,
-        .num_workers = r->mwm->ring,
+        .worker_index = s_self(r)->w[i].rank,
+        .num_workers = s_self(r)->ring,
         .repeat_input = true, /* the coordinator counts the steps of epochs */
     };
-    return zdist_worker_client_start_job(r->mwm->w[i].cl, &req, timeout_ms, ret_id);
+    return zdist_worker_client_start_job(s_self(r)->w[i].cl, &req, timeout_ms, ret_id);
 }
 
 static int
 s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     const char *eps[COORD_MAX_TASKS];
     for (int k = 0; k < m->n; k++)
         if (m->w[k].in_ring)
             eps[m->w[k].rank] = m->w[k].ring_ep;
-    zdist_worker_connect_t req = {r->cfg->job.name, eps, (size_t)m->ring};
+    zdist_worker_connect_t req = {r->cfg->job.spec.name, eps, (size_t)m->ring};
     return zdist_worker_client_connect(m->w[i].cl, &req, timeout_ms, ret_id);
 }
 
 static int
 s_send_run(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    zdist_worker_run_t req = {.job = r->cfg->job.name, .steps = r->mwm->round_steps};
-    return zdist_worker_client_run_steps(r->mwm->w[i].cl, &req, timeout_ms, ret_id);
+    zdist_worker_run_t req = {.job = r->cfg->job.spec.name, .steps = s_self(r)->round_steps};
+    return zdist_worker_client_run_steps(s_self(r)->w[i].cl, &req, timeout_ms, ret_id);
 }
 
 static int
 s_send_evaluate(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_evaluate(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_evaluate(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 static int
 s_send_status(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_status(r->mwm->w[i].cl, timeout_ms, ret_id);
+    return zdist_worker_client_status(s_self(r)->w[i].cl, timeout_ms, ret_id);
 }
 
 static int
 s_send_get_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    return zdist_worker_client_get_state(r->mwm->w[i].cl, r->cfg->job.name, timeout_ms, ret_id);
+    return zdist_worker_client_get_state(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
 }
 
 /* SET_STATE from the loaded checkpoint (tensors copied into the request). */
 static int
 s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    const coord_wstate_t *ws = r->mwm->loaded;
-    zdist_worker_state_t st = {r->cfg->job.name, ws->step, ws->iterations, r->mwm->loaded_skip};
-    return zdist_worker_client_set_state(r->mwm->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
+    const coord_wstate_t *ws = s_self(r)->loaded;
+    zdist_worker_state_t st = {r->cfg->job.spec.name, ws->step, ws->iterations, s_self(r)->loaded_skip};
+    return zdist_worker_client_set_state(s_self(r)->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
 }
 
 /* ---- checkpoints ---- */
@@ -301,7 +309,7 @@ s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 static int
 s_save(coord_run_t *r, int64_t step)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     bool which[COORD_MAX_TASKS] = {0};
     int w0 = -1;
     for (int i = 0; i < m->n && w0 < 0; i++)
@@ -378,7 +386,7 @@ s_ring_endpoint(const s_worker_t *w, const char *bound, char *out, size_t size)
 }
 
 static void
-s_ring_form(coord_mwm_t *m)
+s_ring_form(s_ring_t *m)
 {
     m->ring = 0;
     for (int i = 0; i < m->n; i++) {
@@ -390,12 +398,12 @@ s_ring_form(coord_mwm_t *m)
 static int
 s_init(coord_run_t *r)
 {
-    coord_mwm_t *m = calloc(1, sizeof *m);
+    s_ring_t *m = calloc(1, sizeof *m);
     if (!m)
         return -ENOMEM;
-    r->mwm = m;
+    r->impl = m;
     m->n = r->cfg->num_workers;
-    m->job_name = r->cfg->job.name;
+    m->job_name = r->cfg->job.spec.name;
     for (int i = 0; i < m->n; i++) {
         zdist_error_t err = {0};
         m->w[i].endpoint = r->cfg->workers[i];
@@ -413,7 +421,7 @@ s_init(coord_run_t *r)
 static int
 s_probe(coord_run_t *r, int64_t timeout_ms)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     bool which[COORD_MAX_TASKS];
     for (int i = 0; i < m->n; i++)
         which[i] = true;
@@ -440,7 +448,7 @@ s_probe(coord_run_t *r, int64_t timeout_ms)
 static void
 s_await_lost(coord_run_t *r, int64_t until)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     int64_t now = zdist_clock_now_ms();
     if (until - now > S_AWAIT_MS)
         until = now + S_AWAIT_MS;
@@ -462,9 +470,9 @@ s_await_lost(coord_run_t *r, int64_t until)
 static int
 s_rounds(coord_run_t *r, int64_t target)
 {
-    coord_mwm_t *m = r->mwm;
-    int64_t spe = r->cfg->job.steps_per_execution > 0 ? r->cfg->job.steps_per_execution : 1;
-    int64_t ct = r->cfg->job.collective_timeout_ms;
+    s_ring_t *m = s_self(r);
+    int64_t spe = r->cfg->job.spec.steps_per_execution > 0 ? r->cfg->job.spec.steps_per_execution : 1;
+    int64_t ct = r->cfg->job.spec.collective_timeout_ms;
     /* A round may take long (big steps_per_execution); a worker that neither
        answers nor drops its link is caught by the survivors' collective
        deadline, after which the coordinator gives it ct + 5 s more. */
@@ -530,7 +538,7 @@ s_rounds(coord_run_t *r, int64_t target)
 static int
 s_restore(coord_run_t *r, int64_t last)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     char dir[1100];
     coord_wstate_t ws;
     zdist_error_t err = {0};
@@ -564,25 +572,14 @@ s_restore(coord_run_t *r, int64_t last)
     return 0;
 }
 
-int
-coord_mwm_attempt(coord_run_t *r)
+/* Every worker of the ring started on the job (one still holding it from
+   the ring before stopped first), the steps per epoch known, the ring
+   connected: 0, -EAGAIN (a worker lost), or another negative errno. */
+static int
+s_start_ring(coord_run_t *r)
 {
-    coord_runner_config_t *cfg = r->cfg;
-    int rc;
-    if (!r->mwm && (rc = s_init(r)) < 0) {
-        if (!r->error[0])
-            snprintf(r->error, sizeof r->error, "out of memory");
-        return rc;
-    }
-    coord_mwm_t *m = r->mwm;
-    s_ring_form(m);
-    if (m->ring == 0) {
-        snprintf(r->error, sizeof r->error, "no worker left to train on");
-        return -EIO;
-    }
-    m->last_failure[0] = '\0';
+    s_ring_t *m = s_self(r);
     s_replies_t rs;
-    /* A worker may still hold the job from the ring before: stop it first. */
     s_probe(r, 2000);
     bool stale = false;
     for (int i = 0; i < m->n; i++)
@@ -611,7 +608,7 @@ coord_mwm_attempt(coord_run_t *r)
         return -EINVAL;
     }
     if (r->steps == 0)
-        r->steps = cfg->job.epochs * spe_data;
+        r->steps = r->cfg->job.spec.epochs * spe_data;
     if (r->steps <= 0) {
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
@@ -627,33 +624,84 @@ coord_mwm_attempt(coord_run_t *r)
             return -EIO;
         }
     }
+    return 0;
+}
+
+/* The ring from the newest checkpoint that loads (damaged ones set aside),
+   else a checkpoint at step 0: r->step set. */
+static int
+s_resume(coord_run_t *r)
+{
+    s_ring_t *m = s_self(r);
     int64_t last;
-    while ((last = coord_run_ckpt_last(cfg->ckpt_root)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
+    int rc = 0;
+    while ((last = coord_run_ckpt_last(r->cfg->ckpt_root)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
         ; /* a damaged checkpoint was set aside: the one before */
     if (last < 0 && r->ckpt_damaged > 0)
         return coord_run_ckpt_all_damaged(r);
     if (last >= 0) {
         if (rc < 0)
             return rc;
-        zsys_info("job %s: %d workers in the ring, restored from the checkpoint at step %lld", cfg->job_id, m->ring,
-                  (long long)last);
+        zsys_info("job %s: %d workers in the ring, restored from the checkpoint at step %lld", r->cfg->job_id,
+                  m->ring, (long long)last);
         r->step = r->ckpt_step = r->ckpt_tried = last;
-    } else {
-        r->step = 0;
-        if ((rc = s_save(r, 0)) < 0) {
-            if (rc == -EAGAIN)
-                return rc;
-            snprintf(r->error, sizeof r->error, "checkpoint at step 0 failed (is the state dir writable?)");
-            return rc;
-        }
-        zsys_info("job %s: %d workers in the ring, starting at step 0", cfg->job_id, m->ring);
+        return 0;
     }
-    r->win_start_ms = zdist_clock_now_ms();
-    r->win_steps = 0;
-    r->win_loss = r->win_examples = 0;
-    r->last_line_step = r->step;
+    r->step = 0;
+    if ((rc = s_save(r, 0)) < 0) {
+        if (rc == -EAGAIN)
+            return rc;
+        snprintf(r->error, sizeof r->error, "checkpoint at step 0 failed (is the state dir writable?)");
+        return rc;
+    }
+    zsys_info("job %s: %d workers in the ring, starting at step 0", r->cfg->job_id, m->ring);
+    return 0;
+}
+
+/* At a checkpoint boundary: a worker left out earlier and back now joins
+   from here (-EAGAIN re-forms the ring); 0 when none is. */
+static int
+s_rejoin(coord_run_t *r)
+{
+    s_ring_t *m = s_self(r);
+    s_probe(r, 1000);
+    for (int i = 0; i < m->n; i++)
+        if (m->w[i].dropped && m->w[i].up) {
+            m->w[i].dropped = false;
+            snprintf(m->last_failure, sizeof m->last_failure,
+                     "worker task %d (%s) is back: re-forming the ring from step %lld", i, m->w[i].endpoint,
+                     (long long)r->step);
+            zsys_info("job %s: %s", r->cfg->job_id, m->last_failure);
+            return -EAGAIN;
+        }
+    return 0;
+}
+
+/* One attempt: the ring formed of the workers not left out, started,
+   restored, and stepped to the end with checkpoints between. */
+static int
+s_attempt(coord_run_t *r)
+{
+    coord_run_config_t *cfg = r->cfg;
+    int rc;
+    if (!r->impl && (rc = s_init(r)) < 0) {
+        if (!r->error[0])
+            snprintf(r->error, sizeof r->error, "out of memory");
+        return rc;
+    }
+    s_ring_t *m = s_self(r);
+    s_ring_form(m);
+    if (m->ring == 0) {
+        snprintf(r->error, sizeof r->error, "no worker left to train on");
+        return -EIO;
+    }
+    m->last_failure[0] = '\0';
+    /* A worker may still hold the job from the ring before: stopped first. */
+    if ((rc = s_start_ring(r)) < 0 || (rc = s_resume(r)) < 0)
+        return rc;
+    coord_run_window(r);
     coord_run_status(r, true);
-    int64_t every = cfg->job.ckpt_every;
+    int64_t every = cfg->job.spec.ckpt_every;
     while (r->step < r->steps) {
         int64_t target = r->steps;
         if (every > 0 && coord_run_ckpt_next(r, every) < target)
@@ -666,21 +714,8 @@ coord_mwm_attempt(coord_run_t *r)
         }
         if (rc < 0)
             return rc;
-        if (target < r->steps) {
-            if ((rc = s_save(r, r->step)) == -EAGAIN)
-                return rc;
-            /* A worker left out earlier and back now joins from here. */
-            s_probe(r, 1000);
-            for (int i = 0; i < m->n; i++)
-                if (m->w[i].dropped && m->w[i].up) {
-                    m->w[i].dropped = false;
-                    snprintf(m->last_failure, sizeof m->last_failure,
-                             "worker task %d (%s) is back: re-forming the ring from step %lld", i, m->w[i].endpoint,
-                             (long long)r->step);
-                    zsys_info("job %s: %s", cfg->job_id, m->last_failure);
-                    return -EAGAIN;
-                }
-        }
+        if (target < r->steps && ((rc = s_save(r, r->step)) == -EAGAIN || (rc = s_rejoin(r)) < 0))
+            return rc;
     }
     if (r->ckpt_step != r->step && (rc = s_save(r, r->step)) < 0)
         zsys_warning("job %s: the final checkpoint failed; the one at step %lld stays", cfg->job_id,
@@ -688,10 +723,13 @@ coord_mwm_attempt(coord_run_t *r)
     return 0;
 }
 
-bool
-coord_mwm_wait(coord_run_t *r)
+/* Re-forms the ring: waits for the lost workers (or, after the job's
+   lost_worker_wait_ms, goes on without them); false when stopped or given up. */
+static bool
+s_wait(coord_run_t *r)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
+    coord_run_status(r, true);
     if (!m)
         return true;
     snprintf(m->reason, sizeof m->reason, "%s", m->last_failure);
@@ -699,7 +737,7 @@ coord_mwm_wait(coord_run_t *r)
         snprintf(r->error, sizeof r->error, "the ring was re-formed 1000 times: giving up (%s)", m->last_failure);
         return false;
     }
-    int64_t wait = r->cfg->job.lost_worker_wait_ms;
+    int64_t wait = r->cfg->job.spec.lost_worker_wait_ms;
     int64_t start = zdist_clock_now_ms();
     int missing_before = -1;
     for (;;) {
@@ -737,10 +775,10 @@ coord_mwm_wait(coord_run_t *r)
     }
 }
 
-int
-coord_mwm_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
+static int
+s_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
 {
-    coord_mwm_t *m = r->mwm;
+    s_ring_t *m = s_self(r);
     memset(ret, 0, sizeof *ret);
     s_replies_t rs;
     s_ring_call(r, s_send_evaluate, 600000, 10000, &rs);
@@ -764,28 +802,23 @@ coord_mwm_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
     return rc;
 }
 
-void
-coord_mwm_stop(coord_run_t *r)
+static void
+s_stop(coord_run_t *r)
 {
-    if (!r->mwm)
+    if (!r->impl)
         return;
     s_replies_t rs;
     s_ring_call(r, s_send_stop, 2000, 2000, &rs);
-    s_free_replies(r->mwm, &rs);
+    s_free_replies(s_self(r), &rs);
 }
 
-const char *
-coord_mwm_last_failure(const coord_run_t *r)
+/* The workers of the ring (state, rank, ring endpoint, step times) and why
+   the ring was last re-formed. */
+static void
+s_status(coord_run_t *r, json_t *detail, int64_t now)
 {
-    return r->mwm ? r->mwm->reason : "";
-}
-
-json_t *
-coord_mwm_workers_json(coord_run_t *r)
-{
-    json_t *a = json_array();
-    coord_mwm_t *m = r->mwm;
-    int64_t now = zdist_clock_now_ms();
+    s_ring_t *m = s_self(r);
+    json_t *a = json_object_get(detail, "workers");
     for (int i = 0; m && i < m->n; i++) {
         const s_worker_t *w = &m->w[i];
         bool final = strcmp(r->state, "running") != 0;
@@ -802,16 +835,30 @@ coord_mwm_workers_json(coord_run_t *r)
         coord_run_step_json(r, i, now, j, NULL);
         json_array_append_new(a, j);
     }
-    return a;
+    if (m)
+        json_object_set_new(detail, "ring_reformed_because", json_string(m->reason));
 }
 
-void
-coord_mwm_destroy(coord_run_t *r)
+static void
+s_destroy(coord_run_t *r)
 {
-    if (!r->mwm)
+    s_ring_t *m = s_self(r);
+    if (!m)
         return;
-    for (int i = 0; i < r->mwm->n; i++)
-        zdist_worker_client_destroy(&r->mwm->w[i].cl);
-    free(r->mwm);
-    r->mwm = NULL;
+    for (int i = 0; i < m->n; i++)
+        zdist_worker_client_destroy(&m->w[i].cl);
+    free(m);
+    r->impl = NULL;
 }
+
+/* No start (the ring is set up by the first attempt, so a job's first
+   status shows no workers yet) and no finish (every attempt saves its own
+   last checkpoint). */
+const coord_run_ops_t coord_runner_ring_ops = {
+    .attempt = s_attempt,
+    .wait = s_wait,
+    .evaluate = s_evaluate,
+    .stop = s_stop,
+    .status = s_status,
+    .destroy = s_destroy,
+};

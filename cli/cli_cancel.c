@@ -10,24 +10,17 @@ int
 cli_cancel_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"coordinator", required_argument, NULL, 'a'},
-        {"cluster", required_argument, NULL, 'c'},
+        CLI_COORD_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    const char *addr = NULL, *cluster = NULL;
+    cli_coord_options_t conn = {0};
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
-        case 'a':
-            addr = optarg;
-            break;
-        case 'c':
-            cluster = optarg;
-            break;
         case 'h':
-            printf("usage: zdist cancel JOB [--coordinator HOST:PORT] [--cluster FILE]\n"
+            printf("usage: zdist cancel JOB " CLI_COORD_USAGE "\n"
                    "Cancels a queued or running job: queued closures are dropped, the workers stop it.\n");
             return CLI_EXIT_OK;
         default:
@@ -37,12 +30,10 @@ cli_cancel_main(int argc, char **argv)
     if (argc - optind != 1)
         return cli_usage_error("cancel", "give the job id (zdist cancel JOB)");
     char endpoint[300];
-    int rc = cli_coord_address("cancel", addr, cluster, endpoint, sizeof endpoint);
-    if (rc)
-        return rc;
-    zdist_coord_client_t *c = cli_coord_connect("cancel", endpoint);
+    int rc;
+    zdist_coord_client_t *c = cli_coord_open("cancel", &conn, endpoint, sizeof endpoint, &rc);
     if (!c)
-        return CLI_EXIT_FAILED;
+        return rc;
     char state[ZDIST_COORD_STATE_MAX];
     zdist_error_t err = {0};
     rc = zdist_coord_client_cancel(c, argv[optind], 5000, state, &err);

@@ -3,15 +3,32 @@
 #define CLI_COORD_H
 
 #include <jansson.h>
+#include <getopt.h>
 #include <stdbool.h>
 
 #include "zdist/coord_client.h"
 
-/* --coordinator ADDR, else the chief of --cluster FILE / TF_CONFIG, as
-   "tcp://host:port" in buf. Prints the error and returns CLI_EXIT_USAGE. */
-int cli_coord_address(const char *sub, const char *addr, const char *cluster_file, char *buf, size_t size);
-/* A client of the coordinator at endpoint; NULL after printing why. */
-zdist_coord_client_t *cli_coord_connect(const char *sub, const char *endpoint);
+/* The connection options of every subcommand that talks to the
+   coordinator: --coordinator ADDR, else the chief of --cluster FILE or
+   TF_CONFIG. Put CLI_COORD_OPTIONS in the subcommand's getopt_long table
+   and read its options with cli_coord_getopt. */
+enum { CLI_OPT_COORDINATOR = 0x200, CLI_OPT_CLUSTER };
+#define CLI_COORD_OPTIONS                                                                                              \
+    {"coordinator", required_argument, NULL, CLI_OPT_COORDINATOR}, {"cluster", required_argument, NULL, CLI_OPT_CLUSTER}
+#define CLI_COORD_USAGE "[--coordinator HOST:PORT] [--cluster FILE]"
+typedef struct {
+    const char *addr;    /* --coordinator, borrowed from argv */
+    const char *cluster; /* --cluster, borrowed from argv */
+} cli_coord_options_t;
+/* getopt_long (argc, argv, "", longopts) from optind 1 on the first call
+   (optind = 1 before it), the connection options taken into o: the next
+   other option (optarg set), or -1 at the end. */
+int cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord_options_t *o);
+/* A client of the coordinator the options name, its address as
+   "tcp://host:port" in endpoint; NULL after printing why, *ret_exit set
+   (CLI_EXIT_USAGE a bad address or cluster, else CLI_EXIT_FAILED). */
+zdist_coord_client_t *cli_coord_open(const char *sub, const cli_coord_options_t *o, char *endpoint, size_t size,
+                                     int *ret_exit);
 /* Prints a failed call (rc and err of a zdist_coord_client_* function) as
    "zdist SUB: coordinator ENDPOINT: STATUS: message"; returns the exit
    status: CLI_EXIT_USAGE for a request refused as invalid, else 1. */

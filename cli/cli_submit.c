@@ -14,7 +14,7 @@
 static void
 s_usage(FILE *out)
 {
-    fprintf(out, "usage: zdist submit JOB.json [--coordinator HOST:PORT] [--cluster FILE] [--detach] [--json]\n"
+    fprintf(out, "usage: zdist submit JOB.json " CLI_COORD_USAGE " [--detach] [--json]\n"
                  "Sends the job to zdist-coordinator (default: the chief of TF_CONFIG or --cluster FILE) and\n"
                  "follows its status stream until it ends, then prints its metrics.\n"
                  "  --detach   print the job id and return at once\n"
@@ -26,22 +26,16 @@ int
 cli_submit_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"coordinator", required_argument, NULL, 'a'}, {"cluster", required_argument, NULL, 'c'},
+        CLI_COORD_OPTIONS,
         {"detach", no_argument, NULL, 'd'},            {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},              {0},
     };
-    const char *addr = NULL, *cluster = NULL;
+    cli_coord_options_t conn = {0};
     bool detach = false, as_json = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
-        case 'a':
-            addr = optarg;
-            break;
-        case 'c':
-            cluster = optarg;
-            break;
         case 'd':
             detach = true;
             break;
@@ -74,15 +68,11 @@ cli_submit_main(int argc, char **argv)
         }
     }
     char endpoint[300];
-    int rc = cli_coord_address("submit", addr, cluster, endpoint, sizeof endpoint);
-    if (rc) {
-        free(text);
-        return rc;
-    }
-    zdist_coord_client_t *c = cli_coord_connect("submit", endpoint);
+    int rc;
+    zdist_coord_client_t *c = cli_coord_open("submit", &conn, endpoint, sizeof endpoint, &rc);
     if (!c) {
         free(text);
-        return CLI_EXIT_FAILED;
+        return rc;
     }
     char job_id[ZDIST_COORD_ID_MAX];
     rc = zdist_coord_client_submit(c, text, base, 30000, job_id, &err);

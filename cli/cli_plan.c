@@ -109,8 +109,14 @@ s_int_array(const int64_t *v, int n)
     return a;
 }
 
-int
-cli_plan_main(int argc, char **argv)
+/* The options as given (defaults filled in). */
+typedef struct {
+    const char *shape, *dtype, *spec, *name, *axis, *num_ps, *ids;
+} s_args_t;
+
+/* Reads the options into args: -1 to go on, else the exit status (help, version, a usage error). */
+static int
+s_parse_args(int argc, char **argv, s_args_t *args)
 {
     static const struct option options[] = {
         {"shape", required_argument, NULL, 's'},
@@ -124,34 +130,32 @@ cli_plan_main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *shape_text = NULL, *dtype_text = "float32", *spec_text = "none", *name = "var";
-    const char *axis_text = "0", *num_ps_text = "1", *ids_text = NULL;
-
+    *args = (s_args_t){.dtype = "float32", .spec = "none", .name = "var", .axis = "0", .num_ps = "1"};
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         switch (c) {
         case 's':
-            shape_text = optarg;
+            args->shape = optarg;
             break;
         case 'd':
-            dtype_text = optarg;
+            args->dtype = optarg;
             break;
         case 'p':
-            spec_text = optarg;
+            args->spec = optarg;
             break;
         case 'a':
-            axis_text = optarg;
+            args->axis = optarg;
             break;
         case 'n':
-            num_ps_text = optarg;
+            args->num_ps = optarg;
             break;
         case 'N':
-            name = optarg;
+            args->name = optarg;
             break;
         case 'i':
-            ids_text = optarg;
+            args->ids = optarg;
             break;
         case 'h':
             s_help(stdout);
@@ -169,119 +173,82 @@ cli_plan_main(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(S_SUB, "unexpected argument '%s'; see 'zdist plan --help'", argv[optind]);
-    if (!shape_text)
+    if (!args->shape)
         return cli_usage_error(S_SUB, "--shape is required, e.g. --shape 13,4; see 'zdist plan --help'");
+    return -1;
+}
 
-    /* Check every input before planning anything. */
-    zdist_error_t err = {0};
-    zdist_shape_t shape;
-    if (zdist_shape_parse(shape_text, &shape, &err) < 0)
-        return cli_usage_error(S_SUB, "%s", err.text);
-    zdist_dtype_t dtype = zdist_dtype_from_name(dtype_text);
-    if (dtype == ZDIST_DTYPE_INVALID)
-        return cli_usage_error(S_SUB, "unknown dtype '%s'; use one of %s", dtype_text, zdist_dtype_names());
-    zdist_partitioner_t spec;
-    if (zdist_partitioner_parse(spec_text, &spec, &err) < 0)
-        return cli_usage_error(S_SUB, "%s", err.text);
-    int64_t axis, num_ps;
-    if (zdist_parse_int64(axis_text, INT_MIN, INT_MAX, &axis) < 0)
-        return cli_usage_error(S_SUB, "--axis: '%s' is not an integer", axis_text);
-    if (zdist_parse_int64(num_ps_text, 1, INT_MAX, &num_ps) < 0)
-        return cli_usage_error(S_SUB, "--num-ps must be a positive integer, got '%s'", num_ps_text);
-    if (!*name)
-        return cli_usage_error(S_SUB, "--name must not be empty");
-
-    int64_t parts[ZDIST_MAX_RANK];
-    if (zdist_partitioner_partitions(&spec, &shape, dtype, (int) axis, parts, &err) < 0)
-        return cli_usage_error(S_SUB, "%s", err.text);
-
-    int64_t *ids = NULL;
-    size_t nids = 0;
-    if (ids_text) {
-        int rc = s_parse_ids(ids_text, &ids, &nids);
-        if (rc != CLI_EXIT_OK)
-            return rc;
-    }
-    /* Ids are rows of the variable whether or not it can be placed; the
-       wording matches zdist_layout_lookup's. */
+/* Ids are rows of the variable whether or not it can be placed; the
+   wording matches zdist_layout_lookup's. CLI_EXIT_OK or a usage error. */
+static int
+s_check_ids(const int64_t *ids, size_t nids, const zdist_shape_t *shape, const char *name)
+{
     for (size_t i = 0; i < nids; i++) {
-        if (ids[i] < 0 || ids[i] >= shape.dims[0]) {
-            int status = shape.dims[0] == 0
-                             ? cli_usage_error(S_SUB,
-                                               "--ids: row id %" PRId64 " is out of range: variable '%s' has no rows",
-                                               ids[i], name)
-                             : cli_usage_error(S_SUB,
-                                               "--ids: row id %" PRId64
-                                               " is out of range: valid ids of variable '%s' are 0..%" PRId64,
-                                               ids[i], name, shape.dims[0] - 1);
-            free(ids);
-            return status;
-        }
+        if (ids[i] >= 0 && ids[i] < shape->dims[0])
+            continue;
+        if (shape->dims[0] == 0)
+            return cli_usage_error(S_SUB, "--ids: row id %" PRId64 " is out of range: variable '%s' has no rows",
+                                   ids[i], name);
+        return cli_usage_error(S_SUB,
+                               "--ids: row id %" PRId64 " is out of range: valid ids of variable '%s' are 0..%" PRId64,
+                               ids[i], name, shape->dims[0] - 1);
     }
+    return CLI_EXIT_OK;
+}
 
-    /* Place: a placement the strategy refuses is an answer, not an input error. */
-    zdist_layout_t *layout = NULL;
-    zdist_error_t placement_err = {0};
-    bool placeable = zdist_partitions_check_ps(parts, shape.rank, &placement_err) == 0;
-    if (placeable) {
-        zdist_placement_t *ctx = zdist_placement_new((int) num_ps);
-        int rc = ctx ? zdist_placement_place(ctx, name, &shape, parts, &layout, &err)
-                     : zdist_error_set(&err, -ENOMEM, "out of memory");
-        zdist_placement_destroy(&ctx);
-        if (rc < 0) {
-            free(ids);
-            if (rc == -ENOMEM) {
-                fprintf(stderr, "zdist " S_SUB ": %s\n", err.text);
-                return CLI_EXIT_FAILED;
-            }
-            return cli_usage_error(S_SUB, "%s", err.text);
-        }
+/* The placed variable's shards, and where each id lives. */
+static void
+s_layout_json(json_t *root, const zdist_layout_t *layout, const int64_t *ids, size_t nids)
+{
+    json_t *shards = json_array();
+    for (int i = 0; shards && i < layout->num_shards; i++) {
+        const zdist_shard_t *s = &layout->shards[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "index", json_integer(i));
+        json_object_set_new(o, "name", json_string(s->name));
+        json_object_set_new(o, "ps", json_integer(s->ps));
+        json_object_set_new(o, "offset", json_integer((json_int_t) s->offset));
+        json_object_set_new(o, "rows", json_integer((json_int_t) s->rows));
+        json_array_append_new(shards, o);
     }
+    json_object_set_new(root, "shards", shards);
+    json_t *lookups = json_array();
+    for (size_t i = 0; lookups && i < nids; i++) {
+        int shard;
+        int64_t row;
+        if (zdist_layout_lookup(layout, ids[i], &shard, &row, NULL) < 0) /* ids were checked; keep going if not */
+            continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer((json_int_t) ids[i]));
+        json_object_set_new(o, "shard", json_integer(shard));
+        json_object_set_new(o, "offset", json_integer((json_int_t) row));
+        json_array_append_new(lookups, o);
+    }
+    json_object_set_new(root, "lookups", lookups);
+}
 
+/* Prints the plan as one JSON line: the exit status. */
+static int
+s_print(const zdist_shape_t *shape, zdist_dtype_t dtype, const int64_t *parts, const zdist_layout_t *layout,
+        const int64_t *ids, size_t nids, const zdist_error_t *placement_err)
+{
     json_t *root = json_object();
     if (root) {
-        json_object_set_new(root, "shape", s_int_array(shape.dims, shape.rank));
+        json_object_set_new(root, "shape", s_int_array(shape->dims, shape->rank));
         json_object_set_new(root, "dtype", json_string(zdist_dtype_name(dtype)));
-        json_object_set_new(root, "partitions", s_int_array(parts, shape.rank));
+        json_object_set_new(root, "partitions", s_int_array(parts, shape->rank));
         json_object_set_new(root, "sharded", json_boolean(layout && layout->sharded));
         if (layout) {
-            json_t *shards = json_array();
-            for (int i = 0; shards && i < layout->num_shards; i++) {
-                const zdist_shard_t *s = &layout->shards[i];
-                json_t *o = json_object();
-                json_object_set_new(o, "index", json_integer(i));
-                json_object_set_new(o, "name", json_string(s->name));
-                json_object_set_new(o, "ps", json_integer(s->ps));
-                json_object_set_new(o, "offset", json_integer((json_int_t) s->offset));
-                json_object_set_new(o, "rows", json_integer((json_int_t) s->rows));
-                json_array_append_new(shards, o);
-            }
-            json_object_set_new(root, "shards", shards);
-            json_t *lookups = json_array();
-            for (size_t i = 0; lookups && i < nids; i++) {
-                int shard;
-                int64_t row;
-                int rc = zdist_layout_lookup(layout, ids[i], &shard, &row, &err);
-                if (rc < 0) /* ids were checked above; keep going if not */
-                    continue;
-                json_t *o = json_object();
-                json_object_set_new(o, "id", json_integer((json_int_t) ids[i]));
-                json_object_set_new(o, "shard", json_integer(shard));
-                json_object_set_new(o, "offset", json_integer((json_int_t) row));
-                json_array_append_new(lookups, o);
-            }
-            json_object_set_new(root, "lookups", lookups);
+            s_layout_json(root, layout, ids, nids);
         } else {
             json_object_set_new(root, "shards", json_null());
             json_object_set_new(root, "lookups", json_null());
-            json_object_set_new(root, "placement_error", json_string(placement_err.text));
+            json_object_set_new(root, "placement_error", json_string(placement_err->text));
         }
     }
     /* jansson keeps insertion order; PRESERVE_ORDER says so for old versions. */
     char *text = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
-    zdist_layout_destroy(&layout);
-    free(ids);
     if (!text) {
         fprintf(stderr, "zdist " S_SUB ": out of memory\n");
         return CLI_EXIT_FAILED;
@@ -293,4 +260,63 @@ cli_plan_main(int argc, char **argv)
         return CLI_EXIT_FAILED;
     }
     return CLI_EXIT_OK;
+}
+
+int
+cli_plan_main(int argc, char **argv)
+{
+    s_args_t args;
+    int rc = s_parse_args(argc, argv, &args);
+    if (rc >= 0)
+        return rc;
+    /* Check every input before planning anything. */
+    zdist_error_t err = {0};
+    zdist_shape_t shape;
+    if (zdist_shape_parse(args.shape, &shape, &err) < 0)
+        return cli_usage_error(S_SUB, "%s", err.text);
+    zdist_dtype_t dtype = zdist_dtype_from_name(args.dtype);
+    if (dtype == ZDIST_DTYPE_INVALID)
+        return cli_usage_error(S_SUB, "unknown dtype '%s'; use one of %s", args.dtype, zdist_dtype_names());
+    zdist_partitioner_t spec;
+    if (zdist_partitioner_parse(args.spec, &spec, &err) < 0)
+        return cli_usage_error(S_SUB, "%s", err.text);
+    int64_t axis, num_ps;
+    if (zdist_parse_int64(args.axis, INT_MIN, INT_MAX, &axis) < 0)
+        return cli_usage_error(S_SUB, "--axis: '%s' is not an integer", args.axis);
+    if (zdist_parse_int64(args.num_ps, 1, INT_MAX, &num_ps) < 0)
+        return cli_usage_error(S_SUB, "--num-ps must be a positive integer, got '%s'", args.num_ps);
+    if (!*args.name)
+        return cli_usage_error(S_SUB, "--name must not be empty");
+    int64_t parts[ZDIST_MAX_RANK];
+    if (zdist_partitioner_partitions(&spec, &shape, dtype, (int) axis, parts, &err) < 0)
+        return cli_usage_error(S_SUB, "%s", err.text);
+    int64_t *ids = NULL;
+    size_t nids = 0;
+    if (args.ids && (rc = s_parse_ids(args.ids, &ids, &nids)) != CLI_EXIT_OK)
+        return rc;
+    if ((rc = s_check_ids(ids, nids, &shape, args.name)) != CLI_EXIT_OK) {
+        free(ids);
+        return rc;
+    }
+    /* Place: a placement the strategy refuses is an answer, not an input error. */
+    zdist_layout_t *layout = NULL;
+    zdist_error_t placement_err = {0};
+    if (zdist_partitions_check_ps(parts, shape.rank, &placement_err) == 0) {
+        zdist_placement_t *ctx = zdist_placement_new((int) num_ps);
+        rc = ctx ? zdist_placement_place(ctx, args.name, &shape, parts, &layout, &err)
+                 : zdist_error_set(&err, -ENOMEM, "out of memory");
+        zdist_placement_destroy(&ctx);
+        if (rc < 0) {
+            free(ids);
+            if (rc == -ENOMEM) {
+                fprintf(stderr, "zdist " S_SUB ": %s\n", err.text);
+                return CLI_EXIT_FAILED;
+            }
+            return cli_usage_error(S_SUB, "%s", err.text);
+        }
+    }
+    rc = s_print(&shape, dtype, parts, layout, ids, nids, &placement_err);
+    zdist_layout_destroy(&layout);
+    free(ids);
+    return rc;
 }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/job_wire.h"
+#include "wire/job_wire.h"
 #include "zdist/partition.h"
 
 static char *

@@ -33,22 +33,16 @@ int
 cli_status_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"coordinator", required_argument, NULL, 'a'}, {"cluster", required_argument, NULL, 'c'},
+        CLI_COORD_OPTIONS,
         {"json", no_argument, NULL, 'j'},              {"follow", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},              {0},
     };
-    const char *addr = NULL, *cluster = NULL;
+    cli_coord_options_t conn = {0};
     bool as_json = false, follow = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
         switch (opt) {
-        case 'a':
-            addr = optarg;
-            break;
-        case 'c':
-            cluster = optarg;
-            break;
         case 'j':
             as_json = true;
             break;
@@ -56,7 +50,7 @@ cli_status_main(int argc, char **argv)
             follow = true;
             break;
         case 'h':
-            printf("usage: zdist status [JOB] [--coordinator HOST:PORT] [--cluster FILE] [--follow] [--json]\n"
+            printf("usage: zdist status [JOB] " CLI_COORD_USAGE " [--follow] [--json]\n"
                    "A job's state (queued, running, done, failed, cancelled), step/steps, metrics (loss,\n"
                    "examples/s, test_accuracy once evaluated), each worker's closures done / in flight and\n"
                    "last heartbeat, each ps task's bytes and requests, and the sidecar evaluator's results\n"
@@ -74,13 +68,10 @@ cli_status_main(int argc, char **argv)
         return cli_usage_error("status", "at most one job id; see --help");
     const char *job = optind < argc ? argv[optind] : "";
     char endpoint[300];
-    int rc = cli_coord_address("status", addr, cluster, endpoint, sizeof endpoint);
-    if (rc)
-        return rc;
-    zdist_coord_client_t *c = cli_coord_connect("status", endpoint);
-    if (!c)
-        return CLI_EXIT_FAILED;
     int ex;
+    zdist_coord_client_t *c = cli_coord_open("status", &conn, endpoint, sizeof endpoint, &ex);
+    if (!c)
+        return ex;
     bool tty = follow && !as_json && isatty(STDERR_FILENO);
     json_t *st = follow ? cli_coord_follow("status", c, job, !as_json, tty, &ex)
                         : cli_coord_status("status", c, job, 5000, &ex);
