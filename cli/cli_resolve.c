@@ -8,6 +8,8 @@
 #include "cli.h"
 #include "zdist/cluster.h"
 #include "zdist/defs.h"
+#include "zdist/parse.h"
+#include "zdist/slurm.h"
 
 #define S_SUB "resolve"
 
@@ -16,6 +18,7 @@ s_usage(FILE *out)
 {
     fprintf(out,
             "usage: zdist resolve [--cluster FILE] [--task TYPE:INDEX] [--rpc-layer NAME] [--strategy S]\n"
+            "       zdist resolve --slurm [--jobs NAME=N,...] [--port-base N] [--tasks-per-node N] [...]\n"
             "\n"
             "Resolves the cluster like TensorFlow's TFConfigClusterResolver and prints one JSON\n"
             "object on stdout:\n"
@@ -28,80 +31,136 @@ s_usage(FILE *out)
             "  -r, --rpc-layer NAME   override rpc_layer (e.g. grpc); \"\" clears it\n"
             "  -s, --strategy S       also check the cluster for a strategy: parameter_server,\n"
             "                         multi_worker_mirrored, mirrored, central_storage, one_device, tpu\n"
+            "      --slurm            the cluster of this Slurm job step, as TensorFlow's SlurmClusterResolver\n"
+            "                         builds it (SLURM_PROCID, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE)\n"
+            "      --jobs NAME=N,...  with --slurm: tasks per job, e.g. chief=1,ps=2,worker=4 (ranks go to the\n"
+            "                         jobs in name order; default worker=$SLURM_STEP_NUM_TASKS)\n"
+            "      --port-base N      with --slurm: a node's tasks listen on N, N+1, ... (default 8888)\n"
+            "      --tasks-per-node N with --slurm: every node runs N tasks (default: Slurm's own count)\n"
             "  -h, --help             show this help\n"
             "      --version          show the version\n"
             "\n"
             "Exit status: 0 resolved; 2 bad input (one line on stderr says why); 1 other failure.\n");
 }
 
-int
-cli_resolve_main(int argc, char **argv)
+typedef struct {
+    const char *cluster_file, *task_spec, *rpc_layer, *strategy_name, *jobs;
+    bool have_rpc_layer, slurm;
+    int port_base, tasks_per_node;
+} s_args_t;
+
+enum { S_OPT_VERSION = 256, S_OPT_SLURM, S_OPT_JOBS, S_OPT_PORT_BASE, S_OPT_TASKS_PER_NODE };
+
+/* An option getopt did not take: one line, CLI_EXIT_USAGE. */
+static int
+s_bad_option(char **argv)
 {
-    enum { OPT_VERSION = 256 };
+    /* A long option given a value it does not take ("--help=x") also lands
+       here, with optopt set to its short letter. */
+    if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
+        return cli_usage_error(S_SUB, "option '%s' takes no value; see 'zdist resolve --help'", argv[optind - 1]);
+    if (strncmp(argv[optind - 1], "--", 2) == 0)
+        return cli_usage_error(S_SUB, "unknown option '%s'; see 'zdist resolve --help'", argv[optind - 1]);
+    return cli_usage_error(S_SUB, "unknown option '-%c'; see 'zdist resolve --help'", optopt);
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int
+s_parse(int argc, char **argv, s_args_t *a)
+{
     static const struct option options[] = {
         {"cluster", required_argument, NULL, 'c'},
         {"task", required_argument, NULL, 't'},
         {"rpc-layer", required_argument, NULL, 'r'},
         {"strategy", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
+        {"version", no_argument, NULL, S_OPT_VERSION},
+        {"slurm", no_argument, NULL, S_OPT_SLURM},
+        {"jobs", required_argument, NULL, S_OPT_JOBS},
+        {"port-base", required_argument, NULL, S_OPT_PORT_BASE},
+        {"tasks-per-node", required_argument, NULL, S_OPT_TASKS_PER_NODE},
         {NULL, 0, NULL, 0},
     };
-    const char *cluster_file = NULL, *task_spec = NULL, *rpc_layer = NULL, *strategy_name = NULL;
-    bool have_rpc_layer = false;
-
     opterr = 0; /* our own one-line messages */
     optind = 1;
     int c;
+    int64_t v;
     while ((c = getopt_long(argc, argv, ":c:t:r:s:h", options, NULL)) != -1) {
         switch (c) {
-        case 'c':
-            cluster_file = optarg;
-            break;
-        case 't':
-            task_spec = optarg;
-            break;
-        case 'r':
-            rpc_layer = optarg;
-            have_rpc_layer = true;
-            break;
-        case 's':
-            strategy_name = optarg;
+        case 'c': a->cluster_file = optarg; break;
+        case 't': a->task_spec = optarg; break;
+        case 'r': a->rpc_layer = optarg, a->have_rpc_layer = true; break;
+        case 's': a->strategy_name = optarg; break;
+        case S_OPT_SLURM: a->slurm = true; break;
+        case S_OPT_JOBS: a->jobs = optarg; break;
+        case S_OPT_PORT_BASE:
+        case S_OPT_TASKS_PER_NODE:
+            if (zdist_parse_int64(optarg, 1, c == S_OPT_PORT_BASE ? 65535 : 65536, &v) < 0)
+                return cli_usage_error(S_SUB, "%s must be a number in 1..%d, got '%s'",
+                                       c == S_OPT_PORT_BASE ? "--port-base" : "--tasks-per-node",
+                                       c == S_OPT_PORT_BASE ? 65535 : 65536, optarg);
+            *(c == S_OPT_PORT_BASE ? &a->port_base : &a->tasks_per_node) = (int) v;
             break;
         case 'h':
             s_usage(stdout);
             return CLI_EXIT_OK;
-        case OPT_VERSION:
+        case S_OPT_VERSION:
             printf("zdist %s (protocol %d)\n", ZDIST_VERSION_STRING, ZDIST_PROTOCOL_VERSION);
             return CLI_EXIT_OK;
         case ':':
             return cli_usage_error(S_SUB, "option '%s' needs a value; see 'zdist resolve --help'",
                                    argv[optind - 1]);
         default:
-            /* A long option given a value it does not take ("--help=x")
-               also lands here, with optopt set to its short letter. */
-            if (strncmp(argv[optind - 1], "--", 2) == 0 && optopt != 0)
-                return cli_usage_error(S_SUB, "option '%s' takes no value; see 'zdist resolve --help'",
-                                       argv[optind - 1]);
-            if (strncmp(argv[optind - 1], "--", 2) == 0)
-                return cli_usage_error(S_SUB, "unknown option '%s'; see 'zdist resolve --help'",
-                                       argv[optind - 1]);
-            return cli_usage_error(S_SUB, "unknown option '-%c'; see 'zdist resolve --help'", optopt);
+            return s_bad_option(argv);
         }
     }
     if (optind < argc)
         return cli_usage_error(S_SUB, "unexpected argument '%s'; see 'zdist resolve --help'", argv[optind]);
+    if (!a->slurm && (a->jobs || a->port_base || a->tasks_per_node))
+        return cli_usage_error(S_SUB, "--jobs, --port-base and --tasks-per-node go with --slurm");
+    if (a->slurm && a->cluster_file)
+        return cli_usage_error(S_SUB, "--slurm reads the cluster from Slurm; leave out --cluster");
+    return -1;
+}
 
+/* --slurm: the step's allocation as TF_CONFIG text, then the usual class. */
+static int
+s_load_slurm(const s_args_t *a, zdist_cluster_t **ret, zdist_error_t *err)
+{
+    zdist_slurm_job_t jobs[ZDIST_SLURM_MAX_JOBS];
+    int njobs = 0;
+    zdist_slurm_env_t env = zdist_slurm_env_get();
+    env.fixed_tasks_per_node = a->tasks_per_node;
+    char *text = NULL;
+    int rc = a->jobs ? zdist_slurm_parse_jobs(a->jobs, jobs, ZDIST_SLURM_MAX_JOBS, &njobs, err) : 0;
+    if (rc == 0)
+        rc = zdist_slurm_tf_config(&env, jobs, njobs, a->port_base ? a->port_base : 8888, &text, err);
+    if (rc < 0)
+        return rc;
+    *ret = zdist_cluster_parse(text, "--slurm", err);
+    free(text);
+    if (*ret && a->task_spec)
+        rc = zdist_cluster_set_task_spec(*ret, a->task_spec, err);
+    return *ret ? rc : err->code ? err->code : -EINVAL;
+}
+
+int
+cli_resolve_main(int argc, char **argv)
+{
+    s_args_t a = {0};
+    int exit_rc = s_parse(argc, argv, &a);
+    if (exit_rc >= 0)
+        return exit_rc;
     zdist_error_t err = {0};
     zdist_strategy_t strategy = ZDIST_STRATEGY_INVALID;
-    if (strategy_name && zdist_strategy_parse(strategy_name, &strategy, &err) < 0)
+    if (a.strategy_name && zdist_strategy_parse(a.strategy_name, &strategy, &err) < 0)
         return cli_usage_error(S_SUB, "--strategy: %s", err.text);
 
     zdist_cluster_t *cluster = NULL;
-    int rc = zdist_cluster_load(cluster_file, task_spec, &cluster, &err);
-    if (rc == 0 && have_rpc_layer)
-        rc = zdist_cluster_set_rpc_layer(cluster, rpc_layer, &err);
-    if (rc == 0 && strategy_name)
+    int rc = a.slurm ? s_load_slurm(&a, &cluster, &err) : zdist_cluster_load(a.cluster_file, a.task_spec, &cluster, &err);
+    if (rc == 0 && a.have_rpc_layer)
+        rc = zdist_cluster_set_rpc_layer(cluster, a.rpc_layer, &err);
+    if (rc == 0 && a.strategy_name)
         rc = zdist_cluster_validate(cluster, strategy, &err);
     if (rc < 0) {
         zdist_cluster_destroy(&cluster);

@@ -124,6 +124,22 @@ expect_error 2 "option '--help=x' takes no value" --help=x
 expect_error 2 "option '--task' needs a value" --task
 expect_error 2 "unexpected argument 'extra'" extra
 
+# --- --slurm: a Slurm step's allocation as TensorFlow's SlurmClusterResolver reads it
+unset CONFIG
+export SLURM_PROCID=2 SLURM_STEP_NODELIST='node[1-2]' SLURM_STEP_TASKS_PER_NODE='2(x2)' SLURM_STEP_NUM_TASKS=4
+expect_json 'j["cluster"] == {"chief": ["node1:9000"], "ps": ["node1:9001"], "worker": ["node2:9000", "node2:9001"]} and j["task_type"] == "worker" and j["task_id"] == 0' \
+    --slurm --jobs worker=2,ps=1,chief=1 --port-base 9000
+expect_json 'j["cluster"] == {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]} and j["task_id"] == 2' --slurm
+SLURM_PROCID=1 SLURM_STEP_NODELIST='gpu-[01-02]' expect_json 'j["cluster"] == {"ps": ["gpu-01:8888"], "worker": ["gpu-02:8888"]} and j["task_type"] == "worker"' \
+    --slurm --jobs ps=1,worker=1 --tasks-per-node 1
+SLURM_PROCID=1 expect_json 'j["task_type"] == "ps" and j["master"] == "node1:8889"' --slurm --jobs chief=1,ps=1,worker=2
+expect_error 2 "Requested 5 tasks but only 4 were assigned." --slurm --jobs ps=1,worker=4
+expect_error 2 "go with --slurm" --jobs ps=1
+SLURM_STEP_NODELIST='n[1-2]x' expect_error 2 'Invalid hostlist format "n[1-2]x"' --slurm
+unset SLURM_PROCID
+expect_error 2 "SLURM_PROCID not found in environment. Not running inside a SLURM step?" --slurm --jobs ps=1
+unset SLURM_STEP_NODELIST SLURM_STEP_TASKS_PER_NODE SLURM_STEP_NUM_TASKS
+
 # --- --help: usage on stdout, exit 0
 count=$((count + 1))
 run --help
