@@ -125,8 +125,10 @@ test_reduce_axis_none(void)
     free(out.data);
 
     /* bad axis, bad sizes, no replicas */
+    /* Formerly zdist's "axis 1 is out of range for rank 1 (valid: -1..0)":
+       now TF's texts (test_reduce_axes_tf_errors). */
     CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, v, 2, 1, &out, &err), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "axis 1 is out of range for rank 1"));
+    CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction dimension 1 for input with 1 dimensions.");
     zdist_tensor_t bad = s_f32(a, 1, 3, 0);
     bad.nbytes = 8;
     CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, &bad, 1, ZDIST_AXIS_NONE, &out, &err), -EINVAL);
@@ -137,6 +139,210 @@ test_reduce_axis_none(void)
     CU_ASSERT_EQUAL(op, ZDIST_REDUCE_MEAN);
     CU_ASSERT_EQUAL(zdist_reduce_op_from_name("MAX", &op), -EINVAL);
     CU_ASSERT_STRING_EQUAL(zdist_reduce_op_name(ZDIST_REDUCE_SUM), "SUM");
+}
+
+/* distribute_lib.py Strategy.reduce takes axis as an int, a tuple or a
+   list: SUM is reduce_sum(v, axis) per replica then a SUM over replicas;
+   MEAN's mean_reduce_helper gives numer = reduce_sum(v, axes) and denom =
+   reduce_prod([dimension(a) for a in axes]) per replica, both SUM-reduced,
+   then truediv: distribute_lib_test.py's testReduceMeanAxis and
+   testReduceSumAxis ([[1., 2.], [3., 4.]], axis (0, 1): MEAN 2.5, SUM 10),
+   then the docstring's partial batch over two axes. */
+static void
+test_reduce_axes_tuple(void)
+{
+    zdist_tensor_t out;
+    zdist_error_t err = {0};
+    float x[] = {1, 2, 3, 4};
+    zdist_tensor_t xv = s_f32(x, 2, 2, 2);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, &xv, 1, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, &xv, 1, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 10.0f);
+    free(out.data);
+    /* [[0,1],[2,3]] and [[4,5]] (a partial batch): over (0, 1) SUM 15, MEAN 15 / (4 + 2) */
+    float a[] = {0, 1, 2, 3}, b[] = {4, 5};
+    zdist_tensor_t v[2] = {s_f32(a, 2, 2, 2), s_f32(b, 2, 1, 2)};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.rank, 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 15.0f);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){1, 0}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
+    free(out.data);
+    /* negative axes count from the end: (-2, -1) is (0, 1) */
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-2, -1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.5f);
+    free(out.data);
+    /* one axis in a list is bitwise the int axis's result */
+    zdist_tensor_t one;
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){0}, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, v, 2, 0, &one, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.rank, 1);
+    CU_ASSERT_EQUAL(out.nbytes, one.nbytes);
+    CU_ASSERT_EQUAL(memcmp(out.data, one.data, one.nbytes), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.0f); /* (0 + 2 + 4) / 3 */
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 3.0f); /* (1 + 3 + 5) / 3 */
+    free(out.data);
+    free(one.data);
+
+    /* rank 3 [r, 2, 3] over (0, 2): keeps the middle axis; MEAN divides by
+       sum_r r_rows * 3 = (1 + 2) * 3 = 9 */
+    float c[6], d[12];
+    for (int i = 0; i < 6; i++)
+        c[i] = (float) i;
+    for (int i = 0; i < 12; i++)
+        d[i] = (float) (10 + i);
+    zdist_tensor_t w[2] = {
+        {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {1, 2, 3}}, .data = c, .nbytes = sizeof c},
+        {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {3, {2, 2, 3}}, .data = d, .nbytes = sizeof d}};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){0, 2}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.rank, 1);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 2);
+    /* middle index 0: c 0+1+2, d (10+11+12) + (16+17+18); index 1: c 3+4+5, d (13+14+15) + (19+20+21) */
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 3.0f + 33.0f + 51.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 12.0f + 42.0f + 60.0f);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], (float) (87.0 / 9.0));
+    CU_ASSERT_EQUAL(((float *) out.data)[1], (float) (114.0 / 9.0));
+    free(out.data);
+    double count = 0;
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_count(ZDIST_REDUCE_MEAN, w, 2, (const int[]){2, 0}, 2, &count, &err), 0);
+    CU_ASSERT_EQUAL(count, 9.0);
+    /* the replicas may differ only along the reduced axes */
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, w, 2, (const int[]){1, 2}, 2, &out, &err),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "only along the reduced axes"));
+
+    /* int32 MEAN over a tuple: int32 sum, truediv -> float64 */
+    int32_t ia[] = {0, 1, 2, 3}, ib[] = {4, 5};
+    zdist_tensor_t iv[2] = {{.dtype = ZDIST_DTYPE_INT32, .shape = {2, {2, 2}}, .data = ia, .nbytes = 16},
+                            {.dtype = ZDIST_DTYPE_INT32, .shape = {2, {1, 2}}, .data = ib, .nbytes = 8}};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, iv, 2, (const int[]){0, 1}, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.dtype, ZDIST_DTYPE_FLOAT64);
+    CU_ASSERT_EQUAL(((double *) out.data)[0], 2.5);
+    free(out.data);
+
+    /* an empty list reduces no axis: MEAN divides by the replicas (denominator
+       reduce_prod([]) = 1 each); the shapes must then agree */
+    float e1[] = {1, 2}, e2[] = {3, 6};
+    zdist_tensor_t ev[2] = {s_f32(e1, 1, 2, 0), s_f32(e2, 1, 2, 0)};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, ev, 2, (const int[]){0}, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.rank, 1);
+    CU_ASSERT_EQUAL(((float *) out.data)[0], 2.0f);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 4.0f);
+    free(out.data);
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_count(ZDIST_REDUCE_MEAN, ev, 2, NULL, 0, &count, &err), 0);
+    CU_ASSERT_EQUAL(count, 2.0);
+    /* axes NULL is axis None */
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, ev, 2, NULL, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(((float *) out.data)[1], 8.0f);
+    free(out.data);
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, ev, 2, (const int[]){0}, -1, &out, &err),
+                    -EINVAL);
+}
+
+/* TF's texts for a bad axis of Strategy.reduce:
+   - MEAN: distribute_lib.py mean_reduce_helper's ValueError
+     "`axis` = %r out of range for `value` with rank %d";
+   - SUM: reduce_sum's shape function, which Strategy.reduce's tf.function
+     runs (core/framework/common_shape_fns.cc ReductionShape: "Invalid
+     reduction dimension 2 for input with 1 dimensions.");
+   - an axis twice: the Sum kernel's (core/kernels/reduction_ops_common.cc;
+     kernel_tests/math_ops/reduction_ops_test.py's reduce_sum of [1., 2.]
+     over [0, 0] expects "Axes contains duplicate dimension: 0"). */
+static void
+test_reduce_axes_tf_errors(void)
+{
+    float a[] = {0, 1, 2, 3}, b[] = {4, 5};
+    zdist_tensor_t v[2] = {s_f32(a, 1, 4, 0), s_f32(b, 1, 2, 0)};
+    zdist_tensor_t out = {0};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, v, 2, 2, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "`axis` = 2 out of range for `value` with rank 1");
+    CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, v, 2, -2, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "`axis` = -2 out of range for `value` with rank 1");
+    CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_SUM, v, 2, 2, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction dimension 2 for input with 1 dimensions.");
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){0, 3}, 2, &out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "`axis` = 3 out of range for `value` with rank 1");
+    /* a scalar has no axis 0 */
+    float s0 = 1;
+    zdist_tensor_t sc = s_f32(&s0, 0, 0, 0);
+    CU_ASSERT_EQUAL(zdist_distribute_reduce(ZDIST_REDUCE_MEAN, &sc, 1, 0, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "`axis` = 0 out of range for `value` with rank 0");
+    /* duplicates, after negative axes are made positive; out of range is checked first */
+    CU_ASSERT_EQUAL(zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0}, 2, &out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction arguments: Axes contains duplicate dimension: 0");
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_MEAN, v, 2, (const int[]){-1, 0}, 2, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction arguments: Axes contains duplicate dimension: 0");
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, v, 2, (const int[]){0, 0, 5}, 3, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Invalid reduction dimension 5 for input with 1 dimensions.");
+    /* an op that is neither SUM nor MEAN, with an axis: Strategy.reduce's TypeError, first */
+    CU_ASSERT_EQUAL(
+        zdist_distribute_reduce_axes((zdist_reduce_op_t) 7, v, 2, (const int[]){9}, 1, &out, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: 7");
+    CU_ASSERT_PTR_NULL(out.data);
+}
+
+/* distribute_lib.py ReplicaContext.all_gather's custom gradient:
+   grads = all_reduce(SUM, dy); replica r keeps rows [sum(d[:r]),
+   sum(d[:r]) + d[r]) along axis (strategy_gather_test.py
+   testAllGatherGradient with replicas of different sizes). */
+static void
+test_all_gather_grad(void)
+{
+    zdist_error_t err = {0};
+    zdist_tensor_t out;
+    /* gathered [3, 2] from replicas of 1 and 2 rows along axis 0 */
+    float d0[] = {1, 2, 3, 4, 5, 6}, d1[] = {10, 20, 30, 40, 50, 60};
+    zdist_tensor_t dys[2] = {s_f32(d0, 2, 3, 2), s_f32(d1, 2, 3, 2)};
+    int64_t dims[2] = {1, 2};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 1);
+    CU_ASSERT_EQUAL(out.shape.dims[1], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){11, 22}), 8), 0);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){33, 44, 55, 66}), 16), 0);
+    free(out.data);
+    /* along axis 1 (-1): gathered [2, 3] of column blocks 1 and 2 */
+    zdist_tensor_t cy[2] = {s_f32(d0, 2, 2, 3), s_f32(d1, 2, 2, 3)};
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_all_gather_grad(cy, 2, dims, -1, 1, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 2);
+    CU_ASSERT_EQUAL(out.shape.dims[1], 2);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){22, 33, 55, 66}), 16), 0);
+    free(out.data);
+    /* slices past the gathered axis, and a replica outside the group */
+    int64_t big[2] = {2, 2};
+    CU_ASSERT_EQUAL(zdist_distribute_all_gather_grad(dys, 2, big, 0, 1, &out, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_distribute_all_gather_grad(dys, 2, dims, 0, 2, &out, &err), -EINVAL);
+    /* zdist_distribute_slice alone: rows 1..2 of axis 0 */
+    zdist_tensor_t m = s_f32(d0, 2, 3, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_slice(&m, 0, 1, 2, &out, &err), 0);
+    CU_ASSERT_EQUAL(memcmp(out.data, ((float[]){3, 4, 5, 6}), 16), 0);
+    free(out.data);
+    CU_ASSERT_EQUAL_FATAL(zdist_distribute_slice(&m, 0, 3, 0, &out, &err), 0);
+    CU_ASSERT_EQUAL(out.shape.dims[0], 0);
+    free(out.data);
 }
 
 /* Strategy.gather docs: replicas' [[1,2]] / [[3,4]]... axis 0 stacks rows,
@@ -468,7 +674,10 @@ void
 zdist_test_distribute_register(void)
 {
     ZDIST_SUITE("distribute", {"reduce with an axis: partial batch MEAN 2.5", test_reduce_partial_batch_axis},
-                {"reduce without an axis: element-wise", test_reduce_axis_none}, {"gather / all_gather", test_gather},
+                {"reduce without an axis: element-wise", test_reduce_axis_none},
+                {"reduce over a tuple of axes", test_reduce_axes_tuple},
+                {"reduce's axis errors in TF's text", test_reduce_axes_tf_errors},
+                {"all_gather's gradient: summed, each replica its rows", test_all_gather_grad}, {"gather / all_gather", test_gather},
                 {"values from function, local results", test_values_from_function_and_local_results},
                 {"reduce_to, batch_reduce_to, update", test_reduce_to_batch_update},
                 {"ON_WRITE aggregation (MirroredVariable)", test_on_write_aggregation},

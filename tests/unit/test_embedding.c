@@ -333,11 +333,127 @@ test_ps_sharded(void)
     s_cluster_destroy(&c);
 }
 
+/* tf.compat.v1.nn.embedding_lookup(params, ids, partition_strategy) over
+   local shards, as embedding_ops_test.py's testShardedModPartitioningInt32Ids
+   and its div counterparts build them: the table's rows dealt out by
+   the strategy, every id found again. */
+static void
+test_lookup_mod_div_local(void)
+{
+    enum { V = 13, D = 3, P = 5 };
+    float table[V * D], mod_shards[V * D], div_shards[V * D], out[V * D];
+    int64_t rows[P] = {3, 3, 3, 2, 2}, ids[V];
+    const float *mp[P], *dp[P];
+    for (int i = 0; i < V * D; i++)
+        table[i] = (float) i;
+    /* mod: shard s holds ids s, s + 5, ...; div: contiguous 3,3,3,2,2 */
+    for (int s = 0, off = 0; s < P; off += (int) rows[s], s++) {
+        mp[s] = mod_shards + off * D;
+        dp[s] = div_shards + off * D;
+        for (int r = 0; r < rows[s]; r++) {
+            memcpy(mod_shards + (off + r) * D, table + (s + r * P) * D, D * sizeof(float));
+            memcpy(div_shards + (off + r) * D, table + (off + r) * D, D * sizeof(float));
+        }
+    }
+    for (int i = 0; i < V; i++)
+        ids[i] = (i * 7) % V; /* every id, out of order */
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_MOD, out, &err), 0);
+    for (int i = 0; i < V; i++)
+        CU_ASSERT_EQUAL(memcmp(out + i * D, table + ids[i] * D, D * sizeof(float)), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(dp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
+    for (int i = 0; i < V; i++)
+        CU_ASSERT_EQUAL(memcmp(out + i * D, table + ids[i] * D, D * sizeof(float)), 0);
+    /* the mod shards read as div give other rows: the strategy must match the table */
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_embedding_lookup(mp, rows, P, D, ids, V, ZDIST_PARTITION_STRATEGY_DIV, out, &err), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(out + 2 * D, table + ids[2] * D, D * sizeof(float)), 0); /* id 1 reads id 5 */
+    /* an id past the table under mod: gather's error on its shard (13: row 2 of shard 3) */
+    int64_t far[1] = {13};
+    CU_ASSERT_EQUAL(zdist_embedding_lookup(mp, rows, P, D, far, 1, ZDIST_PARTITION_STRATEGY_MOD, out, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 2 is not in [0, 2)");
+}
+
+/* The ps lookup by TF's partition strategy (the default) or the layout's
+   offsets: mod over the 3 shards of 'emb' (4, 3, 3 rows, the mod sizes of
+   10 over 3 too), and a layout whose shards are not the div shape, which
+   TF refuses and zdist's offsets answer. */
+static void
+test_ps_partition_strategies(void)
+{
+    float p[S_VOCAB * S_DIM], remote[S_VOCAB * S_DIM], local[S_VOCAB * S_DIM];
+    s_params(p, S_VOCAB, S_DIM);
+    s_cluster_t c = {0};
+    s_cluster_new(&c, p);
+    zdist_error_t err = {0};
+    /* one id per row, SUM: the looked-up rows themselves */
+    int64_t offs[S_VOCAB + 1], ids[S_VOCAB];
+    for (int i = 0; i <= S_VOCAB; i++)
+        offs[i] = i;
+    for (int i = 0; i < S_VOCAB; i++)
+        ids[i] = (i * 3) % S_VOCAB;
+    zdist_sparse_ids_t sp = {.n = S_VOCAB, .row_offsets = offs, .ids = ids};
+    zdist_embedding_options_t o = {.combiner = ZDIST_COMBINER_SUM,
+                                   .default_id = ZDIST_EMBEDDING_NO_DEFAULT,
+                                   .partition_strategy = ZDIST_PARTITION_STRATEGY_MOD};
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err), 0);
+    /* the psds hold each shard's rows as stored: a mod table there is shard
+       s's rows read as ids s, s + 3, ...; the local lookup over the same
+       shards agrees */
+    const float *shards[3];
+    int64_t rows[3];
+    for (int s = 0; s < 3; s++) {
+        shards[s] = p + c.layout->shards[s].offset * S_DIM;
+        rows[s] = c.layout->shards[s].rows;
+    }
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup(shards, rows, 3, S_DIM, ids, S_VOCAB,
+                                                 ZDIST_PARTITION_STRATEGY_MOD, local, &err),
+                          0);
+    CU_ASSERT_EQUAL(memcmp(local, remote, sizeof local), 0);
+    /* id 4 is row 1 of shard 1, stored at global row 4 + 1 */
+    CU_ASSERT_EQUAL(ids[8], 4);
+    CU_ASSERT_EQUAL(remote[8 * S_DIM], p[5 * S_DIM]);
+    /* DIV (the zero value) over this Div layout: the table's own rows */
+    o.partition_strategy = ZDIST_PARTITION_STRATEGY_DIV;
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, c.layout, &sp, &o, remote, &err), 0);
+    for (int i = 0; i < S_VOCAB; i++)
+        CU_ASSERT_EQUAL(memcmp(remote + i * S_DIM, p + ids[i] * S_DIM, S_DIM * sizeof(float)), 0);
+
+    /* shards of 5, 2, 3 rows (offsets 0, 5, 7), not the div shape 4, 3, 3:
+       TF assigns id 6 to row 2 of shard 1, which has 2 rows, and raises
+       before anything is sent; by_offsets finds it at row 1 of shard 1 */
+    zdist_shard_t sh[3];
+    memcpy(sh, c.layout->shards, sizeof sh);
+    sh[0].rows = 5;
+    sh[1].offset = 5;
+    sh[1].rows = 2;
+    zdist_layout_t odd = *c.layout;
+    odd.shards = sh;
+    const int64_t two_offs[] = {0, 1, 2}, two_ids[] = {6, 1};
+    zdist_sparse_ids_t two = {.n = 2, .row_offsets = two_offs, .ids = two_ids};
+    uint64_t before0 = zdist_test_psd_requests(c.client[0], "pull_rows");
+    uint64_t before1 = zdist_test_psd_requests(c.client[1], "pull_rows");
+    CU_ASSERT_EQUAL(zdist_embedding_lookup_sparse_ps(c.client, 2, &odd, &two, &o, remote, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 2 is not in [0, 2)");
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[0], "pull_rows"), before0);
+    CU_ASSERT_EQUAL(zdist_test_psd_requests(c.client[1], "pull_rows"), before1);
+    o.by_offsets = true;
+    CU_ASSERT_EQUAL_FATAL(zdist_embedding_lookup_sparse_ps(c.client, 2, &odd, &two, &o, remote, &err), 0);
+    CU_ASSERT_EQUAL(memcmp(remote, p + 6 * S_DIM, S_DIM * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(remote + S_DIM, p + 1 * S_DIM, S_DIM * sizeof(float)), 0);
+    s_cluster_destroy(&c);
+}
+
 void
 zdist_test_embedding_register(void)
 {
     ZDIST_SUITE("embedding", {"embedding_lookup_sparse: the docstring's combiners", test_docstring_combiners},
                 {"empty rows are zeros; bad ids, offsets, combiners refused", test_empty_rows_and_errors},
                 {"safe_embedding_lookup_sparse: pruning and default_id", test_safe_docstring},
-                {"over a table sharded on two psd servers", test_ps_sharded});
+                {"over a table sharded on two psd servers", test_ps_sharded},
+                {"embedding_lookup: mod and div over local shards", test_lookup_mod_div_local},
+                {"over psds: TF's partition strategies, or the layout's offsets", test_ps_partition_strategies});
 }

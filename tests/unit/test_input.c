@@ -181,7 +181,68 @@ test_batch_sizes_for_worker(void)
     CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(13, 3, 2, 2, s), 0);
     CU_ASSERT(s[0] == 2 && s[1] == 2 && s[2] == 3 && s[3] == 2 && s[4] == 2 && s[5] == 2);
     CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(0, 1, 1, 0, s), -EINVAL);
-    CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(4, 2, 1, 2, s), -EINVAL);
+    /* Formerly -EINVAL: TF takes any worker_index (below). */
+    CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(4, 2, 1, 2, s), 0);
+    CU_ASSERT(s[0] == 2 && s[1] == 2);
+}
+
+/* tensorflow/python/data/experimental/ops/distribute.py batch_sizes_for_worker
+   returns worker_0[offset:] + worker_0[:offset], offset = worker_index * R,
+   with Python's clamped slices; rebatch_dataset_test.py's
+   ComputeBatchSizeTest-style helper calls it for worker_index 0..3 of 2
+   workers. An offset at or past the end is worker 0's list unrotated (a
+   rotation modulo W*R would differ), a negative one counts from the end. */
+static void
+test_batch_sizes_for_any_worker_index(void)
+{
+    int64_t s[8];
+    /* G=7, W=2, R=2: worker_0 = [2, 2, 2, 1]. */
+    static const int64_t want[][4] = {
+        {2, 2, 2, 1}, /* index 0: offset 0 */
+        {2, 1, 2, 2}, /* index 1: offset 2 */
+        {2, 2, 2, 1}, /* index 2: offset 4 == len -> [] + all */
+        {2, 2, 2, 1}, /* index 3: offset 6 > len -> unrotated (modulo would give [2, 1, 2, 2]) */
+    };
+    for (int w = 0; w < 4; w++) {
+        CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(7, 2, 2, w, s), 0);
+        CU_ASSERT(memcmp(s, want[w], sizeof want[w]) == 0);
+    }
+    /* G=5, W=2, R=1: worker_0 = [3, 2]; index 3 (offset 3) -> [3, 2]. */
+    CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(5, 2, 1, 3, s), 0);
+    CU_ASSERT(s[0] == 3 && s[1] == 2);
+    /* Negative offsets as Python's: index -1, R=1 of [3, 2] -> [2] + [3];
+       -5 is clamped to the start -> [3, 2]. */
+    CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(5, 2, 1, -1, s), 0);
+    CU_ASSERT(s[0] == 2 && s[1] == 3);
+    CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(5, 2, 1, -5, s), 0);
+    CU_ASSERT(s[0] == 3 && s[1] == 2);
+    /* The sums stay G whatever the index (constraint (B)). */
+    for (int w = 0; w < 6; w++) {
+        CU_ASSERT_EQUAL(zdist_input_batch_sizes_for_worker(13, 3, 2, w, s), 0);
+        CU_ASSERT_EQUAL(s[0] + s[1] + s[2] + s[3] + s[4] + s[5], 13);
+    }
+}
+
+/* distribute_lib.py InputContext.__str__, as distribute_lib_test.py's
+   InputContextTest.testStr asserts it. */
+static void
+test_input_context_str(void)
+{
+    zdist_error_t err = {0};
+    char buf[96];
+    zdist_input_context_t *ctx = zdist_input_context_new(1, 0, 42, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    CU_ASSERT_STRING_EQUAL(zdist_input_context_format(ctx, buf, sizeof buf),
+                           "tf.distribute.InputContext(input pipeline id 0, total: 1)");
+    zdist_input_context_destroy(&ctx);
+    ctx = zdist_input_context_new(3, 1, 42, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    CU_ASSERT_STRING_EQUAL(zdist_input_context_format(ctx, buf, sizeof buf),
+                           "tf.distribute.InputContext(input pipeline id 1, total: 3)");
+    char small[16];
+    zdist_input_context_format(ctx, small, sizeof small);
+    CU_ASSERT_STRING_EQUAL(small, "tf.distribute.I");
+    zdist_input_context_destroy(&ctx);
 }
 
 static void
@@ -359,6 +420,14 @@ test_shard_file(void)
     CU_ASSERT_PTR_NULL(ds);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "Could not apply FILE based sharding: the dataset only has 1 "
                                             "file(s), which is not enough for the required 2 shards/workers"));
+    /* the whole of shard_dataset_op.cc's text (formerly zdist's own advice after "shards/workers") */
+    CU_ASSERT_STRING_EQUAL(
+        err.text, "Could not apply FILE based sharding: the dataset only has 1 file(s), which is not "
+                  "enough for the required 2 shards/workers.If you are using datasets with distribution "
+                  "strategy, consider setting the auto sharding policy to either DATA or OFF using the "
+                  "`experimental_distribute.auto_shard_policy` optionof `tf.data.Options()`. Or, split "
+                  "your input files into a larger number of small files such that number of files is "
+                  "greater than number of shards/workers.");
     CU_ASSERT_EQUAL(zdist_dataset_load(&spec, c0, ZDIST_AUTO_SHARD_AUTO, &ds, NULL, &err), -EINVAL);
     /* One pipeline: FILE takes the only file. */
     CU_ASSERT_EQUAL(zdist_dataset_load(&spec, NULL, ZDIST_AUTO_SHARD_FILE, &ds, &applied, &err), 0);
@@ -1040,6 +1109,8 @@ zdist_test_input_register(void)
 {
     ZDIST_SUITE("input",
                 {"batch sizes for worker", test_batch_sizes_for_worker},
+                {"batch sizes for any worker index", test_batch_sizes_for_any_worker_index},
+                {"input context str", test_input_context_str},
                 {"legacy rebatch split", test_rebatch_legacy},
                 {"rebatch steps", test_rebatch_steps},
                 {"shard DATA and OFF", test_shard_data_and_off},

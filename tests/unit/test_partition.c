@@ -684,6 +684,122 @@ test_ps_default_and_stored_rows(void)
     zdist_placement_destroy(&ctx);
 }
 
+/* embedding_ops.py's partition_strategy, as the embedding_lookup docstring
+   lists 13 ids over 5 shards and embedding_ops_test.py's
+   testShardedModPartitioningInt32Ids (and its div counterparts) builds
+   its shards: mod [[0,5,10],[1,6,11],[2,7,12],[3,8],[4,9]], div
+   [[0,1,2],[3,4,5],[6,7,8],[9,10],[11,12]]. */
+static void
+test_assign_ids_mod_div(void)
+{
+    zdist_error_t err = {0};
+    int64_t ids[13], rows[5] = {3, 3, 3, 2, 2}, row[13];
+    int shard[13];
+    for (int i = 0; i < 13; i++)
+        ids[i] = i;
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, rows, 5, ids, 13, false, shard, row, &err),
+        0);
+    for (int i = 0; i < 13; i++) {
+        CU_ASSERT_EQUAL(shard[i], i % 5);
+        CU_ASSERT_EQUAL(row[i], i / 5);
+    }
+    CU_ASSERT_EQUAL_FATAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, rows, 5, ids, 13, false, shard, row, &err),
+        0);
+    static const int want_shard[13] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4};
+    static const int64_t want_row[13] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 0, 1};
+    for (int i = 0; i < 13; i++) {
+        CU_ASSERT_EQUAL(shard[i], want_shard[i]);
+        CU_ASSERT_EQUAL(row[i], want_row[i]);
+    }
+    /* div agrees with zdist_partition_div's split, so with a placed layout */
+    for (int s = 0; s < 5; s++) {
+        int64_t off, n;
+        CU_ASSERT_EQUAL(zdist_partition_div(13, 5, s, &off, &n), 0);
+        CU_ASSERT_EQUAL(n, rows[s]);
+        CU_ASSERT_EQUAL(want_shard[off], s);
+    }
+    /* one shard: every id at its own row, either strategy */
+    int64_t one[1] = {13};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, one, 1, ids, 13, false, shard, row, &err),
+        0);
+    CU_ASSERT_EQUAL(shard[12], 0);
+    CU_ASSERT_EQUAL(row[12], 12);
+
+    zdist_partition_strategy_t ps;
+    CU_ASSERT_EQUAL(zdist_partition_strategy_from_name("mod", &ps, &err), 0);
+    CU_ASSERT_EQUAL(ps, ZDIST_PARTITION_STRATEGY_MOD);
+    CU_ASSERT_EQUAL(zdist_partition_strategy_from_name("div", &ps, &err), 0);
+    CU_ASSERT_EQUAL(ps, ZDIST_PARTITION_STRATEGY_DIV);
+    CU_ASSERT_STRING_EQUAL(zdist_partition_strategy_name(ZDIST_PARTITION_STRATEGY_MOD), "mod");
+    /* embedding_ops.py's ValueError, "." and "Must" run together as in TF */
+    CU_ASSERT_EQUAL(zdist_partition_strategy_from_name("DIV", &ps, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text,
+                           "Unrecognized partition strategy: DIV.Must be one of either `mod` or `div`.");
+}
+
+/* What TF raises when the ids do not fit the shards (the ops
+   embedding_lookup runs: dynamic_partition, then gather per shard,
+   core/kernels/dynamic_partition_op.cc and gather_op.cc's texts). */
+static void
+test_assign_ids_tf_errors(void)
+{
+    zdist_error_t err = {0};
+    int shard[4];
+    int64_t row[4];
+    /* div over shards of [3, 1] rows, not the div shape [2, 2]: TF takes
+       T = 4, per = 2 from the sizes alone, so id 3 is row 1 of shard 1,
+       which has one row: gather's error (id 3 is shard 1's first id) */
+    int64_t uneven[2] = {3, 1}, ids[4] = {0, 3, 1, 2};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, uneven, 2, ids, 4, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 1 is not in [0, 1)");
+    /* the lowest failing shard is reported, at the id's place among its
+       shard's ids: [1, 3] on [1, 3]-row shards: id 1 is row 1 of shard 0 */
+    int64_t small_first[2] = {1, 3}, ids2[3] = {2, 1, 3};
+    CU_ASSERT_EQUAL(zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, small_first, 2, ids2, 3, false,
+                                               shard, row, &err),
+                    -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[0] = 1 is not in [0, 1)");
+    /* mod past the rows: id 9 over 2 shards of [3, 2] is row 4 of shard 1 */
+    int64_t m[2] = {3, 2}, ids3[3] = {1, 3, 9};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids3, 3, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[2] = 4 is not in [0, 2)");
+    /* unique (embedding_lookup_sparse): a repeated id counts once */
+    int64_t ids4[4] = {1, 1, 3, 9};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, m, 2, ids4, 4, true, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[2] = 4 is not in [0, 2)");
+    /* div past the last shard, and a negative id: dynamic_partition's error */
+    int64_t d[2] = {2, 2}, ids5[3] = {0, 3, 4};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, ids5, 3, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "partitions[2] = 2 is not in [0, 2)");
+    int64_t neg[2] = {1, -1};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, d, 2, neg, 2, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "partitions[1] = -1 is not in [0, 2)");
+    /* mod of a negative id: floormod puts it on shard 1 (after id 1) at row -1 */
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_MOD, d, 2, neg, 2, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "indices[1] = -1 is not in [0, 2)");
+    /* div over fewer rows than shards divides by zero */
+    int64_t tiny[2] = {1, 0};
+    CU_ASSERT_EQUAL(
+        zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, tiny, 2, ids, 1, false, shard, row, &err),
+        -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "Integer division by zero");
+}
+
 void
 zdist_test_partition_register(void)
 {
@@ -701,5 +817,7 @@ zdist_test_partition_register(void)
                 {"place errors", test_place_errors},
                 {"lookup", test_lookup},
                 {"colocate_vars_with", test_colocate},
-                {"parameter_server default, rows a psd holds (rank 0: 1)", test_ps_default_and_stored_rows});
+                {"parameter_server default, rows a psd holds (rank 0: 1)", test_ps_default_and_stored_rows},
+                {"embedding_lookup's mod and div assignment", test_assign_ids_mod_div},
+                {"embedding_lookup's assignment: TF's errors", test_assign_ids_tf_errors});
 }

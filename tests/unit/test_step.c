@@ -118,6 +118,19 @@ s_probe_train(void *state, zdist_replica_ctx_t *ctx)
         for (int q = 0; q < n && ok; q++)
             for (int i = 0; i <= q; i++, at++)
                 ok = ok && out[at * 2] == q * 100 + i * 10 && out[at * 2 + 1] == q * 100 + i * 10 + 1;
+        /* its gradient (distribute_lib.py's custom_gradient): dy of replica q
+           is (q + 1) * [1, 2, ...]; summed that is n(n+1)/2 * k, and replica r
+           keeps its r + 1 rows, which start after r(r+1)/2 rows */
+        if (ok && out_shape.dims[0] <= 36) {
+            float dy[36 * 2], grad[8 * 2];
+            int64_t cnt = out_shape.dims[0] * 2, begin = (int64_t)r * (r + 1) / 2;
+            for (int64_t k = 0; k < cnt; k++)
+                dy[k] = (float)((r + 1) * (k + 1));
+            if ((rc = zdist_ctx_all_gather_grad(ctx, dy, &out_shape, &sh, 0, grad)) < 0)
+                return rc;
+            for (int64_t k = 0; k < (r + 1) * 2 && ok; k++)
+                ok = grad[k] == (float)(n * (n + 1) / 2 * (begin * 2 + k + 1));
+        }
         /* Along axis 1: [2, 1] from each replica -> [2, n]. */
         float col[2] = {(float)r, (float)(r + 50)};
         zdist_shape_t csh = {2, {2, 1}};

@@ -1,6 +1,7 @@
 /* CUnit suite: zdist/strategy.h, the Strategy object of the local strategies, against TF's documented
    examples (docstring values) and TF's messages for calls made in the wrong context. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,88 @@ test_wrong_context_messages(void)
     zdist_strategy_destroy(&s);
 }
 
+/* distribute_lib.py require_replica_context's last case: a ReplicaContext
+   used from a replica thread of another strategy, "Mismatching
+   tf.distribute.Strategy objects: %s is not %s." (the thread's strategy,
+   then the context's). The one_device run holds its context open while a
+   mirrored run's replica calls all_reduce on it. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    zdist_strategy_replica_t *held; /* the one_device run's context, while it waits */
+    bool done;
+    int rc;
+    char text[ZDIST_ERROR_TEXT_MAX];
+} mismatch_t;
+
+static int
+s_hold_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) ret;
+    (void) err;
+    mismatch_t *m = arg;
+    pthread_mutex_lock(&m->mu);
+    m->held = ctx;
+    pthread_cond_broadcast(&m->cv);
+    while (!m->done)
+        pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static void *
+s_hold_main(void *arg)
+{
+    mismatch_t *m = arg;
+    zdist_strategy_spec_t spec = {.kind = ZDIST_STRATEGY_ONE_DEVICE};
+    zdist_strategy_object_t *one = NULL;
+    zdist_error_t err;
+    if (zdist_strategy_new(&spec, &one, &err) == 0)
+        (void) zdist_strategy_run(one, s_hold_ctx_fn, m, NULL, NULL, &err);
+    zdist_strategy_destroy(&one);
+    return NULL;
+}
+
+static int
+s_use_other_ctx_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) ret;
+    (void) err;
+    mismatch_t *m = arg;
+    if (zdist_strategy_replica_id(ctx) != 0)
+        return 0;
+    float one = 1;
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {0}, .data = &one, .nbytes = 4}, out;
+    zdist_error_t e = {0};
+    m->rc = zdist_strategy_replica_all_reduce(m->held, ZDIST_REDUCE_SUM, &v, &out, &e);
+    snprintf(m->text, sizeof m->text, "%s", e.text);
+    return 0;
+}
+
+static void
+test_mismatching_strategy_objects(void)
+{
+    mismatch_t m = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, s_hold_main, &m), 0);
+    pthread_mutex_lock(&m.mu);
+    while (!m.held)
+        pthread_cond_wait(&m.cv, &m.mu);
+    pthread_mutex_unlock(&m.mu);
+    zdist_strategy_object_t *s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    zdist_error_t err;
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_use_other_ctx_fn, &m, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL(m.rc, -EPERM);
+    CU_ASSERT_STRING_EQUAL(m.text, "Mismatching tf.distribute.Strategy objects: MirroredStrategy is not "
+                                   "OneDeviceStrategy.");
+    zdist_strategy_destroy(&s);
+    pthread_mutex_lock(&m.mu);
+    m.done = true;
+    pthread_cond_broadcast(&m.cv);
+    pthread_mutex_unlock(&m.mu);
+    pthread_join(th, NULL);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Values from function, gather, all_gather, all_reduce                       */
 
@@ -394,6 +477,90 @@ test_values_gather_collectives(void)
     int32_t want1[] = {1, 1, 2, 2};
     CU_ASSERT_EQUAL(memcmp(out.data, want1, sizeof want1), 0);
     free(out.data);
+    zdist_strategy_destroy(&s);
+}
+
+/* The gradient of ReplicaContext.all_gather (distribute_lib.py's
+   grad_wrapper): all_reduce(SUM, dy), all_gather of input_shape[axis],
+   then array_ops.gather(grad, range(begin, end), axis); as
+   strategy_gather_test.py's testAllGatherGradient, with replicas of
+   different sizes (replica r's value has r + 1 rows). */
+static int
+s_gather_grad_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) arg;
+    int id = zdist_strategy_replica_id(ctx);
+    float x[4] = {0};
+    zdist_tensor_t v = {.dtype = ZDIST_DTYPE_FLOAT32,
+                        .shape = {2, {id + 1, 2}},
+                        .data = x,
+                        .nbytes = (size_t) (id + 1) * 2 * sizeof(float)};
+    zdist_tensor_t all;
+    int rc = zdist_strategy_replica_all_gather(ctx, &v, 0, &all, err);
+    if (rc < 0)
+        return rc;
+    /* dy of the gathered [3, 2]: replica r's is (r + 1) * [1..6] */
+    float dy[6];
+    for (int i = 0; i < 6; i++)
+        dy[i] = (float) ((id + 1) * (i + 1));
+    zdist_tensor_t g = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = all.shape, .data = dy, .nbytes = sizeof dy};
+    rc = zdist_strategy_replica_all_gather_grad(ctx, &g, &v, 0, ret, err);
+    free(all.data);
+    return rc;
+}
+
+static int
+s_gather_sparse_fn(zdist_strategy_replica_t *ctx, void *arg, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) arg;
+    float vals[2] = {1, 2};
+    int64_t idx[1] = {2};
+    zdist_indexed_slices_t t0 = {
+        .values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {1, 2}}, .data = vals, .nbytes = sizeof vals},
+        .indices = idx,
+        .dense_shape = {2, {5, 2}}};
+    return zdist_strategy_replica_all_gather_indexed_slices(ctx, &t0, 0, ret, err);
+}
+
+/* strategy_gather_test.py testGatherRaiseSparse / testAllGatherRaiseSparse:
+   NotImplementedError with distribute_lib.py's texts (Strategy.gather,
+   ReplicaContext.all_gather) and cross_device_ops.py's (the lower layer). */
+static void
+test_all_gather_grad_and_sparse(void)
+{
+    zdist_strategy_object_t *s = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    zdist_error_t err = {0};
+    zdist_tensor_t r[2] = {{0}, {0}};
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_run(s, s_gather_grad_fn, NULL, NULL, r, &err), 0);
+    /* the summed dy is 3 * [1..6]; replica 0 owns row 0, replica 1 rows 1..2 */
+    CU_ASSERT_EQUAL(r[0].shape.rank, 2);
+    CU_ASSERT_EQUAL(r[0].shape.dims[0], 1);
+    CU_ASSERT_EQUAL(r[1].shape.dims[0], 2);
+    CU_ASSERT_EQUAL(memcmp(r[0].data, ((float[]){3, 6}), 8), 0);
+    CU_ASSERT_EQUAL(memcmp(r[1].data, ((float[]){9, 12, 15, 18}), 16), 0);
+    zdist_strategy_values_free(r, 2);
+
+    CU_ASSERT_EQUAL(zdist_strategy_run(s, s_gather_sparse_fn, NULL, NULL, r, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "all_gather does not support IndexedSlices");
+    float vals[2] = {1, 2};
+    int64_t idx[1] = {2};
+    zdist_indexed_slices_t t0[2] = {
+        {.values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {1, 2}}, .data = vals, .nbytes = sizeof vals},
+         .indices = idx,
+         .dense_shape = {2, {5, 2}}}};
+    t0[1] = t0[0];
+    zdist_tensor_t out;
+    CU_ASSERT_EQUAL(zdist_strategy_gather_indexed_slices(s, t0, 2, 0, &out, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "gather does not support IndexedSlices");
+    CU_ASSERT_EQUAL(zdist_distribute_gather_indexed_slices(t0, 2, 0, &out, &err), -ENOTSUP);
+    CU_ASSERT_STRING_EQUAL(err.text, "gather/all_gather does not support IndexedSlices");
+    /* Strategy.gather checks its context first: another strategy's scope wins */
+    zdist_strategy_object_t *other = s_new(ZDIST_STRATEGY_MIRRORED, 2);
+    CU_ASSERT_EQUAL_FATAL(zdist_strategy_scope_enter(other, &err), 0);
+    CU_ASSERT_EQUAL(zdist_strategy_gather_indexed_slices(s, t0, 2, 0, &out, &err), -EPERM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "Mixing different tf.distribute.Strategy objects"));
+    CU_ASSERT_EQUAL(zdist_strategy_scope_exit(other, &err), 0);
+    zdist_strategy_destroy(&other);
     zdist_strategy_destroy(&s);
 }
 
@@ -1460,6 +1627,9 @@ typedef struct {
     int gather_dims[2];
     float all_gather_axis1[2][8]; /* each local replica's */
     int32_t merged[2];            /* merge_fn's int32 reduce over every worker, each local replica's copy */
+    float f32_axes01[2];          /* reduce of float32 with axis=(0, 1): SUM, MEAN */
+    double i32_mean_empty[2];     /* reduce of int32 with axis=[]: MEAN */
+    char bad_axis_text[512];      /* MEAN with axis=(0, 2) */
 } dt_prog_t;
 
 static int
@@ -1566,6 +1736,29 @@ s_dt_prog(void *arg)
         goto out;
     p->mean_axis0 = *(double *) r.data;
     free(r.data);
+    /* an empty list (distribute_lib.py: int, tuple or list): mean_reduce_helper's
+       denominator is reduce_prod([]) = 1 per replica, so int32 MEAN over no axis */
+    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0}, 0, &r, &err)) < 0)
+        goto out;
+    memcpy(p->i32_mean_empty, r.data, sizeof p->i32_mean_empty);
+    free(r.data);
+    zdist_strategy_values_free(v, 4);
+    /* float32 over axis=(0, 1): across workers, the ring sums the sums and the counts */
+    if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_f32, NULL, v,
+                                                                             &err)) < 0 ||
+        (p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_SUM, v, L, (const int[]){0, 1}, 2, &r, &err)) < 0)
+        goto out;
+    p->f32_axes01[0] = *(float *) r.data;
+    free(r.data);
+    if ((p->rc = zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, -1}, 2, &r, &err)) <
+        0)
+        goto out;
+    p->f32_axes01[1] = *(float *) r.data;
+    free(r.data);
+    zdist_error_t bad = {0};
+    CU_ASSERT_EQUAL(zdist_strategy_reduce_axes(s, ZDIST_REDUCE_MEAN, v, L, (const int[]){0, 2}, 2, &r, &bad),
+                    -EINVAL);
+    snprintf(p->bad_axis_text, sizeof p->bad_axis_text, "%s", bad.text);
     zdist_strategy_values_free(v, 4);
     /* gather along axis 1: int64 and float32 [2, 1] per replica -> [2, 4] */
     if ((p->rc = zdist_strategy_experimental_distribute_values_from_function(s, s_dt_value_i64, NULL, v, &err)) <
@@ -1619,6 +1812,14 @@ test_multi_worker_dtypes_and_axes(void)
         CU_ASSERT_EQUAL(one.all_gather_axis1[0][4 + i], (float) i + 10);
     }
     CU_ASSERT_EQUAL(one.merged[0], 60);
+    /* tuple / list axes (distribute_lib.py Strategy.reduce): int32 {r, 10 r}
+       over []: (6, 60) / 4 as float64; float32 [[r], [r + 0.5]] over (0, 1):
+       SUM 14, MEAN 14 / 8; axis 2 of rank 2: MEAN's text */
+    CU_ASSERT_EQUAL(one.i32_mean_empty[0], 1.5);
+    CU_ASSERT_EQUAL(one.i32_mean_empty[1], 15.0);
+    CU_ASSERT_EQUAL(one.f32_axes01[0], 14.0f);
+    CU_ASSERT_EQUAL(one.f32_axes01[1], 1.75f);
+    CU_ASSERT_STRING_EQUAL(one.bad_axis_text, "`axis` = 2 out of range for `value` with rank 2");
 
     zdist_comm_t *comm[2];
     s_loopback_ring(comm);
@@ -1638,6 +1839,9 @@ test_multi_worker_dtypes_and_axes(void)
         CU_ASSERT_EQUAL(memcmp(w[k].sum_i32, one.sum_i32, sizeof one.sum_i32), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].mean_i32, one.mean_i32, sizeof one.mean_i32), 0);
         CU_ASSERT_EQUAL(w[k].mean_axis0, one.mean_axis0);
+        CU_ASSERT_EQUAL(memcmp(w[k].i32_mean_empty, one.i32_mean_empty, sizeof one.i32_mean_empty), 0);
+        CU_ASSERT_EQUAL(memcmp(w[k].f32_axes01, one.f32_axes01, sizeof one.f32_axes01), 0);
+        CU_ASSERT_STRING_EQUAL(w[k].bad_axis_text, one.bad_axis_text);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_dims, one.gather_dims, sizeof one.gather_dims), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_i64_axis1, one.gather_i64_axis1, sizeof one.gather_i64_axis1), 0);
         CU_ASSERT_EQUAL(memcmp(w[k].gather_f32_axis1, one.gather_f32_axis1, sizeof one.gather_f32_axis1), 0);
@@ -1899,7 +2103,9 @@ zdist_test_strategy_register(void)
         "strategy", {"new: specs, replica counts, cluster strategies refused", test_new_and_specs},
         {"contexts, run, reduce (docstring: SUM of replica ids = 1)", test_contexts_and_reduce_docstring},
         {"wrong context: TF's messages", test_wrong_context_messages},
+        {"another strategy's ReplicaContext: TF's Mismatching text", test_mismatching_strategy_objects},
         {"values from function, gather (docstring), all_reduce/all_gather", test_values_gather_collectives},
+        {"all_gather's gradient; sparse gathers refused", test_all_gather_grad_and_sparse},
         {"a replica that leaves a collective: -EPIPE, no hang", test_deserting_replica},
         {"variables: placement and replica/cross-replica writes", test_variables},
         {"extended: update, reduce_to, batch_reduce_to, colocate_vars_with", test_extended},

@@ -44,9 +44,40 @@ ZDIST_EXPORT const char *zdist_reduce_op_name(zdist_reduce_op_t op);
    MEAN of int32/int64 values follows distribute_lib.py: the sum in the
    values' dtype (wrapping), then truediv by the count -> ret is float64
    (int32 [0,1,2,3] and [4,5], axis 0 -> 2.5). Replicas are added in replica
-   order (deterministic). */
+   order (deterministic). An axis outside -rank..rank-1 is TF's text: for
+   MEAN distribute_lib.py's "`axis` = 2 out of range for `value` with rank
+   1", for SUM the one reduce_sum raises there, "Invalid reduction
+   dimension 2 for input with 1 dimensions." (-EINVAL). */
 ZDIST_EXPORT int zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
                                          int axis, zdist_tensor_t *ret, zdist_error_t *err);
+/* Strategy.reduce(op, value, axis=(a, b, ...)) (distribute_lib.py takes an
+   int, a tuple or a list): axes[num_axes]; axes NULL is axis None (as
+   zdist_distribute_reduce with ZDIST_AXIS_NONE). Each replica's tensor is
+   summed over every named axis (those dims removed; replicas may differ
+   along them only); SUM adds those sums over replicas; MEAN divides that by
+   the sum over replicas of the product of each replica's reduced
+   dimensions (mean_reduce_helper's numerator and denominator, each
+   SUM-reduced): [[0,1],[2,3]] and [[4,5]], axes (0, 1) -> 15 / 6 = 2.5.
+   An empty list reduces no axis (MEAN divides by num_replicas). As
+   zdist_distribute_reduce otherwise: one axis {a} gives bitwise its
+   result; integers' MEAN is float64. Errors (-EINVAL, TF's texts): an
+   axis out of range as above (the first such axis); a dimension named
+   twice, reduce_sum's "Invalid reduction arguments: Axes contains
+   duplicate dimension: 0" (the dimension after adding rank to a negative
+   axis); num_axes < 0; an op neither SUM nor MEAN, Strategy.reduce's
+   TypeError "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not:
+   7" (the op's number), before anything else. */
+ZDIST_EXPORT int zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values,
+                                              int num_replicas, const int *axes, int num_axes,
+                                              zdist_tensor_t *ret, zdist_error_t *err);
+/* The denominator zdist_distribute_reduce_axes's MEAN divides by: the
+   sum over the replicas of the product of their reduced dimensions
+   (num_replicas when axes is NULL or empty), after the same checks with the
+   same texts (for a reduce split between processes, each counting its own
+   replicas). */
+ZDIST_EXPORT int zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values,
+                                               int num_replicas, const int *axes, int num_axes,
+                                               double *ret_count, zdist_error_t *err);
 
 /* tf.distribute.Strategy.gather(value, axis): concatenation along `axis` in
    replica order (rank >= 1; any data dtype). */
@@ -56,6 +87,43 @@ ZDIST_EXPORT int zdist_distribute_gather(const zdist_tensor_t *values, int num_r
    gather returns; the one result in ret is that common value. */
 ZDIST_EXPORT int zdist_distribute_all_gather(const zdist_tensor_t *values, int num_replicas, int axis,
                                              zdist_tensor_t *ret, zdist_error_t *err);
+
+/* tf.IndexedSlices: rows `indices` of a tensor of dense_shape, their
+   values [n, dense_shape[1:]] (a sparse gradient: zdist/step.h's
+   zdist_grad_t ids and values). Borrowed views. */
+typedef struct {
+    zdist_tensor_t values;
+    const int64_t *indices; /* [values.shape.dims[0]] */
+    zdist_shape_t dense_shape;
+} zdist_indexed_slices_t;
+
+/* The gather of sparse per-replica values: TF's NotImplementedError
+   "gather/all_gather does not support IndexedSlices" (-ENOTSUP), the text
+   of cross_device_ops.py's CrossDeviceOps._gather (strategy.h's gather and
+   all_gather raise their own first). Nothing is read. */
+ZDIST_EXPORT int zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values,
+                                                        int num_replicas, int axis, zdist_tensor_t *ret,
+                                                        zdist_error_t *err);
+
+/* Rows [begin, begin + size) of `value` along axis (negative counts from
+   the end), every other axis whole: array_ops.gather(value, axis=axis,
+   indices=range(begin, begin + size)). malloc'd ret->data. -EINVAL for a
+   bad axis or rows outside the axis. */
+ZDIST_EXPORT int zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size,
+                                        zdist_tensor_t *ret, zdist_error_t *err);
+
+/* The gradient of ReplicaContext.all_gather(value, axis) (its
+   custom_gradient in distribute_lib.py), for replica `replica`: the
+   all-reduce SUM of the upstream gradients dys[num_replicas] (each
+   replica's, of the gathered shape), then that replica's own slice along
+   axis, [begin, begin + dims[replica]) with begin = dims[0] + ... +
+   dims[replica - 1], dims[r] being replica r's input size along axis
+   (which TF all-gathers). Replicas of different sizes along axis (a partial
+   batch) each get their own rows. malloc'd ret. A layer that gathers
+   inside run uses zdist_strategy_replica_all_gather_grad (zdist/strategy.h). */
+ZDIST_EXPORT int zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas,
+                                                  const int64_t *dims, int axis, int replica,
+                                                  zdist_tensor_t *ret, zdist_error_t *err);
 
 /* Strategy.experimental_local_results: the values held by this process.
    A per-replica value of num_replicas_in_sync replicas spread over workers

@@ -58,6 +58,17 @@ typedef struct {
        as TF's gather. */
     bool safe;
     int64_t default_id; /* safe only: ZDIST_EMBEDDING_NO_DEFAULT or 0..vocab-1 */
+    /* The ps lookup only: how an id finds its shard. By default TF's
+       embedding_lookup does it (partition_strategy DIV, the zero value, or
+       MOD; zdist_partition_assign_ids): from the shards' sizes alone, so a
+       layout whose shards are not of the strategy's sizes fails with TF's
+       gather error when an id falls past its shard. by_offsets: zdist's own
+       lookup by the layout's shard offsets instead (zdist_layout_lookup),
+       which answers for any layout and ignores partition_strategy. For a
+       layout zdist_placement_place made (a Div split), DIV and by_offsets
+       agree. */
+    zdist_partition_strategy_t partition_strategy;
+    bool by_offsets;
 } zdist_embedding_options_t;
 
 /* tf.nn.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner) on a
@@ -74,13 +85,26 @@ ZDIST_EXPORT int zdist_embedding_safe_lookup_sparse(const float *params, int64_t
                                                     const zdist_sparse_ids_t *sp, zdist_combiner_t combiner,
                                                     int64_t default_id, float *out, zdist_error_t *err);
 
+/* tf.compat.v1.nn.embedding_lookup(params, ids, partition_strategy) over
+   num_shards local float32 shards params[s] of rows[s] x dim (row-major):
+   out[n, dim] (the caller's) gets each id's row, the shard and row chosen
+   by zdist_partition_assign_ids (zdist/partition.h): MOD (TF 1's default)
+   or DIV. Errors are TF's texts from there (-EINVAL; out then undefined). */
+ZDIST_EXPORT int zdist_embedding_lookup(const float *const *params, const int64_t *rows, int num_shards,
+                                        int64_t dim, const int64_t *ids, int64_t n,
+                                        zdist_partition_strategy_t strategy, float *out, zdist_error_t *err);
+
 /* Either lookup over a table partitioned along rows and placed on ps tasks
    (zdist/partition.h's layout; every shard a float32 [rows, dim] shard of
-   layout->name): the distinct ids of each shard holding any are pulled
-   with one pull_rows per such shard, all sent at once through
+   layout->name), each id's shard and row found as opts says (TF's
+   partition_strategy, default DIV, or the layout's offsets): the distinct
+   ids of each shard holding any are pulled with one pull_rows per such
+   shard, all sent at once through
    clients[shard.ps] (clients[num_clients], one per ps task, the caller's
    thread's), then combined as above. Ids outside the layout's rows are
-   -EINVAL before anything is sent; a pull that fails returns its errno
+   -EINVAL before anything is sent, and so is TF's error for an id whose
+   row lies past its shard (zdist_partition_assign_ids, counting distinct
+   ids as embedding_lookup_sparse's unique does); a pull that fails returns its errno
    with err naming the shard, its ps task and the psd's message; out is
    then undefined. */
 ZDIST_EXPORT int zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clients,

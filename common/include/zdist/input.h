@@ -43,6 +43,10 @@ ZDIST_EXPORT int zdist_input_context_num_replicas_in_sync(const zdist_input_cont
    as TensorFlow's (0 % n == 0). A negative size is -EINVAL (TensorFlow would
    floor-divide it; no batch has a negative size). ret written only on
    success. */
+/* str(InputContext): TF's "tf.distribute.InputContext(input pipeline id 1,
+   total: 3)" into buf (truncated to size, NUL-terminated when size > 0);
+   returns buf. */
+ZDIST_EXPORT char *zdist_input_context_format(const zdist_input_context_t *self, char *buf, size_t size);
 ZDIST_EXPORT int zdist_input_context_get_per_replica_batch_size(const zdist_input_context_t *self,
                                                                 int64_t global_batch_size, int64_t *ret,
                                                                 zdist_error_t *err);
@@ -187,9 +191,11 @@ typedef struct {
    pipeline), as TensorFlow's auto-shard does for experimental_distribute_dataset:
    - FILE: the files are sharded across pipelines: file k (a pair for idx) goes
      to pipeline k % num_input_pipelines, in order. Fewer files than pipelines
-     is -EINVAL naming both counts (TF's "Could not apply FILE based sharding:
-     the dataset only has 1 file(s), which is not enough for the required 2
-     shards/workers"). One pipeline: everything. Synthetic data has no files:
+     is -EINVAL with TF's whole text (shard_dataset_op.cc: "Could not apply
+     FILE based sharding: the dataset only has 1 file(s), which is not enough
+     for the required 2 shards/workers.If you are using datasets with
+     distribution strategy, consider setting ..." and its advice, words run
+     together as TF's). One pipeline: everything. Synthetic data has no files:
      -EINVAL.
    - DATA and OFF: every pipeline loads everything (DATA shards later, inside
      zdist_input_t, on the per-replica batches, as TF does).
@@ -208,9 +214,14 @@ ZDIST_EXPORT int zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_
 /* distribute.batch_sizes_for_worker: the W*R sub-batch sizes (W = workers,
    R = replicas per worker) worker `worker_index` cuts its stream into, in
    cycle order. Sizes are floor(G/(W*R)) or one more; the first G mod (W*R) of
-   worker 0's list are the bigger ones, and worker w's list is worker 0's
-   rotated left by w*R, so the R replicas of all workers together take exactly
-   G examples per step. ret_sizes has W*R slots. */
+   worker 0's list are the bigger ones, and worker w's list is TF's
+   worker_0[offset:] + worker_0[:offset] with offset = w*R and Python's
+   slices, so the R replicas of all workers together take exactly G examples
+   per step. Any worker_index is taken, as TF takes it: the slices clamp at
+   the list's ends, so an offset at or past W*R gives worker 0's list
+   unrotated (G=4, W=2, R=1: index 2 -> [2, 2], index 3 -> [2, 2]) and a
+   negative one counts from the end. -EINVAL for G < 1, W < 1, R < 1 or
+   ret_sizes NULL. ret_sizes has W*R slots. */
 ZDIST_EXPORT int zdist_input_batch_sizes_for_worker(int64_t global_batch_size, int num_workers,
                                                     int replicas_per_worker, int worker_index,
                                                     int64_t *ret_sizes);

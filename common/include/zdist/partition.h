@@ -188,6 +188,50 @@ ZDIST_EXPORT int zdist_placement_colocate(zdist_placement_t *self, const char *n
                                           const zdist_layout_t *anchor, zdist_layout_t **ret_layout,
                                           zdist_error_t *err);
 
+/* ------------------------------------------------------------------------ */
+/* embedding_lookup's partition_strategy                                     */
+
+/* How tf.compat.v1.nn.embedding_lookup finds an id among P shards
+   (embedding_ops.py _embedding_lookup_and_transform):
+   - MOD ("mod", the tf.compat.v1 default): id i on shard i mod P at row
+     i div P (13 ids over 5 shards: [[0,5,10],[1,6,11],[2,7,12],[3,8],[4,9]]);
+   - DIV ("div", TF 2's tf.nn.embedding_lookup, and how zdist places a
+     partitioned variable): contiguous, from the total T of the shards' rows
+     only: per = T div P, extras = T mod P, shard max(i div (per + 1),
+     (i - extras) div per), row i mod (per + 1) on the first extras shards,
+     (i - extras) mod per after ([[0,1,2],[3,4,5],[6,7,8],[9,10],[11,12]]).
+   Either needs shards of those sizes: TF does not look at the shards'
+   offsets, so an id whose row lies past its shard fails TF's gather. */
+typedef enum {
+    ZDIST_PARTITION_STRATEGY_DIV = 0,
+    ZDIST_PARTITION_STRATEGY_MOD = 1,
+} zdist_partition_strategy_t;
+
+/* "div" / "mod" (exact, as TF compares them) -> strategy; -EINVAL with TF's
+   "Unrecognized partition strategy: NAME.Must be one of either `mod` or
+   `div`." (its missing space kept) otherwise. */
+ZDIST_EXPORT int zdist_partition_strategy_from_name(const char *name, zdist_partition_strategy_t *ret,
+                                                    zdist_error_t *err);
+ZDIST_EXPORT const char *zdist_partition_strategy_name(zdist_partition_strategy_t strategy);
+
+/* TF's assignment of ids[n] to num_shards shards holding rows[num_shards]
+   rows: ret_shard[k] and ret_row[k] (the row within the shard) for each
+   id, with Python's floor division and modulo (as TF's int ops). One shard
+   takes every id at its own row (TF gathers params[0] directly). Fails
+   (-EINVAL, nothing meaningful in the outputs) with TF's error for the
+   first failure TF meets, as its ops meet them:
+   - a shard outside 0..num_shards-1 (div past the last shard, or a
+     negative id): dynamic_partition's "partitions[K] = P is not in [0, N)";
+   - a row outside its shard (ids >= T under mod, or shards not of the
+     strategy's sizes): gather's "indices[J] = R is not in [0, ROWS)" of the
+     lowest such shard, J the id's place among that shard's ids;
+   - div over fewer rows than shards: "Integer division by zero".
+   K and J count the ids in order; with `unique`, only each id's first
+   occurrence (embedding_lookup_sparse looks up array_ops.unique(ids)). */
+ZDIST_EXPORT int zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *rows,
+                                            int num_shards, const int64_t *ids, int64_t n, bool unique,
+                                            int *ret_shard, int64_t *ret_row, zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -303,6 +303,58 @@ zdist_ctx_all_gather(zdist_replica_ctx_t *c, const float *in, const zdist_shape_
 {
     return c->ops->all_gather(c, in, shape, axis, ret, ret_shape);
 }
+/* The gradient of zdist_ctx_all_gather(in, shape, axis) for a layer that
+   gathers: ReplicaContext.all_gather's custom_gradient (distribute_lib.py).
+   Every replica calls it with dy, the upstream gradient of the gathered
+   value (gathered_shape, as all_gather returned it), which is summed over
+   the replicas in place (all_reduce SUM), and its own input's shape; out
+   (shape's elements) gets this replica's rows of the sum along axis, at
+   the offset of the replicas before it (all-gathered sizes). Two
+   collectives; -EINVAL for an axis outside the rank or shapes that do not
+   agree; a host whose gather does not span every replica: -ENOTSUP.
+   zdist_distribute_all_gather_grad (zdist/distribute.h) is the same on
+   per-replica values. */
+static inline int
+zdist_ctx_all_gather_grad(zdist_replica_ctx_t *c, float *dy, const zdist_shape_t *gathered_shape,
+                          const zdist_shape_t *shape, int axis, float *out)
+{
+    if (axis < 0)
+        axis += shape->rank;
+    if (axis < 0 || axis >= shape->rank || gathered_shape->rank != shape->rank)
+        return -EINVAL;
+    int64_t outer = 1, inner = 1, n = 1;
+    for (int d = 0; d < shape->rank; d++) {
+        if (d != axis && gathered_shape->dims[d] != shape->dims[d])
+            return -EINVAL;
+        n *= gathered_shape->dims[d];
+        if (d < axis)
+            outer *= shape->dims[d];
+        else if (d > axis)
+            inner *= shape->dims[d];
+    }
+    float *bufs[1] = {dy};
+    int64_t lens[1] = {n};
+    int rc = zdist_ctx_all_reduce(c, ZDIST_REDUCE_SUM, bufs, lens, 1);
+    if (rc < 0)
+        return rc;
+    float mine = (float) shape->dims[axis];
+    zdist_shape_t one = {1, {1}}, got;
+    const float *sizes;
+    if ((rc = zdist_ctx_all_gather(c, &mine, &one, 0, &sizes, &got)) < 0)
+        return rc;
+    int id = zdist_ctx_replica_id(c);
+    if (got.dims[0] != zdist_ctx_num_replicas(c))
+        return -ENOTSUP;
+    int64_t begin = 0, rows = shape->dims[axis], along = gathered_shape->dims[axis];
+    for (int q = 0; q < id; q++)
+        begin += (int64_t) sizes[q];
+    if (begin + rows > along)
+        return -EINVAL;
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(out + o * rows * inner, dy + (o * along + begin) * inner,
+               (size_t) (rows * inner) * sizeof *out);
+    return 0;
+}
 static inline int zdist_ctx_merge_call(zdist_replica_ctx_t *c, zdist_merge_fn fn, void *arg) { return c->ops->merge_call(c, fn, arg); }
 static inline int zdist_ctx_assign(zdist_replica_ctx_t *c, int var, const float *v) { return c->ops->assign(c, var, v); }
 static inline int zdist_ctx_assign_add(zdist_replica_ctx_t *c, int var, const float *d) { return c->ops->assign_add(c, var, d); }

@@ -352,6 +352,25 @@ ZDIST_EXPORT int zdist_strategy_replica_all_reduce(zdist_strategy_replica_t *ctx
    concatenation in replica order (malloc'd ret->data). */
 ZDIST_EXPORT int zdist_strategy_replica_all_gather(zdist_strategy_replica_t *ctx, const zdist_tensor_t *value,
                                                    int axis, zdist_tensor_t *ret, zdist_error_t *err);
+/* ReplicaContext.all_gather of IndexedSlices: TF's NotImplementedError
+   "all_gather does not support IndexedSlices" (-ENOTSUP), raised before
+   any collective, as TF raises it first. */
+ZDIST_EXPORT int zdist_strategy_replica_all_gather_indexed_slices(zdist_strategy_replica_t *ctx,
+                                                                  const zdist_indexed_slices_t *value,
+                                                                  int axis, zdist_tensor_t *ret,
+                                                                  zdist_error_t *err);
+/* The gradient of all_gather (ReplicaContext.all_gather's custom_gradient
+   in distribute_lib.py), for a layer that gathers inside run: every
+   replica calls it with dy, the upstream gradient of the gathered value
+   (its shape), and value, its own input to the all_gather; it all-reduces
+   (SUM) dy, all-gathers the replicas' sizes along axis and returns in ret
+   (malloc'd) this replica's rows of the sum: the gradient of its value
+   (zdist_distribute_all_gather_grad for every replica at once). Two
+   collectives, so every replica must call it; errors as all_reduce's and
+   all_gather's. */
+ZDIST_EXPORT int zdist_strategy_replica_all_gather_grad(zdist_strategy_replica_t *ctx,
+                                                        const zdist_tensor_t *dy, const zdist_tensor_t *value,
+                                                        int axis, zdist_tensor_t *ret, zdist_error_t *err);
 /* Reading a variable in replica context: this replica's copy (the one copy
    of a central_storage ON_WRITE variable). A view, valid until the
    variable is next written. */
@@ -393,11 +412,24 @@ ZDIST_EXPORT int zdist_strategy_replica_merge_call(zdist_strategy_replica_t *ctx
 ZDIST_EXPORT int zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op,
                                        const zdist_tensor_t *values, int n, int axis, zdist_tensor_t *ret,
                                        zdist_error_t *err);
+/* Strategy.reduce(op, value, axis=(a, b, ...)): as zdist_strategy_reduce
+   with axes[num_axes] (axes NULL: axis None), reduced by
+   zdist_distribute_reduce_axes (SUM over every named axis; MEAN divides
+   by the sum over every replica, of every worker, of the product of its
+   reduced dimensions), its TF errors included. */
+ZDIST_EXPORT int zdist_strategy_reduce_axes(zdist_strategy_object_t *self, zdist_reduce_op_t op,
+                                            const zdist_tensor_t *values, int n, const int *axes,
+                                            int num_axes, zdist_tensor_t *ret, zdist_error_t *err);
 /* Strategy.gather(value, axis); in a replica context TF's "tf.distribute.
    Strategy.gather method requires cross-replica context, use
    get_replica_context().all_gather() instead". */
 ZDIST_EXPORT int zdist_strategy_gather(zdist_strategy_object_t *self, const zdist_tensor_t *values, int n,
                                        int axis, zdist_tensor_t *ret, zdist_error_t *err);
+/* Strategy.gather of IndexedSlices: after the context check above, TF's
+   NotImplementedError "gather does not support IndexedSlices" (-ENOTSUP). */
+ZDIST_EXPORT int zdist_strategy_gather_indexed_slices(zdist_strategy_object_t *self,
+                                                      const zdist_indexed_slices_t *values, int n, int axis,
+                                                      zdist_tensor_t *ret, zdist_error_t *err);
 /* Strategy.experimental_local_results: every replica of a local strategy
    is local, so the n values themselves (borrowed). */
 ZDIST_EXPORT int zdist_strategy_experimental_local_results(zdist_strategy_object_t *self,

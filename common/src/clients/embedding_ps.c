@@ -23,6 +23,35 @@ s_key_cmp(const void *a, const void *b)
     return (x->entry > y->entry) - (x->entry < y->entry);
 }
 
+/* Each entry's shard and the global row the psd holds its value at: TF's
+   partition_strategy over the shards' sizes (the distinct ids counted as
+   embedding_lookup_sparse's unique does, for TF's error), or the layout's
+   offsets. */
+static int
+s_place(const zdist_layout_t *layout, const zdist_embedding_options_t *opts, const int64_t *ids, int64_t m,
+        int64_t *ret_shard, int64_t *ret_global, zdist_error_t *err)
+{
+    int *shard = malloc((size_t) (m ? m : 1) * sizeof *shard);
+    int64_t *rows = malloc((size_t) layout->num_shards * sizeof *rows);
+    int rc = !shard || !rows ? zdist_error_set(err, -ENOMEM, "embedding lookup on ps: out of memory") : 0;
+    for (int s = 0; rc == 0 && s < layout->num_shards; s++)
+        rows[s] = layout->shards[s].rows;
+    if (rc == 0 && !opts->by_offsets)
+        rc = zdist_partition_assign_ids(opts->partition_strategy, rows, layout->num_shards, ids, m, true,
+                                        shard, ret_global, err);
+    for (int64_t k = 0; rc == 0 && k < m; k++) {
+        if (opts->by_offsets)
+            rc = zdist_layout_lookup(layout, ids[k], &shard[k], &ret_global[k], err);
+        if (rc == 0) {
+            ret_shard[k] = shard[k];
+            ret_global[k] += layout->shards[shard[k]].offset;
+        }
+    }
+    free(shard);
+    free(rows);
+    return rc;
+}
+
 /* The table's layout against the clients; *ret_dim: a row's floats. */
 static int
 s_check(zdist_ps_client_t *const *clients, int num_clients, const zdist_layout_t *layout,
@@ -81,13 +110,11 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
         rc = zdist_error_set(err, -ENOMEM, "embedding lookup on ps: out of memory for %zu entries", m);
         goto done;
     }
-    for (size_t k = 0; k < m; k++) {
-        int64_t row;
-        keys[k].id = plan.ids[k];
-        keys[k].entry = (int64_t) k;
-        if ((rc = zdist_layout_lookup(layout, plan.ids[k], &keys[k].shard, &row, err)) < 0)
-            goto done;
-    }
+    /* uidx and uids hold each entry's shard and global row until the dedup below */
+    if ((rc = s_place(layout, opts, plan.ids, plan.m, uidx, uids, err)) < 0)
+        goto done;
+    for (size_t k = 0; k < m; k++)
+        keys[k] = (s_key_t){.shard = (int) uidx[k], .id = uids[k], .entry = (int64_t) k};
     qsort(keys, m, sizeof *keys, s_key_cmp);
     int64_t nu = 0;
     for (size_t k = 0; k < m; k++) {

@@ -557,3 +557,151 @@ zdist_placement_colocate(zdist_placement_t *self, const char *name, const zdist_
     (*ret_layout)->shards[0].ps = ps;
     return 0;
 }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* embedding_lookup's partition_strategy (embedding_ops.py _embedding_lookup_and_transform)          */
+
+int
+zdist_partition_strategy_from_name(const char *name, zdist_partition_strategy_t *ret, zdist_error_t *err)
+{
+    if (name && strcmp(name, "div") == 0)
+        *ret = ZDIST_PARTITION_STRATEGY_DIV;
+    else if (name && strcmp(name, "mod") == 0)
+        *ret = ZDIST_PARTITION_STRATEGY_MOD;
+    else /* TF's ValueError, its missing space included */
+        return zdist_error_set(err, -EINVAL,
+                               "Unrecognized partition strategy: %s.Must be one of either `mod` or `div`.",
+                               name ? name : "None");
+    return 0;
+}
+
+const char *
+zdist_partition_strategy_name(zdist_partition_strategy_t strategy)
+{
+    return strategy == ZDIST_PARTITION_STRATEGY_MOD   ? "mod"
+           : strategy == ZDIST_PARTITION_STRATEGY_DIV ? "div"
+                                                      : "?";
+}
+
+/* Python's (TF's floordiv / floormod on int64) rounding towards -inf; d > 0. */
+static int64_t
+s_floordiv(int64_t a, int64_t d)
+{
+    int64_t q = a / d;
+    return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+static int64_t
+s_floormod(int64_t a, int64_t d)
+{
+    int64_t m = a % d;
+    return m < 0 ? m + d : m;
+}
+
+/* TF's partition and new id of one id; 0, or -EDOM when div divides by zero. */
+static int
+s_assign_one(zdist_partition_strategy_t strategy, int64_t total, int num_shards, int64_t id, int64_t *p,
+             int64_t *row)
+{
+    if (num_shards == 1) { /* TF gathers params[0] directly */
+        *p = 0;
+        *row = id;
+    } else if (strategy == ZDIST_PARTITION_STRATEGY_MOD) {
+        *p = s_floormod(id, num_shards);
+        *row = s_floordiv(id, num_shards);
+    } else {
+        int64_t per = total / num_shards, extras = total % num_shards;
+        if (per == 0)
+            return -EDOM;
+        int64_t a = s_floordiv(id, per + 1), b = s_floordiv(id - extras, per);
+        *p = a > b ? a : b;
+        *row = *p < extras ? s_floormod(id, per + 1) : s_floormod(id - extras, per);
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t id, k;
+} s_first_t;
+
+static int
+s_first_cmp(const void *x, const void *y)
+{
+    const s_first_t *a = x, *b = y;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+/* listed[k]: whether ids[k] is in the list TF partitions (every id, or with
+   unique the first occurrence of each: array_ops.unique keeps that order). */
+static int
+s_listed(const int64_t *ids, int64_t n, bool unique, bool *listed)
+{
+    for (int64_t k = 0; k < n; k++)
+        listed[k] = true;
+    if (!unique || n < 2)
+        return 0;
+    s_first_t *f = malloc((size_t) n * sizeof *f);
+    if (!f)
+        return -ENOMEM;
+    for (int64_t k = 0; k < n; k++)
+        f[k] = (s_first_t){ids[k], k};
+    qsort(f, (size_t) n, sizeof *f, s_first_cmp);
+    for (int64_t i = 1; i < n; i++)
+        if (f[i].id == f[i - 1].id)
+            listed[f[i].k] = false;
+    free(f);
+    return 0;
+}
+
+int
+zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *rows, int num_shards,
+                           const int64_t *ids, int64_t n, bool unique, int *ret_shard, int64_t *ret_row,
+                           zdist_error_t *err)
+{
+    if (strategy != ZDIST_PARTITION_STRATEGY_DIV && strategy != ZDIST_PARTITION_STRATEGY_MOD)
+        return zdist_error_set(err, -EINVAL, "unknown partition strategy %d", (int) strategy);
+    if (num_shards < 1 || !rows || n < 0 || (n > 0 && (!ids || !ret_shard || !ret_row)))
+        return zdist_error_set(err, -EINVAL, "assign ids: need shards, their rows and the outputs");
+    int64_t total = 0;
+    for (int s = 0; s < num_shards; s++)
+        total += rows[s];
+    bool *listed = malloc((size_t) (n ? n : 1) * sizeof *listed);
+    int64_t *count = calloc((size_t) num_shards, sizeof *count);
+    int rc = 0;
+    if (!listed || !count || s_listed(ids, n, unique, listed) < 0)
+        rc = zdist_error_set(err, -ENOMEM, "assign ids: out of memory");
+    /* dynamic_partition sees every listed id first; then params[p] is
+       gathered for p = 0, 1, ..., each reporting its first bad index. */
+    int64_t pos = 0, bad_p = num_shards, bad_j = 0, bad_row = 0;
+    for (int64_t k = 0; rc == 0 && k < n; k++) {
+        int64_t p, row;
+        if (s_assign_one(strategy, total, num_shards, ids[k], &p, &row) < 0) {
+            rc = zdist_error_set(err, -EINVAL, "Integer division by zero");
+            break;
+        }
+        if (p < 0 || p >= num_shards) {
+            rc = zdist_error_set(err, -EINVAL, "partitions[%" PRId64 "] = %" PRId64 " is not in [0, %d)", pos,
+                                 p, num_shards);
+            break;
+        }
+        ret_shard[k] = (int) p;
+        ret_row[k] = row;
+        if (!listed[k])
+            continue;
+        pos++;
+        int64_t j = count[p]++;
+        if ((row < 0 || row >= rows[p]) && p < bad_p) {
+            bad_p = p;
+            bad_j = j;
+            bad_row = row;
+        }
+    }
+    if (rc == 0 && bad_p < num_shards)
+        rc = zdist_error_set(err, -EINVAL, "indices[%" PRId64 "] = %" PRId64 " is not in [0, %" PRId64 ")",
+                             bad_j, bad_row, rows[bad_p]);
+    free(listed);
+    free(count);
+    return rc;
+}

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -72,6 +73,16 @@ int
 zdist_input_context_num_replicas_in_sync(const zdist_input_context_t *self)
 {
     return self->num_replicas_in_sync;
+}
+
+char *
+zdist_input_context_format(const zdist_input_context_t *self, char *buf, size_t size)
+{
+    /* distribute_lib.py's InputContext.__str__ */
+    if (size > 0)
+        snprintf(buf, size, "tf.distribute.InputContext(input pipeline id %d, total: %d)",
+                 self->input_pipeline_id, self->num_input_pipelines);
+    return buf;
 }
 
 int
@@ -210,11 +221,17 @@ zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *
     zdist_auto_shard_policy_t applied = policy == ZDIST_AUTO_SHARD_AUTO ? ZDIST_AUTO_SHARD_FILE : policy;
     bool by_file = applied == ZDIST_AUTO_SHARD_FILE && pipelines > 1;
     if (by_file && n_files < (size_t) pipelines)
-        return zdist_error_set(err, -EINVAL,
-                               "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
-                               "not enough for the required %d shards/workers. Use shard policy DATA or OFF, or "
-                               "split the input into at least %d files",
-                               n_files, pipelines, pipelines);
+        /* TF's text (core/kernels/data/shard_dataset_op.cc), its run-together
+           "workers.If" and "optionof" included */
+        return zdist_error_set(
+            err, -EINVAL,
+            "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
+            "not enough for the required %d shards/workers.If you are using datasets with "
+            "distribution strategy, consider setting the auto sharding policy to either DATA or "
+            "OFF using the `experimental_distribute.auto_shard_policy` optionof "
+            "`tf.data.Options()`. Or, split your input files into a larger number of small files "
+            "such that number of files is greater than number of shards/workers.",
+            n_files, pipelines);
     zdist_dataset_t *all = NULL;
     for (size_t k = 0; k < n_files; k++) {
         if (by_file && k % (size_t) pipelines != (size_t) id)

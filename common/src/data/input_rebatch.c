@@ -13,15 +13,19 @@ int
 zdist_input_batch_sizes_for_worker(int64_t global_batch_size, int num_workers, int replicas_per_worker,
                                    int worker_index, int64_t *ret_sizes)
 {
-    if (global_batch_size < 1 || num_workers < 1 || replicas_per_worker < 1 || worker_index < 0 ||
-        worker_index >= num_workers || !ret_sizes)
+    if (global_batch_size < 1 || num_workers < 1 || replicas_per_worker < 1 || !ret_sizes)
         return -EINVAL;
     int64_t n = (int64_t) num_workers * replicas_per_worker;
     int64_t floor_ = global_batch_size / n;
     int64_t num_ceil = global_batch_size - n * floor_;
+    /* TF's worker_0[offset:] + worker_0[:offset]: Python clamps both slices
+       at the list's ends (a negative offset counts from the end), so an
+       offset at or past the end leaves worker 0's list as it is, which a
+       rotation modulo n would not. */
     int64_t offset = (int64_t) worker_index * replicas_per_worker;
+    int64_t start = offset >= 0 ? (offset < n ? offset : n) : (offset + n > 0 ? offset + n : 0);
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = (i + offset) % n; /* worker 0's list rotated left by offset */
+        int64_t k = (start + i) % n;
         ret_sizes[i] = floor_ + (k < num_ceil ? 1 : 0);
     }
     return 0;

@@ -169,12 +169,17 @@ s_check_tensor(const zdist_tensor_t *t, int replica, bool need_arith, zdist_erro
     return 0;
 }
 
-/* All replicas: same dtype and rank, same dims except (when axis >= 0) along axis. */
+/* All replicas: same dtype and rank, same dims except along the axes set
+   in `differ` (NULL: none may differ). */
 static int
-s_check_values(const zdist_tensor_t *values, int n, int axis, bool need_arith, zdist_error_t *err)
+s_check_values_mask(const zdist_tensor_t *values, int n, const bool *differ, bool need_arith,
+                    zdist_error_t *err)
 {
     if (n < 1 || !values)
         return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)", n);
+    int ndiffer = 0;
+    for (int d = 0; differ && d < values[0].shape.rank && d < ZDIST_MAX_RANK; d++)
+        ndiffer += differ[d];
     for (int r = 0; r < n; r++) {
         int rc = s_check_tensor(&values[r], r, need_arith, err);
         if (rc < 0)
@@ -186,15 +191,28 @@ s_check_values(const zdist_tensor_t *values, int n, int axis, bool need_arith, z
             return zdist_error_set(err, -EINVAL, "replica %d has rank %d, replica 0 has rank %d", r,
                                    values[r].shape.rank, values[0].shape.rank);
         for (int d = 0; d < values[0].shape.rank; d++)
-            if (d != axis && values[r].shape.dims[d] != values[0].shape.dims[d]) {
+            if (!(differ && differ[d]) && values[r].shape.dims[d] != values[0].shape.dims[d]) {
                 char a[128], b[128];
-                return zdist_error_set(err, -EINVAL, "replica %d has shape %s, replica 0 has %s (they may differ %s)",
-                                       r, zdist_shape_format(&values[r].shape, a, sizeof a),
+                return zdist_error_set(err, -EINVAL,
+                                       "replica %d has shape %s, replica 0 has %s (they may differ %s)", r,
+                                       zdist_shape_format(&values[r].shape, a, sizeof a),
                                        zdist_shape_format(&values[0].shape, b, sizeof b),
-                                       axis >= 0 ? "only along axis" : "in no dimension when axis is None");
+                                       ndiffer == 1  ? "only along axis"
+                                       : ndiffer > 1 ? "only along the reduced axes"
+                                                     : "in no dimension when axis is None");
             }
     }
     return 0;
+}
+
+/* All replicas: same dtype and rank, same dims except (when axis >= 0) along axis. */
+static int
+s_check_values(const zdist_tensor_t *values, int n, int axis, bool need_arith, zdist_error_t *err)
+{
+    bool differ[ZDIST_MAX_RANK] = {false};
+    if (axis >= 0 && axis < ZDIST_MAX_RANK)
+        differ[axis] = true;
+    return s_check_values_mask(values, n, axis >= 0 ? differ : NULL, need_arith, err);
 }
 
 /* Python-style axis into 0..rank-1. */
@@ -268,20 +286,153 @@ s_reduce_elementwise(zdist_reduce_op_t op, const zdist_tensor_t *values, int n, 
     }
 }
 
-int
-zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, int axis,
-                        zdist_tensor_t *ret, zdist_error_t *err)
+/* Strategy.reduce's axes, checked where TF checks them: first each axis in
+   -rank..rank-1, then no dimension twice. An axis out of range is, for
+   MEAN, mean_reduce_helper's ValueError (distribute_lib.py), and for SUM
+   the one reduce_sum's shape function raises when Strategy.reduce traces
+   it (common_shape_fns.cc ReductionShape, without the graph node TF
+   appends); a repeated one is the Sum kernel's (reduction_ops_common.cc,
+   as reduction_ops_test.py expects it: "Axes contains duplicate
+   dimension: 0"). reduced[d] is set for every reduced dimension. */
+static int
+s_reduce_axes_mask(zdist_reduce_op_t op, const int *axes, int num_axes, int rank, bool *reduced,
+                   zdist_error_t *err)
 {
-    int a = -1, rc;
-    if (axis != ZDIST_AXIS_NONE) {
+    memset(reduced, 0, ZDIST_MAX_RANK * sizeof *reduced);
+    if (num_axes < 0)
+        return zdist_error_set(err, -EINVAL, "num_axes is %d: it must be 0 or more", num_axes);
+    for (int i = 0; i < num_axes; i++)
+        if (axes[i] < -rank || axes[i] >= rank) {
+            if (op == ZDIST_REDUCE_MEAN)
+                return zdist_error_set(err, -EINVAL, "`axis` = %d out of range for `value` with rank %d",
+                                       axes[i], rank);
+            return zdist_error_set(
+                err, -EINVAL, "Invalid reduction dimension %d for input with %d dimensions.", axes[i], rank);
+        }
+    for (int i = 0; i < num_axes; i++) {
+        int d = axes[i] < 0 ? axes[i] + rank : axes[i];
+        if (reduced[d])
+            return zdist_error_set(err, -EINVAL,
+                                   "Invalid reduction arguments: Axes contains duplicate dimension: %d", d);
+        reduced[d] = true;
+    }
+    return 0;
+}
+
+/* Element-wise reduce (axis None) of checked values into a new out. */
+static int
+s_reduce_none(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, zdist_dtype_t odt,
+              zdist_tensor_t *ret, zdist_error_t *err)
+{
+    zdist_tensor_t out;
+    int rc = s_alloc(odt, &values[0].shape, &out, err);
+    if (rc < 0)
+        return rc;
+    zdist_dtype_t dt = values[0].dtype;
+    if (odt != dt) { /* MEAN of integers */
+        int64_t count = 0;
+        (void) zdist_shape_num_elements(&values[0].shape, &count);
+        for (int64_t i = 0; i < count; i++) {
+            int64_t acc = 0;
+            for (int r = 0; r < num_replicas; r++)
+                acc = s_addi(acc, s_geti(&values[r], i));
+            s_putf(odt, out.data, i, (double) s_wrap_int(dt, acc) / (double) num_replicas);
+        }
+    } else
+        s_reduce_elementwise(op, values, num_replicas, &out);
+    *ret = out;
+    return 0;
+}
+
+/* Sum over the reduced dimensions within each replica and across replicas:
+   every output element adds its contributions in replica order, then in
+   row-major order within a replica, in double (int64 for integers). MEAN
+   divides by the sum over replicas of the product of their reduced
+   dimensions (mean_reduce_helper's denominators, summed). */
+static int
+s_reduce_over_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, const bool *reduced,
+                   zdist_dtype_t odt, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    int rank = values[0].shape.rank;
+    zdist_dtype_t dt = values[0].dtype;
+    zdist_shape_t oshape = {.rank = 0};
+    for (int d = 0; d < rank; d++)
+        if (!reduced[d])
+            oshape.dims[oshape.rank++] = values[0].shape.dims[d];
+    zdist_tensor_t out;
+    int rc = s_alloc(odt, &oshape, &out, err);
+    if (rc < 0)
+        return rc;
+    int64_t count = 0;
+    (void) zdist_shape_num_elements(&oshape, &count);
+    double *accf = calloc((size_t) (count ? count : 1), sizeof *accf);
+    int64_t *acci = calloc((size_t) (count ? count : 1), sizeof *acci);
+    if (!accf || !acci) {
+        free(accf);
+        free(acci);
+        free(out.data);
+        return zdist_error_set(err, -ENOMEM, "out of memory for a reduce of %lld elements",
+                               (long long) count);
+    }
+    double denom = 0;
+    for (int r = 0; r < num_replicas; r++) {
+        const zdist_shape_t *sh = &values[r].shape;
+        int64_t n = 0, prod = 1;
+        (void) zdist_shape_num_elements(sh, &n);
+        for (int d = 0; d < rank; d++)
+            if (reduced[d])
+                prod *= sh->dims[d];
+        denom += (double) prod;
+        for (int64_t i = 0; i < n; i++) {
+            /* i's output element: its indices along the kept dimensions */
+            int64_t rest = i, oi = 0, ostride = 1;
+            for (int d = rank - 1; d >= 0; d--) {
+                int64_t k = rest % sh->dims[d];
+                rest /= sh->dims[d];
+                if (!reduced[d]) {
+                    oi += k * ostride;
+                    ostride *= sh->dims[d];
+                }
+            }
+            if (s_is_float(dt))
+                accf[oi] += s_getf(&values[r], i);
+            else
+                acci[oi] = s_addi(acci[oi], s_geti(&values[r], i));
+        }
+    }
+    for (int64_t oi = 0; oi < count; oi++) {
+        if (s_is_float(dt))
+            s_putf(dt, out.data, oi, op == ZDIST_REDUCE_MEAN ? accf[oi] / denom : accf[oi]);
+        else if (odt != dt)
+            s_putf(odt, out.data, oi, (double) s_wrap_int(dt, acci[oi]) / denom);
+        else
+            s_puti(dt, out.data, oi, acci[oi]);
+    }
+    free(accf);
+    free(acci);
+    *ret = out;
+    return 0;
+}
+
+int
+zdist_distribute_reduce_axes(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
+                             const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    bool reduced[ZDIST_MAX_RANK];
+    int rc;
+    if (axes && op != ZDIST_REDUCE_SUM &&
+        op != ZDIST_REDUCE_MEAN) /* Strategy.reduce's TypeError, checked first */
+        return zdist_error_set(err, -EINVAL, "Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: %d",
+                               (int) op);
+    if (axes) {
         if (num_replicas < 1 || !values)
             return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)",
                                    num_replicas);
-        rc = s_norm_axis(axis, values[0].shape.rank, &a, err);
+        rc = s_reduce_axes_mask(op, axes, num_axes, values[0].shape.rank, reduced, err);
         if (rc < 0)
             return rc;
     }
-    rc = s_check_values(values, num_replicas, a, true, err);
+    rc = s_check_values_mask(values, num_replicas, axes ? reduced : NULL, true, err);
     if (rc < 0)
         return rc;
     zdist_dtype_t dt = values[0].dtype;
@@ -290,72 +441,46 @@ zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int 
     /* distribute_lib.py's MEAN of integers: the sum in the values' dtype
        (wrapping as TF's int adds), then math_ops.truediv by the count cast
        to that dtype -> float64. */
-    bool int_mean = op == ZDIST_REDUCE_MEAN && !s_is_float(dt);
-    zdist_dtype_t odt = int_mean ? ZDIST_DTYPE_FLOAT64 : dt;
+    zdist_dtype_t odt = op == ZDIST_REDUCE_MEAN && !s_is_float(dt) ? ZDIST_DTYPE_FLOAT64 : dt;
+    if (!axes)
+        return s_reduce_none(op, values, num_replicas, odt, ret, err);
+    return s_reduce_over_axes(op, values, num_replicas, reduced, odt, ret, err);
+}
 
-    zdist_tensor_t out;
-    if (a < 0) {
-        rc = s_alloc(odt, &values[0].shape, &out, err);
-        if (rc < 0)
-            return rc;
-        if (int_mean) {
-            int64_t count = 0;
-            (void)zdist_shape_num_elements(&values[0].shape, &count);
-            for (int64_t i = 0; i < count; i++) {
-                int64_t acc = 0;
-                for (int r = 0; r < num_replicas; r++)
-                    acc = s_addi(acc, s_geti(&values[r], i));
-                s_putf(odt, out.data, i, (double)s_wrap_int(dt, acc) / (double)num_replicas);
-            }
-        } else
-            s_reduce_elementwise(op, values, num_replicas, &out);
-        *ret = out;
-        return 0;
-    }
-
-    /* Sum along the axis within each replica, then across replicas: the
-       layout is [outer, dim(axis), inner]. */
-    zdist_shape_t oshape = {.rank = values[0].shape.rank - 1};
-    int64_t outer = 1, inner = 1;
-    for (int d = 0, o = 0; d < values[0].shape.rank; d++) {
-        if (d == a)
-            continue;
-        oshape.dims[o++] = values[0].shape.dims[d];
-        if (d < a)
-            outer *= values[0].shape.dims[d];
-        else
-            inner *= values[0].shape.dims[d];
-    }
-    rc = s_alloc(odt, &oshape, &out, err);
+int
+zdist_distribute_reduce_count(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas,
+                              const int *axes, int num_axes, double *ret_count, zdist_error_t *err)
+{
+    bool reduced[ZDIST_MAX_RANK];
+    if (num_replicas < 1 || !values)
+        return zdist_error_set(err, -EINVAL, "a per-replica value needs at least one replica (got %d)",
+                               num_replicas);
+    int rank = values[0].shape.rank, rc = 0;
+    if (axes)
+        rc = s_reduce_axes_mask(op, axes, num_axes, rank, reduced, err);
+    if (rc == 0)
+        rc = s_check_values_mask(values, num_replicas, axes ? reduced : NULL, true, err);
     if (rc < 0)
         return rc;
-    int64_t total_along = 0;
-    for (int r = 0; r < num_replicas; r++)
-        total_along += values[r].shape.dims[a];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t in = 0; in < inner; in++) {
-            double accf = 0;
-            int64_t acci = 0;
-            for (int r = 0; r < num_replicas; r++) {
-                int64_t along = values[r].shape.dims[a];
-                for (int64_t k = 0; k < along; k++) {
-                    int64_t idx = (o * along + k) * inner + in;
-                    if (s_is_float(dt))
-                        accf += s_getf(&values[r], idx);
-                    else
-                        acci = s_addi(acci, s_geti(&values[r], idx));
-                }
-            }
-            int64_t oi = o * inner + in;
-            if (s_is_float(dt))
-                s_putf(dt, out.data, oi, op == ZDIST_REDUCE_MEAN ? accf / (double)total_along : accf);
-            else if (int_mean)
-                s_putf(odt, out.data, oi, (double)s_wrap_int(dt, acci) / (double)total_along);
-            else
-                s_puti(dt, out.data, oi, acci);
-        }
-    *ret = out;
+    double count = 0;
+    for (int r = 0; r < num_replicas; r++) {
+        int64_t prod = 1;
+        for (int d = 0; axes && d < rank; d++)
+            if (reduced[d])
+                prod *= values[r].shape.dims[d];
+        count += (double) prod;
+    }
+    *ret_count = count;
     return 0;
+}
+
+int
+zdist_distribute_reduce(zdist_reduce_op_t op, const zdist_tensor_t *values, int num_replicas, int axis,
+                        zdist_tensor_t *ret, zdist_error_t *err)
+{
+    if (axis == ZDIST_AXIS_NONE)
+        return zdist_distribute_reduce_axes(op, values, num_replicas, NULL, 0, ret, err);
+    return zdist_distribute_reduce_axes(op, values, num_replicas, &axis, 1, ret, err);
 }
 
 /* Checks a gather and computes its shape; 0 or -EINVAL with err. */
@@ -441,6 +566,69 @@ zdist_distribute_all_gather(const zdist_tensor_t *values, int num_replicas, int 
                             zdist_error_t *err)
 {
     return zdist_distribute_gather(values, num_replicas, axis, ret, err);
+}
+
+int
+zdist_distribute_gather_indexed_slices(const zdist_indexed_slices_t *values, int num_replicas, int axis,
+                                       zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) values, (void) num_replicas, (void) axis, (void) ret;
+    /* cross_device_ops.py CrossDeviceOps._gather's NotImplementedError */
+    return zdist_error_set(err, -ENOTSUP, "gather/all_gather does not support IndexedSlices");
+}
+
+int
+zdist_distribute_slice(const zdist_tensor_t *value, int axis, int64_t begin, int64_t size,
+                       zdist_tensor_t *ret, zdist_error_t *err)
+{
+    if (!value)
+        return zdist_error_set(err, -EINVAL, "slice: no value");
+    int a = 0, rc = s_norm_axis(axis, value->shape.rank, &a, err);
+    if (rc == 0)
+        rc = s_check_tensor(value, 0, false, err);
+    if (rc < 0)
+        return rc;
+    int64_t along = value->shape.dims[a];
+    if (begin < 0 || size < 0 || begin > along || size > along - begin)
+        return zdist_error_set(err, -EINVAL, "slice: rows [%lld, %lld) of axis %d are outside its %lld",
+                               (long long) begin, (long long) begin + (long long) size, axis,
+                               (long long) along);
+    zdist_shape_t oshape = value->shape;
+    oshape.dims[a] = size;
+    zdist_tensor_t out;
+    if ((rc = s_alloc(value->dtype, &oshape, &out, err)) < 0)
+        return rc;
+    int64_t outer = 1, inner = (int64_t) zdist_dtype_size(value->dtype);
+    for (int d = 0; d < a; d++)
+        outer *= value->shape.dims[d];
+    for (int d = a + 1; d < value->shape.rank; d++)
+        inner *= value->shape.dims[d];
+    for (int64_t o = 0; o < outer && size > 0; o++)
+        memcpy((char *) out.data + (size_t) (o * size * inner),
+               (const char *) value->data + (size_t) ((o * along + begin) * inner), (size_t) (size * inner));
+    *ret = out;
+    return 0;
+}
+
+int
+zdist_distribute_all_gather_grad(const zdist_tensor_t *dys, int num_replicas, const int64_t *dims, int axis,
+                                 int replica, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    if (!dims || replica < 0 || replica >= num_replicas)
+        return zdist_error_set(err, -EINVAL, "all_gather's gradient: replica %d of %d, or no dims", replica,
+                               num_replicas);
+    int64_t begin = 0;
+    for (int r = 0; r < replica; r++)
+        begin += dims[r];
+    /* the all_reduce(SUM, dy) of distribute_lib.py's grad, then this
+       replica's rows: array_ops.gather(grad, range(begin, end), axis) */
+    zdist_tensor_t sum;
+    int rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, dys, num_replicas, ZDIST_AXIS_NONE, &sum, err);
+    if (rc < 0)
+        return rc;
+    rc = zdist_distribute_slice(&sum, axis, begin, dims[replica], ret, err);
+    free(sum.data);
+    return rc;
 }
 
 int

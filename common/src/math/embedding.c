@@ -210,3 +210,25 @@ zdist_embedding_safe_lookup_sparse(const float *params, int64_t vocab, int64_t d
     zdist_embedding_options_t o = {.combiner = combiner, .safe = true, .default_id = default_id};
     return s_local(params, vocab, dim, sp, &o, out, err);
 }
+
+int
+zdist_embedding_lookup(const float *const *params, const int64_t *rows, int num_shards, int64_t dim,
+                       const int64_t *ids, int64_t n, zdist_partition_strategy_t strategy, float *out,
+                       zdist_error_t *err)
+{
+    if (!params || !rows || num_shards < 1 || dim < 1 || n < 0 || (n > 0 && (!ids || !out)))
+        return zdist_error_set(err, -EINVAL,
+                               "embedding_lookup: give at least one shard of dim >= 1 (got %d of %lld), "
+                               "the ids and out",
+                               num_shards, (long long) dim);
+    int *shard = malloc((size_t) (n ? n : 1) * sizeof *shard);
+    int64_t *row = malloc((size_t) (n ? n : 1) * sizeof *row);
+    int rc = !shard || !row
+                 ? zdist_error_set(err, -ENOMEM, "embedding_lookup: out of memory")
+                 : zdist_partition_assign_ids(strategy, rows, num_shards, ids, n, false, shard, row, err);
+    for (int64_t k = 0; rc == 0 && k < n; k++)
+        memcpy(out + k * dim, params[shard[k]] + row[k] * dim, (size_t) dim * sizeof *out);
+    free(shard);
+    free(row);
+    return rc;
+}

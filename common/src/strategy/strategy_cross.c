@@ -68,21 +68,29 @@ int
 zdist_strategy_reduce(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
                       int n, int axis, zdist_tensor_t *ret, zdist_error_t *err)
 {
+    bool none = axis == ZDIST_AXIS_NONE;
+    return zdist_strategy_reduce_axes(self, op, values, n, none ? NULL : &axis, none ? 0 : 1, ret, err);
+}
+
+int
+zdist_strategy_reduce_axes(zdist_strategy_object_t *self, zdist_reduce_op_t op, const zdist_tensor_t *values,
+                           int n, const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
+{
     if (!self)
         return zdist_error_set(err, -EINVAL, "reduce: strategy is NULL");
     int rc = strategy_require_cross(self, NULL, err);
     if (rc < 0)
         return rc;
     if (n == 1 && values && self->replicas > 1) { /* a value that is not distributed */
-        if (axis == ZDIST_AXIS_NONE)
+        if (!axes)
             return s_reduce_non_distributed(self, op, values, ret, err);
-        return zdist_distribute_reduce(op, values, 1, axis, ret, err);
+        return zdist_distribute_reduce_axes(op, values, 1, axes, num_axes, ret, err);
     }
     if ((rc = s_check_values(self, "reduce", values, n, err)) < 0)
         return rc;
     if (self->workers > 1)
-        return strategy_mw_reduce(self, op, values, n, axis, ret, err);
-    return zdist_distribute_reduce(op, values, n, axis, ret, err);
+        return strategy_mw_reduce(self, op, values, n, axes, num_axes, ret, err);
+    return zdist_distribute_reduce_axes(op, values, n, axes, num_axes, ret, err);
 }
 
 int
@@ -99,6 +107,17 @@ zdist_strategy_gather(zdist_strategy_object_t *self, const zdist_tensor_t *value
     if (self->workers > 1)
         return strategy_mw_gather(self, values, n, axis, ret, err);
     return zdist_distribute_gather(values, n, axis, ret, err);
+}
+
+int
+zdist_strategy_gather_indexed_slices(zdist_strategy_object_t *self, const zdist_indexed_slices_t *values,
+                                     int n, int axis, zdist_tensor_t *ret, zdist_error_t *err)
+{
+    (void) values, (void) n, (void) axis, (void) ret;
+    if (!self)
+        return zdist_error_set(err, -EINVAL, "gather: strategy is NULL");
+    int rc = strategy_require_cross(self, s_gather_cross, err);
+    return rc < 0 ? rc : zdist_error_set(err, -ENOTSUP, "gather does not support IndexedSlices");
 }
 
 int

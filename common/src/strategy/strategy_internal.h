@@ -97,7 +97,7 @@ int strategy_ring_dtype(const char *what, zdist_dtype_t dtype, zdist_error_t *er
 /* reduce and gather of values[n], this worker's replicas', over every worker;
    *ret's data is the caller's. */
 int strategy_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
-                       int axis, zdist_tensor_t *ret, zdist_error_t *err);
+                       const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err);
 int strategy_mw_gather(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n, int axis,
                        zdist_tensor_t *ret, zdist_error_t *err);
 /* The one value an ON_WRITE variable takes from every replica's write

@@ -188,8 +188,8 @@ s_mw_all_values(zdist_strategy_object_t *s, const zdist_tensor_t *values, int n,
 
 /* Strategy.reduce over every worker: values[n] are this worker's replicas'. */
 int
-strategy_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n, int axis,
-            zdist_tensor_t *ret, zdist_error_t *err)
+strategy_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist_tensor_t *values, int n,
+                   const int *axes, int num_axes, zdist_tensor_t *ret, zdist_error_t *err)
 {
     int rc;
     if (values[0].dtype != ZDIST_DTYPE_FLOAT32) {
@@ -199,28 +199,27 @@ strategy_mw_reduce(zdist_strategy_object_t *s, zdist_reduce_op_t op, const zdist
         void *buf = NULL;
         if ((rc = s_mw_all_values(s, values, n, &all, &buf, err)) < 0)
             return rc;
-        rc = zdist_distribute_reduce(op, all, s->workers * n, axis, ret, err);
+        rc = zdist_distribute_reduce_axes(op, all, s->workers * n, axes, num_axes, ret, err);
         free(all);
         free(buf);
         return rc;
     }
     zdist_tensor_t loc;
-    if ((rc = zdist_distribute_reduce(ZDIST_REDUCE_SUM, values, n, axis, &loc, err)) < 0)
+    double local_count = 0;
+    if ((rc = zdist_distribute_reduce_count(op, values, n, axes, num_axes, &local_count, err)) < 0 ||
+        (rc = zdist_distribute_reduce_axes(ZDIST_REDUCE_SUM, values, n, axes, num_axes, &loc, err)) < 0)
         return rc;
     int64_t len = (int64_t) (loc.nbytes / sizeof(float));
     double count = s->total;
-    if (axis != ZDIST_AXIS_NONE) {
-        /* MEAN divides by the size of `axis` over every replica of every worker */
-        int a = axis < 0 ? axis + values[0].shape.rank : axis;
+    if (axes) {
+        /* MEAN divides by the reduced axes' sizes over every replica of every worker */
         float *buf = malloc((size_t) (len + 1) * sizeof *buf);
         if (!buf) {
             free(loc.data);
             return zdist_error_set(err, -ENOMEM, "out of memory");
         }
         memcpy(buf, loc.data, loc.nbytes);
-        buf[len] = 0;
-        for (int i = 0; i < n; i++)
-            buf[len] += (float) values[i].shape.dims[a];
+        buf[len] = (float) local_count;
         rc = s_ring_sum(s, buf, len + 1, err);
         if (rc == 0) {
             memcpy(loc.data, buf, loc.nbytes);
@@ -291,7 +290,7 @@ strategy_mw_combine_write(zdist_strategy_object_t *s, const zdist_strategy_var_t
         return rc;
     if (var->agg == ZDIST_AGG_SUM || var->agg == ZDIST_AGG_MEAN)
         return strategy_mw_reduce(s, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, s->slots,
-                           s->replicas, ZDIST_AXIS_NONE, ret, err);
+                           s->replicas, NULL, 0, ret, err);
     /* ONLY_FIRST_REPLICA: values_util.apply_aggregation takes
        experimental_local_results(value)[0], this worker's first replica's
        value (TF does not send it to the other workers) */
@@ -334,7 +333,7 @@ strategy_mw_batch_reduce_to(zdist_strategy_object_t *s, zdist_reduce_op_t op, co
     }
     for (int i = 0; i < n; i++) {
         zdist_tensor_t v;
-        int rc = strategy_mw_reduce(s, op, pairs[i].values, pairs[i].num_replicas, ZDIST_AXIS_NONE, &v, err);
+        int rc = strategy_mw_reduce(s, op, pairs[i].values, pairs[i].num_replicas, NULL, 0, &v, err);
         if (rc < 0)
             return rc;
         for (int d = 0; d < pairs[i].num_dests; d++)

@@ -250,7 +250,7 @@ s_mw_coll_leader(zdist_strategy_replica_t *ctx, void *cookie, zdist_tensor_t *ou
     zdist_strategy_object_t *s = ctx->strategy;
     if (c->gather)
         return strategy_mw_gather(s, s->slots, s->replicas, c->axis, out, err);
-    return strategy_mw_reduce(s, c->op, s->slots, s->replicas, ZDIST_AXIS_NONE, out, err);
+    return strategy_mw_reduce(s, c->op, s->slots, s->replicas, NULL, 0, out, err);
 }
 
 typedef enum { S_REDUCE, S_GATHER } s_coll_t;

@@ -193,7 +193,7 @@ zdist_strategy_variable_read(zdist_strategy_object_t *self, const zdist_strategy
                 err, -EINVAL, "read of %s: ret must be a buffer of the variable's dtype and size", var->name);
         zdist_tensor_t v;
         rc = strategy_mw_reduce(self, var->agg == ZDIST_AGG_SUM ? ZDIST_REDUCE_SUM : ZDIST_REDUCE_MEAN, var->copies,
-                         var->ncopies, ZDIST_AXIS_NONE, &v, err);
+                         var->ncopies, NULL, 0, &v, err);
         if (rc < 0)
             return rc;
         if (v.dtype != var->dtype || v.nbytes != var->nbytes) {
