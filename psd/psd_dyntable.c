@@ -1,0 +1,929 @@
+/* psd_dyntable: a dynamic embedding table: an open-addressing index of int64 ids over rows in chunked arenas. */
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "psd_dyntable.h"
+
+#define S_NONE UINT32_MAX
+/* Rows per chunk: as many as fit S_CHUNK_BYTES, a power of two. */
+#define S_CHUNK_BYTES ((size_t) 64 << 10)
+/* Index and counters start at this many entries (powers of two). */
+#define S_MIN_CAP 16
+/* Ids ahead a lookup prefetches the index entry (A) and the row (B) of. */
+#define S_AHEAD 8
+
+/* A row's header; its values and slots follow it. */
+typedef struct {
+    int64_t id;
+    uint64_t last_step; /* a free row: the next free row + 1 (0: none) */
+    uint32_t opt_step;
+    uint32_t epoch;     /* 0: a free row */
+} s_head_t;
+
+/* An id counted towards admission. */
+typedef struct {
+    int64_t id;
+    uint32_t count; /* 0: an empty entry */
+    uint32_t unused;
+    uint64_t last_seen;
+} s_counter_t;
+
+struct psd_dyntable_t {
+    char *name;
+    int64_t dim;
+    uint64_t seed;
+    zdist_initializer_t init;
+    zdist_shape_t shape; /* [dim, dim]: the initializer's row width and fans */
+    zdist_optim_config_t optim;
+    int nslots;
+    uint32_t min_count;
+    uint64_t evict_after;
+    double evict_l2;
+    float *defval; /* dim values; NULL: zeros */
+    psd_dyntable_budget_t *budget;
+
+    /* The arena: row r is at chunks[r >> shift] + (r & mask) * stride. */
+    size_t stride;
+    unsigned shift;
+    char **chunks;
+    size_t nchunks, chunks_cap;
+    uint32_t used;      /* row slots handed out (free or live) */
+    uint32_t free_head; /* a free row + 1; 0: none */
+
+    /* The index: an entry is (hash's high 32 bits) << 32 | (row + 1), 0
+       when empty; its home bucket is those 32 bits & (cap - 1), so growing
+       and deleting never read a row. Linear probing, load <= 0.8,
+       backward-shift deletion (no tombstones). */
+    uint64_t *index;
+    size_t index_cap;
+    uint64_t nrows;
+
+    s_counter_t *counters; /* the same scheme keyed by id, load <= 0.5 */
+    size_t counters_cap, npending;
+
+    int64_t *evicted; /* since the mark */
+    size_t nevicted, evicted_cap;
+    uint32_t epoch; /* a row changed since the mark has this epoch */
+
+    psd_dyntable_stats_t st; /* admitted, refused, evicted, dropped_grads */
+    uint64_t bytes;
+
+    /* Per-call scratch (not in bytes: it scales with a request, not the table). */
+    uint32_t *rows;
+    size_t rows_cap;
+    uint32_t *umap; /* apply: row -> unique index + 1 */
+    size_t umap_cap;
+    const float **ugrad;
+    float *usum;
+    size_t ucap;
+};
+
+/* murmur3's fmix64: a mix unrelated to zdist_partition_id_hash, whose
+   remainder every id on one ps task shares. */
+static inline uint64_t
+s_hash(int64_t id)
+{
+    uint64_t k = (uint64_t) id;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline uint32_t
+s_tag(int64_t id)
+{
+    return (uint32_t) (s_hash(id) >> 32);
+}
+
+static inline s_head_t *
+s_head(const psd_dyntable_t *self, uint32_t r)
+{
+    return (s_head_t *) (self->chunks[r >> self->shift]
+                         + (size_t) (r & ((1u << self->shift) - 1)) * self->stride);
+}
+
+static inline float *
+s_values(s_head_t *h)
+{
+    return (float *) (h + 1);
+}
+
+static inline float *
+s_slot(const psd_dyntable_t *self, s_head_t *h, int k)
+{
+    return s_values(h) + (size_t) self->dim * (size_t) (k + 1);
+}
+
+/* Budget. */
+
+static bool
+s_fits(const psd_dyntable_t *self, uint64_t more)
+{
+    const psd_dyntable_budget_t *b = self->budget;
+    return !b || b->max_bytes == 0 || (b->used <= b->max_bytes && more <= b->max_bytes - b->used);
+}
+
+static void
+s_take(psd_dyntable_t *self, uint64_t n)
+{
+    self->bytes += n;
+    if (self->budget)
+        self->budget->used += n;
+}
+
+static void
+s_give(psd_dyntable_t *self, uint64_t n)
+{
+    assert(self->bytes >= n);
+    self->bytes -= n;
+    if (self->budget)
+        self->budget->used -= n;
+}
+
+/* The index. */
+
+static uint32_t
+s_find(const psd_dyntable_t *self, int64_t id, size_t *ret_pos)
+{
+    if (!self->index_cap)
+        return S_NONE;
+    size_t mask = self->index_cap - 1;
+    uint32_t tag = s_tag(id);
+    for (size_t pos = tag & mask;; pos = (pos + 1) & mask) {
+        uint64_t e = self->index[pos];
+        if (e == 0)
+            return S_NONE;
+        if ((uint32_t) (e >> 32) == tag) {
+            uint32_t r = (uint32_t) e - 1;
+            if (s_head(self, r)->id == id) {
+                if (ret_pos)
+                    *ret_pos = pos;
+                return r;
+            }
+        }
+    }
+}
+
+static void
+s_index_put(uint64_t *index, size_t cap, uint64_t e)
+{
+    size_t mask = cap - 1;
+    size_t pos = (size_t) (e >> 32) & mask;
+    while (index[pos])
+        pos = (pos + 1) & mask;
+    index[pos] = e;
+}
+
+/* Backward-shift deletion from slot pos of a table whose entries' homes
+   are home(entry) & mask: later entries of the probe run move up. */
+#define S_SHIFT_DELETE(arr, cap, pos, EMPTY, IS_EMPTY, HOME)                                   \
+    do {                                                                                       \
+        size_t mask_ = (cap) - 1, i_ = (pos), j_ = (pos);                                      \
+        for (;;) {                                                                             \
+            j_ = (j_ + 1) & mask_;                                                             \
+            if (IS_EMPTY((arr)[j_]))                                                           \
+                break;                                                                         \
+            size_t home_ = HOME((arr)[j_]) & mask_;                                            \
+            if (((j_ - home_) & mask_) >= ((j_ - i_) & mask_)) {                               \
+                (arr)[i_] = (arr)[j_];                                                         \
+                i_ = j_;                                                                       \
+            }                                                                                  \
+        }                                                                                      \
+        (arr)[i_] = EMPTY;                                                                     \
+    } while (0)
+
+#define S_ENTRY_EMPTY(e) ((e) == 0)
+#define S_ENTRY_HOME(e) ((size_t) ((e) >> 32))
+#define S_COUNTER_EMPTY(c) ((c).count == 0)
+#define S_COUNTER_HOME(c) ((size_t) s_tag((c).id))
+
+static void
+s_index_delete(psd_dyntable_t *self, size_t pos)
+{
+    S_SHIFT_DELETE(self->index, self->index_cap, pos, 0, S_ENTRY_EMPTY, S_ENTRY_HOME);
+}
+
+/* Doubles the index when one more row would pass load 0.8. */
+static int
+s_index_reserve(psd_dyntable_t *self)
+{
+    if ((self->nrows + 1) * 5 <= (uint64_t) self->index_cap * 4)
+        return 0;
+    size_t cap = self->index_cap ? self->index_cap * 2 : S_MIN_CAP;
+    if (cap > ((size_t) 1 << 32))
+        return -ENOSPC;
+    uint64_t grow = (uint64_t) (cap - self->index_cap) * sizeof(uint64_t);
+    if (!s_fits(self, grow))
+        return -ENOSPC;
+    uint64_t *index = calloc(cap, sizeof *index);
+    if (!index)
+        return -ENOMEM;
+    for (size_t i = 0; i < self->index_cap; i++)
+        if (self->index[i])
+            s_index_put(index, cap, self->index[i]);
+    free(self->index);
+    self->index = index;
+    self->index_cap = cap;
+    s_take(self, grow);
+    return 0;
+}
+
+/* The arena. */
+
+/* A free row slot, or S_NONE with *ret_rc (-ENOSPC past the budget, -ENOMEM). */
+static uint32_t
+s_row_alloc(psd_dyntable_t *self, int *ret_rc)
+{
+    if (self->free_head) {
+        uint32_t r = self->free_head - 1;
+        self->free_head = (uint32_t) s_head(self, r)->last_step;
+        return r;
+    }
+    size_t per_chunk = (size_t) 1 << self->shift;
+    if (self->used < self->nchunks * per_chunk)
+        return self->used++;
+    if (self->used >= S_NONE - per_chunk) {
+        *ret_rc = -ENOSPC;
+        return S_NONE;
+    }
+    size_t chunk_bytes = per_chunk * self->stride;
+    size_t ptr_grow = self->nchunks == self->chunks_cap ? (self->chunks_cap ? self->chunks_cap : 8) : 0;
+    if (!s_fits(self, chunk_bytes + ptr_grow * sizeof(char *))) {
+        *ret_rc = -ENOSPC;
+        return S_NONE;
+    }
+    if (ptr_grow) {
+        char **chunks = realloc(self->chunks, (self->chunks_cap + ptr_grow) * sizeof *chunks);
+        if (!chunks) {
+            *ret_rc = -ENOMEM;
+            return S_NONE;
+        }
+        self->chunks = chunks;
+        self->chunks_cap += ptr_grow;
+        s_take(self, ptr_grow * sizeof(char *));
+    }
+    char *chunk = malloc(chunk_bytes);
+    if (!chunk) {
+        *ret_rc = -ENOMEM;
+        return S_NONE;
+    }
+    self->chunks[self->nchunks++] = chunk;
+    s_take(self, chunk_bytes);
+    return self->used++;
+}
+
+static void
+s_row_free(psd_dyntable_t *self, uint32_t r)
+{
+    s_head_t *h = s_head(self, r);
+    h->epoch = 0;
+    h->last_step = self->free_head;
+    self->free_head = r + 1;
+}
+
+/* Initial values and slots of id's row. */
+static void
+s_row_init(psd_dyntable_t *self, s_head_t *h)
+{
+    int rc = zdist_init_fill_row(&self->init, self->seed, self->name, ZDIST_DTYPE_FLOAT32, &self->shape,
+                                 h->id, s_values(h), (size_t) self->dim * sizeof(float), NULL);
+    assert(rc == 0); /* validated by _new */
+    (void) rc;
+    for (int k = 0; k < self->nslots; k++)
+        zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k), (size_t) self->dim);
+}
+
+/* Creates id's row (it has none): its index entry, a row slot, its
+   initial values. S_NONE, counted as refused, when it does not fit. */
+static uint32_t
+s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
+{
+    int rc = -ENOSPC;
+    uint32_t r = S_NONE;
+    if (self->nrows < PSD_DYNTABLE_MAX_ROWS && (rc = s_index_reserve(self)) == 0)
+        r = s_row_alloc(self, &rc);
+    if (r == S_NONE) {
+        self->st.refused++;
+        if (ret_rc)
+            *ret_rc = rc;
+        return S_NONE;
+    }
+    s_head_t *h = s_head(self, r);
+    *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0, .epoch = self->epoch};
+    s_row_init(self, h);
+    s_index_put(self->index, self->index_cap, (uint64_t) s_tag(id) << 32 | (uint64_t) (r + 1));
+    self->nrows++;
+    self->st.admitted++;
+    return r;
+}
+
+/* Takes id's row out of the index and the arena. */
+static void
+s_drop_row(psd_dyntable_t *self, size_t pos, uint32_t r)
+{
+    s_index_delete(self, pos);
+    s_row_free(self, r);
+    self->nrows--;
+}
+
+/* Admission counters. */
+
+static s_counter_t *
+s_counter_find(psd_dyntable_t *self, int64_t id, size_t *ret_pos)
+{
+    if (!self->counters_cap)
+        return NULL;
+    size_t mask = self->counters_cap - 1;
+    for (size_t pos = s_tag(id) & mask;; pos = (pos + 1) & mask) {
+        s_counter_t *c = &self->counters[pos];
+        if (c->count == 0)
+            return NULL;
+        if (c->id == id) {
+            *ret_pos = pos;
+            return c;
+        }
+    }
+}
+
+static void
+s_counter_put(s_counter_t *arr, size_t cap, const s_counter_t *c)
+{
+    size_t mask = cap - 1;
+    size_t pos = s_tag(c->id) & mask;
+    while (arr[pos].count)
+        pos = (pos + 1) & mask;
+    arr[pos] = *c;
+}
+
+/* A new counter for id (count 0, to be raised by the caller), or NULL when
+   it does not fit the budget or memory. */
+static s_counter_t *
+s_counter_add(psd_dyntable_t *self, int64_t id)
+{
+    if ((self->npending + 1) * 2 > self->counters_cap) {
+        size_t cap = self->counters_cap ? self->counters_cap * 2 : S_MIN_CAP;
+        uint64_t grow = (uint64_t) (cap - self->counters_cap) * sizeof(s_counter_t);
+        if (!s_fits(self, grow))
+            return NULL;
+        s_counter_t *arr = calloc(cap, sizeof *arr);
+        if (!arr)
+            return NULL;
+        for (size_t i = 0; i < self->counters_cap; i++)
+            if (self->counters[i].count)
+                s_counter_put(arr, cap, &self->counters[i]);
+        free(self->counters);
+        self->counters = arr;
+        self->counters_cap = cap;
+        s_take(self, grow);
+    }
+    size_t mask = self->counters_cap - 1;
+    size_t pos = s_tag(id) & mask;
+    while (self->counters[pos].count)
+        pos = (pos + 1) & mask;
+    self->counters[pos] = (s_counter_t){.id = id};
+    self->npending++;
+    return &self->counters[pos];
+}
+
+static void
+s_counter_delete(psd_dyntable_t *self, size_t pos)
+{
+    S_SHIFT_DELETE(self->counters, self->counters_cap, pos, (s_counter_t){0}, S_COUNTER_EMPTY,
+                   S_COUNTER_HOME);
+    self->npending--;
+}
+
+/* One training occurrence of id: counts it and creates its row at
+   min_count. */
+static void
+s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
+{
+    if (s_find(self, id, NULL) != S_NONE) /* created earlier in this lookup */
+        return;
+    if (self->min_count <= 1) {
+        s_create(self, id, step, NULL);
+        return;
+    }
+    size_t pos;
+    s_counter_t *c = s_counter_find(self, id, &pos);
+    if (!c) {
+        if (!(c = s_counter_add(self, id))) {
+            self->st.refused++;
+            return;
+        }
+        s_counter_find(self, id, &pos);
+    }
+    if (c->count < UINT32_MAX)
+        c->count++;
+    c->last_seen = step;
+    /* A refused creation keeps the counter: the next occurrence tries again. */
+    if (c->count >= self->min_count && s_create(self, id, step, NULL) != S_NONE)
+        s_counter_delete(self, pos);
+}
+
+/* Lifecycle. */
+
+static int
+s_check_config(const psd_dyntable_config_t *cfg, zdist_error_t *err)
+{
+    if (cfg->dim < 1 || cfg->dim > 65536)
+        return zdist_error_set(err, -EINVAL, "dynamic table '%s': dim must be in [1, 65536], got %lld",
+                               cfg->name ? cfg->name : "", (long long) cfg->dim);
+    if (!(cfg->evict_l2_below >= 0) || !isfinite(cfg->evict_l2_below))
+        return zdist_error_set(err, -EINVAL, "dynamic table '%s': evict_l2_below must be >= 0, got %g",
+                               cfg->name ? cfg->name : "", cfg->evict_l2_below);
+    int rc = zdist_optim_config_validate(&cfg->optim, err);
+    if (rc == 0)
+        rc = zdist_init_validate(&cfg->init, ZDIST_DTYPE_FLOAT32, err);
+    if (rc < 0)
+        zdist_error_prefix(err, "dynamic table '%s'", cfg->name ? cfg->name : "");
+    return rc;
+}
+
+psd_dyntable_t *
+psd_dyntable_new(const psd_dyntable_config_t *cfg, zdist_error_t *err)
+{
+    if (s_check_config(cfg, err) < 0)
+        return NULL;
+    psd_dyntable_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->name = strdup(cfg->name ? cfg->name : ""))) {
+        free(self);
+        zdist_error_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    self->dim = cfg->dim;
+    self->seed = cfg->seed;
+    self->init = cfg->init;
+    self->shape = (zdist_shape_t){.rank = 2, .dims = {cfg->dim, cfg->dim}};
+    self->optim = cfg->optim;
+    self->optim.lazy = true;
+    self->nslots = zdist_optim_num_slots(cfg->optim.kind);
+    self->min_count = cfg->min_count;
+    self->evict_after = cfg->evict_after_steps;
+    self->evict_l2 = cfg->evict_l2_below;
+    self->budget = cfg->budget;
+    self->epoch = 1;
+    size_t payload = (size_t) cfg->dim * sizeof(float) * (size_t) (1 + self->nslots);
+    self->stride = (sizeof(s_head_t) + payload + 7) & ~(size_t) 7;
+    while (self->shift < 20 && (self->stride << (self->shift + 1)) <= S_CHUNK_BYTES)
+        self->shift++;
+    if (cfg->default_value) {
+        size_t bytes = (size_t) cfg->dim * sizeof(float);
+        if (!(self->defval = malloc(bytes))) {
+            psd_dyntable_destroy(&self);
+            zdist_error_set(err, -ENOMEM, "out of memory");
+            return NULL;
+        }
+        memcpy(self->defval, cfg->default_value, bytes);
+    }
+    return self;
+}
+
+void
+psd_dyntable_destroy(psd_dyntable_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    psd_dyntable_t *self = *self_p;
+    for (size_t i = 0; i < self->nchunks; i++)
+        free(self->chunks[i]);
+    free(self->chunks);
+    free(self->index);
+    free(self->counters);
+    free(self->evicted);
+    free(self->defval);
+    free(self->rows);
+    free(self->umap);
+    free(self->ugrad);
+    free(self->usum);
+    free(self->name);
+    if (self->budget)
+        self->budget->used -= self->bytes;
+    free(self);
+    *self_p = NULL;
+}
+
+int64_t
+psd_dyntable_dim(const psd_dyntable_t *self)
+{
+    return self->dim;
+}
+
+void
+psd_dyntable_stats(const psd_dyntable_t *self, psd_dyntable_stats_t *ret_stats)
+{
+    *ret_stats = self->st;
+    ret_stats->rows = self->nrows;
+    ret_stats->pending = self->npending;
+    ret_stats->bytes = self->bytes;
+}
+
+/* Lookups. */
+
+static int
+s_grow_scratch(void **buf, size_t *cap, size_t n, size_t elem)
+{
+    if (*cap >= n)
+        return 0;
+    size_t want = *cap ? *cap : 1024;
+    while (want < n)
+        want *= 2;
+    void *p = realloc(*buf, want * elem);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = want;
+    return 0;
+}
+
+/* rows[i] = the row of ids[i] or S_NONE. The index entry of the id
+   2*S_AHEAD ahead and the row of the one S_AHEAD ahead are prefetched, so
+   a batch of random ids waits for memory a few times, not 2n times. */
+static void
+s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows)
+{
+    if (!self->index_cap) {
+        for (size_t i = 0; i < n; i++)
+            rows[i] = S_NONE;
+        return;
+    }
+    size_t mask = self->index_cap - 1;
+    for (size_t i = 0; i < n + 2 * S_AHEAD; i++) {
+        if (i < n)
+            __builtin_prefetch(&self->index[s_tag(ids[i]) & mask]);
+        if (i >= S_AHEAD && i - S_AHEAD < n) {
+            uint64_t e = self->index[s_tag(ids[i - S_AHEAD]) & mask];
+            if (e)
+                __builtin_prefetch(s_head(self, (uint32_t) e - 1));
+        }
+        if (i >= 2 * S_AHEAD)
+            rows[i - 2 * S_AHEAD] = s_find(self, ids[i - 2 * S_AHEAD], NULL);
+    }
+}
+
+static size_t
+s_answer(const psd_dyntable_t *self, const uint32_t *rows, size_t n, float *out)
+{
+    size_t row_bytes = (size_t) self->dim * sizeof(float), defaults = 0;
+    for (size_t i = 0; i < n; i++) {
+        float *o = out + i * (size_t) self->dim;
+        if (rows[i] != S_NONE) {
+            memcpy(o, s_values(s_head(self, rows[i])), row_bytes);
+        } else {
+            defaults++;
+            if (self->defval)
+                memcpy(o, self->defval, row_bytes);
+            else
+                memset(o, 0, row_bytes);
+        }
+    }
+    return defaults;
+}
+
+/* Resolves ids into the scratch rows, or row by row when it cannot grow. */
+static uint32_t *
+s_rows_for(psd_dyntable_t *self, const int64_t *ids, size_t n)
+{
+    if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0)
+        return NULL;
+    s_resolve(self, ids, n, self->rows);
+    return self->rows;
+}
+
+size_t
+psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t n, float *out)
+{
+    uint32_t *rows = s_rows_for(self, ids, n);
+    if (rows)
+        return s_answer(self, rows, n, out);
+    size_t defaults = 0; /* no scratch: one id at a time */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = s_find(self, ids[i], NULL);
+        defaults += s_answer(self, &r, 1, out + i * (size_t) self->dim);
+    }
+    return defaults;
+}
+
+size_t
+psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_t n, uint64_t global_step,
+                          float *out)
+{
+    uint32_t *rows = s_rows_for(self, ids, n);
+    if (!rows) {
+        for (size_t i = 0; i < n; i++)
+            s_occurrence(self, ids[i], global_step);
+        return psd_dyntable_lookup_eval(self, ids, n, out);
+    }
+    bool missing = false;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] == S_NONE) {
+            s_occurrence(self, ids[i], global_step);
+            missing = true;
+        }
+    /* Resolve the misses again (rows this lookup created), so every
+       occurrence of an id gets the same answer. */
+    if (missing)
+        for (size_t i = 0; i < n; i++)
+            if (rows[i] == S_NONE)
+                rows[i] = s_find(self, ids[i], NULL);
+    return s_answer(self, rows, n, out);
+}
+
+/* Updates. */
+
+/* Scratch for n gradient rows; -ENOMEM. */
+static int
+s_apply_scratch(psd_dyntable_t *self, size_t n)
+{
+    if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0)
+        return -ENOMEM;
+    if (self->ucap < n) {
+        size_t cap = self->ucap ? self->ucap : 1024;
+        while (cap < n)
+            cap *= 2;
+        const float **ugrad = realloc(self->ugrad, cap * sizeof *ugrad);
+        if (!ugrad)
+            return -ENOMEM;
+        self->ugrad = ugrad;
+        float *usum = realloc(self->usum, cap * (size_t) self->dim * sizeof(float));
+        if (!usum)
+            return -ENOMEM;
+        self->usum = usum;
+        self->ucap = cap;
+    }
+    size_t mcap = S_MIN_CAP;
+    while (mcap < 2 * n)
+        mcap *= 2;
+    return s_grow_scratch((void **) &self->umap, &self->umap_cap, mcap, sizeof *self->umap);
+}
+
+/* Sums the gradient rows of each id (in request order) and leaves the
+   unique rows in self->rows[0..) with their gradients in self->ugrad.
+   Returns how many. */
+static size_t
+s_unique(psd_dyntable_t *self, size_t n, const float *grads)
+{
+    size_t bits = 4;
+    while (((size_t) 1 << bits) < 2 * n)
+        bits++;
+    size_t mask = ((size_t) 1 << bits) - 1, dim = (size_t) self->dim, nu = 0, nsum = 0;
+    const uint32_t SUMMED = (uint32_t) 1 << 31;
+    memset(self->umap, 0, (mask + 1) * sizeof *self->umap);
+    uint32_t *rows = self->rows; /* rows[u] for u <= i is written after rows[i] is read */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rows[i];
+        const float *g = grads + i * dim;
+        if (r == S_NONE) {
+            self->st.dropped_grads++;
+            continue;
+        }
+        size_t pos = (size_t) (((uint64_t) r * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
+        while (self->umap[pos] && rows[(self->umap[pos] & ~SUMMED) - 1] != r)
+            pos = (pos + 1) & mask;
+        uint32_t *e = &self->umap[pos];
+        if (!*e) {
+            rows[nu] = r;
+            self->ugrad[nu] = g;
+            *e = (uint32_t) ++nu;
+            continue;
+        }
+        size_t u = (*e & ~SUMMED) - 1;
+        if (!(*e & SUMMED)) {
+            float *sum = self->usum + nsum++ * dim;
+            memcpy(sum, self->ugrad[u], dim * sizeof(float));
+            self->ugrad[u] = sum;
+            *e |= SUMMED;
+        }
+        float *sum = (float *) self->ugrad[u];
+        for (size_t k = 0; k < dim; k++)
+            sum[k] += g[k];
+    }
+    return nu;
+}
+
+int
+psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const float *grads,
+                   uint64_t global_step)
+{
+    if (n == 0)
+        return 0;
+    if (n >= ((size_t) 1 << 30) || s_apply_scratch(self, n) < 0)
+        return -ENOMEM;
+    s_resolve(self, ids, n, self->rows);
+    size_t nu = s_unique(self, n, grads);
+    for (size_t u = 0; u < nu; u++) {
+        if (u + S_AHEAD < nu)
+            __builtin_prefetch(s_head(self, self->rows[u + S_AHEAD]));
+        s_head_t *h = s_head(self, self->rows[u]);
+        if (h->opt_step < UINT32_MAX)
+            h->opt_step++;
+        h->last_step = global_step;
+        h->epoch = self->epoch;
+        void *slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
+        for (int k = 0; k < self->nslots; k++)
+            slots[k] = s_slot(self, h, k);
+        int rc = zdist_optim_apply_dense(&self->optim, ZDIST_DTYPE_FLOAT32, h->opt_step, s_values(h),
+                                         slots, self->ugrad[u], (size_t) self->dim);
+        assert(rc == 0); /* float32 */
+        (void) rc;
+    }
+    return 0;
+}
+
+/* Eviction. */
+
+static bool
+s_qualifies(const psd_dyntable_t *self, s_head_t *h, uint64_t step)
+{
+    if (self->evict_after && step > h->last_step && step - h->last_step > self->evict_after)
+        return true;
+    if (self->evict_l2 > 0) {
+        const float *v = s_values(h);
+        double sq = 0;
+        for (int64_t k = 0; k < self->dim; k++)
+            sq += (double) v[k] * (double) v[k];
+        return sqrt(sq) < self->evict_l2;
+    }
+    return false;
+}
+
+static int
+s_list_evicted(psd_dyntable_t *self, int64_t id)
+{
+    if (self->nevicted == self->evicted_cap) {
+        size_t cap = self->evicted_cap ? self->evicted_cap * 2 : 64;
+        int64_t *list = realloc(self->evicted, cap * sizeof *list);
+        if (!list)
+            return -ENOMEM;
+        self->evicted = list;
+        s_take(self, (cap - self->evicted_cap) * sizeof *list); /* above the budget if need be */
+        self->evicted_cap = cap;
+    }
+    self->evicted[self->nevicted++] = id;
+    return 0;
+}
+
+size_t
+psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
+{
+    size_t n = 0;
+    for (uint32_t r = 0; r < self->used; r++) {
+        s_head_t *h = s_head(self, r);
+        if (!h->epoch || !s_qualifies(self, h, global_step))
+            continue;
+        if (s_list_evicted(self, h->id) < 0)
+            break; /* the row stays until a later eviction can list it */
+        size_t pos;
+        uint32_t found = s_find(self, h->id, &pos);
+        assert(found == r);
+        (void) found;
+        s_drop_row(self, pos, r);
+        n++;
+    }
+    /* Counters not seen for as long go too. A deletion shifts later
+       entries of the run back into slot i, so i is looked at again. */
+    for (size_t i = 0; self->evict_after && i < self->counters_cap;) {
+        const s_counter_t *c = &self->counters[i];
+        if (c->count && global_step > c->last_seen && global_step - c->last_seen > self->evict_after)
+            s_counter_delete(self, i);
+        else
+            i++;
+    }
+    self->st.evicted += n;
+    return n;
+}
+
+/* Rows one by one. */
+
+static void
+s_fill_row(const psd_dyntable_t *self, s_head_t *h, psd_dyntable_row_t *ret)
+{
+    *ret = (psd_dyntable_row_t){
+        .id = h->id,
+        .values = s_values(h),
+        .opt_step = h->opt_step,
+        .last_step = h->last_step,
+        .changed = h->epoch == self->epoch,
+    };
+    for (int k = 0; k < self->nslots; k++)
+        ret->slots[k] = s_slot(self, h, k);
+}
+
+bool
+psd_dyntable_find(psd_dyntable_t *self, int64_t id, psd_dyntable_row_t *ret_row)
+{
+    uint32_t r = s_find(self, id, NULL);
+    if (r == S_NONE)
+        return false;
+    s_fill_row(self, s_head(self, r), ret_row);
+    return true;
+}
+
+int
+psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const float *const *slots,
+                 int nslots, uint32_t opt_step, uint64_t last_step)
+{
+    if (slots && nslots != self->nslots)
+        return -EINVAL;
+    uint32_t r = s_find(self, id, NULL);
+    int rc = 0;
+    if (r == S_NONE && (r = s_create(self, id, last_step, &rc)) == S_NONE)
+        return rc;
+    s_head_t *h = s_head(self, r);
+    size_t bytes = (size_t) self->dim * sizeof(float);
+    memcpy(s_values(h), values, bytes);
+    for (int k = 0; k < self->nslots; k++) {
+        if (slots)
+            memcpy(s_slot(self, h, k), slots[k], bytes);
+        else
+            zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k),
+                                  (size_t) self->dim);
+    }
+    h->opt_step = opt_step;
+    h->last_step = last_step;
+    h->epoch = self->epoch;
+    return 0;
+}
+
+bool
+psd_dyntable_remove(psd_dyntable_t *self, int64_t id)
+{
+    size_t pos;
+    uint32_t r = s_find(self, id, &pos);
+    if (r == S_NONE)
+        return false;
+    s_drop_row(self, pos, r);
+    return true;
+}
+
+/* Checkpoints. */
+
+typedef struct {
+    int64_t id;
+    uint32_t row;
+} s_pair_t;
+
+static int
+s_pair_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const s_pair_t *) a)->id, y = ((const s_pair_t *) b)->id;
+    return (x > y) - (x < y);
+}
+
+static int
+s_id_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+    return (x > y) - (x < y);
+}
+
+int
+psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit_fn fn, void *arg)
+{
+    if (self->nrows == 0)
+        return 0;
+    s_pair_t *pairs = malloc((size_t) self->nrows * sizeof *pairs);
+    if (!pairs)
+        return -ENOMEM;
+    size_t n = 0;
+    for (uint32_t r = 0; r < self->used; r++) {
+        s_head_t *h = s_head(self, r);
+        if (h->epoch && (!changed_only || h->epoch == self->epoch))
+            pairs[n++] = (s_pair_t){h->id, r};
+    }
+    qsort(pairs, n, sizeof *pairs, s_pair_cmp);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        psd_dyntable_row_t row;
+        s_fill_row(self, s_head(self, pairs[i].row), &row);
+        rc = fn(&row, arg);
+    }
+    free(pairs);
+    return rc;
+}
+
+const int64_t *
+psd_dyntable_evicted(psd_dyntable_t *self, size_t *ret_n)
+{
+    if (self->nevicted > 1)
+        qsort(self->evicted, self->nevicted, sizeof *self->evicted, s_id_cmp);
+    *ret_n = self->nevicted;
+    return self->evicted;
+}
+
+void
+psd_dyntable_mark(psd_dyntable_t *self)
+{
+    if (++self->epoch == 0) /* 0 marks a free row */
+        self->epoch = 1;
+    s_give(self, self->evicted_cap * sizeof *self->evicted);
+    free(self->evicted);
+    self->evicted = NULL;
+    self->nevicted = self->evicted_cap = 0;
+}
