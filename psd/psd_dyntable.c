@@ -13,7 +13,7 @@
 /* Index and counters start at this many entries (powers of two). */
 #define S_MIN_CAP 16
 /* Ids ahead a lookup prefetches the index entry (A) and the row (B) of. */
-#define S_AHEAD 8
+#define S_AHEAD 32
 
 /* A row's header; its values and slots follow it. */
 typedef struct {
@@ -148,13 +148,10 @@ s_give(psd_dyntable_t *self, uint64_t n)
 
 /* The index. */
 
-static uint32_t
-s_find(const psd_dyntable_t *self, int64_t id, size_t *ret_pos)
+static inline uint32_t
+s_find_tagged(const psd_dyntable_t *self, int64_t id, uint32_t tag, size_t *ret_pos)
 {
-    if (!self->index_cap)
-        return S_NONE;
     size_t mask = self->index_cap - 1;
-    uint32_t tag = s_tag(id);
     for (size_t pos = tag & mask;; pos = (pos + 1) & mask) {
         uint64_t e = self->index[pos];
         if (e == 0)
@@ -168,6 +165,12 @@ s_find(const psd_dyntable_t *self, int64_t id, size_t *ret_pos)
             }
         }
     }
+}
+
+static uint32_t
+s_find(const psd_dyntable_t *self, int64_t id, size_t *ret_pos)
+{
+    return self->index_cap ? s_find_tagged(self, id, s_tag(id), ret_pos) : S_NONE;
 }
 
 static void
@@ -410,7 +413,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
         s_create(self, id, step, NULL);
         return;
     }
-    size_t pos;
+    size_t pos = 0;
     s_counter_t *c = s_counter_find(self, id, &pos);
     if (!c) {
         if (!(c = s_counter_add(self, id))) {
@@ -542,11 +545,16 @@ s_grow_scratch(void **buf, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-/* rows[i] = the row of ids[i] or S_NONE. The index entry of the id
-   2*S_AHEAD ahead and the row of the one S_AHEAD ahead are prefetched, so
-   a batch of random ids waits for memory a few times, not 2n times. */
+/* rows[i] = the row of ids[i] or S_NONE. A batch of random ids would
+   wait for memory twice an id (its index entry, then its row), so the
+   loop runs three stages apart: it prefetches the index entry of the id
+   2*S_AHEAD ahead (keeping its tag in rows[]); walks the index for the id
+   S_AHEAD ahead to the first entry with its tag (its row, but for a tag
+   collision), keeps that row in rows[] and prefetches the row's first
+   `bytes`; and checks the current id against its row, walking the index
+   again only when a tag collided. */
 static void
-s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows)
+s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, size_t bytes)
 {
     if (!self->index_cap) {
         for (size_t i = 0; i < n; i++)
@@ -555,15 +563,27 @@ s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *ro
     }
     size_t mask = self->index_cap - 1;
     for (size_t i = 0; i < n + 2 * S_AHEAD; i++) {
-        if (i < n)
-            __builtin_prefetch(&self->index[s_tag(ids[i]) & mask]);
-        if (i >= S_AHEAD && i - S_AHEAD < n) {
-            uint64_t e = self->index[s_tag(ids[i - S_AHEAD]) & mask];
-            if (e)
-                __builtin_prefetch(s_head(self, (uint32_t) e - 1));
+        if (i < n) {
+            rows[i] = s_tag(ids[i]);
+            __builtin_prefetch(&self->index[rows[i] & mask]);
         }
-        if (i >= 2 * S_AHEAD)
-            rows[i - 2 * S_AHEAD] = s_find(self, ids[i - 2 * S_AHEAD], NULL);
+        if (i >= S_AHEAD && i - S_AHEAD < n) {
+            uint32_t tag = rows[i - S_AHEAD];
+            uint64_t e;
+            for (size_t p = tag & mask; (e = self->index[p]) && (uint32_t) (e >> 32) != tag;)
+                p = (p + 1) & mask;
+            rows[i - S_AHEAD] = e ? (uint32_t) e - 1 : S_NONE; /* no entry with the tag: no row */
+            if (e) {
+                const char *h = (const char *) s_head(self, (uint32_t) e - 1);
+                for (size_t off = 0; off < bytes; off += 64)
+                    __builtin_prefetch(h + off);
+            }
+        }
+        if (i >= 2 * S_AHEAD) {
+            size_t k = i - 2 * S_AHEAD;
+            if (rows[k] != S_NONE && s_head(self, rows[k])->id != ids[k])
+                rows[k] = s_find(self, ids[k], NULL); /* a tag collision: look further */
+        }
     }
 }
 
@@ -592,7 +612,7 @@ s_rows_for(psd_dyntable_t *self, const int64_t *ids, size_t n)
 {
     if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0)
         return NULL;
-    s_resolve(self, ids, n, self->rows);
+    s_resolve(self, ids, n, self->rows, sizeof(s_head_t) + (size_t) self->dim * sizeof(float));
     return self->rows;
 }
 
@@ -715,7 +735,7 @@ psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const flo
         return 0;
     if (n >= ((size_t) 1 << 30) || s_apply_scratch(self, n) < 0)
         return -ENOMEM;
-    s_resolve(self, ids, n, self->rows);
+    s_resolve(self, ids, n, self->rows, self->stride);
     size_t nu = s_unique(self, n, grads);
     for (size_t u = 0; u < nu; u++) {
         if (u + S_AHEAD < nu)
