@@ -264,6 +264,29 @@ s_fill_rows(const zdist_initializer_t *init, uint64_t var_key, double limit, zdi
     }
 }
 
+/* rows x width elements from first_row on into buf, once buf_bytes is
+   checked to hold exactly them. */
+static int
+s_fill_checked(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
+               const zdist_shape_t *shape, int64_t first_row, int64_t rows, int64_t width, void *buf,
+               size_t buf_bytes, zdist_error_t *err)
+{
+    int64_t n;
+    size_t need;
+    if (__builtin_mul_overflow(rows, width, &n)
+        || __builtin_mul_overflow((size_t) n, zdist_dtype_size(dtype), &need))
+        return zdist_error_set(err, -EOVERFLOW, "shard is too large");
+    if (need != buf_bytes)
+        return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
+                               buf_bytes, need);
+    if (init->kind == ZDIST_INIT_ZEROS) {
+        memset(buf, 0, need);
+        return 0;
+    }
+    s_fill_rows(init, s_var_key(seed, name), s_limit(init, shape), dtype, first_row, rows, width, buf);
+    return 0;
+}
+
 int
 zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
               const zdist_shape_t *shape, int64_t row_offset, int64_t rows, void *buf,
@@ -273,27 +296,14 @@ zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name
     if (rc < 0)
         return rc;
     int64_t total_rows = shape->rank > 0 ? shape->dims[0] : 1;
-    int64_t width, n;
+    int64_t width;
     if ((rc = s_row_width(shape, &width, err)) < 0)
         return rc;
     if (row_offset < 0 || rows < 0 || row_offset > total_rows || rows > total_rows - row_offset)
         return zdist_error_set(err, -EINVAL, "rows [%lld, %lld) are outside the variable's "
                                "%lld rows", (long long) row_offset,
                                (long long) row_offset + (long long) rows, (long long) total_rows);
-    size_t esize = zdist_dtype_size(dtype), need;
-    if (__builtin_mul_overflow(rows, width, &n) || __builtin_mul_overflow((size_t) n, esize, &need))
-        return zdist_error_set(err, -EOVERFLOW, "shard is too large");
-    if (need != buf_bytes)
-        return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
-                               buf_bytes, need);
-
-    if (init->kind == ZDIST_INIT_ZEROS) {
-        memset(buf, 0, need);
-        return 0;
-    }
-    s_fill_rows(init, s_var_key(seed, name), s_limit(init, shape), dtype, row_offset, rows,
-                width, buf);
-    return 0;
+    return s_fill_checked(init, seed, name, dtype, shape, row_offset, rows, width, buf, buf_bytes, err);
 }
 
 int
@@ -307,16 +317,5 @@ zdist_init_fill_row(const zdist_initializer_t *init, uint64_t seed, const char *
     int64_t width;
     if ((rc = s_row_width(shape, &width, err)) < 0)
         return rc;
-    size_t need;
-    if (__builtin_mul_overflow((size_t) width, zdist_dtype_size(dtype), &need))
-        return zdist_error_set(err, -EOVERFLOW, "row is too large");
-    if (need != buf_bytes)
-        return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
-                               buf_bytes, need);
-    if (init->kind == ZDIST_INIT_ZEROS) {
-        memset(buf, 0, need);
-        return 0;
-    }
-    s_fill_rows(init, s_var_key(seed, name), s_limit(init, shape), dtype, row, 1, width, buf);
-    return 0;
+    return s_fill_checked(init, seed, name, dtype, shape, row, 1, width, buf, buf_bytes, err);
 }
