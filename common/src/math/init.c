@@ -296,7 +296,7 @@ zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name
     if (rc < 0)
         return rc;
     int64_t total_rows = shape->rank > 0 ? shape->dims[0] : 1;
-    int64_t width;
+    int64_t width = 1;
     if ((rc = s_row_width(shape, &width, err)) < 0)
         return rc;
     if (row_offset < 0 || rows < 0 || row_offset > total_rows || rows > total_rows - row_offset)
@@ -314,7 +314,7 @@ zdist_init_fill_row(const zdist_initializer_t *init, uint64_t seed, const char *
     int rc = zdist_init_validate(init, dtype, err);
     if (rc < 0)
         return rc;
-    int64_t width;
+    int64_t width = 1;
     if ((rc = s_row_width(shape, &width, err)) < 0)
         return rc;
     return s_fill_checked(init, seed, name, dtype, shape, row, 1, width, buf, buf_bytes, err);
