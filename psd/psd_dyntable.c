@@ -1,24 +1,23 @@
-/* psd_dyntable: a dynamic embedding table: an open-addressing index of int64 ids over rows in chunked arenas. */
+/* psd_dyntable: a dynamic embedding table: an open-addressing index of int64 ids over rows in a psd_arena. */
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "psd_arena.h"
 #include "psd_dyntable.h"
 
-#define S_NONE UINT32_MAX
-/* Rows per chunk: as many as fit S_CHUNK_BYTES, a power of two. */
-#define S_CHUNK_BYTES ((size_t) 64 << 10)
+#define S_NONE PSD_ARENA_NONE
 /* Index and counters start at this many entries (powers of two). */
 #define S_MIN_CAP 16
-/* Ids ahead a lookup prefetches the index entry (A) and the row (B) of. */
-#define S_AHEAD 32
+/* Ids a lookup resolves per pass (see s_resolve). */
+#define S_BLOCK 512
 
 /* A row's header; its values and slots follow it. */
 typedef struct {
-    int64_t id;
-    uint64_t last_step; /* a free row: the next free row + 1 (0: none) */
+    int64_t id;         /* a free row: the arena's link in its first 4 bytes */
+    uint64_t last_step;
     uint32_t opt_step;
     uint32_t epoch;     /* 0: a free row */
 } s_head_t;
@@ -45,18 +44,13 @@ struct psd_dyntable_t {
     float *defval; /* dim values; NULL: zeros */
     psd_dyntable_budget_t *budget;
 
-    /* The arena: row r is at chunks[r >> shift] + (r & mask) * stride. */
+    psd_arena_t arena; /* the rows: a header, values, slots */
     size_t stride;
-    unsigned shift;
-    char **chunks;
-    size_t nchunks, chunks_cap;
-    uint32_t used;      /* row slots handed out (free or live) */
-    uint32_t free_head; /* a free row + 1; 0: none */
 
     /* The index: an entry is (hash's high 32 bits) << 32 | (row + 1), 0
        when empty; its home bucket is those 32 bits & (cap - 1), so growing
        and deleting never read a row. Linear probing, load <= 0.8,
-       backward-shift deletion (no tombstones). */
+       backward-shift deletion (no tombstones). Big ones on huge pages. */
     uint64_t *index;
     size_t index_cap;
     uint64_t nrows;
@@ -104,8 +98,7 @@ s_tag(int64_t id)
 static inline s_head_t *
 s_head(const psd_dyntable_t *self, uint32_t r)
 {
-    return (s_head_t *) (self->chunks[r >> self->shift]
-                         + (size_t) (r & ((1u << self->shift) - 1)) * self->stride);
+    return (s_head_t *) psd_arena_row(&self->arena, r);
 }
 
 static inline float *
@@ -221,73 +214,44 @@ s_index_reserve(psd_dyntable_t *self)
     size_t cap = self->index_cap ? self->index_cap * 2 : S_MIN_CAP;
     if (cap > ((size_t) 1 << 32))
         return -ENOSPC;
-    uint64_t grow = (uint64_t) (cap - self->index_cap) * sizeof(uint64_t);
-    if (!s_fits(self, grow))
+    size_t was = psd_arena_mapped_bytes(self->index_cap * sizeof(uint64_t));
+    size_t now = psd_arena_mapped_bytes(cap * sizeof(uint64_t));
+    if (!s_fits(self, now - was))
         return -ENOSPC;
-    uint64_t *index = calloc(cap, sizeof *index);
+    uint64_t *index = psd_arena_map(cap * sizeof *index);
     if (!index)
         return -ENOMEM;
     for (size_t i = 0; i < self->index_cap; i++)
         if (self->index[i])
             s_index_put(index, cap, self->index[i]);
-    free(self->index);
+    psd_arena_unmap(self->index, self->index_cap * sizeof *self->index);
     self->index = index;
     self->index_cap = cap;
-    s_take(self, grow);
+    s_take(self, now - was);
     return 0;
 }
 
 /* The arena. */
 
-/* A free row slot, or S_NONE with *ret_rc (-ENOSPC past the budget, -ENOMEM). */
+/* A row slot, taking a chunk within the budget; S_NONE with *ret_rc. */
 static uint32_t
 s_row_alloc(psd_dyntable_t *self, int *ret_rc)
 {
-    if (self->free_head) {
-        uint32_t r = self->free_head - 1;
-        self->free_head = (uint32_t) s_head(self, r)->last_step;
-        return r;
-    }
-    size_t per_chunk = (size_t) 1 << self->shift;
-    if (self->used < self->nchunks * per_chunk)
-        return self->used++;
-    if (self->used >= S_NONE - per_chunk) {
-        *ret_rc = -ENOSPC;
-        return S_NONE;
-    }
-    size_t chunk_bytes = per_chunk * self->stride;
-    size_t ptr_grow = self->nchunks == self->chunks_cap ? (self->chunks_cap ? self->chunks_cap : 8) : 0;
-    if (!s_fits(self, chunk_bytes + ptr_grow * sizeof(char *))) {
-        *ret_rc = -ENOSPC;
-        return S_NONE;
-    }
-    if (ptr_grow) {
-        char **chunks = realloc(self->chunks, (self->chunks_cap + ptr_grow) * sizeof *chunks);
-        if (!chunks) {
-            *ret_rc = -ENOMEM;
-            return S_NONE;
-        }
-        self->chunks = chunks;
-        self->chunks_cap += ptr_grow;
-        s_take(self, ptr_grow * sizeof(char *));
-    }
-    char *chunk = malloc(chunk_bytes);
-    if (!chunk) {
-        *ret_rc = -ENOMEM;
-        return S_NONE;
-    }
-    self->chunks[self->nchunks++] = chunk;
-    s_take(self, chunk_bytes);
-    return self->used++;
+    const psd_dyntable_budget_t *b = self->budget;
+    uint64_t room = UINT64_MAX;
+    if (b && b->max_bytes)
+        room = b->used < b->max_bytes ? b->max_bytes - b->used : 0;
+    uint64_t before = self->arena.bytes;
+    uint32_t r = psd_arena_alloc(&self->arena, room, ret_rc);
+    s_take(self, self->arena.bytes - before);
+    return r;
 }
 
 static void
 s_row_free(psd_dyntable_t *self, uint32_t r)
 {
-    s_head_t *h = s_head(self, r);
-    h->epoch = 0;
-    h->last_step = self->free_head;
-    self->free_head = r + 1;
+    s_head(self, r)->epoch = 0;
+    psd_arena_free(&self->arena, r);
 }
 
 /* Initial values and slots of id's row. */
@@ -474,8 +438,7 @@ psd_dyntable_new(const psd_dyntable_config_t *cfg, zdist_error_t *err)
     self->epoch = 1;
     size_t payload = (size_t) cfg->dim * sizeof(float) * (size_t) (1 + self->nslots);
     self->stride = (sizeof(s_head_t) + payload + 7) & ~(size_t) 7;
-    while (self->shift < 20 && (self->stride << (self->shift + 1)) <= S_CHUNK_BYTES)
-        self->shift++;
+    psd_arena_init(&self->arena, self->stride);
     if (cfg->default_value) {
         size_t bytes = (size_t) cfg->dim * sizeof(float);
         if (!(self->defval = malloc(bytes))) {
@@ -494,10 +457,8 @@ psd_dyntable_destroy(psd_dyntable_t **self_p)
     if (!self_p || !*self_p)
         return;
     psd_dyntable_t *self = *self_p;
-    for (size_t i = 0; i < self->nchunks; i++)
-        free(self->chunks[i]);
-    free(self->chunks);
-    free(self->index);
+    psd_arena_clear(&self->arena);
+    psd_arena_unmap(self->index, self->index_cap * sizeof *self->index);
     free(self->counters);
     free(self->evicted);
     free(self->defval);
@@ -545,14 +506,41 @@ s_grow_scratch(void **buf, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-/* rows[i] = the row of ids[i] or S_NONE. A batch of random ids would
-   wait for memory twice an id (its index entry, then its row), so the
-   loop runs three stages apart: it prefetches the index entry of the id
-   2*S_AHEAD ahead (keeping its tag in rows[]); walks the index for the id
-   S_AHEAD ahead to the first entry with its tag (its row, but for a tag
-   collision), keeps that row in rows[] and prefetches the row's first
-   `bytes`; and checks the current id against its row, walking the index
-   again only when a tag collided. */
+/* rows[i] = the row of ids[i] or S_NONE, for a block of ids. A random id
+   waits for memory twice (its index entry, then its row), so each step
+   runs over the whole block before the next: prefetch every index entry
+   (keeping the tags in rows[]); walk the index to the first entry with
+   each tag (the id's row but for a tag collision), keep that row and
+   prefetch its first `bytes`; check each id against its row, walking the
+   index again only on a collision. The misses of a step overlap like a
+   plain array's gather does; interleaving the steps a few ids apart
+   instead was half as fast, its prefetches waiting on each other. */
+static void
+s_resolve_block(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, size_t bytes)
+{
+    size_t mask = self->index_cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        rows[i] = s_tag(ids[i]);
+        __builtin_prefetch(&self->index[rows[i] & mask]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t tag = rows[i];
+        uint64_t e;
+        for (size_t p = tag & mask; (e = self->index[p]) && (uint32_t) (e >> 32) != tag;)
+            p = (p + 1) & mask;
+        rows[i] = e ? (uint32_t) e - 1 : S_NONE; /* no entry with the tag: no row */
+        if (e) {
+            const char *h = (const char *) s_head(self, (uint32_t) e - 1);
+            for (size_t off = 0; off < bytes; off += 64)
+                __builtin_prefetch(h + off);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] != S_NONE && s_head(self, rows[i])->id != ids[i])
+            rows[i] = s_find(self, ids[i], NULL); /* a tag collision: look further */
+}
+
+/* The block's prefetches stay in the caches until its last step. */
 static void
 s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, size_t bytes)
 {
@@ -561,30 +549,8 @@ s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *ro
             rows[i] = S_NONE;
         return;
     }
-    size_t mask = self->index_cap - 1;
-    for (size_t i = 0; i < n + 2 * S_AHEAD; i++) {
-        if (i < n) {
-            rows[i] = s_tag(ids[i]);
-            __builtin_prefetch(&self->index[rows[i] & mask]);
-        }
-        if (i >= S_AHEAD && i - S_AHEAD < n) {
-            uint32_t tag = rows[i - S_AHEAD];
-            uint64_t e;
-            for (size_t p = tag & mask; (e = self->index[p]) && (uint32_t) (e >> 32) != tag;)
-                p = (p + 1) & mask;
-            rows[i - S_AHEAD] = e ? (uint32_t) e - 1 : S_NONE; /* no entry with the tag: no row */
-            if (e) {
-                const char *h = (const char *) s_head(self, (uint32_t) e - 1);
-                for (size_t off = 0; off < bytes; off += 64)
-                    __builtin_prefetch(h + off);
-            }
-        }
-        if (i >= 2 * S_AHEAD) {
-            size_t k = i - 2 * S_AHEAD;
-            if (rows[k] != S_NONE && s_head(self, rows[k])->id != ids[k])
-                rows[k] = s_find(self, ids[k], NULL); /* a tag collision: look further */
-        }
-    }
+    for (size_t at = 0; at < n; at += S_BLOCK)
+        s_resolve_block(self, ids + at, n - at < S_BLOCK ? n - at : S_BLOCK, rows + at, bytes);
 }
 
 static size_t
@@ -738,8 +704,6 @@ psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const flo
     s_resolve(self, ids, n, self->rows, self->stride);
     size_t nu = s_unique(self, n, grads);
     for (size_t u = 0; u < nu; u++) {
-        if (u + S_AHEAD < nu)
-            __builtin_prefetch(s_head(self, self->rows[u + S_AHEAD]));
         s_head_t *h = s_head(self, self->rows[u]);
         if (h->opt_step < UINT32_MAX)
             h->opt_step++;
@@ -793,7 +757,7 @@ size_t
 psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
 {
     size_t n = 0;
-    for (uint32_t r = 0; r < self->used; r++) {
+    for (uint32_t r = 0; r < self->arena.used; r++) {
         s_head_t *h = s_head(self, r);
         if (!h->epoch || !s_qualifies(self, h, global_step))
             continue;
@@ -912,7 +876,7 @@ psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit
     if (!pairs)
         return -ENOMEM;
     size_t n = 0;
-    for (uint32_t r = 0; r < self->used; r++) {
+    for (uint32_t r = 0; r < self->arena.used; r++) {
         s_head_t *h = s_head(self, r);
         if (h->epoch && (!changed_only || h->epoch == self->epoch))
             pairs[n++] = (s_pair_t){h->id, r};

@@ -1,11 +1,14 @@
 /* bench_dyntable: a dynamic embedding table (psd_dyntable) against a fixed dense table of the same rows, in one run.
 
-   usage: bench_dyntable [--quick] [--rows N] [--dim D] [--batch B] [--reps R]
+   usage: bench_dyntable [--quick] [--fixed-huge-pages] [--rows N] [--dim D] [--batch B] [--reps R]
 
    Both tables hold the same N rows of D float32 values with adagrad's
    accumulator beside them: the dynamic one keyed by N random int64 ids
    (admitted by training lookups), the fixed one a plain array indexed by
-   row, as a psd shard holds a variable. Each repetition draws B random rows
+   row, as a psd shard holds a variable (malloc'd: 4 KiB pages, while
+   the dynamic table's big chunks and index are on 2 MiB huge pages where
+   the kernel gives them; --fixed-huge-pages puts the fixed table there
+   too, to tell the two effects apart). Each repetition draws B random rows
    (the same for both, duplicates possible as in a real batch) and times on
    each table, alternating which goes first:
      gather  B rows into a B x D buffer: psd_dyntable_lookup_train (every
@@ -21,24 +24,27 @@
    repetitions (ctest's entry); defaults: 1,048,576 rows, D 32, B 1024,
    200 repetitions. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "psd_arena.h"
 #include "psd_dyntable.h"
 #include "zdist/optim.h"
 #include "zdist/parse.h"
 
 typedef struct {
     int64_t rows, dim, batch, reps;
+    bool huge; /* the fixed table on huge pages too */
 } s_opts_t;
 
 static int
 s_usage(void)
 {
-    fprintf(stderr, "usage: bench_dyntable [--quick] [--rows N] [--dim D] [--batch B] [--reps R]\n");
+    fprintf(stderr, "usage: bench_dyntable [--quick] [--fixed-huge-pages] [--rows N] [--dim D] [--batch B] [--reps R]\n");
     return 2;
 }
 
@@ -63,6 +69,10 @@ s_parse(int argc, char **argv, s_opts_t *o)
     *o = (s_opts_t){.rows = 1 << 20, .dim = 32, .batch = 1024, .reps = 200};
     for (int i = 1; i < argc; i++) {
         int64_t *dst = NULL, lo = 1, hi = INT64_C(1) << 30;
+        if (strcmp(argv[i], "--fixed-huge-pages") == 0) {
+            o->huge = true;
+            continue;
+        }
         if (strcmp(argv[i], "--quick") == 0) {
             o->rows = 100000;
             o->reps = 20;
@@ -186,8 +196,8 @@ s_report(const s_opts_t *o, s_times_t *all, const psd_dyntable_t *dyn)
     psd_dyntable_stats(dyn, &st);
     double per_row = (double) st.bytes / (double) st.rows;
     double payload = (double) o->dim * sizeof(float) * 2; /* values + adagrad's accumulator */
-    printf("rows=%lld dim=%lld batch=%lld reps=%lld\n", (long long) o->rows, (long long) o->dim,
-           (long long) o->batch, (long long) o->reps);
+    printf("rows=%lld dim=%lld batch=%lld reps=%lld fixed_pages=%s\n", (long long) o->rows,
+           (long long) o->dim, (long long) o->batch, (long long) o->reps, o->huge ? "huge" : "4k");
     printf("gather        fixed_ns_per_id=%.1f dynamic_ns_per_id=%.1f ratio=%.2f\n", gf, gd, gf / gd);
     printf("apply_adagrad fixed_ns_per_id=%.1f dynamic_ns_per_id=%.1f ratio=%.2f\n", af, ad, af / ad);
     printf("memory        bytes_per_row=%.1f payload_and_slots=%.0f overhead_per_row=%.1f fixed_bytes_per_row=%.0f\n",
@@ -204,7 +214,9 @@ main(int argc, char **argv)
     zdist_optim_config_default(&cfg, ZDIST_OPTIM_ADAGRAD);
     size_t dim = (size_t) o.dim, rows = (size_t) o.rows, n = (size_t) o.batch;
     int64_t *ids = malloc(rows * sizeof *ids), *pos = malloc(n * sizeof *pos), *bids = malloc(n * sizeof *bids);
-    float *w = malloc(rows * dim * sizeof *w), *acc = malloc(rows * dim * sizeof *acc);
+    size_t fixed_bytes = rows * dim * sizeof(float);
+    float *w = o.huge ? psd_arena_map(fixed_bytes) : malloc(fixed_bytes);
+    float *acc = o.huge ? psd_arena_map(fixed_bytes) : malloc(fixed_bytes);
     float *out = malloc(n * dim * sizeof *out), *g = malloc(n * dim * sizeof *g);
     if (!ids || !pos || !bids || !w || !acc || !out || !g) {
         fprintf(stderr, "bench_dyntable: out of memory\n");
@@ -243,8 +255,13 @@ main(int argc, char **argv)
     free(ids);
     free(pos);
     free(bids);
-    free(w);
-    free(acc);
+    if (o.huge) {
+        psd_arena_unmap(w, fixed_bytes);
+        psd_arena_unmap(acc, fixed_bytes);
+    } else {
+        free(w);
+        free(acc);
+    }
     free(out);
     free(g);
     return 0;
