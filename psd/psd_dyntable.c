@@ -328,10 +328,11 @@ s_counter_put(s_counter_t *arr, size_t cap, const s_counter_t *c)
     arr[pos] = *c;
 }
 
-/* A new counter for id (count 0, to be raised by the caller), or NULL when
-   it does not fit the budget or memory. */
+/* A new counter for id at *ret_pos (count 0, to be raised by the caller
+   at once: 0 marks an empty entry), or NULL when it does not fit the
+   budget or memory. */
 static s_counter_t *
-s_counter_add(psd_dyntable_t *self, int64_t id)
+s_counter_add(psd_dyntable_t *self, int64_t id, size_t *ret_pos)
 {
     if ((self->npending + 1) * 2 > self->counters_cap) {
         size_t cap = self->counters_cap ? self->counters_cap * 2 : S_MIN_CAP;
@@ -355,6 +356,7 @@ s_counter_add(psd_dyntable_t *self, int64_t id)
         pos = (pos + 1) & mask;
     self->counters[pos] = (s_counter_t){.id = id};
     self->npending++;
+    *ret_pos = pos;
     return &self->counters[pos];
 }
 
@@ -379,12 +381,9 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
     }
     size_t pos = 0;
     s_counter_t *c = s_counter_find(self, id, &pos);
-    if (!c) {
-        if (!(c = s_counter_add(self, id))) {
-            self->st.refused++;
-            return;
-        }
-        s_counter_find(self, id, &pos);
+    if (!c && !(c = s_counter_add(self, id, &pos))) {
+        self->st.refused++;
+        return;
     }
     if (c->count < UINT32_MAX)
         c->count++;

@@ -17,9 +17,9 @@
    - Nothing but an eviction or psd_dyntable_remove takes a row away: past
      the memory budget new ids are refused (counted), never an existing
      row dropped, and no call crashes or fails a lookup for lack of memory.
-   - A row's values, slots and header live in a chunk of an arena that
-     never moves or shrinks while the table lives; a row's pointer stays
-     valid until that row is evicted or removed (its slot is then reused).
+   - A row's header, values and slots live in a psd_arena chunk, which
+     never moves while the table lives: a row's pointer stays valid until
+     that row is evicted or removed (its slot is then reused).
    - Iteration visits rows in ascending id order (signed), whatever the
      insertion history, so two tables holding the same rows write the same
      checkpoint.
@@ -27,11 +27,13 @@
    Memory per row: a 24-byte header (id, last update step, the optimizer's
    per-row step, the change epoch) beside dim * 4 * (1 + slots) bytes of
    values and slots, rounded up to 8 (4 bytes of padding at most); and an
-   8-byte hash index entry, the index's load between 0.4 and 0.8 (it
-   doubles past 0.8): 10 to 20 bytes a row. So at most payload + slots +
-   48 bytes, besides the chunk pointers (8 bytes per 64 KiB chunk) and a
-   last chunk not yet full; bench_dyntable measures it. Ids counted but not
-   admitted take 24 bytes each in a second map (load <= 0.5).
+   8-byte index entry, the index's load between 0.4 and 0.8 (it doubles
+   past 0.8): 10 to 20 bytes a row. So at most payload + slots + 48 bytes,
+   besides what the arena leaves unused (less than a row per chunk, and
+   the last chunk until it fills). bench_dyntable measures 42 bytes over
+   payload + slots for 2^20 rows of 32 floats with adagrad (index load
+   0.5). Ids counted but not admitted take 24 bytes each in a second map
+   (load <= 0.5).
 
    Not thread-safe: one caller at a time (the psd's actor thread that owns
    the job's variables). */
