@@ -591,6 +591,68 @@ test_apply_and_put(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "learning_rate"));
 }
 
+/* The id whose psd_dyntable index hash (murmur3's fmix64) is h: fmix64
+   run backwards (x ^= x >> 33 is its own inverse; each multiply is undone
+   by its inverse mod 2^64, found by Newton's iteration). */
+static uint64_t
+s_inverse_mod64(uint64_t a)
+{
+    uint64_t x = a; /* right to 3 bits for odd a; each step doubles them */
+    for (int i = 0; i < 5; i++)
+        x *= 2 - a * x;
+    return x;
+}
+
+static int64_t
+s_id_of_hash(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= s_inverse_mod64(0xc4ceb9fe1a85ec53ULL);
+    h ^= h >> 33;
+    h *= s_inverse_mod64(0xff51afd7ed558ccdULL);
+    h ^= h >> 33;
+    return (int64_t) h;
+}
+
+/* Ids whose index tags (the hash's high 32 bits) collide: the lookup's
+   first guess is the wrong row, and it must look further. */
+static void
+test_tag_collisions(void)
+{
+    psd_dyntable_config_t c = s_config(ZDIST_OPTIM_SGD);
+    psd_dyntable_t *t = s_table(&c);
+    int64_t ids[4];
+    for (int i = 0; i < 4; i++)
+        ids[i] = s_id_of_hash(0x1234567800000000ULL | (uint64_t) (i * 77 + 1));
+    CU_ASSERT_NOT_EQUAL(ids[0], ids[1]);
+    float out[4 * DIM], want[DIM];
+    CU_ASSERT_EQUAL(psd_dyntable_lookup_train(t, ids, 3, 1, out), 0); /* ids[3] not yet */
+    int64_t order[4] = {ids[2], ids[3], ids[1], ids[0]};
+    CU_ASSERT_EQUAL(psd_dyntable_lookup_eval(t, order, 4, out), 1);
+    for (int i = 0; i < 4; i++) {
+        s_expected_init(&c, order[i], want);
+        if (order[i] == ids[3]) {
+            CU_ASSERT_EQUAL(out[i * DIM], 0.0f);
+        } else {
+            CU_ASSERT_EQUAL(memcmp(out + i * DIM, want, sizeof want), 0);
+        }
+    }
+    /* Removing the first of the run keeps the others reachable. */
+    CU_ASSERT_TRUE(psd_dyntable_remove(t, ids[0]));
+    psd_dyntable_row_t r;
+    CU_ASSERT_FALSE(psd_dyntable_find(t, ids[0], &r));
+    CU_ASSERT_TRUE(psd_dyntable_find(t, ids[1], &r));
+    CU_ASSERT_TRUE(psd_dyntable_find(t, ids[2], &r));
+    const float g[2 * DIM] = {1, 1, 1, 1, 2, 2, 2, 2};
+    int64_t push[2] = {ids[2], ids[3]};
+    CU_ASSERT_EQUAL(psd_dyntable_apply(t, push, 2, g, 2), 0);
+    CU_ASSERT_EQUAL(s_stats(t).dropped_grads, 1);
+    CU_ASSERT_TRUE(psd_dyntable_find(t, ids[2], &r));
+    s_expected_init(&c, ids[2], want);
+    CU_ASSERT_DOUBLE_EQUAL(r.values[0], want[0] - 0.1f, 1e-7);
+    psd_dyntable_destroy(&t);
+}
+
 void
 zdist_test_psd_dyntable_register(void)
 {
@@ -604,5 +666,6 @@ zdist_test_psd_dyntable_register(void)
                 {"lazy adam: only touched rows and their own step advance", test_lazy_adam},
                 {"ftrl against TF's ApplyFtrlV2", test_ftrl},
                 {"iteration by id, changed since the mark, evicted list", test_iteration_and_marks},
-                {"apply sums duplicates; put for restores; bad configs", test_apply_and_put});
+                {"apply sums duplicates; put for restores; bad configs", test_apply_and_put},
+                {"index tags that collide: rows found, removed, updated", test_tag_collisions});
 }
