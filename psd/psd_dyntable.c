@@ -67,7 +67,8 @@ struct psd_dyntable_t {
 
     /* Per-call scratch (not in bytes: it scales with a request, not the table). */
     uint32_t *rows;
-    size_t rows_cap;
+    s_head_t **heads; /* rows' headers, beside rows */
+    size_t rows_cap, heads_cap;
     uint32_t *umap; /* apply: row -> unique index + 1 */
     size_t umap_cap;
     const float **ugrad;
@@ -462,6 +463,7 @@ psd_dyntable_destroy(psd_dyntable_t **self_p)
     free(self->evicted);
     free(self->defval);
     free(self->rows);
+    free(self->heads);
     free(self->umap);
     free(self->ugrad);
     free(self->usum);
@@ -505,7 +507,7 @@ s_grow_scratch(void **buf, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-/* rows[i] = the row of ids[i] or S_NONE, for a block of ids. A random id
+/* rows[i] = the row of ids[i] or S_NONE, heads[i] its header or NULL, for a block of ids. A random id
    waits for memory twice (its index entry, then its row), so each step
    runs over the whole block before the next: prefetch every index entry
    (keeping the tags in rows[]); walk the index to the first entry with
@@ -515,7 +517,8 @@ s_grow_scratch(void **buf, size_t *cap, size_t n, size_t elem)
    plain array's gather does; interleaving the steps a few ids apart
    instead was half as fast, its prefetches waiting on each other. */
 static void
-s_resolve_block(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, size_t bytes)
+s_resolve_block(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, s_head_t **heads,
+                size_t bytes)
 {
     size_t mask = self->index_cap - 1;
     for (size_t i = 0; i < n; i++) {
@@ -528,38 +531,41 @@ s_resolve_block(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32
         for (size_t p = tag & mask; (e = self->index[p]) && (uint32_t) (e >> 32) != tag;)
             p = (p + 1) & mask;
         rows[i] = e ? (uint32_t) e - 1 : S_NONE; /* no entry with the tag: no row */
-        if (e) {
-            const char *h = (const char *) s_head(self, (uint32_t) e - 1);
-            for (size_t off = 0; off < bytes; off += 64)
-                __builtin_prefetch(h + off);
-        }
+        heads[i] = e ? s_head(self, rows[i]) : NULL;
+        for (size_t off = 0; e && off < bytes; off += 64)
+            __builtin_prefetch((const char *) heads[i] + off);
     }
     for (size_t i = 0; i < n; i++)
-        if (rows[i] != S_NONE && s_head(self, rows[i])->id != ids[i])
-            rows[i] = s_find(self, ids[i], NULL); /* a tag collision: look further */
+        if (heads[i] && heads[i]->id != ids[i]) { /* a tag collision: look further */
+            rows[i] = s_find(self, ids[i], NULL);
+            heads[i] = rows[i] != S_NONE ? s_head(self, rows[i]) : NULL;
+        }
 }
 
 /* The block's prefetches stay in the caches until its last step. */
 static void
-s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, size_t bytes)
+s_resolve(const psd_dyntable_t *self, const int64_t *ids, size_t n, uint32_t *rows, s_head_t **heads,
+          size_t bytes)
 {
     if (!self->index_cap) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             rows[i] = S_NONE;
+            heads[i] = NULL;
+        }
         return;
     }
     for (size_t at = 0; at < n; at += S_BLOCK)
-        s_resolve_block(self, ids + at, n - at < S_BLOCK ? n - at : S_BLOCK, rows + at, bytes);
+        s_resolve_block(self, ids + at, n - at < S_BLOCK ? n - at : S_BLOCK, rows + at, heads + at, bytes);
 }
 
 static size_t
-s_answer(const psd_dyntable_t *self, const uint32_t *rows, size_t n, float *out)
+s_answer(const psd_dyntable_t *self, s_head_t *const *heads, size_t n, float *out)
 {
     size_t row_bytes = (size_t) self->dim * sizeof(float), defaults = 0;
     for (size_t i = 0; i < n; i++) {
         float *o = out + i * (size_t) self->dim;
-        if (rows[i] != S_NONE) {
-            memcpy(o, s_values(s_head(self, rows[i])), row_bytes);
+        if (heads[i]) {
+            memcpy(o, s_values(heads[i]), row_bytes);
         } else {
             defaults++;
             if (self->defval)
@@ -571,26 +577,44 @@ s_answer(const psd_dyntable_t *self, const uint32_t *rows, size_t n, float *out)
     return defaults;
 }
 
-/* Resolves ids into the scratch rows, or row by row when it cannot grow. */
-static uint32_t *
-s_rows_for(psd_dyntable_t *self, const int64_t *ids, size_t n)
+/* Scratch rows and heads for n ids; -ENOMEM. */
+static int
+s_rows_scratch(psd_dyntable_t *self, size_t n)
 {
-    if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0)
+    if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0
+        || s_grow_scratch((void **) &self->heads, &self->heads_cap, n, sizeof *self->heads) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Resolves ids into the scratch heads (and rows), or NULL when the
+   scratch cannot grow (the caller then goes id by id). */
+static s_head_t **
+s_heads_for(psd_dyntable_t *self, const int64_t *ids, size_t n)
+{
+    if (s_rows_scratch(self, n) < 0)
         return NULL;
-    s_resolve(self, ids, n, self->rows, sizeof(s_head_t) + (size_t) self->dim * sizeof(float));
-    return self->rows;
+    s_resolve(self, ids, n, self->rows, self->heads, sizeof(s_head_t) + (size_t) self->dim * sizeof(float));
+    return self->heads;
+}
+
+static s_head_t *
+s_head_of(psd_dyntable_t *self, int64_t id)
+{
+    uint32_t r = s_find(self, id, NULL);
+    return r != S_NONE ? s_head(self, r) : NULL;
 }
 
 size_t
 psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t n, float *out)
 {
-    uint32_t *rows = s_rows_for(self, ids, n);
-    if (rows)
-        return s_answer(self, rows, n, out);
+    s_head_t **heads = s_heads_for(self, ids, n);
+    if (heads)
+        return s_answer(self, heads, n, out);
     size_t defaults = 0; /* no scratch: one id at a time */
     for (size_t i = 0; i < n; i++) {
-        uint32_t r = s_find(self, ids[i], NULL);
-        defaults += s_answer(self, &r, 1, out + i * (size_t) self->dim);
+        s_head_t *h = s_head_of(self, ids[i]);
+        defaults += s_answer(self, &h, 1, out + i * (size_t) self->dim);
     }
     return defaults;
 }
@@ -599,25 +623,24 @@ size_t
 psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_t n, uint64_t global_step,
                           float *out)
 {
-    uint32_t *rows = s_rows_for(self, ids, n);
-    if (!rows) {
+    s_head_t **heads = s_heads_for(self, ids, n);
+    if (!heads) {
         for (size_t i = 0; i < n; i++)
             s_occurrence(self, ids[i], global_step);
         return psd_dyntable_lookup_eval(self, ids, n, out);
     }
     bool missing = false;
     for (size_t i = 0; i < n; i++)
-        if (rows[i] == S_NONE) {
+        if (!heads[i]) {
             s_occurrence(self, ids[i], global_step);
             missing = true;
         }
     /* Resolve the misses again (rows this lookup created), so every
        occurrence of an id gets the same answer. */
-    if (missing)
-        for (size_t i = 0; i < n; i++)
-            if (rows[i] == S_NONE)
-                rows[i] = s_find(self, ids[i], NULL);
-    return s_answer(self, rows, n, out);
+    for (size_t i = 0; missing && i < n; i++)
+        if (!heads[i])
+            heads[i] = s_head_of(self, ids[i]);
+    return s_answer(self, heads, n, out);
 }
 
 /* Updates. */
@@ -626,7 +649,7 @@ psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_t n, ui
 static int
 s_apply_scratch(psd_dyntable_t *self, size_t n)
 {
-    if (s_grow_scratch((void **) &self->rows, &self->rows_cap, n, sizeof *self->rows) < 0)
+    if (s_rows_scratch(self, n) < 0)
         return -ENOMEM;
     if (self->ucap < n) {
         size_t cap = self->ucap ? self->ucap : 1024;
@@ -700,7 +723,7 @@ psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const flo
         return 0;
     if (n >= ((size_t) 1 << 30) || s_apply_scratch(self, n) < 0)
         return -ENOMEM;
-    s_resolve(self, ids, n, self->rows, self->stride);
+    s_resolve(self, ids, n, self->rows, self->heads, self->stride);
     size_t nu = s_unique(self, n, grads);
     for (size_t u = 0; u < nu; u++) {
         s_head_t *h = s_head(self, self->rows[u]);
