@@ -123,9 +123,11 @@ size_t psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t
 /* Applies n gradient rows (n x dim, row-major) with the table's optimizer:
    gradients of one id are summed first, in request order, then each
    touched row is updated once, as TF's sparse applies do; a row nobody
-   touched is left alone (for adam: LazyAdam's semantics, with the row's
-   own step t, which advances only when the row is updated, as DeepRec's
-   embedding variables keep it). Rows touched get last_step = global_step
+   touched is left alone (for adam: LazyAdam's semantics, but with the
+   row's own step t in the bias correction, which advances only when the
+   row is updated, where TF's LazyAdam takes the optimizer's global
+   iterations: a row first trained late starts with t = 1, as a new
+   row's should; restores keep t as opt_step). Rows touched get last_step = global_step
    and count as changed. Gradients for ids without a row are dropped and
    counted. 0, or -ENOMEM before anything changed. */
 int psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const float *grads,
