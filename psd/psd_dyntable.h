@@ -127,9 +127,10 @@ size_t psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t
    row's own step t in the bias correction, which advances only when the
    row is updated, where TF's LazyAdam takes the optimizer's global
    iterations: a row first trained late starts with t = 1, as a new
-   row's should; restores keep t as opt_step). Rows touched get last_step = global_step
-   and count as changed. Gradients for ids without a row are dropped and
-   counted. 0, or -ENOMEM before anything changed. */
+   row's should; restores keep t as opt_step). Rows touched get
+   last_step = global_step and count as changed. Gradients for ids
+   without a row are dropped and counted. 0, or -ENOMEM before anything
+   changed. */
 int psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const float *grads,
                        uint64_t global_step);
 
