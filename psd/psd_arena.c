@@ -44,7 +44,8 @@ psd_arena_map(size_t bytes)
     char *p = mmap(NULL, size + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    size_t head = (PSD_ARENA_BIG_BYTES - ((uintptr_t) p & (PSD_ARENA_BIG_BYTES - 1))) & (PSD_ARENA_BIG_BYTES - 1);
+    size_t off = (uintptr_t) p & (PSD_ARENA_BIG_BYTES - 1);
+    size_t head = off ? PSD_ARENA_BIG_BYTES - off : 0;
     if (head)
         munmap(p, head);
     if (slack - head)
@@ -103,8 +104,8 @@ psd_arena_alloc(psd_arena_t *self, uint64_t room, int *ret_rc)
         return self->used++;
     size_t c = self->nchunks, bytes = s_chunk_bytes(self, c);
     size_t grow = c == self->chunks_cap ? (self->chunks_cap ? self->chunks_cap : 64) : 0;
-    if (s_capacity(self) + (c < PSD_ARENA_SMALL_CHUNKS ? self->small.d : self->big.d) > UINT32_MAX - (1u << 22)
-        || bytes + grow * sizeof(char *) > room) {
+    uint32_t rows = c < PSD_ARENA_SMALL_CHUNKS ? self->small.d : self->big.d;
+    if (s_capacity(self) + rows > UINT32_MAX - (1u << 22) || bytes + grow * sizeof(char *) > room) {
         *ret_rc = -ENOSPC;
         return PSD_ARENA_NONE;
     }

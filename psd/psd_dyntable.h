@@ -1,4 +1,4 @@
-/* psd_dyntable: one dynamic embedding table: rows keyed by any int64 id, created on admission, evicted by age or norm.
+/* psd_dyntable: a dynamic embedding table: rows keyed by any int64 id, admitted, evicted by age or norm.
 
    A table without a vocabulary (issue 29; TF Recommenders-Addons'
    dynamic_embedding, DeepRec's EmbeddingVariable): a row exists once its

@@ -1,4 +1,4 @@
-/* bench_dyntable: a dynamic embedding table (psd_dyntable) against a fixed dense table of the same rows, in one run.
+/* bench_dyntable: a dynamic embedding table (psd_dyntable) against a fixed table of the same rows.
 
    usage: bench_dyntable [--quick] [--fixed-huge-pages] [--rows N] [--dim D] [--batch B] [--reps R]
 

@@ -1,4 +1,4 @@
-/* CUnit suite: psd_arena: rows that never move across small and huge-page chunks, reuse of freed rows, the room bound. */
+/* CUnit suite: psd_arena: rows that never move (small and huge-page chunks), reuse, the room bound. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

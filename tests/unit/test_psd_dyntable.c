@@ -1,4 +1,5 @@
-/* CUnit suite: psd_dyntable: ids over all of int64, admission at N, eviction, the memory budget, per-row init, lazy adam, ftrl, checkpoint order and marks. */
+/* CUnit suite: psd_dyntable: ids over all of int64, admission at N, eviction, the memory budget,
+   per-row init, lazy adam, ftrl, checkpoint order and marks. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
