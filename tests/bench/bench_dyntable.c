@@ -44,7 +44,9 @@ typedef struct {
 static int
 s_usage(void)
 {
-    fprintf(stderr, "usage: bench_dyntable [--quick] [--fixed-huge-pages] [--rows N] [--dim D] [--batch B] [--reps R]\n");
+    fprintf(
+        stderr,
+        "usage: bench_dyntable [--quick] [--fixed-huge-pages] [--rows N] [--dim D] [--batch B] [--reps R]\n");
     return 2;
 }
 
@@ -100,8 +102,8 @@ typedef struct {
 /* One repetition on both tables, the fixed one first when fixed_first. */
 static int
 s_rep(const s_opts_t *o, psd_dyntable_t *dyn, float *w, float *acc, const zdist_optim_config_t *cfg,
-      zdist_optim_scratch_t *scratch, const int64_t *pos, const int64_t *ids, float *out,
-      const float *g, uint64_t step, bool fixed_first, s_times_t *t)
+      zdist_optim_scratch_t *scratch, const int64_t *pos, const int64_t *ids, float *out, const float *g,
+      uint64_t step, bool fixed_first, s_times_t *t)
 {
     size_t row_bytes = (size_t) o->dim * sizeof(float), n = (size_t) o->batch;
     void *slots[1] = {acc};
@@ -200,7 +202,8 @@ s_report(const s_opts_t *o, s_times_t *all, const psd_dyntable_t *dyn)
            (long long) o->dim, (long long) o->batch, (long long) o->reps, o->huge ? "huge" : "4k");
     printf("gather        fixed_ns_per_id=%.1f dynamic_ns_per_id=%.1f ratio=%.2f\n", gf, gd, gf / gd);
     printf("apply_adagrad fixed_ns_per_id=%.1f dynamic_ns_per_id=%.1f ratio=%.2f\n", af, ad, af / ad);
-    printf("memory        bytes_per_row=%.1f payload_and_slots=%.0f overhead_per_row=%.1f fixed_bytes_per_row=%.0f\n",
+    printf("memory        bytes_per_row=%.1f payload_and_slots=%.0f overhead_per_row=%.1f "
+           "fixed_bytes_per_row=%.0f\n",
            per_row, payload, per_row - payload, payload);
 }
 
@@ -213,7 +216,8 @@ main(int argc, char **argv)
     zdist_optim_config_t cfg;
     zdist_optim_config_default(&cfg, ZDIST_OPTIM_ADAGRAD);
     size_t dim = (size_t) o.dim, rows = (size_t) o.rows, n = (size_t) o.batch;
-    int64_t *ids = malloc(rows * sizeof *ids), *pos = malloc(n * sizeof *pos), *bids = malloc(n * sizeof *bids);
+    int64_t *ids = malloc(rows * sizeof *ids), *pos = malloc(n * sizeof *pos),
+            *bids = malloc(n * sizeof *bids);
     size_t fixed_bytes = rows * dim * sizeof(float);
     float *w = o.huge ? psd_arena_map(fixed_bytes) : malloc(fixed_bytes);
     float *acc = o.huge ? psd_arena_map(fixed_bytes) : malloc(fixed_bytes);
