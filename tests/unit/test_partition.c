@@ -798,6 +798,46 @@ test_assign_ids_tf_errors(void)
         zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, tiny, 2, ids, 1, false, shard, row, &err),
         -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Integer division by zero");
+/* Dynamic tables' placement is a stored format: these values were computed
+   once, independently of the C code, with
+     python3 -c "M=(1<<64)-1
+     def h(i):
+         z=(i+0x9e3779b97f4a7c15)&M; z=((z^(z>>30))*0xbf58476d1ce4e5b9)&M
+         z=((z^(z>>27))*0x94d049bb133111eb)&M; return z^(z>>31)
+     [print(i, hex(h(i&M)), h(i&M)%2, h(i&M)%3, h(i&M)%7) for i in
+      [0,1,-1,-2**63,2**63-1,123456789,-987654321]]"
+   (0's hash is splitmix64's well-known first output from state 0). A
+   change here breaks every checkpoint of a dynamic table. */
+static void
+test_id_placement(void)
+{
+    static const struct {
+        int64_t id;
+        uint64_t hash;
+        int ps2, ps3, ps7;
+    } cases[] = {
+        {0, 0xe220a8397b1dcdafULL, 1, 1, 2},
+        {1, 0x910a2dec89025cc1ULL, 1, 2, 2},
+        {-1, 0xe4d971771b652c20ULL, 0, 2, 0},
+        {INT64_MIN, 0x481ec0a212a9f3dbULL, 1, 1, 6},
+        {INT64_MAX, 0x2a67d7552e039ea7ULL, 1, 0, 2},
+        {123456789, 0x223c74d93deb7679ULL, 1, 2, 5},
+        {-987654321, 0x8e18496f7cf530ddULL, 1, 1, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CU_ASSERT_EQUAL(zdist_partition_id_hash(cases[i].id), cases[i].hash);
+        CU_ASSERT_EQUAL(zdist_partition_id_ps(cases[i].id, 1), 0);
+        CU_ASSERT_EQUAL(zdist_partition_id_ps(cases[i].id, 2), cases[i].ps2);
+        CU_ASSERT_EQUAL(zdist_partition_id_ps(cases[i].id, 3), cases[i].ps3);
+        CU_ASSERT_EQUAL(zdist_partition_id_ps(cases[i].id, 7), cases[i].ps7);
+    }
+    CU_ASSERT_EQUAL(zdist_partition_id_ps(5, 0), 0);
+    /* Consecutive ids spread evenly: 4,000 over 4 tasks, each within 10%. */
+    int count[4] = {0};
+    for (int64_t id = 0; id < 4000; id++)
+        count[zdist_partition_id_ps(id, 4)]++;
+    for (int t = 0; t < 4; t++)
+        CU_ASSERT(count[t] > 900 && count[t] < 1100);
 }
 
 void
@@ -819,5 +859,6 @@ zdist_test_partition_register(void)
                 {"colocate_vars_with", test_colocate},
                 {"parameter_server default, rows a psd holds (rank 0: 1)", test_ps_default_and_stored_rows},
                 {"embedding_lookup's mod and div assignment", test_assign_ids_mod_div},
-                {"embedding_lookup's assignment: TF's errors", test_assign_ids_tf_errors});
+                {"embedding_lookup's assignment: TF's errors", test_assign_ids_tf_errors},
+                {"dynamic tables: id -> ps task, fixed values", test_id_placement});
 }

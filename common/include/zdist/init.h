@@ -64,6 +64,19 @@ ZDIST_EXPORT int zdist_init_fill(const zdist_initializer_t *init, uint64_t seed,
                   const zdist_shape_t *shape, int64_t row_offset, int64_t rows, void *buf,
                   size_t buf_bytes, zdist_error_t *err);
 
+/* One row of a table without a fixed row count (a dynamic embedding on
+   the psd): the row zdist_init_fill would write for global row `row`, for
+   any int64 row (a row in [0, shape->dims[0]) gets bitwise the values
+   zdist_init_fill gives it; outside that range the same formula goes on,
+   the row taken as a uint64). shape gives the row's width (dims 1..) and
+   glorot_uniform's fans; its dims[0] bounds nothing. So a row's initial
+   values depend only on (seed, name, row): the same on any ps task and
+   each time the row is created again. buf_bytes must equal the row's
+   elements x dtype size. 0, or -EINVAL/-EOVERFLOW with a message. */
+ZDIST_EXPORT int zdist_init_fill_row(const zdist_initializer_t *init, uint64_t seed, const char *name,
+                                     zdist_dtype_t dtype, const zdist_shape_t *shape, int64_t row,
+                                     void *buf, size_t buf_bytes, zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,12 +31,23 @@ extern "C" {
    TF's Keras optimizer (_resource_apply_sparse) decays m and v of EVERY row
    and updates every row of w, i.e. exactly the dense update with zero
    gradient rows; that is the default here. `lazy` gives LazyAdam semantics
-   instead: only touched rows' m, v and w change (cheaper for big tables). */
+   instead: only touched rows' m, v and w change (cheaper for big tables).
+     ftrl      TF's Ftrl (ApplyFtrlV2, multiply_linear_by_lr=false), with
+               p = learning_rate_power, l2' = l2 + beta/(2*lr) (Keras's beta):
+               gs = g + 2*l2_shrinkage*w;  n = a + g*g;
+               z += gs - (n^-p - a^-p)/lr * w   (sqrt when p == -0.5, as TF)
+               w = (clamp(z, -l1, l1) - z) / (n^-p/lr + 2*l2');  a = n
+               a starts at initial_accumulator_value, z ("linear") at 0;
+               a zero gradient (g NULL) changes nothing, as for sgd.
+   FTRL has no name yet for the job file and the ps protocol (kind_from_name
+   does not know "ftrl"): they do not carry its fields; a dynamic embedding
+   table on the psd is its first user. */
 typedef enum {
     ZDIST_OPTIM_SGD = 1,
     ZDIST_OPTIM_MOMENTUM,
     ZDIST_OPTIM_ADAGRAD,
     ZDIST_OPTIM_ADAM,
+    ZDIST_OPTIM_FTRL,
 } zdist_optim_kind_t;
 
 typedef struct {
@@ -44,33 +55,40 @@ typedef struct {
     double learning_rate;
     double momentum; /* momentum */
     bool nesterov;   /* momentum */
-    double initial_accumulator_value; /* adagrad */
+    double initial_accumulator_value; /* adagrad, ftrl */
     double beta1, beta2;              /* adam */
     double epsilon;                   /* adagrad, adam */
     bool lazy;                        /* adam: sparse updates touch only their rows */
+    double learning_rate_power;       /* ftrl, <= 0 */
+    double l1, l2, l2_shrinkage;      /* ftrl, >= 0 */
+    double beta;                      /* ftrl (Keras), >= 0 */
 } zdist_optim_config_t;
 
 /* Keras defaults: sgd lr 0.01; momentum lr 0.01 momentum 0.9; adagrad
    lr 0.001, initial accumulator 0.1, epsilon 1e-7; adam lr 0.001, beta1 0.9,
-   beta2 0.999, epsilon 1e-7. An unknown kind yields sgd. */
+   beta2 0.999, epsilon 1e-7; ftrl lr 0.001, learning_rate_power -0.5,
+   initial accumulator 0.1, l1 l2 l2_shrinkage beta 0. An unknown kind
+   yields sgd. */
 ZDIST_EXPORT void zdist_optim_config_default(zdist_optim_config_t *ret_cfg, zdist_optim_kind_t kind);
 /* -EINVAL with a message naming the field: lr > 0 finite, momentum in
-   [0, 1], betas in [0, 1), epsilon >= 0, accumulator >= 0. */
+   [0, 1], betas in [0, 1), epsilon >= 0, accumulator >= 0; ftrl:
+   learning_rate_power <= 0, l1, l2, l2_shrinkage, beta >= 0. */
 ZDIST_EXPORT int zdist_optim_config_validate(const zdist_optim_config_t *cfg, zdist_error_t *err);
 /* Same kind and same values of the fields that kind uses. */
 ZDIST_EXPORT bool zdist_optim_config_equal(const zdist_optim_config_t *a, const zdist_optim_config_t *b);
 
-/* "sgd", "momentum", "adagrad", "adam"; "invalid" otherwise. */
+/* "sgd", "momentum", "adagrad", "adam", "ftrl"; "invalid" otherwise. */
 ZDIST_EXPORT const char *zdist_optim_kind_name(zdist_optim_kind_t kind);
-/* Name -> kind; -EINVAL if unknown. */
+/* Name -> kind; -EINVAL if unknown ("ftrl" too, for now: see above). */
 ZDIST_EXPORT int zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind);
 
 /* Slot variables beside the values, same shape and dtype: momentum has
-   "momentum", adagrad "accumulator", adam "m" and "v"; sgd none. */
+   "momentum", adagrad "accumulator", adam "m" and "v", ftrl "accumulator"
+   and "linear"; sgd none. */
 ZDIST_EXPORT int zdist_optim_num_slots(zdist_optim_kind_t kind);
 /* Slot name (Keras's), NULL when i is out of range. */
 ZDIST_EXPORT const char *zdist_optim_slot_name(zdist_optim_kind_t kind, int i);
-/* Value a fresh slot holds: adagrad's initial accumulator, else 0. */
+/* Value a fresh slot holds: adagrad's and ftrl's initial accumulator, else 0. */
 ZDIST_EXPORT double zdist_optim_slot_initial(const zdist_optim_config_t *cfg, int i);
 /* Fills n elements of a slot with its initial value. */
 ZDIST_EXPORT void zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtype, void *slot,

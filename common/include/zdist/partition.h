@@ -231,6 +231,22 @@ ZDIST_EXPORT const char *zdist_partition_strategy_name(zdist_partition_strategy_
 ZDIST_EXPORT int zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *rows,
                                             int num_shards, const int64_t *ids, int64_t n, bool unique,
                                             int *ret_shard, int64_t *ret_row, zdist_error_t *err);
+/* The ps task of a dynamic embedding table's row (a table without a
+   vocabulary, keyed by any int64 id): a documented function that stays the
+   same across versions, since checkpoints and a restore onto another
+   number of ps tasks depend on it. With x = (uint64_t) id, as unsigned
+   64-bit arithmetic (splitmix64's first output with state x):
+       z = x + 0x9e3779b97f4a7c15
+       z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+       z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+       hash = z ^ (z >> 31)
+   and task = hash % num_ps. Hashing first spreads consecutive or strided
+   ids (a feature's ids are often both) evenly. A psd keying its own hash
+   map by these ids must mix them differently: on one task every hash
+   leaves the same remainder. */
+ZDIST_EXPORT uint64_t zdist_partition_id_hash(int64_t id);
+/* hash(id) % num_ps; 0 when num_ps < 1. */
+ZDIST_EXPORT int zdist_partition_id_ps(int64_t id, int num_ps);
 
 #ifdef __cplusplus
 }

@@ -704,4 +704,21 @@ zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *r
     free(listed);
     free(count);
     return rc;
+/* Dynamic tables' row placement: the header writes this function out, and
+   it may never change (checkpoints' rows are placed by it). */
+uint64_t
+zdist_partition_id_hash(int64_t id)
+{
+    uint64_t z = (uint64_t) id + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int
+zdist_partition_id_ps(int64_t id, int num_ps)
+{
+    if (num_ps < 1)
+        return 0;
+    return (int) (zdist_partition_id_hash(id) % (uint64_t) num_ps);
 }

@@ -205,38 +205,38 @@ s_value(const zdist_initializer_t *init, double glorot_limit, uint64_t row_key, 
     return 0.0;
 }
 
-int
-zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
-              const zdist_shape_t *shape, int64_t row_offset, int64_t rows, void *buf,
-              size_t buf_bytes, zdist_error_t *err)
+static uint64_t
+s_var_key(uint64_t seed, const char *name)
 {
-    int rc = zdist_init_validate(init, dtype, err);
-    if (rc < 0)
-        return rc;
-    int64_t total_rows = shape->rank > 0 ? shape->dims[0] : 1;
-    int64_t width = 1, n;
+    return s_mix(s_mix(seed) ^ s_name_hash(name ? name : ""));
+}
+
+/* Elements in one row of shape (the product of dims 1..). */
+static int
+s_row_width(const zdist_shape_t *shape, int64_t *ret_width, zdist_error_t *err)
+{
+    int64_t width = 1;
     for (int i = 1; i < shape->rank; i++)
         if (__builtin_mul_overflow(width, shape->dims[i], &width))
             return zdist_error_set(err, -EOVERFLOW, "variable shape is too large");
-    if (row_offset < 0 || rows < 0 || row_offset > total_rows || rows > total_rows - row_offset)
-        return zdist_error_set(err, -EINVAL, "rows [%lld, %lld) are outside the variable's "
-                               "%lld rows", (long long) row_offset,
-                               (long long) row_offset + (long long) rows, (long long) total_rows);
-    size_t esize = zdist_dtype_size(dtype), need;
-    if (__builtin_mul_overflow(rows, width, &n) || __builtin_mul_overflow((size_t) n, esize, &need))
-        return zdist_error_set(err, -EOVERFLOW, "shard is too large");
-    if (need != buf_bytes)
-        return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
-                               buf_bytes, need);
+    *ret_width = width;
+    return 0;
+}
 
-    if (init->kind == ZDIST_INIT_ZEROS) {
-        memset(buf, 0, need);
-        return 0;
-    }
-    double limit = init->kind == ZDIST_INIT_GLOROT_UNIFORM ? zdist_init_glorot_limit(shape) : 0.0;
-    uint64_t var_key = s_mix(s_mix(seed) ^ s_name_hash(name ? name : ""));
+static double
+s_limit(const zdist_initializer_t *init, const zdist_shape_t *shape)
+{
+    return init->kind == ZDIST_INIT_GLOROT_UNIFORM ? zdist_init_glorot_limit(shape) : 0.0;
+}
+
+/* Rows first_row .. first_row + rows - 1 (any int64: the key wraps as
+   uint64, so a dynamic table's negative ids are rows too) into buf. */
+static void
+s_fill_rows(const zdist_initializer_t *init, uint64_t var_key, double limit, zdist_dtype_t dtype,
+            int64_t first_row, int64_t rows, int64_t width, void *buf)
+{
     for (int64_t r = 0; r < rows; r++) {
-        uint64_t row_key = s_mix(var_key ^ (uint64_t) (row_offset + r));
+        uint64_t row_key = s_mix(var_key ^ ((uint64_t) first_row + (uint64_t) r));
         size_t base = (size_t) r * (size_t) width;
         for (int64_t c = 0; c < width; c++) {
             double v = s_value(init, limit, row_key, (uint64_t) c);
@@ -262,5 +262,60 @@ zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name
             }
         }
     }
+}
+
+/* rows x width elements from first_row on into buf, once buf_bytes is
+   checked to hold exactly them. */
+static int
+s_fill_checked(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
+               const zdist_shape_t *shape, int64_t first_row, int64_t rows, int64_t width, void *buf,
+               size_t buf_bytes, zdist_error_t *err)
+{
+    int64_t n;
+    size_t need;
+    if (__builtin_mul_overflow(rows, width, &n)
+        || __builtin_mul_overflow((size_t) n, zdist_dtype_size(dtype), &need))
+        return zdist_error_set(err, -EOVERFLOW, "shard is too large");
+    if (need != buf_bytes)
+        return zdist_error_set(err, -EINVAL, "initializer buffer holds %zu bytes, expected %zu",
+                               buf_bytes, need);
+    if (init->kind == ZDIST_INIT_ZEROS) {
+        memset(buf, 0, need);
+        return 0;
+    }
+    s_fill_rows(init, s_var_key(seed, name), s_limit(init, shape), dtype, first_row, rows, width, buf);
     return 0;
+}
+
+int
+zdist_init_fill(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
+              const zdist_shape_t *shape, int64_t row_offset, int64_t rows, void *buf,
+              size_t buf_bytes, zdist_error_t *err)
+{
+    int rc = zdist_init_validate(init, dtype, err);
+    if (rc < 0)
+        return rc;
+    int64_t total_rows = shape->rank > 0 ? shape->dims[0] : 1;
+    int64_t width = 1;
+    if ((rc = s_row_width(shape, &width, err)) < 0)
+        return rc;
+    if (row_offset < 0 || rows < 0 || row_offset > total_rows || rows > total_rows - row_offset)
+        return zdist_error_set(err, -EINVAL, "rows [%lld, %lld) are outside the variable's "
+                               "%lld rows", (long long) row_offset,
+                               (long long) row_offset + (long long) rows, (long long) total_rows);
+    return s_fill_checked(init, seed, name, dtype, shape, row_offset, rows, width, buf, buf_bytes, err);
+}
+
+int
+zdist_init_fill_row(const zdist_initializer_t *init, uint64_t seed, const char *name, zdist_dtype_t dtype,
+                    const zdist_shape_t *shape, int64_t row, void *buf, size_t buf_bytes,
+                    zdist_error_t *err)
+{
+    int rc = zdist_init_validate(init, dtype, err);
+    if (rc < 0)
+        return rc;
+    int64_t width = 1;
+    if ((rc = s_row_width(shape, &width, err)) < 0)
+        return rc;
+    return s_fill_checked(init, seed, name, dtype, shape, row, 1, width, buf, buf_bytes, err);
 }

@@ -11,12 +11,13 @@ static const char *s_kind_names[] = {
     [ZDIST_OPTIM_MOMENTUM] = "momentum",
     [ZDIST_OPTIM_ADAGRAD] = "adagrad",
     [ZDIST_OPTIM_ADAM] = "adam",
+    [ZDIST_OPTIM_FTRL] = "ftrl",
 };
 
 const char *
 zdist_optim_kind_name(zdist_optim_kind_t kind)
 {
-    if (kind >= ZDIST_OPTIM_SGD && kind <= ZDIST_OPTIM_ADAM)
+    if (kind >= ZDIST_OPTIM_SGD && kind <= ZDIST_OPTIM_FTRL)
         return s_kind_names[kind];
     return "invalid";
 }
@@ -26,6 +27,7 @@ zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind)
 {
     if (!name)
         return -EINVAL;
+    /* Not ftrl yet: the job file and the ps protocol do not carry its fields. */
     for (int k = ZDIST_OPTIM_SGD; k <= ZDIST_OPTIM_ADAM; k++)
         if (strcmp(s_kind_names[k], name) == 0) {
             *ret_kind = (zdist_optim_kind_t) k;
@@ -54,6 +56,11 @@ zdist_optim_config_default(zdist_optim_config_t *ret_cfg, zdist_optim_kind_t kin
         c.beta2 = 0.999;
         c.epsilon = 1e-7;
         break;
+    case ZDIST_OPTIM_FTRL: /* tf.keras.optimizers.Ftrl */
+        c.learning_rate = 0.001;
+        c.learning_rate_power = -0.5;
+        c.initial_accumulator_value = 0.1;
+        break;
     default:
         c.kind = ZDIST_OPTIM_SGD;
         c.learning_rate = 0.01;
@@ -62,12 +69,37 @@ zdist_optim_config_default(zdist_optim_config_t *ret_cfg, zdist_optim_kind_t kin
     *ret_cfg = c;
 }
 
+/* TF's Ftrl constructor's checks (a learning_rate_power above 0 would grow
+   the step with the accumulator). */
+static int
+s_validate_ftrl(const zdist_optim_config_t *cfg, zdist_error_t *err)
+{
+    if (!(cfg->learning_rate_power <= 0) || !isfinite(cfg->learning_rate_power))
+        return zdist_error_set(err, -EINVAL, "ftrl: learning_rate_power must be <= 0, got %g",
+                               cfg->learning_rate_power);
+    const struct {
+        const char *name;
+        double v;
+    } nonneg[] = {
+        {"initial_accumulator_value", cfg->initial_accumulator_value},
+        {"l1_regularization_strength", cfg->l1},
+        {"l2_regularization_strength", cfg->l2},
+        {"l2_shrinkage_regularization_strength", cfg->l2_shrinkage},
+        {"beta", cfg->beta},
+    };
+    for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
+        if (!(nonneg[i].v >= 0) || !isfinite(nonneg[i].v))
+            return zdist_error_set(err, -EINVAL, "ftrl: %s must be >= 0, got %g", nonneg[i].name,
+                                   nonneg[i].v);
+    return 0;
+}
+
 int
 zdist_optim_config_validate(const zdist_optim_config_t *cfg, zdist_error_t *err)
 {
-    if (cfg->kind < ZDIST_OPTIM_SGD || cfg->kind > ZDIST_OPTIM_ADAM)
-        return zdist_error_set(err, -EINVAL, "unknown optimizer %d; use sgd, momentum, adagrad "
-                               "or adam", (int) cfg->kind);
+    if (cfg->kind < ZDIST_OPTIM_SGD || cfg->kind > ZDIST_OPTIM_FTRL)
+        return zdist_error_set(err, -EINVAL, "unknown optimizer %d; use sgd, momentum, adagrad, "
+                               "adam or ftrl", (int) cfg->kind);
     const char *k = zdist_optim_kind_name(cfg->kind);
     if (!isfinite(cfg->learning_rate) || cfg->learning_rate <= 0)
         return zdist_error_set(err, -EINVAL, "%s: learning_rate must be a positive number, got %g",
@@ -96,6 +128,8 @@ zdist_optim_config_validate(const zdist_optim_config_t *cfg, zdist_error_t *err)
         if (!(cfg->epsilon >= 0) || !isfinite(cfg->epsilon))
             return zdist_error_set(err, -EINVAL, "adam: epsilon must be >= 0, got %g", cfg->epsilon);
         break;
+    case ZDIST_OPTIM_FTRL:
+        return s_validate_ftrl(cfg, err);
     default:
         break;
     }
@@ -116,6 +150,10 @@ zdist_optim_config_equal(const zdist_optim_config_t *a, const zdist_optim_config
     case ZDIST_OPTIM_ADAM:
         return a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->epsilon == b->epsilon
                && a->lazy == b->lazy;
+    case ZDIST_OPTIM_FTRL:
+        return a->learning_rate_power == b->learning_rate_power
+               && a->initial_accumulator_value == b->initial_accumulator_value && a->l1 == b->l1
+               && a->l2 == b->l2 && a->l2_shrinkage == b->l2_shrinkage && a->beta == b->beta;
     default:
         return true;
     }
@@ -129,6 +167,7 @@ zdist_optim_num_slots(zdist_optim_kind_t kind)
     case ZDIST_OPTIM_ADAGRAD:
         return 1;
     case ZDIST_OPTIM_ADAM:
+    case ZDIST_OPTIM_FTRL:
         return 2;
     default:
         return 0;
@@ -145,6 +184,8 @@ zdist_optim_slot_name(zdist_optim_kind_t kind, int i)
         return "momentum";
     case ZDIST_OPTIM_ADAGRAD:
         return "accumulator";
+    case ZDIST_OPTIM_FTRL:
+        return i == 0 ? "accumulator" : "linear";
     default:
         return i == 0 ? "m" : "v";
     }
@@ -153,7 +194,7 @@ zdist_optim_slot_name(zdist_optim_kind_t kind, int i)
 double
 zdist_optim_slot_initial(const zdist_optim_config_t *cfg, int i)
 {
-    if (cfg->kind == ZDIST_OPTIM_ADAGRAD && i == 0)
+    if ((cfg->kind == ZDIST_OPTIM_ADAGRAD || cfg->kind == ZDIST_OPTIM_FTRL) && i == 0)
         return cfg->initial_accumulator_value;
     return 0.0;
 }
@@ -198,7 +239,7 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
 #define S_W_PARAM(T) const T *restrict w,
 #define S_W_ARG(x) x,
 #define S_NO_W(x)
-#define S_KERNELS(T, SUF, SQRT, WPARAM, W, WARG)                                           \
+#define S_KERNELS(T, SUF, SQRT, POW, WPARAM, W, WARG)                                         \
     S_SIMD static void s_sgd_##SUF(T *restrict o, WPARAM(T) const T *restrict g, size_t n, T lr) \
     {                                                                                      \
         for (size_t i = 0; i < n; i++)                                                     \
@@ -234,6 +275,26 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
             m[i] = b1 * m[i] + c1 * g[i];                                                  \
             v[i] = b2 * v[i] + c2 * g[i] * g[i];                                           \
             o[i] = W[i] - lr_t * m[i] / (SQRT(v[i]) + eps);                                \
+        }                                                                                  \
+    }                                                                                      \
+    /* TF's ApplyFtrlV2 (multiply_linear_by_lr=false) in its order of operations;          \
+       two_l2 already holds 2 * (l2 + beta/(2*lr)). */                                     \
+    static void s_ftrl_##SUF(T *restrict o, WPARAM(T) T *restrict a, T *restrict z,         \
+                             const T *restrict g, size_t n, T lr, T p, T l1, T two_l2,      \
+                             T two_shrink)                                                 \
+    {                                                                                      \
+        const bool half = p == (T) -0.5;                                                   \
+        for (size_t i = 0; i < n; i++) {                                                   \
+            const T wi = W[i], gi = g[i];                                                  \
+            const T gs = gi + two_shrink * wi;                                             \
+            const T an = a[i] + gi * gi;                                                   \
+            const T pn = half ? SQRT(an) : POW(an, -p);                                    \
+            const T po = half ? SQRT(a[i]) : POW(a[i], -p);                                \
+            z[i] += gs - (pn - po) / lr * wi;                                              \
+            const T zi = z[i];                                                             \
+            const T adj = zi > l1 ? l1 : zi < -l1 ? -l1 : zi;                              \
+            o[i] = (adj - zi) / (pn / lr + two_l2);                                        \
+            a[i] = an;                                                                     \
         }                                                                                  \
     }                                                                                      \
     /* Adam with a zero gradient: the rows a TF sparse apply does not touch. */            \
@@ -272,13 +333,20 @@ zdist_optim_slot_fill(const zdist_optim_config_t *cfg, int i, zdist_dtype_t dtyp
                 s_adam_zero_##SUF(o, WARG(w) slots[0], slots[1], n, (T) lr_t,              \
                                   (T) c->beta1, (T) c->beta2, (T) c->epsilon);             \
             break;                                                                         \
+        case ZDIST_OPTIM_FTRL:                                                             \
+            if (g)                                                                         \
+                s_ftrl_##SUF(o, WARG(w) slots[0], slots[1], g, n, (T) c->learning_rate,    \
+                             (T) c->learning_rate_power, (T) c->l1,                        \
+                             (T) 2 * (T) (c->l2 + c->beta / (2.0 * c->learning_rate)),     \
+                             (T) 2 * (T) c->l2_shrinkage);                                 \
+            break;                                                                         \
         }                                                                                  \
     }
 
-S_KERNELS(float, f32, sqrtf, S_NO_W, o, S_NO_W)
-S_KERNELS(double, f64, sqrt, S_NO_W, o, S_NO_W)
-S_KERNELS(float, f32_to, sqrtf, S_W_PARAM, w, S_W_ARG)
-S_KERNELS(double, f64_to, sqrt, S_W_PARAM, w, S_W_ARG)
+S_KERNELS(float, f32, sqrtf, powf, S_NO_W, o, S_NO_W)
+S_KERNELS(double, f64, sqrt, pow, S_NO_W, o, S_NO_W)
+S_KERNELS(float, f32_to, sqrtf, powf, S_W_PARAM, w, S_W_ARG)
+S_KERNELS(double, f64_to, sqrt, pow, S_W_PARAM, w, S_W_ARG)
 
 static double
 s_adam_lr_t(const zdist_optim_config_t *c, int64_t step)
