@@ -798,6 +798,8 @@ test_assign_ids_tf_errors(void)
         zdist_partition_assign_ids(ZDIST_PARTITION_STRATEGY_DIV, tiny, 2, ids, 1, false, shard, row, &err),
         -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "Integer division by zero");
+}
+
 /* Dynamic tables' placement is a stored format: these values were computed
    once, independently of the C code, with
      python3 -c "M=(1<<64)-1

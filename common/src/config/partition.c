@@ -704,6 +704,8 @@ zdist_partition_assign_ids(zdist_partition_strategy_t strategy, const int64_t *r
     free(listed);
     free(count);
     return rc;
+}
+
 /* Dynamic tables' row placement: the header writes this function out, and
    it may never change (checkpoints' rows are placed by it). */
 uint64_t
