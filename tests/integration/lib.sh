@@ -8,7 +8,11 @@
 #     zd_write_cluster FILE PS_COUNT WORKER_COUNT   # sets ZD_PS_ADDRS / ZD_WORKER_ADDRS
 #     zd_start NAME CMD ARGS...                     # background, log in $ZD_TMP/NAME.log
 #     zd_wait_psd NAME ADDR [SECONDS]               # until it answers `zdist ps stats`
+#     zd_wait_until SECONDS WHAT CMD ARGS...        # until CMD succeeds
 #     zd_stop NAME                                  # SIGTERM, sets ZD_RC to its exit status
+# Tests wait on conditions (a log line, an answer, a socket's state), never
+# on a fixed sleep: a pause that stands for a timeout expiring is derived
+# from that configured timeout and says so.
 # On exit every process started is killed; when the script fails, every
 # daemon's log is printed. Binaries come from the environment:
 # ZDIST_BIN, ZDIST_PSD_BIN (and whatever else a test needs).
@@ -27,35 +31,39 @@ zd_fail() {
 }
 
 zd_cleanup() {
-    local status=$?
+    # (Its locals are seen by ZD_AFTER_STOP: bash scopes them dynamically.)
+    local zd_status=$? zd_name zd_pid zd_f
     set +e
-    for name in "${ZD_NAMES[@]}"; do
-        local pid=${ZD_PID[$name]:-}
-        if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-            kill -CONT "$pid" 2>/dev/null
-            kill -TERM "$pid" 2>/dev/null
+    for zd_name in "${ZD_NAMES[@]}"; do
+        zd_pid=${ZD_PID[$zd_name]:-}
+        if [[ -n $zd_pid ]] && kill -0 "$zd_pid" 2>/dev/null; then
+            kill -CONT "$zd_pid" 2>/dev/null
+            kill -TERM "$zd_pid" 2>/dev/null
         fi
     done
-    for name in "${ZD_NAMES[@]}"; do
-        local pid=${ZD_PID[$name]:-}
-        [[ -z $pid ]] && continue
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
+    for zd_name in "${ZD_NAMES[@]}"; do
+        zd_pid=${ZD_PID[$zd_name]:-}
+        [[ -z $zd_pid ]] && continue
+        for _ in $(seq 50); do kill -0 "$zd_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$zd_pid" 2>/dev/null
+        wait "$zd_pid" 2>/dev/null
     done
     # ZD_AFTER_STOP: a command run once the daemons are gone, before the logs
-    # are shown and $ZD_TMP removed (e.g. unmount what the test mounted there).
+    # are shown and $ZD_TMP removed (e.g. unmount what the test mounted
+    # there, or put more logs in it); the script's exit status in ZD_STATUS.
+    ZD_STATUS=$zd_status
     [[ -n ${ZD_AFTER_STOP:-} ]] && $ZD_AFTER_STOP
-    if [[ $status -ne 0 && -n $ZD_TMP ]]; then
-        echo "---- test failed (status $status); daemon logs ----" >&2
-        for f in "$ZD_TMP"/*.log; do
-            [[ -e $f ]] || continue
-            echo "---- $(basename "$f") ----" >&2
-            tail -n 200 "$f" >&2
+    # 77: skipped (ctest's SKIP_RETURN_CODE), not failed.
+    if [[ $zd_status -ne 0 && $zd_status -ne 77 && -n $ZD_TMP ]]; then
+        echo "---- test failed (status $zd_status); daemon logs ----" >&2
+        for zd_f in "$ZD_TMP"/*.log; do
+            [[ -e $zd_f ]] || continue
+            echo "---- $(basename "$zd_f") ----" >&2
+            tail -n 200 "$zd_f" >&2
         done
     fi
     [[ -n $ZD_TMP ]] && rm -rf "$ZD_TMP"
-    exit $status
+    exit $zd_status
 }
 
 # zd_init NAME: temp dir and the trap.
@@ -120,6 +128,26 @@ zd_start() {
     ZD_NAMES+=("$name")
 }
 
+# zd_adopt NAME PID: a process the test started itself (with redirections
+# of its own) is killed at exit like zd_start's; its stderr belongs in
+# $ZD_TMP/NAME.log to be shown when the test fails.
+zd_adopt() {
+    ZD_PID[$1]=$2
+    ZD_NAMES+=("$1")
+}
+
+# zd_wait_until SECONDS WHAT CMD ARGS...: until CMD succeeds (tried every
+# 0.1 s), failing with WHAT when the deadline passes first.
+zd_wait_until() {
+    local secs=$1 what=$2
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@"; do
+        ((SECONDS < deadline)) || zd_fail "$what: not within ${secs}s"
+        sleep 0.1
+    done
+}
+
 # zd_wait_log NAME PATTERN [SECONDS]: until the log of NAME matches (grep -E),
 # failing when the process dies or the deadline passes.
 zd_wait_log() {
@@ -164,11 +192,41 @@ zd_ps_workers_up() {
 # status in ZD_RC (128+n when killed by signal n).
 zd_stop() {
     local name=$1 sig=${2:-TERM}
-    local pid=${ZD_PID[$name]}
-    kill "-$sig" "$pid" 2>/dev/null || true
+    kill "-$sig" "${ZD_PID[$name]}" 2>/dev/null || true
+    zd_wait "$name"
+}
+
+# zd_wait NAME: waits for NAME to exit; its exit status in ZD_RC.
+zd_wait() {
+    local pid=${ZD_PID[$1]}
     ZD_RC=0
     wait "$pid" || ZD_RC=$?
-    ZD_PID[$name]=""
+    ZD_PID[$1]=""
+}
+
+# zd_exited NAME: NAME has exited (it may not have been waited for yet).
+zd_exited() { ! kill -0 "${ZD_PID[$1]}" 2>/dev/null; }
+
+# zd_port_unused PORT: no client holds a connection to 127.0.0.1:PORT (a
+# daemon killed there: every client has seen its connections close).
+zd_port_unused() {
+    [[ -z $(ss -tnH state established state close-wait "( dport = :$1 )") ]]
+}
+
+# zd_client_ports PORT PID: the local ports of PID's connections to the
+# daemon on 127.0.0.1:PORT, one a line.
+zd_client_ports() {
+    ss -tnpH state established "( dport = :$1 )" | awk -v pid="pid=$2," 'index($0, pid) { n = split($3, a, ":"); print a[n] }'
+}
+
+# zd_unread PORT PID: bytes PID sent to the daemon on 127.0.0.1:PORT wait
+# unread in that daemon's socket (a request to a frozen daemon).
+zd_unread() {
+    local p
+    for p in $(zd_client_ports "$1" "$2"); do
+        ss -tnH state established "( sport = :$1 and dport = :$p )" | awk '$1 > 0 { found = 1 } END { exit !found }' && return 0
+    done
+    return 1
 }
 
 # zd_run_expect WANT_RC OUTFILE CMD ARGS...: runs CMD, stdout into OUTFILE,

@@ -40,7 +40,8 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job2.json" --cluster "$CLUST
 JOB=$(cat "$OUT")
 coord_wait_step "$JOB" 350
 zd_stop ps1 KILL
-sleep 0.5
+# Down until its clients (the chief, the workers) have seen their connections close.
+zd_wait_until 30 "ps1's clients seeing it gone" zd_port_unused "${ZD_PS_ADDRS[1]##*:}"
 coord_start_ps 1
 zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
 coord_wait_state "$JOB" done 300
@@ -61,11 +62,8 @@ coord_start_chief chief2
 zd_wait_log chief2 "chief serving at" 60
 zd_wait_log chief2 "job $JOB .* resuming it from its last checkpoint" 30
 coord_wait_state "$JOB" done 300
-for _ in $(seq 300); do kill -0 "${ZD_PID[follow]}" 2>/dev/null || break; sleep 0.1; done
-kill -0 "${ZD_PID[follow]}" 2>/dev/null && zd_fail "status --follow still running 30 s after the job ended"
-ZD_RC=0
-wait "${ZD_PID[follow]}" || ZD_RC=$?
-ZD_PID[follow]=""
+zd_wait_until 30 "status --follow ending after the job ended" zd_exited follow
+zd_wait follow
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" 'j["step"] == 1500 and j["state"] == "done"'
 grep -q "job $JOB: restored every ps from the checkpoint at step [1-9]" "$ZD_TMP/chief2.log" || zd_fail "no restore after the restart"
@@ -114,7 +112,8 @@ zd_ok "damaged newest checkpoints (a psd shard at step $s1, the manifest at $s2)
 FULL=$ZD_TMP/full
 mkdir -p "$FULL"
 if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=24m zdist-full "$FULL" 2>/dev/null; then
-    trap 'umount "$FULL" 2>/dev/null; zd_cleanup' EXIT
+    unmount_full() { umount "$FULL" 2>/dev/null; }
+    ZD_AFTER_STOP=unmount_full
     zd_stop chief3 TERM
     zd_start chief4 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$FULL/state"
     zd_wait_log chief4 "chief serving at" 60
@@ -138,7 +137,7 @@ if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=24m zdist-full "$FULL" 2>/dev/
     grep -qE "job $JOB: checkpoint at step ($retry|[0-9]+) " "$ZD_TMP/chief4.log" || zd_fail "no checkpoint after the disk had room again"
     zd_stop chief4 TERM
     umount "$FULL"
-    trap zd_cleanup EXIT
+    ZD_AFTER_STOP=""
     zd_ok "disk full during the save at step $failed: step $kept stayed, the job went on (retry at $retry), exactly 600 steps"
 else
     echo "SKIP: the full-disk case needs root and a tmpfs mount"

@@ -68,7 +68,8 @@ JOB=$(cat "$OUT")
 coord_wait_step "$JOB" 250
 zd_stop worker1 KILL
 zd_wait_log chief "job $JOB: step [0-9]+ failed: .*worker task 1 \(tcp://${ZD_WORKER_ADDRS[1]}\) lost" 60
-sleep 1
+# Back once the chief waits for it (lost_worker_wait_ms -1: for ever).
+zd_wait_log chief "job $JOB: waiting for 1 lost worker \(for ever\)" 60
 coord_start_worker 1
 coord_wait_state "$JOB" done 300
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json

@@ -11,7 +11,8 @@ zd_init eval_frozen
 zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 
 coord_cluster 1 2
-COORD_CHIEF_ARGS="--closure-timeout-ms 1000"
+closure_ms=1000
+COORD_CHIEF_ARGS="--closure-timeout-ms $closure_ms"
 coord_up 1 2
 coord_softmax_job "$ZD_TMP/job.json" 6000
 zd_run_expect 0 "$ZD_TMP/out" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --detach
@@ -22,7 +23,13 @@ zd_wait_log chief "job $job: worker 1 .* lost" 60
 # Training done: worker 0 has evaluated its part (the status's step is not
 # refreshed while the chief evaluates).
 zd_wait_log worker0 "job 'syn-softmax@$job' evaluated at step" 300
-sleep 3 # frozen past the closure deadline with every step done: the evaluation waits for it
+# Frozen past the closure deadline with every step done. The evaluation began
+# before worker 0 had evaluated its part, so from here one deadline
+# (closure_ms) must pass: a wait for time itself, three deadlines, during
+# which a chief that gives up after one says so ("evaluation failed").
+thawed_at=$((SECONDS + 3 * closure_ms / 1000))
+held() { ((SECONDS >= thawed_at)) || grep -q "job $job: evaluation failed" "$ZD_TMP/chief.log"; }
+zd_wait_until $((3 * closure_ms / 1000 + 5)) "three closure deadlines with worker 1 frozen" held
 kill -CONT "${ZD_PID[worker1]}"
 coord_wait_state "$job" done 120
 zd_json_check "$ZD_TMP/st.json" "j['step'] == 6000 and j['metrics'].get('test_accuracy') is not None"

@@ -16,11 +16,24 @@ zd_start ps0 "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task ps:0
 zd_wait_psd ps0 "$addr" 60
 kill -STOP "${ZD_PID[ps0]}"
 "$ZDIST_BIN" ps stats "$addr" --timeout 60000 --json >"$ZD_TMP/stats.json" 2>"$ZD_TMP/stats.err" &
-cli=$!
-sleep 35 # past libzmq's 30 s handshake deadline, while frozen
+zd_adopt cli $!
+# The client's connection (the kernel accepts it for the frozen psd); frozen
+# past libzmq's 30 s handshake deadline (ZMQ_HANDSHAKE_IVL), the client gives
+# that connection up (it closes its end) or its call ends. Thawed then, before
+# a second handshake could time out too.
+port=${addr##*:}
+client_port() {
+    cport=$(zd_client_ports "$port" "${ZD_PID[cli]}" | head -n 1)
+    [[ -n $cport ]] || zd_exited cli
+}
+zd_wait_until 30 "the client's connection to the frozen psd" client_port
+given_up() {
+    zd_exited cli || [[ -z $(ss -tnH state established "( sport = :$cport and dport = :$port )") ]]
+}
+zd_wait_until 50 "the client giving up its handshake with the frozen psd" given_up
 kill -CONT "${ZD_PID[ps0]}"
-rc=0
-wait "$cli" || rc=$?
+zd_wait cli
+rc=$ZD_RC
 grep -qi "CURVE\|UNAUTHENTICATED\|handshake" "$ZD_TMP/stats.err" &&
     zd_fail "a frozen daemon's handshake timeout was taken for a security failure: $(cat "$ZD_TMP/stats.err")"
 [[ $rc -eq 0 ]] || grep -q "UNAVAILABLE: connection lost" "$ZD_TMP/stats.err" ||

@@ -115,7 +115,8 @@ both_past() { coord_wait_json "" "len([x for x in j.get('jobs', []) if x['job_id
 both_past 60
 zd_json_check "$ZD_TMP/st.json" "all(x['state'] == 'running' and x['step'] < 300 for x in j['jobs'] if x['job_id'] in ('$A', '$B'))"
 zd_stop ps1 KILL
-sleep 0.3
+# Down until its clients (the chief, the workers) have seen their connections close.
+zd_wait_until 30 "ps1's clients seeing it gone" zd_port_unused "${ZD_PS_ADDRS[1]##*:}"
 coord_start_ps 1
 zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
 coord_wait_state "$A" done 180

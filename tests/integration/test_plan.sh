@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # zdist plan: exit codes, the JSON answer and one-line errors, run against the built CLI.
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 ZDIST_BIN=${ZDIST_BIN:?set ZDIST_BIN to the zdist binary}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zdist-plan.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+zd_init plan
+TMP=$ZD_TMP
 
 failures=0
 count=0

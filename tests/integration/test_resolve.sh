@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # zdist resolve: exit codes, the JSON answer (exact key order) and one-line errors, run against the built CLI.
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 ZDIST_BIN=${ZDIST_BIN:?set ZDIST_BIN to the zdist binary}
 EXAMPLES=$(cd "$(dirname "$0")/../../deploy/examples" && pwd)
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zdist-resolve.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+zd_init resolve
+TMP=$ZD_TMP
 unset TF_CONFIG
 
 failures=0

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # zdist run: local training end to end — synthetic jobs, a plugin model, a short Fashion-MNIST job, bad jobs.
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 ZDIST_BIN=${ZDIST_BIN:?set ZDIST_BIN to the zdist binary}
 PLUGIN_DIR=$(cd "${ZDIST_TEST_PLUGIN_DIR:?set ZDIST_TEST_PLUGIN_DIR to the test plugins build directory}" && pwd)
 FMNIST=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zdist-run.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+zd_init run
+TMP=$ZD_TMP
 unset ZDIST_PLUGIN_PATH
 
 failures=0

@@ -94,10 +94,9 @@ W1=${ZD_PID[worker1]}
         sleep 0.05
     done
 ) &
-STOPPER=$!
+zd_adopt stopper $!
 coord_wait_json "$SJOB" 'all(w.get("step_time_samples", 0) >= 3 for w in j["workers"]) and j["workers"][1]["straggler"] and not j["workers"][0]["straggler"]' 120
-kill "$STOPPER"
-wait "$STOPPER" || true
+zd_stop stopper
 kill -CONT "$W1"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$SJOB" --cluster "$CLUSTER"
 grep -qE "worker 1 .*STRAGGLER" "$OUT" || zd_fail "straggler line: $(cat "$OUT")"

@@ -24,7 +24,9 @@ coord_wait_step "$job" 20 120
 zd_ok "job $job running"
 
 kill -STOP "${ZD_PID[ps0]}"
-sleep 0.5 # the worker's next push now waits on the frozen psd
+# The worker's next psd call now waits on the frozen psd: its request lies
+# unread in the psd's socket.
+zd_wait_until 30 "a worker request waiting on the frozen psd" zd_unread "${ZD_PS_ADDRS[0]##*:}" "${ZD_PID[worker0]}"
 pid=${ZD_PID[worker0]}
 kill -TERM "$pid"
 zd_wait_log worker0 "stopping" 30
@@ -34,9 +36,7 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
     sleep 0.1
 done
 kill -CONT "${ZD_PID[ps0]}"
-ZD_RC=0
-wait "$pid" || ZD_RC=$?
-ZD_PID[worker0]=""
+zd_wait worker0
 grep -q "Assertion\|AddressSanitizer\|runtime error" "$ZD_TMP/worker0.log" &&
     zd_fail "the worker aborted while stopping: $(grep -m1 "Assertion\|AddressSanitizer\|runtime error" "$ZD_TMP/worker0.log")"
 [[ $ZD_RC -eq 0 ]] || zd_fail "the worker exited $ZD_RC when stopped with a step blocked on a frozen psd"

@@ -9,6 +9,7 @@
 #   sandbox.sh run NAME CMD [ARG...]     run CMD inside (systemctl, journalctl, ldd...)
 #   sandbox.sh copy NAME SRC DEST        copy the host file SRC to DEST inside
 #   sandbox.sh running NAME              exit 0 if NAME is booted, 1 if not
+#   sandbox.sh pid NAME                  the host pid of its init (its services are children of it)
 #   sandbox.sh stop NAME                 power it off (killed after the deadline)
 #
 # Exit status: 0 done, 1 failed, 2 usage, 77 a container cannot boot here (not
@@ -289,6 +290,11 @@ cmd_running() {
     init_pid "$1" >/dev/null
 }
 
+cmd_pid() {
+    check_name "$1"
+    init_pid "$1" || die "container '$1' is not running"
+}
+
 cmd_stop() {
     local name=$1 np
     check_name "$name"
@@ -317,6 +323,7 @@ case $sub in
     run) (($# >= 2)) || usage; need_root; cmd_run "$@" ;;
     copy) (($# == 3)) || usage; need_root; cmd_copy "$@" ;;
     running) (($# == 1)) || usage; need_root; cmd_running "$1" ;;
+    pid) (($# == 1)) || usage; need_root; cmd_pid "$1" ;;
     stop) (($# == 1)) || usage; need_root; cmd_stop "$1" ;;
     *) usage ;;
 esac
