@@ -291,7 +291,7 @@ s_metrics(void *arg, FILE *f)
     }
     coord_row_t *shown[64];
     size_t n = s_shown_jobs(v, shown, 64);
-    coord_http_job_t hj[64];
+    coord_http_job_t hj[64] = {{0}};
     for (size_t i = 0; i < n; i++)
         hj[i] = (coord_http_job_t){shown[i]->id, shown[i]->name, shown[i]->state, shown[i]->step, shown[i]->steps,
                                   shown[i]->detail ? json_loads(shown[i]->detail, 0, NULL) : NULL};

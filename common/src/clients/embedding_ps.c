@@ -86,7 +86,7 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
                                  const zdist_layout_t *layout, const zdist_sparse_ids_t *sp,
                                  const zdist_embedding_options_t *opts, float *out, zdist_error_t *err)
 {
-    int64_t dim;
+    int64_t dim = 0;
     int rc = s_check(clients, num_clients, layout, sp, out, &dim, err);
     if (rc < 0)
         return rc;

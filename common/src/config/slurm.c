@@ -362,7 +362,7 @@ zdist_slurm_tf_config(const zdist_slurm_env_t *env, const zdist_slurm_job_t *job
         return zdist_error_set(err, -EINVAL, "--port-base must be from 1 to 65535 (got %d)", port_base);
     if (njobs < 0 || njobs > ZDIST_SLURM_MAX_JOBS)
         return zdist_error_set(err, -EINVAL, "--jobs: give at most %d jobs", ZDIST_SLURM_MAX_JOBS);
-    int rank;
+    int rank = 0;
     int rc = s_rank(env->procid, &rank, err);
     if (rc < 0)
         return rc;

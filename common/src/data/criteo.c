@@ -265,8 +265,9 @@ s_mkdir(const char *path, zdist_error_t *err)
 {
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
         return zdist_error_set(err, -errno, "'%s': cannot create: %s", path, strerror(errno));
-    char pattern[4200];
-    snprintf(pattern, sizeof pattern, "%s/part-*", path);
+    char pattern[4300];
+    if ((size_t) snprintf(pattern, sizeof pattern, "%s/part-*", path) >= sizeof pattern)
+        return zdist_error_set(err, -ENAMETOOLONG, "'%s': the path is too long", path);
     glob_t g;
     int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
     globfree(&g);

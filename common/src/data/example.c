@@ -243,7 +243,7 @@ zdist_example_parser_new(const zdist_feature_spec_t *specs, int n, zdist_error_t
     }
     for (int i = 0; i < n; i++) {
         s_feature_t *f = &self->f[i];
-        int64_t elems;
+        int64_t elems = 0;
         if (s_check_spec(&specs[i], i, &elems, err) < 0 || !(f->name = strdup(specs[i].name))) {
             if (f->name == NULL && specs[i].name && err && err->code == 0)
                 zdist_error_set(err, -ENOMEM, "out of memory");
