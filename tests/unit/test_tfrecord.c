@@ -599,18 +599,9 @@ static int64_t
 s_read_criteo(const char *dir, const char *split, int files, double *ret_pos, int64_t *ret_negative_ids,
               int64_t *ret_top_count)
 {
-    zdist_feature_spec_t spec[1 + ZDIST_CRITEO_DENSE + ZDIST_CRITEO_SPARSE];
-    char names[40][8];
-    int n = 0;
-    spec[n++] = (zdist_feature_spec_t){.name = "label", .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
-    for (int k = 0; k < ZDIST_CRITEO_DENSE; k++, n++) {
-        snprintf(names[n], sizeof names[n], "I%d", k + 1);
-        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_FLOAT32};
-    }
-    for (int j = 0; j < ZDIST_CRITEO_SPARSE; j++, n++) {
-        snprintf(names[n], sizeof names[n], "C%d", j + 1);
-        spec[n] = (zdist_feature_spec_t){.name = names[n], .kind = ZDIST_FEATURE_FIXED, .dtype = ZDIST_DTYPE_INT64};
-    }
+    zdist_feature_spec_t spec[ZDIST_CRITEO_FEATURES];
+    int n = ZDIST_CRITEO_FEATURES;
+    zdist_criteo_feature_specs(spec);
     zdist_error_t err = {0};
     zdist_example_parser_t *p = zdist_example_parser_new(spec, n, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);

@@ -8,6 +8,7 @@
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
+#include "zdist/example.h"
 #include "zdist/tfrecord.h"
 
 #ifdef __cplusplus
@@ -49,6 +50,12 @@ typedef struct {
     double teacher_logloss;
     double seconds;
 } zdist_criteo_report_t;
+
+/* The generator's columns as a parse spec (zdist/example.h): label, I1..I13,
+   C1..C26, each FIXED with shape [] and no default, names borrowed from
+   static storage. Fills ret[ZDIST_CRITEO_FEATURES]. */
+#define ZDIST_CRITEO_FEATURES (1 + ZDIST_CRITEO_DENSE + ZDIST_CRITEO_SPARSE)
+ZDIST_EXPORT void zdist_criteo_feature_specs(zdist_feature_spec_t *ret);
 
 /* Criteo Kaggle's 26 cardinalities, C1 first. */
 ZDIST_EXPORT const int64_t *zdist_criteo_cardinalities(void);

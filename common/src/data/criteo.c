@@ -165,6 +165,16 @@ static const char *s_names[S_FEATURES] = {
     "C15",   "C16", "C17", "C18", "C19", "C20", "C21", "C22", "C23", "C24", "C25", "C26",
 };
 
+void
+zdist_criteo_feature_specs(zdist_feature_spec_t *ret)
+{
+    for (int i = 0; i < S_FEATURES; i++)
+        ret[i] = (zdist_feature_spec_t){.name = s_names[i],
+                                        .kind = ZDIST_FEATURE_FIXED,
+                                        .dtype = i >= 1 && i <= ZDIST_CRITEO_DENSE ? ZDIST_DTYPE_FLOAT32
+                                                                                   : ZDIST_DTYPE_INT64};
+}
+
 /* One file's worth of rows. */
 typedef struct {
     char path[4096];
