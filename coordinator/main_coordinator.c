@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "coord_job.h"
 #include "coord_server.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
@@ -27,6 +28,8 @@ s_usage(FILE *out)
             "  --bind ENDPOINT           bind here instead of the task's address\n"
             "  --state-dir DIR           jobs, checkpoints, metrics (default $STATE_DIRECTORY, else ./zdist-state);\n"
             "                            every ps task must be able to write there (same machine or shared fs)\n"
+            "  --checkpoint-root DIR     a job's checkpoint.dir must lie under DIR (repeatable; default the state\n"
+            "                            dir): refused at submit, naming the field, before anything is created\n"
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
             "  --http ADDR               serve a live dashboard at http://ADDR/, its JSON at /api/status and\n"
             "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
@@ -57,6 +60,7 @@ main(int argc, char **argv)
         {"bind", required_argument, NULL, 'b'},      {"state-dir", required_argument, NULL, 's'},
         {"closure-timeout-ms", required_argument, NULL, 'T'},
         {"keys", required_argument, NULL, 'k'},
+        {"checkpoint-root", required_argument, NULL, 'C'},
         {"http", required_argument, NULL, 'H'},
         {"max-jobs", required_argument, NULL, 'J'},
         {"max-queued-jobs", required_argument, NULL, 'Q'},
@@ -71,6 +75,9 @@ main(int argc, char **argv)
     };
     const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
     static coord_server_config_t config;
+    static char ckpt_roots[COORD_MAX_CKPT_ROOTS][PATH_MAX];
+    const char *roots[COORD_MAX_CKPT_ROOTS];
+    size_t nroots = 0;
     config.closure_timeout_ms = 120000;
     int opt;
     int64_t v;
@@ -98,6 +105,16 @@ main(int argc, char **argv)
             break;
         case 'k':
             keys_dir = optarg;
+            break;
+        case 'C':
+            if (nroots == COORD_MAX_CKPT_ROOTS || !realpath(optarg, ckpt_roots[nroots])) {
+                fprintf(stderr, "zdist-coordinator: --checkpoint-root '%s': %s; give an existing directory (at most "
+                        "%d)\n", optarg, nroots == COORD_MAX_CKPT_ROOTS ? "too many" : strerror(errno),
+                        COORD_MAX_CKPT_ROOTS);
+                return 2;
+            }
+            roots[nroots] = ckpt_roots[nroots];
+            nroots++;
             break;
         case 'K':
             config.keep_variables = true;
@@ -217,6 +234,12 @@ main(int argc, char **argv)
         return 2;
     }
     memcpy(config.state_dir, real, strlen(real) + 1); /* length checked above */
+    if (nroots == 0)
+        roots[nroots++] = config.state_dir;
+    if (coord_job_set_checkpoint_roots(roots, nroots) < 0) {
+        fprintf(stderr, "zdist-coordinator: out of memory\n");
+        return 2;
+    }
 
     zsys_info("%d workers, %d ps, state dir '%s'", config.num_workers, config.num_ps, config.state_dir);
     /* On SIGTERM the actor checkpoints the running job before it stops. */

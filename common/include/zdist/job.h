@@ -129,6 +129,15 @@ ZDIST_EXPORT int zdist_job_check_logical_devices(int num_replicas, int logical_d
    '/etc/shadow' is outside the data roots (--data-root /srv/data); ..."),
    -ENOENT when a path under a root does not resolve, -ENOMEM. */
 ZDIST_EXPORT int zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err);
+/* Confines checkpoint.dir (when set) to the directories `roots` (n, absolute
+   and canonical): absolute, no "..", at or under a root as written, and
+   still so once resolved: the realpath of its nearest existing ancestor
+   plus the rest as written, so nothing is created through a symbolic link
+   out of the roots. Call before creating any of it. n == 0 admits any
+   directory. 0, or -EACCES with err naming checkpoint.dir, the roots and
+   the flag (--checkpoint-root). */
+ZDIST_EXPORT int zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, size_t n,
+                                              zdist_error_t *err);
 /* Loads the job's train (test = false) or test set, sharded for ictx (may
    be NULL: one pipeline) by `policy`. With dataset.pipelines the train set
    is pipeline ictx->input_pipeline_id's files, unsharded (applied OFF):

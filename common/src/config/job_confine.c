@@ -1,4 +1,4 @@
-/* job_confine: a job's dataset files held to the operator's data roots (no "..", no symlink out, nothing elsewhere). */
+/* job_confine: a job's dataset files and checkpoint.dir held to the operator's roots (no "..", no symlink out, nothing elsewhere). */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -90,5 +90,86 @@ zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdi
             (rc = s_confine(&job->pipelines[i].path, field[2], roots, n, err)) < 0)
             return rc;
     }
+    return 0;
+}
+
+/* path (absolute, without "..") under root or root itself. */
+static bool
+s_at_or_under(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    if (strncmp(path, root, n) == 0) {
+        const char *rest = path + n;
+        while (*rest == '/')
+            rest++;
+        if (*rest == 0)
+            return true;
+    }
+    return zdist_path_under(path, root);
+}
+
+/* The resolved form of a directory that may not exist yet: realpath of its
+   nearest existing ancestor, then the components below it as written, so a
+   symbolic link anywhere on the way is followed before anything is made. */
+static int
+s_resolve_ahead(const char *dir, char *out, size_t size)
+{
+    char head[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", dir) >= (int) sizeof head)
+        return -ENAMETOOLONG;
+    size_t len = strlen(head);
+    for (;;) {
+        char real[PATH_MAX];
+        if (realpath(head, real)) {
+            const char *tail = dir + len; /* "" or "/rest" */
+            bool root = strcmp(real, "/") == 0 && *tail;
+            return snprintf(out, size, "%s%s", root ? "" : real, tail) < (int) size ? 0 : -ENAMETOOLONG;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return -errno;
+        char *slash = strrchr(head, '/');
+        if (!slash || slash == head)
+            return -ENOENT;
+        *slash = 0;
+        len = (size_t) (slash - head);
+    }
+}
+
+int
+zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err)
+{
+    const char *dir = job->ckpt_dir;
+    if (!dir || n == 0)
+        return 0;
+    char rtext[1200] = "";
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(rtext);
+        snprintf(rtext + len, sizeof rtext - len, "%s--checkpoint-root %s", i ? ", " : "", roots[i]);
+    }
+    if (dir[0] != '/' || zdist_path_has_dotdot(dir))
+        return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' must be an absolute directory without '..' "
+                               "under the coordinator's checkpoint roots (%s)", dir, rtext);
+    bool inside = false;
+    for (size_t i = 0; i < n && !inside; i++)
+        inside = s_at_or_under(dir, roots[i]);
+    if (!inside)
+        return zdist_error_set(err, -EACCES,
+                               "checkpoint.dir: '%.200s' is outside the coordinator's checkpoint roots (%s); "
+                               "checkpoint under one of them, or ask the operator to add a root "
+                               "(zdist-coordinator --checkpoint-root DIR, and the psds' too)", dir, rtext);
+    char real[PATH_MAX];
+    int rc = s_resolve_ahead(dir, real, sizeof real);
+    if (rc < 0)
+        return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' does not resolve: %s", dir, strerror(-rc));
+    inside = false;
+    for (size_t i = 0; i < n && !inside; i++)
+        inside = s_at_or_under(real, roots[i]);
+    if (!inside)
+        return zdist_error_set(err, -EACCES,
+                               "checkpoint.dir: '%.200s' resolves to '%.200s' (a symbolic link), outside the "
+                               "coordinator's checkpoint roots (%s); name a directory under one of them "
+                               "(zdist-coordinator --checkpoint-root DIR)", dir, real, rtext);
     return 0;
 }
