@@ -101,9 +101,18 @@ typedef struct {
    errors; -ENOENT when the file cannot be read. *ret is zeroed first and
    released on error. */
 ZDIST_EXPORT int zdist_job_load(const char *path, zdist_job_t *ret, zdist_error_t *err);
-/* The same from JSON text; base_dir resolves relative paths (NULL: as given). */
+/* The same from JSON text; base_dir resolves relative paths (NULL: as given).
+   The text first passes zdist_job_check_size. */
 ZDIST_EXPORT int zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *ret, zdist_error_t *err);
 ZDIST_EXPORT void zdist_job_release(zdist_job_t *job);
+/* A job document's size in JSON values, scanned before a tree is built (a
+   peer's 16 MiB of "[1,1,..." would take hundreds of MiB as one): at most
+   ZDIST_JOB_MAX_ENTRIES in one list or object, ZDIST_JOB_MAX_VALUES in
+   all. -EINVAL naming the field ("model.params.hidden: more than 65536
+   entries; ..."). */
+#define ZDIST_JOB_MAX_ENTRIES 65536
+#define ZDIST_JOB_MAX_VALUES 262144
+ZDIST_EXPORT int zdist_job_check_size(const char *text, zdist_error_t *err);
 /* A deep copy of a valid job into *ret (zeroed first, released on error):
    0, or -ENOMEM / -EINVAL with err. */
 ZDIST_EXPORT int zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_error_t *err);

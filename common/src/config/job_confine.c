@@ -173,3 +173,71 @@ zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, s
                                "(zdist-coordinator --checkpoint-root DIR)", dir, real, rtext);
     return 0;
 }
+
+/* ---- the document's size in values, before jansson builds its tree ---- */
+
+#define S_SCAN_DEPTH 32
+
+typedef struct {
+    bool object;
+    size_t count;  /* elements so far, less one */
+    char key[64];  /* an object's current key */
+} s_level_t;
+
+/* The field a container at `depth` is, as the job's messages name fields
+   ("model.params.hidden"). */
+static void
+s_scan_path(const s_level_t *levels, int depth, char *out, size_t size)
+{
+    out[0] = 0;
+    for (int i = 0; i < depth && i < S_SCAN_DEPTH; i++) {
+        size_t len = strlen(out);
+        if (levels[i].object)
+            snprintf(out + len, size - len, "%s%s", len ? "." : "", levels[i].key);
+        else
+            snprintf(out + len, size - len, "[%zu]", levels[i].count);
+    }
+}
+
+int
+zdist_job_check_size(const char *text, zdist_error_t *err)
+{
+    s_level_t levels[S_SCAN_DEPTH];
+    int depth = 0;
+    size_t total = 0;
+    bool want_key = false;
+    for (const char *p = text; *p; p++) {
+        s_level_t *top = depth > 0 && depth <= S_SCAN_DEPTH ? &levels[depth - 1] : NULL;
+        if (*p == '"') {
+            const char *start = ++p;
+            while (*p && *p != '"')
+                p += p[0] == '\\' && p[1] ? 2 : 1;
+            if (want_key && top)
+                snprintf(top->key, sizeof top->key, "%.*s", (int) (p - start < 63 ? p - start : 63), start);
+            want_key = false;
+            if (!*p)
+                break;
+        } else if (*p == '{' || *p == '[') {
+            if (depth < S_SCAN_DEPTH)
+                levels[depth] = (s_level_t){.object = *p == '{'};
+            depth++;
+            want_key = *p == '{';
+        } else if (*p == '}' || *p == ']') {
+            depth -= depth > 0;
+        } else if (*p == ',') {
+            total++;
+            want_key = top && top->object;
+            if (top && ++top->count >= ZDIST_JOB_MAX_ENTRIES) {
+                char path[512];
+                s_scan_path(levels, depth - 1, path, sizeof path);
+                return zdist_error_set(err, -EINVAL, "%s: more than %d %s; no job field takes that many",
+                                       path[0] ? path : "the job", ZDIST_JOB_MAX_ENTRIES,
+                                       top->object ? "fields" : "entries");
+            }
+            if (total >= ZDIST_JOB_MAX_VALUES)
+                return zdist_error_set(err, -EINVAL, "the job: more than %d JSON values; no job needs that many",
+                                       ZDIST_JOB_MAX_VALUES);
+        }
+    }
+    return 0;
+}
