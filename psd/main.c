@@ -35,6 +35,9 @@ s_usage(FILE *out)
             "  --max-connections-per-peer N\n"
             "                          TCP connections one peer (its key, else its address) may hold open;\n"
             "                          beyond, refused (default 64)\n"
+            "  --live-job-seconds N    a job that wrote here within N seconds is live: DROP_JOB of it is\n"
+            "                          refused unless forced (the chief's own drops, zdist ps drop --force);\n"
+            "                          0: every drop is done (default 60)\n"
             "  --checkpoint-root DIR   SAVE and RESTORE may name directories under DIR only (absolute, no\n"
             "                          '..', no symbolic link out); repeatable, also $ZDIST_CHECKPOINT_ROOTS\n"
             "                          (colon-separated). None given: anywhere this user may write (a warning)\n"
@@ -79,6 +82,7 @@ main(int argc, char **argv)
         {"max-calls-per-peer", required_argument, NULL, 'P'},
         {"max-connections-per-peer", required_argument, NULL, 'N'},
         {"checkpoint-root", required_argument, NULL, 'R'},
+        {"live-job-seconds", required_argument, NULL, 'L'},
         {"keys", required_argument, NULL, 'k'},
         {"http", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
@@ -89,6 +93,7 @@ main(int argc, char **argv)
     psd_server_config_t config = {0};
     zdist_wire_limits_default(&config.limits);
     config.max_tensor_bytes = (size_t) 256 << 20;
+    config.live_job_ms = 60000;
     int opt;
     int64_t v;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -138,6 +143,14 @@ main(int argc, char **argv)
         case 'N':
             if (zdist_daemon_max_connections("zdist-psd", optarg, &config.max_connections_per_peer) != 0)
                 return 2;
+            break;
+        case 'L':
+            if (zdist_parse_int64(optarg, 0, 86400, &v) < 0) {
+                fprintf(stderr, "zdist-psd: --live-job-seconds must be a number of seconds in 0..86400, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            config.live_job_ms = v * 1000;
             break;
         case 'R':
             if (s_add_root(optarg, "--checkpoint-root", &config) != 0)
