@@ -66,7 +66,16 @@ typedef struct {
     bool refused;              /* counted in refused_connections */
     bool closed;               /* shut down by us: its requests are refused */
     bool pending;              /* accepted in this monitor batch, not yet decided */
+    int64_t refused_ms;        /* plain, past its address's limit: shut down S_REFUSED_GRACE_MS after */
 } s_conn_t;
+
+/* A plain connection past its address's limit stays open this long, so
+   its requests are answered RESOURCE_EXHAUSTED naming the flag (a client
+   shut out at once could only guess: libzmq says no more than "handshake
+   failed"), then it is shut down; past S_REFUSED_OPEN_MAX of them waiting,
+   the oldest at once (a peer opening many has its newest answered). */
+#define S_REFUSED_GRACE_MS 1000
+#define S_REFUSED_OPEN_MAX 64
 
 typedef struct {
     size_t open;  /* its connections holding a slot */
@@ -129,7 +138,8 @@ s_log(zdist_rpc_server_t *self, const char *fmt, ...)
    descriptor, but not its key. So the monitor keeps the set of open
    connections and their peers: on a plain socket a connection's peer is
    its source address (getpeername at accept), and one past the address's
-   limit is shut down at once (its libzmq sees it closed); with CURVE the
+   limit is refused: its requests are answered RESOURCE_EXHAUSTED naming
+   the flag for S_REFUSED_GRACE_MS, then it is shut down; with CURVE the
    peer is the key, known only from the User-Id of the connection's first
    request (ZMQ_SRCFD names the connection), and a connection past the
    key's limit stays open — the directory admitted the key — but each of its
@@ -272,6 +282,50 @@ zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self)
     return self->refused_connections;
 }
 
+static bool
+s_refused_waiting(const s_conn_t *conn)
+{
+    return conn->refused_ms && !conn->closed && !conn->counted;
+}
+
+static void
+s_refused_close(s_conn_t *conn)
+{
+    shutdown(conn->fd, SHUT_RDWR);
+    conn->closed = true;
+}
+
+static int
+s_cmp_ms(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+/* More than S_REFUSED_OPEN_MAX refused connections wait for their grace:
+   the oldest are shut down now. */
+static void
+s_refused_trim(zdist_rpc_server_t *self, size_t waiting)
+{
+    int64_t *ms = malloc(waiting * sizeof *ms);
+    size_t n = 0;
+    for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns))
+        if (s_refused_waiting(conn)) {
+            if (!ms) /* out of memory: every one */
+                s_refused_close(conn);
+            else if (n < waiting)
+                ms[n++] = conn->refused_ms;
+        }
+    if (!ms)
+        return;
+    qsort(ms, n, sizeof *ms, s_cmp_ms);
+    int64_t keep_from = ms[n - S_REFUSED_OPEN_MAX];
+    free(ms);
+    for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns))
+        if (s_refused_waiting(conn) && conn->refused_ms < keep_from)
+            s_refused_close(conn);
+}
+
 void
 zdist_rpc_server_watch(zdist_rpc_server_t *self)
 {
@@ -316,19 +370,22 @@ zdist_rpc_server_watch(zdist_rpc_server_t *self)
         zhashx_insert(self->conns, key, conn);
         accepted = true;
     }
-    if (!accepted)
-        return;
     /* Decided once the batch is read, so no descriptor is acted on for a
        connection the batch says is closed. */
+    int64_t now = zdist_clock_now_ms();
+    size_t waiting = 0;
     for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns)) {
-        if (!conn->pending)
-            continue;
-        conn->pending = false;
-        if (conn->peer[0] && !s_admit(self, conn)) {
-            shutdown(conn->fd, SHUT_RDWR);
-            conn->closed = true;
+        if (accepted && conn->pending) {
+            conn->pending = false;
+            if (conn->peer[0] && !s_admit(self, conn))
+                conn->refused_ms = now;
         }
+        if (s_refused_waiting(conn) && now - conn->refused_ms >= S_REFUSED_GRACE_MS)
+            s_refused_close(conn);
+        waiting += s_refused_waiting(conn);
     }
+    if (waiting > S_REFUSED_OPEN_MAX)
+        s_refused_trim(self, waiting);
 }
 
 void
