@@ -843,9 +843,7 @@ s_attempt(coord_run_t *r)
             coord_run_account(r, &res);
         if (zdist_coordinator_error(r->coord, &err) < 0) {
             zdist_coordinator_join(r->coord, &err);
-            /* NOT_FOUND in a step: a psd no longer holds the job's variables
-               (dropped by hand): restored from the checkpoint as after a loss. */
-            if (s_ps_changed(r) || err.code == -ENOENT)
+            if (s_ps_changed(r) || err.code == -ENOENT) /* NOT_FOUND: its variables gone, as a lost psd's */
                 return s_ps_lost(r, "during a step", &err);
             snprintf(r->error, sizeof r->error, "%s", err.text);
             return -EIO;

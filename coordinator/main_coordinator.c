@@ -52,6 +52,21 @@ s_usage(FILE *out)
             "  --help, --version\n");
 }
 
+/* --checkpoint-root DIR: canonical, kept for coord_job_set_checkpoint_roots; a bad one is fatal (2). */
+static int
+s_add_root(const char *dir, const char **roots, size_t *n)
+{
+    static char real[COORD_MAX_CKPT_ROOTS][PATH_MAX];
+    if (*n == COORD_MAX_CKPT_ROOTS || !realpath(dir, real[*n])) {
+        fprintf(stderr, "zdist-coordinator: --checkpoint-root '%s': %s; give an existing directory (at most %d)\n",
+                dir, *n == COORD_MAX_CKPT_ROOTS ? "too many" : strerror(errno), COORD_MAX_CKPT_ROOTS);
+        return 2;
+    }
+    roots[*n] = real[*n];
+    ++*n;
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -75,7 +90,6 @@ main(int argc, char **argv)
     };
     const char *cluster_file = NULL, *task = NULL, *bind = NULL, *keys_dir = NULL, *state_dir = NULL;
     static coord_server_config_t config;
-    static char ckpt_roots[COORD_MAX_CKPT_ROOTS][PATH_MAX];
     const char *roots[COORD_MAX_CKPT_ROOTS];
     size_t nroots = 0;
     config.closure_timeout_ms = 120000;
@@ -107,14 +121,8 @@ main(int argc, char **argv)
             keys_dir = optarg;
             break;
         case 'C':
-            if (nroots == COORD_MAX_CKPT_ROOTS || !realpath(optarg, ckpt_roots[nroots])) {
-                fprintf(stderr, "zdist-coordinator: --checkpoint-root '%s': %s; give an existing directory (at most "
-                        "%d)\n", optarg, nroots == COORD_MAX_CKPT_ROOTS ? "too many" : strerror(errno),
-                        COORD_MAX_CKPT_ROOTS);
+            if (s_add_root(optarg, roots, &nroots) != 0)
                 return 2;
-            }
-            roots[nroots] = ckpt_roots[nroots];
-            nroots++;
             break;
         case 'K':
             config.keep_variables = true;
@@ -234,12 +242,8 @@ main(int argc, char **argv)
         return 2;
     }
     memcpy(config.state_dir, real, strlen(real) + 1); /* length checked above */
-    if (nroots == 0)
-        roots[nroots++] = config.state_dir;
-    if (coord_job_set_checkpoint_roots(roots, nroots) < 0) {
-        fprintf(stderr, "zdist-coordinator: out of memory\n");
-        return 2;
-    }
+    if (coord_job_set_checkpoint_roots(nroots ? roots : (const char *[]){config.state_dir}, nroots ? nroots : 1) < 0)
+        return 2; /* out of memory */
 
     zsys_info("%d workers, %d ps, state dir '%s'", config.num_workers, config.num_ps, config.state_dir);
     /* On SIGTERM the actor checkpoints the running job before it stops. */

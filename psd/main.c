@@ -68,6 +68,19 @@ s_add_root(const char *dir, const char *what, psd_server_config_t *config)
     return 0;
 }
 
+/* --live-job-seconds N: 0..86400 (0: no job is live). */
+static int
+s_live_seconds(const char *text, psd_server_config_t *config)
+{
+    int64_t v;
+    if (zdist_parse_int64(text, 0, 86400, &v) < 0) {
+        fprintf(stderr, "zdist-psd: --live-job-seconds must be a number of seconds in 0..86400, got '%s'\n", text);
+        return 2;
+    }
+    config->live_job_ms = v * 1000;
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -145,12 +158,8 @@ main(int argc, char **argv)
                 return 2;
             break;
         case 'L':
-            if (zdist_parse_int64(optarg, 0, 86400, &v) < 0) {
-                fprintf(stderr, "zdist-psd: --live-job-seconds must be a number of seconds in 0..86400, got '%s'\n",
-                        optarg);
+            if (s_live_seconds(optarg, &config) != 0)
                 return 2;
-            }
-            config.live_job_ms = v * 1000;
             break;
         case 'R':
             if (s_add_root(optarg, "--checkpoint-root", &config) != 0)

@@ -1,4 +1,4 @@
-/* job_confine: a job's dataset files and checkpoint.dir held to the operator's roots (no "..", no symlink out, nothing elsewhere). */
+/* job_confine: a job's dataset files and checkpoint.dir held to the operator's roots (no "..", no symlink out). */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>

@@ -1,4 +1,5 @@
-/* model_params: the params of the built-in models a worker runs, checked as the worker takes them (at submit too). */
+/* model_params: the built-in models' params, checked as the worker takes them (at submit too). */
+ * too). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -25,14 +26,18 @@ static int
 s_hidden(const char *model, const json_t *hidden, zdist_error_t *err)
 {
     if (!json_is_array(hidden) || json_array_size(hidden) > ZDIST_MODEL_MAX_HIDDEN)
-        return zdist_error_set(err, -EINVAL, "model.params.hidden: %s needs a list of at most %d layer widths, "
-                               "e.g. [256, 128]", model, ZDIST_MODEL_MAX_HIDDEN);
+        return zdist_error_set(err, -EINVAL,
+                               "model.params.hidden: %s needs a list of at most %d layer widths, "
+                               "e.g. [256, 128]",
+                               model, ZDIST_MODEL_MAX_HIDDEN);
     size_t i;
     const json_t *h;
-    json_array_foreach(hidden, i, h) {
+    json_array_foreach(hidden, i, h)
+    {
         if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > ZDIST_MODEL_MAX_WIDTH)
-            return zdist_error_set(err, -EINVAL, "model.params.hidden[%zu]: a layer width is an integer in 1..%d",
-                                   i, ZDIST_MODEL_MAX_WIDTH);
+            return zdist_error_set(err, -EINVAL,
+                                   "model.params.hidden[%zu]: a layer width is an integer in 1..%d", i,
+                                   ZDIST_MODEL_MAX_WIDTH);
     }
     return 0;
 }
@@ -46,15 +51,15 @@ s_field(const s_params_t *m, const char *key, const json_t *val, zdist_error_t *
         if (m->max[f] == 0)
             return s_hidden(m->model, val, err);
         if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > m->max[f])
-            return zdist_error_set(err, -EINVAL, "model.params.%s: %s needs an integer in 1..%lld", key, m->model,
-                                   (long long) m->max[f]);
+            return zdist_error_set(err, -EINVAL, "model.params.%s: %s needs an integer in 1..%lld", key,
+                                   m->model, (long long) m->max[f]);
         return 0;
     }
     char known[256] = "";
     for (int f = 0; m->fields[f]; f++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", f ? ", " : "", m->fields[f]);
-    return zdist_error_set(err, -EINVAL, "model.params: unknown field '%s' for %s; known fields: %s", key, m->model,
-                           known[0] ? known : "(none)");
+    return zdist_error_set(err, -EINVAL, "model.params: unknown field '%s' for %s; known fields: %s", key,
+                           m->model, known[0] ? known : "(none)");
 }
 
 int
@@ -75,7 +80,8 @@ zdist_model_params_check(const char *model, const char *params_json, zdist_error
         rc = zdist_error_set(err, -EINVAL, "%s: params must be a JSON object", model);
     const char *key;
     json_t *val;
-    json_object_foreach(p, key, val) {
+    json_object_foreach(p, key, val)
+    {
         if (rc == 0)
             rc = s_field(m, key, val, err);
     }
