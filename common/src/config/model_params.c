@@ -1,5 +1,4 @@
 /* model_params: the built-in models' params, checked as the worker takes them (at submit too). */
- * too). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
