@@ -10,13 +10,25 @@
 #include "zdist/job.h"
 
 static void
-s_roots_text(const char *const *roots, size_t n, char *buf, size_t size)
+s_roots_text(const char *flag, const char *const *roots, size_t n, char *buf, size_t size)
 {
     buf[0] = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s--data-root %s", i ? ", " : "", roots[i]);
+        snprintf(buf + len, size - len, "%s%s %s", i ? ", " : "", flag, roots[i]);
     }
+}
+
+static bool s_at_or_under(const char *path, const char *root);
+
+/* path under one of the roots (or one of them itself, with or_root). */
+static bool
+s_in_roots(const char *path, const char *const *roots, size_t n, bool or_root)
+{
+    for (size_t i = 0; i < n; i++)
+        if (or_root ? s_at_or_under(path, roots[i]) : zdist_path_under(path, roots[i]))
+            return true;
+    return false;
 }
 
 static int
@@ -25,7 +37,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
     if (!*path)
         return 0;
     char rtext[1024];
-    s_roots_text(roots, n, rtext, sizeof rtext);
+    s_roots_text("--data-root", roots, n, rtext, sizeof rtext);
     if (n == 0)
         snprintf(rtext, sizeof rtext, "none: this worker reads no data files, only synthetic data");
     const char *p = *path;
@@ -37,10 +49,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' contains '..'; name the file under the data roots (%s) without '..'",
                                field, p, rtext);
-    bool inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = zdist_path_under(p, roots[i]);
-    if (!inside)
+    if (!s_in_roots(p, roots, n, false))
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' is outside the data roots (%s); copy the data under one of them or ask "
                                "the operator to add a root", field, p, rtext);
@@ -50,10 +59,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
         return zdist_error_set(err, e == ENOENT || e == ENOTDIR ? -ENOENT : -EACCES, "%s: '%.200s': %s", field, p,
                                strerror(e));
     }
-    inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = zdist_path_under(real, roots[i]);
-    if (!inside)
+    if (!s_in_roots(real, roots, n, false))
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' resolves to '%.200s' (a symbolic link), outside the data roots (%s); "
                                "name a file that is under one of them", field, p, real, rtext);
@@ -143,18 +149,12 @@ zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, s
     const char *dir = job->ckpt_dir;
     if (!dir || n == 0)
         return 0;
-    char rtext[1200] = "";
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(rtext);
-        snprintf(rtext + len, sizeof rtext - len, "%s--checkpoint-root %s", i ? ", " : "", roots[i]);
-    }
+    char rtext[1200];
+    s_roots_text("--checkpoint-root", roots, n, rtext, sizeof rtext);
     if (dir[0] != '/' || zdist_path_has_dotdot(dir))
         return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' must be an absolute directory without '..' "
                                "under the coordinator's checkpoint roots (%s)", dir, rtext);
-    bool inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = s_at_or_under(dir, roots[i]);
-    if (!inside)
+    if (!s_in_roots(dir, roots, n, true))
         return zdist_error_set(err, -EACCES,
                                "checkpoint.dir: '%.200s' is outside the coordinator's checkpoint roots (%s); "
                                "checkpoint under one of them, or ask the operator to add a root "
@@ -163,10 +163,7 @@ zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, s
     int rc = s_resolve_ahead(dir, real, sizeof real);
     if (rc < 0)
         return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' does not resolve: %s", dir, strerror(-rc));
-    inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = s_at_or_under(real, roots[i]);
-    if (!inside)
+    if (!s_in_roots(real, roots, n, true))
         return zdist_error_set(err, -EACCES,
                                "checkpoint.dir: '%.200s' resolves to '%.200s' (a symbolic link), outside the "
                                "coordinator's checkpoint roots (%s); name a directory under one of them "
