@@ -46,7 +46,9 @@ s_usage(FILE *out)
         fprintf(out, "  %-10s %s\n", s_commands[i].name, s_commands[i].summary);
     fprintf(out, "\n'zdist COMMAND --help' tells more. --version prints the version.\n"
                  "Before COMMAND: --keys DIR (default $ZDIST_KEYS_DIR) speaks CURVE with the certificate\n"
-                 "DIR/NAME.key_secret of --key NAME (default 'client').\n");
+                 "DIR/NAME.key_secret of --key NAME (default 'client'); --server-key NAME trusts the\n"
+                 "certificate NAME at an address given without TF_CONFIG (or list 'HOST:PORT NAME' in\n"
+                 "DIR/servers).\n");
 }
 
 int
@@ -65,10 +67,13 @@ main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     /* zdist [--keys DIR] [--key NAME] COMMAND ... */
-    const char *keys_dir = NULL, *key_name = "client";
-    while (argc > 2 && (strcmp(argv[1], "--keys") == 0 || strcmp(argv[1], "--key") == 0)) {
+    const char *keys_dir = NULL, *key_name = "client", *server_key = NULL;
+    while (argc > 2 && (strcmp(argv[1], "--keys") == 0 || strcmp(argv[1], "--key") == 0 ||
+                        strcmp(argv[1], "--server-key") == 0)) {
         if (strcmp(argv[1], "--keys") == 0)
             keys_dir = argv[2];
+        else if (strcmp(argv[1], "--server-key") == 0)
+            server_key = argv[2];
         else
             key_name = argv[2];
         argc -= 2;
@@ -78,7 +83,9 @@ main(int argc, char **argv)
         if (strcmp(argv[1], s_commands[i].name) == 0) {
             zdist_keys_t *keys = NULL;
             zdist_error_t err = {0};
-            if (s_commands[i].main_fn != cli_keygen_main && zdist_keys_load(keys_dir, key_name, &keys, &err) < 0) {
+            if (s_commands[i].main_fn != cli_keygen_main && (zdist_keys_load(keys_dir, key_name, &keys, &err) < 0 ||
+                (keys && server_key && zdist_keys_set_default_server(keys, server_key, &err) < 0))) {
+                zdist_keys_destroy(&keys);
                 fprintf(stderr, "zdist: --keys: %s\n", err.text);
                 return CLI_EXIT_FAILED;
             }

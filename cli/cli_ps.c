@@ -26,7 +26,7 @@ s_usage(FILE *out)
     fprintf(out,
             "usage: zdist ps stats ADDR [--json]\n"
             "       zdist ps get ADDR VAR [--rows A:B] [--shard N] [--json]\n"
-            "       zdist ps drop ADDR JOB [--json]\n"
+            "       zdist ps drop ADDR JOB [--force] [--json]\n"
             "\n"
             "Asks one zdist-psd (ADDR is host:port or tcp://host:port).\n"
             "  stats   variables, shards, bytes of values and slots, requests and latency\n"
@@ -36,12 +36,15 @@ s_usage(FILE *out)
             "  drop    removes every variable of job JOB (its id: names \"JOB/...\") from that\n"
             "          psd, as the coordinator does once a job has ended: for variables kept\n"
             "          with zdist-coordinator --keep-variables. Under CURVE it takes the\n"
-            "          chief's key (--key chief-0)\n"
+            "          chief's key (--key chief-0). A job the psd saw write lately (zdist-psd\n"
+            "          --live-job-seconds) is refused FAILED_PRECONDITION unless --force\n"
             "\n"
             "options:\n"
             "  -r, --rows A:B      only global rows A (included) to B (excluded); all of\n"
             "                      them must be on this psd\n"
             "  -s, --shard N       only shard N of VAR\n"
+            "  -f, --force         drop even a job that is still writing (drop: it fails, or\n"
+            "                      restores from its last checkpoint)\n"
             "  -j, --json          one JSON line: stats as an object; values as nested lists\n"
             "                      of numbers by shape (non-finite numbers as null)\n"
             "  -t, --timeout MS    give up on the psd after MS milliseconds (default 5000)\n"
@@ -57,6 +60,7 @@ typedef struct {
     const char *addr;
     const char *var;
     bool json;
+    bool force;
     int64_t timeout_ms;
     bool have_rows;
     int64_t row_a, row_b;
@@ -89,6 +93,7 @@ s_parse_args(int argc, char **argv, s_args_t *args)
     enum { OPT_VERSION = 256 };
     static const struct option options[] = {
         {"json", no_argument, NULL, 'j'},
+        {"force", no_argument, NULL, 'f'},
         {"rows", required_argument, NULL, 'r'},
         {"shard", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
@@ -99,10 +104,13 @@ s_parse_args(int argc, char **argv, s_args_t *args)
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":jr:s:t:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":fjr:s:t:h", options, NULL)) != -1) {
         switch (c) {
         case 'j':
             args->json = true;
+            break;
+        case 'f':
+            args->force = true;
             break;
         case 'r':
             if (s_parse_rows(optarg, &args->row_a, &args->row_b) < 0)
@@ -577,7 +585,7 @@ s_drop_main(int argc, char **argv, s_args_t *args)
     if (!client)
         return exit_code;
     uint64_t shards = 0, bytes = 0;
-    rc = zdist_ps_client_drop_job(client, job, &shards, &bytes, &err);
+    rc = zdist_ps_client_drop_job(client, job, args->force, &shards, &bytes, &err);
     if (rc < 0) {
         exit_code = s_failed(args, rc, &err);
     } else if (args->json) {

@@ -83,8 +83,9 @@ cli_submit_main(int argc, char **argv)
         else if (rc == -ENOTCONN)
             fprintf(stderr, "zdist submit: coordinator %s closed the connection (%zu bytes of job sent); is "
                     "zdist-coordinator running, and the request under its --max-message-bytes?\n", endpoint, len);
-        else if (rc == -EPERM || rc == -EACCES)
-            fprintf(stderr, "zdist submit: coordinator %s: %s\n", endpoint, err.text);
+        else if (rc == -EPERM || rc == -EACCES) /* the code, as zdist status prints it */
+            fprintf(stderr, "zdist submit: coordinator %s: %s: %s\n", endpoint,
+                    zdist_status_name(zdist_status_from_errno(rc)), err.text);
         else
             fprintf(stderr, "zdist submit: %s: %s\n", path, err.text);
         zdist_coord_client_destroy(&c);

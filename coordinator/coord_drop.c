@@ -79,7 +79,7 @@ s_round(self_t *self)
                 continue;
             uint64_t shards = 0, bytes = 0;
             zdist_error_t err = {0};
-            int rc = self->ps[i] ? zdist_ps_client_drop_job(self->ps[i], p->job, &shards, &bytes, &err)
+            int rc = self->ps[i] ? zdist_ps_client_drop_job(self->ps[i], p->job, true, &shards, &bytes, &err)
                                  : zdist_error_set(&err, -ENOMEM, "no client: out of memory");
             s_read_pipe(self); /* may add a job: p moves */
             p = &self->pending[k];

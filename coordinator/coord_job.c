@@ -1,10 +1,33 @@
 /* coord_job: the coordinator's view of a job — zdist/job.h's struct, restricted to the strategies a chief runs. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coord_job.h"
+#include "coord_run.h"
 #include "zdist/job.h"
+#include "zdist/model_spec.h"
+
+/* --checkpoint-root: written by main before any thread, read-only after. */
+static char *s_ckpt_roots[COORD_MAX_CKPT_ROOTS];
+static size_t s_num_ckpt_roots;
+
+int
+coord_job_set_checkpoint_roots(const char *const *roots, size_t n)
+{
+    if (n > COORD_MAX_CKPT_ROOTS)
+        return -EINVAL;
+    for (size_t i = 0; i < s_num_ckpt_roots; i++)
+        free(s_ckpt_roots[i]);
+    s_num_ckpt_roots = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(s_ckpt_roots[i] = strdup(roots[i])))
+            return -ENOMEM;
+        s_num_ckpt_roots = i + 1;
+    }
+    return 0;
+}
 
 void
 coord_job_release(coord_job_t *job)
@@ -31,7 +54,12 @@ coord_job_check(const zdist_job_t *job, zdist_error_t *err)
                                "(model.name), never a place to load code from; the workers load plugins from the "
                                "directories their operator gave them (zdist-worker --plugin-dir): remove plugin_path",
                                job->plugin_path);
-    return 0;
+    /* What the workers would refuse at START_JOB is refused here, before
+       the job is stored (one validator: libzdist's). */
+    int rc = zdist_model_params_check(job->model, job->model_params, err);
+    if (rc < 0)
+        return rc;
+    return zdist_job_confine_checkpoint(job, (const char *const *) s_ckpt_roots, s_num_ckpt_roots, err);
 }
 
 int
@@ -51,4 +79,20 @@ out:
     if (rc < 0)
         coord_job_release(ret);
     return rc;
+}
+
+int64_t
+coord_job_resume_step(const char *text, const char *base_dir, const char *job_dir, const char *id)
+{
+    zdist_job_t job;
+    zdist_error_t err = {0};
+    if (zdist_job_parse(text, base_dir && *base_dir ? base_dir : NULL, &job, &err) < 0)
+        return -1;
+    char root[1100];
+    if (job.ckpt_dir)
+        snprintf(root, sizeof root, "%s/%s", job.ckpt_dir, id);
+    else
+        snprintf(root, sizeof root, "%s", job_dir);
+    zdist_job_release(&job);
+    return coord_run_ckpt_last(root);
 }

@@ -23,7 +23,24 @@ int coord_job_parse(const char *text, const char *base_dir, coord_job_t *ret, zd
 void coord_job_release(coord_job_t *job);
 /* What a chief runs of a job parsed by zdist/job.h: parameter_server and
    multi_worker_mirrored (-EINVAL naming strategy.type otherwise), without a
-   plugin_path (-EACCES naming it: a job names code, never a place). */
+   plugin_path (-EACCES naming it: a job names code, never a place), with
+   the params a worker takes for its built-in model (zdist_model_params_check:
+   -EINVAL naming the field) and its checkpoint.dir under the checkpoint
+   roots (-EACCES). */
 int coord_job_check(const zdist_job_t *job, zdist_error_t *err);
+
+/* Where coord_job_check lets a job's checkpoint.dir lie: the chief's
+   --checkpoint-root directories (absolute and canonical; the state dir
+   when none is given). Set once by main before the server starts, read
+   only after (coord_job_check then also refuses, -EACCES naming
+   checkpoint.dir and the flag, a directory elsewhere, before the server
+   creates any of it). -EINVAL past COORD_MAX_CKPT_ROOTS. */
+/* The step an unfinished job resumes from: its newest complete checkpoint
+   (under job_dir, or checkpoint.dir/ID), -1 when none (from step 0). For the
+   log line of a restart; the runner sets a damaged one aside. */
+int64_t coord_job_resume_step(const char *text, const char *base_dir, const char *job_dir, const char *id);
+
+#define COORD_MAX_CKPT_ROOTS 16
+int coord_job_set_checkpoint_roots(const char *const *roots, size_t n);
 
 #endif

@@ -322,7 +322,7 @@ s_train(coord_run_t *r)
             coord_run_account(r, &res);
         if (zdist_coordinator_error(p->coord, &err) < 0) {
             zdist_coordinator_join(p->coord, &err);
-            if (s_ps_changed(r))
+            if (s_ps_changed(r) || err.code == -ENOENT) /* NOT_FOUND: its variables gone, as a lost psd's */
                 return s_ps_lost(r, "during a step", &err);
             snprintf(r->error, sizeof r->error, "%s", err.text);
             return -EIO;

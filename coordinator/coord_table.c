@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coord_job.h"
 #include "coord_state.h"
 #include "coord_table.h"
 #include "zdist/file.h"
@@ -162,9 +163,13 @@ s_load_job(coord_table_t *t, const char *dir, const char *name, zdist_error_t *e
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    if (unfinished)
-        zsys_info("job %s ('%s') was %s at step %lld: resuming it from its last checkpoint", j->id, j->name,
-                  row.state, (long long)row.step);
+    if (unfinished) { /* state.json's step lags: name the checkpoint's */
+        char jd[1100];
+        coord_table_dir(t, j, jd, sizeof jd);
+        int64_t from = coord_job_resume_step(j->text, j->base_dir, jd, j->id);
+        zsys_info("job %s ('%s') was %s, its last checkpoint at step %lld: resuming it from its last checkpoint",
+                  j->id, j->name, row.state, (long long)(from > 0 ? from : 0));
+    }
 out:
     free(text);
     coord_state_row_release(&row);

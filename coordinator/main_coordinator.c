@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "coord_job.h"
 #include "coord_server.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
@@ -27,6 +28,8 @@ s_usage(FILE *out)
             "  --bind ENDPOINT           bind here instead of the task's address\n"
             "  --state-dir DIR           jobs, checkpoints, metrics (default $STATE_DIRECTORY, else ./zdist-state);\n"
             "                            every ps task must be able to write there (same machine or shared fs)\n"
+            "  --checkpoint-root DIR     a job's checkpoint.dir must lie under DIR (repeatable; default the state\n"
+            "                            dir): refused at submit, naming the field, before anything is created\n"
             "  --closure-timeout-ms N    deadline of one closure (RUN_STEPS) on a worker (default 120000)\n"
             "  --http ADDR               serve a live dashboard at http://ADDR/, its JSON at /api/status and\n"
             "                            Prometheus metrics at /metrics (PORT, HOST:PORT; a bare PORT is on\n"
@@ -103,7 +106,36 @@ s_state_dir(coord_server_config_t *config, const char *state_dir)
 typedef struct {
     coord_server_config_t *config;
     const char *state_dir;
+    const char *roots[COORD_MAX_CKPT_ROOTS]; /* --checkpoint-root, canonical */
+    size_t nroots;
 } s_options_t;
+
+/* --checkpoint-root DIR: canonical, kept for coord_job_set_checkpoint_roots; a bad one is fatal (2). */
+static int
+s_add_root(const char *dir, s_options_t *own)
+{
+    static char real[COORD_MAX_CKPT_ROOTS][PATH_MAX];
+    size_t n = own->nroots;
+    if (n == COORD_MAX_CKPT_ROOTS || !realpath(dir, real[n])) {
+        fprintf(stderr, "zdist-coordinator: --checkpoint-root '%s': %s; give an existing directory (at most %d)\n",
+                dir, n == COORD_MAX_CKPT_ROOTS ? "too many" : strerror(errno), COORD_MAX_CKPT_ROOTS);
+        return 2;
+    }
+    own->roots[n] = real[n];
+    own->nroots = n + 1;
+    return 0;
+}
+
+/* The checkpoint roots the chief confines checkpoint.dir to: --checkpoint-root's, else the state dir.
+   0, or 2 (out of memory). */
+static int
+s_checkpoint_roots(const s_options_t *own, const coord_server_config_t *config)
+{
+    const char *state_dir = config->state_dir;
+    if (own->nroots)
+        return coord_job_set_checkpoint_roots(own->roots, own->nroots) < 0 ? 2 : 0;
+    return coord_job_set_checkpoint_roots(&state_dir, 1) < 0 ? 2 : 0;
+}
 
 static int
 s_option(void *arg, int opt, const char *value)
@@ -125,6 +157,8 @@ s_option(void *arg, int opt, const char *value)
     case 'K':
         config->keep_variables = true;
         return 0;
+    case 'C':
+        return s_add_root(value, own);
     case 'J':
     case 'Q':
     case 'F':
@@ -158,6 +192,7 @@ main(int argc, char **argv)
         {"max-running-jobs", required_argument, NULL, 'R'},
         {"max-followers", required_argument, NULL, 'F'},
         {"keep-variables", no_argument, NULL, 'K'},
+        {"checkpoint-root", required_argument, NULL, 'C'},
         {0},
     };
     static coord_server_config_t config;
@@ -192,7 +227,7 @@ main(int argc, char **argv)
     zdist_cluster_destroy(&cluster);
     if (rc != 0)
         return rc;
-    if (s_state_dir(&config, own.state_dir) != 0)
+    if (s_state_dir(&config, own.state_dir) != 0 || s_checkpoint_roots(&own, &config) != 0)
         return 2;
 
     zsys_info("%d workers, %d ps, state dir '%s'", config.num_workers, config.num_ps, config.state_dir);

@@ -35,6 +35,9 @@ s_usage(FILE *out)
             "  --max-connections-per-peer N\n"
             "                          TCP connections one peer (its key, else its address) may hold open;\n"
             "                          beyond, refused (default 64)\n"
+            "  --live-job-seconds N    a job that wrote here within N seconds is live: DROP_JOB of it is\n"
+            "                          refused unless forced (the chief's own drops, zdist ps drop --force);\n"
+            "                          0: every drop is done (default 60)\n"
             "  --checkpoint-root DIR   SAVE and RESTORE may name directories under DIR only (absolute, no\n"
             "                          '..', no symbolic link out); repeatable, also $ZDIST_CHECKPOINT_ROOTS\n"
             "                          (colon-separated). None given: anywhere this user may write (a warning)\n"
@@ -66,6 +69,19 @@ s_add_root(const char *dir, const char *what, psd_server_config_t *config)
     return 0;
 }
 
+/* --live-job-seconds N: 0..86400 (0: no job is live). */
+static int
+s_live_seconds(const char *text, psd_server_config_t *config)
+{
+    int64_t v;
+    if (zdist_parse_int64(text, 0, 86400, &v) < 0) {
+        fprintf(stderr, "zdist-psd: --live-job-seconds must be a number of seconds in 0..86400, got '%s'\n", text);
+        return 2;
+    }
+    config->live_job_ms = v * 1000;
+    return 0;
+}
+
 /* psd's own options (the shared ones: zdist/daemon_options.h). */
 static int
 s_option(void *arg, int opt, const char *value)
@@ -94,6 +110,8 @@ s_option(void *arg, int opt, const char *value)
         }
         config->max_bytes = (uint64_t) v;
         return 0;
+    case 'L':
+        return s_live_seconds(value, config);
     default: /* 'R' */
         return s_add_root(value, "--checkpoint-root", config);
     }
@@ -107,11 +125,13 @@ main(int argc, char **argv)
         {"max-variables", required_argument, NULL, 'v'},
         {"max-bytes", required_argument, NULL, 'B'},
         {"checkpoint-root", required_argument, NULL, 'R'},
+        {"live-job-seconds", required_argument, NULL, 'L'},
         {0},
     };
     psd_server_config_t config = {0};
     zdist_wire_limits_default(&config.limits);
     config.max_tensor_bytes = (size_t) 256 << 20;
+    config.live_job_ms = 60000;
     zdist_daemon_options_t opts = {.ident = "zdist-psd", .usage = s_usage};
     int rc = zdist_daemon_options_parse(&opts, argc, argv, longopts, s_option, &config);
     if (rc != ZDIST_DAEMON_OPTIONS_RUN)

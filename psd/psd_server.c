@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "psd_ckpt.h"
+#include "psd_live.h"
 #include "psd_server.h"
 #include "zdist/prom.h"
 #include "psd_store.h"
@@ -21,6 +22,7 @@
 typedef struct {
     psd_server_config_t config;
     psd_store_t *store;
+    psd_live_t *live; /* each job's last write: DROP_JOB refuses a live one */
     zdist_rpc_server_t *rpc;
     int64_t started_ms;
 } self_t;
@@ -287,6 +289,7 @@ s_write(zdist_rpc_call_t *call, void *state)
     int rc = psd_shard_write(shard, &w, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
+    psd_live_touch(self->live, req->name, zdist_clock_now_ms());
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), rc == PSD_DUPLICATE, psd_shard_step(shard));
 }
 
@@ -365,6 +368,8 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
         const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
         rc = s_reply_shard(self, call, it->name, shards[i], spec->row_offset, PSD_WHOLE_SHARD, spec->rows);
     }
+    if (rc == 0 && n > 0)
+        psd_live_touch(self->live, req->items[0].name, zdist_clock_now_ms()); /* one job per step */
     if (rc == 0)
         rc = zdist_ps_reply_set_push_pull(zdist_rpc_call_reply(call), n, dup, step);
     free(shards);
@@ -502,6 +507,23 @@ s_set_optimizer(zdist_rpc_call_t *call, void *state)
     return zdist_ps_reply_set_write(zdist_rpc_call_reply(call), false, 0);
 }
 
+/* A job that wrote here within --live-job-seconds is still training:
+   dropping its variables would fail it (or, restored from its checkpoint,
+   lose the steps since), so only the chief's word that it ended or the
+   operator's --force drops it. 0, or refused FAILED_PRECONDITION. */
+static int
+s_drop_check_live(self_t *self, zdist_rpc_call_t *call, const zdist_ps_drop_job_t *req)
+{
+    int64_t idle = psd_live_idle_ms(self->live, req->job, zdist_clock_now_ms());
+    if (req->force || self->config.live_job_ms <= 0 || idle < 0 || idle >= self->config.live_job_ms)
+        return 0;
+    int rc = zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION,
+                      "drop_job: job '%s' is live here: it wrote %.1f s ago (within zdist-psd --live-job-seconds "
+                      "%lld); cancel it first (zdist cancel %s), or drop it anyway with --force", req->job,
+                      (double) idle / 1000, (long long) (self->config.live_job_ms / 1000), req->job);
+    return rc < 0 ? rc : -EAGAIN;
+}
+
 /* A job's variables go once it has ended (the coordinator, after its final
    checkpoint): every shard of its namespace, slots, exactly-once tables and
    its optimizer. Their bytes count back toward --max-bytes at once (every
@@ -511,6 +533,10 @@ s_drop_job(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_ps_drop_job_t *req = zdist_rpc_call_body(call);
+    int live = s_drop_check_live(self, call, req);
+    if (live < 0)
+        return live;
+    psd_live_forget(self->live, req->job);
     uint64_t bytes = 0;
     int n = psd_store_drop_job(self->store, req->job, &bytes);
     if (n < 0)
@@ -644,6 +670,7 @@ psd_server_actor(zsock_t *pipe, void *args)
     zsock_signal(pipe, 0);
 
     self.store = psd_store_new();
+    self.live = psd_live_new();
     zdist_rpc_server_options_t opts;
     zdist_rpc_server_options_default(&opts);
     opts.role = "ps";
@@ -654,11 +681,12 @@ psd_server_actor(zsock_t *pipe, void *args)
         opts.max_connections_per_peer = self.config.max_connections_per_peer;
     opts.log = zdist_daemon_rpc_log;
     zdist_error_t err = {0};
-    if (self.store)
+    if (self.store && self.live)
         self.rpc = zdist_rpc_server_new(self.config.endpoint, s_methods, S_NMETHODS, &self, &opts, &err);
     if (!self.rpc) {
         zstr_sendf(pipe, "ERROR %s", self.store ? err.text : "out of memory");
         psd_store_destroy(&self.store);
+        psd_live_destroy(&self.live);
         return;
     }
     zloop_t *loop = zloop_new();
@@ -670,6 +698,7 @@ psd_server_actor(zsock_t *pipe, void *args)
         zloop_destroy(&loop);
         zdist_rpc_server_destroy(&self.rpc);
         psd_store_destroy(&self.store);
+        psd_live_destroy(&self.live);
         return;
     }
     zstr_sendf(pipe, "READY %s", zdist_rpc_server_endpoint(self.rpc));
@@ -679,4 +708,5 @@ psd_server_actor(zsock_t *pipe, void *args)
     zloop_destroy(&loop);
     zdist_rpc_server_destroy(&self.rpc);
     psd_store_destroy(&self.store);
+    psd_live_destroy(&self.live);
 }

@@ -28,6 +28,10 @@ typedef struct {
     int num_ckpt_roots;
     size_t max_calls_per_peer; /* calls answered later in flight per peer (0: ZDIST_RPC_MAX_CALLS_PER_PEER) */
     size_t max_connections_per_peer; /* 0: ZDIST_RPC_MAX_CONNECTIONS_PER_PEER */
+    /* --live-job-seconds: a job that wrote here within it is live, and a
+       DROP_JOB of it is refused FAILED_PRECONDITION unless forced (0: no
+       job is, every drop is done). */
+    int64_t live_job_ms;
 } psd_server_config_t;
 
 /* zactor_new (psd_server_actor, &config): config is copied at start. After

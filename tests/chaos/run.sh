@@ -314,7 +314,7 @@ else
     WORKER_LOST="job $JOB: (step [0-9]+ failed|waiting for [0-9]+ lost worker)"
 fi
 RING_BACK="job $JOB: [0-9]+ workers in the ring, restored from the checkpoint at step"
-CHIEF_BACK="job $JOB \('chaos'\) was running at step [0-9]+: resuming it"
+CHIEF_BACK="job $JOB \('chaos'\) was running, its last checkpoint at step [0-9]+: resuming it"
 # A psd frozen or cut off: a worker's step fails on it or (past the closure
 # deadline first) the workers waiting on it are lost, or the chief's
 # checkpoint meets it.

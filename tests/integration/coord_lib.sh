@@ -14,13 +14,13 @@ PY
     CLUSTER=$ZD_TMP/cluster.json
 }
 
-# psds keep checkpoints only under the test's directory, where the chief's --state-dir is.
+# psds and the chief keep checkpoints only under the test's directory, where the chief's --state-dir is.
 coord_start_ps() { zd_start "ps$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$1" --checkpoint-root "$ZD_TMP"; }
 coord_start_worker() { zd_start "worker$1" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$1"; }
 # COORD_CHIEF_ARGS: more options for the chief (e.g. --keep-variables, to inspect the psds after a job).
 coord_start_chief() {
     # shellcheck disable=SC2086 # options, split on purpose
-    zd_start "${1:-chief}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+    zd_start "${1:-chief}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" --checkpoint-root "$ZD_TMP" \
         ${COORD_CHIEF_ARGS:-}
 }
 

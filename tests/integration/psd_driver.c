@@ -1283,13 +1283,13 @@ s_drop(const char *addr)
               (unsigned long long) st->shards, (unsigned long long) st->value_bytes);
     zdist_ps_stats_destroy(&st);
     OK(zdist_ps_client_create(c, &third, NULL, &s_err)); /* j1's bytes counted back */
-    OK(zdist_ps_client_drop_job(c, "j1", &shards, &bytes, &s_err));
+    OK(zdist_ps_client_drop_job(c, "j1", false, &shards, &bytes, &s_err));
     CHECK(shards == 0 && bytes == 0, "a second drop of j1: %llu shards", (unsigned long long) shards);
-    OK(zdist_ps_client_drop_job(c, "never-here", &shards, NULL, &s_err));
+    OK(zdist_ps_client_drop_job(c, "never-here", false, &shards, NULL, &s_err));
     CHECK(shards == 0, "an unknown job dropped %llu shards", (unsigned long long) shards);
-    EXPECT(-EINVAL, "drop_job: job is empty; name the job", zdist_ps_client_drop_job(c, "", NULL, NULL, &s_err));
+    EXPECT(-EINVAL, "drop_job: job is empty; name the job", zdist_ps_client_drop_job(c, "", false, NULL, NULL, &s_err));
     printf("empty job refused: %s\n", s_err.text);
-    EXPECT(-EINVAL, "job 'j2/w': byte 2 is not one of", zdist_ps_client_drop_job(c, "j2/w", NULL, NULL, &s_err));
+    EXPECT(-EINVAL, "job 'j2/w': byte 2 is not one of", zdist_ps_client_drop_job(c, "j2/w", false, NULL, NULL, &s_err));
     OK(s_pull(c, "j2/w", 0, -1, DROP_ROWS, DROP_COLS, got));
     zdist_ps_client_destroy(&c);
     if (!s_failures)
@@ -1366,7 +1366,7 @@ s_auth(const char *addr, bool allowed)
         CHECK(got[0] != 0.0f, "sec[0] still 0 after a push");
         s_ok("auth: this key creates and pushes");
         /* Only the chief ends jobs: a worker's key may not drop one's variables. */
-        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", NULL, NULL, &s_err));
+        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", false, NULL, NULL, &s_err));
         printf("drop_job refused: %s\n", s_err.text);
     } else {
         OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, before)); /* reads are open */
@@ -1375,7 +1375,7 @@ s_auth(const char *addr, bool allowed)
         printf("create refused: %s\n", s_err.text);
         EXPECT(-EACCES, "", zdist_ps_client_push(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
         EXPECT(-EACCES, "", zdist_ps_client_assign(c, "sec", 0, 0, SEC_ROWS, &t, NULL, &s_err));
-        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", NULL, NULL, &s_err));
+        EXPECT(-EACCES, "", zdist_ps_client_drop_job(c, "j1", false, NULL, NULL, &s_err));
         OK(s_pull(c, "sec", 0, 0, SEC_ROWS, SEC_COLS, got));
         CHECK(memcmp(got, before, sizeof got) == 0, "a refused write changed 'sec'");
         memset(&s_err, 0, sizeof s_err);

@@ -24,7 +24,7 @@ PY
 mkdir -p "$ZD_TMP/state"
 for i in 0 1; do coord_start_ps "$i"; done
 for i in 0 1; do coord_start_worker "$i"; done
-zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+zd_start chief "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" --checkpoint-root "$ZD_TMP" \
     --max-running-jobs 2
 for i in 0 1; do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; done
 for i in 0 1; do zd_wait_log "worker$i" "serving at" 60; done
@@ -205,7 +205,7 @@ zd_stop chief TERM
 for J in "$L1" "$L2"; do
     grep -qE "job $J: checkpoint at step [1-9][0-9]*" "$ZD_TMP/chief.log" || zd_fail "job $J: no checkpoint at the stop"
 done
-zd_start chief2 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" \
+zd_start chief2 "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$ZD_TMP/state" --checkpoint-root "$ZD_TMP" \
     --max-running-jobs 2
 zd_wait_log chief2 "chief serving at" 60
 for J in "$L1" "$L2"; do

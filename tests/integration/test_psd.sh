@@ -147,7 +147,7 @@ grep -q "psd --max-variables 3" "$ZD_TMP/ps6.log" || zd_fail "ps6 did not log th
 zd_stop ps6
 zd_ok "variables and bytes per psd: --max-variables, --max-bytes"
 PS8=127.0.0.1:$(zd_free_port)
-zd_start ps8 "$ZDIST_PSD_BIN" --bind "tcp://$PS8" --max-bytes 300000
+zd_start ps8 "$ZDIST_PSD_BIN" --bind "tcp://$PS8" --max-bytes 300000 --live-job-seconds 0
 zd_wait_psd ps8 "$PS8"
 "$D" drop "$PS8"
 grep -q "dropped job j1: 2 shards, 131328 bytes" "$ZD_TMP/ps8.log" || zd_fail "ps8 did not log the drop: $(grep drop "$ZD_TMP/ps8.log")"

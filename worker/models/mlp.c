@@ -49,19 +49,9 @@ model_dense_init(const char *model, bool hidden_allowed, const char *params_json
     if (hidden) {
         size_t i;
         json_t *h;
-        if (!json_is_array(hidden) || json_array_size(hidden) > MODEL_DENSE_MAX_LAYERS - 1) {
-            zdist_error_set(err, -EINVAL, "model.params.hidden: %s needs a list of at most %d layer widths, "
-                            "e.g. [256, 128]", model, MODEL_DENSE_MAX_LAYERS - 1);
-            goto fail;
-        }
-        json_array_foreach(hidden, i, h) {
-            if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 65536) {
-                zdist_error_set(err, -EINVAL, "model.params.hidden[%zu]: a layer width is an integer in 1..65536",
-                                i);
-                goto fail;
-            }
+        /* Checked by model_params_parse (zdist_model_params_check). */
+        json_array_foreach(hidden, i, h)
             s->sizes[++nh] = json_integer_value(h);
-        }
     } else if (hidden_allowed) {
         s->sizes[++nh] = 256;
         s->sizes[++nh] = 128;

@@ -3,11 +3,17 @@
 #include <string.h>
 
 #include "models.h"
+#include "zdist/model_spec.h"
 
 int
 model_params_parse(const char *model, const char *params_json, const char *const *allowed, json_t **ret,
                    zdist_error_t *err)
 {
+    /* The built-in models' fields and ranges are libzdist's, which the
+       coordinator applies at submit too. */
+    int rc = zdist_model_params_check(model, params_json, err);
+    if (rc < 0)
+        return rc;
     json_error_t jerr;
     json_t *p = json_loads(params_json ? params_json : "{}", JSON_REJECT_DUPLICATES, &jerr);
     if (!p)

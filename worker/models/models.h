@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "zdist/error.h"
+#include "zdist/model_spec.h"
 #include "zdist/step.h"
 
 extern const zdist_model_t worker_model_linear_regression;
@@ -32,7 +33,7 @@ int model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax
    cross-entropy on int32 class labels. */
-#define MODEL_DENSE_MAX_LAYERS 16
+#define MODEL_DENSE_MAX_LAYERS (ZDIST_MODEL_MAX_HIDDEN + 1)
 typedef struct {
     const char *model; /* registry name, for messages */
     int nlayers;       /* hidden layers + 1 */

@@ -67,8 +67,21 @@ ZDIST_EXPORT unsigned zdist_keys_role_of(const char *name);
    "ps-0"), so a client that connects by endpoint finds the server's key. */
 ZDIST_EXPORT int zdist_keys_learn_cluster(zdist_keys_t *self, const zdist_cluster_t *cluster);
 ZDIST_EXPORT int zdist_keys_add_endpoint(zdist_keys_t *self, const char *endpoint, const char *name);
-/* The certificate name serving `endpoint`; NULL when not learned. */
+/* The certificate name serving `endpoint`: learned (the cluster, the key
+   directory's `servers` file, zdist_keys_add_endpoint), else the default
+   server (zdist_keys_set_default_server); NULL when neither. */
 ZDIST_EXPORT const char *zdist_keys_name_at(const zdist_keys_t *self, const char *endpoint);
+/* The certificate a client trusts at an endpoint it has not learned (the
+   CLI's --server-key NAME: a command given an address without TF_CONFIG).
+   -EINVAL for a bad name, -ENOENT (err naming the file) when DIR/NAME.key
+   is missing. */
+ZDIST_EXPORT int zdist_keys_set_default_server(zdist_keys_t *self, const char *name, zdist_error_t *err);
+
+/* zdist_keys_load also reads DIR/servers when there: one "HOST:PORT NAME"
+   (or "tcp://HOST:PORT NAME") per line, '#' comments, so a command given
+   an address finds its server's key without TF_CONFIG. A malformed line is
+   -EINVAL naming the file and line. */
+#define ZDIST_KEYS_SERVERS_FILE "servers"
 
 /* Makes a libzmq socket a CURVE server with this process's certificate,
    starting the ZAP handler of the socket's context `zmq_ctx` (NULL: czmq's)

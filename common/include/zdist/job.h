@@ -101,9 +101,18 @@ typedef struct {
    errors; -ENOENT when the file cannot be read. *ret is zeroed first and
    released on error. */
 ZDIST_EXPORT int zdist_job_load(const char *path, zdist_job_t *ret, zdist_error_t *err);
-/* The same from JSON text; base_dir resolves relative paths (NULL: as given). */
+/* The same from JSON text; base_dir resolves relative paths (NULL: as given).
+   The text first passes zdist_job_check_size. */
 ZDIST_EXPORT int zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *ret, zdist_error_t *err);
 ZDIST_EXPORT void zdist_job_release(zdist_job_t *job);
+/* A job document's size in JSON values, scanned before a tree is built (a
+   peer's 16 MiB of "[1,1,..." would take hundreds of MiB as one): at most
+   ZDIST_JOB_MAX_ENTRIES in one list or object, ZDIST_JOB_MAX_VALUES in
+   all. -EINVAL naming the field ("model.params.hidden: more than 65536
+   entries; ..."). */
+#define ZDIST_JOB_MAX_ENTRIES 65536
+#define ZDIST_JOB_MAX_VALUES 262144
+ZDIST_EXPORT int zdist_job_check_size(const char *text, zdist_error_t *err);
 /* A deep copy of a valid job into *ret (zeroed first, released on error):
    0, or -ENOMEM / -EINVAL with err. */
 ZDIST_EXPORT int zdist_job_copy(const zdist_job_t *src, zdist_job_t *ret, zdist_error_t *err);
@@ -129,6 +138,15 @@ ZDIST_EXPORT int zdist_job_check_logical_devices(int num_replicas, int logical_d
    '/etc/shadow' is outside the data roots (--data-root /srv/data); ..."),
    -ENOENT when a path under a root does not resolve, -ENOMEM. */
 ZDIST_EXPORT int zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err);
+/* Confines checkpoint.dir (when set) to the directories `roots` (n, absolute
+   and canonical): absolute, no "..", at or under a root as written, and
+   still so once resolved: the realpath of its nearest existing ancestor
+   plus the rest as written, so nothing is created through a symbolic link
+   out of the roots. Call before creating any of it. n == 0 admits any
+   directory. 0, or -EACCES with err naming checkpoint.dir, the roots and
+   the flag (--checkpoint-root). */
+ZDIST_EXPORT int zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, size_t n,
+                                              zdist_error_t *err);
 /* Loads the job's train (test = false) or test set, sharded for ictx (may
    be NULL: one pipeline) by `policy`. With dataset.pipelines the train set
    is pipeline ictx->input_pipeline_id's files, unsharded (applied OFF):

@@ -144,6 +144,18 @@ ZDIST_EXPORT int zdist_model_spec_check_devices(const zdist_model_spec_t *spec, 
    free. -ENOMEM. */
 ZDIST_EXPORT int zdist_model_spec_summary(const zdist_model_spec_t *spec, const char *model_name, char **ret_text);
 
+/* The params of the built-in dense and sparse models (linear_regression,
+   softmax_regression, mlp: "hidden" at most ZDIST_MODEL_MAX_HIDDEN widths
+   in 1..ZDIST_MODEL_MAX_WIDTH, "num_classes"; sparse_logreg: "dim"),
+   strictly, as the worker takes them: the coordinator refuses at submit
+   what a worker would refuse at START_JOB. params_json: the job's
+   model.params text (NULL: "{}"). Any other model name: 0 (sequential's
+   layers are zdist_model_spec_parse's; a plugin checks its own). -EINVAL
+   with err naming the field ("model.params.hidden[0]: ..."). */
+#define ZDIST_MODEL_MAX_HIDDEN 15
+#define ZDIST_MODEL_MAX_WIDTH 65536
+ZDIST_EXPORT int zdist_model_params_check(const char *model, const char *params_json, zdist_error_t *err);
+
 /* "relu" ... ; "linear" for ZDIST_ACT_LINEAR. */
 ZDIST_EXPORT const char *zdist_activation_name(zdist_activation_t act);
 ZDIST_EXPORT const char *zdist_loss_name(zdist_loss_t loss);

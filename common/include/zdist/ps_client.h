@@ -227,9 +227,12 @@ ZDIST_EXPORT int zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, cons
    optimizer slots and exactly-once tables: what the coordinator does once a
    job has ended. A job the psd does not hold is 0 shards, not an error.
    Under CURVE only the chief's key may (PERMISSION_DENIED otherwise).
+   A job the psd saw write within its --live-job-seconds is refused
+   FAILED_PRECONDITION (-EBUSY, err saying when it wrote) unless force:
+   the chief's word that the job ended, or the operator's --force.
    ret_shards and ret_bytes (values and slots freed) may be NULL. */
-ZDIST_EXPORT int zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, uint64_t *ret_shards,
-                                          uint64_t *ret_bytes, zdist_error_t *err);
+ZDIST_EXPORT int zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, bool force,
+                                          uint64_t *ret_shards, uint64_t *ret_bytes, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

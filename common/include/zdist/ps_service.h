@@ -187,6 +187,7 @@ typedef struct {
    not hold drops nothing. job names one job: never NULL or "". */
 typedef struct {
     const char *job;
+    bool force; /* even a job the psd saw write lately (the chief's word that it ended, or --force) */
 } zdist_ps_drop_job_t;
 
 /* Any request: `method` says which member holds it. set_optimizer's is a

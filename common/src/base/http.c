@@ -16,6 +16,16 @@
 #include "zdist/prom.h"
 
 #define S_WAIT_MS 10000 /* a request the daemon's loop has not answered by then: 503 */
+/* A client that sends half a request and waits must not take the server
+   from others: each address holds at most S_PER_ADDRESS connections (the
+   rest are refused at accept and counted), out of S_MAX_CONNECTIONS, so
+   other addresses always find room; a connection idle S_TIMEOUT_S (its
+   headers unfinished) is closed. libmicrohttpd's own per-IP limit refuses
+   before any callback sees the connection, so it could not be counted:
+   the accept policy below keeps the count. */
+#define S_PER_ADDRESS 16
+#define S_MAX_CONNECTIONS 512
+#define S_TIMEOUT_S 3
 
 struct zdist_http_t {
     struct MHD_Daemon *mhd;
@@ -30,6 +40,12 @@ struct zdist_http_t {
     uint64_t seq; /* the MHD thread's */
     bool loopback;
     char url[128];
+    /* The MHD thread's: open connections per address (all of them fit). */
+    struct {
+        struct sockaddr_storage addr;
+        unsigned open;
+    } peers[S_MAX_CONNECTIONS];
+    atomic_uint_fast64_t refused; /* read by the loop for /metrics */
 };
 
 int
@@ -74,6 +90,57 @@ zdist_http_parse_addr(const char *addr, char *host, size_t host_size, int *ret_p
 }
 
 /* ---- the MHD thread ---- */
+
+static bool
+s_same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+    if (a->sa_family != b->ss_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *) a)->sin_addr.s_addr == ((const struct sockaddr_in *) b)->sin_addr.s_addr;
+    return a->sa_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *) a)->sin6_addr,
+                                              &((const struct sockaddr_in6 *) b)->sin6_addr, 16) == 0;
+}
+
+/* An address's slot (or a free one when add), NULL when none. */
+static unsigned *
+s_peer(zdist_http_t *self, const struct sockaddr *addr, bool add)
+{
+    for (size_t i = 0; i < S_MAX_CONNECTIONS; i++)
+        if (self->peers[i].open > 0 && s_same_host(addr, &self->peers[i].addr))
+            return &self->peers[i].open;
+    for (size_t i = 0; add && i < S_MAX_CONNECTIONS; i++)
+        if (self->peers[i].open == 0) {
+            memcpy(&self->peers[i].addr, addr,
+                   addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+            return &self->peers[i].open;
+        }
+    return NULL;
+}
+
+static enum MHD_Result
+s_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void) addrlen;
+    zdist_http_t *self = cls;
+    unsigned *open = s_peer(self, addr, true);
+    if (!open || *open >= S_PER_ADDRESS) {
+        atomic_fetch_add(&self->refused, 1);
+        return MHD_NO;
+    }
+    ++*open;
+    return MHD_YES;
+}
+
+static void
+s_notify(void *cls, struct MHD_Connection *conn, void **socket_context, enum MHD_ConnectionNotificationCode toe)
+{
+    (void) socket_context;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    unsigned *open = toe == MHD_CONNECTION_NOTIFY_CLOSED && info ? s_peer(cls, info->client_addr, false) : NULL;
+    if (open && *open > 0)
+        --*open;
+}
 
 static enum MHD_Result
 s_queue(struct MHD_Connection *conn, int status, const char *ctype, char *body, size_t len)
@@ -159,6 +226,27 @@ s_access(void *cls, struct MHD_Connection *conn, const char *url, const char *me
 
 /* ---- the loop's side ---- */
 
+/* Every daemon's /metrics also counts the HTTP connections refused. */
+static void
+s_metrics_append(zdist_http_t *self, zdist_http_reply_t *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return;
+    zdist_prom_family(f, "zdist_http_refused_connections_total", "counter",
+                      "HTTP connections refused at accept: past the per-address limit (16) or the total (512).");
+    zdist_prom_sample_v(f, "zdist_http_refused_connections_total", NULL, 0, (double) atomic_load(&self->refused));
+    char *grown = fclose(f) == 0 ? realloc(r->body, r->len + len + 1) : NULL;
+    if (grown) {
+        memcpy(grown + r->len, text, len + 1);
+        r->body = grown;
+        r->len += len;
+    }
+    free(text);
+}
+
 static void
 s_answer(zdist_http_t *self)
 {
@@ -174,6 +262,8 @@ s_answer(zdist_http_t *self)
         *q = '\0';
     zdist_http_reply_t r = {200, NULL, NULL, 0};
     self->fn(self->arg, path, &r);
+    if (r.content_type && strcmp(r.content_type, ZDIST_PROM_CONTENT_TYPE) == 0)
+        s_metrics_append(self, &r);
     char status[16];
     snprintf(status, sizeof status, "%d", r.status ? r.status : 200);
     zmsg_t *m = zmsg_new();
@@ -262,9 +352,10 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
     zsock_set_sndtimeo(self->front, 1000);
     zsock_set_sndtimeo(self->back, 1000);
     self->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0), 0,
-                                 NULL, NULL, s_access, self, MHD_OPTION_LISTEN_SOCKET, self->fd,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned) 64, MHD_OPTION_END);
+                                 s_accept, self, s_access, self, MHD_OPTION_LISTEN_SOCKET, self->fd,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+                                 (unsigned) S_MAX_CONNECTIONS, MHD_OPTION_NOTIFY_CONNECTION, s_notify, self,
+                                 MHD_OPTION_END);
     if (!self->mhd) {
         zloop_poller_end(loop, &self->item);
         zdist_error_set(err, -EIO, "--http %s: libmicrohttpd did not start", addr);

@@ -460,10 +460,10 @@ zdist_ps_client_restore_job(zdist_ps_client_t *self, const char *dir, const char
 }
 
 int
-zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, uint64_t *ret_shards, uint64_t *ret_bytes,
-                         zdist_error_t *err)
+zdist_ps_client_drop_job(zdist_ps_client_t *self, const char *job, bool force, uint64_t *ret_shards,
+                         uint64_t *ret_bytes, zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_DROP_JOB, .drop_job = {job}};
+    zdist_ps_request_t req = {.method = ZDIST_PS_DROP_JOB, .drop_job = {job, force}};
     zdist_msg_t *reply = NULL;
     int rc = s_call(self, &req, &reply, err);
     if (rc == 0)

@@ -528,6 +528,9 @@ int
 zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
     memset(job, 0, sizeof *job);
+    int rc = zdist_job_check_size(text, err);
+    if (rc < 0)
+        return rc;
     json_error_t jerr;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -538,7 +541,7 @@ zdist_job_parse(const char *text, const char *base_dir, zdist_job_t *job, zdist_
         }
         return -EINVAL;
     }
-    int rc = -EINVAL;
+    rc = -EINVAL;
     if (!json_is_object(root)) {
         zdist_error_set(err, -EINVAL, "a job is a JSON object { \"name\": ..., \"model\": ..., ... }");
         goto out;

@@ -1,4 +1,4 @@
-/* job_confine: a job's dataset files held to the operator's data roots (no "..", no symlink out, nothing elsewhere). */
+/* job_confine: a job's dataset files and checkpoint.dir held to the operator's roots (no "..", no symlink out). */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -10,13 +10,25 @@
 #include "zdist/job.h"
 
 static void
-s_roots_text(const char *const *roots, size_t n, char *buf, size_t size)
+s_roots_text(const char *flag, const char *const *roots, size_t n, char *buf, size_t size)
 {
     buf[0] = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s--data-root %s", i ? ", " : "", roots[i]);
+        snprintf(buf + len, size - len, "%s%s %s", i ? ", " : "", flag, roots[i]);
     }
+}
+
+static bool s_at_or_under(const char *path, const char *root);
+
+/* path under one of the roots (or one of them itself, with or_root). */
+static bool
+s_in_roots(const char *path, const char *const *roots, size_t n, bool or_root)
+{
+    for (size_t i = 0; i < n; i++)
+        if (or_root ? s_at_or_under(path, roots[i]) : zdist_path_under(path, roots[i]))
+            return true;
+    return false;
 }
 
 static int
@@ -25,7 +37,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
     if (!*path)
         return 0;
     char rtext[1024];
-    s_roots_text(roots, n, rtext, sizeof rtext);
+    s_roots_text("--data-root", roots, n, rtext, sizeof rtext);
     if (n == 0)
         snprintf(rtext, sizeof rtext, "none: this worker reads no data files, only synthetic data");
     const char *p = *path;
@@ -37,10 +49,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' contains '..'; name the file under the data roots (%s) without '..'",
                                field, p, rtext);
-    bool inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = zdist_path_under(p, roots[i]);
-    if (!inside)
+    if (!s_in_roots(p, roots, n, false))
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' is outside the data roots (%s); copy the data under one of them or ask "
                                "the operator to add a root", field, p, rtext);
@@ -50,10 +59,7 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
         return zdist_error_set(err, e == ENOENT || e == ENOTDIR ? -ENOENT : -EACCES, "%s: '%.200s': %s", field, p,
                                strerror(e));
     }
-    inside = false;
-    for (size_t i = 0; i < n && !inside; i++)
-        inside = zdist_path_under(real, roots[i]);
-    if (!inside)
+    if (!s_in_roots(real, roots, n, false))
         return zdist_error_set(err, -EACCES,
                                "%s: '%.200s' resolves to '%.200s' (a symbolic link), outside the data roots (%s); "
                                "name a file that is under one of them", field, p, real, rtext);
@@ -89,6 +95,146 @@ zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdi
             (rc = s_confine(&job->pipelines[i].labels, field[1], roots, n, err)) < 0 ||
             (rc = s_confine(&job->pipelines[i].path, field[2], roots, n, err)) < 0)
             return rc;
+    }
+    return 0;
+}
+
+/* path (absolute, without "..") under root or root itself. */
+static bool
+s_at_or_under(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    if (strncmp(path, root, n) == 0) {
+        const char *rest = path + n;
+        while (*rest == '/')
+            rest++;
+        if (*rest == 0)
+            return true;
+    }
+    return zdist_path_under(path, root);
+}
+
+/* The resolved form of a directory that may not exist yet: realpath of its
+   nearest existing ancestor, then the components below it as written, so a
+   symbolic link anywhere on the way is followed before anything is made. */
+static int
+s_resolve_ahead(const char *dir, char *out, size_t size)
+{
+    char head[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", dir) >= (int) sizeof head)
+        return -ENAMETOOLONG;
+    size_t len = strlen(head);
+    for (;;) {
+        char real[PATH_MAX];
+        if (realpath(head, real)) {
+            const char *tail = dir + len; /* "" or "/rest" */
+            bool root = strcmp(real, "/") == 0 && *tail;
+            return snprintf(out, size, "%s%s", root ? "" : real, tail) < (int) size ? 0 : -ENAMETOOLONG;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return -errno;
+        char *slash = strrchr(head, '/');
+        if (!slash || slash == head)
+            return -ENOENT;
+        *slash = 0;
+        len = (size_t) (slash - head);
+    }
+}
+
+int
+zdist_job_confine_checkpoint(const zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err)
+{
+    const char *dir = job->ckpt_dir;
+    if (!dir || n == 0)
+        return 0;
+    char rtext[1200];
+    s_roots_text("--checkpoint-root", roots, n, rtext, sizeof rtext);
+    if (dir[0] != '/' || zdist_path_has_dotdot(dir))
+        return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' must be an absolute directory without '..' "
+                               "under the coordinator's checkpoint roots (%s)", dir, rtext);
+    if (!s_in_roots(dir, roots, n, true))
+        return zdist_error_set(err, -EACCES,
+                               "checkpoint.dir: '%.200s' is outside the coordinator's checkpoint roots (%s); "
+                               "checkpoint under one of them, or ask the operator to add a root "
+                               "(zdist-coordinator --checkpoint-root DIR, and the psds' too)", dir, rtext);
+    char real[PATH_MAX];
+    int rc = s_resolve_ahead(dir, real, sizeof real);
+    if (rc < 0)
+        return zdist_error_set(err, -EACCES, "checkpoint.dir: '%.200s' does not resolve: %s", dir, strerror(-rc));
+    if (!s_in_roots(real, roots, n, true))
+        return zdist_error_set(err, -EACCES,
+                               "checkpoint.dir: '%.200s' resolves to '%.200s' (a symbolic link), outside the "
+                               "coordinator's checkpoint roots (%s); name a directory under one of them "
+                               "(zdist-coordinator --checkpoint-root DIR)", dir, real, rtext);
+    return 0;
+}
+
+/* ---- the document's size in values, before jansson builds its tree ---- */
+
+#define S_SCAN_DEPTH 32
+
+typedef struct {
+    bool object;
+    size_t count;  /* elements so far, less one */
+    char key[64];  /* an object's current key */
+} s_level_t;
+
+/* The field a container at `depth` is, as the job's messages name fields
+   ("model.params.hidden"). */
+static void
+s_scan_path(const s_level_t *levels, int depth, char *out, size_t size)
+{
+    out[0] = 0;
+    for (int i = 0; i < depth && i < S_SCAN_DEPTH; i++) {
+        size_t len = strlen(out);
+        if (levels[i].object)
+            snprintf(out + len, size - len, "%s%s", len ? "." : "", levels[i].key);
+        else
+            snprintf(out + len, size - len, "[%zu]", levels[i].count);
+    }
+}
+
+int
+zdist_job_check_size(const char *text, zdist_error_t *err)
+{
+    s_level_t levels[S_SCAN_DEPTH];
+    int depth = 0;
+    size_t total = 0;
+    bool want_key = false;
+    for (const char *p = text; *p; p++) {
+        s_level_t *top = depth > 0 && depth <= S_SCAN_DEPTH ? &levels[depth - 1] : NULL;
+        if (*p == '"') {
+            const char *start = ++p;
+            while (*p && *p != '"')
+                p += p[0] == '\\' && p[1] ? 2 : 1;
+            if (want_key && top)
+                snprintf(top->key, sizeof top->key, "%.*s", (int) (p - start < 63 ? p - start : 63), start);
+            want_key = false;
+            if (!*p)
+                break;
+        } else if (*p == '{' || *p == '[') {
+            if (depth < S_SCAN_DEPTH)
+                levels[depth] = (s_level_t){.object = *p == '{'};
+            depth++;
+            want_key = *p == '{';
+        } else if (*p == '}' || *p == ']') {
+            depth -= depth > 0;
+        } else if (*p == ',') {
+            total++;
+            want_key = top && top->object;
+            if (top && ++top->count >= ZDIST_JOB_MAX_ENTRIES) {
+                char path[512];
+                s_scan_path(levels, depth - 1, path, sizeof path);
+                return zdist_error_set(err, -EINVAL, "%s: more than %d %s; no job field takes that many",
+                                       path[0] ? path : "the job", ZDIST_JOB_MAX_ENTRIES,
+                                       top->object ? "fields" : "entries");
+            }
+            if (total >= ZDIST_JOB_MAX_VALUES)
+                return zdist_error_set(err, -EINVAL, "the job: more than %d JSON values; no job needs that many",
+                                       ZDIST_JOB_MAX_VALUES);
+        }
     }
     return 0;
 }

@@ -242,6 +242,13 @@ s_on_watch(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return 0;
 }
 
+static int
+s_on_sweep(zloop_t *loop, int timer_id, void *arg)
+{
+    (void) timer_id;
+    return s_on_watch(loop, NULL, arg);
+}
+
 /* Fed from the event loop itself, so a wedged loop (not just a dead
    process) gets the daemon restarted. */
 static int
@@ -285,7 +292,8 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
     zmq_pollitem_t on_pipe = s_fd_item(zsock_resolve(pipe));
     zmq_pollitem_t item = s_fd_item(zdist_rpc_server_socket(rpc));
     /* Connections come and go without requests: a plain one past its
-       peer's limit is closed when accepted, not at its first request. */
+       peer's limit is refused when accepted, not at its first request,
+       and shut down a second later (the timer: when no other event comes). */
     zmq_pollitem_t watch = s_fd_item(zdist_rpc_server_monitor_socket(rpc));
     if (on_pipe.fd < 0 || item.fd < 0) {
         zsys_error("cannot poll the actor's sockets: %s", zmq_strerror(zmq_errno()));
@@ -294,9 +302,11 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
     zloop_poller(loop, &on_pipe, s_on_pipe, &serve);
     /* Before the ROUTER, so a wake-up learns of new connections before it
        reads their requests, and dispatch need not read the monitor. */
+    int sweep = -1;
     if (watch.fd >= 0) {
         zloop_poller(loop, &watch, s_on_watch, &serve);
         zdist_rpc_server_set_monitor_polled(rpc, true);
+        sweep = zloop_timer(loop, 1000, 0, s_on_sweep, &serve);
     }
     zloop_poller(loop, &item, s_on_request, &serve);
     zdist_rpc_server_set_wake(rpc, s_wake, &serve);
@@ -320,6 +330,8 @@ zdist_daemon_serve(zloop_t *loop, zsock_t *pipe, zdist_rpc_server_t *rpc, int ba
         zloop_poller_end(loop, &watch);
         zdist_rpc_server_set_monitor_polled(rpc, false);
     }
+    if (sweep >= 0)
+        zloop_timer_end(loop, sweep);
     if (serve.again >= 0)
         zloop_timer_end(loop, serve.again);
     if (timer >= 0)

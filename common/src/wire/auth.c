@@ -38,6 +38,7 @@ struct zdist_keys_t {
     size_t nkeys;
     s_place_t *places;
     size_t nplaces;
+    char default_server[S_NAME_MAX]; /* --server-key: "" none */
     bool holds_process_zap;
 };
 
@@ -214,6 +215,34 @@ s_scan(zdist_keys_t *self, zdist_error_t *err)
     return rc;
 }
 
+/* DIR/servers: "HOST:PORT NAME" lines (see auth.h); absent is fine. */
+static int
+s_load_servers(zdist_keys_t *self, zdist_error_t *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", self->dir, ZDIST_KEYS_SERVERS_FILE);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[512];
+    int rc = 0, n = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        n++;
+        char addr[300], name[S_NAME_MAX + 1], extra[2], ep[320], norm[320];
+        int k = line[strspn(line, " \t")] == '#' ? 0 : sscanf(line, "%299s %64s %1s", addr, name, extra);
+        if (k <= 0)
+            continue;
+        snprintf(ep, sizeof ep, "%s%s", strncmp(addr, "tcp://", 6) ? "tcp://" : "", addr);
+        if (k != 2 || !s_valid_name(name) || zdist_endpoint_normalize(ep, norm, sizeof norm, NULL) < 0)
+            rc = zdist_error_set(err, -EINVAL, "%s line %d: write 'HOST:PORT NAME' (e.g. '127.0.0.1:5000 ps-0')",
+                                 path, n);
+        else if (zdist_keys_add_endpoint(self, norm, name) < 0)
+            rc = zdist_error_set(err, -ENOMEM, "out of memory");
+    }
+    fclose(f);
+    return rc;
+}
+
 static int
 s_load_self(zdist_keys_t *self, const char *name, zdist_error_t *err)
 {
@@ -260,6 +289,8 @@ zdist_keys_load(const char *dir, const char *self_name, zdist_keys_t **ret_keys,
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
     int rc = s_scan(self, err);
+    if (rc == 0)
+        rc = s_load_servers(self, err);
     if (rc == 0)
         rc = s_load_self(self, self_name, err);
     if (rc == 0 && !zdist_keys_public(self, self_name))
@@ -348,7 +379,20 @@ zdist_keys_name_at(const zdist_keys_t *self, const char *endpoint)
     for (size_t i = 0; i < self->nplaces; i++)
         if (strcmp(self->places[i].endpoint, norm) == 0)
             return self->places[i].name;
-    return NULL;
+    return self->default_server[0] ? self->default_server : NULL;
+}
+
+int
+zdist_keys_set_default_server(zdist_keys_t *self, const char *name, zdist_error_t *err)
+{
+    if (!s_valid_name(name))
+        return zdist_error_set(err, -EINVAL, "--server-key '%s': not a certificate name (e.g. ps-0, chief-0)",
+                               name ? name : "");
+    if (!zdist_keys_public(self, name))
+        return zdist_error_set(err, -ENOENT, "--server-key %s: no '%s/%s.key'; copy the server's public key there",
+                               name, self->dir, name);
+    snprintf(self->default_server, sizeof self->default_server, "%s", name);
+    return 0;
 }
 
 /* ---- the ZAP handler: one thread per context ---- */
@@ -587,8 +631,12 @@ zdist_keys_apply_client(const zdist_keys_t *self, void *socket, const char *serv
 {
     const char *server = zdist_keys_public(self, server_name);
     if (!server)
-        return zdist_error_set(err, -ENOENT, "no public key for '%s' in '%s': copy %s.key there", server_name ? server_name : "(unknown server)",
-                               self->dir, server_name ? server_name : "the server's");
+        return server_name ? zdist_error_set(err, -ENOENT, "no public key for '%s' in '%s': copy %s.key there",
+                                             server_name, self->dir, server_name)
+                           : zdist_error_set(err, -ENOENT, "which server's key to trust at this address is not "
+                                             "known: give --server-key NAME (e.g. ps-0), TF_CONFIG (or --cluster), "
+                                             "or a line 'HOST:PORT NAME' in %s/%s", self->dir,
+                                             ZDIST_KEYS_SERVERS_FILE);
     int rc = s_setopt(socket, ZMQ_CURVE_SERVERKEY, server, S_Z85_LEN + 1, "the CURVE server key", err);
     if (rc == 0)
         rc = s_setopt(socket, ZMQ_CURVE_PUBLICKEY, self->self_pub, S_Z85_LEN + 1, "the CURVE public key", err);

@@ -426,14 +426,21 @@ zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *
     return zdist_msg_new_body(ZDIST_PS_SET_OPTIMIZER, &req.base);
 }
 
+static zdist_msg_t *
+s_request_drop_job(const zdist_ps_drop_job_t *d)
+{
+    if (!d->job)
+        return NULL;
+    Zdist__Ps__DropJobRequest req = ZDIST__PS__DROP_JOB_REQUEST__INIT;
+    req.job = (char *) d->job;
+    req.force = d->force;
+    return zdist_msg_new_body(ZDIST_PS_DROP_JOB, &req.base);
+}
+
 zdist_msg_t *
 zdist_ps_request_drop_job(const char *job)
 {
-    if (!job)
-        return NULL;
-    Zdist__Ps__DropJobRequest req = ZDIST__PS__DROP_JOB_REQUEST__INIT;
-    req.job = (char *) job;
-    return zdist_msg_new_body(ZDIST_PS_DROP_JOB, &req.base);
+    return s_request_drop_job(&(zdist_ps_drop_job_t){job, false});
 }
 
 zdist_msg_t *
@@ -461,7 +468,7 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
     case ZDIST_PS_PUSH_PULL:
         return zdist_ps_request_push_pull(&req->push_pull, NULL, NULL);
     case ZDIST_PS_DROP_JOB:
-        return zdist_ps_request_drop_job(req->drop_job.job);
+        return s_request_drop_job(&req->drop_job);
     default:
         return zdist_ps_method_is_write(req->method) ? s_encode_write(req->method, &req->write, NULL, NULL)
                                                      : NULL;

@@ -292,6 +292,7 @@ s_decode_drop_job(const ProtobufCMessage *pb, const zdist_msg_t *request, void *
     if (rc < 0)
         return rc;
     ((zdist_ps_drop_job_t *) ret)->job = r->job;
+    ((zdist_ps_drop_job_t *) ret)->force = r->force;
     return 0;
 }
 

@@ -52,6 +52,7 @@ struct zdist_rpc_client_t {
 
     bool connected;
     int handshakes_failed; /* NO_DETAIL failures since the last handshake that succeeded */
+    bool handshaken;       /* this connection's handshake succeeded (its calls may have left) */
     int64_t connected_ms;  /* when CONNECTED was read (0: not yet) */
     uint64_t peer_incarnation;
     unsigned restarts;
@@ -356,7 +357,7 @@ s_expire(zdist_rpc_client_t *self, int64_t now)
 static void
 s_handshake_failed(zdist_rpc_client_t *self, uint16_t event, uint32_t value)
 {
-    char why[512];
+    char why[768];
     const zdist_keys_t *keys = self->opts.keys;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         snprintf(why, sizeof why,
@@ -366,8 +367,9 @@ s_handshake_failed(zdist_rpc_client_t *self, uint16_t event, uint32_t value)
                  keys ? zdist_keys_self_name(keys) : "NAME");
     else if (!keys)
         snprintf(why, sizeof why,
-                 "security handshake with %s failed (%s): it speaks CURVE and this process has no keys; give "
-                 "--keys DIR (or ZDIST_KEYS_DIR) and --key NAME", self->endpoint,
+                 "security handshake with %s failed (%s) twice, at once: it speaks CURVE and this process has no "
+                 "keys; give --keys DIR (or ZDIST_KEYS_DIR) and --key NAME (or it shuts this address out past its "
+                 "--max-connections-per-peer: this host holds too many connections to it)", self->endpoint,
                  event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "mechanism mismatch" : "no detail");
     else
         snprintf(why, sizeof why,
@@ -412,18 +414,29 @@ s_read_monitor(zdist_rpc_client_t *self)
                once after the connect: a server refusing our mechanism (no
                keys against CURVE) closes within a round trip, a frozen
                peer is only given up at libzmq's handshake deadline (30 s). */
+            /* Only a second one in a row, at once too, is a refusal: a peer
+               dying (killed as we connected: at once, but then the port is
+               closed or it is back and answers) or frozen (30 s) is not. */
             bool at_once = self->connected_ms > 0 && zdist_clock_now_ms() - self->connected_ms < S_REFUSED_AT_ONCE_MS;
-            if (++self->handshakes_failed >= 2 || at_once)
+            if (++self->handshakes_failed >= 2 && at_once)
                 s_handshake_failed(self, event, value);
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             s_handshake_failed(self, event, value);
         } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             self->handshakes_failed = 0;
+            self->handshaken = true;
         } else if (event == ZMQ_EVENT_CONNECTED) {
             self->connected = true;
+            self->handshaken = false;
             self->connected_ms = zdist_clock_now_ms();
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             self->connected = false;
+            /* Before a handshake nothing left: the calls wait in the pipe
+               for the reconnect (UNAVAILABLE would send the caller after a
+               peer that is only restarting), up to their deadlines. */
+            if (!self->handshaken)
+                continue;
+            self->handshaken = false;
             /* Whatever was in flight may never be answered: the caller
                retries (writes carry client id + sequence). */
             while (self->nheap > 0)

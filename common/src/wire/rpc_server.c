@@ -2,7 +2,6 @@
 #include <arpa/inet.h>
 #include <czmq.h>
 #include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,18 +11,16 @@
 
 #include "common.pb-c.h"
 #include "wire/body.h"
+#include "wire/latency.h"
 #include "wire/monitor.h"
 #include "zdist/prom.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
-/* Latency histogram: 4 buckets per power of two of microseconds. */
-#define S_LAT_BUCKETS 160
-
 typedef struct {
     uint64_t requests;
     uint64_t errors;
-    uint32_t latency[S_LAT_BUCKETS];
+    uint32_t latency[ZDIST_LATENCY_BUCKETS]; /* wire/latency.h */
     uint64_t bytes_in, bytes_out; /* bodies and tensor payloads */
     zdist_prom_histogram_t seconds;
 } s_method_stats_t;
@@ -66,7 +63,16 @@ typedef struct {
     bool refused;              /* counted in refused_connections */
     bool closed;               /* shut down by us: its requests are refused */
     bool pending;              /* accepted in this monitor batch, not yet decided */
+    int64_t refused_ms;        /* plain, past its address's limit: shut down S_REFUSED_GRACE_MS after */
 } s_conn_t;
+
+/* A plain connection past its address's limit stays open this long, so
+   its requests are answered RESOURCE_EXHAUSTED naming the flag (a client
+   shut out at once could only guess: libzmq says no more than "handshake
+   failed"), then it is shut down; past S_REFUSED_OPEN_MAX of them waiting,
+   the oldest at once (a peer opening many has its newest answered). */
+#define S_REFUSED_GRACE_MS 1000
+#define S_REFUSED_OPEN_MAX 64
 
 typedef struct {
     size_t open;  /* its connections holding a slot */
@@ -129,7 +135,8 @@ s_log(zdist_rpc_server_t *self, const char *fmt, ...)
    descriptor, but not its key. So the monitor keeps the set of open
    connections and their peers: on a plain socket a connection's peer is
    its source address (getpeername at accept), and one past the address's
-   limit is shut down at once (its libzmq sees it closed); with CURVE the
+   limit is refused: its requests are answered RESOURCE_EXHAUSTED naming
+   the flag for S_REFUSED_GRACE_MS, then it is shut down; with CURVE the
    peer is the key, known only from the User-Id of the connection's first
    request (ZMQ_SRCFD names the connection), and a connection past the
    key's limit stays open — the directory admitted the key — but each of its
@@ -272,6 +279,50 @@ zdist_rpc_server_refused_connections(const zdist_rpc_server_t *self)
     return self->refused_connections;
 }
 
+static bool
+s_refused_waiting(const s_conn_t *conn)
+{
+    return conn->refused_ms && !conn->closed && !conn->counted;
+}
+
+static void
+s_refused_close(s_conn_t *conn)
+{
+    shutdown(conn->fd, SHUT_RDWR);
+    conn->closed = true;
+}
+
+static int
+s_cmp_ms(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+/* More than S_REFUSED_OPEN_MAX refused connections wait for their grace:
+   the oldest are shut down now. */
+static void
+s_refused_trim(zdist_rpc_server_t *self, size_t waiting)
+{
+    int64_t *ms = malloc(waiting * sizeof *ms);
+    size_t n = 0;
+    for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns))
+        if (s_refused_waiting(conn)) {
+            if (!ms) /* out of memory: every one */
+                s_refused_close(conn);
+            else if (n < waiting)
+                ms[n++] = conn->refused_ms;
+        }
+    if (!ms)
+        return;
+    qsort(ms, n, sizeof *ms, s_cmp_ms);
+    int64_t keep_from = ms[n - S_REFUSED_OPEN_MAX];
+    free(ms);
+    for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns))
+        if (s_refused_waiting(conn) && conn->refused_ms < keep_from)
+            s_refused_close(conn);
+}
+
 void
 zdist_rpc_server_watch(zdist_rpc_server_t *self)
 {
@@ -316,19 +367,22 @@ zdist_rpc_server_watch(zdist_rpc_server_t *self)
         zhashx_insert(self->conns, key, conn);
         accepted = true;
     }
-    if (!accepted)
-        return;
     /* Decided once the batch is read, so no descriptor is acted on for a
        connection the batch says is closed. */
+    int64_t now = zdist_clock_now_ms();
+    size_t waiting = 0;
     for (s_conn_t *conn = zhashx_first(self->conns); conn; conn = zhashx_next(self->conns)) {
-        if (!conn->pending)
-            continue;
-        conn->pending = false;
-        if (conn->peer[0] && !s_admit(self, conn)) {
-            shutdown(conn->fd, SHUT_RDWR);
-            conn->closed = true;
+        if (accepted && conn->pending) {
+            conn->pending = false;
+            if (conn->peer[0] && !s_admit(self, conn))
+                conn->refused_ms = now;
         }
+        if (s_refused_waiting(conn) && now - conn->refused_ms >= S_REFUSED_GRACE_MS)
+            s_refused_close(conn);
+        waiting += s_refused_waiting(conn);
     }
+    if (waiting > S_REFUSED_OPEN_MAX)
+        s_refused_trim(self, waiting);
 }
 
 void
@@ -436,46 +490,6 @@ zdist_rpc_server_rejected(const zdist_rpc_server_t *self)
     return self->rejected;
 }
 
-/* Bucket 1 + 4*floor(log2 us) + the next two bits: no floating point on
-   the request path. */
-static int
-s_bucket(int64_t us)
-{
-    if (us < 1)
-        return 0;
-    int octave = 63 - __builtin_clzll((unsigned long long) us);
-    int sub = octave >= 2 ? (int) ((us >> (octave - 2)) & 3) : (int) ((us << (2 - octave)) & 3);
-    int b = 1 + octave * 4 + sub;
-    return b < S_LAT_BUCKETS ? b : S_LAT_BUCKETS - 1;
-}
-
-static int64_t
-s_bucket_us(int b)
-{
-    if (b == 0)
-        return 0;
-    int octave = (b - 1) / 4, sub = (b - 1) % 4;
-    return (int64_t) llround(exp2(octave) * (1.0 + sub / 4.0));
-}
-
-static int64_t
-s_percentile(const s_method_stats_t *st, double q)
-{
-    uint64_t total = 0;
-    for (int b = 0; b < S_LAT_BUCKETS; b++)
-        total += st->latency[b];
-    if (total == 0)
-        return 0;
-    uint64_t want = (uint64_t) ceil(q * (double) total);
-    uint64_t seen = 0;
-    for (int b = 0; b < S_LAT_BUCKETS; b++) {
-        seen += st->latency[b];
-        if (seen >= want)
-            return s_bucket_us(b);
-    }
-    return s_bucket_us(S_LAT_BUCKETS - 1);
-}
-
 int
 zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, uint32_t method, zdist_rpc_method_stats_t *ret)
 {
@@ -489,8 +503,8 @@ zdist_rpc_server_method_stats(const zdist_rpc_server_t *self, uint32_t method, z
         return -ENOENT;
     ret->requests = st->requests;
     ret->errors = st->errors;
-    ret->p50_us = s_percentile(st, 0.50);
-    ret->p99_us = s_percentile(st, 0.99);
+    ret->p50_us = zdist_latency_percentile(st->latency, 0.50);
+    ret->p99_us = zdist_latency_percentile(st->latency, 0.99);
     return 0;
 }
 
@@ -689,7 +703,7 @@ s_account(zdist_rpc_call_t *call)
     if (zdist_msg_status(call->reply) != ZDIST_STATUS_OK)
         call->stats->errors++;
     int64_t us = zdist_clock_now_us() - call->received_us;
-    call->stats->latency[s_bucket(us)]++;
+    call->stats->latency[zdist_latency_bucket(us)]++;
     zdist_prom_histogram_observe(&call->stats->seconds, (double) us / 1e6);
     call->stats->bytes_in += s_msg_bytes(call->request);
     call->stats->bytes_out += s_msg_bytes(call->reply);
