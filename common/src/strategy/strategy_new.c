@@ -2,6 +2,7 @@
    the spec, then the psds' client, the ring or the replica threads it
    runs on) and destroy (its variables, threads, ring and psds with it). */
 #include "strategy_internal.h"
+#include "strategy_ps.h"
 
 #include <errno.h>
 #include <stdlib.h>
