@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "zdist/coord_client.h"
 #include "zdist/coord_service.h"
 #include "zdist/sys.h"
 

@@ -3,8 +3,10 @@
 
    The service of zdist-coordinator: SUBMIT a job document, STATUS of a
    job (one snapshot, or a stream with follow), CANCEL a job, LIST every
-   job. Everything protobuf about it stays in libzdist; the coordinator's
-   method table and replies are in zdist/coord_service.h.
+   job. Everything protobuf about it stays in libzdist; the methods, limits
+   and a job's status record (zdist_coord_job_t), with the coordinator's
+   method table and replies, are in zdist/coord_service.h, which this header
+   includes.
 
    Errors: functions return 0 or a negative errno. When the coordinator
    refused a call, the errno is its status's (zdist_status_to_errno:
@@ -23,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zdist/coord_service.h"
 #include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/rpc.h"
@@ -30,45 +33,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* coordinator.proto method numbers. */
-typedef enum {
-    ZDIST_COORD_SUBMIT = 300,
-    ZDIST_COORD_STATUS = 301,
-    ZDIST_COORD_CANCEL = 302,
-    ZDIST_COORD_LIST = 303,
-} zdist_coord_method_t;
-
-/* A job id is at most ZDIST_COORD_ID_MAX - 1 bytes, a state name at most
-   ZDIST_COORD_STATE_MAX - 1: requests and replies beyond are refused. */
-#define ZDIST_COORD_ID_MAX 64
-#define ZDIST_COORD_STATE_MAX 16
-/* The largest job document SUBMIT takes, and the longest base_dir. */
-#define ZDIST_COORD_MAX_JOB_BYTES (16u << 20)
-#define ZDIST_COORD_MAX_PATH 4096
-
-/* One job's status. Received (zdist_coord_client_*): the strings are the
-   caller's, freed by zdist_coord_job_release. Given to zdist_coord_reply_jobs
-   (zdist/coord_service.h): borrowed for the call, NULL name / error /
-   detail_json sent as "". */
-typedef struct {
-    char job_id[ZDIST_COORD_ID_MAX];
-    char *name;
-    char state[ZDIST_COORD_STATE_MAX]; /* queued, running, done, failed, cancelled */
-    int64_t step;                      /* steps completed */
-    int64_t steps;                     /* steps requested; 0 until known (epochs) */
-    char *error;                       /* why it failed; "" otherwise */
-    /* Everything else as one JSON object: metrics {loss, examples_per_sec,
-       test_accuracy, ...}, workers [...], ps [...], checkpoint, elapsed_s. */
-    char *detail_json;
-} zdist_coord_job_t;
-
-/* Frees the strings of a received job and zeroes it; NULL-safe. */
-ZDIST_EXPORT void zdist_coord_job_release(zdist_coord_job_t *job);
-/* Releases n jobs and frees the array; NULL-safe, nulls the pointer. */
-ZDIST_EXPORT void zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n);
-/* True for the states a job ends in: done, failed, cancelled. */
-ZDIST_EXPORT bool zdist_coord_state_final(const char *state);
 
 /* ---- client ---- */
 

@@ -5,15 +5,16 @@
    it before any handler runs (a bad one is answered INVALID_ARGUMENT
    "<method>: <the field and the fix>", STYLE rule 13); the handler reads it
    with zdist_rpc_call_body and answers with a setter below. So the
-   coordinator never sees protobuf-c. Methods, limits and the job status
-   struct are in zdist/coord_client.h. */
+   coordinator never sees protobuf-c. The methods, limits and a job's status
+   record live here, with the codec that reads and writes them;
+   zdist/coord_client.h (which includes this header) sends the requests. */
 #ifndef ZDIST_COORD_SERVICE_H
 #define ZDIST_COORD_SERVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "zdist/coord_client.h"
 #include "zdist/defs.h"
 #include "zdist/job.h"
 #include "zdist/rpc.h"
@@ -22,6 +23,45 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* coordinator.proto method numbers. */
+typedef enum {
+    ZDIST_COORD_SUBMIT = 300,
+    ZDIST_COORD_STATUS = 301,
+    ZDIST_COORD_CANCEL = 302,
+    ZDIST_COORD_LIST = 303,
+} zdist_coord_method_t;
+
+/* A job id is at most ZDIST_COORD_ID_MAX - 1 bytes, a state name at most
+   ZDIST_COORD_STATE_MAX - 1: requests and replies beyond are refused. */
+#define ZDIST_COORD_ID_MAX 64
+#define ZDIST_COORD_STATE_MAX 16
+/* The largest job document SUBMIT takes, and the longest base_dir. */
+#define ZDIST_COORD_MAX_JOB_BYTES (16u << 20)
+#define ZDIST_COORD_MAX_PATH 4096
+
+/* One job's status. Received (zdist_coord_client_*): the strings are the
+   caller's, freed by zdist_coord_job_release. Given to zdist_coord_reply_jobs
+   (below): borrowed for the call, NULL name / error / detail_json sent as
+   "". */
+typedef struct {
+    char job_id[ZDIST_COORD_ID_MAX];
+    char *name;
+    char state[ZDIST_COORD_STATE_MAX]; /* queued, running, done, failed, cancelled */
+    int64_t step;                      /* steps completed */
+    int64_t steps;                     /* steps requested; 0 until known (epochs) */
+    char *error;                       /* why it failed; "" otherwise */
+    /* Everything else as one JSON object: metrics {loss, examples_per_sec,
+       test_accuracy, ...}, workers [...], ps [...], checkpoint, elapsed_s. */
+    char *detail_json;
+} zdist_coord_job_t;
+
+/* Frees the strings of a received job and zeroes it; NULL-safe. */
+ZDIST_EXPORT void zdist_coord_job_release(zdist_coord_job_t *job);
+/* Releases n jobs and frees the array; NULL-safe, nulls the pointer. */
+ZDIST_EXPORT void zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n);
+/* True for the states a job ends in: done, failed, cancelled. */
+ZDIST_EXPORT bool zdist_coord_state_final(const char *state);
 
 /* SUBMIT as its handler gets it: the document, present and at most
    ZDIST_COORD_MAX_JOB_BYTES, parsed and validated by zdist_job_parse (a bad

@@ -1,5 +1,4 @@
-/* coord_client: the client of the coordinator service (submit, status, cancel, list, follow), and its job
- * status. */
+/* coord_client: the client of the coordinator service (submit, status, cancel, list, follow). */
 #include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
@@ -9,37 +8,6 @@
 #include "zdist/coord_client.h"
 #include "zdist/coord_service.h"
 #include "zdist/sys.h"
-
-/* ---- jobs ---- */
-
-void
-zdist_coord_job_release(zdist_coord_job_t *job)
-{
-    if (!job)
-        return;
-    free(job->name);
-    free(job->error);
-    free(job->detail_json);
-    memset(job, 0, sizeof *job);
-}
-
-void
-zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n)
-{
-    if (!jobs_p || !*jobs_p)
-        return;
-    for (size_t i = 0; i < n; i++)
-        zdist_coord_job_release(&(*jobs_p)[i]);
-    free(*jobs_p);
-    *jobs_p = NULL;
-}
-
-bool
-zdist_coord_state_final(const char *state)
-{
-    return state &&
-           (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
-}
 
 /* ---- client ---- */
 

@@ -10,7 +10,6 @@
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
 #include "zdist/replicas.h"
-#include "strategy_ps.h"
 
 #define STRATEGY_MAX_REPLICAS 256
 
@@ -25,7 +24,7 @@ struct zdist_strategy_var_t {
     int ncopies;
     zdist_tensor_t *copies;
     const zdist_strategy_var_t *anchor;
-    strategy_ps_var_t *ps; /* parameter_server: where it lives */
+    struct strategy_ps_var_t *ps; /* parameter_server: where it lives (strategy_ps.h) */
     zdist_strategy_var_t *next;
 };
 
@@ -49,7 +48,7 @@ struct zdist_strategy_object_t {
     int total; /* num_replicas_in_sync = workers x replicas */
     zdist_comm_t *comm;
     zdist_comm_t *own_comm; /* the ring formed from spec.cluster (comm then), destroyed with the strategy */
-    strategy_ps_t *ps;      /* parameter_server: the psds and the ClusterCoordinator */
+    struct strategy_ps_t *ps; /* parameter_server: the psds and the ClusterCoordinator (strategy_ps.h) */
     zdist_strategy_var_t *vars;
     zdist_strategy_var_t **vars_tail;
     /* run's collectives */

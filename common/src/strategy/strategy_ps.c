@@ -2,6 +2,7 @@
    creates on the psds (placed as a job's workers place them) and the
    ClusterCoordinator its schedule drives. */
 #include "strategy_internal.h"
+#include "strategy_ps.h"
 
 #include <errno.h>
 #include <stdio.h>

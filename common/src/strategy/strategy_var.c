@@ -1,6 +1,7 @@
 /* zdist strategy_var: the Strategy object's variables — created in scope,
    placed by the strategy, read and written from the cross-replica context. */
 #include "strategy_internal.h"
+#include "strategy_ps.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* coord_service: coordinator.proto <-> plain C: the coordinator's request bodies and reply setters, and a
-   client's requests and reply readers. */
+   client's requests and reply readers, and the job status record they carry. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,37 @@
 #include "coordinator.pb-c.h"
 #include "wire/body.h"
 #include "zdist/coord_service.h"
+
+/* ---- jobs ---- */
+
+void
+zdist_coord_job_release(zdist_coord_job_t *job)
+{
+    if (!job)
+        return;
+    free(job->name);
+    free(job->error);
+    free(job->detail_json);
+    memset(job, 0, sizeof *job);
+}
+
+void
+zdist_coord_jobs_free(zdist_coord_job_t **jobs_p, size_t n)
+{
+    if (!jobs_p || !*jobs_p)
+        return;
+    for (size_t i = 0; i < n; i++)
+        zdist_coord_job_release(&(*jobs_p)[i]);
+    free(*jobs_p);
+    *jobs_p = NULL;
+}
+
+bool
+zdist_coord_state_final(const char *state)
+{
+    return state &&
+           (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
+}
 
 /* A string field of at most size - 1 bytes: `code` (-EINVAL for a request,
    -EPROTO for a reply) naming it otherwise. */
