@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "coord_job.h"
-#include "coord_run.h"
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
 
@@ -81,18 +80,18 @@ out:
     return rc;
 }
 
-int64_t
-coord_job_resume_step(const char *text, const char *base_dir, const char *job_dir, const char *id)
+int
+coord_job_ckpt_root(const char *text, const char *base_dir, const char *job_dir, const char *id, char *root,
+                    size_t size)
 {
     zdist_job_t job;
     zdist_error_t err = {0};
     if (zdist_job_parse(text, base_dir && *base_dir ? base_dir : NULL, &job, &err) < 0)
-        return -1;
-    char root[1100];
+        return -EINVAL;
     if (job.ckpt_dir)
-        snprintf(root, sizeof root, "%s/%s", job.ckpt_dir, id);
+        snprintf(root, size, "%s/%s", job.ckpt_dir, id);
     else
-        snprintf(root, sizeof root, "%s", job_dir);
+        snprintf(root, size, "%s", job_dir);
     zdist_job_release(&job);
-    return coord_run_ckpt_last(root);
+    return 0;
 }

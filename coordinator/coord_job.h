@@ -35,10 +35,12 @@ int coord_job_check(const zdist_job_t *job, zdist_error_t *err);
    only after (coord_job_check then also refuses, -EACCES naming
    checkpoint.dir and the flag, a directory elsewhere, before the server
    creates any of it). -EINVAL past COORD_MAX_CKPT_ROOTS. */
-/* The step an unfinished job resumes from: its newest complete checkpoint
-   (under job_dir, or checkpoint.dir/ID), -1 when none (from step 0). For the
-   log line of a restart; the runner sets a damaged one aside. */
-int64_t coord_job_resume_step(const char *text, const char *base_dir, const char *job_dir, const char *id);
+/* Where an unfinished job's checkpoints are: checkpoint.dir/ID, else
+   job_dir, into root[size]. -EINVAL when the stored text no longer parses.
+   For the log line of a restart (coord_run_ckpt_last of it is the step the
+   job resumes from). */
+int coord_job_ckpt_root(const char *text, const char *base_dir, const char *job_dir, const char *id, char *root,
+                        size_t size);
 
 #define COORD_MAX_CKPT_ROOTS 16
 int coord_job_set_checkpoint_roots(const char *const *roots, size_t n);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "coord_job.h"
+#include "coord_run.h"
 #include "coord_state.h"
 #include "coord_table.h"
 #include "zdist/file.h"
@@ -166,7 +167,10 @@ s_load_job(coord_table_t *t, const char *dir, const char *name, zdist_error_t *e
     if (unfinished) { /* state.json's step lags: name the checkpoint's */
         char jd[1100];
         coord_table_dir(t, j, jd, sizeof jd);
-        int64_t from = coord_job_resume_step(j->text, j->base_dir, jd, j->id);
+        char root[1200];
+        int64_t from = coord_job_ckpt_root(j->text, j->base_dir, jd, j->id, root, sizeof root) == 0
+                           ? coord_run_ckpt_last(root)
+                           : -1;
         zsys_info("job %s ('%s') was %s, its last checkpoint at step %lld: resuming it from its last checkpoint",
                   j->id, j->name, row.state, (long long)(from > 0 ? from : 0));
     }
