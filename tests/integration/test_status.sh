@@ -95,11 +95,15 @@ W1=${ZD_PID[worker1]}
     done
 ) &
 zd_adopt stopper $!
-coord_wait_json "$SJOB" 'all(w.get("step_time_samples", 0) >= 3 for w in j["workers"]) and j["workers"][1]["straggler"] and not j["workers"][0]["straggler"]' 120
+coord_wait_json "$SJOB" 'len(j["workers"]) == 2 and all(w.get("step_time_samples", 0) >= 3 for w in j["workers"]) and j["workers"][1]["straggler"] and not j["workers"][0]["straggler"]' 120
+# The text line while worker 1 is still being stopped: once it runs freely its
+# fast steps pull its p50 back under 2x the median, and the flag goes, as it should.
+straggler_shown() {
+    "$ZDIST_BIN" status "$SJOB" --cluster "$CLUSTER" >"$OUT" 2>"$OUT.err" && grep -qE "worker 1 .*STRAGGLER" "$OUT"
+}
+zd_wait_until 60 "zdist status's line for worker 1 saying STRAGGLER (see $OUT)" straggler_shown
 zd_stop stopper
 kill -CONT "$W1"
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$SJOB" --cluster "$CLUSTER"
-grep -qE "worker 1 .*STRAGGLER" "$OUT" || zd_fail "straggler line: $(cat "$OUT")"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" cancel "$SJOB" --cluster "$CLUSTER"
 coord_wait_state "$SJOB" cancelled 60
 zd_ok "a worker stopped most of the time is flagged a straggler (>= 2x the median step time), the other not"
