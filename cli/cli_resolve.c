@@ -127,14 +127,8 @@ s_parse(int argc, char **argv, s_args_t *a)
 static int
 s_load_slurm(const s_args_t *a, zdist_cluster_t **ret, zdist_error_t *err)
 {
-    zdist_slurm_job_t jobs[ZDIST_SLURM_MAX_JOBS];
-    int njobs = 0;
-    zdist_slurm_env_t env = zdist_slurm_env_get();
-    env.fixed_tasks_per_node = a->tasks_per_node;
     char *text = NULL;
-    int rc = a->jobs ? zdist_slurm_parse_jobs(a->jobs, jobs, ZDIST_SLURM_MAX_JOBS, &njobs, err) : 0;
-    if (rc == 0)
-        rc = zdist_slurm_tf_config(&env, jobs, njobs, a->port_base ? a->port_base : 8888, &text, err);
+    int rc = zdist_slurm_resolve(a->jobs, a->port_base, a->tasks_per_node, &text, err);
     if (rc < 0)
         return rc;
     *ret = zdist_cluster_parse(text, "--slurm", err);

@@ -67,6 +67,13 @@ ZDIST_EXPORT int zdist_slurm_expand_tasks_per_node(const char *text, int **ret, 
 ZDIST_EXPORT int zdist_slurm_tf_config(const zdist_slurm_env_t *env, const zdist_slurm_job_t *jobs, int njobs,
                                        int port_base, char **ret, zdist_error_t *err);
 
+/* What --slurm means on a command line: this process's environment
+   (zdist_slurm_env_get), jobs_text as --jobs (NULL: TF's default),
+   port_base (0: 8888) and tasks_per_node (0: Slurm's own count), resolved
+   with zdist_slurm_tf_config into *ret (the caller's to free). */
+ZDIST_EXPORT int zdist_slurm_resolve(const char *jobs_text, int port_base, int tasks_per_node, char **ret,
+                                     zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

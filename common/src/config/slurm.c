@@ -264,12 +264,16 @@ zdist_slurm_expand_tasks_per_node(const char *text, int **ret, int *ret_n, zdist
 typedef struct {
     const char *host;
     int tasks;
+    int order; /* its place in the hostlist */
 } s_node_t;
 
+/* By host, then by place in the hostlist. */
 static int
 s_cmp_node(const void *a, const void *b)
 {
-    return strcmp(((const s_node_t *) a)->host, ((const s_node_t *) b)->host);
+    const s_node_t *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
 static int
@@ -283,15 +287,13 @@ s_cmp_job(const void *a, const void *b)
 static int
 s_nodes(char **hosts, int nhosts, const int *counts, int ncounts, s_node_t *nodes)
 {
-    int n = 0;
-    for (int i = 0; i < nhosts && i < ncounts; i++) {
-        int k = 0;
-        while (k < n && strcmp(nodes[k].host, hosts[i]))
-            k++;
-        nodes[k] = (s_node_t){hosts[i], counts[i]};
-        n += k == n;
-    }
-    qsort(nodes, (size_t) n, sizeof *nodes, s_cmp_node);
+    int all = nhosts < ncounts ? nhosts : ncounts, n = 0;
+    for (int i = 0; i < all; i++)
+        nodes[i] = (s_node_t){hosts[i], counts[i], i};
+    qsort(nodes, (size_t) all, sizeof *nodes, s_cmp_node);
+    for (int i = 0; i < all; i++) /* the last of each run of one host */
+        if (i + 1 == all || strcmp(nodes[i].host, nodes[i + 1].host))
+            nodes[n++] = nodes[i];
     return n;
 }
 
@@ -422,4 +424,19 @@ zdist_slurm_tf_config(const zdist_slurm_env_t *env, const zdist_slurm_job_t *job
     free(hosts);
     free(counts);
     return rc;
+}
+
+int
+zdist_slurm_resolve(const char *jobs_text, int port_base, int tasks_per_node, char **ret, zdist_error_t *err)
+{
+    zdist_slurm_job_t jobs[ZDIST_SLURM_MAX_JOBS];
+    int njobs = 0;
+    if (jobs_text) {
+        int rc = zdist_slurm_parse_jobs(jobs_text, jobs, ZDIST_SLURM_MAX_JOBS, &njobs, err);
+        if (rc < 0)
+            return rc;
+    }
+    zdist_slurm_env_t env = zdist_slurm_env_get();
+    env.fixed_tasks_per_node = tasks_per_node;
+    return zdist_slurm_tf_config(&env, jobs, njobs, port_base ? port_base : 8888, ret, err);
 }

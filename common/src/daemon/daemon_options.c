@@ -190,15 +190,10 @@ s_slurm(zdist_daemon_options_t *self)
         fprintf(stderr, "%s: --slurm finds the task itself; leave out --cluster and --task\n", self->ident);
         return 2;
     }
-    zdist_slurm_job_t jobs[ZDIST_SLURM_MAX_JOBS];
-    int njobs = 0;
     zdist_error_t err = {0};
-    zdist_slurm_env_t env = zdist_slurm_env_get();
-    env.fixed_tasks_per_node = self->slurm_tasks_per_node;
     char *tf_config = NULL;
-    if ((self->slurm_jobs && zdist_slurm_parse_jobs(self->slurm_jobs, jobs, ZDIST_SLURM_MAX_JOBS, &njobs, &err) < 0) ||
-        zdist_slurm_tf_config(&env, jobs, njobs, self->slurm_port_base ? self->slurm_port_base : 8888, &tf_config,
-                              &err) < 0) {
+    if (zdist_slurm_resolve(self->slurm_jobs, self->slurm_port_base, self->slurm_tasks_per_node, &tf_config, &err) <
+        0) {
         fprintf(stderr, "%s: --slurm: %s\n", self->ident, err.text);
         return 2;
     }
