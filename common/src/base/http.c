@@ -22,7 +22,9 @@
    other addresses always find room; a connection idle S_TIMEOUT_S (its
    headers unfinished) is closed. libmicrohttpd's own per-IP limit refuses
    before any callback sees the connection, so it could not be counted:
-   the accept policy below keeps the count. */
+   the accept policy below keeps the count. The listen backlog is the
+   kernel's largest: connections waiting to be refused must not fill it,
+   or another address's SYN is dropped and its client retries after 1 s. */
 #define S_PER_ADDRESS 16
 #define S_MAX_CONNECTIONS 512
 #define S_TIMEOUT_S 3
@@ -328,7 +330,7 @@ zdist_http_new(const char *addr, zloop_t *loop, zdist_http_handler_fn *fn, void 
     int one = 1;
     self->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (self->fd < 0 || setsockopt(self->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(self->fd, (struct sockaddr *) &ss, sl) < 0 || listen(self->fd, 64) < 0 ||
+        bind(self->fd, (struct sockaddr *) &ss, sl) < 0 || listen(self->fd, SOMAXCONN) < 0 ||
         getsockname(self->fd, (struct sockaddr *) &ss, &sl) < 0) {
         zdist_error_set(err, -errno, "--http %s: cannot listen there: %s", addr, strerror(errno));
         goto fail;
