@@ -142,6 +142,20 @@ zdist_builder_colocate_vars_with(zdist_model_builder_t *b, int anchor, zdist_err
 /* ------------------------------------------------------------------------ */
 /* The replica context                                                        */
 
+/* One named feature of a batch, as the job's "features" spec declares it
+   (tf.io.parse_example's FixedLenFeature / VarLenFeature). Fixed: `values`
+   holds [size, width] elements (width = the product of the feature's shape,
+   1 for a scalar) and row_offsets is NULL. Var (a ragged row per example):
+   row_offsets [size+1] from 0 index `values`, width is 0. Borrowed, like the
+   batch. */
+typedef struct {
+    const char *name;
+    zdist_dtype_t dtype; /* ZDIST_DTYPE_FLOAT32 or ZDIST_DTYPE_INT64 */
+    int64_t width;
+    const int64_t *row_offsets;
+    const void *values; /* float or int64_t, as dtype says */
+} zdist_step_column_t;
+
 /* One replica's share of a step. Borrowed: valid until the step returns. */
 typedef struct {
     int64_t size;   /* examples for this replica; 0 for an empty replica */
@@ -157,7 +171,23 @@ typedef struct {
     const float *feature_values;
     zdist_dtype_t label_dtype; /* INT32 (classes) or FLOAT32 (regression) */
     const void *labels;        /* [size] */
+    /* Named features (datasets with a "features" spec, such as TFRecord files
+       of tf.train.Example): ncolumns of them, the label excluded; 0 and NULL
+       otherwise. Appended to the layout: a model built before them never
+       reads past `labels`. */
+    int ncolumns;
+    const zdist_step_column_t *columns;
 } zdist_step_batch_t;
+
+/* The batch's column named `name`, or NULL. */
+static inline const zdist_step_column_t *
+zdist_step_batch_column(const zdist_step_batch_t *batch, const char *name)
+{
+    for (int i = 0; batch && i < batch->ncolumns; i++)
+        if (strcmp(batch->columns[i].name, name) == 0)
+            return &batch->columns[i];
+    return NULL;
+}
 
 typedef enum {
     ZDIST_REDUCE_SUM = 0,
