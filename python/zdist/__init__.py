@@ -15,7 +15,7 @@ __all__ = ["Client", "Job", "ZdistError", "CheckpointError", "checkpoint"]
 def __getattr__(name):
     # zdist.checkpoint needs NumPy; a client that only submits does not.
     if name == "checkpoint":
-        from . import checkpoint
+        import importlib
 
-        return checkpoint
+        return importlib.import_module(__name__ + ".checkpoint")
     raise AttributeError("module 'zdist' has no attribute %r" % name)

@@ -10,7 +10,9 @@ manifest.json (written last: a checkpoint without it is incomplete) and
   slots) with its size and CRC-32 (psd/psd_ckpt.c);
 - multi_worker_mirrored (and tpu over workers): manifest-workers.json
   (format "zdist-worker-state", version 1) and workers-state.bin, every
-  variable at its offset (coordinator/coord_wstate.c).
+  variable (and its optimizer slots, "VAR/slotK") at its offset
+  (coordinator/coord_wstate.c); checkpoints written before the workers
+  sent their variables' shapes hold them flat (rank 1).
 
 Every manifest is JSON sealed with the CRC-32 of its canonical form
 (zdist_json_write_sealed). load() checks every CRC and size and merges
@@ -170,7 +172,10 @@ def _load_workers(ckpt, step):
             raise CheckpointError(mpath, "damaged: tensor '%s' does not fit the data" % t.get("name"))
         arr = np.frombuffer(buf, dtype=np_dtype, count=count, offset=at).reshape(shape)
         out[t["name"]] = arr.astype(np_dtype.newbyteorder("="), copy=True)
-    return out
+    # The optimizer's slots travel beside each variable as "VAR/slotK"; a
+    # checkpoint's variables are what load() returns, as for the psd's.
+    return {k: v for k, v in out.items() if not (re.match(r"^(.*)/slot\d+$", k) and
+                                                 re.match(r"^(.*)/slot\d+$", k).group(1) in out)}
 
 
 def _strip_job(variables, job_id):
@@ -182,8 +187,9 @@ def _strip_job(variables, job_id):
 
 
 def info(path):
-    """What load(path) would read: {"dir", "step", "job_id", "kind"} (kind:
-    "parameter_server" or "workers"), the coordinator's manifest checked."""
+    """What load(path) would read: {"dir", "step", "job_id", "kind" (
+    "parameter_server" or "workers"), "num_ps"}, the coordinator's
+    manifest checked."""
     ckpt = find(path)
     top = os.path.join(ckpt, "manifest.json")
     meta = _load_json(top, "crc32") if os.path.exists(top) else {}
@@ -196,7 +202,8 @@ def info(path):
                               "manifest-workers.json")
     else:
         raise CheckpointError(ckpt, "not a zdist checkpoint (no manifest.json)")
-    return {"dir": ckpt, "step": meta.get("step"), "job_id": meta.get("job_id", ""), "kind": kind}
+    return {"dir": ckpt, "step": meta.get("step"), "job_id": meta.get("job_id", ""), "kind": kind,
+            "num_ps": meta.get("num_ps")}
 
 
 def load(path):
@@ -210,6 +217,12 @@ def load(path):
     if i["kind"] == "workers":
         return _load_workers(ckpt, step)
     manifests = sorted(glob.glob(os.path.join(ckpt, "manifest-ps*.json")))
+    num_ps = i["num_ps"]
+    if isinstance(num_ps, int):
+        missing = [n for n in range(num_ps) if not os.path.exists(os.path.join(ckpt, "manifest-ps%d.json" % n))]
+        if missing:
+            raise CheckpointError(os.path.join(ckpt, "manifest-ps%d.json" % missing[0]),
+                                  "missing: incomplete checkpoint of %d ps tasks (manifest.json)" % num_ps)
     found = _psd_variables(ckpt, manifests, step)
     out = {name: _merge(name, d, s, f) for name, (d, s, f) in found.items()}
     return _strip_job(out, i["job_id"])
