@@ -68,9 +68,26 @@ class Cluster:
             raise
 
     def _start(self, name, argv):
-        log = open(os.path.join(self.dir, name + ".log"), "wb")
+        self.argv = getattr(self, "argv", {})
+        self.argv[name] = argv
+        log = open(os.path.join(self.dir, name + ".log"), "ab")
         self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
+
+    def kill(self, name):
+        """SIGKILL, as a crash."""
+        self.procs[name].kill()
+        self.procs[name].wait()
+
+    def restart(self, name, ready):
+        """Starts name again (its log appended to), waiting for one more `ready` line in its log."""
+        seen = self.log(name).count(ready)
+        self._start(name, self.argv[name])
+        deadline = time.monotonic() + 60
+        while self.log(name).count(ready) <= seen:
+            if self.procs[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("%s did not serve again:\n%s" % (name, self.log(name)[-3000:]))
+            time.sleep(0.05)
 
     def log(self, name):
         with open(os.path.join(self.dir, name + ".log"), errors="replace") as f:

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -128,11 +127,9 @@ def test_an_unreachable_coordinator_ends_at_the_deadline():
     from conftest import free_port
 
     with zdist.Client("127.0.0.1:%d" % free_port(), timeout=1.0) as c:
-        t0 = time.monotonic()
         with pytest.raises(zdist.ZdistError) as e:
             c.jobs()
-        assert e.value.status == "DEADLINE_EXCEEDED"
-        assert time.monotonic() - t0 < 30
+        assert e.value.status == "DEADLINE_EXCEEDED" and "no reply before the deadline" in e.value.message
 
 
 def test_curve_with_keys(keyed):
@@ -142,15 +139,14 @@ def test_curve_with_keys(keyed):
         st = job.wait()
         assert (st["state"], st["step"]) == ("done", 20), st
         assert any(j["job_id"] == job.id for j in c.jobs())
-    # no keys against a CURVE chief: refused at the handshake, well before the deadline
-    with zdist.Client(keyed.chief, timeout=60) as c:
-        t0 = time.monotonic()
+    # no keys against a CURVE chief: refused at the handshake (UNAUTHENTICATED), not left to the deadline
+    # (which would end it DEADLINE_EXCEEDED)
+    with zdist.Client(keyed.chief, timeout=120) as c:
         with pytest.raises(zdist.ZdistError) as e:
             c.jobs()
-        assert e.value.status == "UNAUTHENTICATED", e.value
-        assert time.monotonic() - t0 < 50
+        assert e.value.status == "UNAUTHENTICATED" and "no keys" in e.value.message, e.value
     # a key the chief does not know
-    with zdist.Client(keyed.chief, keys=keyed.rogue, key="mallory", timeout=60) as c:
+    with zdist.Client(keyed.chief, keys=keyed.rogue, key="mallory", timeout=120) as c:
         with pytest.raises(zdist.ZdistError) as e:
             c.jobs()
         assert e.value.status == "UNAUTHENTICATED" and "mallory" in e.value.message, e.value
@@ -192,3 +188,32 @@ def test_cli_mirrors_zdist(cluster, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == c.returncode == 2
     assert r.stderr == c.stderr, (r.stderr, c.stderr)
+
+
+def test_follow_survives_a_coordinator_restart(tmp_path):
+    from conftest import Cluster
+
+    c = Cluster(str(tmp_path), 1, 1)
+    try:
+        with zdist.Client(c.chief) as client:
+            job = client.submit(softmax_job(10_000_000, name="py-restart", checkpoint={"every_steps": 50}))
+            records = job.follow()
+            for rec in records:
+                if rec["state"] == "running" and rec["step"] > 0:
+                    break
+            # the chief crashes and comes back: it resumes the job; the stream is subscribed to again
+            c.kill("chief")
+            c.restart("chief", "chief serving at")
+            resumed = None
+            for rec in records:
+                if rec["state"] == "running" and rec["step"] > 0:
+                    resumed = rec
+                    break
+            assert resumed is not None and resumed["job_id"] == job.id
+            job.cancel()
+            last = None
+            for last in records:
+                pass
+            assert last["state"] == "cancelled", last
+    finally:
+        c.stop()
