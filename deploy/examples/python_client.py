@@ -82,7 +82,7 @@ print("done in %.0f s; zdist reports test accuracy %s" % (time.monotonic() - t0,
 where = st.get("checkpoint_dir") or st["dir"]
 weights = zdist.checkpoint.load(where)
 for name, w in sorted(weights.items()):
-    print("  %-36s %-16s %s" % (name, w.shape, w.dtype))
+    print("  %-38s %-16s %s" % (name, w.shape, w.dtype))
 
 
 # %% Fashion-MNIST's test set, as the workers read it (idx, pixels / 255).
