@@ -523,7 +523,8 @@ s_get_state(zdist_rpc_call_t *call, void *state)
     int nslots = worker_local_num_slots(be);
     for (int v = 0; v < vars->n; v++) {
         const worker_var_t *var = &vars->vars[v];
-        zdist_shape_t shape = {.rank = 1, .dims = {var->n}};
+        /* Its declared shape, which the checkpoint keeps for readers (SET_STATE checks only the bytes). */
+        zdist_shape_t shape = var->shape;
         size_t bytes = (size_t)var->n * sizeof(float);
         const float *w = NULL;
         int rc = be->ops->read(be, 0, v, &w);
