@@ -480,6 +480,12 @@ psd_dyntable_dim(const psd_dyntable_t *self)
     return self->dim;
 }
 
+const zdist_optim_config_t *
+psd_dyntable_optim(const psd_dyntable_t *self)
+{
+    return &self->optim;
+}
+
 void
 psd_dyntable_stats(const psd_dyntable_t *self, psd_dyntable_stats_t *ret_stats)
 {
