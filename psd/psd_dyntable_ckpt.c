@@ -1,4 +1,4 @@
-/* psd_dyntable_ckpt: full and delta files of dynamic tables, their chain, a resharding restore, .npy export.
+/* psd_dyntable_ckpt: full and delta files of dynamic tables, their chain, a resharding restore.
 
    A data file (version 1), raw little-endian:
      header, 64 bytes:
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
+#include "psd_dyntable_npy.h"
 #include "zdist/file.h"
 #include "zdist/partition.h"
 
@@ -254,7 +255,7 @@ s_write_table(const psd_dyntable_ckpt_table_t *t, size_t index, const char *dir,
         return zdist_error_set(err, -ENOMEM, "out of memory writing %s", path);
     if (!(w.out = zdist_file_out_new(path, 0644, err))) {
         free(w.rec);
-        return err ? err->code : -EIO;
+        return err->code;
     }
     unsigned char head[S_HEAD_BYTES], pad[8] = {0};
     s_head_pack(&h, head);
@@ -486,6 +487,8 @@ psd_dyntable_ckpt_save(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_table_
                        const char *dir, int64_t step, int ps_task, int num_ps, psd_dyntable_ckpt_saved_t *ret,
                        zdist_error_t *err)
 {
+    zdist_error_t spare;
+    err = err ? err : &spare; /* codes are read back from it */
     char d[S_PATH_MAX];
     int rc = s_trim(dir, d, err);
     if (rc < 0 || (rc = s_check_tables(tables, n, err)) < 0)
@@ -894,6 +897,8 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
                           const char *dir, int ps_task, int num_ps, unsigned flags,
                           psd_dyntable_ckpt_restored_t *ret, zdist_error_t *err)
 {
+    zdist_error_t spare;
+    err = err ? err : &spare; /* codes are read back from it */
     int rc = s_check_tables(tables, n, err);
     if (rc == 0 && (num_ps < 1 || ps_task < 0 || ps_task >= num_ps))
         rc = zdist_error_set(err, -EINVAL, "ps task %d of %d cannot restore", ps_task, num_ps);
@@ -906,7 +911,7 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
     const char *full_dir = NULL;
     if (rc == 0 && (rc = s_verify_deltas(&c, tables, n, plan, &full_dir, err)) == -EBADMSG) {
         char why[ZDIST_ERROR_TEXT_MAX], fdir[S_PATH_MAX];
-        snprintf(why, sizeof why, "%s", err ? err->text : "a delta is broken");
+        snprintf(why, sizeof why, "%s", err->text);
         snprintf(fdir, sizeof fdir, "%s", full_dir);
         if (flags & PSD_DYNTABLE_CKPT_FALLBACK && strcmp(fdir, c.dir) != 0) {
             s_chains_free(plan, n * c.nmans);
@@ -952,76 +957,12 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
 
 /* ---------------------------------------------------------------- export */
 
-/* A .npy (format 1.0) header: magic, version, length, the dict padded
-   with spaces to a multiple of 64 bytes, ending in a newline. */
-static size_t
-s_npy_header(char *out, const char *descr, uint64_t rows, int64_t dim)
-{
-    char dict[160];
-    int len = dim > 0 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64
-                                 ", %" PRId64 "), }", descr, rows, dim)
-                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64
-                                 ",), }", descr, rows);
-    size_t total = (10 + (size_t) len + 1 + 63) & ~(size_t) 63;
-    uint16_t hlen = (uint16_t) (total - 10);
-    memcpy(out, "\x93NUMPY\x01\x00", 8);
-    memcpy(out + 8, &hlen, 2);
-    memset(out + 10, ' ', total - 10);
-    memcpy(out + 10, dict, (size_t) len);
-    out[total - 1] = '\n';
-    return total;
-}
-
-typedef struct {
-    zdist_file_out_t *ids, *vectors;
-    size_t value_bytes;
-} s_npy_t;
-
-static int
-s_npy_row(const psd_dyntable_row_t *row, void *arg)
-{
-    s_npy_t *w = arg;
-    int rc = zdist_file_out_write(w->ids, &row->id, sizeof row->id);
-    return rc < 0 ? rc : zdist_file_out_write(w->vectors, row->values, w->value_bytes);
-}
-
-int
-psd_dyntable_ckpt_export_npy(psd_dyntable_t *table, const char *ids_path, const char *vectors_path,
-                             uint64_t *ret_rows, zdist_error_t *err)
-{
-    psd_dyntable_stats_t st;
-    psd_dyntable_stats(table, &st);
-    int64_t dim = psd_dyntable_dim(table);
-    s_npy_t w = {.value_bytes = (size_t) dim * sizeof(float)};
-    if (!(w.vectors = zdist_file_out_new(vectors_path, 0644, err)))
-        return err ? err->code : -EIO;
-    if (!(w.ids = zdist_file_out_new(ids_path, 0644, err))) {
-        zdist_file_out_destroy(&w.vectors);
-        return err ? err->code : -EIO;
-    }
-    char head[256];
-    zdist_file_out_write(w.ids, head, s_npy_header(head, "<i8", st.rows, 0));
-    zdist_file_out_write(w.vectors, head, s_npy_header(head, "<f4", st.rows, dim));
-    int rc = psd_dyntable_iterate(table, false, s_npy_row, &w);
-    if (rc < 0) {
-        zdist_file_out_destroy(&w.ids);
-        zdist_file_out_destroy(&w.vectors);
-        return zdist_error_set(err, rc, "cannot write %s and %s: %s", ids_path, vectors_path, strerror(-rc));
-    }
-    /* The vectors first: a pair cut short by a crash has new vectors under old ids, told by their lengths. */
-    if ((rc = zdist_file_out_commit(&w.vectors, NULL, NULL, err)) < 0) {
-        zdist_file_out_destroy(&w.ids);
-        return rc;
-    }
-    if ((rc = zdist_file_out_commit(&w.ids, NULL, NULL, err)) == 0 && ret_rows)
-        *ret_rows = st.rows;
-    return rc;
-}
-
 int
 psd_dyntable_ckpt_export(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
                          uint64_t *ret_rows, zdist_error_t *err)
 {
+    zdist_error_t spare;
+    err = err ? err : &spare; /* codes are read back from it */
     s_ckpt_t c = {0};
     int rc = s_ckpt_load(dir, &c, err);
     json_int_t dim = 0;
@@ -1040,12 +981,12 @@ psd_dyntable_ckpt_export(const char *dir, const char *name, const char *ids_path
     psd_dyntable_t *table = psd_dyntable_new(&cfg, err);
     psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(1);
     if (!table || !ck)
-        rc = table ? zdist_error_set(err, -ENOMEM, "out of memory") : (err ? err->code : -ENOMEM);
+        rc = table ? zdist_error_set(err, -ENOMEM, "out of memory") : err->code;
     psd_dyntable_ckpt_table_t t = {name, table};
     if (rc == 0)
         rc = psd_dyntable_ckpt_restore(ck, &t, 1, dir, 0, 1, 0, NULL, err);
     if (rc == 0)
-        rc = psd_dyntable_ckpt_export_npy(table, ids_path, vectors_path, ret_rows, err);
+        rc = psd_dyntable_npy_write(table, ids_path, vectors_path, ret_rows, err);
     psd_dyntable_ckpt_destroy(&ck);
     psd_dyntable_destroy(&table);
     return rc;

@@ -128,18 +128,11 @@ int psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt
                               const char *dir, int ps_task, int num_ps, unsigned flags,
                               psd_dyntable_ckpt_restored_t *ret, zdist_error_t *err);
 
-/* export-embedding's format: a pair of NumPy .npy files (format 1.0,
-   numpy.load reads them): ids_path holds the row ids, int64 ('<i8')
-   shape (n,), ascending; vectors_path their values, float32 ('<f4')
-   shape (n, dim), C order, row i the values of ids[i]. Both written
-   crash-safe. Slots and steps are not exported (serving needs none).
-   ret_rows (may be NULL) receives n. */
-int psd_dyntable_ckpt_export_npy(psd_dyntable_t *table, const char *ids_path, const char *vectors_path,
-                                 uint64_t *ret_rows, zdist_error_t *err);
-
-/* The same from a checkpoint without a psd (zdist export-embedding
-   reading the coordinator's checkpoint directory): table `name`'s rows of
-   every saving ps task in dir, as restored onto one task. */
+/* export-embedding from a checkpoint, without a psd (zdist
+   export-embedding reading the coordinator's checkpoint directory): table
+   `name`'s rows of every saving ps task in dir, as restored onto one
+   task, written by psd_dyntable_npy_write (its format). -ENOENT when the
+   table is not in the checkpoint. */
 int psd_dyntable_ckpt_export(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
                              uint64_t *ret_rows, zdist_error_t *err);
 
