@@ -61,6 +61,15 @@ struct psd_dyntable_t {
     int64_t *evicted; /* since the mark */
     size_t nevicted, evicted_cap;
     uint32_t epoch; /* a row changed since the mark has this epoch */
+    /* Rows that took this epoch since the mark (a row once per epoch, a
+       slot again when freed and reused), so a delta reads them without
+       a walk over every row. Lost (walk instead) when it could not grow
+       or would list more than an eighth of the rows, where the walk
+       costs little beside writing them: so it holds at most a byte a
+       row. */
+    uint32_t *dirty;
+    size_t ndirty, dirty_cap;
+    bool dirty_lost;
 
     psd_dyntable_stats_t st; /* admitted, refused, evicted, dropped_grads */
     uint64_t bytes;
@@ -255,6 +264,41 @@ s_row_free(psd_dyntable_t *self, uint32_t r)
     psd_arena_free(&self->arena, r);
 }
 
+static void
+s_dirty_drop(psd_dyntable_t *self)
+{
+    s_give(self, self->dirty_cap * sizeof *self->dirty);
+    free(self->dirty);
+    self->dirty = NULL;
+    self->ndirty = self->dirty_cap = 0;
+}
+
+/* Row r (header h) changed: it takes the epoch, listed the first time. */
+static inline void
+s_touch(psd_dyntable_t *self, uint32_t r, s_head_t *h)
+{
+    if (h->epoch == self->epoch)
+        return;
+    h->epoch = self->epoch;
+    if (self->dirty_lost)
+        return;
+    if (self->ndirty == self->dirty_cap) {
+        size_t cap = self->dirty_cap ? self->dirty_cap * 2 : 1024;
+        uint32_t *list = self->ndirty < 1024 || self->ndirty <= self->nrows / 8
+                             ? realloc(self->dirty, cap * sizeof *list)
+                             : NULL;
+        if (!list) {
+            s_dirty_drop(self);
+            self->dirty_lost = true;
+            return;
+        }
+        self->dirty = list;
+        s_take(self, (cap - self->dirty_cap) * sizeof *list); /* above the budget if need be */
+        self->dirty_cap = cap;
+    }
+    self->dirty[self->ndirty++] = r;
+}
+
 /* Initial values and slots of id's row. */
 static void
 s_row_init(psd_dyntable_t *self, s_head_t *h)
@@ -283,7 +327,8 @@ s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
         return S_NONE;
     }
     s_head_t *h = s_head(self, r);
-    *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0, .epoch = self->epoch};
+    *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0};
+    s_touch(self, r, h);
     s_row_init(self, h);
     s_index_put(self->index, self->index_cap, (uint64_t) s_tag(id) << 32 | (uint64_t) (r + 1));
     self->nrows++;
@@ -461,6 +506,7 @@ psd_dyntable_destroy(psd_dyntable_t **self_p)
     psd_arena_unmap(self->index, self->index_cap * sizeof *self->index);
     free(self->counters);
     free(self->evicted);
+    free(self->dirty);
     free(self->defval);
     free(self->rows);
     free(self->heads);
@@ -736,7 +782,7 @@ psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const flo
         if (h->opt_step < UINT32_MAX)
             h->opt_step++;
         h->last_step = global_step;
-        h->epoch = self->epoch;
+        s_touch(self, self->rows[u], h);
         void *slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
         for (int k = 0; k < self->nslots; k++)
             slots[k] = s_slot(self, h, k);
@@ -785,7 +831,8 @@ size_t
 psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
 {
     size_t n = 0;
-    for (uint32_t r = 0; r < self->arena.used; r++) {
+    bool rows_may = self->evict_after > 0 || self->evict_l2 > 0; /* else no walk over every row */
+    for (uint32_t r = 0; rows_may && r < self->arena.used; r++) {
         s_head_t *h = s_head(self, r);
         if (!h->epoch || !s_qualifies(self, h, global_step))
             continue;
@@ -859,7 +906,7 @@ psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const fl
     }
     h->opt_step = opt_step;
     h->last_step = last_step;
-    h->epoch = self->epoch;
+    s_touch(self, r, h);
     return 0;
 }
 
@@ -895,21 +942,46 @@ s_id_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The rows changed since the mark, from the dirty list: a slot listed
+   twice (freed and reused) or no longer holding a changed row is
+   skipped. Returns how many pairs, sorted by id. */
+static size_t
+s_dirty_pairs(const psd_dyntable_t *self, s_pair_t *pairs)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->ndirty; i++) {
+        s_head_t *h = s_head(self, self->dirty[i]);
+        if (h->epoch == self->epoch)
+            pairs[n++] = (s_pair_t){h->id, self->dirty[i]};
+    }
+    qsort(pairs, n, sizeof *pairs, s_pair_cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (kept == 0 || pairs[kept - 1].row != pairs[i].row)
+            pairs[kept++] = pairs[i];
+    return kept;
+}
+
 int
 psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit_fn fn, void *arg)
 {
     if (self->nrows == 0)
         return 0;
-    s_pair_t *pairs = malloc((size_t) self->nrows * sizeof *pairs);
+    bool listed = changed_only && !self->dirty_lost;
+    s_pair_t *pairs = malloc((listed ? self->ndirty + 1 : (size_t) self->nrows) * sizeof *pairs);
     if (!pairs)
         return -ENOMEM;
     size_t n = 0;
-    for (uint32_t r = 0; r < self->arena.used; r++) {
-        s_head_t *h = s_head(self, r);
-        if (h->epoch && (!changed_only || h->epoch == self->epoch))
-            pairs[n++] = (s_pair_t){h->id, r};
+    if (listed) {
+        n = s_dirty_pairs(self, pairs);
+    } else {
+        for (uint32_t r = 0; r < self->arena.used; r++) {
+            s_head_t *h = s_head(self, r);
+            if (h->epoch && (!changed_only || h->epoch == self->epoch))
+                pairs[n++] = (s_pair_t){h->id, r};
+        }
+        qsort(pairs, n, sizeof *pairs, s_pair_cmp);
     }
-    qsort(pairs, n, sizeof *pairs, s_pair_cmp);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         psd_dyntable_row_t row;
@@ -937,5 +1009,11 @@ psd_dyntable_mark(psd_dyntable_t *self)
     s_give(self, self->evicted_cap * sizeof *self->evicted);
     free(self->evicted);
     self->evicted = NULL;
+    /* The dirty list starts again, small: a full save's list of every
+       row is not kept for deltas of a hundredth of them. */
+    self->ndirty = 0;
+    self->dirty_lost = false;
+    if (self->dirty_cap > 65536)
+        s_dirty_drop(self);
     self->nevicted = self->evicted_cap = 0;
 }
