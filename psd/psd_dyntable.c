@@ -312,9 +312,11 @@ s_row_init(psd_dyntable_t *self, s_head_t *h)
 }
 
 /* Creates id's row (it has none): its index entry, a row slot, its
-   initial values. S_NONE, counted as refused, when it does not fit. */
+   initial values unless the caller writes them (`fill` false: a
+   restore's put, where drawing them would be most of its time). S_NONE,
+   counted as refused, when it does not fit. */
 static uint32_t
-s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
+s_create(psd_dyntable_t *self, int64_t id, uint64_t step, bool fill, int *ret_rc)
 {
     int rc = -ENOSPC;
     uint32_t r = S_NONE;
@@ -329,7 +331,8 @@ s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
     s_head_t *h = s_head(self, r);
     *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0};
     s_touch(self, r, h);
-    s_row_init(self, h);
+    if (fill)
+        s_row_init(self, h);
     s_index_put(self->index, self->index_cap, (uint64_t) s_tag(id) << 32 | (uint64_t) (r + 1));
     self->nrows++;
     self->st.admitted++;
@@ -422,7 +425,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
     if (s_find(self, id, NULL) != S_NONE) /* created earlier in this lookup */
         return;
     if (self->min_count <= 1) {
-        s_create(self, id, step, NULL);
+        s_create(self, id, step, true, NULL);
         return;
     }
     size_t pos = 0;
@@ -435,7 +438,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
         c->count++;
     c->last_seen = step;
     /* A refused creation keeps the counter: the next occurrence tries again. */
-    if (c->count >= self->min_count && s_create(self, id, step, NULL) != S_NONE)
+    if (c->count >= self->min_count && s_create(self, id, step, true, NULL) != S_NONE)
         s_counter_delete(self, pos);
 }
 
@@ -892,7 +895,7 @@ psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const fl
         return -EINVAL;
     uint32_t r = s_find(self, id, NULL);
     int rc = 0;
-    if (r == S_NONE && (r = s_create(self, id, last_step, &rc)) == S_NONE)
+    if (r == S_NONE && (r = s_create(self, id, last_step, false, &rc)) == S_NONE)
         return rc;
     s_head_t *h = s_head(self, r);
     size_t bytes = (size_t) self->dim * sizeof(float);

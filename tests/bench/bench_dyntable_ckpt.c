@@ -11,9 +11,13 @@
      memory   each table's bytes per row against payload + slots (+ 48,
               the bound issue 29 sets), and the process's resident set;
      full     psd_dyntable_ckpt_save of both tables (the first save: a
-              full), bytes and seconds per ps task;
+              full), bytes and seconds per ps task, against the baseline:
+              as many bytes written from memory through zdist_file_out
+              (the same temp + fsync + rename) in 1 MiB pieces;
      delta    PCT % of the rows (default 1) updated, then the next save (a
-              delta), bytes and seconds, and its ratio to the full's;
+              delta), bytes and seconds, and its ratio to the full's; and
+              the time to find and order the rows each writes
+              (psd_dyntable_iterate with a visitor doing nothing);
      restore  both tables destroyed, new ones restored from the delta's
               checkpoint (the full and its delta replayed), seconds per
               ps task; a sample of 100,000 ids checked against the
@@ -28,8 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
+#include "zdist/file.h"
 #include "zdist/parse.h"
 #include "zdist/partition.h"
 
@@ -157,6 +163,43 @@ s_rss_kib(void)
     return kib;
 }
 
+/* The I/O floor: bytes written crash-safe from memory; seconds. */
+static double
+s_baseline(const s_opts_t *o, uint64_t bytes)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/baseline.bin", o->dir);
+    static char chunk[1 << 20];
+    memset(chunk, 0x5a, sizeof chunk);
+    zdist_error_t err = {0};
+    double t0 = s_now();
+    zdist_file_out_t *out = zdist_file_out_new(path, 0644, &err);
+    for (uint64_t at = 0; out && at < bytes; at += sizeof chunk)
+        zdist_file_out_write(out, chunk, bytes - at < sizeof chunk ? (size_t) (bytes - at) : sizeof chunk);
+    int rc = out ? zdist_file_out_commit(&out, NULL, NULL, &err) : -EIO;
+    double secs = s_now() - t0;
+    unlink(path);
+    return rc < 0 ? -1 : secs;
+}
+
+static int
+s_nothing(const psd_dyntable_row_t *row, void *arg)
+{
+    (void) row;
+    (void) arg;
+    return 0;
+}
+
+/* Seconds to find and order the rows a full (changed_only false) or a delta writes, over both tables. */
+static double
+s_order(psd_dyntable_t **tables, bool changed_only)
+{
+    double t0 = s_now();
+    for (int p = 0; p < S_NPS; p++)
+        psd_dyntable_iterate(tables[p], changed_only, s_nothing, NULL);
+    return s_now() - t0;
+}
+
 /* Saves both tables at step into DIR/ckpt-STEP; prints a line per ps task. */
 static int
 s_save(const s_opts_t *o, psd_dyntable_t **tables, psd_dyntable_ckpt_t **ck, int64_t step, uint64_t *ret_bytes,
@@ -251,9 +294,12 @@ s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *wa
     printf("train         rows=%zu seconds=%.3f (one adagrad update each)\n", n, s_now() - t1);
     s_memory(o, tables);
     uint64_t full_bytes = 0, delta_bytes = 0;
-    double full_secs = 0, delta_secs = 0;
+    double full_secs = 0, delta_secs = 0, order_full = s_order(tables, false);
     if (rc == 0)
         rc = s_save(o, tables, ck, 1, &full_bytes, &full_secs);
+    double base = rc == 0 ? s_baseline(o, full_bytes) : -1;
+    printf("baseline      bytes=%" PRIu64 " seconds=%.3f MB_per_s=%.0f full_save_over_baseline=%.2f\n", full_bytes,
+           base, (double) full_bytes / 1e6 / base, full_secs / base);
     size_t nchange = n * (size_t) o->change / 100;
     uint64_t x = 0x1234567887654321ULL;
     for (size_t i = 0; rc == 0 && i < nchange; i++) { /* a random PCT % of the rows (Fisher-Yates) */
@@ -264,6 +310,9 @@ s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *wa
     }
     if (rc == 0)
         rc = s_route(tables, ids, nchange, true, 2, buf, grads);
+    double order_delta = s_order(tables, true);
+    printf("order         full_seconds=%.3f delta_seconds=%.4f (finding and sorting the rows each writes)\n",
+           order_full, order_delta);
     if (rc == 0)
         rc = s_save(o, tables, ck, 2, &delta_bytes, &delta_secs);
     if (rc == 0)
