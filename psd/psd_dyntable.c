@@ -61,12 +61,9 @@ struct psd_dyntable_t {
     int64_t *evicted; /* since the mark */
     size_t nevicted, evicted_cap;
     uint32_t epoch; /* a row changed since the mark has this epoch */
-    /* Rows that took this epoch since the mark (a row once per epoch, a
-       slot again when freed and reused), so a delta reads them without
-       a walk over every row. Lost (walk instead) when it could not grow
-       or would list more than an eighth of the rows, where the walk
-       costs little beside writing them: so it holds at most a byte a
-       row. */
+    /* Rows that took the epoch (again when freed and reused), for a delta
+       without a walk over every row; lost (walk instead) when it cannot
+       grow or would list over an eighth of the rows: a byte a row at most. */
     uint32_t *dirty;
     size_t ndirty, dirty_cap;
     bool dirty_lost;
@@ -264,15 +261,6 @@ s_row_free(psd_dyntable_t *self, uint32_t r)
     psd_arena_free(&self->arena, r);
 }
 
-static void
-s_dirty_drop(psd_dyntable_t *self)
-{
-    s_give(self, self->dirty_cap * sizeof *self->dirty);
-    free(self->dirty);
-    self->dirty = NULL;
-    self->ndirty = self->dirty_cap = 0;
-}
-
 /* Row r (header h) changed: it takes the epoch, listed the first time. */
 static inline void
 s_touch(psd_dyntable_t *self, uint32_t r, s_head_t *h)
@@ -284,12 +272,10 @@ s_touch(psd_dyntable_t *self, uint32_t r, s_head_t *h)
         return;
     if (self->ndirty == self->dirty_cap) {
         size_t cap = self->dirty_cap ? self->dirty_cap * 2 : 1024;
-        uint32_t *list = self->ndirty < 1024 || self->ndirty <= self->nrows / 8
-                             ? realloc(self->dirty, cap * sizeof *list)
-                             : NULL;
+        bool few = self->ndirty < 1024 || self->ndirty <= self->nrows / 8;
+        uint32_t *list = few ? realloc(self->dirty, cap * sizeof *list) : NULL;
         if (!list) {
-            s_dirty_drop(self);
-            self->dirty_lost = true;
+            self->dirty_lost = true; /* freed at the mark */
             return;
         }
         self->dirty = list;
@@ -311,10 +297,9 @@ s_row_init(psd_dyntable_t *self, s_head_t *h)
         zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k), (size_t) self->dim);
 }
 
-/* Creates id's row (it has none): its index entry, a row slot, its
-   initial values unless the caller writes them (`fill` false: a
-   restore's put, where drawing them would be most of its time). S_NONE,
-   counted as refused, when it does not fit. */
+/* Creates id's row (it has none): its index entry, a row slot, its initial
+   values if `fill` (a restore's put overwrites them: drawing them would be
+   most of its time). S_NONE, counted as refused, when it does not fit. */
 static uint32_t
 s_create(psd_dyntable_t *self, int64_t id, uint64_t step, bool fill, int *ret_rc)
 {
@@ -945,48 +930,27 @@ s_id_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The rows changed since the mark, from the dirty list: a slot listed
-   twice (freed and reused) or no longer holding a changed row is
-   skipped. Returns how many pairs, sorted by id. */
-static size_t
-s_dirty_pairs(const psd_dyntable_t *self, s_pair_t *pairs)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < self->ndirty; i++) {
-        s_head_t *h = s_head(self, self->dirty[i]);
-        if (h->epoch == self->epoch)
-            pairs[n++] = (s_pair_t){h->id, self->dirty[i]};
-    }
-    qsort(pairs, n, sizeof *pairs, s_pair_cmp);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (kept == 0 || pairs[kept - 1].row != pairs[i].row)
-            pairs[kept++] = pairs[i];
-    return kept;
-}
-
 int
 psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit_fn fn, void *arg)
 {
     if (self->nrows == 0)
         return 0;
-    bool listed = changed_only && !self->dirty_lost;
+    bool listed = changed_only && !self->dirty_lost; /* the changed rows' list, else a walk */
+    size_t n = 0, end = listed ? self->ndirty : self->arena.used;
     s_pair_t *pairs = malloc((listed ? self->ndirty + 1 : (size_t) self->nrows) * sizeof *pairs);
     if (!pairs)
         return -ENOMEM;
-    size_t n = 0;
-    if (listed) {
-        n = s_dirty_pairs(self, pairs);
-    } else {
-        for (uint32_t r = 0; r < self->arena.used; r++) {
-            s_head_t *h = s_head(self, r);
-            if (h->epoch && (!changed_only || h->epoch == self->epoch))
-                pairs[n++] = (s_pair_t){h->id, r};
-        }
-        qsort(pairs, n, sizeof *pairs, s_pair_cmp);
+    for (size_t i = 0; i < end; i++) {
+        uint32_t r = listed ? self->dirty[i] : (uint32_t) i;
+        s_head_t *h = s_head(self, r);
+        if (h->epoch && (!changed_only || h->epoch == self->epoch))
+            pairs[n++] = (s_pair_t){h->id, r};
     }
+    qsort(pairs, n, sizeof *pairs, s_pair_cmp);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i > 0 && pairs[i].row == pairs[i - 1].row)
+            continue; /* a slot listed twice (freed and reused) holds one row */
         psd_dyntable_row_t row;
         s_fill_row(self, s_head(self, pairs[i].row), &row);
         rc = fn(&row, arg);
@@ -1012,11 +976,13 @@ psd_dyntable_mark(psd_dyntable_t *self)
     s_give(self, self->evicted_cap * sizeof *self->evicted);
     free(self->evicted);
     self->evicted = NULL;
-    /* The dirty list starts again, small: a full save's list of every
-       row is not kept for deltas of a hundredth of them. */
+    if (self->dirty_lost || self->dirty_cap > 65536) { /* not kept for deltas of a hundredth */
+        s_give(self, self->dirty_cap * sizeof *self->dirty);
+        free(self->dirty);
+        self->dirty = NULL;
+        self->dirty_cap = 0;
+    }
     self->ndirty = 0;
     self->dirty_lost = false;
-    if (self->dirty_cap > 65536)
-        s_dirty_drop(self);
     self->nevicted = self->evicted_cap = 0;
 }
