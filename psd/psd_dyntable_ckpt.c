@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
-#include "psd_dyntable_npy.h"
 #include "zdist/file.h"
 #include "zdist/partition.h"
 
@@ -369,10 +368,13 @@ s_manifest(const s_chain_t *chains, size_t n, const psd_dyntable_ckpt_table_t *t
     for (size_t i = 0; root && i < n; i++) {
         const zdist_optim_config_t *optim = psd_dyntable_optim(tables[i].table);
         json_t *chain = json_array();
-        json_array_append_new(jtables, json_pack("{s:s, s:I, s:s, s:i, s:o}", "name", chains[i].name, "dim",
-                                                 (json_int_t) psd_dyntable_dim(tables[i].table), "optimizer",
-                                                 zdist_optim_kind_name(optim->kind), "slots",
-                                                 zdist_optim_num_slots(optim->kind), "chain", chain));
+        json_t *entry = json_pack("{s:s, s:I, s:s, s:i, s:o}", "name", chains[i].name, "dim",
+                                  (json_int_t) psd_dyntable_dim(tables[i].table), "optimizer",
+                                  zdist_optim_kind_name(optim->kind), "slots", zdist_optim_num_slots(optim->kind),
+                                  "chain", chain);
+        if (entry && tables[i].state)
+            json_object_set(entry, "state", tables[i].state);
+        json_array_append_new(jtables, entry);
         for (size_t k = 0; k < chains[i].nlinks; k++) {
             const s_link_t *l = &chains[i].links[k];
             const char *rel = s_rel_dir(l->dir, dir);
@@ -928,6 +930,7 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
         zdist_error_set(err, rc, "%s (the chain's full is in %s)", why, fdir);
     }
     psd_dyntable_ckpt_restored_t got = {.step = c.step};
+    snprintf(got.from, sizeof got.from, "%s", c.dir);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         s_into_t into = {.table = tables[i].table, .name = tables[i].name, .dim = psd_dyntable_dim(tables[i].table),
                          .ps_task = ps_task, .num_ps = num_ps};
@@ -958,36 +961,30 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
 /* ---------------------------------------------------------------- export */
 
 int
-psd_dyntable_ckpt_export(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
-                         uint64_t *ret_rows, zdist_error_t *err)
+psd_dyntable_ckpt_describe(const char *dir, const char *name, int64_t *ret_dim, json_t **ret_states,
+                           zdist_error_t *err)
 {
-    zdist_error_t spare;
-    err = err ? err : &spare; /* codes are read back from it */
     s_ckpt_t c = {0};
     int rc = s_ckpt_load(dir, &c, err);
+    json_t *states = json_array();
     json_int_t dim = 0;
-    for (size_t m = 0; rc == 0 && m < c.nmans && dim == 0; m++) {
+    for (size_t m = 0; rc == 0 && m < c.nmans; m++) {
         json_t *t = s_man_table(&c.mans[m], name);
-        dim = t ? json_integer_value(json_object_get(t, "dim")) : 0;
+        if (t && !dim)
+            dim = json_integer_value(json_object_get(t, "dim"));
+        if (t)
+            json_array_append(states, json_object_get(t, "state") ? json_object_get(t, "state") : json_null());
     }
+    if (rc == 0 && (dim < 1 || dim > 65536))
+        rc = zdist_error_set(err, -ENOENT, "dynamic table '%s' is not in checkpoint %s", name, c.dir);
     s_ckpt_free(&c);
-    if (rc < 0)
-        return rc;
-    if (dim < 1 || dim > 65536)
-        return zdist_error_set(err, -ENOENT, "dynamic table '%s' is not in checkpoint %s", name, dir);
-    /* A table of the values alone: sgd has no slots, so none are read. */
-    psd_dyntable_config_t cfg = {.name = name, .dim = dim, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
-    zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
-    psd_dyntable_t *table = psd_dyntable_new(&cfg, err);
-    psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(1);
-    if (!table || !ck)
-        rc = table ? zdist_error_set(err, -ENOMEM, "out of memory") : err->code;
-    psd_dyntable_ckpt_table_t t = {name, table};
-    if (rc == 0)
-        rc = psd_dyntable_ckpt_restore(ck, &t, 1, dir, 0, 1, 0, NULL, err);
-    if (rc == 0)
-        rc = psd_dyntable_npy_write(table, ids_path, vectors_path, ret_rows, err);
-    psd_dyntable_ckpt_destroy(&ck);
-    psd_dyntable_destroy(&table);
+    if (rc == 0 && !states)
+        rc = zdist_error_set(err, -ENOMEM, "out of memory");
+    if (rc == 0) {
+        *ret_dim = dim;
+        if (ret_states)
+            *ret_states = json_incref(states);
+    }
+    json_decref(states);
     return rc;
 }

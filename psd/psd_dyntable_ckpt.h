@@ -22,7 +22,8 @@
                           (zdist_json_write_sealed):
        {"format": "zdist-psd-dynamic", "version": 1, "step": S,
         "ps_task": N, "num_ps": P, "needs": ["ckpt-100", ...],
-        "tables": [{"name", "dim", "optimizer", "slots",
+        "tables": [{"name", "dim", "optimizer", "slots", "state" (the
+                    caller's, optional),
                     "chain": [{"dir", "file", "kind": "full"|"delta",
                                "step", "bytes", "crc32", "rows",
                                "tombstones"}, ...]}]}
@@ -41,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "psd_dyntable.h"
 #include "zdist/error.h"
 
@@ -48,10 +51,16 @@
 extern "C" {
 #endif
 
-/* A table and its name in the checkpoint (the psd's "JOB/TABLE"), both borrowed. */
+/* A table and its name in the checkpoint (the psd's "JOB/TABLE"), both
+   borrowed; state (borrowed, may be NULL): saved with the table in this
+   task's manifest as its "state", what the caller must restore with the
+   rows (the part's exactly-once table and step ledger, taken under the
+   same lock as the rows); restore ignores it: see
+   psd_dyntable_ckpt_describe. */
 typedef struct {
     const char *name;
     psd_dyntable_t *table;
+    json_t *state;
 } psd_dyntable_ckpt_table_t;
 
 /* The chain state of one ps task's tables of one job: which files the
@@ -93,6 +102,7 @@ typedef struct {
     char why[512];
     uint64_t rows;      /* rows the tables hold now */
     uint64_t skipped;   /* rows read that belong to other ps tasks */
+    char from[4096];    /* the directory restored: dir, or the full's when fell_back */
 } psd_dyntable_ckpt_restored_t;
 
 /* Fills the n tables (new and empty, of the job's configuration) from
@@ -128,13 +138,15 @@ int psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt
                               const char *dir, int ps_task, int num_ps, unsigned flags,
                               psd_dyntable_ckpt_restored_t *ret, zdist_error_t *err);
 
-/* export-embedding from a checkpoint, without a psd (zdist
-   export-embedding reading the coordinator's checkpoint directory): table
-   `name`'s rows of every saving ps task in dir, as restored onto one
-   task, written by psd_dyntable_npy_write (its format). -ENOENT when the
-   table is not in the checkpoint. */
-int psd_dyntable_ckpt_export(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
-                             uint64_t *ret_rows, zdist_error_t *err);
+/* What dir holds of table `name`: its dim, and (ret_states may be NULL)
+   a new JSON array of the "state" each saving task stored with it, in
+   ps task order (null where none). A restore onto another number of ps
+   tasks gathers every task's rows, so its state is what all of them
+   agree on (as psd_ckpt intersects the exactly-once tables of the files
+   a shard is gathered from). Read it from ret->from after a restore.
+   -ENOENT when no manifest there holds the table; -EBADMSG as restore. */
+int psd_dyntable_ckpt_describe(const char *dir, const char *name, int64_t *ret_dim, json_t **ret_states,
+                               zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "psd_dyntable_ckpt.h"
 #include "psd_dyntable_npy.h"
 #include "zdist/file.h"
 
@@ -79,3 +80,30 @@ psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *
     return rc;
 }
 
+
+int
+psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
+                           uint64_t *ret_rows, zdist_error_t *err)
+{
+    zdist_error_t spare;
+    err = err ? err : &spare; /* codes are read back from it */
+    int64_t dim = 0;
+    int rc = psd_dyntable_ckpt_describe(dir, name, &dim, NULL, err);
+    if (rc < 0)
+        return rc;
+    /* A table of the values alone: sgd has no slots, so none are read. */
+    psd_dyntable_config_t cfg = {.name = name, .dim = dim, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
+    zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
+    psd_dyntable_t *table = psd_dyntable_new(&cfg, err);
+    psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(1);
+    if (!table || !ck)
+        rc = table ? zdist_error_set(err, -ENOMEM, "out of memory") : err->code;
+    psd_dyntable_ckpt_table_t t = {name, table, NULL};
+    if (rc == 0)
+        rc = psd_dyntable_ckpt_restore(ck, &t, 1, dir, 0, 1, 0, NULL, err);
+    if (rc == 0)
+        rc = psd_dyntable_npy_write(table, ids_path, vectors_path, ret_rows, err);
+    psd_dyntable_ckpt_destroy(&ck);
+    psd_dyntable_destroy(&table);
+    return rc;
+}

@@ -24,6 +24,13 @@ extern "C" {
 int psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *vectors_path, uint64_t *ret_rows,
                            zdist_error_t *err);
 
+/* The same from a checkpoint, without a psd (zdist export-embedding
+   reading the coordinator's checkpoint directory): table `name`'s rows of
+   every saving ps task in dir (psd_dyntable_ckpt's files), as restored
+   onto one task. -ENOENT when the table is not in the checkpoint. */
+int psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
+                               uint64_t *ret_rows, zdist_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

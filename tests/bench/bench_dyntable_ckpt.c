@@ -210,7 +210,7 @@ s_save(const s_opts_t *o, psd_dyntable_t **tables, psd_dyntable_ckpt_t **ck, int
     *ret_bytes = 0;
     *ret_secs = 0;
     for (int p = 0; p < S_NPS; p++) {
-        psd_dyntable_ckpt_table_t t = {"bench/emb", tables[p]};
+        psd_dyntable_ckpt_table_t t = {"bench/emb", tables[p], NULL};
         psd_dyntable_ckpt_saved_t s;
         zdist_error_t err = {0};
         double t0 = s_now();
@@ -236,7 +236,7 @@ s_restore(const s_opts_t *o, psd_dyntable_t **tables, int64_t step)
     snprintf(dir, sizeof dir, "%s/ckpt-%" PRId64, o->dir, step);
     for (int p = 0; p < S_NPS; p++) {
         psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(10);
-        psd_dyntable_ckpt_table_t t = {"bench/emb", tables[p] = s_table(o)};
+        psd_dyntable_ckpt_table_t t = {"bench/emb", tables[p] = s_table(o), NULL};
         psd_dyntable_ckpt_restored_t r;
         zdist_error_t err = {0};
         double t0 = s_now();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
+#include "psd_dyntable_npy.h"
 #include "testutil.h"
 #include "zdist/file.h"
 #include "zdist/partition.h"
@@ -171,10 +172,12 @@ s_save(s_job_t *j, int64_t step)
     s_dir(j, step, dir, sizeof dir);
     psd_dyntable_ckpt_saved_t all = {0};
     for (int p = 0; p < j->nps; p++) {
-        psd_dyntable_ckpt_table_t t = {"job/emb", j->tables[p]};
+        json_t *state = json_pack("{s:i, s:I}", "ps", p, "step", (json_int_t) step); /* the caller's, kept as is */
+        psd_dyntable_ckpt_table_t t = {"job/emb", j->tables[p], state};
         psd_dyntable_ckpt_saved_t s;
         zdist_error_t err = {0};
         CU_ASSERT_EQUAL_FATAL(psd_dyntable_ckpt_save(j->ck[p], &t, 1, dir, step, p, j->nps, &s, &err), 0);
+        json_decref(state);
         all.full = s.full;
         all.rows += s.rows;
         all.tombstones += s.tombstones;
@@ -192,7 +195,7 @@ s_restore(const char *dir, const psd_dyntable_config_t *c, int nps, psd_dyntable
     for (int p = 0; p < nps && rc == 0; p++) {
         into[p] = s_table(c);
         psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(4);
-        psd_dyntable_ckpt_table_t t = {"job/emb", into[p]};
+        psd_dyntable_ckpt_table_t t = {"job/emb", into[p], NULL};
         rc = psd_dyntable_ckpt_restore(ck, &t, 1, dir, p, nps, flags, ret, err);
         psd_dyntable_ckpt_destroy(&ck);
     }
@@ -263,6 +266,7 @@ test_full_and_deltas_onto_1_2_4(void)
         CU_ASSERT_EQUAL_FATAL(s_restore(dir, &c, nps, into, 0, &r, &err), 0);
         CU_ASSERT_EQUAL(r.step, 40);
         CU_ASSERT_FALSE(r.fell_back);
+        CU_ASSERT_STRING_EQUAL(r.from, dir);
         s_snapshot(into, nps, &s_got); /* rows, slots, steps: all of them, each on its ps */
         s_assert_same(&s_at40, &s_got);
         for (size_t i = 0; i < NIDS; i++) { /* the same lookups, evicted ids answered the default */
@@ -277,6 +281,18 @@ test_full_and_deltas_onto_1_2_4(void)
             psd_dyntable_destroy(&into[p]);
         }
     }
+    /* Each saving task's state, as it gave it, in ps order; the dim. */
+    int64_t dim = 0;
+    json_t *states = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_dyntable_ckpt_describe(dir, "job/emb", &dim, &states, &err), 0);
+    CU_ASSERT_EQUAL(dim, DIM);
+    json_t *want_states = json_pack("[{s:i, s:i}, {s:i, s:i}]", "ps", 0, "step", 40, "ps", 1, "step", 40);
+    CU_ASSERT_TRUE(json_equal(states, want_states));
+    json_decref(states);
+    json_decref(want_states);
+    CU_ASSERT_EQUAL(psd_dyntable_ckpt_describe(dir, "job/none", &dim, NULL, &err), -ENOENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "job/none"));
     s_job_free(&j);
 }
 
@@ -330,6 +346,7 @@ test_damaged_delta(void)
         CU_ASSERT_TRUE(r.fell_back);
         CU_ASSERT_EQUAL(r.step, 10);
         CU_ASSERT_PTR_NOT_NULL(strstr(r.why, name));
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.from, "/ckpt-10"));
         s_snapshot(into, nps, &s_got);
         s_assert_same(&s_at10, &s_got);
         for (int p = 0; p < nps; p++)
@@ -399,7 +416,7 @@ test_eviction_exact(void)
     for (int o = 0; o < 2; o++) {
         psd_dyntable_mark(t[o]);
         snprintf(dirs[o], sizeof dirs[o], "%s/run%d", root, o);
-        psd_dyntable_ckpt_table_t tt = {"job/emb", t[o]};
+        psd_dyntable_ckpt_table_t tt = {"job/emb", t[o], NULL};
         psd_dyntable_ckpt_saved_t s;
         zdist_error_t err = {0};
         CU_ASSERT_EQUAL_FATAL(psd_dyntable_ckpt_save(ck[o], &tt, 1, dirs[o], 200, 0, 1, &s, &err), 0);
@@ -413,7 +430,7 @@ test_eviction_exact(void)
     float v[DIM] = {1, 1, 1, 1};
     for (int o = 0; o < 2; o++) {
         CU_ASSERT_EQUAL(psd_dyntable_put(t[o], ids[1], v, NULL, 0, 0, 350), 0); /* the one row kept at 400 */
-        psd_dyntable_ckpt_table_t tt = {"job/emb", t[o]};
+        psd_dyntable_ckpt_table_t tt = {"job/emb", t[o], NULL};
         psd_dyntable_ckpt_saved_t s;
         zdist_error_t err = {0};
         CU_ASSERT_EQUAL_FATAL(psd_dyntable_ckpt_save(ck[o], &tt, 1, dirs[o], 400, 0, 1, &s, &err), 0);
@@ -479,7 +496,7 @@ test_chain_rules(void)
     FILE *f = fopen(path, "w"); /* a file where the directory should be */
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fclose(f);
-    psd_dyntable_ckpt_table_t t = {"job/emb", j.tables[0]};
+    psd_dyntable_ckpt_table_t t = {"job/emb", j.tables[0], NULL};
     zdist_error_t err = {0};
     CU_ASSERT_TRUE(psd_dyntable_ckpt_save(j.ck[0], &t, 1, path, 10, 0, 1, NULL, &err) < 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "ckpt-10"));
@@ -547,7 +564,7 @@ test_export_npy(void)
     snprintf(vec, sizeof vec, "%s/emb.vectors.npy", j.root);
     uint64_t rows = 0;
     zdist_error_t err = {0};
-    CU_ASSERT_EQUAL_FATAL(psd_dyntable_ckpt_export(dir, "job/emb", ids, vec, &rows, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(psd_dyntable_npy_from_ckpt(dir, "job/emb", ids, vec, &rows, &err), 0);
     CU_ASSERT_EQUAL(rows, 300);
     /* The bytes: a 64-byte-aligned header, then the ids (ascending) and the vectors. */
     void *buf = NULL;
@@ -602,7 +619,7 @@ test_export_npy(void)
         CU_ASSERT_EQUAL((float) y, s_at40.rows[299].values[3]);
         (void) want;
     }
-    CU_ASSERT_EQUAL(psd_dyntable_ckpt_export(dir, "job/other", ids, vec, &rows, &err), -ENOENT);
+    CU_ASSERT_EQUAL(psd_dyntable_npy_from_ckpt(dir, "job/other", ids, vec, &rows, &err), -ENOENT);
     s_job_free(&j);
 }
 
