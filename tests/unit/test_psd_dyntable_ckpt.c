@@ -40,15 +40,10 @@ s_table(const psd_dyntable_config_t *c)
 {
     zdist_error_t err = {0};
     psd_dyntable_t *t = psd_dyntable_new(c, &err);
+    if (!t)
+        fprintf(stderr, "\n  %s\n", err.text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     return t;
-}
-
-static uint64_t
-s_rand64(uint64_t *x)
-{
-    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
-    return *x;
 }
 
 /* Ids over the whole int64 range: both ends, around 0, random 64-bit ones. */
@@ -58,7 +53,7 @@ s_ids(int64_t *ids, size_t n)
     const int64_t edge[] = {INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX, (int64_t) 1 << 62};
     uint64_t x = 0x9e3779b97f4a7c15ULL;
     for (size_t i = 0; i < n; i++)
-        ids[i] = i < sizeof edge / sizeof edge[0] ? edge[i] : (int64_t) s_rand64(&x);
+        ids[i] = i < sizeof edge / sizeof edge[0] ? edge[i] : (int64_t) zdist_test_rand64(&x);
 }
 
 /* A row as saved: for comparing tables exactly. */
