@@ -84,7 +84,10 @@ typedef struct {
 
 /* Evicts and saves the n tables (names distinct) as ps task ps_task of
    num_ps at global step `step` (>= 0) into dir (created, one level, if
-   missing), as above. Several ps tasks may save into one directory. 0
+   missing), as above. Every table of the job on this ps task goes in
+   one call: a directory holds one manifest per ps task, so a second
+   call into it replaces the first's (and removes its files). Several
+   ps tasks may save into one directory. 0
    with ret (may be NULL) filled, or a negative errno with err naming the
    file: the files of this save are removed, the previous manifest of
    dir stays, no table is marked (the rows evicted stay evicted and are
