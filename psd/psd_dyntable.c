@@ -61,9 +61,8 @@ struct psd_dyntable_t {
     int64_t *evicted; /* since the mark */
     size_t nevicted, evicted_cap;
     uint32_t epoch; /* a row changed since the mark has this epoch */
-    /* Rows that took the epoch (again when freed and reused), for a delta
-       without a walk over every row; lost (walk instead) when it cannot
-       grow or would list over an eighth of the rows: a byte a row at most. */
+    /* Rows that took the epoch (again if freed, reused), so a delta needs no walk over every row;
+       lost (walk) when it cannot grow or would list over an eighth of the rows: <= a byte a row. */
     uint32_t *dirty;
     size_t ndirty, dirty_cap;
     bool dirty_lost;
@@ -265,10 +264,9 @@ s_row_free(psd_dyntable_t *self, uint32_t r)
 static inline void
 s_touch(psd_dyntable_t *self, uint32_t r, s_head_t *h)
 {
-    if (h->epoch == self->epoch)
-        return;
+    bool again = h->epoch == self->epoch;
     h->epoch = self->epoch;
-    if (self->dirty_lost)
+    if (again || self->dirty_lost)
         return;
     if (self->ndirty == self->dirty_cap) {
         size_t cap = self->dirty_cap ? self->dirty_cap * 2 : 1024;
@@ -297,9 +295,9 @@ s_row_init(psd_dyntable_t *self, s_head_t *h)
         zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k), (size_t) self->dim);
 }
 
-/* Creates id's row (it has none): its index entry, a row slot, its initial
-   values if `fill` (a restore's put overwrites them: drawing them would be
-   most of its time). S_NONE, counted as refused, when it does not fit. */
+/* Creates id's row (it has none): its index entry, a row slot, its initial values if `fill` (a
+   restore's put overwrites them, drawing them was most of its time). S_NONE, counted as refused,
+   when it does not fit. */
 static uint32_t
 s_create(psd_dyntable_t *self, int64_t id, uint64_t step, bool fill, int *ret_rc)
 {

@@ -1,23 +1,6 @@
-/* psd_dyntable_ckpt: full and delta files of dynamic tables, their chain, a resharding restore.
-
-   A data file (version 1), raw little-endian:
-     header, 64 bytes:
-       0  "ZDDYNTB1"         8  u32 version (1)     12 u32 kind (1 full, 2 delta)
-       16 i64 step           24 u32 dim             28 u32 slots per row
-       32 u32 optimizer kind (zdist_optim_kind_t)   36 u32 saving ps task
-       40 u32 its num_ps     44 u32 name length     48 u64 tombstones
-       56 8 bytes of zeros
-     the table's name, zero-padded to a multiple of 8;
-     tombstones: that many i64 ids, ascending (a delta's evicted ids;
-       none in a full);
-     rows, ascending by id, each: i64 id, u64 last update step,
-       u32 optimizer step, u32 zero, f32 values[dim], then each slot's
-       f32[dim];
-     footer, 16 bytes: u64 rows, "ZDDYNEND".
-   The manifest carries each file's length and CRC-32 (psd_dyntable_ckpt.h). */
+/* psd_dyntable_ckpt: chains of full and delta files (psd_dyntable_file), manifests, a resharding restore. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -29,34 +12,15 @@
 #include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
+#include "psd_dyntable_file.h"
 #include "zdist/file.h"
-#include "zdist/partition.h"
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "dynamic checkpoint files are raw little-endian: port s_head_pack and the reader first"
-#endif
-
-#define S_MAGIC "ZDDYNTB1"
-#define S_END "ZDDYNEND"
-#define S_HEAD_BYTES 64
-#define S_FOOT_BYTES 16
-#define S_KIND_FULL 1
-#define S_KIND_DELTA 2
 #define S_FORMAT "zdist-psd-dynamic"
 #define S_VERSION 1
 #define S_PATH_MAX 4096
-#define S_IO_CHUNK ((size_t) 1 << 20)
-#define S_NAME_MAX 4096
 
-/* One file of a chain. */
-typedef struct {
-    char *dir;  /* saving: the directory as given; restoring: resolved */
-    char *file; /* its name in dir */
-    int kind;
-    int64_t step;
-    uint64_t bytes, rows, tombstones;
-    uint32_t crc;
-} s_link_t;
+/* One file of a chain: its dir as given when saving, resolved when restoring. */
+typedef psd_dyntable_file_t s_link_t;
 
 /* A table's full and the deltas after it. */
 typedef struct {
@@ -76,19 +40,11 @@ struct psd_dyntable_ckpt_t {
 /* ---------------------------------------------------------------- chains */
 
 static void
-s_link_free(s_link_t *l)
-{
-    free(l->dir);
-    free(l->file);
-    *l = (s_link_t){0};
-}
-
-static void
 s_chains_free(s_chain_t *chains, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < chains[i].nlinks; k++)
-            s_link_free(&chains[i].links[k]);
+            psd_dyntable_file_clear(&chains[i].links[k]);
         free(chains[i].links);
         free(chains[i].name);
     }
@@ -171,121 +127,6 @@ s_plain_name(const char *name, bool dot_ok)
 
 /* ---------------------------------------------------------------- save */
 
-typedef struct {
-    int kind;
-    int64_t step;
-    uint32_t dim, nslots, optim, ps_task, num_ps, name_len;
-    uint64_t tombstones;
-} s_head_t;
-
-static void
-s_head_pack(const s_head_t *h, unsigned char *out)
-{
-    uint32_t version = S_VERSION, kind = (uint32_t) h->kind;
-    memset(out, 0, S_HEAD_BYTES);
-    memcpy(out, S_MAGIC, 8);
-    memcpy(out + 8, &version, 4);
-    memcpy(out + 12, &kind, 4);
-    memcpy(out + 16, &h->step, 8);
-    memcpy(out + 24, &h->dim, 4);
-    memcpy(out + 28, &h->nslots, 4);
-    memcpy(out + 32, &h->optim, 4);
-    memcpy(out + 36, &h->ps_task, 4);
-    memcpy(out + 40, &h->num_ps, 4);
-    memcpy(out + 44, &h->name_len, 4);
-    memcpy(out + 48, &h->tombstones, 8);
-}
-
-static size_t
-s_rec_bytes(uint32_t dim, uint32_t nslots)
-{
-    return 24 + (size_t) dim * sizeof(float) * (1 + nslots);
-}
-
-typedef struct {
-    zdist_file_out_t *out;
-    char *rec;
-    size_t rec_bytes, value_bytes;
-    int nslots;
-    uint64_t rows;
-} s_writer_t;
-
-static int
-s_write_row(const psd_dyntable_row_t *row, void *arg)
-{
-    s_writer_t *w = arg;
-    uint32_t steps[2] = {row->opt_step, 0};
-    memcpy(w->rec, &row->id, 8);
-    memcpy(w->rec + 8, &row->last_step, 8);
-    memcpy(w->rec + 16, steps, 8);
-    memcpy(w->rec + 24, row->values, w->value_bytes);
-    for (int k = 0; k < w->nslots; k++)
-        memcpy(w->rec + 24 + w->value_bytes * (size_t) (k + 1), row->slots[k], w->value_bytes);
-    w->rows++;
-    return zdist_file_out_write(w->out, w->rec, w->rec_bytes);
-}
-
-/* Writes one table's full or delta file into dir; ret_link gets it. */
-static int
-s_write_table(const psd_dyntable_ckpt_table_t *t, size_t index, const char *dir, int64_t step, bool full,
-              int ps_task, int num_ps, uint32_t nonce, s_link_t *ret_link, zdist_error_t *err)
-{
-    const zdist_optim_config_t *optim = psd_dyntable_optim(t->table);
-    s_head_t h = {
-        .kind = full ? S_KIND_FULL : S_KIND_DELTA,
-        .step = step,
-        .dim = (uint32_t) psd_dyntable_dim(t->table),
-        .nslots = (uint32_t) zdist_optim_num_slots(optim->kind),
-        .optim = (uint32_t) optim->kind,
-        .ps_task = (uint32_t) ps_task,
-        .num_ps = (uint32_t) num_ps,
-        .name_len = (uint32_t) strlen(t->name),
-    };
-    size_t ntomb = 0;
-    const int64_t *tomb = full ? NULL : psd_dyntable_evicted(t->table, &ntomb);
-    h.tombstones = ntomb;
-    char file[160], path[S_PATH_MAX + 200];
-    snprintf(file, sizeof file, "dyn-ps%d-t%zu-%" PRId64 "-%s-%08" PRIx32 ".bin", ps_task, index, step,
-             full ? "full" : "delta", nonce);
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    s_writer_t w = {.value_bytes = (size_t) h.dim * sizeof(float), .nslots = (int) h.nslots};
-    w.rec_bytes = s_rec_bytes(h.dim, h.nslots);
-    if (!(w.rec = malloc(w.rec_bytes)))
-        return zdist_error_set(err, -ENOMEM, "out of memory writing %s", path);
-    if (!(w.out = zdist_file_out_new(path, 0644, err))) {
-        free(w.rec);
-        return err->code;
-    }
-    unsigned char head[S_HEAD_BYTES], pad[8] = {0};
-    s_head_pack(&h, head);
-    zdist_file_out_write(w.out, head, sizeof head);
-    zdist_file_out_write(w.out, t->name, h.name_len);
-    zdist_file_out_write(w.out, pad, (8 - h.name_len % 8) % 8);
-    zdist_file_out_write(w.out, tomb, ntomb * sizeof *tomb);
-    int rc = psd_dyntable_iterate(t->table, !full, s_write_row, &w);
-    unsigned char foot[S_FOOT_BYTES];
-    memcpy(foot, &w.rows, 8);
-    memcpy(foot + 8, S_END, 8);
-    if (rc == 0)
-        rc = zdist_file_out_write(w.out, foot, sizeof foot);
-    free(w.rec);
-    if (rc < 0) {
-        zdist_file_out_destroy(&w.out);
-        return zdist_error_set(err, rc, "cannot write %s: %s", path, strerror(-rc));
-    }
-    *ret_link = (s_link_t){.kind = h.kind, .step = step, .rows = w.rows, .tombstones = ntomb};
-    if ((rc = zdist_file_out_commit(&w.out, &ret_link->crc, &ret_link->bytes, err)) < 0)
-        return rc;
-    ret_link->dir = strdup(dir);
-    ret_link->file = strdup(file);
-    if (!ret_link->dir || !ret_link->file) {
-        unlink(path);
-        s_link_free(ret_link);
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    }
-    return 0;
-}
-
 static const s_chain_t *
 s_chain_of(const psd_dyntable_ckpt_t *self, const char *name)
 {
@@ -312,8 +153,8 @@ s_chain_continues(const psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_table
             char path[2 * S_PATH_MAX];
             struct stat st;
             snprintf(path, sizeof path, "%s/%s", c->links[k].dir, c->links[k].file);
-            if (!s_rel_dir(c->links[k].dir, dir) || stat(path, &st) < 0
-                || (uint64_t) st.st_size != c->links[k].bytes)
+            if (!s_rel_dir(c->links[k].dir, dir) || stat(path, &st) < 0 ||
+                (uint64_t) st.st_size != c->links[k].bytes)
                 return false;
         }
     }
@@ -362,28 +203,28 @@ s_manifest(const s_chain_t *chains, size_t n, const psd_dyntable_ckpt_table_t *t
            int64_t step, int ps_task, int num_ps)
 {
     json_t *jtables = json_array(), *needs = json_array();
-    json_t *root = json_pack("{s:s, s:i, s:I, s:i, s:i, s:o, s:o}", "format", S_FORMAT, "version", S_VERSION,
-                             "step", (json_int_t) step, "ps_task", ps_task, "num_ps", num_ps, "needs", needs,
-                             "tables", jtables);
+    json_t *root =
+        json_pack("{s:s, s:i, s:I, s:i, s:i, s:o, s:o}", "format", S_FORMAT, "version", S_VERSION, "step",
+                  (json_int_t) step, "ps_task", ps_task, "num_ps", num_ps, "needs", needs, "tables", jtables);
     for (size_t i = 0; root && i < n; i++) {
         const zdist_optim_config_t *optim = psd_dyntable_optim(tables[i].table);
         json_t *chain = json_array();
         json_t *entry = json_pack("{s:s, s:I, s:s, s:i, s:o}", "name", chains[i].name, "dim",
                                   (json_int_t) psd_dyntable_dim(tables[i].table), "optimizer",
-                                  zdist_optim_kind_name(optim->kind), "slots", zdist_optim_num_slots(optim->kind),
-                                  "chain", chain);
+                                  zdist_optim_kind_name(optim->kind), "slots",
+                                  zdist_optim_num_slots(optim->kind), "chain", chain);
         if (entry && tables[i].state)
             json_object_set(entry, "state", tables[i].state);
         json_array_append_new(jtables, entry);
         for (size_t k = 0; k < chains[i].nlinks; k++) {
             const s_link_t *l = &chains[i].links[k];
             const char *rel = s_rel_dir(l->dir, dir);
-            json_array_append_new(chain, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "dir", rel,
-                                                   "file", l->file, "kind",
-                                                   l->kind == S_KIND_FULL ? "full" : "delta", "step",
-                                                   (json_int_t) l->step, "bytes", (json_int_t) l->bytes,
-                                                   "crc32", (json_int_t) l->crc, "rows", (json_int_t) l->rows,
-                                                   "tombstones", (json_int_t) l->tombstones));
+            json_array_append_new(
+                chain,
+                json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "dir", rel, "file", l->file, "kind",
+                          l->kind == PSD_DYNTABLE_FILE_FULL ? "full" : "delta", "step", (json_int_t) l->step,
+                          "bytes", (json_int_t) l->bytes, "crc32", (json_int_t) l->crc, "rows",
+                          (json_int_t) l->rows, "tombstones", (json_int_t) l->tombstones));
             bool listed = strcmp(rel, ".") == 0;
             for (size_t j = 0; !listed && j < json_array_size(needs); j++)
                 listed = strcmp(json_string_value(json_array_get(needs, j)), rel) == 0;
@@ -400,8 +241,10 @@ s_local_files(const char *path)
 {
     json_t *root = json_load_file(path, 0, NULL), *names = json_array(), *t, *l;
     size_t i, k;
-    json_array_foreach(json_object_get(root, "tables"), i, t) {
-        json_array_foreach(json_object_get(t, "chain"), k, l) {
+    json_array_foreach(json_object_get(root, "tables"), i, t)
+    {
+        json_array_foreach(json_object_get(t, "chain"), k, l)
+        {
             const char *d = json_string_value(json_object_get(l, "dir"));
             json_t *f = json_object_get(l, "file");
             if (d && strcmp(d, ".") == 0 && json_is_string(f) && s_plain_name(json_string_value(f), false))
@@ -418,9 +261,11 @@ s_remove_stale(const char *dir, json_t *old, json_t *now)
 {
     size_t i, j;
     json_t *f, *g;
-    json_array_foreach(old, i, f) {
+    json_array_foreach(old, i, f)
+    {
         bool kept = false;
-        json_array_foreach(now, j, g) {
+        json_array_foreach(now, j, g)
+        {
             kept = kept || json_equal(f, g);
         }
         char path[2 * S_PATH_MAX];
@@ -439,7 +284,7 @@ s_unlink_links(s_link_t *links, size_t n)
             snprintf(path, sizeof path, "%s/%s", links[i].dir, links[i].file);
             unlink(path);
         }
-        s_link_free(&links[i]);
+        psd_dyntable_file_clear(&links[i]);
     }
 }
 
@@ -447,7 +292,7 @@ static int
 s_check_tables(const psd_dyntable_ckpt_table_t *tables, size_t n, zdist_error_t *err)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!tables[i].name || !tables[i].table || strlen(tables[i].name) > S_NAME_MAX)
+        if (!tables[i].name || !tables[i].table || strlen(tables[i].name) > PSD_DYNTABLE_FILE_NAME_MAX)
             return zdist_error_set(err, -EINVAL, "dynamic table %zu has no name or table", i);
         for (size_t j = 0; j < i; j++)
             if (strcmp(tables[i].name, tables[j].name) == 0)
@@ -496,8 +341,9 @@ psd_dyntable_ckpt_save(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_table_
     if (rc < 0 || (rc = s_check_tables(tables, n, err)) < 0)
         return rc;
     if (step < 0 || num_ps < 1 || ps_task < 0 || ps_task >= num_ps)
-        return zdist_error_set(err, -EINVAL, "dynamic tables: step %" PRId64 ", ps task %d of %d is not a save",
-                               step, ps_task, num_ps);
+        return zdist_error_set(err, -EINVAL,
+                               "dynamic tables: step %" PRId64 ", ps task %d of %d is not a save", step,
+                               ps_task, num_ps);
     if (mkdir(d, 0755) < 0 && errno != EEXIST)
         return zdist_error_set(err, -errno, "cannot create checkpoint directory %s: %s", d, strerror(errno));
     psd_dyntable_ckpt_saved_t saved = {0};
@@ -511,7 +357,11 @@ psd_dyntable_ckpt_save(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_table_
     if (!links)
         return zdist_error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = s_write_table(&tables[i], i, d, step, saved.full, ps_task, num_ps, nonce, &links[i], err);
+        char file[160];
+        snprintf(file, sizeof file, "dyn-ps%d-t%zu-%" PRId64 "-%s-%08" PRIx32 ".bin", ps_task, i, step,
+                 saved.full ? "full" : "delta", nonce);
+        rc = psd_dyntable_file_write(tables[i].table, tables[i].name, d, file, saved.full, step, ps_task,
+                                     num_ps, &links[i], err);
         saved.rows += links[i].rows;
         saved.tombstones += links[i].tombstones;
         saved.bytes += links[i].bytes;
@@ -581,10 +431,9 @@ s_man_load(s_man_t *m, zdist_error_t *err)
     const char *format = NULL;
     int version = 0;
     json_int_t step = -1;
-    if (json_unpack(m->root, "{s:s, s:i, s:I, s:i, s:o}", "format", &format, "version", &version, "step", &step,
-                    "ps_task", &m->ps_task, "tables", &(json_t *){NULL})
-            < 0
-        || strcmp(format, S_FORMAT) != 0 || version != S_VERSION || step < 0 || m->ps_task < 0)
+    if (json_unpack(m->root, "{s:s, s:i, s:I, s:i, s:o}", "format", &format, "version", &version, "step",
+                    &step, "ps_task", &m->ps_task, "tables", &(json_t *){NULL}) < 0 ||
+        strcmp(format, S_FORMAT) != 0 || version != S_VERSION || step < 0 || m->ps_task < 0)
         return zdist_error_set(err, -EBADMSG, "%s is not a version %d dynamic checkpoint manifest", m->path,
                                S_VERSION);
     return 0;
@@ -600,11 +449,12 @@ s_ckpt_load(const char *dir, s_ckpt_t *c, zdist_error_t *err)
     s_parent(c->dir, c->parent);
     DIR *d = opendir(c->dir);
     if (!d)
-        return zdist_error_set(err, errno == ENOENT ? -ENOENT : -errno, "cannot open checkpoint directory %s: %s",
-                               c->dir, strerror(errno));
+        return zdist_error_set(err, errno == ENOENT ? -ENOENT : -errno,
+                               "cannot open checkpoint directory %s: %s", c->dir, strerror(errno));
     for (struct dirent *e; rc == 0 && (e = readdir(d));) {
         size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 16 || strcmp(e->d_name + len - 5, ".json") != 0)
+        if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 16 ||
+            strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
         s_man_t *mans = realloc(c->mans, (c->nmans + 1) * sizeof *mans);
         char *path = malloc(strlen(c->dir) + len + 2);
@@ -620,7 +470,8 @@ s_ckpt_load(const char *dir, s_ckpt_t *c, zdist_error_t *err)
     }
     closedir(d);
     if (rc == 0 && c->nmans == 0)
-        rc = zdist_error_set(err, -ENOENT, "no dynamic tables in checkpoint %s: no dynamic-ps*.json there", c->dir);
+        rc = zdist_error_set(err, -ENOENT, "no dynamic tables in checkpoint %s: no dynamic-ps*.json there",
+                             c->dir);
     for (size_t i = 0; rc == 0 && i < c->nmans; i++)
         rc = s_man_load(&c->mans[i], err);
     if (rc < 0)
@@ -629,9 +480,10 @@ s_ckpt_load(const char *dir, s_ckpt_t *c, zdist_error_t *err)
     for (size_t i = 0; i < c->nmans; i++) {
         int64_t step = json_integer_value(json_object_get(c->mans[i].root, "step"));
         if (i > 0 && step != c->step)
-            return zdist_error_set(err, -EBADMSG, "dynamic checkpoint %s is incomplete: %s is at step %" PRId64
-                                   " but %s is at step %" PRId64, c->dir, c->mans[0].path, c->step,
-                                   c->mans[i].path, step);
+            return zdist_error_set(err, -EBADMSG,
+                                   "dynamic checkpoint %s is incomplete: %s is at step %" PRId64
+                                   " but %s is at step %" PRId64,
+                                   c->dir, c->mans[0].path, c->step, c->mans[i].path, step);
         c->step = step;
     }
     return 0;
@@ -643,7 +495,8 @@ s_man_table(const s_man_t *m, const char *name)
 {
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(m->root, "tables"), i, t) {
+    json_array_foreach(json_object_get(m->root, "tables"), i, t)
+    {
         const char *tn = json_string_value(json_object_get(t, "name"));
         if (tn && strcmp(tn, name) == 0)
             return t;
@@ -668,20 +521,25 @@ s_chain_parse(const s_ckpt_t *c, const s_man_t *m, const char *name, int64_t dim
     if (n == 0 || !(ret->links = calloc(n, sizeof *ret->links)))
         return n == 0 ? zdist_error_set(err, -EBADMSG, "%s: table '%s' has no files", m->path, name)
                       : zdist_error_set(err, -ENOMEM, "out of memory");
-    json_array_foreach(chain, k, l) {
+    json_array_foreach(chain, k, l)
+    {
         const char *dir = NULL, *file = NULL, *kind = NULL;
         json_int_t step, bytes, crc, rows, tomb;
-        if (json_unpack(l, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "dir", &dir, "file", &file, "kind", &kind,
-                        "step", &step, "bytes", &bytes, "crc32", &crc, "rows", &rows, "tombstones", &tomb)
-                < 0
-            || !s_plain_name(dir, true) || !s_plain_name(file, false)
-            || strcmp(kind, k == 0 ? "full" : "delta") != 0 || step < 0 || bytes < 0 || rows < 0 || tomb < 0
-            || crc < 0 || crc > UINT32_MAX || (k > 0 && step < ret->links[k - 1].step))
+        if (json_unpack(l, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "dir", &dir, "file", &file, "kind",
+                        &kind, "step", &step, "bytes", &bytes, "crc32", &crc, "rows", &rows, "tombstones",
+                        &tomb) < 0 ||
+            !s_plain_name(dir, true) || !s_plain_name(file, false) ||
+            strcmp(kind, k == 0 ? "full" : "delta") != 0 || step < 0 || bytes < 0 || rows < 0 || tomb < 0 ||
+            crc < 0 || crc > UINT32_MAX || (k > 0 && step < ret->links[k - 1].step))
             return zdist_error_set(err, -EBADMSG, "%s: file %zu of table '%s' is not a valid chain entry",
                                    m->path, k, name);
         s_link_t *link = &ret->links[ret->nlinks++];
-        *link = (s_link_t){.kind = k == 0 ? S_KIND_FULL : S_KIND_DELTA, .step = step, .bytes = (uint64_t) bytes,
-                           .rows = (uint64_t) rows, .tombstones = (uint64_t) tomb, .crc = (uint32_t) crc};
+        *link = (s_link_t){.kind = k == 0 ? PSD_DYNTABLE_FILE_FULL : PSD_DYNTABLE_FILE_DELTA,
+                           .step = step,
+                           .bytes = (uint64_t) bytes,
+                           .rows = (uint64_t) rows,
+                           .tombstones = (uint64_t) tomb,
+                           .crc = (uint32_t) crc};
         size_t len = strlen(c->dir) + strlen(c->parent) + strlen(dir) + 2;
         link->file = strdup(file);
         if (!(link->dir = malloc(len)) || !link->file)
@@ -694,166 +552,10 @@ s_chain_parse(const s_ckpt_t *c, const s_man_t *m, const char *name, int64_t dim
     return 0;
 }
 
-/* A data file read in chunks, its CRC-32 taken as it goes. */
-typedef struct {
-    int fd;
-    char *buf;
-    size_t len, pos;
-    uint64_t left;
-    uint32_t crc;
-} s_in_t;
-
-static int
-s_in_read(s_in_t *in, void *dst, size_t n)
-{
-    char *p = dst;
-    while (n > 0) {
-        if (in->pos == in->len) {
-            size_t want = in->left < S_IO_CHUNK ? (size_t) in->left : S_IO_CHUNK;
-            if (want == 0)
-                return -EBADMSG;
-            ssize_t got = read(in->fd, in->buf, want);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0)
-                return got < 0 ? -errno : -EBADMSG;
-            in->crc = zdist_crc32(in->crc, in->buf, (size_t) got);
-            in->len = (size_t) got;
-            in->pos = 0;
-            in->left -= (uint64_t) got;
-        }
-        size_t k = n < in->len - in->pos ? n : in->len - in->pos;
-        memcpy(p, in->buf + in->pos, k);
-        in->pos += k;
-        p += k;
-        n -= k;
-    }
-    return 0;
-}
-
-/* What one file is read into (table NULL: only checked). */
-typedef struct {
-    psd_dyntable_t *table;
-    const char *name;
-    int64_t dim;
-    int ps_task, num_ps;
-    uint64_t skipped;
-} s_into_t;
-
-/* The header and name of a file: what its manifest says it is. */
-static int
-s_read_head(s_in_t *in, const s_link_t *l, const s_into_t *into, s_head_t *h)
-{
-    unsigned char b[S_HEAD_BYTES];
-    uint32_t version = 0, kind = 0;
-    int rc = s_in_read(in, b, sizeof b);
-    if (rc < 0)
-        return rc;
-    memcpy(&version, b + 8, 4);
-    memcpy(&kind, b + 12, 4);
-    memcpy(&h->step, b + 16, 8);
-    memcpy(&h->dim, b + 24, 4);
-    memcpy(&h->nslots, b + 28, 4);
-    memcpy(&h->optim, b + 32, 4);
-    memcpy(&h->name_len, b + 44, 4);
-    memcpy(&h->tombstones, b + 48, 8);
-    if (memcmp(b, S_MAGIC, 8) != 0 || version != S_VERSION || (int) kind != l->kind || h->step != l->step
-        || h->dim != (uint64_t) into->dim || h->nslots > ZDIST_OPTIM_MAX_SLOTS || h->tombstones != l->tombstones
-        || h->name_len != strlen(into->name))
-        return -EBADMSG;
-    char name[S_NAME_MAX + 8];
-    size_t padded = (h->name_len + 7) & ~(size_t) 7;
-    if ((rc = s_in_read(in, name, padded)) < 0)
-        return rc;
-    return memcmp(name, into->name, h->name_len) == 0 ? 0 : -EBADMSG;
-}
-
-/* Reads the tombstones and rows after the header into into->table. */
-static int
-s_read_body(s_in_t *in, const s_link_t *l, const s_head_t *h, s_into_t *into, char *rec)
-{
-    int rc = 0;
-    for (uint64_t i = 0; rc == 0 && i < h->tombstones; i++) {
-        int64_t id;
-        if ((rc = s_in_read(in, &id, sizeof id)) == 0 && into->table)
-            psd_dyntable_remove(into->table, id);
-    }
-    const zdist_optim_config_t *optim = into->table ? psd_dyntable_optim(into->table) : NULL;
-    bool slots_ok = optim && (uint32_t) optim->kind == h->optim;
-    size_t value_bytes = (size_t) h->dim * sizeof(float), rec_bytes = s_rec_bytes(h->dim, h->nslots);
-    const float *slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
-    for (uint32_t k = 0; k < h->nslots; k++)
-        slots[k] = (const float *) (rec + 24 + value_bytes * (k + 1));
-    for (uint64_t r = 0; rc == 0 && r < l->rows; r++) {
-        if ((rc = s_in_read(in, rec, rec_bytes)) < 0 || !into->table)
-            continue;
-        int64_t id;
-        uint64_t last_step;
-        uint32_t opt_step;
-        memcpy(&id, rec, 8);
-        memcpy(&last_step, rec + 8, 8);
-        memcpy(&opt_step, rec + 16, 4);
-        if (zdist_partition_id_ps(id, into->num_ps) != into->ps_task) {
-            into->skipped++;
-            continue;
-        }
-        rc = psd_dyntable_put(into->table, id, (const float *) (rec + 24), slots_ok ? slots : NULL,
-                              (int) h->nslots, opt_step, last_step);
-        if (rc < 0)
-            return rc == -EINVAL ? -EBADMSG : rc;
-    }
-    unsigned char foot[S_FOOT_BYTES];
-    uint64_t rows = 0;
-    if (rc == 0 && (rc = s_in_read(in, foot, sizeof foot)) == 0)
-        memcpy(&rows, foot, 8);
-    if (rc == 0 && (rows != l->rows || memcmp(foot + 8, S_END, 8) != 0 || in->left != 0 || in->pos != in->len))
-        rc = -EBADMSG;
-    return rc;
-}
-
-/* Reads (or only checks) one file of a chain: its length, header, every
-   record and its CRC-32 against the manifest's. */
-static int
-s_read_file(const s_link_t *l, const char *manifest, s_into_t *into, zdist_error_t *err)
-{
-    char path[2 * S_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", l->dir, l->file);
-    s_in_t in = {.fd = open(path, O_RDONLY | O_CLOEXEC), .left = l->bytes};
-    if (in.fd < 0)
-        return zdist_error_set(err, errno == ENOENT ? -EBADMSG : -errno,
-                               "dynamic checkpoint file %s (listed in %s) cannot be opened: %s", path, manifest,
-                               strerror(errno));
-    struct stat st;
-    int rc = 0;
-    char *rec = NULL;
-    if (fstat(in.fd, &st) < 0 || (uint64_t) st.st_size != l->bytes) {
-        rc = zdist_error_set(err, -EBADMSG, "dynamic checkpoint file %s is truncated or damaged: %lld bytes, "
-                             "manifest %s says %" PRIu64, path, (long long) st.st_size, manifest, l->bytes);
-        goto out;
-    }
-    s_head_t h = {0};
-    if (!(in.buf = malloc(S_IO_CHUNK)) || !(rec = malloc(s_rec_bytes((uint32_t) into->dim, ZDIST_OPTIM_MAX_SLOTS)))) {
-        rc = zdist_error_set(err, -ENOMEM, "out of memory reading %s", path);
-        goto out;
-    }
-    if ((rc = s_read_head(&in, l, into, &h)) == 0)
-        rc = s_read_body(&in, l, &h, into, rec);
-    if (rc == -ENOSPC)
-        rc = zdist_error_set(err, rc, "dynamic table '%s' does not fit its memory budget (restoring %s)",
-                             into->name, path);
-    else if (rc < 0 || in.crc != l->crc) /* a CRC-32 mismatch can only show once all is read */
-        rc = zdist_error_set(err, rc < 0 && rc != -EBADMSG ? rc : -EBADMSG, "dynamic checkpoint file %s is "
-                             "corrupt: %s", path, rc < 0 ? "not what its manifest describes" : "CRC-32 mismatch");
-out:
-    free(in.buf);
-    free(rec);
-    close(in.fd);
-    return rc;
-}
-
 /* Each table's chain in each manifest: plan[i * nmans + m]. */
 static int
-s_plan(const s_ckpt_t *c, const psd_dyntable_ckpt_table_t *tables, size_t n, s_chain_t **ret, zdist_error_t *err)
+s_plan(const s_ckpt_t *c, const psd_dyntable_ckpt_table_t *tables, size_t n, s_chain_t **ret,
+       zdist_error_t *err)
 {
     s_chain_t *plan = calloc(n * c->nmans + 1, sizeof *plan);
     if (!plan)
@@ -869,7 +571,8 @@ s_plan(const s_ckpt_t *c, const psd_dyntable_ckpt_table_t *tables, size_t n, s_c
             found = found || plan[i * c->nmans + m].nlinks > 0;
         }
         if (!found)
-            return zdist_error_set(err, -ENOENT, "dynamic table '%s' is not in checkpoint %s", tables[i].name, c->dir);
+            return zdist_error_set(err, -ENOENT, "dynamic table '%s' is not in checkpoint %s", tables[i].name,
+                                   c->dir);
     }
     return 0;
 }
@@ -882,9 +585,10 @@ s_verify_deltas(const s_ckpt_t *c, const psd_dyntable_ckpt_table_t *tables, size
     for (size_t i = 0; i < n; i++)
         for (size_t m = 0; m < c->nmans; m++) {
             const s_chain_t *ch = &plan[i * c->nmans + m];
-            s_into_t into = {.name = tables[i].name, .dim = psd_dyntable_dim(tables[i].table)};
+            psd_dyntable_file_into_t into = {.name = tables[i].name,
+                                             .dim = psd_dyntable_dim(tables[i].table)};
             for (size_t k = 1; k < ch->nlinks; k++) {
-                int rc = s_read_file(&ch->links[k], c->mans[m].path, &into, err);
+                int rc = psd_dyntable_file_read(&ch->links[k], c->mans[m].path, &into, err);
                 if (rc < 0) {
                     *ret_full_dir = ch->links[0].dir;
                     return rc;
@@ -921,8 +625,10 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
             rc = psd_dyntable_ckpt_restore(self, tables, n, fdir, ps_task, num_ps, 0, ret, err);
             if (rc == 0 && ret) {
                 ret->fell_back = true;
-                int len = snprintf(ret->why, sizeof ret->why, "%s; restored the previous full checkpoint, "
-                                   "step %" PRId64 " in %s, instead", why, ret->step, fdir);
+                int len = snprintf(ret->why, sizeof ret->why,
+                                   "%s; restored the previous full checkpoint, "
+                                   "step %" PRId64 " in %s, instead",
+                                   why, ret->step, fdir);
                 (void) len; /* cut short past sizeof why */
             }
             return rc;
@@ -932,12 +638,15 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
     psd_dyntable_ckpt_restored_t got = {.step = c.step};
     snprintf(got.from, sizeof got.from, "%s", c.dir);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        s_into_t into = {.table = tables[i].table, .name = tables[i].name, .dim = psd_dyntable_dim(tables[i].table),
-                         .ps_task = ps_task, .num_ps = num_ps};
+        psd_dyntable_file_into_t into = {.table = tables[i].table,
+                                         .name = tables[i].name,
+                                         .dim = psd_dyntable_dim(tables[i].table),
+                                         .ps_task = ps_task,
+                                         .num_ps = num_ps};
         for (size_t m = 0; rc == 0 && m < c.nmans; m++) {
             const s_chain_t *ch = &plan[i * c.nmans + m];
             for (size_t k = 0; rc == 0 && k < ch->nlinks; k++)
-                rc = s_read_file(&ch->links[k], c.mans[m].path, &into, err);
+                rc = psd_dyntable_file_read(&ch->links[k], c.mans[m].path, &into, err);
         }
         psd_dyntable_stats_t st;
         psd_dyntable_stats(tables[i].table, &st);
@@ -973,7 +682,8 @@ psd_dyntable_ckpt_describe(const char *dir, const char *name, int64_t *ret_dim, 
         if (t && !dim)
             dim = json_integer_value(json_object_get(t, "dim"));
         if (t)
-            json_array_append(states, json_object_get(t, "state") ? json_object_get(t, "state") : json_null());
+            json_array_append(states,
+                              json_object_get(t, "state") ? json_object_get(t, "state") : json_null());
     }
     if (rc == 0 && (dim < 1 || dim > 65536))
         rc = zdist_error_set(err, -ENOENT, "dynamic table '%s' is not in checkpoint %s", name, c.dir);

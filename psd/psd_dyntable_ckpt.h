@@ -1,4 +1,4 @@
-/* psd_dyntable_ckpt: checkpoints of dynamic tables that scale with change: a full every K saves, deltas between.
+/* psd_dyntable_ckpt: dynamic tables' checkpoints that scale with change: fulls every K saves, deltas between.
 
    One ps task's dynamic tables (psd_dyntable) of one job are saved
    together, by the actor thread that owns them (not thread-safe, as the
@@ -100,12 +100,12 @@ int psd_dyntable_ckpt_save(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_ta
 #define PSD_DYNTABLE_CKPT_FALLBACK 1u
 
 typedef struct {
-    int64_t step;       /* the checkpoint's step (the full's when fell_back) */
-    bool fell_back;     /* a delta was broken: the full's checkpoint was restored; why says which file */
+    int64_t step;   /* the checkpoint's step (the full's when fell_back) */
+    bool fell_back; /* a delta was broken: the full's checkpoint was restored; why says which file */
     char why[512];
-    uint64_t rows;      /* rows the tables hold now */
-    uint64_t skipped;   /* rows read that belong to other ps tasks */
-    char from[4096];    /* the directory restored: dir, or the full's when fell_back */
+    uint64_t rows;    /* rows the tables hold now */
+    uint64_t skipped; /* rows read that belong to other ps tasks */
+    char from[4096];  /* the directory restored: dir, or the full's when fell_back */
 } psd_dyntable_ckpt_restored_t;
 
 /* Fills the n tables (new and empty, of the job's configuration) from

@@ -18,10 +18,12 @@ static size_t
 s_npy_header(char *out, const char *descr, uint64_t rows, int64_t dim)
 {
     char dict[160];
-    int len = dim > 0 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64
-                                 ", %" PRId64 "), }", descr, rows, dim)
-                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64
-                                 ",), }", descr, rows);
+    int len =
+        dim > 0 ? snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ", %" PRId64 "), }",
+                           descr, rows, dim)
+                : snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ",), }", descr, rows);
     size_t total = (10 + (size_t) len + 1 + 63) & ~(size_t) 63;
     uint16_t hlen = (uint16_t) (total - 10);
     memcpy(out, "\x93NUMPY\x01\x00", 8);
@@ -47,7 +49,7 @@ s_npy_row(const psd_dyntable_row_t *row, void *arg)
 
 int
 psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *vectors_path,
-                             uint64_t *ret_rows, zdist_error_t *err)
+                       uint64_t *ret_rows, zdist_error_t *err)
 {
     zdist_error_t spare;
     err = err ? err : &spare; /* codes are read back from it */
@@ -80,7 +82,6 @@ psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *
     return rc;
 }
 
-
 int
 psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
                            uint64_t *ret_rows, zdist_error_t *err)
@@ -92,7 +93,8 @@ psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_pa
     if (rc < 0)
         return rc;
     /* A table of the values alone: sgd has no slots, so none are read. */
-    psd_dyntable_config_t cfg = {.name = name, .dim = dim, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
+    psd_dyntable_config_t cfg = {
+        .name = name, .dim = dim, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
     zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
     psd_dyntable_t *table = psd_dyntable_new(&cfg, err);
     psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(1);

@@ -21,15 +21,15 @@ extern "C" {
    shape (n, dim), C order, row i the values of ids[i]. Both written
    crash-safe. Slots and steps are not exported (serving needs none).
    ret_rows (may be NULL) receives n. */
-int psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *vectors_path, uint64_t *ret_rows,
-                           zdist_error_t *err);
+int psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *vectors_path,
+                           uint64_t *ret_rows, zdist_error_t *err);
 
 /* The same from a checkpoint, without a psd (zdist export-embedding
    reading the coordinator's checkpoint directory): table `name`'s rows of
    every saving ps task in dir (psd_dyntable_ckpt's files), as restored
    onto one task. -ENOENT when the table is not in the checkpoint. */
-int psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
-                               uint64_t *ret_rows, zdist_error_t *err);
+int psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path,
+                               const char *vectors_path, uint64_t *ret_rows, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* bench_dyntable_ckpt: 10^7 distinct ids over 2 simulated ps tasks admitted, trained, checkpointed (full, then a delta of 1%) and restored.
+/* bench_dyntable_ckpt: 10^7 distinct ids over 2 simulated ps tasks admitted, trained, checkpointed (full,
+   then a delta of 1%) and restored.
 
    usage: bench_dyntable_ckpt [--quick] [--ids N] [--dim D] [--change PCT] [--dir DIR]
 
@@ -202,8 +203,8 @@ s_order(psd_dyntable_t **tables, bool changed_only)
 
 /* Saves both tables at step into DIR/ckpt-STEP; prints a line per ps task. */
 static int
-s_save(const s_opts_t *o, psd_dyntable_t **tables, psd_dyntable_ckpt_t **ck, int64_t step, uint64_t *ret_bytes,
-       double *ret_secs)
+s_save(const s_opts_t *o, psd_dyntable_t **tables, psd_dyntable_ckpt_t **ck, int64_t step,
+       uint64_t *ret_bytes, double *ret_secs)
 {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ckpt-%" PRId64, o->dir, step);
@@ -220,8 +221,8 @@ s_save(const s_opts_t *o, psd_dyntable_t **tables, psd_dyntable_ckpt_t **ck, int
             fprintf(stderr, "bench_dyntable_ckpt: save: %s\n", err.text);
             return rc;
         }
-        printf("save          ps=%d kind=%s rows=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f MB_per_s=%.0f\n", p,
-               s.full ? "full" : "delta", s.rows, s.bytes, secs, (double) s.bytes / 1e6 / secs);
+        printf("save          ps=%d kind=%s rows=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f MB_per_s=%.0f\n",
+               p, s.full ? "full" : "delta", s.rows, s.bytes, secs, (double) s.bytes / 1e6 / secs);
         *ret_bytes += s.bytes;
         *ret_secs += secs;
     }
@@ -247,8 +248,8 @@ s_restore(const s_opts_t *o, psd_dyntable_t **tables, int64_t step)
             fprintf(stderr, "bench_dyntable_ckpt: restore: %s\n", err.text);
             return rc;
         }
-        printf("restore       ps=%d rows=%" PRIu64 " skipped=%" PRIu64 " seconds=%.3f rows_per_s=%.0f\n", p, r.rows,
-               r.skipped, secs, (double) r.rows / secs);
+        printf("restore       ps=%d rows=%" PRIu64 " skipped=%" PRIu64 " seconds=%.3f rows_per_s=%.0f\n", p,
+               r.rows, r.skipped, secs, (double) r.rows / secs);
     }
     return 0;
 }
@@ -261,7 +262,8 @@ s_memory(const s_opts_t *o, psd_dyntable_t **tables)
         psd_dyntable_stats_t st;
         psd_dyntable_stats(tables[p], &st);
         double per_row = (double) st.bytes / (double) st.rows;
-        printf("memory        ps=%d rows=%" PRIu64 " bytes=%" PRIu64 " bytes_per_row=%.1f payload_and_slots=%.0f "
+        printf("memory        ps=%d rows=%" PRIu64 " bytes=%" PRIu64
+               " bytes_per_row=%.1f payload_and_slots=%.0f "
                "overhead_per_row=%.1f bound=%.0f\n",
                p, st.rows, st.bytes, per_row, payload, per_row - payload, payload + 48);
     }
@@ -278,7 +280,8 @@ s_sample(psd_dyntable_t **tables, const int64_t *sample, size_t n, int64_t dim, 
 }
 
 static int
-s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *want, float *got, int64_t *sample, size_t nsample)
+s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *want, float *got,
+      int64_t *sample, size_t nsample)
 {
     psd_dyntable_t *tables[S_NPS] = {s_table(o), s_table(o)};
     psd_dyntable_ckpt_t *ck[S_NPS] = {psd_dyntable_ckpt_new(10), psd_dyntable_ckpt_new(10)};
@@ -298,8 +301,8 @@ s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *wa
     if (rc == 0)
         rc = s_save(o, tables, ck, 1, &full_bytes, &full_secs);
     double base = rc == 0 ? s_baseline(o, full_bytes) : -1;
-    printf("baseline      bytes=%" PRIu64 " seconds=%.3f MB_per_s=%.0f full_save_over_baseline=%.2f\n", full_bytes,
-           base, (double) full_bytes / 1e6 / base, full_secs / base);
+    printf("baseline      bytes=%" PRIu64 " seconds=%.3f MB_per_s=%.0f full_save_over_baseline=%.2f\n",
+           full_bytes, base, (double) full_bytes / 1e6 / base, full_secs / base);
     size_t nchange = n * (size_t) o->change / 100;
     uint64_t x = 0x1234567887654321ULL;
     for (size_t i = 0; rc == 0 && i < nchange; i++) { /* a random PCT % of the rows (Fisher-Yates) */
@@ -318,8 +321,8 @@ s_run(const s_opts_t *o, int64_t *ids, float *buf, const float *grads, float *wa
     if (rc == 0)
         printf("checkpoint    full_bytes=%" PRIu64 " full_seconds=%.3f delta_rows=%zu delta_bytes=%" PRIu64
                " delta_seconds=%.3f bytes_ratio=%.4f seconds_ratio=%.4f\n",
-               full_bytes, full_secs, nchange, delta_bytes, delta_secs, (double) delta_bytes / (double) full_bytes,
-               delta_secs / full_secs);
+               full_bytes, full_secs, nchange, delta_bytes, delta_secs,
+               (double) delta_bytes / (double) full_bytes, delta_secs / full_secs);
     s_sample(tables, sample, nsample, o->dim, want);
     for (int p = 0; p < S_NPS; p++) {
         psd_dyntable_destroy(&tables[p]);
@@ -344,7 +347,8 @@ main(int argc, char **argv)
 {
     s_opts_t o;
     if (s_parse(argc, argv, &o) < 0) {
-        fprintf(stderr, "usage: bench_dyntable_ckpt [--quick] [--ids N] [--dim D] [--change PCT] [--dir DIR]\n");
+        fprintf(stderr,
+                "usage: bench_dyntable_ckpt [--quick] [--ids N] [--dim D] [--change PCT] [--dir DIR]\n");
         return 2;
     }
     size_t n = (size_t) o.ids, dim = (size_t) o.dim, nsample = n < S_SAMPLE ? n : S_SAMPLE;
@@ -362,7 +366,8 @@ main(int argc, char **argv)
         sample[i] = ids[i * (n / nsample)];
     for (size_t i = 0; i < S_BATCH * dim; i++)
         grads[i] = 0.001f * (float) (i % 13) - 0.006f;
-    printf("ids=%zu dim=%zu ps=%d optimizer=adagrad change=%" PRId64 "%% dir=%s\n", n, dim, S_NPS, o.change, o.dir);
+    printf("ids=%zu dim=%zu ps=%d optimizer=adagrad change=%" PRId64 "%% dir=%s\n", n, dim, S_NPS, o.change,
+           o.dir);
     int rc = s_run(&o, ids, buf, grads, want, got, sample, nsample);
     if (o.own_dir) {
         char cmd[600];

@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int
 s_restore(unsigned flags)
 {
-    psd_dyntable_config_t c = {.name = "job/emb", .dim = 2, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
+    psd_dyntable_config_t c = {
+        .name = "job/emb", .dim = 2, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
     zdist_optim_config_default(&c.optim, ZDIST_OPTIM_ADAGRAD);
     psd_dyntable_budget_t budget = {.max_bytes = 64 << 20}; /* a file may claim any number of rows */
     c.budget = &budget;

@@ -167,7 +167,8 @@ s_save(s_job_t *j, int64_t step)
     s_dir(j, step, dir, sizeof dir);
     psd_dyntable_ckpt_saved_t all = {0};
     for (int p = 0; p < j->nps; p++) {
-        json_t *state = json_pack("{s:i, s:I}", "ps", p, "step", (json_int_t) step); /* the caller's, kept as is */
+        json_t *state =
+            json_pack("{s:i, s:I}", "ps", p, "step", (json_int_t) step); /* the caller's, kept as is */
         psd_dyntable_ckpt_table_t t = {"job/emb", j->tables[p], state};
         psd_dyntable_ckpt_saved_t s;
         zdist_error_t err = {0};
@@ -378,7 +379,8 @@ s_file_crc(const char *dir, int ps)
     json_t *m = json_load_file(path, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     json_t *chain = json_object_get(json_array_get(json_object_get(m, "tables"), 0), "chain");
-    json_int_t crc = json_integer_value(json_object_get(json_array_get(chain, json_array_size(chain) - 1), "crc32"));
+    json_int_t crc =
+        json_integer_value(json_object_get(json_array_get(chain, json_array_size(chain) - 1), "crc32"));
     json_decref(m);
     return crc;
 }
@@ -402,7 +404,7 @@ test_eviction_exact(void)
         for (int n = 0; n < 64; n++) {
             int i = o == 0 ? n : 63 - n;
             float a = i % 3 == 0 ? 0.25f : 0.3f, v[DIM] = {a, a, a, 0.2f}; /* norm 0.477 or 0.557 */
-            uint64_t last = i % 4 == 0 ? 99 : 100;                      /* idle 101 or 100 steps at 200 */
+            uint64_t last = i % 4 == 0 ? 99 : 100;                         /* idle 101 or 100 steps at 200 */
             CU_ASSERT_EQUAL(psd_dyntable_put(t[o], ids[i], v, NULL, 0, 0, last), 0);
             gone[i] = i % 3 == 0 || i % 4 == 0;
             ngone += o == 0 && gone[i];
@@ -513,7 +515,8 @@ test_chain_rules(void)
     s_snapshot(into, 1, &s_got);
     CU_ASSERT_EQUAL(s_got.n, want_snap->n);
     for (size_t i = 0; i < s_got.n; i++)
-        CU_ASSERT_EQUAL(memcmp(s_got.rows[i].values, want_snap->rows[i].values, sizeof s_got.rows[i].values), 0);
+        CU_ASSERT_EQUAL(memcmp(s_got.rows[i].values, want_snap->rows[i].values, sizeof s_got.rows[i].values),
+                        0);
     psd_dyntable_destroy(&into[0]);
     /* A table not in the checkpoint, another dim: refused naming it. */
     psd_dyntable_config_t wide = s_config(ZDIST_OPTIM_ADAM);
@@ -537,7 +540,8 @@ s_numpy_python(void)
                 return cands[i];
         }
         if (attempt == 0 && geteuid() == 0 && system("command -v apt-get >/dev/null 2>&1") == 0)
-            (void) !system("DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-numpy >/dev/null 2>&1");
+            (void) !system(
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-numpy >/dev/null 2>&1");
     }
     return NULL;
 }
@@ -569,7 +573,8 @@ test_export_npy(void)
     uint16_t hlen;
     memcpy(&hlen, (char *) buf + 8, 2);
     CU_ASSERT_EQUAL((10 + hlen) % 64, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr((char *) buf + 10, "'descr': '<i8', 'fortran_order': False, 'shape': (300,)"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr((char *) buf + 10, "'descr': '<i8', 'fortran_order': False, 'shape': (300,)"));
     CU_ASSERT_EQUAL_FATAL(len, 10 + hlen + 300 * 8);
     for (size_t i = 0; i < 300; i++) {
         int64_t id;
@@ -579,7 +584,8 @@ test_export_npy(void)
     free(buf);
     CU_ASSERT_EQUAL_FATAL(zdist_file_read(vec, 1 << 20, &buf, &len, &err), 0);
     memcpy(&hlen, (char *) buf + 8, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr((char *) buf + 10, "'descr': '<f4', 'fortran_order': False, 'shape': (300, 4)"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr((char *) buf + 10, "'descr': '<f4', 'fortran_order': False, 'shape': (300, 4)"));
     CU_ASSERT_EQUAL_FATAL(len, 10 + hlen + 300 * DIM * 4);
     for (size_t i = 0; i < 300; i++)
         CU_ASSERT_EQUAL(memcmp((char *) buf + 10 + hlen + i * DIM * 4, s_at40.rows[i].values, DIM * 4), 0);
@@ -587,7 +593,8 @@ test_export_npy(void)
     /* numpy.load reads the pair: the same ids and values. */
     const char *py = s_numpy_python();
     if (!py) {
-        fprintf(stderr, "\n  numpy.load check skipped: no python3 with numpy (apt-get install python3-numpy)\n");
+        fprintf(stderr,
+                "\n  numpy.load check skipped: no python3 with numpy (apt-get install python3-numpy)\n");
     } else {
         char cmd[2048];
         snprintf(cmd, sizeof cmd,
@@ -621,13 +628,13 @@ test_export_npy(void)
 void
 zdist_test_psd_dyntable_ckpt_register(void)
 {
-    ZDIST_SUITE("psd_dyntable_ckpt",
-                {"a full and 3 deltas over 2 ps restored onto 1, 2 and 4 ps: identical rows and lookups",
-                 test_full_and_deltas_onto_1_2_4},
-                {"a damaged delta: refused naming the file, or the previous full restored", test_damaged_delta},
-                {"eviction at save time: exactly the rows that qualify, the same bytes in any order",
-                 test_eviction_exact},
-                {"the chain: a full every K saves, after a lost file, a failed save marks nothing",
-                 test_chain_rules},
-                {"export: a .npy pair numpy.load reads", test_export_npy});
+    ZDIST_SUITE(
+        "psd_dyntable_ckpt",
+        {"a full and 3 deltas over 2 ps restored onto 1, 2 and 4 ps: identical rows and lookups",
+         test_full_and_deltas_onto_1_2_4},
+        {"a damaged delta: refused naming the file, or the previous full restored", test_damaged_delta},
+        {"eviction at save time: exactly the rows that qualify, the same bytes in any order",
+         test_eviction_exact},
+        {"the chain: a full every K saves, after a lost file, a failed save marks nothing", test_chain_rules},
+        {"export: a .npy pair numpy.load reads", test_export_npy});
 }
