@@ -295,9 +295,8 @@ s_row_init(psd_dyntable_t *self, s_head_t *h)
         zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k), (size_t) self->dim);
 }
 
-/* Creates id's row (it has none): its index entry, a row slot, its initial values if `fill` (a
-   restore's put overwrites them, drawing them was most of its time). S_NONE, counted as refused,
-   when it does not fit. */
+/* Creates id's row (it has none): its index entry, a row slot, its initial values if `fill` (a restore's
+   put overwrites them). S_NONE, counted as refused, when it does not fit. */
 static uint32_t
 s_create(psd_dyntable_t *self, int64_t id, uint64_t step, bool fill, int *ret_rc)
 {
@@ -817,8 +816,7 @@ size_t
 psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
 {
     size_t n = 0;
-    bool rows_may = self->evict_after > 0 || self->evict_l2 > 0; /* else no walk over every row */
-    for (uint32_t r = 0; rows_may && r < self->arena.used; r++) {
+    for (uint32_t r = 0; (self->evict_after > 0 || self->evict_l2 > 0) && r < self->arena.used; r++) {
         s_head_t *h = s_head(self, r);
         if (!h->epoch || !s_qualifies(self, h, global_step))
             continue;
