@@ -61,6 +61,11 @@ struct psd_dyntable_t {
     int64_t *evicted; /* since the mark */
     size_t nevicted, evicted_cap;
     uint32_t epoch; /* a row changed since the mark has this epoch */
+    /* Rows that took the epoch (again if freed, reused), so a delta needs no walk over every row;
+       lost (walk) when it cannot grow or would list over an eighth of the rows: <= a byte a row. */
+    uint32_t *dirty;
+    size_t ndirty, dirty_cap;
+    bool dirty_lost;
 
     psd_dyntable_stats_t st; /* admitted, refused, evicted, dropped_grads */
     uint64_t bytes;
@@ -255,6 +260,29 @@ s_row_free(psd_dyntable_t *self, uint32_t r)
     psd_arena_free(&self->arena, r);
 }
 
+/* Row r (header h) changed: it takes the epoch, listed the first time. */
+static inline void
+s_touch(psd_dyntable_t *self, uint32_t r, s_head_t *h)
+{
+    bool again = h->epoch == self->epoch;
+    h->epoch = self->epoch;
+    if (again || self->dirty_lost)
+        return;
+    if (self->ndirty == self->dirty_cap) {
+        size_t cap = self->dirty_cap ? self->dirty_cap * 2 : 1024;
+        bool few = self->ndirty < 1024 || self->ndirty <= self->nrows / 8;
+        uint32_t *list = few ? realloc(self->dirty, cap * sizeof *list) : NULL;
+        if (!list) {
+            self->dirty_lost = true; /* freed at the mark */
+            return;
+        }
+        self->dirty = list;
+        s_take(self, (cap - self->dirty_cap) * sizeof *list); /* above the budget if need be */
+        self->dirty_cap = cap;
+    }
+    self->dirty[self->ndirty++] = r;
+}
+
 /* Initial values and slots of id's row. */
 static void
 s_row_init(psd_dyntable_t *self, s_head_t *h)
@@ -267,10 +295,10 @@ s_row_init(psd_dyntable_t *self, s_head_t *h)
         zdist_optim_slot_fill(&self->optim, k, ZDIST_DTYPE_FLOAT32, s_slot(self, h, k), (size_t) self->dim);
 }
 
-/* Creates id's row (it has none): its index entry, a row slot, its
-   initial values. S_NONE, counted as refused, when it does not fit. */
+/* Creates id's row (it has none): its index entry, a row slot, its initial values if `fill` (a restore's
+   put overwrites them). S_NONE, counted as refused, when it does not fit. */
 static uint32_t
-s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
+s_create(psd_dyntable_t *self, int64_t id, uint64_t step, bool fill, int *ret_rc)
 {
     int rc = -ENOSPC;
     uint32_t r = S_NONE;
@@ -283,8 +311,10 @@ s_create(psd_dyntable_t *self, int64_t id, uint64_t step, int *ret_rc)
         return S_NONE;
     }
     s_head_t *h = s_head(self, r);
-    *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0, .epoch = self->epoch};
-    s_row_init(self, h);
+    *h = (s_head_t){.id = id, .last_step = step, .opt_step = 0};
+    s_touch(self, r, h);
+    if (fill)
+        s_row_init(self, h);
     s_index_put(self->index, self->index_cap, (uint64_t) s_tag(id) << 32 | (uint64_t) (r + 1));
     self->nrows++;
     self->st.admitted++;
@@ -377,7 +407,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
     if (s_find(self, id, NULL) != S_NONE) /* created earlier in this lookup */
         return;
     if (self->min_count <= 1) {
-        s_create(self, id, step, NULL);
+        s_create(self, id, step, true, NULL);
         return;
     }
     size_t pos = 0;
@@ -390,7 +420,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
         c->count++;
     c->last_seen = step;
     /* A refused creation keeps the counter: the next occurrence tries again. */
-    if (c->count >= self->min_count && s_create(self, id, step, NULL) != S_NONE)
+    if (c->count >= self->min_count && s_create(self, id, step, true, NULL) != S_NONE)
         s_counter_delete(self, pos);
 }
 
@@ -461,6 +491,7 @@ psd_dyntable_destroy(psd_dyntable_t **self_p)
     psd_arena_unmap(self->index, self->index_cap * sizeof *self->index);
     free(self->counters);
     free(self->evicted);
+    free(self->dirty);
     free(self->defval);
     free(self->rows);
     free(self->heads);
@@ -478,6 +509,12 @@ int64_t
 psd_dyntable_dim(const psd_dyntable_t *self)
 {
     return self->dim;
+}
+
+const zdist_optim_config_t *
+psd_dyntable_optim(const psd_dyntable_t *self)
+{
+    return &self->optim;
 }
 
 void
@@ -730,7 +767,7 @@ psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const flo
         if (h->opt_step < UINT32_MAX)
             h->opt_step++;
         h->last_step = global_step;
-        h->epoch = self->epoch;
+        s_touch(self, self->rows[u], h);
         void *slots[ZDIST_OPTIM_MAX_SLOTS] = {0};
         for (int k = 0; k < self->nslots; k++)
             slots[k] = s_slot(self, h, k);
@@ -779,7 +816,7 @@ size_t
 psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
 {
     size_t n = 0;
-    for (uint32_t r = 0; r < self->arena.used; r++) {
+    for (uint32_t r = 0; (self->evict_after > 0 || self->evict_l2 > 0) && r < self->arena.used; r++) {
         s_head_t *h = s_head(self, r);
         if (!h->epoch || !s_qualifies(self, h, global_step))
             continue;
@@ -839,7 +876,7 @@ psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const fl
         return -EINVAL;
     uint32_t r = s_find(self, id, NULL);
     int rc = 0;
-    if (r == S_NONE && (r = s_create(self, id, last_step, &rc)) == S_NONE)
+    if (r == S_NONE && (r = s_create(self, id, last_step, false, &rc)) == S_NONE)
         return rc;
     s_head_t *h = s_head(self, r);
     size_t bytes = (size_t) self->dim * sizeof(float);
@@ -853,7 +890,7 @@ psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const fl
     }
     h->opt_step = opt_step;
     h->last_step = last_step;
-    h->epoch = self->epoch;
+    s_touch(self, r, h);
     return 0;
 }
 
@@ -894,11 +931,13 @@ psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit
 {
     if (self->nrows == 0)
         return 0;
-    s_pair_t *pairs = malloc((size_t) self->nrows * sizeof *pairs);
+    bool listed = changed_only && !self->dirty_lost; /* the changed rows' list, else a walk */
+    size_t n = 0, end = listed ? self->ndirty : self->arena.used;
+    s_pair_t *pairs = malloc((listed ? self->ndirty + 1 : (size_t) self->nrows) * sizeof *pairs);
     if (!pairs)
         return -ENOMEM;
-    size_t n = 0;
-    for (uint32_t r = 0; r < self->arena.used; r++) {
+    for (size_t i = 0; i < end; i++) {
+        uint32_t r = listed ? self->dirty[i] : (uint32_t) i;
         s_head_t *h = s_head(self, r);
         if (h->epoch && (!changed_only || h->epoch == self->epoch))
             pairs[n++] = (s_pair_t){h->id, r};
@@ -906,6 +945,8 @@ psd_dyntable_iterate(psd_dyntable_t *self, bool changed_only, psd_dyntable_visit
     qsort(pairs, n, sizeof *pairs, s_pair_cmp);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i > 0 && pairs[i].row == pairs[i - 1].row)
+            continue; /* a slot listed twice (freed and reused) holds one row */
         psd_dyntable_row_t row;
         s_fill_row(self, s_head(self, pairs[i].row), &row);
         rc = fn(&row, arg);
@@ -931,5 +972,13 @@ psd_dyntable_mark(psd_dyntable_t *self)
     s_give(self, self->evicted_cap * sizeof *self->evicted);
     free(self->evicted);
     self->evicted = NULL;
+    if (self->dirty_lost || self->dirty_cap > 65536) { /* not kept for deltas of a hundredth */
+        s_give(self, self->dirty_cap * sizeof *self->dirty);
+        free(self->dirty);
+        self->dirty = NULL;
+        self->dirty_cap = 0;
+    }
+    self->ndirty = 0;
+    self->dirty_lost = false;
     self->nevicted = self->evicted_cap = 0;
 }

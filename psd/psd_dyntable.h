@@ -33,7 +33,10 @@
    the last chunk until it fills). bench_dyntable measures 42 bytes over
    payload + slots for 2^20 rows of 32 floats with adagrad (index load
    0.5). Ids counted but not admitted take 24 bytes each in a second map
-   (load <= 0.5).
+   (load <= 0.5). Rows changed since the mark are listed (4 bytes each,
+   at most an eighth of the rows: past that the list is dropped and a
+   delta walks every row instead), so a delta of few rows reads only
+   them: at most a byte a row.
 
    Not thread-safe: one caller at a time (the psd's actor thread that owns
    the job's variables). */
@@ -106,6 +109,8 @@ psd_dyntable_t *psd_dyntable_new(const psd_dyntable_config_t *cfg, zdist_error_t
 void psd_dyntable_destroy(psd_dyntable_t **self_p);
 
 int64_t psd_dyntable_dim(const psd_dyntable_t *self);
+/* The table's optimizer (borrowed, as long as the table). */
+const zdist_optim_config_t *psd_dyntable_optim(const psd_dyntable_t *self);
 void psd_dyntable_stats(const psd_dyntable_t *self, psd_dyntable_stats_t *ret_stats);
 
 /* A training lookup: counts each occurrence of an id without a row,
@@ -134,7 +139,8 @@ size_t psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t
 int psd_dyntable_apply(psd_dyntable_t *self, const int64_t *ids, size_t n, const float *grads,
                        uint64_t global_step);
 
-/* Evicts, deterministically, every row that qualifies at global_step:
+/* Evicts, deterministically, every row that qualifies at global_step
+   (a walk over every row, none when the table has no threshold):
    global_step - last_step > evict_after_steps (when set; DeepRec's
    steps_to_live), or the L2 norm of its values < evict_l2_below (when
    set). Counters not seen for more than evict_after_steps steps go too.
@@ -153,8 +159,9 @@ int psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, cons
 /* Removes id's row (not listed as evicted): true if it had one. */
 bool psd_dyntable_remove(psd_dyntable_t *self, int64_t id);
 
-/* Calls fn on every row (changed_only: on those changed since the mark)
-   in ascending id order; stops at fn's first nonzero return and returns
+/* Calls fn on every row (changed_only: on those changed since the mark,
+   found from their list, not by a walk over every row, unless it was
+   dropped) in ascending id order; stops at fn's first nonzero return and returns
    it. -ENOMEM (nothing visited) when the order cannot be built. The table
    must not change during the walk. */
 typedef int (*psd_dyntable_visit_fn)(const psd_dyntable_row_t *row, void *arg);

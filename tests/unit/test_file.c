@@ -1,4 +1,5 @@
 /* CUnit suite: file — JSON documents sealed with the CRC-32 of their canonical form (zdist_json_crc_*). */
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -143,6 +144,66 @@ test_path_under(void)
     CU_ASSERT_FALSE(zdist_path_has_dotdot("/srv/data/..a/b..c/..."));
 }
 
+/* A file written in pieces as they are made: the same bytes and CRC as
+   zdist_file_write of one piece; an abandoned one leaves nothing. */
+static void
+test_stream_writer(void)
+{
+    char *dir = zdist_test_tmpdir("file-out");
+    char path[512], listing[600];
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    size_t total = (3 << 20) + 12345;
+    unsigned char *want = malloc(total);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    for (size_t i = 0; i < total; i++)
+        want[i] = (unsigned char) (i * 7 + (i >> 13));
+    zdist_error_t err = {0};
+    zdist_file_out_t *out = zdist_file_out_new(path, 0644, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    /* Small records, an empty one, a piece larger than the buffer. */
+    size_t at = 0;
+    for (size_t len = 1; at + len <= 100000; len = len * 3 % 997 + 1) {
+        CU_ASSERT_EQUAL(zdist_file_out_write(out, want + at, len), 0);
+        at += len;
+    }
+    CU_ASSERT_EQUAL(zdist_file_out_write(out, NULL, 0), 0);
+    CU_ASSERT_EQUAL(zdist_file_out_write(out, want + at, (2 << 20) + 5), 0);
+    at += (2 << 20) + 5;
+    CU_ASSERT_EQUAL(zdist_file_out_write(out, want + at, total - at), 0);
+    uint32_t crc = 0;
+    uint64_t bytes = 0;
+    CU_ASSERT_EQUAL(zdist_file_out_commit(&out, &crc, &bytes, &err), 0);
+    CU_ASSERT_PTR_NULL(out);
+    CU_ASSERT_EQUAL(bytes, total);
+    CU_ASSERT_EQUAL(crc, zdist_crc32(0, want, total));
+    void *got = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(zdist_file_read(path, total, &got, &len, &err), 0);
+    CU_ASSERT_EQUAL(len, total);
+    CU_ASSERT_EQUAL(memcmp(got, want, total), 0);
+    free(got);
+    /* Abandoned: the old file stays as it was, no temp file is left. */
+    out = zdist_file_out_new(path, 0644, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_EQUAL(zdist_file_out_write(out, "x", 1), 0);
+    zdist_file_out_destroy(&out);
+    zdist_file_out_destroy(&out);
+    CU_ASSERT_EQUAL(zdist_file_read(path, total, &got, &len, &err), 0);
+    CU_ASSERT_EQUAL(len, total);
+    free(got);
+    snprintf(listing, sizeof listing, "%s", dir);
+    DIR *d = opendir(listing);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    CU_ASSERT_EQUAL(entries, 1);
+    free(want);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 void
 zdist_test_file_register(void)
 {
@@ -150,5 +211,6 @@ zdist_test_file_register(void)
                 {"sealed JSON: the on-disk format is zlib's CRC-32 of the canonical text", test_golden},
                 {"sealed JSON: written, read back and checked round-trips", test_round_trip},
                 {"sealed JSON: a tampered document is refused naming the file and field", test_tampered},
-                {"paths held under a root: component-wise, '..' found", test_path_under});
+                {"paths held under a root: component-wise, '..' found", test_path_under},
+                {"a file written in pieces: the same bytes and CRC, abandoned leaves nothing", test_stream_writer});
 }

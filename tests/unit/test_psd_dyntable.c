@@ -654,6 +654,91 @@ test_tag_collisions(void)
     psd_dyntable_destroy(&t);
 }
 
+/* The changed rows a delta reads (their list) against a walk over every row. */
+typedef struct {
+    int64_t *ids;
+    size_t n, changed;
+} s_all_t;
+
+static int
+s_collect_all(const psd_dyntable_row_t *row, void *arg)
+{
+    s_all_t *a = arg;
+    a->ids[a->n++] = row->id;
+    a->changed += row->changed;
+    return 0;
+}
+
+static int
+s_collect_flagged(const psd_dyntable_row_t *row, void *arg)
+{
+    s_all_t *a = arg;
+    if (row->changed)
+        a->ids[a->n++] = row->id;
+    return 0;
+}
+
+static void
+s_assert_changed_agree(psd_dyntable_t *t, size_t want)
+{
+    size_t rows = s_stats(t).rows;
+    s_all_t listed = {.ids = calloc(rows + 1, sizeof(int64_t))}, walked = {.ids = calloc(rows + 1, sizeof(int64_t))};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(listed.ids);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(walked.ids);
+    CU_ASSERT_EQUAL(psd_dyntable_iterate(t, true, s_collect_all, &listed), 0);
+    CU_ASSERT_EQUAL(psd_dyntable_iterate(t, false, s_collect_flagged, &walked), 0);
+    CU_ASSERT_EQUAL(listed.n, want);
+    CU_ASSERT_EQUAL(listed.changed, want);
+    CU_ASSERT_EQUAL_FATAL(walked.n, listed.n);
+    CU_ASSERT_EQUAL(memcmp(listed.ids, walked.ids, listed.n * sizeof(int64_t)), 0); /* both ascending */
+    free(listed.ids);
+    free(walked.ids);
+}
+
+static void
+test_changed_list(void)
+{
+    psd_dyntable_config_t c = s_config(ZDIST_OPTIM_ADAGRAD);
+    c.evict_after_steps = 10;
+    psd_dyntable_t *t = s_table(&c);
+    enum { N = 20000 };
+    int64_t *ids = malloc(N * sizeof *ids);
+    float *out = malloc(N * DIM * sizeof *out), *g = calloc(N * DIM, sizeof *g);
+    CU_ASSERT_FATAL(ids && out && g);
+    uint64_t x = 77;
+    for (int i = 0; i < N; i++)
+        ids[i] = (int64_t) s_rand64(&x);
+    psd_dyntable_lookup_train(t, ids, N, 1, out);
+    s_assert_changed_agree(t, N); /* every row new: the list was dropped past an eighth */
+    psd_dyntable_mark(t);
+    s_assert_changed_agree(t, 0);
+    /* A few updated (some twice), one updated then evicted, slots freed and reused by new ids. */
+    CU_ASSERT_EQUAL(psd_dyntable_apply(t, ids + N - 10, 10, g, 2), 0); /* listed, evicted, their slots reused first */
+    CU_ASSERT_EQUAL(psd_dyntable_apply(t, ids, 100, g, 20), 0);
+    CU_ASSERT_EQUAL(psd_dyntable_apply(t, ids + 50, 100, g, 20), 0); /* 50 .. 99 again */
+    CU_ASSERT_EQUAL(psd_dyntable_evict(t, 25), N - 150);          /* idle since 1 */
+    int64_t fresh[300];
+    for (int i = 0; i < 300; i++)
+        fresh[i] = (int64_t) s_rand64(&x);
+    psd_dyntable_lookup_train(t, fresh, 300, 25, out); /* into the freed slots, some listed already */
+    float v[DIM] = {1, 2, 3, 4};
+    CU_ASSERT_EQUAL(psd_dyntable_put(t, fresh[0], v, NULL, 0, 0, 25), 0); /* changed twice: listed once */
+    CU_ASSERT_TRUE(psd_dyntable_remove(t, fresh[1]));
+    s_assert_changed_agree(t, 150 + 299);
+    /* Past an eighth of the rows: dropped, the walk gives the same. */
+    psd_dyntable_mark(t);
+    CU_ASSERT_EQUAL(psd_dyntable_apply(t, fresh + 2, 298, g, 26), 0);
+    s_assert_changed_agree(t, 298);
+    psd_dyntable_mark(t);
+    s_assert_changed_agree(t, 0);
+    psd_dyntable_stats_t st = s_stats(t);
+    CU_ASSERT_EQUAL(st.rows, 449);
+    psd_dyntable_destroy(&t);
+    free(ids);
+    free(out);
+    free(g);
+}
+
 void
 zdist_test_psd_dyntable_register(void)
 {
@@ -668,5 +753,6 @@ zdist_test_psd_dyntable_register(void)
                 {"ftrl against TF's ApplyFtrlV2", test_ftrl},
                 {"iteration by id, changed since the mark, evicted list", test_iteration_and_marks},
                 {"apply sums duplicates; put for restores; bad configs", test_apply_and_put},
-                {"index tags that collide: rows found, removed, updated", test_tag_collisions});
+                {"index tags that collide: rows found, removed, updated", test_tag_collisions},
+                {"changed rows: their list and a walk over every row agree", test_changed_list});
 }

@@ -24,15 +24,21 @@ zdist_test_add_suite(const char *name, const zdist_testcase_t *cases, size_t n)
         }
 }
 
-double
-zdist_test_uniform(uint64_t *state)
+uint64_t
+zdist_test_rand64(uint64_t *state)
 {
     uint64_t x = *state;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     *state = x;
-    return (double)(x >> 11) / 9007199254740992.0;
+    return x;
+}
+
+double
+zdist_test_uniform(uint64_t *state)
+{
+    return (double)(zdist_test_rand64(state) >> 11) / 9007199254740992.0;
 }
 
 int64_t

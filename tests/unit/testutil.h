@@ -24,6 +24,8 @@ void zdist_test_add_suite(const char *name, const zdist_testcase_t *cases, size_
 /* A uniform draw in [0, 1) from *state (xorshift64: the same sequence for
    the same seed, so a test's random data is the same on every run). */
 double zdist_test_uniform(uint64_t *state);
+/* The next 64 random bits of the same sequence (an id anywhere in int64). */
+uint64_t zdist_test_rand64(uint64_t *state);
 /* Milliseconds on the monotonic clock. */
 int64_t zdist_test_now_ms(void);
 /* A fresh directory under /tmp; the caller removes it with zdist_test_rmtree. */

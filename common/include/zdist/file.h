@@ -37,6 +37,22 @@ ZDIST_EXPORT uint32_t zdist_crc32(uint32_t crc, const void *buf, size_t len);
    changed and the temp file is gone. */
 ZDIST_EXPORT int zdist_file_write(const char *path, const zdist_file_piece_t *pieces, int npieces, unsigned mode,
                                   uint32_t *ret_crc, zdist_error_t *err);
+/* The same written in pieces as they are made (a checkpoint far larger
+   than the memory spare for a copy of it): zdist_file_out_new opens the
+   temp file, zdist_file_out_write appends (buffered: small records cost
+   no system call each; the first error sticks and is returned again),
+   zdist_file_out_commit flushes, fsyncs, renames over path, fsyncs the
+   directory and frees the writer (ret_crc, ret_bytes may be NULL: the
+   CRC-32 and length of everything written). zdist_file_out_destroy
+   abandons one not committed: the temp file goes, path is untouched.
+   _new returns NULL with err on failure. */
+typedef struct zdist_file_out_t zdist_file_out_t;
+ZDIST_EXPORT zdist_file_out_t *zdist_file_out_new(const char *path, unsigned mode, zdist_error_t *err);
+ZDIST_EXPORT int zdist_file_out_write(zdist_file_out_t *self, const void *buf, size_t len);
+ZDIST_EXPORT int zdist_file_out_commit(zdist_file_out_t **self_p, uint32_t *ret_crc, uint64_t *ret_bytes,
+                                       zdist_error_t *err);
+ZDIST_EXPORT void zdist_file_out_destroy(zdist_file_out_t **self_p);
+
 /* The same for one NUL-terminated text (without its NUL). */
 ZDIST_EXPORT int zdist_file_write_text(const char *path, const char *text, zdist_error_t *err);
 

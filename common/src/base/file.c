@@ -78,40 +78,130 @@ zdist_file_sync_dir(const char *dir, zdist_error_t *err)
     return 0;
 }
 
+/* Writes below this size are gathered first (one write(2) per buffer). */
+#define S_OUT_BUFFER ((size_t)1 << 20)
+
+struct zdist_file_out_t {
+    char path[S_PATH_MAX], dir[S_PATH_MAX], tmp[2 * S_PATH_MAX + 64];
+    int fd;
+    int rc; /* the first error, sticky */
+    uint32_t crc;
+    uint64_t bytes;
+    char *buf;
+    size_t used;
+};
+
+void
+zdist_file_out_destroy(zdist_file_out_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zdist_file_out_t *self = *self_p;
+    if (self->fd >= 0) {
+        close(self->fd);
+        unlink(self->tmp);
+    }
+    free(self->buf);
+    free(self);
+    *self_p = NULL;
+}
+
+static int
+s_out_open(const char *path, unsigned mode, zdist_file_out_t **ret_out, zdist_error_t *err)
+{
+    zdist_file_out_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->buf = malloc(S_OUT_BUFFER))) {
+        free(self);
+        return zdist_error_set(err, -ENOMEM, "%s: out of memory", path ? path : "");
+    }
+    self->fd = -1;
+    char base[S_PATH_MAX];
+    int rc = s_split(path, self->dir, base, err);
+    if (rc < 0) {
+        zdist_file_out_destroy(&self);
+        return rc;
+    }
+    snprintf(self->path, sizeof self->path, "%s", path);
+    snprintf(self->tmp, sizeof self->tmp, "%s/.%s.tmp-%ld", self->dir, base, (long)getpid());
+    self->fd = open(self->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    if (self->fd < 0) {
+        rc = zdist_error_set(err, -errno, "cannot create %s: %s", self->tmp, strerror(errno));
+        zdist_file_out_destroy(&self);
+        return rc;
+    }
+    *ret_out = self;
+    return 0;
+}
+
+zdist_file_out_t *
+zdist_file_out_new(const char *path, unsigned mode, zdist_error_t *err)
+{
+    zdist_file_out_t *self = NULL;
+    s_out_open(path, mode, &self, err);
+    return self;
+}
+
+static int
+s_out_flush(zdist_file_out_t *self)
+{
+    if (self->rc == 0 && self->used > 0)
+        self->rc = s_write_all(self->fd, self->buf, self->used);
+    self->used = 0;
+    return self->rc;
+}
+
+int
+zdist_file_out_write(zdist_file_out_t *self, const void *buf, size_t len)
+{
+    if (self->rc < 0 || len == 0)
+        return self->rc;
+    self->crc = zdist_crc32(self->crc, buf, len);
+    self->bytes += len;
+    if (self->used + len > S_OUT_BUFFER && s_out_flush(self) < 0)
+        return self->rc;
+    if (len >= S_OUT_BUFFER) /* a big piece goes straight out */
+        return self->rc = s_write_all(self->fd, buf, len);
+    memcpy(self->buf + self->used, buf, len);
+    self->used += len;
+    return 0;
+}
+
+int
+zdist_file_out_commit(zdist_file_out_t **self_p, uint32_t *ret_crc, uint64_t *ret_bytes, zdist_error_t *err)
+{
+    zdist_file_out_t *self = *self_p;
+    int rc = s_out_flush(self);
+    if (rc == 0 && fsync(self->fd) < 0)
+        rc = -errno;
+    if (close(self->fd) < 0 && rc == 0)
+        rc = -errno;
+    self->fd = -1;
+    if (rc == 0 && rename(self->tmp, self->path) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(self->tmp);
+        zdist_error_set(err, rc, "cannot write %s: %s", self->path, strerror(-rc));
+    } else if ((rc = zdist_file_sync_dir(self->dir, err)) == 0) {
+        if (ret_crc)
+            *ret_crc = self->crc;
+        if (ret_bytes)
+            *ret_bytes = self->bytes;
+    }
+    zdist_file_out_destroy(self_p);
+    return rc;
+}
+
 int
 zdist_file_write(const char *path, const zdist_file_piece_t *pieces, int npieces, unsigned mode, uint32_t *ret_crc,
                  zdist_error_t *err)
 {
-    char dir[S_PATH_MAX], base[S_PATH_MAX], tmp[2 * S_PATH_MAX + 64];
-    int rc = s_split(path, dir, base, err);
-    if (rc < 0)
-        return rc;
     if (npieces < 0 || (npieces > 0 && !pieces))
-        return zdist_error_set(err, -EINVAL, "%s: no contents given", path);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, base, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
-    if (fd < 0)
-        return zdist_error_set(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
-    uint32_t crc = 0;
-    for (int i = 0; i < npieces && rc == 0; i++) {
-        crc = zdist_crc32(crc, pieces[i].buf, pieces[i].len);
-        rc = s_write_all(fd, pieces[i].buf, pieces[i].len);
-    }
-    if (rc == 0 && fsync(fd) < 0)
-        rc = -errno;
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        unlink(tmp);
-        return zdist_error_set(err, rc, "cannot write %s: %s", path, strerror(-rc));
-    }
-    if ((rc = zdist_file_sync_dir(dir, err)) < 0)
-        return rc;
-    if (ret_crc)
-        *ret_crc = crc;
-    return 0;
+        return zdist_error_set(err, -EINVAL, "%s: no contents given", path ? path : "");
+    zdist_file_out_t *out = NULL;
+    int rc = s_out_open(path, mode, &out, err);
+    for (int i = 0; rc == 0 && i < npieces; i++)
+        zdist_file_out_write(out, pieces[i].buf, pieces[i].len);
+    return rc < 0 ? rc : zdist_file_out_commit(&out, ret_crc, NULL, err);
 }
 
 int
