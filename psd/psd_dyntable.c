@@ -643,6 +643,16 @@ psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_t n, ui
     return s_answer(self, heads, n, out);
 }
 
+size_t
+psd_dyntable_count(psd_dyntable_t *self, const int64_t *ids, size_t n, uint64_t global_step)
+{
+    uint64_t before = self->st.admitted;
+    for (size_t i = 0; i < n; i++)
+        if (s_find(self, ids[i], NULL) == S_NONE)
+            s_occurrence(self, ids[i], global_step);
+    return (size_t) (self->st.admitted - before);
+}
+
 /* Updates. */
 
 /* Scratch for n gradient rows; -ENOMEM. */
