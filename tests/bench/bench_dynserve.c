@@ -14,16 +14,15 @@
    rows, fewer calls (what ctest runs, so it keeps working). */
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_raw.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
 
@@ -45,20 +44,6 @@ static int64_t
 s_dyn_id(uint64_t i)
 {
     return (int64_t) s_mix(i * 2 + 1);
-}
-
-static int
-s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *) &a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *) &a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 /* One round of `calls` ops (S_WINDOW at a time) of S_IDS ids each; seconds. */
@@ -156,9 +141,9 @@ main(int argc, char **argv)
         return 2;
     }
     uint64_t rows = quick ? UINT64_C(1) << 16 : UINT64_C(1) << 20;
-    int calls = quick ? 64 : 1024, repeats = quick ? 1 : 3;
+    int calls = quick ? 64 : 512, repeats = quick ? 1 : 9;
     char bind[64], ep[64];
-    int port = s_free_port();
+    int port = bench_free_port();
     snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
     pid_t pid = fork();
