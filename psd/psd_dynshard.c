@@ -165,6 +165,15 @@ psd_shard_dyn_stats(psd_shard_t *self, psd_dyntable_stats_t *ret_stats)
     pthread_rwlock_unlock(&self->lock);
 }
 
+size_t
+psd_shard_dyn_evict(psd_shard_t *self, uint64_t step)
+{
+    pthread_rwlock_wrlock(&self->lock);
+    size_t n = psd_dyntable_evict(self->dyn, step);
+    pthread_rwlock_unlock(&self->lock);
+    return n;
+}
+
 bool
 psd_shard_dyn_refusal_news(psd_shard_t *self)
 {

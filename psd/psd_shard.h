@@ -111,6 +111,10 @@ int psd_shard_lookup(psd_shard_t *self, const int64_t *ids, size_t nids, float *
                      zdist_error_t *err);
 /* The table's counters. */
 void psd_shard_dyn_stats(psd_shard_t *self, psd_dyntable_stats_t *ret_stats);
+/* Evicts the rows that qualify at global step `step` (psd_dyntable_evict:
+   by age, by norm), as a checkpoint of that step is taken, so that the
+   checkpoint and every run evict the same rows. Returns how many went. */
+size_t psd_shard_dyn_evict(psd_shard_t *self, uint64_t step);
 /* True once, the first time the table has refused an id (past --max-bytes):
    the caller logs it then, once per table. */
 bool psd_shard_dyn_refusal_news(psd_shard_t *self);

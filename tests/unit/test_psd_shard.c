@@ -1407,6 +1407,33 @@ test_dynamic_part(void)
     psd_store_destroy(&store);
 }
 
+/* A dynamic part evicts, at a checkpoint's step, the rows not updated for
+   more than evict_after_steps steps. */
+static void
+test_dynamic_evict(void)
+{
+    psd_store_t *store = psd_store_new();
+    psd_shard_spec_t spec = s_spec("j/e", 0, 2, ZDIST_DTYPE_FLOAT32, 0, 0, 0);
+    spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 1, .evict_after_steps = 5, .num_ps = 1};
+    psd_shard_t *sh = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &spec, &sh, &err), 0);
+    const int64_t ids[2] = {-5, 5};
+    float g[4] = {0};
+    psd_write_t w = {.op = PSD_OP_APPLY_SPARSE, .job_step = 1, .dtype = ZDIST_DTYPE_FLOAT32, .ids = ids, .nids = 2,
+                     .data = g, .nbytes = sizeof g};
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    w = (psd_write_t){.op = PSD_OP_APPLY_SPARSE, .job_step = 10, .dtype = ZDIST_DTYPE_FLOAT32, .ids = ids + 1,
+                      .nids = 1, .data = g, .nbytes = 2 * sizeof *g};
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    CU_ASSERT_EQUAL(psd_shard_dyn_evict(sh, 6), 0); /* 6 - 1 = 5: not more than 5 */
+    CU_ASSERT_EQUAL(psd_shard_dyn_evict(sh, 10), 1); /* -5, last updated at step 1 */
+    psd_dyntable_stats_t st;
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT(st.rows == 1 && st.evicted == 1);
+    psd_store_destroy(&store);
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -1433,5 +1460,6 @@ zdist_test_psd_shard_register(void)
                 {"replace, drop and the store's end with a spare and pins", test_pin_spare_shard_gone},
                 {"replies released on other threads while writes go on", test_pin_spare_threads},
                 {"a dynamic table's part: counted at the push, once per step; refusals past the budget",
-                 test_dynamic_part});
+                 test_dynamic_part},
+                {"a dynamic table's part evicts at a checkpoint's step", test_dynamic_evict});
 }
