@@ -203,6 +203,35 @@ s_shape_json(const zdist_shape_t *shape)
     return a;
 }
 
+/* A dynamic table's name "JOB/TABLE" as its job and table (job "" without a '/'). */
+static void
+s_split_table(const char *name, char *job, size_t size, const char **ret_table)
+{
+    const char *slash = strchr(name, '/');
+    size_t n = slash ? (size_t) (slash - name) : 0;
+    snprintf(job, size, "%.*s", (int) n, name);
+    *ret_table = slash ? slash + 1 : name;
+}
+
+/* The dynamic tables: [{job, table, rows, admitted, refused, evicted, bytes, pending, dropped_grads}]. */
+static json_t *
+s_embeddings_json(const zdist_ps_stats_t *st)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < st->nembeddings; i++) {
+        const zdist_ps_embedding_info_t *e = &st->embeddings[i];
+        char job[ZDIST_PS_NAME_MAX + 1];
+        const char *table;
+        s_split_table(e->name, job, sizeof job, &table);
+        json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "job", job, "table",
+                                           table, "rows", (json_int_t) e->rows, "admitted", (json_int_t) e->admitted,
+                                           "refused", (json_int_t) e->refused, "evicted", (json_int_t) e->evicted,
+                                           "bytes", (json_int_t) e->bytes, "pending", (json_int_t) e->pending,
+                                           "dropped_grads", (json_int_t) e->dropped_grads));
+    }
+    return a;
+}
+
 static int
 s_print_stats_json(const s_args_t *args, const zdist_ps_stats_t *st)
 {
@@ -224,11 +253,12 @@ s_print_stats_json(const s_args_t *args, const zdist_ps_stats_t *st)
                                                 "row_offset", (json_int_t) s->row_offset, "row_count",
                                                 (json_int_t) s->row_count, "step", (json_int_t) s->step));
     }
-    json_t *root = json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "address", args->endpoint,
+    json_t *root = json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "address", args->endpoint,
                              "ps_task", (int) st->ps_task, "incarnation", inc, "uptime_ms", (json_int_t) st->uptime_ms,
                              "optimizer", st->optimizer, "variables", (json_int_t) st->variables, "shards",
                              (json_int_t) st->shards, "value_bytes", (json_int_t) st->value_bytes, "slot_bytes",
-                             (json_int_t) st->slot_bytes, "methods", methods, "shard_info", shards);
+                             (json_int_t) st->slot_bytes, "methods", methods, "shard_info", shards, "embeddings",
+                             s_embeddings_json(st));
     char *text = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text) {
@@ -267,6 +297,19 @@ s_print_stats(const s_args_t *args, const zdist_ps_stats_t *st)
             snprintf(rows, sizeof rows, "%" PRId64 "..%" PRId64, s->row_offset, s->row_offset + s->row_count);
             printf("  %-24s %5d %-8s %-20s %-24s %8" PRId64 "\n", s->name, s->shard_index,
                    zdist_dtype_name(s->dtype), zdist_shape_format(&s->shape, shape, sizeof shape), rows, s->step);
+        }
+    }
+    if (st->nembeddings) {
+        printf("\n  %-12s %-24s %10s %10s %8s %8s %10s\n", "job", "dynamic table", "rows", "admitted", "refused",
+               "evicted", "bytes");
+        for (size_t i = 0; i < st->nembeddings; i++) {
+            const zdist_ps_embedding_info_t *e = &st->embeddings[i];
+            char job[ZDIST_PS_NAME_MAX + 1], b[32];
+            const char *table;
+            s_split_table(e->name, job, sizeof job, &table);
+            s_human_bytes(e->bytes, b, sizeof b);
+            printf("  %-12s %-24s %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10s\n", job, table, e->rows,
+                   e->admitted, e->refused, e->evicted, b);
         }
     }
     return CLI_EXIT_OK;

@@ -163,7 +163,14 @@ s_ledger_json(const psd_ledger_t *l)
 }
 
 /* The store's shards of `job` (every one for NULL or ""), in the store's
-   order, into a new array; *ret_n receives how many. NULL when out of memory. */
+   order, into a new array; *ret_n receives how many. NULL when out of memory.
+
+   HOOK (issue 29): a dynamic embedding table's part (psd_shard_is_dynamic)
+   is left out here, so neither save nor restore of fixed shards touches
+   it: it has no rows of its own, only its psd_dyntable. Its checkpoint
+   (full and incremental files, psd_dyntable_ckpt.c) is wired in at this
+   one place: save and restore both take their shards from this function,
+   so the dynamic parts of `job` are the ones this skips. */
 static psd_shard_t **
 s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
 {
@@ -174,7 +181,7 @@ s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
     n = psd_store_list(store, shards, n);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
-        if (psd_shard_in_job(shards[i], job))
+        if (psd_shard_in_job(shards[i], job) && !psd_shard_is_dynamic(shards[i]))
             shards[kept++] = shards[i];
     *ret_n = kept;
     return shards;

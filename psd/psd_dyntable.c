@@ -680,6 +680,20 @@ psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_t n, ui
     return s_answer(self, heads, n, out);
 }
 
+size_t
+psd_dyntable_count(psd_dyntable_t *self, const int64_t *ids, size_t n, uint64_t global_step)
+{
+    uint64_t before = self->st.admitted;
+    /* Resolved a block at a time, their misses overlapping (and the rows
+       the apply after it reads are then in the caches); without scratch,
+       id by id. */
+    s_head_t **heads = s_heads_for(self, ids, n);
+    for (size_t i = 0; i < n; i++)
+        if (!(heads ? heads[i] : s_head_of(self, ids[i])))
+            s_occurrence(self, ids[i], global_step);
+    return (size_t) (self->st.admitted - before);
+}
+
 /* Updates. */
 
 /* Scratch for n gradient rows; -ENOMEM. */

@@ -125,6 +125,12 @@ size_t psd_dyntable_lookup_train(psd_dyntable_t *self, const int64_t *ids, size_
 /* An evaluation lookup: the same answers, nothing counted or created. */
 size_t psd_dyntable_lookup_eval(psd_dyntable_t *self, const int64_t *ids, size_t n, float *out);
 
+/* The counting half of a training lookup, without an answer: what the
+   psd runs when a step's sparse push arrives, under the exactly-once
+   ledger, so that a retried or re-run step counts nothing twice (a lookup
+   is not deduplicated; the push is). Returns the rows it created. */
+size_t psd_dyntable_count(psd_dyntable_t *self, const int64_t *ids, size_t n, uint64_t global_step);
+
 /* Applies n gradient rows (n x dim, row-major) with the table's optimizer:
    gradients of one id are summed first, in request order, then each
    touched row is updated once, as TF's sparse applies do; a row nobody

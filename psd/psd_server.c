@@ -25,7 +25,36 @@ typedef struct {
     psd_live_t *live; /* each job's last write: DROP_JOB refuses a live one */
     zdist_rpc_server_t *rpc;
     int64_t started_ms;
+    /* --max-bytes as the dynamic tables see it: what the fixed shards
+       leave of it (s_budget_sync); past it new ids are refused */
+    psd_dyntable_budget_t budget;
 } self_t;
+
+/* The dynamic tables' room: --max-bytes less the fixed shards' values and
+   slots, set whenever those change (create, drop, restore). */
+static void
+s_budget_sync(self_t *self)
+{
+    psd_store_stats_t st;
+    psd_store_stats(self->store, &st);
+    uint64_t fixed = st.value_bytes + st.slot_bytes;
+    self->budget.max_bytes = self->config.max_bytes > fixed ? self->config.max_bytes - fixed : 1;
+}
+
+/* Logs, once per table, that it refused ids past --max-bytes. */
+static void
+s_tell_refusals(self_t *self, psd_shard_t *shard)
+{
+    if (!shard || !psd_shard_is_dynamic(shard) || !psd_shard_dyn_refusal_news(shard))
+        return;
+    psd_dyntable_stats_t st;
+    psd_shard_dyn_stats(shard, &st);
+    zsys_warning("dynamic table '%s': new ids refused admission: the dynamic tables hold %llu bytes of the %llu "
+                 "zdist-psd --max-bytes leaves them (%llu rows here); existing rows are kept, refusals counted in "
+                 "zdist_psd_embedding_refused_total (logged once per table)",
+                 psd_shard_spec(shard)->name, (unsigned long long) self->budget.used,
+                 (unsigned long long) self->budget.max_bytes, (unsigned long long) st.rows);
+}
 
 /* Sets the reply's status and logs the refusal once, here. */
 static int
@@ -71,6 +100,8 @@ s_create(zdist_rpc_call_t *call, void *state)
         .init = req->init,
         .seed = req->seed,
         .init_name = req->init_name,
+        .dynamic = req->dynamic,
+        .budget = &self->budget,
     };
     bool existed = psd_store_find(self->store, req->name, req->shard_index) != NULL;
     if (!existed) {
@@ -88,7 +119,7 @@ s_create(zdist_rpc_call_t *call, void *state)
         bool over = __builtin_mul_overflow(bytes, rows, &bytes);
         for (int d = 1; d < req->shape.rank && !over; d++)
             over = req->shape.dims[d] < 0 || __builtin_mul_overflow(bytes, (uint64_t) req->shape.dims[d], &bytes);
-        uint64_t held = st.value_bytes + st.slot_bytes;
+        uint64_t held = st.value_bytes + st.slot_bytes + self->budget.used;
         if (over || held + bytes > self->config.max_bytes || held + bytes < held)
             return zdist_rpc_call_refuse(
                 call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
@@ -103,7 +134,11 @@ s_create(zdist_rpc_call_t *call, void *state)
     int rc = psd_store_create(self->store, &spec, NULL, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
-    if (!existed)
+    s_budget_sync(self);
+    if (!existed && req->dynamic.enabled)
+        zsys_info("created dynamic table '%s' part %d of %d (dim %lld, min_count %u)", req->name, req->shard_index,
+                  (int) req->dynamic.num_ps, (long long) req->shape.dims[1], req->dynamic.min_count);
+    else if (!existed)
         zsys_info("created variable '%s' shard %d rows %lld..%lld (%s)", req->name, req->shard_index,
                   (long long) spec.row_offset, (long long) (spec.row_offset + spec.rows),
                   zdist_dtype_name(req->dtype));
@@ -216,7 +251,13 @@ s_pull_rows(zdist_rpc_call_t *call, void *state)
     if (rc < 0)
         return rc;
     zdist_error_t err = {0};
-    rc = psd_store_read_ids(self->store, req->name, req->ids, nids, buf, bytes, &err);
+    /* A dynamic table: this ps's part answers every id it is given (the
+       default for one not admitted); a lookup counts nothing: the step's
+       push does, exactly once. */
+    if (psd_shard_is_dynamic(any))
+        rc = psd_shard_lookup(any, req->ids, nids, buf, bytes, &err);
+    else
+        rc = psd_store_read_ids(self->store, req->name, req->ids, nids, buf, bytes, &err);
     return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
 }
 
@@ -287,6 +328,7 @@ s_write(zdist_rpc_call_t *call, void *state)
     }
     zdist_error_t err = {0};
     int rc = psd_shard_write(shard, &w, &err);
+    s_tell_refusals(self, shard);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
     psd_live_touch(self->live, req->name, zdist_clock_now_ms());
@@ -319,6 +361,12 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
             break;
         }
         const psd_shard_spec_t *spec = psd_shard_spec(shards[i]);
+        if (it->pull && psd_shard_is_dynamic(shards[i])) {
+            rc = zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                       "push_pull item %zu: '%s' is a dynamic table: read its rows by id (pull_rows)",
+                                       i, it->name);
+            break;
+        }
         if (it->pull) {
             reply_bytes += psd_shard_value_bytes(shards[i]);
             if ((rc = s_check_reply_bytes(self, call, it->name, reply_bytes)) < 0)
@@ -358,6 +406,7 @@ s_push_pull(zdist_rpc_call_t *call, void *state)
             if (w < 0) /* out of memory: the checks passed */
                 rc = s_refuse_err(call, w, &err);
             dup[i] = w == PSD_DUPLICATE;
+            s_tell_refusals(self, shards[i]);
         }
         step[i] = psd_shard_step(shards[i]);
     }
@@ -454,6 +503,31 @@ s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, si
     return 0;
 }
 
+/* Eviction happens as a checkpoint is taken (issue 29): every dynamic
+   table of `job` (every one for "") evicts what qualifies at the
+   checkpoint's step, before its files are written, so the checkpoint holds
+   exactly the rows kept and lists the ones evicted. */
+static void
+s_evict_dynamic(self_t *self, const char *job, int64_t step)
+{
+    size_t n = psd_store_list(self->store, NULL, 0);
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    if (!shards || step < 0) {
+        free(shards);
+        return;
+    }
+    n = psd_store_list(self->store, shards, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!psd_shard_is_dynamic(shards[i]) || !psd_shard_in_job(shards[i], job))
+            continue;
+        size_t gone = psd_shard_dyn_evict(shards[i], (uint64_t) step);
+        if (gone)
+            zsys_info("dynamic table '%s': %zu rows evicted at step %lld", psd_shard_spec(shards[i])->name, gone,
+                      (long long) step);
+    }
+    free(shards);
+}
+
 static int
 s_save(zdist_rpc_call_t *call, void *state)
 {
@@ -466,6 +540,7 @@ s_save(zdist_rpc_call_t *call, void *state)
         return rc;
     int64_t t0 = zdist_clock_now_ms();
     uint64_t bytes = 0;
+    s_evict_dynamic(self, req->job, req->step);
     rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, &bytes, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
@@ -486,6 +561,7 @@ s_restore(zdist_rpc_call_t *call, void *state)
     if (rc < 0)
         return rc;
     rc = psd_ckpt_restore_job(self->store, dir, req->job, &step, &err);
+    s_budget_sync(self);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
     zsys_info("restored step %lld%s%s from '%s'", (long long) step, *req->job ? " of job " : "", req->job, dir);
@@ -539,6 +615,7 @@ s_drop_job(zdist_rpc_call_t *call, void *state)
     psd_live_forget(self->live, req->job);
     uint64_t bytes = 0;
     int n = psd_store_drop_job(self->store, req->job, &bytes);
+    s_budget_sync(self);
     if (n < 0)
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                                      "drop_job: job '%s' is not a job id", req->job);
@@ -571,6 +648,17 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_DROP_JOB, "drop_job", &zdist_ps_body_drop_job, s_drop_job, 0, 0, ZDIST_ROLE_CHIEF},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
+
+/* A dynamic table's part as stats show it. */
+static void
+s_embedding_info(psd_shard_t *shard, zdist_ps_embedding_info_t *ret)
+{
+    psd_dyntable_stats_t st;
+    psd_shard_dyn_stats(shard, &st);
+    *ret = (zdist_ps_embedding_info_t){
+        .name = psd_shard_spec(shard)->name, .rows = st.rows, .admitted = st.admitted, .refused = st.refused,
+        .evicted = st.evicted, .bytes = st.bytes, .pending = st.pending, .dropped_grads = st.dropped_grads};
+}
 
 static int
 s_stats(zdist_rpc_call_t *call, void *state)
@@ -629,10 +717,56 @@ s_stats(zdist_rpc_call_t *call, void *state)
     }
     reply.nshard_info = nshards;
     reply.shard_info = info;
-    int rc = zdist_ps_reply_set_stats(zdist_rpc_call_reply(call), &reply);
+    zdist_ps_embedding_info_t *emb = calloc(nshards ? nshards : 1, sizeof *emb);
+    int rc = emb ? 0 : -ENOMEM;
+    for (size_t i = 0; emb && i < nshards; i++)
+        if (psd_shard_is_dynamic(shards[i]))
+            s_embedding_info(shards[i], &emb[reply.nembeddings++]);
+    reply.embeddings = emb;
+    if (rc == 0)
+        rc = zdist_ps_reply_set_stats(zdist_rpc_call_reply(call), &reply);
     free(shards);
     free(info);
+    free(emb);
     return rc;
+}
+
+/* The dynamic tables' families, a sample per table part here labelled by
+   its job (the name up to its first '/') and table (the rest). */
+static void
+s_metrics_embeddings(self_t *self, FILE *f)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"zdist_psd_embedding_rows", "gauge", "Rows a dynamic embedding table holds here."},
+        {"zdist_psd_embedding_admitted_total", "counter", "Ids admitted (rows created) in a dynamic table."},
+        {"zdist_psd_embedding_refused_total", "counter", "Ids refused admission past zdist-psd --max-bytes."},
+        {"zdist_psd_embedding_evicted_total", "counter", "Rows evicted from a dynamic table."},
+        {"zdist_psd_embedding_bytes", "gauge", "Bytes a dynamic embedding table holds here."},
+    };
+    size_t n = psd_store_list(self->store, NULL, 0);
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    if (!shards)
+        return;
+    n = psd_store_list(self->store, shards, n);
+    for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
+        zdist_prom_family(f, fam[k].name, fam[k].type, fam[k].help);
+        for (size_t i = 0; i < n; i++) {
+            if (!psd_shard_is_dynamic(shards[i]))
+                continue;
+            zdist_ps_embedding_info_t e;
+            s_embedding_info(shards[i], &e);
+            const uint64_t v[] = {e.rows, e.admitted, e.refused, e.evicted, e.bytes};
+            char job[ZDIST_PS_NAME_MAX + 1];
+            const char *slash = strchr(e.name, '/');
+            size_t jl = slash ? (size_t) (slash - e.name) : 0;
+            memcpy(job, e.name, jl);
+            job[jl] = 0;
+            zdist_prom_sample(f, fam[k].name, (double) v[k], "job", job, "table", slash ? slash + 1 : e.name, NULL);
+        }
+    }
+    free(shards);
 }
 
 /* --http: /metrics, on the actor's thread. */
@@ -653,6 +787,7 @@ s_metrics(void *arg, FILE *f)
     zdist_prom_sample(f, "zdist_psd_held_bytes", (double) st.spare_bytes, "kind", "spare", NULL);
     zdist_prom_family(f, "zdist_psd_ps_task", "gauge", "This psd's index in the ps job.");
     zdist_prom_sample(f, "zdist_psd_ps_task", (double) self->config.ps_task, NULL);
+    s_metrics_embeddings(self, f);
 }
 
 void
@@ -667,6 +802,7 @@ psd_server_actor(zsock_t *pipe, void *args)
         self.config.max_bytes = pages > 0 && page > 0 ? (uint64_t) pages * (uint64_t) page / 4 * 3 : UINT64_MAX;
     }
     self.started_ms = zdist_clock_now_ms();
+    self.budget.max_bytes = self.config.max_bytes;
     zsock_signal(pipe, 0);
 
     self.store = psd_store_new();

@@ -31,6 +31,7 @@ psd_shard_destroy(psd_shard_t **self_p)
         free(self->slots[i]);
     zdist_optim_scratch_release(&self->scratch);
     psd_dedup_table_destroy(&self->dedup);
+    psd_dyntable_destroy(&self->dyn);
     free(self);
     *self_p = NULL;
 }
@@ -43,6 +44,11 @@ psd_shard_retire(psd_shard_t **self_p)
        one) finishes before the shard goes. */
     pthread_rwlock_wrlock(&self->lock);
     uint64_t bytes = self->value_bytes + (uint64_t) self->nslots * self->value_bytes;
+    if (self->dyn) {
+        psd_dyntable_stats_t st;
+        psd_dyntable_stats(self->dyn, &st);
+        bytes += st.bytes;
+    }
     pthread_rwlock_unlock(&self->lock);
     psd_shard_destroy(self_p);
     return bytes;
@@ -144,6 +150,8 @@ psd_shard_new(const psd_shard_spec_t *spec, int64_t width, size_t value_bytes,
     if ((*ret_rc = zdist_init_fill(&spec->init, spec->seed, spec->init_name ? spec->init_name : spec->name, spec->dtype, &spec->shape,
                                  spec->row_offset, spec->rows, self->values, value_bytes, err)) < 0)
         goto fail;
+    if (spec->dynamic.enabled && (*ret_rc = psd_shard_dyn_open(self, spec, err)) < 0)
+        goto fail;
     return self;
 fail:
     psd_shard_destroy(&self);
@@ -197,6 +205,8 @@ psd_shard_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, zdis
     int rc = zdist_optim_config_validate(cfg, err);
     if (rc < 0)
         return rc;
+    if (self->dyn)
+        return psd_shard_dyn_set_optimizer(self, cfg, err);
     pthread_rwlock_wrlock(&self->lock);
     if (cfg->kind != self->optim.kind) {
         psd_shard_free_slots(self);

@@ -18,6 +18,8 @@
 #include "zdist/error.h"
 #include "zdist/tensor.h"
 #include "psd_dedup.h"
+#include "psd_dyntable.h"
+#include "zdist/ps_service.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +42,10 @@ typedef struct {
     zdist_initializer_t init;
     uint64_t seed;
     const char *init_name; /* values drawn for it (NULL: name); borrowed for the create only */
+    /* enabled: a dynamic embedding table's part (psd_dynshard.c): shape
+       [0, dim], no rows of its own, rows by id in a psd_dyntable */
+    zdist_ps_dynamic_t dynamic;
+    psd_dyntable_budget_t *budget; /* dynamic: the psd's --max-bytes (borrowed; outlives the shard) */
 } psd_shard_spec_t;
 
 typedef struct _psd_shard_t psd_shard_t;
@@ -88,6 +94,30 @@ int psd_shard_read_ids(psd_shard_t *self, const int64_t *ids, size_t nids, void 
    psd_shard_read. A slot not yet allocated reads as its initial value. */
 int psd_shard_read_slot(psd_shard_t *self, int slot, int64_t row_start, int64_t nrows, void *buf,
                         size_t buf_bytes, zdist_error_t *err);
+
+/* ---- a dynamic table's part (psd_dynshard.c) ----
+   The part's rows live in a psd_dyntable under the shard's lock; its
+   writes go through psd_shard_write's dedup (psd_write.h), so a sparse
+   push counts its ids' occurrences toward admission, creates the rows that
+   reach min_count and applies its gradients exactly once per (job step,
+   ordinal). Dense reads see no rows. */
+
+/* True for a dynamic table's part. */
+bool psd_shard_is_dynamic(const psd_shard_t *self);
+/* Rows of n ids (ids on other ps tasks, by zdist_partition_id_ps, are
+   -EINVAL naming the first): each id's row, or the table's default (zeros)
+   for an id not admitted; nothing is counted or created. */
+int psd_shard_lookup(psd_shard_t *self, const int64_t *ids, size_t nids, float *out, size_t out_bytes,
+                     zdist_error_t *err);
+/* The table's counters. */
+void psd_shard_dyn_stats(psd_shard_t *self, psd_dyntable_stats_t *ret_stats);
+/* Evicts the rows that qualify at global step `step` (psd_dyntable_evict:
+   by age, by norm), as a checkpoint of that step is taken, so that the
+   checkpoint and every run evict the same rows. Returns how many went. */
+size_t psd_shard_dyn_evict(psd_shard_t *self, uint64_t step);
+/* True once, the first time the table has refused an id (past --max-bytes):
+   the caller logs it then, once per table. */
+bool psd_shard_dyn_refusal_news(psd_shard_t *self);
 
 /* ---- for psd_store ---- */
 

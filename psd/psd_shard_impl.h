@@ -1,5 +1,6 @@
-/* psd_shard_impl: the shard's fields, for its two sources only: psd_shard.c (its life, reads and
-   checkpoint views) and psd_write.c (its write path). Nothing else includes this. */
+/* psd_shard_impl: the shard's fields, for its sources only: psd_shard.c (its life, reads and
+   checkpoint views), psd_write.c (its write path) and psd_dynshard.c (a dynamic table's part).
+   Nothing else includes this. */
 #ifndef PSD_SHARD_IMPL_H
 #define PSD_SHARD_IMPL_H
 
@@ -7,6 +8,7 @@
 
 #include "psd_buffer.h"
 #include "psd_shard.h"
+#include "psd_write.h"
 
 struct _psd_shard_t {
     psd_shard_spec_t spec; /* spec.name points at name */
@@ -25,7 +27,18 @@ struct _psd_shard_t {
     int64_t step;
     zdist_optim_scratch_t scratch;
     psd_dedup_table_t *dedup; /* set once; its contents replaced by a restore */
+    /* a dynamic table's part (spec.dynamic.enabled): its rows, no values of its own */
+    psd_dyntable_t *dyn;
+    bool dyn_refusal_told;
 };
+
+/* psd_dynshard.c: a dynamic part's table, made by psd_shard_new from its spec. */
+int psd_shard_dyn_open(psd_shard_t *self, const psd_shard_spec_t *spec, zdist_error_t *err);
+/* The optimizer of a dynamic part: its table is made anew when it holds no rows (else kept). */
+int psd_shard_dyn_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, zdist_error_t *err);
+/* psd_shard_check_write and psd_shard_write for a dynamic part: sparse pushes only. */
+int psd_shard_dyn_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
+int psd_shard_dyn_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err);
 
 /* Resolves a dense row range (PSD_WHOLE_SHARD allowed) to a local row;
    -EINVAL with a message naming the shard's range. */

@@ -40,7 +40,10 @@ s_spec_equal(const psd_shard_spec_t *a, const psd_shard_spec_t *b)
     return strcmp(a->name, b->name) == 0 && zdist_shape_equal(&a->shape, &b->shape)
            && a->dtype == b->dtype && a->shard_index == b->shard_index
            && a->row_offset == b->row_offset && a->rows == b->rows
-           && zdist_init_equal(&a->init, &b->init) && a->seed == b->seed;
+           && zdist_init_equal(&a->init, &b->init) && a->seed == b->seed
+           && a->dynamic.enabled == b->dynamic.enabled && a->dynamic.min_count == b->dynamic.min_count
+           && a->dynamic.evict_after_steps == b->dynamic.evict_after_steps
+           && a->dynamic.evict_l2_below == b->dynamic.evict_l2_below && a->dynamic.num_ps == b->dynamic.num_ps;
 }
 
 

@@ -180,6 +180,8 @@ psd_shard_check_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *er
 {
     int64_t local;
     size_t need;
+    if (self->dyn)
+        return psd_shard_dyn_check_write(self, w, err);
     return s_check_write(self, w, &local, &need, err);
 }
 
@@ -278,6 +280,8 @@ s_apply(psd_shard_t *self, const psd_write_t *w, int64_t local, size_t need, con
 int
 psd_shard_write(psd_shard_t *self, const psd_write_t *w, zdist_error_t *err)
 {
+    if (self->dyn) /* a dynamic table's part: the same dedup, then count and apply (psd_dynshard.c) */
+        return psd_shard_dyn_write(self, w, err);
     int64_t local = 0;
     size_t need = 0;
     int rc = s_check_write(self, w, &local, &need, err);

@@ -215,6 +215,9 @@ s_read(worker_backend_t *be, int replica, int var, const float **ret)
 {
     s_psd_t *self = (s_psd_t *)be;
     (void)replica;
+    if (self->vars->vars[var].dynamic)
+        return s_fail(self, -EINVAL, -1, "read '%s': a dynamic table has no whole value; read its rows by id",
+                      self->vars->vars[var].name);
     self->dense_read[var] = true;
     if (self->fresh[var]) {
         self->fresh[var] = false;
@@ -226,6 +229,21 @@ s_read(worker_backend_t *be, int replica, int var, const float **ret)
         return rc;
     *ret = self->vals[var];
     return 0;
+}
+
+/* The shard of variable var holding row id: a dynamic table's part on the
+   ps task zdist_partition_id_ps gives (its part k is on ps task k), a
+   fixed table's by its layout. -ERANGE with err for an id outside a fixed
+   table. */
+static int
+s_owner(const s_psd_t *self, int var, int64_t id, zdist_error_t *err)
+{
+    if (self->vars->vars[var].dynamic)
+        return zdist_partition_id_ps(id, self->num_ps);
+    int shard;
+    int64_t row;
+    int rc = zdist_layout_lookup(self->layouts[var], id, &shard, &row, err);
+    return rc < 0 ? rc : shard;
 }
 
 /* Groups n ids by owner (owner[k] in 0..nowners-1): self->ids gets the ids
@@ -263,9 +281,8 @@ s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int6
         return -ENOMEM;
     for (int64_t k = 0; k < n; k++) {
         int shard;
-        int64_t row;
         zdist_error_t err = {0};
-        if (zdist_layout_lookup(L, ids[k], &shard, &row, &err) < 0)
+        if ((shard = s_owner(self, var, ids[k], &err)) < 0)
             return s_fail(self, -ERANGE, -1, "read_rows '%s': %s", v->name, err.text);
         self->owner[k] = L->shards[shard].ps;
     }
@@ -514,9 +531,8 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         /* Sparse: ids (global rows) and their gradient rows, shard by shard. */
         for (int64_t k = 0; k < g->nids; k++) {
             int shard;
-            int64_t row;
             zdist_error_t err = {0};
-            if (zdist_layout_lookup(L, g->ids[k], &shard, &row, &err) < 0) {
+            if ((shard = s_owner(self, g->var, g->ids[k], &err)) < 0) {
                 rc = s_fail(self, -ERANGE, -1, "push '%s': %s", v->name, err.text);
                 break;
             }
@@ -669,6 +685,33 @@ static const worker_backend_ops_t s_ops = {
     .destroy = s_destroy,
 };
 
+/* A dynamic table's layout: a part on every ps task, part k on task k,
+   none holding rows of its own (ids find their part by
+   zdist_partition_id_ps). It takes no turn of the placement counter. */
+static int
+s_dynamic_layout(const char *name, const zdist_shape_t *shape, int num_ps, zdist_layout_t **ret, zdist_error_t *err)
+{
+    zdist_layout_t *L = calloc(1, sizeof *L);
+    if (L && (L->name = strdup(name)) && (L->shards = calloc((size_t) num_ps, sizeof *L->shards))) {
+        L->shape = *shape;
+        L->num_shards = num_ps;
+        L->sharded = num_ps > 1;
+        for (int k = 0; k < num_ps; k++) {
+            L->shards[k].ps = k;
+            if (asprintf(&L->shards[k].name, "%s/part_%d", name, k) < 0) {
+                L->shards[k].name = NULL;
+                break;
+            }
+        }
+        if (L->shards[num_ps - 1].name) {
+            *ret = L;
+            return 0;
+        }
+    }
+    zdist_layout_destroy(&L);
+    return zdist_error_set(err, -ENOMEM, "out of memory");
+}
+
 worker_backend_t *
 worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_error_t *err)
 {
@@ -746,7 +789,8 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
             goto fail;
         }
         /* colocate_vars_with: unpartitioned, on the anchor's ps task (declared earlier, so placed). */
-        int prc = var->colocated
+        int prc = var->dynamic ? s_dynamic_layout(self->names[v], &var->shape, cfg->num_ps, &self->layouts[v], err)
+                  : var->colocated
                       ? zdist_placement_colocate(pl, self->names[v], &var->shape, self->layouts[var->anchor],
                                                  &self->layouts[v], err)
                       : zdist_placement_place_variable(pl, self->names[v], &var->shape, var->dtype, &part,
@@ -799,6 +843,11 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
                 .seed = seed,
                 .init_name = var->name,
             };
+            if (var->dynamic)
+                spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = var->dyn.min_count,
+                                                    .evict_after_steps = var->dyn.evict_after_steps,
+                                                    .evict_l2_below = var->dyn.evict_l2_below,
+                                                    .num_ps = self->num_ps};
             bool c = false;
             int ps = L->shards[s].ps;
             if ((rc = zdist_ps_client_create(self->clients[ps], &spec, &c, err)) < 0) {

@@ -161,7 +161,7 @@ s_read_rows(zdist_replica_ctx_t *ctx, int var, const int64_t *ids, int64_t n, fl
     if (n == 0)
         return 0;
     const worker_var_t *v = &r->trainer->vars.vars[var];
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n && !v->dynamic; i++) /* a dynamic table takes any int64 id */
         if (ids[i] < 0 || ids[i] >= v->rows)
             return s_fail(r, -ERANGE, "read_rows: id %lld is outside variable '%s' (%lld rows)",
                           (long long)ids[i], v->name, (long long)v->rows);
@@ -219,10 +219,12 @@ s_apply_gradients(zdist_replica_ctx_t *ctx, const zdist_grad_t *grads, int n)
         if (grads[i].ids) {
             if (grads[i].nids < 0 || (grads[i].nids > 0 && !grads[i].values))
                 return s_fail(r, -EINVAL, "apply_gradients: '%s': bad sparse gradient", v->name);
-            for (int64_t k = 0; k < grads[i].nids; k++)
+            for (int64_t k = 0; k < grads[i].nids && !v->dynamic; k++)
                 if (grads[i].ids[k] < 0 || grads[i].ids[k] >= v->rows)
                     return s_fail(r, -ERANGE, "apply_gradients: id %lld is outside variable '%s' (%lld rows)",
                                   (long long)grads[i].ids[k], v->name, (long long)v->rows);
+        } else if (v->dynamic) {
+            return s_fail(r, -EINVAL, "apply_gradients: '%s' is a dynamic table: give its gradient by ids", v->name);
         } else if (!grads[i].values) {
             return s_fail(r, -EINVAL, "apply_gradients: '%s': no values", v->name);
         }
@@ -639,6 +641,13 @@ s_local_new(zdist_strategy_t kind, zdist_replicas_t *rt, const worker_vars_t *va
     self->seed = seed;
     for (int v = 0; v < vars->n; v++) {
         const worker_var_t *w = &vars->vars[v];
+        if (w->dynamic) {
+            zdist_error_set(err, -EINVAL, "variable '%s' is a dynamic embedding table (no input_dim): only strategy "
+                            "parameter_server serves one; use it, or give the embedding an input_dim", w->name);
+            worker_backend_t *be = &self->base;
+            s_local_destroy(&be);
+            return NULL;
+        }
         self->mvars[v] = (zdist_mirror_var_t){.name = w->name, .shape = w->shape,
                                               .synchronization = w->synchronization,
                                               .aggregation = w->aggregation, .trainable = w->trainable,

@@ -25,11 +25,42 @@ s_name_ok(const char *name)
     return true;
 }
 
+/* A dynamic table's own rules (the rest are every variable's). */
+static int
+s_check_dynamic(const s_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err)
+{
+    if (spec->shape.rank != 2 || spec->shape.dims[0] != 0 || spec->shape.dims[1] < 1 || spec->shape.dims[1] > 65536)
+        return zdist_error_set(err, -EINVAL, "dynamic table '%s': shape must be [0, dim] with dim in 1..65536",
+                               spec->name);
+    if (!spec->trainable || spec->partitioner || b->anchor != ZDIST_NO_COLOCATION ||
+        spec->synchronization != ZDIST_SYNC_ON_WRITE)
+        return zdist_error_set(err, -EINVAL, "dynamic table '%s': it is trainable, ON_WRITE, without a partitioner "
+                               "and not colocated (its rows spread over the ps tasks by id)", spec->name);
+    return 0;
+}
+
+static int s_add(s_builder_t *b, const zdist_var_spec_t *spec, const zdist_dynamic_spec_t *dyn, zdist_error_t *err);
+
 static int
 s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err)
 {
-    worker_vars_t *vars = ((s_builder_t *)b)->vars;
-    int anchor = ((s_builder_t *)b)->anchor;
+    return s_add((s_builder_t *) b, spec, NULL, err);
+}
+
+static int
+s_add_dynamic_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, const zdist_dynamic_spec_t *dyn,
+                       zdist_error_t *err)
+{
+    if (!dyn)
+        return zdist_error_set(err, -EINVAL, "add_dynamic_variable: no dynamic spec");
+    return s_add((s_builder_t *) b, spec, dyn, err);
+}
+
+static int
+s_add(s_builder_t *b, const zdist_var_spec_t *spec, const zdist_dynamic_spec_t *dyn, zdist_error_t *err)
+{
+    worker_vars_t *vars = b->vars;
+    int anchor = b->anchor;
     if (!spec || !s_name_ok(spec->name))
         return zdist_error_set(err, -EINVAL, "variable name '%s' is not valid: use 1-200 of [A-Za-z0-9_./-]",
                                spec && spec->name ? spec->name : "(null)");
@@ -38,9 +69,11 @@ s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_err
     if (spec->dtype != ZDIST_DTYPE_FLOAT32)
         return zdist_error_set(err, -EINVAL, "variable '%s': dtype %s is not supported, use float32",
                                spec->name, zdist_dtype_name(spec->dtype));
-    int64_t n;
-    if (spec->shape.rank < 0 || spec->shape.rank > ZDIST_MAX_RANK || zdist_shape_init(&(zdist_shape_t){0}, spec->shape.rank, spec->shape.dims) < 0 ||
-        zdist_shape_num_elements(&spec->shape, &n) < 0 || n < 1 || n > (INT64_C(1) << 34))
+    int64_t n = 0;
+    if (dyn && s_check_dynamic(b, spec, err) < 0)
+        return -EINVAL;
+    if (!dyn && (spec->shape.rank < 0 || spec->shape.rank > ZDIST_MAX_RANK || zdist_shape_init(&(zdist_shape_t){0}, spec->shape.rank, spec->shape.dims) < 0 ||
+        zdist_shape_num_elements(&spec->shape, &n) < 0 || n < 1 || n > (INT64_C(1) << 34)))
         return zdist_error_set(err, -EINVAL, "variable '%s': shape must have 1 to 2^34 elements and no negative dim",
                                spec->name);
     if ((unsigned)spec->init.kind > (unsigned)ZDIST_INIT_GLOROT_UNIFORM)
@@ -96,7 +129,10 @@ s_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_err
     v->trainable = spec->trainable;
     v->rows = spec->shape.rank == 0 ? 1 : spec->shape.dims[0];
     v->n = n;
-    v->width = v->rows ? n / v->rows : 0;
+    v->width = dyn ? spec->shape.dims[1] : v->rows ? n / v->rows : 0;
+    v->dynamic = dyn != NULL;
+    if (dyn)
+        v->dyn = *dyn;
     v->colocated = anchor != ZDIST_NO_COLOCATION;
     v->anchor = v->colocated ? anchor : 0;
     return vars->n++;
@@ -123,6 +159,7 @@ static const zdist_builder_ops_t s_builder_ops = {
     .size = sizeof(zdist_builder_ops_t),
     .add_variable = s_add_variable,
     .colocate_vars_with = s_colocate_vars_with,
+    .add_dynamic_variable = s_add_dynamic_variable,
 };
 
 int

@@ -23,6 +23,10 @@ typedef struct {
        variable `anchor` (an index below its own; zeroed: not colocated). */
     bool colocated;
     int anchor;
+    /* A dynamic embedding table (add_dynamic_variable): shape [0, width],
+       rows and n 0, its rows by int64 id on the ps tasks. */
+    bool dynamic;
+    zdist_dynamic_spec_t dyn;
 } worker_var_t;
 
 typedef struct {

@@ -24,26 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_raw.h"
 #include "zdist/collective.h"
 #include "zdist/parse.h"
 #include "zdist/sys.h"
 
 #define MAXN 3
 #define MAXS 3
-
-static int
-s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
 
 static int
 s_cmp(const void *a, const void *b)
@@ -116,7 +103,7 @@ s_run_zdist(int n, const int *mib, int nsizes, int iters, double *secs)
 {
     char eps[MAXN][64];
     for (int i = 0; i < n; i++)
-        snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", s_free_port());
+        snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", bench_free_port());
     int p[2];
     if (pipe(p) < 0)
         return -1;

@@ -1,6 +1,9 @@
 /* The raw ZeroMQ baseline server the benchmarks measure against. */
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "bench_raw.h"
@@ -68,4 +71,18 @@ bench_raw_loop(void *arg)
         }
     }
     return NULL;
+}
+
+int
+bench_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *) &a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *) &a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }

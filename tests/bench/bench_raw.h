@@ -27,4 +27,7 @@ typedef struct {
 
 void *bench_raw_loop(void *arg);
 
+/* A TCP port free on 127.0.0.1 now (for a child to bind), or -1. */
+int bench_free_port(void);
+
 #endif

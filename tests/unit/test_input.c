@@ -727,6 +727,28 @@ test_csv(void)
     free(dir);
 }
 
+/* raw_ids: indices any int64, kept as they are (a dynamic embedding's ids). */
+static void
+test_libsvm_raw_ids(void)
+{
+    char *dir = zdist_test_tmpdir("input");
+    char *p = s_path(dir, "raw.svm");
+    const char *text = "1 -9223372036854775808:1 9223372036854775807:0.5 7:2\n0 -1:1\n";
+    s_write(p, text, strlen(text));
+    zdist_dataset_t *ds = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_dataset_read_libsvm_ids(p, 4, true, &ds, &err), 0);
+    const int64_t *ids = zdist_dataset_feature_ids(ds);
+    CU_ASSERT(ids[0] == INT64_MIN && ids[1] == INT64_MAX && ids[2] == 7 && ids[3] == -1);
+    zdist_dataset_destroy(&ds);
+    /* Without raw_ids a negative index is still a bad feature. */
+    CU_ASSERT_EQUAL(zdist_dataset_read_libsvm_ids(p, 4, false, &ds, &err), -EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "bad feature '-9223372036854775808:1'"));
+    free(p);
+    zdist_test_rmtree(dir);
+    free(dir);
+}
+
 static void
 test_libsvm(void)
 {
@@ -1108,6 +1130,7 @@ void
 zdist_test_input_register(void)
 {
     ZDIST_SUITE("input",
+                {"libsvm raw_ids: any int64 index, kept as it is", test_libsvm_raw_ids},
                 {"batch sizes for worker", test_batch_sizes_for_worker},
                 {"batch sizes for any worker index", test_batch_sizes_for_any_worker_index},
                 {"input context str", test_input_context_str},

@@ -251,6 +251,35 @@ test_copy(void)
     zdist_job_release(&copy);
 }
 
+/* A libsvm job whose ids are any int64 (dataset.raw_ids) feeding a dynamic
+   embedding: parsed, carried by the typed message, refused when not a bool. */
+static void
+test_libsvm_raw_ids(void)
+{
+    const char *text =
+        "{\"name\": \"dyn\", \"strategy\": {\"type\": \"parameter_server\"},"
+        " \"model\": {\"name\": \"sequential\", \"input_shape\": [1], \"layers\": [{\"embedding\": {\"output_dim\": 4,"
+        " \"dynamic\": {\"min_count\": 2}}}, {\"dense\": {\"units\": 1}}], \"loss\": \"binary_crossentropy\"},"
+        " \"dataset\": {\"format\": \"libsvm\", \"dim\": 1, \"raw_ids\": true, \"train\": {\"path\": \"/d/a.svm\"},"
+        " \"global_batch_size\": 8}, \"optimizer\": {\"type\": \"sgd\", \"learning_rate\": 0.1}, \"steps\": 10}";
+    zdist_job_t job, copy;
+    zdist_error_t err = {0};
+    int rc = zdist_job_parse(text, NULL, &job, &err);
+    if (rc != 0)
+        fprintf(stderr, "\n  %s\n", err.text);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_TRUE(job.libsvm_raw_ids);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_copy(&job, &copy, &err), 0); /* through the typed message */
+    CU_ASSERT_TRUE(copy.libsvm_raw_ids);
+    zdist_job_release(&copy);
+    zdist_job_release(&job);
+    char bad[2048];
+    snprintf(bad, sizeof bad, "%s", text);
+    char *at = strstr(bad, "\"raw_ids\": true");
+    memcpy(at, "\"raw_ids\": 1   ", strlen("\"raw_ids\": true"));
+    CU_ASSERT_EQUAL(zdist_job_parse(bad, NULL, &job, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "dataset.raw_ids"));
+}
 
 /* One csv job whose train path is `path`, confined to `root`: the return
    code, err's text in msg, the (resolved) path in got. */
@@ -473,6 +502,7 @@ zdist_test_job_register(void)
                 {"parse: checkpoint and evaluation sections, defaults", test_parse_sections},
                 {"bad sections name the field", test_bad_sections},
                 {"typed message round trip, validated on arrival", test_typed_round_trip},
+                {"libsvm raw_ids for a dynamic embedding: parsed, carried, checked", test_libsvm_raw_ids},
                 {"a deep copy outlives its source", test_copy},
                 {"strategy tpu: logical devices, placement refused with TensorFlow's text", test_tpu},
                 {"dataset files confined to the data roots: '..', links out, elsewhere refused by field",

@@ -195,6 +195,52 @@ s_refused(const char *text, bool sparse, const char *want)
 
 #define S_IN "{\"input_shape\": [28, 28, 1], \"loss\": \"sparse_categorical_crossentropy\", \"layers\": "
 
+/* An embedding without a vocabulary: "dynamic" instead of input_dim. */
+static void
+test_embedding_dynamic(void)
+{
+    const char *text = "{\"input_shape\": [1], \"layers\": [{\"embedding\": {\"output_dim\": 8, \"dynamic\": "
+                       "{\"min_count\": 3, \"evict_after_steps\": 1000, \"evict_l2_below\": 0.01, "
+                       "\"default\": \"zeros\"}}}, {\"dense\": {\"units\": 1}}], \"loss\": \"binary_crossentropy\"}";
+    zdist_model_spec_t spec;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(text, true, &spec, &err), 0);
+    const zdist_layer_spec_t *l = &spec.layers[0];
+    CU_ASSERT(l->dynamic && l->min_count == 3 && l->evict_after_steps == 1000 && l->evict_l2_below == 0.01);
+    CU_ASSERT_EQUAL(l->input_dim, 0);
+    CU_ASSERT_EQUAL(l->out.dims[0], 8);
+    CU_ASSERT_EQUAL(l->params, 0); /* its rows come as ids are admitted */
+    zdist_model_spec_release(&spec);
+    const char *min1 = "{\"input_shape\": [1], \"layers\": [{\"embedding\": {\"output_dim\": 4, \"dynamic\": {}}}, "
+                       "{\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
+    CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(min1, true, &spec, &err), 0);
+    CU_ASSERT(spec.layers[0].dynamic && spec.layers[0].min_count == 1); /* admitted at first sight */
+    zdist_model_spec_release(&spec);
+
+#define S_DYN(inner) "{\"input_shape\": [1], \"layers\": [{\"embedding\": " inner "}], \"loss\": \"mean_squared_error\"}"
+    s_refused(S_DYN("{\"output_dim\": 4, \"input_dim\": 10, \"dynamic\": {}}"), true,
+              "model.layers[0].embedding.input_dim: a dynamic embedding has no vocabulary: its rows are keyed by the "
+              "ids as they are; drop input_dim");
+    s_refused(S_DYN("{\"output_dim\": 4, \"first_id\": 1, \"dynamic\": {}}"), true,
+              "model.layers[0].embedding.first_id: a dynamic embedding has no vocabulary: its rows are keyed by the "
+              "ids as they are; drop first_id");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"min_count\": -1}}"), true,
+              "model.layers[0].embedding.dynamic.min_count: must be an integer in 0..4294967295, got -1");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"evict_l2_below\": -1}}"), true,
+              "model.layers[0].embedding.dynamic.evict_l2_below: must be a number in [0, 1e+30], got -1");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"default\": \"ones\"}}"), true,
+              "model.layers[0].embedding.dynamic.default: must be one of \"zeros\", got \"ones\"");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"min_cnt\": 2}}"), true,
+              "model.layers[0].embedding.dynamic.min_cnt: unknown field; dynamic takes min_count, evict_after_steps, "
+              "evict_l2_below and default");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": 3}"), true,
+              "model.layers[0].embedding.dynamic: must be an object {\"min_count\": N, \"evict_after_steps\": S, "
+              "\"evict_l2_below\": x, \"default\": \"zeros\"}, got 3");
+    s_refused(S_DYN("{\"dynamic\": {}}"), true,
+              "model.layers[0].embedding.output_dim: missing; an embedding needs its width");
+#undef S_DYN
+}
+
 static void
 test_errors(void)
 {
@@ -315,6 +361,7 @@ zdist_test_model_spec_register(void)
                 {"summary as Keras prints it", test_summary},
                 {"same padding, strides, batch norm, pools", test_padding_and_batch_norm},
                 {"embedding and concat on sparse input", test_embedding_concat},
+                {"a dynamic embedding: its fields, errors naming them", test_embedding_dynamic},
                 {"errors name the layer and the field", test_errors},
                 {"the job carries and checks the layers", test_job});
 }

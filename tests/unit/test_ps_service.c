@@ -349,7 +349,20 @@ test_requests_round_trip(void)
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
     CU_ASSERT_EQUAL(f->seen.create.init.kind, ZDIST_INIT_ZEROS);
     CU_ASSERT_STRING_EQUAL(f->seen.create.init_name, "(none)"); /* none sent: the psd uses the name */
+    CU_ASSERT_FALSE(f->seen.create.dynamic.enabled);
     zdist_msg_destroy(&reply);
+
+    /* A dynamic table's part: [0, dim], its admission and eviction. */
+    zdist_ps_var_spec_t dyn = s_spec("j/t", 0, 8);
+    dyn.shard_index = 1;
+    dyn.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 3, .evict_after_steps = 100,
+                                       .evict_l2_below = 0.5, .num_ps = 2};
+    reply = s_exchange(f, zdist_ps_request_create(&dyn));
+    CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
+    zdist_msg_destroy(&reply);
+    const zdist_ps_dynamic_t *gd = &f->seen.create.dynamic;
+    CU_ASSERT(gd->enabled && gd->min_count == 3 && gd->evict_after_steps == 100 && gd->evict_l2_below == 0.5 &&
+              gd->num_ps == 2);
 
     reply = s_exchange(f, zdist_ps_request_pull("v", 1, 4, 2));
     CU_ASSERT_EQUAL(zdist_msg_status(reply), ZDIST_STATUS_OK);
@@ -494,6 +507,13 @@ test_bad_requests_refused_before_the_handler(void)
     s_refused(f, zdist_ps_request_create(&spec),
               "variable 'v' shard 0: row_offset 2 and row_count 4 do not fit its 4 rows");
     spec = s_spec("v", 4, 2);
+    spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .num_ps = 1};
+    s_refused(f, zdist_ps_request_create(&spec), "variable 'v': a dynamic table is float32 of shape [0, dim]");
+    spec = s_spec("v", 0, 2);
+    spec.shard_index = 2;
+    spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .num_ps = 2};
+    s_refused(f, zdist_ps_request_create(&spec), "variable 'v': dynamic.num_ps 2: give the ps task count");
+    spec = s_spec("v", 4, 2);
     spec.shard_index = -1;
     s_refused(f, zdist_ps_request_create(&spec), "variable 'v': shard_index -1 is negative");
     spec = s_spec("v", 4, 2);
@@ -615,6 +635,7 @@ test_replies(void)
         {"a", 0, ZDIST_DTYPE_FLOAT32, {2, {10, 4}}, 0, 5, 12},
         {"b", 1, ZDIST_DTYPE_INT64, {1, {7}}, 4, 3, 0},
     };
+    zdist_ps_embedding_info_t emb = {"j1/embedding/embeddings", 10, 12, 3, 2, 4096, 5, 7};
     zdist_ps_stats_t st = {.variables = 2,
                            .shards = 2,
                            .value_bytes = 104,
@@ -626,7 +647,9 @@ test_replies(void)
                            .nmethods = 2,
                            .methods = methods,
                            .nshard_info = 2,
-                           .shard_info = shards};
+                           .shard_info = shards,
+                           .nembeddings = 1,
+                           .embeddings = &emb};
     zdist_msg_t *reply = zdist_msg_new(ZDIST_PS_STATS);
     CU_ASSERT_EQUAL_FATAL(zdist_ps_reply_set_stats(reply, &st), 0);
     zdist_ps_stats_t *got = NULL;
@@ -648,6 +671,11 @@ test_replies(void)
     CU_ASSERT_TRUE(zdist_shape_equal(&got->shard_info[0].shape, &shards[0].shape));
     CU_ASSERT_EQUAL(got->shard_info[1].row_offset, 4);
     CU_ASSERT_EQUAL(got->shard_info[0].step, 12);
+    CU_ASSERT_EQUAL_FATAL(got->nembeddings, 1);
+    CU_ASSERT_STRING_EQUAL(got->embeddings[0].name, "j1/embedding/embeddings");
+    CU_ASSERT(got->embeddings[0].rows == 10 && got->embeddings[0].admitted == 12 && got->embeddings[0].refused == 3 &&
+              got->embeddings[0].evicted == 2 && got->embeddings[0].bytes == 4096 && got->embeddings[0].pending == 5 &&
+              got->embeddings[0].dropped_grads == 7);
     zdist_ps_stats_destroy(&got);
     CU_ASSERT_PTR_NULL(got);
     zdist_ps_stats_destroy(&got);

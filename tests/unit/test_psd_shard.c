@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "zdist/init.h"
+#include "zdist/partition.h"
 #include "psd_store.h"
 #include "psd_write.h"
 #include "testutil.h"
@@ -1309,6 +1310,130 @@ test_pin_spare_threads(void)
     psd_store_destroy(&store);
 }
 
+/* A dynamic table's part: lookups count nothing, a push counts its ids'
+   occurrences, admits at min_count and applies, once per (step, ordinal). */
+static void
+test_dynamic_part(void)
+{
+    psd_store_t *store = psd_store_new();
+    zdist_optim_config_t sgd;
+    zdist_optim_config_default(&sgd, ZDIST_OPTIM_SGD);
+    sgd.learning_rate = 0.5;
+    CU_ASSERT_EQUAL_FATAL(psd_store_set_optimizer(store, &sgd, NULL), 0);
+    psd_dyntable_budget_t budget = {0};
+    psd_shard_spec_t spec = s_spec("j/t", 0, 4, ZDIST_DTYPE_FLOAT32, 0, 0, 0);
+    spec.init = (zdist_initializer_t){.kind = ZDIST_INIT_RANDOM_UNIFORM, .minval = -1, .maxval = 1};
+    spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 2, .num_ps = 1};
+    spec.budget = &budget;
+    psd_shard_t *sh = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &spec, &sh, &err), 0);
+    CU_ASSERT_EQUAL(psd_store_create(store, &spec, NULL, &err), 0); /* the same part again */
+    CU_ASSERT(psd_shard_is_dynamic(sh));
+
+    const int64_t ids[3] = {INT64_MIN, INT64_MIN, INT64_MAX};
+    float out[3 * 4], before[4], grads[3 * 4];
+    for (int i = 0; i < 12; i++)
+        grads[i] = 1.0f;
+    CU_ASSERT_EQUAL(psd_shard_lookup(sh, ids, 3, out, sizeof out, &err), 0);
+    for (int i = 0; i < 12; i++)
+        CU_ASSERT_EQUAL(out[i], 0.0f); /* not admitted: the default, and nothing counted */
+    psd_dyntable_stats_t st;
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT_EQUAL(st.pending + st.rows, 0);
+
+    psd_write_t w = {.op = PSD_OP_APPLY_SPARSE, .job_step = 7, .dtype = ZDIST_DTYPE_FLOAT32, .ids = ids, .nids = 3,
+                     .data = grads, .nbytes = sizeof grads};
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT_EQUAL(st.rows, 1); /* INT64_MIN twice: admitted at min_count 2 */
+    CU_ASSERT_EQUAL(st.pending, 1);
+    CU_ASSERT_EQUAL(st.admitted, 1);
+    CU_ASSERT_EQUAL(st.dropped_grads, 1); /* INT64_MAX's */
+    CU_ASSERT_EQUAL(psd_shard_lookup(sh, ids, 1, before, sizeof before, &err), 0);
+    CU_ASSERT(before[0] != 0.0f || before[1] != 0.0f);
+
+    /* The step again (a re-run elsewhere): acknowledged, nothing counted, created or applied. */
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), PSD_DUPLICATE);
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT(st.rows == 1 && st.pending == 1 && st.admitted == 1 && st.dropped_grads == 1);
+    CU_ASSERT_EQUAL(psd_shard_lookup(sh, ids, 1, out, sizeof out, &err), 0);
+    CU_ASSERT_EQUAL(memcmp(out, before, sizeof before), 0);
+    CU_ASSERT_EQUAL(psd_shard_step(sh), 1);
+
+    /* The next step: INT64_MAX reaches min_count; INT64_MIN's row moves by lr x 2. */
+    w.job_step = 8;
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT(st.rows == 2 && st.pending == 0 && st.admitted == 2);
+    CU_ASSERT_EQUAL(psd_shard_lookup(sh, ids, 1, out, sizeof out, &err), 0);
+    CU_ASSERT(fabsf(out[0] - (before[0] - 1.0f)) < 1e-6f);
+
+    /* Dense writes are refused; so are ids another ps task holds. */
+    w.op = PSD_OP_ASSIGN;
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "sparse pushes"));
+    psd_shard_spec_t two = spec;
+    two.name = "j/u";
+    two.dynamic.num_ps = 2;
+    psd_shard_t *half = NULL;
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &two, &half, &err), 0);
+    int64_t other = 0;
+    while (zdist_partition_id_ps(other, 2) != 1)
+        other++;
+    CU_ASSERT_EQUAL(psd_shard_lookup(half, &other, 1, out, sizeof out, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "lives on ps task 1"));
+
+    /* Past the budget: new ids refused and counted, existing rows kept. */
+    budget.max_bytes = budget.used;
+    int64_t fresh[64];
+    float g64[64 * 4] = {0};
+    for (int i = 0; i < 64; i++)
+        fresh[i] = (i % 2 ? -1 : 1) * (INT64_C(1) << 40) * (i + 1);
+    for (uint64_t step = 9; step < 12; step++) {
+        psd_write_t f = {.op = PSD_OP_APPLY_SPARSE, .job_step = step, .dtype = ZDIST_DTYPE_FLOAT32, .ids = fresh,
+                         .nids = 64, .data = g64, .nbytes = sizeof g64};
+        CU_ASSERT_EQUAL(psd_shard_write(sh, &f, &err), 0);
+    }
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT(st.refused > 0);
+    CU_ASSERT(st.rows >= 2);
+    CU_ASSERT(psd_shard_dyn_refusal_news(sh));
+    CU_ASSERT(!psd_shard_dyn_refusal_news(sh)); /* told once */
+    uint64_t held = budget.used;
+    CU_ASSERT_EQUAL(psd_store_drop_job(store, "j", NULL), 2);
+    CU_ASSERT(budget.used < held);
+    CU_ASSERT_EQUAL(budget.used, 0);
+    psd_store_destroy(&store);
+}
+
+/* A dynamic part evicts, at a checkpoint's step, the rows not updated for
+   more than evict_after_steps steps. */
+static void
+test_dynamic_evict(void)
+{
+    psd_store_t *store = psd_store_new();
+    psd_shard_spec_t spec = s_spec("j/e", 0, 2, ZDIST_DTYPE_FLOAT32, 0, 0, 0);
+    spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 1, .evict_after_steps = 5, .num_ps = 1};
+    psd_shard_t *sh = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_store_create(store, &spec, &sh, &err), 0);
+    const int64_t ids[2] = {-5, 5};
+    float g[4] = {0};
+    psd_write_t w = {.op = PSD_OP_APPLY_SPARSE, .job_step = 1, .dtype = ZDIST_DTYPE_FLOAT32, .ids = ids, .nids = 2,
+                     .data = g, .nbytes = sizeof g};
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    w = (psd_write_t){.op = PSD_OP_APPLY_SPARSE, .job_step = 10, .dtype = ZDIST_DTYPE_FLOAT32, .ids = ids + 1,
+                      .nids = 1, .data = g, .nbytes = 2 * sizeof *g};
+    CU_ASSERT_EQUAL(psd_shard_write(sh, &w, &err), 0);
+    CU_ASSERT_EQUAL(psd_shard_dyn_evict(sh, 6), 0); /* 6 - 1 = 5: not more than 5 */
+    CU_ASSERT_EQUAL(psd_shard_dyn_evict(sh, 10), 1); /* -5, last updated at step 1 */
+    psd_dyntable_stats_t st;
+    psd_shard_dyn_stats(sh, &st);
+    CU_ASSERT(st.rows == 1 && st.evicted == 1);
+    psd_store_destroy(&store);
+}
+
 void
 zdist_test_psd_shard_register(void)
 {
@@ -1333,5 +1458,8 @@ zdist_test_psd_shard_register(void)
                 {"the buffer the last reply releases is the next write's", test_pin_spare_reused},
                 {"a shard over 64 MiB keeps no spare", test_pin_no_spare_when_big},
                 {"replace, drop and the store's end with a spare and pins", test_pin_spare_shard_gone},
-                {"replies released on other threads while writes go on", test_pin_spare_threads});
+                {"replies released on other threads while writes go on", test_pin_spare_threads},
+                {"a dynamic table's part: counted at the push, once per step; refusals past the budget",
+                 test_dynamic_part},
+                {"a dynamic table's part evicts at a checkpoint's step", test_dynamic_evict});
 }

@@ -369,6 +369,95 @@ test_colocate_vars_with(void)
     free(dir);
 }
 
+/* Sums the dynamic table's counters over the psds. */
+static void
+s_dyn_totals(zdist_ps_client_t *const *c, int n, uint64_t *ret_rows, uint64_t *ret_pending)
+{
+    *ret_rows = *ret_pending = 0;
+    for (int p = 0; p < n; p++) {
+        zdist_ps_stats_t *st = NULL;
+        CU_ASSERT_EQUAL_FATAL(zdist_ps_client_stats(c[p], &st, NULL), 0);
+        CU_ASSERT_EQUAL(st->nembeddings, 1);
+        for (size_t i = 0; i < st->nembeddings; i++) {
+            CU_ASSERT_STRING_EQUAL(st->embeddings[i].name, "t/e");
+            *ret_rows += st->embeddings[i].rows;
+            *ret_pending += st->embeddings[i].pending;
+        }
+        zdist_ps_stats_destroy(&st);
+    }
+}
+
+/* A dynamic table over two psds: raw int64 ids routed by
+   zdist_partition_id_ps, the default for ids not admitted, admission at the
+   push, and a step pushed again by another worker counted once. */
+static void
+test_dynamic_table(void)
+{
+    zactor_t *psd[2];
+    char ep[2][256];
+    for (int p = 0; p < 2; p++)
+        psd[p] = zdist_test_psd_start(p, ep[p], sizeof ep[p]);
+    worker_var_t var[2] = {
+        {.name = "e", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {0, 2}}, .trainable = true, .width = 2,
+         .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1}, .dynamic = true, .dyn = {.min_count = 2}},
+        {.name = "b", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {1, {2}}, .trainable = true, .rows = 2, .width = 1,
+         .n = 2},
+    };
+    worker_vars_t vars = {.vars = var, .n = 2, .cap = 2};
+    const char *eps[2] = {ep[0], ep[1]};
+    worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 2, .prefix = "t/", .timeout_ms = 10000};
+    zdist_error_t err = {0};
+    worker_backend_t *be[2];
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
+    for (int w = 0; w < 2; w++) {
+        be[w] = worker_psd_new(&vars, &pcfg, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(be[w]);
+        CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(be[w], &sgd, 1, NULL, &err), 0);
+    }
+    CU_ASSERT_EQUAL(worker_psd_layout(be[0], 0)->num_shards, 2);
+    zdist_ps_client_t *c[2];
+    for (int p = 0; p < 2; p++)
+        c[p] = zdist_ps_client_new(ep[p], NULL, &err);
+
+    const int64_t ids[3] = {INT64_MIN, 42, INT64_MAX};
+    float rows[6];
+    CU_ASSERT_EQUAL(be[0]->ops->read_rows(be[0], 0, 0, ids, 3, rows), 0);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(rows[i], 0.0f); /* no row yet: the default */
+    const float *whole;
+    CU_ASSERT_EQUAL(be[0]->ops->read(be[0], 0, 0, &whole), -EINVAL);
+
+    const int64_t gids[4] = {INT64_MIN, INT64_MIN, 42, INT64_MAX};
+    float g[8];
+    for (int i = 0; i < 8; i++)
+        g[i] = 0.25f;
+    zdist_grad_t grad = {.var = 0, .values = g, .ids = gids, .nids = 4};
+    worker_psd_set_job_step(be[0], 1);
+    CU_ASSERT_EQUAL(be[0]->ops->apply(be[0], 0, &grad, 1), 0);
+    uint64_t n, pending;
+    s_dyn_totals(c, 2, &n, &pending);
+    CU_ASSERT(n == 1 && pending == 2); /* INT64_MIN seen twice: admitted, its gradients applied */
+    /* Step 1 again from the other worker (a re-run): acknowledged, counted once. */
+    worker_psd_set_job_step(be[1], 1);
+    CU_ASSERT_EQUAL(be[1]->ops->apply(be[1], 0, &grad, 1), 0);
+    s_dyn_totals(c, 2, &n, &pending);
+    CU_ASSERT(n == 1 && pending == 2);
+    CU_ASSERT_EQUAL(be[1]->ops->read_rows(be[1], 0, 0, ids, 3, rows), 0);
+    CU_ASSERT(rows[0] == 0.5f && rows[1] == 0.5f); /* 1 - 1 x (0.25 + 0.25) */
+    CU_ASSERT(rows[2] == 0.0f && rows[5] == 0.0f);
+    worker_psd_set_job_step(be[1], 2);
+    CU_ASSERT_EQUAL(be[1]->ops->apply(be[1], 0, &grad, 1), 0);
+    s_dyn_totals(c, 2, &n, &pending);
+    CU_ASSERT(n == 3 && pending == 0); /* 42 and INT64_MAX at their second occurrence */
+
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&c[p]);
+    for (int w = 0; w < 2; w++)
+        be[w]->ops->destroy(&be[w]);
+    for (int p = 0; p < 2; p++)
+        zactor_destroy(&psd[p]);
+}
+
 void
 zdist_test_worker_psd_register(void)
 {
@@ -376,5 +465,7 @@ zdist_test_worker_psd_register(void)
         "worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
         {"values never older than the own last push", test_values_never_older_than_the_own_last_push},
         {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with},
-        {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable});
+        {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable},
+        {"a dynamic table over two psds: raw ids, admission at the push, a re-run counted once",
+         test_dynamic_table});
 }

@@ -13,7 +13,10 @@ layer_embedding_lookups(const int64_t *row_offsets, const int64_t *feature_ids, 
     offsets[0] = 0;
     for (int64_t i = 0; i < n; i++) {
         for (int64_t k = row_offsets[i]; k < row_offsets[i + 1]; k++)
-            if (feature_ids[k] >= first_id) {
+            if (input_dim == 0) { /* a dynamic table: the id as it is, any int64 */
+                ids[m] = feature_ids[k];
+                weights[m++] = values[k];
+            } else if (feature_ids[k] >= first_id) {
                 ids[m] = (feature_ids[k] - first_id) % input_dim;
                 weights[m++] = values[k];
             }

@@ -117,7 +117,8 @@ void layer_bn_backward(const float *dy, const float *xhat, int64_t rows, int64_t
 /* ---- embedding and concat of sparse (CSR) examples ---- */
 
 /* The lookups of n CSR examples: features with id >= first_id become row
-   (id - first_id) % input_dim weighted by their value. ids / weights get the
+   (id - first_id) % input_dim weighted by their value; input_dim 0 (a
+   dynamic table) takes every feature's id as it is. ids / weights get the
    m lookups, offsets[n + 1] each example's range; returns m (<= nnz). */
 int64_t layer_embedding_lookups(const int64_t *row_offsets, const int64_t *feature_ids, const float *values,
                                 int64_t n, int64_t first_id, int64_t input_dim, int64_t *ids, float *weights,

@@ -129,6 +129,12 @@ ZDIST_EXPORT int zdist_dataset_read_csv(const char *path, const zdist_csv_option
    'abc', expected index:value". */
 ZDIST_EXPORT int zdist_dataset_read_libsvm(const char *path, int64_t dim, zdist_dataset_t **ret,
                                            zdist_error_t *err);
+/* The same; raw_ids: an index is any int64 ("-7:1", up to the int64
+   range) and is kept as it is, not folded by `mod dim`: the ids a dynamic
+   embedding table (issue 29) looks up, which no dimension bounds. The
+   dataset's feature ids are then not in [0, dim). */
+ZDIST_EXPORT int zdist_dataset_read_libsvm_ids(const char *path, int64_t dim, bool raw_ids, zdist_dataset_t **ret,
+                                               zdist_error_t *err);
 
 /* Synthetic regression: x ~ N(0,1)^dim, y = w.x + b + noise_std * N(0,1), with
    w ~ N(0,1)^dim and b ~ N(0,1) fixed by the seed. Example i depends only on
@@ -178,6 +184,7 @@ typedef struct {
     size_t n_paths;
     zdist_csv_options_t csv;
     int64_t libsvm_dim;
+    bool libsvm_raw_ids; /* zdist_dataset_read_libsvm_ids's raw_ids */
     /* Synthetic: n examples of dim features; classes == 0 means regression
        (with noise_std), classes >= 2 classification. */
     int64_t synthetic_n;

@@ -64,6 +64,7 @@ typedef struct {
     bool drop_remainder;
     zdist_csv_options_t csv;
     int64_t libsvm_dim;
+    bool libsvm_raw_ids; /* dataset.raw_ids: indices any int64, kept as they are (a dynamic embedding's ids) */
     int64_t synthetic_n, synthetic_test_n, synthetic_dim;
     int synthetic_classes;
     double synthetic_noise_std;

@@ -40,7 +40,7 @@ typedef enum {
     ZDIST_LAYER_DROPOUT,    /* rate */
     ZDIST_LAYER_ACTIVATION, /* relu, tanh, sigmoid, softmax as layers of their own */
     ZDIST_LAYER_BATCH_NORM, /* momentum, epsilon, center, scale */
-    ZDIST_LAYER_EMBEDDING,  /* input_dim, output_dim, combiner, first_id: sparse input only */
+    ZDIST_LAYER_EMBEDDING,  /* input_dim, output_dim, combiner, first_id, dynamic: sparse input only */
     ZDIST_LAYER_CONCAT,     /* dense_features: the input's first features appended */
 } zdist_layer_kind_t;
 
@@ -90,6 +90,13 @@ typedef struct {
     int64_t input_dim, output_dim;   /* embedding: rows (hash buckets) and width */
     int64_t first_id;                /* embedding: feature ids below it are not ids */
     zdist_combiner_t combiner;       /* embedding */
+    /* embedding "dynamic" (no input_dim): a table without a vocabulary,
+       its rows keyed by the ids as they are (zdist/step.h's
+       zdist_dynamic_spec_t) */
+    bool dynamic;
+    uint32_t min_count;
+    uint64_t evict_after_steps;
+    double evict_l2_below;
     int64_t dense_features;          /* concat */
     zdist_shape_t in, out;           /* per-example shapes */
     int64_t params;                  /* Keras's "Param #" */

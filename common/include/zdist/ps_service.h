@@ -69,6 +69,18 @@ ZDIST_EXPORT bool zdist_ps_method_is_write(uint32_t method);
    Strings and arrays are borrowed. Decoded by the psd, they point into the
    request and live as long as the call. */
 
+/* A dynamic embedding table's part (issue 29): rows keyed by any int64
+   id, created at the id's min_count-th training occurrence (counted by the
+   step's push, so exactly once), spread over num_ps ps tasks by
+   zdist_partition_id_ps; the part on ps task p is shard p. */
+typedef struct {
+    bool enabled;
+    uint32_t min_count;         /* 0 or 1: the first occurrence admits */
+    uint64_t evict_after_steps; /* 0: never by age */
+    double evict_l2_below;      /* 0: never by norm */
+    int32_t num_ps;             /* >= 1; shard_index < num_ps */
+} zdist_ps_dynamic_t;
+
 /* create: one shard of a variable. */
 typedef struct {
     const char *name;
@@ -81,6 +93,9 @@ typedef struct {
     uint64_t seed;            /* values depend only on (seed, init_name, global row) */
     const char *init_name;    /* NULL or "": name. A job's variables carry its prefix on the
                                  psds but start as the unprefixed model's do */
+    /* enabled: a dynamic table's part: float32, shape [0, dim], row_offset
+       and row_count 0, shard_index the ps task (< num_ps) */
+    zdist_ps_dynamic_t dynamic;
 } zdist_ps_var_spec_t;
 
 /* pull: rows [row_start, row_start + row_count) of shard shard_index;
@@ -321,6 +336,12 @@ typedef struct {
     int64_t step;
 } zdist_ps_shard_info_t;
 
+/* A dynamic table's part on the psd (its counters since it was created). */
+typedef struct {
+    const char *name; /* as zdist_ps_shard_info_t's */
+    uint64_t rows, admitted, refused, evicted, bytes, pending, dropped_grads;
+} zdist_ps_embedding_info_t;
+
 typedef struct {
     uint64_t variables;
     uint64_t shards;
@@ -334,6 +355,8 @@ typedef struct {
     zdist_ps_method_stats_t *methods;
     size_t nshard_info;
     zdist_ps_shard_info_t *shard_info; /* ordered by name, then shard index */
+    size_t nembeddings;
+    zdist_ps_embedding_info_t *embeddings; /* dynamic tables, ordered by name */
 } zdist_ps_stats_t;
 
 /* Setting a reply's body (the psd): 0 or -ENOMEM. Tensors (pull, pull_rows)

@@ -87,6 +87,16 @@ typedef struct {
     bool trainable; /* false: no optimizer slots; written with assign* only */
 } zdist_var_spec_t;
 
+/* A dynamic embedding table's admission and eviction (issue 29): a table
+   without a vocabulary, its rows keyed by any int64 id, each created once
+   its id has occurred min_count times in training batches (TF Recommenders-
+   Addons' dynamic_embedding, DeepRec's EmbeddingVariable). */
+typedef struct {
+    uint32_t min_count;         /* occurrences that admit an id; 0 or 1: the first */
+    uint64_t evict_after_steps; /* rows not updated for more steps go at checkpoints; 0: never */
+    double evict_l2_below;      /* rows whose L2 norm is below this go at checkpoints; 0: never */
+} zdist_dynamic_spec_t;
+
 typedef struct zdist_model_builder_t zdist_model_builder_t;
 
 /* colocate_vars_with's anchor meaning "leave the colocation scope". */
@@ -107,6 +117,16 @@ typedef struct {
        colocated variable must not name a partitioner (-EINVAL). 0, or
        -EINVAL for an anchor that is not a declared variable. */
     int (*colocate_vars_with)(zdist_model_builder_t *b, int anchor, zdist_error_t *err);
+    /* A dynamic embedding table (appended in ABI 1): spec->shape is [0,
+       dim] (dim 1..65536, no rows until ids are admitted), float32,
+       trainable, no partitioner (its rows spread over the ps tasks by
+       zdist_partition_id_ps), not colocated. read_rows takes any int64 ids
+       (the default, zeros, for one not yet admitted); apply_gradients takes
+       its gradient by ids only; a whole read is refused. Only the
+       parameter_server strategy serves one: other hosts refuse it when the
+       model is set up. Returns the handle, or -EINVAL naming the field. */
+    int (*add_dynamic_variable)(zdist_model_builder_t *b, const zdist_var_spec_t *spec,
+                                const zdist_dynamic_spec_t *dynamic, zdist_error_t *err);
 } zdist_builder_ops_t;
 
 struct zdist_model_builder_t {
@@ -122,6 +142,22 @@ static inline int
 zdist_builder_add_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec, zdist_error_t *err)
 {
     return b->ops->add_variable(b, spec, err);
+}
+/* -ENOSYS (err filled when err is not NULL) from a host that predates it. */
+static inline int
+zdist_builder_add_dynamic_variable(zdist_model_builder_t *b, const zdist_var_spec_t *spec,
+                                   const zdist_dynamic_spec_t *dynamic, zdist_error_t *err)
+{
+    if (!zdist_builder_has(b, add_dynamic_variable)) {
+        static const char text[] = "this host's builder has no add_dynamic_variable";
+        if (err) {
+            err->code = -ENOSYS;
+            memcpy(err->text, text, sizeof text < sizeof err->text ? sizeof text : sizeof err->text - 1);
+            err->text[sizeof err->text - 1] = '\0';
+        }
+        return -ENOSYS;
+    }
+    return b->ops->add_dynamic_variable(b, spec, dynamic, err);
 }
 /* -ENOSYS (err filled when err is not NULL) from a host that predates it. */
 static inline int

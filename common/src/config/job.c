@@ -305,7 +305,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
                                       "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "label_column",
                                       "header", "label_dtype", NULL};
     static const char *const libsvm[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
-                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "dim", NULL};
+                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "dim", "raw_ids", NULL};
     static const char *const synthetic[] = {"format", "synthetic", "global_batch_size", "shuffle", "shuffle_seed",
                                             "shard_policy", "prefetch", "drop_remainder", NULL};
     const char *const *allowed = job->format == ZDIST_INPUT_FORMAT_CSV ? csv
@@ -367,7 +367,8 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         }
     }
     if (job->format == ZDIST_INPUT_FORMAT_LIBSVM &&
-        (rc = s_int(ds, "dataset", "dim", true, 1, INT64_C(1) << 32, &job->libsvm_dim, err)) < 0)
+        ((rc = s_int(ds, "dataset", "dim", true, 1, INT64_C(1) << 32, &job->libsvm_dim, err)) < 0 ||
+         (rc = s_bool(ds, "dataset", "raw_ids", &job->libsvm_raw_ids, err)) < 0))
         return rc;
     int64_t shuffle_seed = (int64_t)(job->seed & INT64_MAX), prefetch = 2;
     char *policy = NULL;
@@ -846,7 +847,8 @@ zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_cont
         ictx = NULL; /* one pipeline's data: nothing to shard */
     }
     const char *paths[2];
-    zdist_input_spec_t spec = {.format = job->format, .paths = paths, .csv = job->csv, .libsvm_dim = job->libsvm_dim};
+    zdist_input_spec_t spec = {.format = job->format, .paths = paths, .csv = job->csv, .libsvm_dim = job->libsvm_dim,
+                               .libsvm_raw_ids = job->libsvm_raw_ids};
     if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC) {
         int64_t n = job->synthetic_n + (test ? job->synthetic_test_n : 0);
         if (ret_applied)

@@ -39,7 +39,7 @@ static const s_type_t s_types[] = {
     {"batch_norm", ZDIST_LAYER_BATCH_NORM, 0, "BatchNormalization", "batch_normalization",
      {"momentum", "epsilon", "center", "scale"}},
     {"embedding", ZDIST_LAYER_EMBEDDING, 0, "Embedding", "embedding",
-     {"input_dim", "output_dim", "combiner", "first_id"}},
+     {"input_dim", "output_dim", "combiner", "first_id", "dynamic"}},
     {"concat", ZDIST_LAYER_CONCAT, 0, "Concatenate", "concatenate", {"dense_features"}},
 };
 #define S_NTYPES ((int)(sizeof s_types / sizeof s_types[0]))
@@ -178,6 +178,51 @@ s_get_enum(json_t *o, const char *where, const char *key, const char *const *nam
     return s_bad(where, key, v, want, err);
 }
 
+/* An embedding without a vocabulary (issue 29): "dynamic": {"min_count": N,
+   "evict_after_steps": S, "evict_l2_below": x, "default": "zeros"}, no
+   input_dim and no first_id (ids reach the table as they are). */
+static int
+s_parse_dynamic(json_t *o, const char *where, zdist_layer_spec_t *l, int *comb, zdist_error_t *err)
+{
+    static const char *const keys[] = {"min_count", "evict_after_steps", "evict_l2_below", "default", "comment", NULL};
+    static const char *const defaults[] = {"zeros", NULL};
+    json_t *d = json_object_get(o, "dynamic"), *v;
+    char at[ZDIST_ERROR_TEXT_MAX / 2];
+    snprintf(at, sizeof at, "%s.dynamic", where);
+    const char *key;
+    int rc, dflt = 0;
+    int64_t min_count = 1, after = 0;
+    if (!json_is_object(d))
+        return s_bad(where, "dynamic", d, "an object {\"min_count\": N, \"evict_after_steps\": S, "
+                     "\"evict_l2_below\": x, \"default\": \"zeros\"}", err);
+    if (json_object_get(o, "input_dim") || json_object_get(o, "first_id"))
+        return zdist_error_set(err, -EINVAL, "%s.%s: a dynamic embedding has no vocabulary: its rows are keyed by the "
+                               "ids as they are; drop %s", where, json_object_get(o, "input_dim") ? "input_dim"
+                               : "first_id", json_object_get(o, "input_dim") ? "input_dim" : "first_id");
+    json_object_foreach(d, key, v) {
+        bool known = false;
+        for (int i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], key) == 0;
+        if (!known)
+            return zdist_error_set(err, -EINVAL, "%s.%s: unknown field; dynamic takes min_count, evict_after_steps, "
+                                   "evict_l2_below and default", at, key);
+    }
+    if (!json_object_get(o, "output_dim"))
+        return zdist_error_set(err, -EINVAL, "%s.output_dim: missing; an embedding needs its width", where);
+    if ((rc = s_get_int(o, where, "output_dim", 1, 4096, &l->output_dim, err)) < 0 ||
+        (rc = s_get_enum(o, where, "combiner", s_combiner_names, comb, err)) < 0 ||
+        (rc = s_get_int(d, at, "min_count", 0, UINT32_MAX, &min_count, err)) < 0 ||
+        (rc = s_get_int(d, at, "evict_after_steps", 0, INT64_MAX, &after, err)) < 0 ||
+        (rc = s_get_num(d, at, "evict_l2_below", 0, 1e30, false, &l->evict_l2_below, err)) < 0 ||
+        (rc = s_get_enum(d, at, "default", defaults, &dflt, err)) < 0)
+        return rc;
+    l->combiner = (zdist_combiner_t) *comb;
+    l->dynamic = true;
+    l->min_count = (uint32_t) min_count;
+    l->evict_after_steps = (uint64_t) after;
+    return 0;
+}
+
 /* Unknown fields: the message lists the ones this layer takes. */
 static int
 s_check_fields(json_t *o, const char *where, const s_type_t *t, zdist_error_t *err)
@@ -308,7 +353,7 @@ s_infer(zdist_model_spec_t *spec, int i, zdist_layer_spec_t *l, const char *wher
             return zdist_error_set(err, -EINVAL, "%s: an embedding looks up the ids of sparse (libsvm) examples: it "
                                    "is the first layer of a model on libsvm data", where);
         l->out = (zdist_shape_t){1, {l->output_dim}};
-        l->params = l->input_dim * l->output_dim;
+        l->params = l->input_dim * l->output_dim; /* dynamic: 0, its rows come as ids are admitted */
         break;
     case ZDIST_LAYER_CONCAT:
         if (!spec->sparse_input || in->rank != 1)
@@ -406,6 +451,8 @@ s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_
             return rc;
         break;
     case ZDIST_LAYER_EMBEDDING:
+        if (json_object_get(o, "dynamic"))
+            return s_parse_dynamic(o, where, l, &comb, err);
         if (!json_object_get(o, "input_dim") || !json_object_get(o, "output_dim"))
             return zdist_error_set(err, -EINVAL, "%s.%s: missing; an embedding needs input_dim (rows) and "
                                    "output_dim (width)", where,

@@ -175,7 +175,7 @@ s_load_file(const zdist_input_spec_t *spec, size_t k, zdist_dataset_t **ret, zdi
     case ZDIST_INPUT_FORMAT_CSV:
         return zdist_dataset_read_csv(spec->paths[k], &spec->csv, ret, err);
     case ZDIST_INPUT_FORMAT_LIBSVM:
-        return zdist_dataset_read_libsvm(spec->paths[k], spec->libsvm_dim, ret, err);
+        return zdist_dataset_read_libsvm_ids(spec->paths[k], spec->libsvm_dim, spec->libsvm_raw_ids, ret, err);
     default:
         return zdist_error_set(err, -EINVAL, "unknown dataset format %d", (int) spec->format);
     }

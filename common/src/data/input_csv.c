@@ -236,6 +236,7 @@ s_space(char c)
 typedef struct {
     const char *path;
     int64_t dim;
+    bool raw; /* indices any int64, kept as they are */
     s_vec_t offsets, ids, vals, labels;
     int64_t max_nnz;
 } s_svm_t;
@@ -271,9 +272,9 @@ s_svm_token(s_svm_t *l, const char *text, size_t tb, size_t tlen, bool first, in
     if (!colon)
         return -EBADMSG;
     *colon = '\0';
-    if (zdist_parse_int64(tok, 0, INT64_MAX, &idx) < 0 || zdist_parse_double(colon + 1, &v) < 0)
+    if (zdist_parse_int64(tok, l->raw ? INT64_MIN : 0, INT64_MAX, &idx) < 0 || zdist_parse_double(colon + 1, &v) < 0)
         return -EBADMSG;
-    int64_t id = idx % l->dim;
+    int64_t id = l->raw ? idx : idx % l->dim;
     float f = (float) v;
     if (s_vec_push(&l->ids, &id) < 0 || s_vec_push(&l->vals, &f) < 0)
         return s_oom(l->path, err);
@@ -317,6 +318,12 @@ s_svm_line(s_svm_t *l, const char *text, size_t p, size_t e, int line, zdist_err
 int
 zdist_dataset_read_libsvm(const char *path, int64_t dim, zdist_dataset_t **ret, zdist_error_t *err)
 {
+    return zdist_dataset_read_libsvm_ids(path, dim, false, ret, err);
+}
+
+int
+zdist_dataset_read_libsvm_ids(const char *path, int64_t dim, bool raw_ids, zdist_dataset_t **ret, zdist_error_t *err)
+{
     if (!path || !ret)
         return zdist_error_set(err, -EINVAL, "libsvm: no path");
     if (dim < 1 || dim > S_INPUT_MAX_DIM)
@@ -327,7 +334,7 @@ zdist_dataset_read_libsvm(const char *path, int64_t dim, zdist_dataset_t **ret, 
     int r = zdist_dataset_slurp_(path, &text, &len, err);
     if (r < 0)
         return r;
-    s_svm_t l = {.path = path, .dim = dim, .offsets = {.item = sizeof(int64_t)}, .ids = {.item = sizeof(int64_t)},
+    s_svm_t l = {.path = path, .dim = dim, .raw = raw_ids, .offsets = {.item = sizeof(int64_t)}, .ids = {.item = sizeof(int64_t)},
                  .vals = {.item = sizeof(float)}, .labels = {.item = 4}};
     int64_t zero = 0;
     if (s_vec_push(&l.offsets, &zero) < 0) {

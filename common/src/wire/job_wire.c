@@ -70,6 +70,7 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->csv_header = job->csv.header;
     pb->csv_label_dtype = (char *)zdist_dtype_name(job->csv.label_dtype);
     pb->libsvm_dim = job->libsvm_dim;
+    pb->libsvm_raw_ids = job->libsvm_raw_ids;
     pb->synthetic_n = job->synthetic_n;
     pb->synthetic_test_n = job->synthetic_test_n;
     pb->synthetic_dim = job->synthetic_dim;
@@ -168,6 +169,7 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->csv.header = pb->csv_header;
     ret->csv.label_dtype = zdist_dtype_from_name(pb->csv_label_dtype);
     ret->libsvm_dim = pb->libsvm_dim;
+    ret->libsvm_raw_ids = pb->libsvm_raw_ids;
     ret->synthetic_n = pb->synthetic_n;
     ret->synthetic_test_n = pb->synthetic_test_n;
     ret->synthetic_dim = pb->synthetic_dim;

@@ -123,6 +123,15 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
     init.mean = spec->init.mean;
     init.stddev = spec->init.stddev;
     req.initializer = &init;
+    Zdist__Ps__Dynamic dyn = ZDIST__PS__DYNAMIC__INIT;
+    if (spec->dynamic.enabled) {
+        dyn.enabled = true;
+        dyn.min_count = spec->dynamic.min_count;
+        dyn.evict_after_steps = spec->dynamic.evict_after_steps;
+        dyn.evict_l2_below = spec->dynamic.evict_l2_below;
+        dyn.num_ps = spec->dynamic.num_ps;
+        req.dynamic = &dyn;
+    }
     return zdist_msg_new_body(ZDIST_PS_CREATE, &req.base);
 }
 

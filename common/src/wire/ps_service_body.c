@@ -75,6 +75,29 @@ s_decode_ids(const zdist_msg_t *request, size_t index, const int64_t **ret_ids, 
     return 0;
 }
 
+/* A dynamic table's part: float32 [0, dim], no row range, this ps among num_ps. */
+static int
+s_decode_dynamic(const Zdist__Ps__CreateRequest *r, zdist_ps_var_spec_t *spec, zdist_error_t *err)
+{
+    const Zdist__Ps__Dynamic *d = r->dynamic;
+    if (spec->dtype != ZDIST_DTYPE_FLOAT32 || spec->shape.rank != 2 || spec->shape.dims[0] != 0 ||
+        spec->shape.dims[1] < 1 || spec->shape.dims[1] > 65536 || r->row_offset != 0 || r->row_count != 0)
+        return zdist_error_set(err, -EINVAL,
+                               "variable '%s': a dynamic table is float32 of shape [0, dim] (dim 1..65536) with "
+                               "row_offset and row_count 0", r->name);
+    if (d->num_ps < 1 || r->shard_index >= d->num_ps)
+        return zdist_error_set(err, -EINVAL,
+                               "variable '%s': dynamic.num_ps %d: give the ps task count (>= 1, above the "
+                               "shard_index %d)", r->name, (int) d->num_ps, (int) r->shard_index);
+    if (!(d->evict_l2_below >= 0) || d->evict_l2_below > 1e300)
+        return zdist_error_set(err, -EINVAL, "variable '%s': dynamic.evict_l2_below must be a number >= 0",
+                               r->name);
+    spec->dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = d->min_count,
+                                         .evict_after_steps = d->evict_after_steps,
+                                         .evict_l2_below = d->evict_l2_below, .num_ps = d->num_ps};
+    return 0;
+}
+
 static int
 s_decode_create(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
 {
@@ -129,6 +152,8 @@ s_decode_create(const ProtobufCMessage *pb, const zdist_msg_t *request, void *re
     }
     if ((rc = zdist_init_validate(&spec->init, spec->dtype, err)) < 0)
         zdist_error_prefix(err, "variable '%s': initializer", r->name);
+    if (rc == 0 && r->dynamic && r->dynamic->enabled)
+        rc = s_decode_dynamic(r, spec, err);
     return rc;
 }
 

@@ -73,6 +73,37 @@ zdist_ps_reply_set_drop_job(zdist_msg_t *reply, uint64_t shards, uint64_t bytes)
     return zdist_msg_set_body(reply, &r.base);
 }
 
+/* The stats reply's dynamic tables, then its body. */
+static int
+s_set_embeddings(zdist_msg_t *reply, Zdist__Ps__StatsReply *r, const zdist_ps_stats_t *st)
+{
+    size_t ne = st->nembeddings;
+    Zdist__Ps__EmbeddingInfo *ei = calloc(ne ? ne : 1, sizeof *ei);
+    Zdist__Ps__EmbeddingInfo **eip = calloc(ne ? ne : 1, sizeof *eip);
+    int rc = -ENOMEM;
+    if (ei && eip) {
+        for (size_t i = 0; i < ne; i++) {
+            const zdist_ps_embedding_info_t *e = &st->embeddings[i];
+            zdist__ps__embedding_info__init(&ei[i]);
+            ei[i].name = (char *) e->name;
+            ei[i].rows = e->rows;
+            ei[i].admitted = e->admitted;
+            ei[i].refused = e->refused;
+            ei[i].evicted = e->evicted;
+            ei[i].bytes = e->bytes;
+            ei[i].pending = e->pending;
+            ei[i].dropped_grads = e->dropped_grads;
+            eip[i] = &ei[i];
+        }
+        r->n_embeddings = ne;
+        r->embeddings = eip;
+        rc = zdist_msg_set_body(reply, &r->base);
+    }
+    free(ei);
+    free(eip);
+    return rc;
+}
+
 int
 zdist_ps_reply_set_stats(zdist_msg_t *reply, const zdist_ps_stats_t *st)
 {
@@ -119,7 +150,7 @@ zdist_ps_reply_set_stats(zdist_msg_t *reply, const zdist_ps_stats_t *st)
         r.methods = msp;
         r.n_shard_info = ns;
         r.shard_info = sip;
-        rc = zdist_msg_set_body(reply, &r.base);
+        rc = s_set_embeddings(reply, &r, st);
     }
     free(ms);
     free(msp);
@@ -301,6 +332,9 @@ zdist_ps_stats_destroy(zdist_ps_stats_t **self_p)
     for (size_t i = 0; self->shard_info && i < self->nshard_info; i++)
         free((char *) self->shard_info[i].name);
     free(self->shard_info);
+    for (size_t i = 0; self->embeddings && i < self->nembeddings; i++)
+        free((char *) self->embeddings[i].name);
+    free(self->embeddings);
     free(self->methods);
     free(self);
     *self_p = NULL;
@@ -357,6 +391,22 @@ zdist_ps_reply_stats(const zdist_msg_t *reply, zdist_ps_stats_t **ret_stats, zdi
         o->row_offset = s->row_offset;
         o->row_count = s->row_count;
         o->step = s->step;
+    }
+    if (!(st->embeddings = calloc(r->n_embeddings ? r->n_embeddings : 1, sizeof *st->embeddings)))
+        goto nomem;
+    for (size_t i = 0; i < r->n_embeddings; i++) {
+        const Zdist__Ps__EmbeddingInfo *e = r->embeddings[i];
+        zdist_ps_embedding_info_t *o = &st->embeddings[st->nembeddings];
+        if (!(o->name = strdup(e->name ? e->name : "")))
+            goto nomem;
+        st->nembeddings++;
+        o->rows = e->rows;
+        o->admitted = e->admitted;
+        o->refused = e->refused;
+        o->evicted = e->evicted;
+        o->bytes = e->bytes;
+        o->pending = e->pending;
+        o->dropped_grads = e->dropped_grads;
     }
     protobuf_c_message_free_unpacked(body, NULL);
     if (ret_stats)
