@@ -237,7 +237,7 @@ s_layer(s_graph_t *g, int i, json_t *o, zdist_error_t *err)
             return zdist_error_set(err, -EINVAL, "%s.%s: %s; a layer is {\"name\", one \"TYPE\": {fields}, "
                                    "\"inputs\"} with TYPE one of dense, relu, tanh, sigmoid, softmax, flatten, "
                                    "concat, add, hashing, embedding, dot_interaction, cross", g->where[i], key,
-                                   type ? "a second layer type" : "unknown field");
+                                   model_spec_type_known(key) ? "a second layer type" : "unknown field");
         type = key;
         fields = val;
     }
@@ -356,8 +356,20 @@ s_sort(s_graph_t *g, int output, zdist_error_t *err)
                     break;
                 }
             }
+        /* k is on a cycle: name it from its first layer in the file */
+        int first = k, at = k;
+        do {
+            for (int j = 0; j < spec->layers[at].ninputs; j++) {
+                int r = spec->layers[at].inputs[j];
+                if (r >= 0 && pos[r] < 0) {
+                    at = r;
+                    break;
+                }
+            }
+            first = at < first ? at : first;
+        } while (at != k);
+        k = at = first;
         char path[512] = "";
-        int at = k;
         do {
             snprintf(path + strlen(path), sizeof path - strlen(path), "'%s' -> ", spec->layers[at].name);
             for (int j = 0; j < spec->layers[at].ninputs; j++) {

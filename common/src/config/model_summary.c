@@ -84,8 +84,8 @@ s_graph_rows(s_text_t *t, const zdist_model_spec_t *spec, const char *rule, cons
     for (int k = 0; k < spec->num_inputs; k++) {
         const zdist_model_input_t *in = &spec->inputs[k];
         snprintf(name, sizeof name, "%s (InputLayer)", in->name);
-        if (in->ragged)
-            snprintf(shape, sizeof shape, "[(None, None)]");
+        if (in->ragged || in->shape.rank == 0)
+            snprintf(shape, sizeof shape, "%s", in->ragged ? "[(None, None)]" : "[(None,)]");
         else
             snprintf(shape, sizeof shape, "[%s]", model_spec_keras_shape(&in->shape, conn, sizeof conn));
         s_row_at(t, (const char *const[]){name, shape, "0", ""}, 4, pos);
