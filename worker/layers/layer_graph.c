@@ -105,6 +105,13 @@ s_pair(int i, int j, bool self_interaction)
     return self_interaction ? j <= i : j < i;
 }
 
+/* The interaction's values per example. */
+static int64_t
+s_pairs(int64_t f, bool self_interaction, bool skip_gather)
+{
+    return skip_gather ? f * f : self_interaction ? f * (f + 1) / 2 : f * (f - 1) / 2;
+}
+
 static float
 s_dotf(const float *a, const float *b, int64_t d)
 {
@@ -118,8 +125,7 @@ void
 layer_dot_interaction_forward(const float *const *x, int f, int64_t n, int64_t d, bool self_interaction,
                               bool skip_gather, bool concat_dense, float *y)
 {
-    int64_t pairs = skip_gather ? (int64_t)f * f : self_interaction ? (int64_t)f * (f + 1) / 2 : (int64_t)f * (f - 1) / 2;
-    int64_t out = pairs + (concat_dense ? d : 0);
+    int64_t out = s_pairs(f, self_interaction, skip_gather) + (concat_dense ? d : 0);
     for (int64_t e = 0; e < n; e++) {
         float *ye = y + e * out;
         if (concat_dense) {
@@ -139,8 +145,7 @@ void
 layer_dot_interaction_backward(const float *const *x, int f, int64_t n, int64_t d, bool self_interaction,
                                bool skip_gather, bool concat_dense, const float *dy, float *const *dx)
 {
-    int64_t pairs = skip_gather ? (int64_t)f * f : self_interaction ? (int64_t)f * (f + 1) / 2 : (int64_t)f * (f - 1) / 2;
-    int64_t out = pairs + (concat_dense ? d : 0);
+    int64_t out = s_pairs(f, self_interaction, skip_gather) + (concat_dense ? d : 0);
     for (int k = 0; k < f; k++)
         memset(dx[k], 0, (size_t)(n * d) * sizeof *dx[k]);
     for (int64_t e = 0; e < n; e++) {

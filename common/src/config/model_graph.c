@@ -33,25 +33,6 @@ typedef struct {
     char (*where)[ZDIST_LAYER_NAME_MAX + 32]; /* "model.layers[3] (top)": the file's index, sorted with the layers */
 } s_graph_t;
 
-static const char *
-s_shown(json_t *v, char *buf, size_t size)
-{
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    snprintf(buf, size, "%.60s%s", text ? text : "?", text && strlen(text) > 60 ? "..." : "");
-    free(text);
-    return buf;
-}
-
-static int64_t
-s_elements(const zdist_shape_t *s)
-{
-    int64_t n = 1;
-    for (int d = 0; d < s->rank; d++)
-        if (__builtin_mul_overflow(n, s->dims[d], &n))
-            return INT64_MAX;
-    return n;
-}
-
 /* ---- the dataset's features ---- */
 
 static int
@@ -150,7 +131,7 @@ s_input_init(s_graph_t *g, int k, const char *const *names, int n, const char *w
                                    "features of shape [] or [k]: give it an input of its own", where, i, f->name,
                                    f->ragged ? "a var feature" : "of rank 2");
         snprintf(in->features[i], sizeof in->features[i], "%s", f->name);
-        in->widths[i] = f->ragged ? 0 : s_elements(&f->shape);
+        in->widths[i] = f->ragged ? 0 : model_spec_elements(&f->shape);
         in->dtype = f->dtype;
         in->ragged = f->ragged;
         in->shape = f->shape;
@@ -188,11 +169,12 @@ s_inputs(s_graph_t *g, json_t *root, zdist_error_t *err)
         }
         if (!json_is_string(name) || !model_spec_name_ok(json_string_value(name)))
             return zdist_error_set(err, -EINVAL, "%s.name: must be 1..40 characters of [A-Za-z0-9_.-], got %s",
-                                   where, name ? s_shown(name, got, sizeof got) : "nothing");
+                                   where, name ? model_spec_shown(name, got, sizeof got) : "nothing");
         size_t nf = json_array_size(fs);
         if (!json_is_array(fs) || nf < 1 || nf > ZDIST_GRAPH_MAX_INPUTS)
             return zdist_error_set(err, -EINVAL, "%s.features: must be a list of 1..%d feature names, got %s",
-                                   where, ZDIST_GRAPH_MAX_INPUTS, fs ? s_shown(fs, got, sizeof got) : "nothing");
+                                   where, ZDIST_GRAPH_MAX_INPUTS,
+                                   fs ? model_spec_shown(fs, got, sizeof got) : "nothing");
         const char *names[ZDIST_GRAPH_MAX_INPUTS];
         for (size_t i = 0; i < nf; i++)
             if (!(names[i] = json_string_value(json_array_get(fs, i))))
@@ -222,11 +204,11 @@ s_layer(s_graph_t *g, int i, json_t *o, zdist_error_t *err)
     json_t *name = json_object_get(o, "name");
     if (!json_is_object(o))
         return zdist_error_set(err, -EINVAL, "model.layers[%d]: must be {\"name\": ..., \"TYPE\": {fields}, "
-                               "\"inputs\": [...]}, got %s", i, s_shown(o, got, sizeof got));
+                               "\"inputs\": [...]}, got %s", i, model_spec_shown(o, got, sizeof got));
     if (!json_is_string(name) || !model_spec_name_ok(json_string_value(name)))
         return zdist_error_set(err, -EINVAL, "model.layers[%d].name: a functional model's layers are named (1..40 "
                                "characters of [A-Za-z0-9_.-]), got %s", i,
-                               name ? s_shown(name, got, sizeof got) : "nothing");
+                               name ? model_spec_shown(name, got, sizeof got) : "nothing");
     snprintf(g->where[i], sizeof g->where[i], "model.layers[%d] (%s)", i, json_string_value(name));
     const char *type = NULL, *key;
     json_t *val, *fields = NULL;
@@ -261,7 +243,7 @@ s_layer(s_graph_t *g, int i, json_t *o, zdist_error_t *err)
     if (!json_is_array(refs) || json_array_size(refs) < 1 || json_array_size(refs) > ZDIST_LAYER_MAX_INPUTS)
         return zdist_error_set(err, -EINVAL, "%s.inputs: must be a list of 1..%d names of inputs, layers or "
                                "features, got %s", g->where[i], ZDIST_LAYER_MAX_INPUTS,
-                               refs ? s_shown(refs, got, sizeof got) : "nothing");
+                               refs ? model_spec_shown(refs, got, sizeof got) : "nothing");
     g->refs[i] = refs;
     for (int j = 0; j < g->spec->num_inputs; j++)
         if (strcmp(g->spec->inputs[j].name, l->name) == 0)
@@ -555,7 +537,7 @@ s_infer(s_graph_t *g, int i, zdist_error_t *err)
             return rc;
         l->in = l->out = s_value_of(g->spec, l->inputs[0]).shape;
         if (l->kind == ZDIST_LAYER_FLATTEN)
-            l->out = (zdist_shape_t){1, {s_elements(&l->in)}};
+            l->out = (zdist_shape_t){1, {model_spec_elements(&l->in)}};
         break;
     case ZDIST_LAYER_ADD:
     case ZDIST_LAYER_CONCAT:
@@ -602,7 +584,7 @@ s_infer(s_graph_t *g, int i, zdist_error_t *err)
     }
     char sb[96];
     for (int d = 0; d < l->out.rank; d++)
-        if (l->out.dims[d] > S_MAX_DIM || s_elements(&l->out) > S_MAX_ELEMENTS)
+        if (l->out.dims[d] > S_MAX_DIM || model_spec_elements(&l->out) > S_MAX_ELEMENTS)
             return zdist_error_set(err, -EINVAL, "%s: its output %s is too large (at most %lld values per "
                                    "example)", g->where[i], model_spec_shape_text(&l->out, sb, sizeof sb),
                                    (long long)S_MAX_ELEMENTS);
@@ -632,7 +614,7 @@ s_parse(s_graph_t *g, json_t *root, zdist_error_t *err)
     if (!json_is_array(layers) || nl < 1 || nl > ZDIST_GRAPH_MAX_LAYERS)
         return zdist_error_set(err, -EINVAL, "model.layers: must be a list of 1..%d layers {\"name\", \"TYPE\": "
                                "{fields}, \"inputs\": [...]}, got %s", ZDIST_GRAPH_MAX_LAYERS,
-                               layers ? s_shown(layers, got, sizeof got) : "nothing");
+                               layers ? model_spec_shown(layers, got, sizeof got) : "nothing");
     spec->layers = calloc(nl, sizeof *spec->layers);
     g->refs = calloc(nl, sizeof *g->refs);
     g->where = calloc(nl, sizeof *g->where);
@@ -653,7 +635,7 @@ s_parse(s_graph_t *g, json_t *root, zdist_error_t *err)
             output = k;
     if (output < 0)
         return zdist_error_set(err, -EINVAL, "model.output: must name the layer whose value is the model's output, "
-                               "got %s", out ? s_shown(out, got, sizeof got) : "nothing");
+                               "got %s", out ? model_spec_shown(out, got, sizeof got) : "nothing");
     if ((rc = s_sort(g, output, err)) < 0)
         return rc;
     for (int i = 0; i < spec->num_layers; i++) {
@@ -664,17 +646,8 @@ s_parse(s_graph_t *g, json_t *root, zdist_error_t *err)
             return zdist_error_set(err, -EINVAL, "%s: the model has more than %lld parameters", g->where[i],
                                    (long long)S_MAX_PARAMS);
     }
-    static const char *const losses[] = {"sparse_categorical_crossentropy", "binary_crossentropy",
-                                         "mean_squared_error"};
-    const char *loss = json_string_value(json_object_get(root, "loss"));
-    int kind = -1;
-    for (int k = 0; loss && k < 3; k++)
-        if (strcmp(loss, losses[k]) == 0)
-            kind = k;
-    spec->loss = (zdist_loss_t)(kind > 0 ? kind : 0);
-    if (kind < 0)
-        return zdist_error_set(err, -EINVAL, "model.loss: must be one of \"sparse_categorical_crossentropy\", "
-                               "\"binary_crossentropy\", \"mean_squared_error\"");
+    if ((rc = model_spec_loss(root, &spec->loss, err)) < 0)
+        return rc;
     if (spec->layers[spec->num_layers - 1].dtype != ZDIST_DTYPE_FLOAT32)
         return zdist_error_set(err, -EINVAL, "model.output ('%s'): gives int64 ids; the output is a float32 "
                                "layer", spec->layers[spec->num_layers - 1].name);

@@ -695,6 +695,17 @@ model_spec_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err)
 }
 
 int
+model_spec_loss(json_t *root, zdist_loss_t *ret, zdist_error_t *err)
+{
+    if (!json_object_get(root, "loss"))
+        return zdist_error_set(err, -EINVAL, "model.loss: missing; add sparse_categorical_crossentropy, "
+                               "binary_crossentropy or mean_squared_error");
+    int kind = 0, rc = s_get_enum(root, "model", "loss", s_loss_names, &kind, err);
+    *ret = (zdist_loss_t)kind;
+    return rc;
+}
+
+int
 zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spec_t *spec, zdist_error_t *err)
 {
     memset(spec, 0, sizeof *spec);
@@ -728,16 +739,8 @@ zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spe
                         "10}}], got %s", ZDIST_MODEL_MAX_LAYERS, layers ? s_shown(layers, got, sizeof got) : "nothing");
         goto out;
     }
-    json_t *loss = json_object_get(root, "loss");
-    if (!loss) {
-        zdist_error_set(err, -EINVAL, "model.loss: missing; add sparse_categorical_crossentropy, "
-                        "binary_crossentropy or mean_squared_error");
+    if ((rc = model_spec_loss(root, &spec->loss, err)) < 0)
         goto out;
-    }
-    int loss_kind = 0;
-    if ((rc = s_get_enum(root, "model", "loss", s_loss_names, &loss_kind, err)) < 0)
-        goto out;
-    spec->loss = (zdist_loss_t)loss_kind;
     spec->layers = calloc(json_array_size(layers), sizeof *spec->layers);
     if (!spec->layers) {
         rc = -ENOMEM;
@@ -871,4 +874,16 @@ bool
 model_spec_name_ok(const char *s)
 {
     return s_name_ok(s);
+}
+
+const char *
+model_spec_shown(json_t *v, char *buf, size_t size)
+{
+    return s_shown(v, buf, size);
+}
+
+int64_t
+model_spec_elements(const zdist_shape_t *s)
+{
+    return s_elements(s);
 }

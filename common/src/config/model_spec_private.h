@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "zdist/model_spec.h"
 
@@ -21,11 +22,17 @@ bool model_spec_type_known(const char *key);
    else 0 or -EINVAL with err. */
 int model_spec_layer_fields(const char *key, json_t *fields, const char *where, bool graph, zdist_layer_spec_t *l,
                             zdist_error_t *err);
+/* The model's "loss" (missing or unknown: -EINVAL naming it). */
+int model_spec_loss(json_t *root, zdist_loss_t *ret, zdist_error_t *err);
 /* The last layer (the output) fits the loss. -EINVAL naming it. */
 int model_spec_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err);
 /* "(None, 26, 26, 32)"; "(26, 26, 32)" (a shape in messages). */
 const char *model_spec_keras_shape(const zdist_shape_t *s, char *buf, size_t size);
 const char *model_spec_shape_text(const zdist_shape_t *s, char *buf, size_t size);
+/* The value as JSON text for "got ..." (at most 60 characters). */
+const char *model_spec_shown(json_t *v, char *buf, size_t size);
+/* Elements of a shape, INT64_MAX when the product does not fit. */
+int64_t model_spec_elements(const zdist_shape_t *s);
 /* A layer's name: 1..40 characters of [A-Za-z0-9_.-]. */
 bool model_spec_name_ok(const char *s);
 
