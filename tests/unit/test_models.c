@@ -623,6 +623,44 @@ test_functional_gradients(void)
     s_teardown(&h);
 }
 
+/* DCN-v2's pieces: [k] ids per example embedded to (k, d) and flattened,
+   concatenated with a float feature, two stacked crosses (x0 and x; one
+   without bias), add, softmax over 3 classes. */
+static void
+test_functional_dcn_gradients(void)
+{
+    zdist_model_info_t info = {.num_classes = 3, .label_dtype = ZDIST_DTYPE_INT32};
+    s_harness_t h;
+    s_setup(&h, &worker_model_functional,
+            "{\"layers\": [{\"name\": \"e3\", \"embedding\": {\"input_dim\": 9, \"output_dim\": 2}, "
+            "\"inputs\": [\"C3\"]}, {\"name\": \"f\", \"flatten\": {}, \"inputs\": [\"e3\"]},"
+            "{\"name\": \"x0\", \"concat\": {}, \"inputs\": [\"f\", \"V\"]},"
+            "{\"name\": \"c1\", \"cross\": {\"diag_scale\": 0.5}, \"inputs\": [\"x0\"]},"
+            "{\"name\": \"c2\", \"cross\": {\"use_bias\": false}, \"inputs\": [\"x0\", \"c1\"]},"
+            "{\"name\": \"s\", \"add\": {}, \"inputs\": [\"c1\", \"c2\"]},"
+            "{\"name\": \"t\", \"tanh\": {}, \"inputs\": [\"s\"]},"
+            "{\"name\": \"top\", \"dense\": {\"units\": 3, \"activation\": \"softmax\"}, \"inputs\": [\"t\"]}],"
+            " \"output\": \"top\", \"loss\": \"sparse_categorical_crossentropy\","
+            " \"features\": {\"V\": {\"kind\": \"fixed\", \"dtype\": \"float32\", \"shape\": [2]},"
+            " \"C3\": {\"kind\": \"fixed\", \"dtype\": \"int64\", \"shape\": [3]}}}", &info, true);
+    CU_ASSERT_EQUAL(h.vars.n, 6);
+    float v[] = {0.5f, -1.0f, 0.25f, 2.0f, 1.0f, -0.5f};
+    int64_t c3[] = {0, 8, 8, 4, 1, 2, 7, 7, 7};
+    zdist_step_column_t cols[] = {{.name = "V", .dtype = ZDIST_DTYPE_FLOAT32, .width = 2, .values = v},
+                                  {.name = "C3", .dtype = ZDIST_DTYPE_INT64, .width = 3, .values = c3}};
+    int32_t y[] = {2, 0, 1};
+    h.f.batch = (zdist_step_batch_t){.size = 3, .global_size = 3, .label_dtype = ZDIST_DTYPE_INT32, .labels = y,
+                                     .ncolumns = 2, .columns = cols};
+    CU_ASSERT(s_check_gradients(&h, 1e-2) < 1e-2);
+    /* an empty replica: zero gradients, still applied */
+    h.f.batch.size = 0;
+    s_loss(&h);
+    CU_ASSERT_EQUAL(h.f.examples, 0);
+    for (int64_t j = 0; j < h.vars.vars[h.vars.n - 1].n; j++)
+        CU_ASSERT_EQUAL(h.grads[h.vars.n - 1][j], 0);
+    s_teardown(&h);
+}
+
 /* An empty replica still applies (zero) gradients and reports 0 examples. */
 static void
 test_empty_batch(void)
@@ -713,6 +751,8 @@ zdist_test_models_register(void)
                 {"sequential wide and deep on sparse input (finite differences)", test_sequential_wide_deep_gradients},
                 {"functional DLRM and DCN layers over named columns (finite differences)",
                  test_functional_gradients},
+                {"functional DCN-v2 pieces: [k] ids, flatten, concat, stacked crosses, add, softmax (finite "
+                 "differences)", test_functional_dcn_gradients},
                 {"empty batch: zero gradients, still applied", test_empty_batch},
                 {"bad params and labels", test_bad_params},
                 {"registry built-ins", test_registry_builtins});
