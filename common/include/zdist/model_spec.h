@@ -210,8 +210,9 @@ ZDIST_EXPORT int zdist_model_spec_parse(const char *json_text, bool sparse_input
      x, of one width d: x0 * (x W + b + diag_scale * x) + x, W [d, d]
      (TFRS's dcn.Cross, full rank).
    Errors are -EINVAL naming the layer and field ("model.layers[3] (top).
-   inputs[0]: 'interact' is not an input, a layer or a feature"). *ret is
-   zeroed first and released on error. */
+   inputs[0]: 'interact' is not an input, a layer or a feature of
+   dataset.features"); a model without "features" is refused (it reads
+   named features only). *ret is zeroed first and released on error. */
 ZDIST_EXPORT int zdist_model_graph_parse(const char *json_text, zdist_model_spec_t *ret, zdist_error_t *err);
 
 /* Frees what parse allocated; safe on a zeroed spec. */
