@@ -1,6 +1,4 @@
 /* layer_graph: the functional models' layers — Keras's Hashing (FarmHash64), embedding ids, TFRS's DotInteraction and DCN-v2 Cross, Concatenate. */
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "layers.h"
@@ -70,13 +68,30 @@ layer_fingerprint64(const char *s, size_t len)
     return s_k2;
 }
 
+/* id's decimal text (tf.as_string's "%lld") ending at end; returns its start.
+   A hand loop: snprintf per id would be most of a Criteo step's hashing. */
+static char *
+s_decimal(int64_t id, char *end)
+{
+    uint64_t u = id < 0 ? 0 - (uint64_t)id : (uint64_t)id;
+    char *p = end;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (id < 0)
+        *--p = '-';
+    return p;
+}
+
 void
 layer_hashing(const int64_t *ids, int64_t m, int64_t num_bins, int64_t *out)
 {
     char text[24];
     for (int64_t i = 0; i < m; i++) {
-        int len = snprintf(text, sizeof text, "%" PRId64, ids[i]);
-        out[i] = (int64_t)(layer_fingerprint64(text, (size_t)len) % (uint64_t)num_bins);
+        char *p = s_decimal(ids[i], text + sizeof text);
+        size_t len = (size_t)(text + sizeof text - p);
+        out[i] = (int64_t)(layer_fingerprint64(p, len) % (uint64_t)num_bins);
     }
 }
 
