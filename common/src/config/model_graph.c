@@ -296,6 +296,45 @@ s_resolve(s_graph_t *g, int i, zdist_error_t *err)
     return 0;
 }
 
+/* Layer k's first input that is a layer not yet placed (k itself when none). */
+static int
+s_unplaced_input(const zdist_model_spec_t *spec, const int *pos, int k)
+{
+    for (int j = 0; j < spec->layers[k].ninputs; j++) {
+        int r = spec->layers[k].inputs[j];
+        if (r >= 0 && pos[r] < 0)
+            return r;
+    }
+    return k;
+}
+
+/* Refuses the cycle among the layers Kahn's left unplaced (pos < 0): a
+   layer left over reads one left over; following those reads ends on a
+   cycle, named from its first layer in the file along its path. */
+static int
+s_cycle(const s_graph_t *g, const int *pos, zdist_error_t *err)
+{
+    const zdist_model_spec_t *spec = g->spec;
+    int n = spec->num_layers, k = 0;
+    while (pos[k] >= 0)
+        k++;
+    for (int steps = 0; steps < n; steps++)
+        k = s_unplaced_input(spec, pos, k);
+    int first = k, at = k;
+    do {
+        at = s_unplaced_input(spec, pos, at);
+        first = at < first ? at : first;
+    } while (at != k);
+    char path[512] = "";
+    at = first;
+    do {
+        snprintf(path + strlen(path), sizeof path - strlen(path), "'%s' -> ", spec->layers[at].name);
+        at = s_unplaced_input(spec, pos, at);
+    } while (at != first && strlen(path) < 400);
+    return zdist_error_set(err, -EINVAL, "%s.inputs: a cycle: %s'%s' (each reads the next); a functional model "
+                           "is a DAG", g->where[first], path, spec->layers[first].name);
+}
+
 /* Sorts the layers so each follows what it reads (Kahn's, in the file's
    order where free), refusing a cycle with its path; then every layer and
    input must lead to the output, which ends up last. */
@@ -326,44 +365,7 @@ s_sort(s_graph_t *g, int output, zdist_error_t *err)
         }
     }
     if (placed < n) {
-        /* a layer left over reads one left over: follow those reads until one repeats */
-        int k = 0, steps = 0;
-        while (pos[k] >= 0)
-            k++;
-        for (; steps < n; steps++)
-            for (int j = 0; j < spec->layers[k].ninputs; j++) {
-                int r = spec->layers[k].inputs[j];
-                if (r >= 0 && pos[r] < 0) {
-                    k = r;
-                    break;
-                }
-            }
-        /* k is on a cycle: name it from its first layer in the file */
-        int first = k, at = k;
-        do {
-            for (int j = 0; j < spec->layers[at].ninputs; j++) {
-                int r = spec->layers[at].inputs[j];
-                if (r >= 0 && pos[r] < 0) {
-                    at = r;
-                    break;
-                }
-            }
-            first = at < first ? at : first;
-        } while (at != k);
-        k = at = first;
-        char path[512] = "";
-        do {
-            snprintf(path + strlen(path), sizeof path - strlen(path), "'%s' -> ", spec->layers[at].name);
-            for (int j = 0; j < spec->layers[at].ninputs; j++) {
-                int r = spec->layers[at].inputs[j];
-                if (r >= 0 && pos[r] < 0) {
-                    at = r;
-                    break;
-                }
-            }
-        } while (at != k && strlen(path) < 400);
-        rc = zdist_error_set(err, -EINVAL, "%s.inputs: a cycle: %s'%s' (each reads the next); a functional model "
-                             "is a DAG", g->where[k], path, spec->layers[k].name);
+        rc = s_cycle(g, pos, err);
         goto out;
     }
     /* what leads to the output: walk back from it, in reverse order */
