@@ -718,8 +718,9 @@ test_registry_builtins(void)
 {
     worker_registry_t *reg = worker_registry_new(NULL, NULL);
     zdist_error_t err = {0};
-    const char *names[] = {"linear_regression", "softmax_regression", "mlp", "sparse_logreg", "sequential"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"linear_regression", "softmax_regression", "mlp", "sparse_logreg", "sequential",
+                           "functional"};
+    for (int i = 0; i < 6; i++) {
         const zdist_model_t *m = worker_registry_find(reg, names[i], &err);
         CU_ASSERT_PTR_NOT_NULL(m);
         if (m)
