@@ -31,7 +31,7 @@ s_usage(FILE *out)
             "  --dump-losses FILE  write each step's loss to FILE, one \"STEP LOSS\" line per step\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
             "  --quiet     no progress output\n"
-            "  --summary   print a sequential model's layers as Keras's model.summary() and exit\n\n"
+            "  --summary   print a sequential or functional model's layers as Keras's model.summary() and exit\n\n"
             "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
 }
 
