@@ -178,9 +178,19 @@ test_errors(void)
     s_refused(S_DENSE_IN, "{\"name\": \"x\", \"conv2d\": {\"filters\": 2, \"kernel\": 1}, \"inputs\": [\"d\"]},"
               S_TOP("x"), "top", "model.layers[0] (x): conv2d is not a layer of functional models yet; use it in a "
                                  "sequential model");
-    /* without the dataset's features */
+    /* a feature whose name the batch's columns would not match */
     zdist_model_spec_t spec;
     zdist_error_t err = {0};
+    char text[1024], name[80];
+    memset(name, 'f', 70);
+    name[70] = '\0';
+    snprintf(text, sizeof text, "{\"layers\": [" S_TOP("%s") "], \"output\": \"top\", \"loss\": "
+             "\"binary_crossentropy\", \"features\": {\"%s\": {\"kind\": \"fixed\", \"dtype\": \"float32\", "
+             "\"shape\": [2]}}}", name, name);
+    CU_ASSERT_EQUAL(zdist_model_graph_parse(text, &spec, &err), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "model.layers[0] (top).inputs[0].features[0]: 'ffff"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "a model reads features named in at most 63 bytes"));
+    /* without the dataset's features */
     CU_ASSERT_EQUAL(zdist_model_graph_parse("{\"layers\": [" S_TOP("I1") "], \"output\": \"top\", \"loss\": "
                                             "\"binary_crossentropy\"}", &spec, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "model: a functional model reads named features: the dataset needs a "

@@ -118,6 +118,9 @@ s_input_init(s_graph_t *g, int k, const char *const *names, int n, const char *w
         if (!f)
             return zdist_error_set(err, -EINVAL, "%s.features[%d]: '%.64s' is not a feature of dataset.features",
                                    where, i, names[i]);
+        if (strlen(f->name) >= sizeof in->features[i])
+            return zdist_error_set(err, -EINVAL, "%s.features[%d]: '%.64s...': a model reads features named in at "
+                                   "most %zu bytes", where, i, f->name, sizeof in->features[i] - 1);
         if (f->dtype == ZDIST_DTYPE_INVALID || (f->ragged && f->dtype != ZDIST_DTYPE_INT64))
             return zdist_error_set(err, -EINVAL, "%s.features[%d]: '%s' must be float32 (fixed) or int64 (fixed "
                                    "or var) for a model to read it", where, i, f->name);
