@@ -191,14 +191,17 @@ ZDIST_EXPORT int zdist_model_spec_parse(const char *json_text, bool sparse_input
      characters); TYPE is dense, relu, tanh, sigmoid, softmax, flatten,
      concat, add, hashing, embedding, dot_interaction or cross; the layers
      may come in any order: each reads inputs or other layers, and the
-     whole is a DAG (a cycle is refused naming a layer on it). Every input
+     whole is a DAG (a cycle is refused, named along its path). Every input
      and layer leads to the output (else refused: it would not be trained).
    - "output": the layer whose value is the model's output (float32, flat),
      checked against the loss as sequential's last layer.
    - Shapes and dtypes: dense and cross read one float32 vector; add reads
      two or more float32 tensors of one shape; concat two or more of one
      rank, equal but for the last axis; hashing reads int64 ids (fixed or
-     ragged) and gives the same shape of ids in [0, num_bins); embedding
+     ragged) and gives the same shape of ids in [0, num_bins) (Keras's
+     Hashing on integers: FarmHash's Fingerprint64 of the id's decimal
+     text, tf.as_string's, modulo num_bins, as tf.strings.
+     to_hash_bucket_fast; any int64 id); embedding
      reads int64 ids in [0, input_dim): shape () gives (output_dim,), [k]
      gives (k, output_dim), ragged rows are combined (combiner: mean, sum,
      sqrtn) into (output_dim,); dot_interaction reads two or more float32
