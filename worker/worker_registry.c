@@ -16,6 +16,7 @@ static const zdist_model_t *const s_builtins[] = {
     &worker_model_mlp,
     &worker_model_sparse_logreg,
     &worker_model_sequential,
+    &worker_model_functional,
     NULL,
 };
 

@@ -31,7 +31,7 @@ s_usage(FILE *out)
             "  --dump-losses FILE  write each step's loss to FILE, one \"STEP LOSS\" line per step\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
             "  --quiet     no progress output\n"
-            "  --summary   print a sequential model's layers as Keras's model.summary() and exit\n\n"
+            "  --summary   print a sequential or functional model's layers as Keras's model.summary() and exit\n\n"
             "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
 }
 
@@ -109,14 +109,16 @@ s_usage_error(const char *fmt, ...)
     return WORKER_RUN_USAGE;
 }
 
-/* --summary: a sequential model's layers as Keras prints them; takes the job. */
+/* --summary: a sequential or functional model's layers as Keras prints them; takes the job. */
 static int
 s_summary(const char *job_path, zdist_job_t *job)
 {
     int status = WORKER_RUN_USAGE;
-    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) != 0) {
-        fprintf(stderr, "zdist run: %s: --summary describes sequential models (model.name \"sequential\" with its "
-                "layers); this job's model is '%s'\n", job_path, job->model);
+    bool graph = strcmp(job->model, ZDIST_MODEL_FUNCTIONAL) == 0;
+    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) != 0 && !graph) {
+        fprintf(stderr, "zdist run: %s: --summary describes sequential and functional models (model.name "
+                "\"sequential\" or \"functional\" with its layers); this job's model is '%s'\n", job_path,
+                job->model);
         zdist_job_release(job);
         return status;
     }
@@ -124,9 +126,11 @@ s_summary(const char *job_path, zdist_job_t *job)
     zdist_error_t err = {0};
     char *text = NULL;
     /* the job was checked on load: the spec parses */
-    if (zdist_model_spec_parse(job->model_params, job->format == ZDIST_INPUT_FORMAT_LIBSVM, &spec, &err) < 0) {
+    int rc = graph ? zdist_model_graph_parse(job->model_params, &spec, &err)
+                   : zdist_model_spec_parse(job->model_params, job->format == ZDIST_INPUT_FORMAT_LIBSVM, &spec, &err);
+    if (rc < 0) {
         fprintf(stderr, "zdist run: %s: %s\n", job_path, err.text);
-    } else if (zdist_model_spec_summary(&spec, ZDIST_MODEL_SEQUENTIAL, &text) < 0) {
+    } else if (zdist_model_spec_summary(&spec, job->model, &text) < 0) {
         fprintf(stderr, "zdist run: out of memory\n");
         status = WORKER_RUN_FAILED;
     } else {

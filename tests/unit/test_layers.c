@@ -595,6 +595,178 @@ test_losses(void)
     CU_ASSERT_EQUAL(layer_loss_mse(zz, ZDIST_DTYPE_FLOAT32, nan_label, 1, 1, &loss), -ERANGE);
 }
 
+/* ---- functional models' layers ---- */
+
+/* Keras's Hashing and TF's to_hash_bucket_fast on their documented examples;
+   an int64 id hashes as its decimal text (tf.as_string), over the whole range. */
+static void
+test_hashing(void)
+{
+    const char *keras[] = {"A", "B", "C", "D", "E"};
+    const uint64_t keras_bins[] = {1, 0, 1, 1, 2};
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(layer_fingerprint64(keras[i], 1) % 3, keras_bins[i]);
+    const char *tf[] = {"Hello", "TensorFlow", "2.x"};
+    const uint64_t tf_bins[] = {0, 2, 2};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(layer_fingerprint64(tf[i], strlen(tf[i])) % 3, tf_bins[i]);
+    int64_t ids[] = {0, 7, -3, INT64_MIN, INT64_MAX, 123456789012345}, out[6];
+    const char *text[] = {"0", "7", "-3", "-9223372036854775808", "9223372036854775807", "123456789012345"};
+    layer_hashing(ids, 6, 1000003, out);
+    for (int i = 0; i < 6; i++) {
+        CU_ASSERT_EQUAL((uint64_t)out[i], layer_fingerprint64(text[i], strlen(text[i])) % 1000003);
+        CU_ASSERT(out[i] >= 0 && out[i] < 1000003);
+    }
+    /* ids are checked against the table, with the position of the first bad one */
+    int64_t bad[] = {0, 4, 5}, got[3], offs[4];
+    float w[3];
+    CU_ASSERT_EQUAL(layer_embedding_ids(bad, NULL, 3, 1, 5, got, w, offs), -1 - 2);
+    CU_ASSERT_EQUAL(layer_embedding_ids(bad, NULL, 2, 1, 5, got, w, offs), 2);
+    int64_t rows[] = {0, 2, 3};
+    CU_ASSERT_EQUAL(layer_embedding_ids(bad, rows, 2, 0, 6, got, w, offs), 3);
+    CU_ASSERT_EQUAL(offs[1], 2);
+    CU_ASSERT_EQUAL(offs[2], 3);
+}
+
+typedef struct {
+    int f;
+    int64_t n, d, out;
+    bool self, skip, dense;
+    float *x[4], *r, *y;
+} s_dot_t;
+
+static double
+s_dot_loss(void *arg)
+{
+    s_dot_t *t = arg;
+    layer_dot_interaction_forward((const float *const *)t->x, t->f, t->n, t->d, t->self, t->skip, t->dense, t->y);
+    return s_dot(t->y, t->r, t->n * t->out);
+}
+
+/* DotInteraction: TFRS's order and values on a known case, and gradients
+   with and without self, gathered or not, with the dense input first. */
+static void
+test_dot_interaction(void)
+{
+    float a[] = {1, 2}, b[] = {3, 4}, c[] = {5, 6}, y[12];
+    const float *abc[] = {a, b, c};
+    layer_dot_interaction_forward(abc, 3, 1, 2, false, false, true, y);
+    const float want[] = {1, 2, 11, 17, 39}; /* a, then b.a, c.a, c.b */
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_DOUBLE_EQUAL(y[i], want[i], 1e-6);
+    layer_dot_interaction_forward(abc, 3, 1, 2, true, false, false, y);
+    const float want_self[] = {5, 11, 25, 17, 39, 61};
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_DOUBLE_EQUAL(y[i], want_self[i], 1e-6);
+    layer_dot_interaction_forward(abc, 3, 1, 2, false, true, false, y);
+    const float want_skip[] = {0, 0, 0, 11, 0, 0, 17, 39, 0};
+    for (int i = 0; i < 9; i++)
+        CU_ASSERT_DOUBLE_EQUAL(y[i], want_skip[i], 1e-6);
+    for (int variant = 0; variant < 4; variant++) {
+        s_dot_t t = {.f = 4, .n = 3, .d = 5, .self = variant & 1, .skip = variant == 2, .dense = variant != 1};
+        int64_t pairs = t.skip ? 16 : t.self ? 10 : 6;
+        t.out = pairs + (t.dense ? t.d : 0);
+        float *dx[4];
+        for (int k = 0; k < t.f; k++) {
+            t.x[k] = s_random(t.n * t.d, -1, 1);
+            dx[k] = malloc((size_t)(t.n * t.d) * sizeof(float));
+        }
+        t.r = s_random(t.n * t.out, -1, 1);
+        t.y = malloc((size_t)(t.n * t.out) * sizeof(float));
+        layer_dot_interaction_backward((const float *const *)t.x, t.f, t.n, t.d, t.self, t.skip, t.dense, t.r, dx);
+        for (int k = 0; k < t.f; k++)
+            CU_ASSERT(s_fd(s_dot_loss, &t, t.x[k], dx[k], t.n * t.d, 1e-2, "dot_interaction") < 1e-2);
+        for (int k = 0; k < t.f; k++)
+            free(t.x[k]), free(dx[k]);
+        free(t.r), free(t.y);
+    }
+}
+
+typedef struct {
+    int64_t n, d;
+    double diag;
+    bool one; /* x is x0 */
+    float *x0, *x, *w, *b, *r, *prod, *y;
+} s_cross_t;
+
+static double
+s_cross_loss(void *arg)
+{
+    s_cross_t *t = arg;
+    layer_cross_forward(t->x0, t->one ? t->x0 : t->x, t->n, t->d, t->w, t->b, t->diag, t->prod, t->y);
+    return s_dot(t->y, t->r, t->n * t->d);
+}
+
+/* DCN-v2's cross: x0 * (x W + b + diag x) + x, on a known case and by finite differences. */
+static void
+test_cross(void)
+{
+    float x0[] = {1, 2}, x[] = {3, -1}, w[] = {1, 0, 2, 1}, b[] = {0.5f, -0.5f}, prod[2], y[2];
+    layer_cross_forward(x0, x, 1, 2, w, b, 0.5, prod, y);
+    /* x W = [3 - 2, -1] = [1, -1]; + b = [1.5, -1.5]; + 0.5 x = [3, -2]; y = x0 * that + x = [6, -5] */
+    CU_ASSERT_DOUBLE_EQUAL(y[0], 6, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(y[1], -5, 1e-6);
+    for (int variant = 0; variant < 2; variant++) {
+        s_cross_t t = {.n = 4, .d = 3, .diag = variant ? 0.25 : 0, .one = variant == 1};
+        t.x0 = s_random(t.n * t.d, -1, 1);
+        t.x = s_random(t.n * t.d, -1, 1);
+        t.w = s_random(t.d * t.d, -1, 1);
+        t.b = s_random(t.d, -0.5, 0.5);
+        t.r = s_random(t.n * t.d, -1, 1);
+        t.prod = malloc((size_t)(t.n * t.d) * sizeof(float));
+        t.y = malloc((size_t)(t.n * t.d) * sizeof(float));
+        float *dprod = malloc((size_t)(t.n * t.d) * sizeof(float)), *dw = malloc((size_t)(t.d * t.d) * sizeof(float));
+        float db[3], *dx0 = malloc((size_t)(t.n * t.d) * sizeof(float)), *dx = malloc((size_t)(t.n * t.d) * sizeof(float));
+        s_cross_loss(&t);
+        layer_cross_backward(t.x0, t.one ? t.x0 : t.x, t.prod, t.r, t.n, t.d, t.w, t.diag, dprod, dw, db, dx0, dx);
+        if (t.one)
+            for (int64_t k = 0; k < t.n * t.d; k++)
+                dx0[k] += dx[k];
+        CU_ASSERT(s_fd(s_cross_loss, &t, t.x0, dx0, t.n * t.d, 1e-2, "cross x0") < 1e-2);
+        if (!t.one)
+            CU_ASSERT(s_fd(s_cross_loss, &t, t.x, dx, t.n * t.d, 1e-2, "cross x") < 1e-2);
+        CU_ASSERT(s_fd(s_cross_loss, &t, t.w, dw, t.d * t.d, 1e-2, "cross w") < 1e-2);
+        CU_ASSERT(s_fd(s_cross_loss, &t, t.b, db, t.d, 1e-2, "cross b") < 1e-2);
+        free(t.x0), free(t.x), free(t.w), free(t.b), free(t.r), free(t.prod), free(t.y);
+        free(dprod), free(dw), free(dx0), free(dx);
+    }
+}
+
+typedef struct {
+    float *x[3], *r, *y;
+    int64_t widths[3], rows;
+} s_cat_t;
+
+static double
+s_cat_loss(void *arg)
+{
+    s_cat_t *t = arg;
+    layer_concat_last_forward((const float *const *)t->x, t->widths, 3, t->rows, t->y);
+    return s_dot(t->y, t->r, t->rows * 9);
+}
+
+/* Concatenate(axis=-1) and its gradient's cut. */
+static void
+test_concat_last(void)
+{
+    s_cat_t t = {.widths = {2, 3, 4}, .rows = 5};
+    float *dx[3];
+    for (int j = 0; j < 3; j++) {
+        t.x[j] = s_random(t.rows * t.widths[j], -1, 1);
+        dx[j] = malloc((size_t)(t.rows * t.widths[j]) * sizeof(float));
+    }
+    t.r = s_random(t.rows * 9, -1, 1);
+    t.y = malloc((size_t)(t.rows * 9) * sizeof(float));
+    s_cat_loss(&t);
+    CU_ASSERT_EQUAL(t.y[9 + 2], t.x[1][3]); /* row 1's third value is x[1]'s first of row 1 */
+    layer_concat_last_backward(t.r, t.widths, 3, t.rows, dx);
+    for (int j = 0; j < 3; j++)
+        CU_ASSERT(s_fd(s_cat_loss, &t, t.x[j], dx[j], t.rows * t.widths[j], 1e-2, "concat") < 1e-2);
+    for (int j = 0; j < 3; j++)
+        free(t.x[j]), free(dx[j]);
+    free(t.r), free(t.y);
+}
+
 void
 zdist_test_layers_register(void)
 {
@@ -607,5 +779,9 @@ zdist_test_layers_register(void)
                 {"batch norm, one replica and global-batch sums (finite differences)", test_batch_norm},
                 {"dropout: seeded, scaled, rate 0", test_dropout},
                 {"embedding sum/mean and concat (finite differences)", test_embedding_concat},
-                {"losses (finite differences, known values, bad labels)", test_losses});
+                {"losses (finite differences, known values, bad labels)", test_losses},
+                {"hashing as Keras's Hashing (FarmHash64), embedding ids in range", test_hashing},
+                {"dot_interaction as TFRS's (known values, finite differences)", test_dot_interaction},
+                {"DCN-v2 cross (known values, finite differences)", test_cross},
+                {"concat along the last axis (finite differences)", test_concat_last});
 }

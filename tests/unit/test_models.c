@@ -560,6 +560,107 @@ test_sequential_wide_deep_gradients(void)
     s_teardown(&h);
 }
 
+/* A functional DLRM / DCN-v2 hybrid over named columns: a bottom MLP on two
+   float features, an embedding of a fixed int64 feature, a hashed var
+   feature's mean embedding, DLRM's interaction, a cross, add, concat and a
+   sigmoid top; every variable (the tables' rows through sparse gradients)
+   checked by finite differences. */
+static const char *s_functional =
+    "{\"inputs\": [{\"name\": \"dense_in\", \"features\": [\"I1\", \"I2\"]}],"
+    " \"layers\": ["
+    "{\"name\": \"top\", \"dense\": {\"units\": 1, \"activation\": \"sigmoid\"}, \"inputs\": [\"cat\"]},"
+    "{\"name\": \"bot\", \"dense\": {\"units\": 3, \"activation\": \"tanh\"}, \"inputs\": [\"dense_in\"]},"
+    "{\"name\": \"e1\", \"embedding\": {\"input_dim\": 5, \"output_dim\": 3}, \"inputs\": [\"C1\"]},"
+    "{\"name\": \"h2\", \"hashing\": {\"num_bins\": 4}, \"inputs\": [\"C2\"]},"
+    "{\"name\": \"e2\", \"embedding\": {\"input_dim\": 4, \"output_dim\": 3, \"combiner\": \"mean\"},"
+    " \"inputs\": [\"h2\"]},"
+    "{\"name\": \"inter\", \"dot_interaction\": {\"concat_dense\": true}, \"inputs\": [\"bot\", \"e1\", \"e2\"]},"
+    "{\"name\": \"x\", \"cross\": {\"diag_scale\": 0.5}, \"inputs\": [\"inter\"]},"
+    "{\"name\": \"sum\", \"add\": {}, \"inputs\": [\"x\", \"inter\"]},"
+    "{\"name\": \"cat\", \"concat\": {}, \"inputs\": [\"sum\", \"bot\"]}],"
+    " \"output\": \"top\", \"loss\": \"binary_crossentropy\","
+    " \"features\": {\"I1\": {\"kind\": \"fixed\", \"dtype\": \"float32\", \"shape\": []},"
+    " \"I2\": {\"kind\": \"fixed\", \"dtype\": \"float32\", \"shape\": []},"
+    " \"C1\": {\"kind\": \"fixed\", \"dtype\": \"int64\", \"shape\": []},"
+    " \"C2\": {\"kind\": \"var\", \"dtype\": \"int64\"}}}";
+
+static void
+test_functional_gradients(void)
+{
+    zdist_model_info_t info = {.num_classes = 2, .label_dtype = ZDIST_DTYPE_INT32};
+    s_harness_t h;
+    s_setup(&h, &worker_model_functional, s_functional, &info, true);
+    CU_ASSERT_EQUAL(h.vars.n, 8);
+    float i1[] = {0.5f, -1.0f, 0.25f, 2.0f}, i2[] = {1.5f, 0.0f, -0.5f, 1.0f};
+    int64_t c1[] = {0, 4, 2, 4};
+    int64_t c2_offs[] = {0, 2, 2, 5, 6};
+    int64_t c2[] = {INT64_MIN, 7, 123456789012345, -3, 7, INT64_MAX};
+    zdist_step_column_t cols[] = {
+        {.name = "I1", .dtype = ZDIST_DTYPE_FLOAT32, .width = 1, .values = i1},
+        {.name = "C2", .dtype = ZDIST_DTYPE_INT64, .row_offsets = c2_offs, .values = c2},
+        {.name = "I2", .dtype = ZDIST_DTYPE_FLOAT32, .width = 1, .values = i2},
+        {.name = "C1", .dtype = ZDIST_DTYPE_INT64, .width = 1, .values = c1},
+    };
+    int32_t y[] = {1, 0, 1, 0};
+    h.f.batch = (zdist_step_batch_t){.size = 4, .global_size = 5, .label_dtype = ZDIST_DTYPE_INT32, .labels = y,
+                                     .ncolumns = 4, .columns = cols};
+    CU_ASSERT(s_check_gradients(&h, 1e-2) < 1e-2);
+    /* e1's rows 1 and 3 are read by no example: no gradient */
+    int e1 = worker_vars_find(&h.vars, "e1/embeddings");
+    CU_ASSERT_FATAL(e1 >= 0);
+    CU_ASSERT_EQUAL(h.grads[e1][1 * 3], 0);
+    CU_ASSERT_EQUAL(h.grads[e1][3 * 3 + 2], 0);
+    CU_ASSERT_NOT_EQUAL(h.grads[e1][4 * 3], 0);
+    /* an id outside the table: TF's text, the step refused */
+    c1[2] = 5;
+    h.f.given = false;
+    CU_ASSERT_EQUAL(h.model->train_step(h.state, &h.f.base), -EINVAL);
+    c1[2] = 2;
+    /* a batch without the feature */
+    cols[3].name = "C9";
+    h.f.given = false;
+    CU_ASSERT_EQUAL(h.model->train_step(h.state, &h.f.base), -EINVAL);
+    s_teardown(&h);
+}
+
+/* DCN-v2's pieces: [k] ids per example embedded to (k, d) and flattened,
+   concatenated with a float feature, two stacked crosses (x0 and x; one
+   without bias), add, softmax over 3 classes. */
+static void
+test_functional_dcn_gradients(void)
+{
+    zdist_model_info_t info = {.num_classes = 3, .label_dtype = ZDIST_DTYPE_INT32};
+    s_harness_t h;
+    s_setup(&h, &worker_model_functional,
+            "{\"layers\": [{\"name\": \"e3\", \"embedding\": {\"input_dim\": 9, \"output_dim\": 2}, "
+            "\"inputs\": [\"C3\"]}, {\"name\": \"f\", \"flatten\": {}, \"inputs\": [\"e3\"]},"
+            "{\"name\": \"x0\", \"concat\": {}, \"inputs\": [\"f\", \"V\"]},"
+            "{\"name\": \"c1\", \"cross\": {\"diag_scale\": 0.5}, \"inputs\": [\"x0\"]},"
+            "{\"name\": \"c2\", \"cross\": {\"use_bias\": false}, \"inputs\": [\"x0\", \"c1\"]},"
+            "{\"name\": \"s\", \"add\": {}, \"inputs\": [\"c1\", \"c2\"]},"
+            "{\"name\": \"t\", \"tanh\": {}, \"inputs\": [\"s\"]},"
+            "{\"name\": \"top\", \"dense\": {\"units\": 3, \"activation\": \"softmax\"}, \"inputs\": [\"t\"]}],"
+            " \"output\": \"top\", \"loss\": \"sparse_categorical_crossentropy\","
+            " \"features\": {\"V\": {\"kind\": \"fixed\", \"dtype\": \"float32\", \"shape\": [2]},"
+            " \"C3\": {\"kind\": \"fixed\", \"dtype\": \"int64\", \"shape\": [3]}}}", &info, true);
+    CU_ASSERT_EQUAL(h.vars.n, 6);
+    float v[] = {0.5f, -1.0f, 0.25f, 2.0f, 1.0f, -0.5f};
+    int64_t c3[] = {0, 8, 8, 4, 1, 2, 7, 7, 7};
+    zdist_step_column_t cols[] = {{.name = "V", .dtype = ZDIST_DTYPE_FLOAT32, .width = 2, .values = v},
+                                  {.name = "C3", .dtype = ZDIST_DTYPE_INT64, .width = 3, .values = c3}};
+    int32_t y[] = {2, 0, 1};
+    h.f.batch = (zdist_step_batch_t){.size = 3, .global_size = 3, .label_dtype = ZDIST_DTYPE_INT32, .labels = y,
+                                     .ncolumns = 2, .columns = cols};
+    CU_ASSERT(s_check_gradients(&h, 1e-2) < 1e-2);
+    /* an empty replica: zero gradients, still applied */
+    h.f.batch.size = 0;
+    s_loss(&h);
+    CU_ASSERT_EQUAL(h.f.examples, 0);
+    for (int64_t j = 0; j < h.vars.vars[h.vars.n - 1].n; j++)
+        CU_ASSERT_EQUAL(h.grads[h.vars.n - 1][j], 0);
+    s_teardown(&h);
+}
+
 /* An empty replica still applies (zero) gradients and reports 0 examples. */
 static void
 test_empty_batch(void)
@@ -617,8 +718,9 @@ test_registry_builtins(void)
 {
     worker_registry_t *reg = worker_registry_new(NULL, NULL);
     zdist_error_t err = {0};
-    const char *names[] = {"linear_regression", "softmax_regression", "mlp", "sparse_logreg", "sequential"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"linear_regression", "softmax_regression", "mlp", "sparse_logreg", "sequential",
+                           "functional"};
+    for (int i = 0; i < 6; i++) {
         const zdist_model_t *m = worker_registry_find(reg, names[i], &err);
         CU_ASSERT_PTR_NOT_NULL(m);
         if (m)
@@ -648,6 +750,10 @@ zdist_test_models_register(void)
                  test_sequential_dropout_replicas},
                 {"sequential binary and squared losses (finite differences)", test_sequential_losses_gradients},
                 {"sequential wide and deep on sparse input (finite differences)", test_sequential_wide_deep_gradients},
+                {"functional DLRM and DCN layers over named columns (finite differences)",
+                 test_functional_gradients},
+                {"functional DCN-v2 pieces: [k] ids, flatten, concat, stacked crosses, add, softmax (finite "
+                 "differences)", test_functional_dcn_gradients},
                 {"empty batch: zero gradients, still applied", test_empty_batch},
                 {"bad params and labels", test_bad_params},
                 {"registry built-ins", test_registry_builtins});

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "models/models.h"
 #include "worker_psd.h"
 #include "worker_vars.h"
 #include <errno.h>
@@ -458,6 +459,188 @@ test_dynamic_table(void)
         zactor_destroy(&psd[p]);
 }
 
+/* ---- a functional model's tables under parameter_server ---- */
+
+/* A replica context over the psd backend, as the trainer's makes it for
+   one replica: reads pulled, rows read by unique id, gradients pushed. */
+typedef struct {
+    zdist_replica_ctx_t base;
+    worker_backend_t *be;
+    const worker_vars_t *vars;
+    zdist_step_batch_t batch;
+    bool given;
+    double loss;
+    void *scratch[ZDIST_SCRATCH_SLOTS];
+} s_psd_ctx_t;
+
+static s_psd_ctx_t *
+s_pc(zdist_replica_ctx_t *c)
+{
+    return (s_psd_ctx_t *)c;
+}
+
+static int s_pc_zero(zdist_replica_ctx_t *c) { (void)c; return 0; }
+static int s_pc_one(zdist_replica_ctx_t *c) { (void)c; return 1; }
+
+static int
+s_pc_next(zdist_replica_ctx_t *c, const zdist_step_batch_t **ret)
+{
+    if (s_pc(c)->given)
+        return 0;
+    s_pc(c)->given = true;
+    *ret = &s_pc(c)->batch;
+    return 1;
+}
+
+static int s_pc_var(zdist_replica_ctx_t *c, const char *name) { return worker_vars_find(s_pc(c)->vars, name); }
+
+static int
+s_pc_read(zdist_replica_ctx_t *c, int var, const float **ret)
+{
+    return s_pc(c)->be->ops->read(s_pc(c)->be, 0, var, ret);
+}
+
+static int
+s_cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int
+s_pc_read_rows(zdist_replica_ctx_t *c, int var, const int64_t *ids, int64_t n, float *out)
+{
+    int64_t width = s_pc(c)->vars->vars[var].width, nu = 0;
+    int64_t *uniq = malloc((size_t)n * sizeof *uniq);
+    float *rows = malloc((size_t)(n * width) * sizeof *rows);
+    memcpy(uniq, ids, (size_t)n * sizeof *ids);
+    qsort(uniq, (size_t)n, sizeof *uniq, s_cmp_id);
+    for (int64_t i = 0; i < n; i++)
+        if (nu == 0 || uniq[i] != uniq[nu - 1])
+            uniq[nu++] = uniq[i];
+    int rc = s_pc(c)->be->ops->read_rows(s_pc(c)->be, 0, var, uniq, nu, rows);
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        const int64_t *at = bsearch(&ids[i], uniq, (size_t)nu, sizeof *uniq, s_cmp_id);
+        memcpy(out + i * width, rows + (at - uniq) * width, (size_t)width * sizeof *out);
+    }
+    free(uniq);
+    free(rows);
+    return rc;
+}
+
+static int
+s_pc_apply(zdist_replica_ctx_t *c, const zdist_grad_t *g, int n)
+{
+    return s_pc(c)->be->ops->apply(s_pc(c)->be, 0, g, n);
+}
+
+static int
+s_pc_output(zdist_replica_ctx_t *c, const char *name, double v, zdist_reduce_op_t op)
+{
+    (void)op;
+    if (strcmp(name, ZDIST_OUTPUT_LOSS) == 0)
+        s_pc(c)->loss = v;
+    return 0;
+}
+
+static void *
+s_pc_scratch(zdist_replica_ctx_t *c, int slot, size_t bytes)
+{
+    void *p = realloc(s_pc(c)->scratch[slot], bytes);
+    if (p)
+        s_pc(c)->scratch[slot] = p;
+    return p;
+}
+
+static void s_pc_error(zdist_replica_ctx_t *c, int code, const char *text) { (void)c, (void)code, (void)text; }
+
+static const zdist_replica_ops_t s_pc_ops = {
+    .size = sizeof(zdist_replica_ops_t),
+    .replica_id_in_sync_group = s_pc_zero,
+    .num_replicas_in_sync = s_pc_one,
+    .next_batch = s_pc_next,
+    .variable = s_pc_var,
+    .read = s_pc_read,
+    .read_rows = s_pc_read_rows,
+    .apply_gradients = s_pc_apply,
+    .output = s_pc_output,
+    .scratch = s_pc_scratch,
+    .set_error = s_pc_error,
+};
+
+/* A functional model's embedding tables live on two psds, each split in
+   row ranges (the job's partitioner), read by row and updated by sparse
+   gradients: rows no example reads keep their values, read ones move,
+   and the loss goes down. */
+static void
+test_functional_tables(void)
+{
+    static const char *model =
+        "{\"layers\": ["
+        "{\"name\": \"h\", \"hashing\": {\"num_bins\": 64}, \"inputs\": [\"C2\"]},"
+        "{\"name\": \"e1\", \"embedding\": {\"input_dim\": 40, \"output_dim\": 4}, \"inputs\": [\"C1\"]},"
+        "{\"name\": \"e2\", \"embedding\": {\"input_dim\": 64, \"output_dim\": 4}, \"inputs\": [\"h\"]},"
+        "{\"name\": \"x\", \"dot_interaction\": {\"self_interaction\": true}, \"inputs\": [\"e1\", \"e2\"]},"
+        "{\"name\": \"top\", \"dense\": {\"units\": 1}, \"inputs\": [\"x\"]}],"
+        " \"output\": \"top\", \"loss\": \"binary_crossentropy\","
+        " \"features\": {\"C1\": {\"kind\": \"fixed\", \"dtype\": \"int64\", \"shape\": []},"
+        " \"C2\": {\"kind\": \"var\", \"dtype\": \"int64\"}}}";
+    zdist_model_info_t info = {.label_dtype = ZDIST_DTYPE_INT32};
+    zdist_error_t err = {0};
+    void *state = NULL;
+    worker_vars_t vars;
+    CU_ASSERT_EQUAL_FATAL(worker_model_functional.init(model, &info, &state, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(worker_vars_build(&worker_model_functional, state, &vars, &err), 0);
+    char eps_buf[2][256];
+    zactor_t *psd[2] = {zdist_test_psd_start(0, eps_buf[0], sizeof eps_buf[0]),
+                        zdist_test_psd_start(1, eps_buf[1], sizeof eps_buf[1])};
+    const char *eps[2] = {eps_buf[0], eps_buf[1]};
+    worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 2, .partitioner = "fixed:2", .prefix = "f/",
+                                .timeout_ms = 10000};
+    s_psd_ctx_t c = {.base.ops = &s_pc_ops, .vars = &vars};
+    c.be = worker_psd_new(&vars, &pcfg, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c.be);
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 0.5};
+    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(c.be, &sgd, 1, NULL, &err), 0);
+    int e1 = worker_vars_find(&vars, "e1/embeddings");
+    CU_ASSERT_FATAL(e1 >= 0);
+    const zdist_layout_t *layout = worker_psd_layout(c.be, e1);
+    CU_ASSERT_EQUAL_FATAL(layout->num_shards, 2);
+    CU_ASSERT_NOT_EQUAL(layout->shards[0].ps, layout->shards[1].ps);
+    CU_ASSERT_EQUAL(layout->shards[1].offset, 20);
+
+    int64_t c1[] = {3, 31, 3, 25}, offs[] = {0, 2, 3, 3, 5}, c2[] = {INT64_MIN, 11, 5, -7, INT64_MAX};
+    zdist_step_column_t cols[] = {{.name = "C1", .dtype = ZDIST_DTYPE_INT64, .width = 1, .values = c1},
+                                  {.name = "C2", .dtype = ZDIST_DTYPE_INT64, .row_offsets = offs, .values = c2}};
+    int32_t y[] = {1, 0, 1, 0};
+    c.batch = (zdist_step_batch_t){.size = 4, .global_size = 4, .label_dtype = ZDIST_DTYPE_INT32, .labels = y,
+                                   .ncolumns = 2, .columns = cols};
+    int64_t probe[] = {3, 25, 7, 30};
+    float before[16], after[16];
+    CU_ASSERT_EQUAL(s_pc_read_rows(&c.base, e1, probe, 4, before), 0);
+    double first = 0, last = 0;
+    for (int step = 0; step < 30; step++) {
+        c.given = false;
+        CU_ASSERT_EQUAL_FATAL(worker_model_functional.train_step(state, &c.base), 0);
+        if (step == 0)
+            first = c.loss;
+        last = c.loss;
+    }
+    CU_ASSERT(last < first);
+    CU_ASSERT_EQUAL(s_pc_read_rows(&c.base, e1, probe, 4, after), 0);
+    /* rows 3 (shard 0) and 25 (shard 1) were read, rows 7 and 30 never */
+    CU_ASSERT_NOT_EQUAL(memcmp(before, after, 4 * sizeof(float)), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(before + 4, after + 4, 4 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(before + 8, after + 8, 8 * sizeof(float)), 0);
+    for (int slot = 0; slot < ZDIST_SCRATCH_SLOTS; slot++)
+        free(c.scratch[slot]);
+    c.be->ops->destroy(&c.be);
+    zactor_destroy(&psd[0]);
+    zactor_destroy(&psd[1]);
+    worker_vars_release(&vars);
+    worker_model_functional.destroy(state);
+}
+
 void
 zdist_test_worker_psd_register(void)
 {
@@ -467,5 +650,6 @@ zdist_test_worker_psd_register(void)
         {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with},
         {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable},
         {"a dynamic table over two psds: raw ids, admission at the push, a re-run counted once",
-         test_dynamic_table});
+         test_dynamic_table},
+        {"a functional model's tables on two psds: read by row, sparse gradients", test_functional_tables});
 }

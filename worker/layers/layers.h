@@ -3,6 +3,7 @@
 #define WORKER_LAYERS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "zdist/model_spec.h"
@@ -136,6 +137,46 @@ void layer_embedding_backward(const float *dy, const float *weights, const int64
 void layer_concat_forward(const float *x, int64_t n, int64_t p, const int64_t *row_offsets,
                           const int64_t *feature_ids, const float *values, int64_t k, float *y);
 void layer_concat_backward(const float *dy, int64_t n, int64_t p, int64_t k, float *dx);
+
+/* ---- functional models' layers (layer_graph.c) ---- */
+
+/* FarmHash's Fingerprint64 (farmhashna::Hash64, what TensorFlow's
+   Fingerprint64 and tf.strings.to_hash_bucket_fast use) of len bytes, for
+   len <= 32 (an int64's decimal text is at most 20). */
+uint64_t layer_fingerprint64(const char *s, size_t len);
+/* Keras's Hashing(num_bins) of int64 ids: the id's decimal text (tf.as_string)
+   through Fingerprint64, modulo num_bins (tf.strings.to_hash_bucket_fast). */
+void layer_hashing(const int64_t *ids, int64_t m, int64_t num_bins, int64_t *out);
+/* An embedding's lookups of int64 ids: n examples of `width` ids each
+   (row_offsets NULL: every id a bag of its own, n * width bags) or ragged
+   rows (row_offsets[n + 1]: a bag per example); ids[m] (copied), weights[m]
+   = 1, offsets[bags + 1]. Returns m, or -1 - k for ids[k] outside [0,
+   input_dim) (TF's "indices[k] = v is not in [0, input_dim)"). */
+int64_t layer_embedding_ids(const int64_t *values, const int64_t *row_offsets, int64_t n, int64_t width,
+                            int64_t input_dim, int64_t *ids, float *weights, int64_t *offsets);
+
+/* TFRS's DotInteraction over f inputs x[k][n, d]: y[n, out] = (x[0] when
+   concat_dense) then x_i . x_j for i in 0..f-1, j < i (j <= i with
+   self_interaction), row by row; skip_gather: every (i, j) of the f x f
+   matrix, those outside that triangle 0. */
+void layer_dot_interaction_forward(const float *const *x, int f, int64_t n, int64_t d, bool self_interaction,
+                                   bool skip_gather, bool concat_dense, float *y);
+/* dx[k][n, d] for each input (written; separate buffers). */
+void layer_dot_interaction_backward(const float *const *x, int f, int64_t n, int64_t d, bool self_interaction,
+                                    bool skip_gather, bool concat_dense, const float *dy, float *const *dx);
+/* TFRS's dcn.Cross (full rank): prod[n, d] = x w + b + diag_scale x
+   (b may be NULL), kept for the backward pass; y = x0 * prod + x. */
+void layer_cross_forward(const float *x0, const float *x, int64_t n, int64_t d, const float *w, const float *b,
+                         double diag_scale, float *prod, float *y);
+/* dw[d, d], db[d] (NULL without bias), dx0 and dx (written; separate
+   buffers; the layer's one input is both: sum them); dprod[n, d] is scratch. */
+void layer_cross_backward(const float *x0, const float *x, const float *prod, const float *dy, int64_t n, int64_t d,
+                          const float *w, double diag_scale, float *dprod, float *dw, float *db, float *dx0,
+                          float *dx);
+/* Keras's Concatenate(axis=-1) of k inputs x[j][rows, widths[j]] into
+   y[rows, sum of widths]; the backward pass cuts dy back into dx[j]. */
+void layer_concat_last_forward(const float *const *x, const int64_t *widths, int k, int64_t rows, float *y);
+void layer_concat_last_backward(const float *dy, const int64_t *widths, int k, int64_t rows, float *const *dx);
 
 /* ---- losses: sum over the batch; the output becomes its gradient x scale ---- */
 

@@ -1,6 +1,9 @@
 /* Helpers shared by the built-in models: strict params, the standard outputs. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "layers/layers.h"
 
 #include "models.h"
 #include "zdist/model_spec.h"
@@ -65,4 +68,38 @@ model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, in
         (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
         return rc;
     return 0;
+}
+
+int
+model_loss(zdist_replica_ctx_t *ctx, const char *model, zdist_loss_t loss, float *out, int64_t units,
+           const zdist_step_batch_t *batch, double *ret_loss, int64_t *ret_correct)
+{
+    int64_t n = batch->size;
+    float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;
+    int rc = 0;
+    *ret_loss = 0;
+    *ret_correct = 0;
+    if (n == 0)
+        return 0;
+    switch (loss) {
+    case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+        rc = batch->label_dtype != ZDIST_DTYPE_INT32
+                 ? -EINVAL
+                 : layer_loss_sparse_xent(out, batch->labels, n, (int)units, scale, ret_loss, ret_correct);
+        break;
+    case ZDIST_LOSS_BINARY_CROSSENTROPY:
+        rc = layer_loss_sigmoid_xent(out, batch->label_dtype, batch->labels, n, scale, ret_loss, ret_correct);
+        break;
+    case ZDIST_LOSS_MEAN_SQUARED_ERROR:
+        rc = layer_loss_mse(out, batch->label_dtype, batch->labels, n, scale, ret_loss);
+        break;
+    }
+    if (rc < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: a label does not fit %s (%s)", model, zdist_loss_name(loss),
+                 loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? "an int32 class below the output units"
+                                                                     : "a number in [0, 1]");
+        zdist_ctx_set_error(ctx, rc, msg);
+    }
+    return rc;
 }

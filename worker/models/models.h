@@ -1,4 +1,4 @@
-/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg; sequential. */
+/* Built-in models (worker/models/): dense linear_regression, softmax_regression, mlp; sparse_logreg; sequential; functional. */
 #ifndef WORKER_MODELS_H
 #define WORKER_MODELS_H
 
@@ -13,6 +13,7 @@ extern const zdist_model_t worker_model_softmax_regression;
 extern const zdist_model_t worker_model_mlp;
 extern const zdist_model_t worker_model_sparse_logreg;
 extern const zdist_model_t worker_model_sequential;
+extern const zdist_model_t worker_model_functional;
 
 /* Parses a model's params JSON: an object whose keys are all in `allowed`
    (NULL-terminated). 0 and *ret (the caller's, json_decref), or -EINVAL with
@@ -29,6 +30,15 @@ int model_params_int(const char *model, json_t *params, const char *key, int64_t
    classified right (when correct >= 0) and the examples. 0 or the first
    failure. */
 int model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n);
+
+/* The loss of a model's output out[n, units] against the batch's labels,
+   in place: out becomes the loss's gradient over global_size (Keras's
+   losses fused with a last softmax / sigmoid: out holds logits). Sum of
+   the losses and (classification) the rows right. -ERANGE with the
+   context's error set ("MODEL: a label does not fit ...") for a label the
+   loss cannot take. */
+int model_loss(zdist_replica_ctx_t *ctx, const char *model, zdist_loss_t loss, float *out, int64_t units,
+               const zdist_step_batch_t *batch, double *ret_loss, int64_t *ret_correct);
 
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax

@@ -659,6 +659,8 @@ s_forward_layer(s_pass_t *a)
         layer_concat_forward(x, n, l->in_size, batch->row_offsets, batch->feature_ids, batch->feature_values,
                              sp->dense_features, y);
         break;
+    default: /* functional models' layers: the sequential parse refuses them */
+        break;
     }
     return 0;
 }
@@ -794,6 +796,8 @@ s_backward_layer(s_pass_t *a)
             a->dx = dy;
         }
         break;
+    default: /* functional models' layers: the sequential parse refuses them */
+        break;
     }
     return 0;
 }
@@ -877,31 +881,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     }
     double loss = 0;
     int64_t correct = 0;
-    float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;
-    rc = 0;
-    if (n > 0) {
-        switch (s->spec.loss) {
-        case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
-            rc = batch->label_dtype != ZDIST_DTYPE_INT32
-                     ? -EINVAL
-                     : layer_loss_sparse_xent(out, batch->labels, n, (int)units, scale, &loss, &correct);
-            break;
-        case ZDIST_LOSS_BINARY_CROSSENTROPY:
-            rc = layer_loss_sigmoid_xent(out, batch->label_dtype, batch->labels, n, scale, &loss, &correct);
-            break;
-        case ZDIST_LOSS_MEAN_SQUARED_ERROR:
-            rc = layer_loss_mse(out, batch->label_dtype, batch->labels, n, scale, &loss);
-            break;
-        }
-    }
-    if (rc < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "sequential: a label does not fit %s (%s)", zdist_loss_name(s->spec.loss),
-                 s->spec.loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? "an int32 class below the output units"
-                                                                             : "a number in [0, 1]");
-        zdist_ctx_set_error(ctx, rc, msg);
+    if ((rc = model_loss(ctx, "sequential", s->spec.loss, out, units, batch, &loss, &correct)) < 0)
         return rc;
-    }
 
     if (train) {
         zdist_grad_t g[2 * ZDIST_MODEL_MAX_LAYERS];

@@ -41,7 +41,10 @@ typedef struct {
     int logical_devices_per_replica;
     bool spmd, oversubscribe;
     char *model;
-    char *model_params; /* JSON text, "{}" when absent */
+    /* JSON text, "{}" when absent; sequential and functional: the model
+       section but its name (functional: plus "features", the dataset's
+       feature spec without the label, zdist_model_graph_parse's input) */
+    char *model_params;
     zdist_optim_config_t optimizer;
     /* dataset */
     zdist_input_format_t format;

@@ -1,4 +1,4 @@
-/* zdist model_spec: a Keras-like `sequential` model (its layers, their shapes and parameter counts) parsed from a job. */
+/* zdist model_spec: a Keras-like `sequential` or `functional` model (its layers, their shapes and parameter counts) parsed from a job. */
 #ifndef ZDIST_MODEL_SPEC_H
 #define ZDIST_MODEL_SPEC_H
 
@@ -27,7 +27,11 @@ extern "C" {
    example (Keras's batch dimension `None` left out), channels last. */
 
 #define ZDIST_MODEL_SEQUENTIAL "sequential"
+#define ZDIST_MODEL_FUNCTIONAL "functional"
 #define ZDIST_MODEL_MAX_LAYERS 64
+#define ZDIST_GRAPH_MAX_LAYERS 256 /* functional: layers */
+#define ZDIST_GRAPH_MAX_INPUTS 256 /* functional: named inputs */
+#define ZDIST_LAYER_MAX_INPUTS 64  /* functional: what one layer reads */
 #define ZDIST_LAYER_NAME_MAX 64
 #define ZDIST_MAX_LOGICAL_DEVICES 64 /* per replica, strategy tpu */
 
@@ -41,7 +45,12 @@ typedef enum {
     ZDIST_LAYER_ACTIVATION, /* relu, tanh, sigmoid, softmax as layers of their own */
     ZDIST_LAYER_BATCH_NORM, /* momentum, epsilon, center, scale */
     ZDIST_LAYER_EMBEDDING,  /* input_dim, output_dim, combiner, first_id, dynamic: sparse input only */
-    ZDIST_LAYER_CONCAT,     /* dense_features: the input's first features appended */
+    ZDIST_LAYER_CONCAT,     /* sequential: dense_features appended; functional: its inputs along the last axis */
+    /* functional models only: */
+    ZDIST_LAYER_HASHING,         /* num_bins (Keras's Hashing: FarmHash64 of the id's decimal text) */
+    ZDIST_LAYER_DOT_INTERACTION, /* self_interaction, skip_gather, concat_dense (TFRS's DotInteraction) */
+    ZDIST_LAYER_CROSS,           /* use_bias, diag_scale (TFRS's dcn.Cross, full rank) */
+    ZDIST_LAYER_ADD,             /* Keras's Add */
 } zdist_layer_kind_t;
 
 typedef enum {
@@ -98,6 +107,18 @@ typedef struct {
     uint64_t evict_after_steps;
     double evict_l2_below;
     int64_t dense_features;          /* concat */
+    int64_t num_bins;                /* hashing */
+    bool self_interaction, skip_gather, concat_dense; /* dot_interaction */
+    double diag_scale;               /* cross */
+    /* Functional models: what the layer reads (ninputs of them, in order:
+       >= 0 a layer's index in `layers`, < 0 the model input -1 - i) and
+       what it gives: float32 values, or int64 ids (a categorical input, a
+       hashing), ragged when a var feature's (a row of ids per example,
+       `out` then the shape of one id: ()). Sequential: 0, float32. */
+    int ninputs;
+    int inputs[ZDIST_LAYER_MAX_INPUTS];
+    zdist_dtype_t dtype;
+    bool ragged;
     zdist_shape_t in, out;           /* per-example shapes */
     int64_t params;                  /* Keras's "Param #" */
     int64_t non_trainable;           /* of which non-trainable (batch_norm's moving statistics) */
@@ -111,13 +132,30 @@ typedef struct {
     int num_split;
 } zdist_layer_spec_t;
 
+/* A functional model's named input: one feature of the batch, or a group
+   of fixed features of one dtype concatenated along their last axis. */
+typedef struct {
+    char name[ZDIST_LAYER_NAME_MAX];
+    int nfeatures;
+    char (*features)[ZDIST_LAYER_NAME_MAX]; /* the batch's column names */
+    int64_t *widths;                        /* each one's values per example (0: var) */
+    zdist_dtype_t dtype;                    /* float32 or int64 */
+    bool ragged;                            /* one var feature */
+    zdist_shape_t shape;                    /* per example: the feature's shape, or [sum of widths] */
+} zdist_model_input_t;
+
 typedef struct {
     zdist_shape_t input_shape;
     bool sparse_input; /* CSR examples (libsvm): the first layer is an embedding */
     int num_layers;
-    zdist_layer_spec_t *layers;
+    zdist_layer_spec_t *layers; /* functional: in an order where a layer follows what it reads */
     zdist_loss_t loss;
     int64_t total_params, non_trainable_params;
+    /* functional (zdist_model_graph_parse): its inputs; the output is the
+       last layer */
+    bool graph;
+    int num_inputs;
+    zdist_model_input_t *inputs;
 } zdist_model_spec_t;
 
 /* Parses a sequential model: a JSON object with "input_shape", "layers" and
@@ -128,6 +166,65 @@ typedef struct {
    shape errors included. *ret is zeroed first and released on error. */
 ZDIST_EXPORT int zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spec_t *ret,
                                         zdist_error_t *err);
+/* A functional model (Keras's functional API): named inputs, layers that
+   name what they read, one output, as a DAG:
+
+       "model": {"name": "functional",
+                 "inputs": [{"name": "dense_in", "features": ["I1", "I2", "I3"]}],
+                 "layers": [{"name": "bottom", "dense": {"units": 16, "activation": "relu"},
+                             "inputs": ["dense_in"]},
+                            {"name": "h_C1", "hashing": {"num_bins": 1000}, "inputs": ["C1"]},
+                            {"name": "emb_C1", "embedding": {"input_dim": 1000, "output_dim": 16},
+                             "inputs": ["h_C1"]},
+                            {"name": "interact", "dot_interaction": {"concat_dense": true},
+                             "inputs": ["bottom", "emb_C1"]},
+                            {"name": "top", "dense": {"units": 1}, "inputs": ["interact"]}],
+                 "output": "top",
+                 "loss": "binary_crossentropy"}
+
+   json_text is that object without its name, plus "features": the
+   dataset's feature spec without the label ({"I1": {"kind": "fixed",
+   "dtype": "float32", "shape": []}, "C1": {"kind": "var", "dtype":
+   "int64"}, ...}; zdist_job_parse puts it there).
+
+   The contract:
+   - "inputs" (optional): each {"name", "features": [names]}: one feature
+     (its shape: () for shape [], ragged for a var one), or several fixed
+     features of one dtype concatenated along the last axis into
+     [sum of widths] (each of shape [] or [k]). A layer may also name a
+     feature directly: that is an input of that feature alone.
+   - "layers" (1..256): each {"name", "TYPE": {fields}, "inputs": [names]};
+     names are unique across inputs and layers ([A-Za-z0-9_.-], 1..40
+     characters); TYPE is dense, relu, tanh, sigmoid, softmax, flatten,
+     concat, add, hashing, embedding, dot_interaction or cross; the layers
+     may come in any order: each reads inputs or other layers, and the
+     whole is a DAG (a cycle is refused, named along its path). Every input
+     and layer leads to the output (else refused: it would not be trained).
+   - "output": the layer whose value is the model's output (float32, flat),
+     checked against the loss as sequential's last layer.
+   - Shapes and dtypes: dense and cross read one float32 vector; add reads
+     two or more float32 tensors of one shape; concat two or more of one
+     rank, equal but for the last axis; hashing reads int64 ids (fixed or
+     ragged) and gives the same shape of ids in [0, num_bins) (Keras's
+     Hashing on integers: FarmHash's Fingerprint64 of the id's decimal
+     text, tf.as_string's, modulo num_bins, as tf.strings.
+     to_hash_bucket_fast; any int64 id); embedding
+     reads int64 ids in [0, input_dim): shape () gives (output_dim,), [k]
+     gives (k, output_dim), ragged rows are combined (combiner: mean, sum,
+     sqrtn) into (output_dim,); dot_interaction reads two or more float32
+     vectors of one width d: the dot products x_i . x_j for j < i (j <= i
+     with self_interaction), in that order (TFRS's DotInteraction: the
+     lower triangle, row by row; skip_gather: the whole F x F matrix with
+     the rest zero), after input 0 itself with concat_dense (DLRM's
+     interaction: the bottom MLP's output first); cross reads x0, or x0 and
+     x, of one width d: x0 * (x W + b + diag_scale * x) + x, W [d, d]
+     (TFRS's dcn.Cross, full rank).
+   Errors are -EINVAL naming the layer and field ("model.layers[3] (top).
+   inputs[0]: 'interact' is not an input, a layer or a feature of
+   dataset.features"); a model without "features" is refused (it reads
+   named features only). *ret is zeroed first and released on error. */
+ZDIST_EXPORT int zdist_model_graph_parse(const char *json_text, zdist_model_spec_t *ret, zdist_error_t *err);
+
 /* Frees what parse allocated; safe on a zeroed spec. */
 ZDIST_EXPORT void zdist_model_spec_release(zdist_model_spec_t *spec);
 
@@ -147,8 +244,9 @@ ZDIST_EXPORT int zdist_model_spec_check_devices(const zdist_model_spec_t *spec, 
                                                 zdist_error_t *err);
 
 /* Keras's model.summary() as text (Layer (type), Output Shape, Param #,
-   Total / Trainable / Non-trainable params). *ret_text is the caller's to
-   free. -ENOMEM. */
+   Total / Trainable / Non-trainable params; a functional model also its
+   InputLayers and each layer's "Connected to"). *ret_text is the caller's
+   to free. -ENOMEM. */
 ZDIST_EXPORT int zdist_model_spec_summary(const zdist_model_spec_t *spec, const char *model_name, char **ret_text);
 
 /* The params of the built-in dense and sparse models (linear_regression,

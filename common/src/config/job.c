@@ -503,17 +503,30 @@ s_model(json_t *root, zdist_job_t *job, zdist_error_t *err)
     /* sequential: the layers are the model's params (zdist/model_spec.h),
        checked with the rest of the job in zdist_job_validate. */
     static const char *const sequential[] = {"name", "input_shape", "layers", "loss", NULL};
+    /* functional: its graph (zdist/model_spec.h), and the dataset's
+       features (the label's left out) put beside it, so the model's params
+       carry the dtypes and shapes its inputs have. */
+    static const char *const functional[] = {"name", "inputs", "layers", "output", "loss", NULL};
     if ((rc = s_obj(root, "", "model", true, &m, err)) < 0 ||
-        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0 ||
-        (rc = s_keys(m, "model", strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) ? mallowed : sequential, err)) < 0)
+        (rc = s_str(m, "model", "name", true, &job->model, err)) < 0)
+        return rc;
+    bool seq = strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0, fun = strcmp(job->model, ZDIST_MODEL_FUNCTIONAL) == 0;
+    if ((rc = s_keys(m, "model", seq ? sequential : fun ? functional : mallowed, err)) < 0)
         return rc;
     json_t *params;
     if ((rc = s_obj(m, "model", "params", false, &params, err)) < 0)
         return rc;
-    if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0) {
-        json_t *copy = json_copy(m);
+    if (seq || fun) {
+        json_t *copy = json_copy(m), *ds = json_object_get(root, "dataset");
+        json_t *features = json_deep_copy(json_object_get(ds, "features"));
+        const char *label = json_string_value(json_object_get(ds, "label"));
         if (copy)
             json_object_del(copy, "name");
+        if (copy && fun && json_is_object(features)) {
+            json_object_del(features, label ? label : "label");
+            json_object_set(copy, "features", features);
+        }
+        json_decref(features);
         job->model_params = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
         json_decref(copy);
     } else {
@@ -799,6 +812,12 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
     if (job->evaluate && !job->has_test)
         return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "
                                "dataset.synthetic.test_n) or set it to false");
+    if (strcmp(job->model, ZDIST_MODEL_FUNCTIONAL) == 0) {
+        zdist_model_spec_t spec;
+        if ((rc = zdist_model_graph_parse(job->model_params, &spec, err)) == 0)
+            zdist_model_spec_release(&spec);
+        return rc;
+    }
     return strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0 ? s_sequential(job, err) : 0;
 }
 

@@ -1,4 +1,4 @@
-/* model_spec: the `sequential` model of a job — layers parsed strictly, shapes inferred, parameters counted, Keras's summary. */
+/* model_spec: the `sequential` model of a job — layers parsed strictly, shapes inferred, parameters counted, Keras's summary (a functional model's too). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_spec_private.h"
 #include "zdist/model_spec.h"
 
 #define S_MAX_DIM (INT64_C(1) << 24)      /* one dimension of a shape */
@@ -41,6 +42,11 @@ static const s_type_t s_types[] = {
     {"embedding", ZDIST_LAYER_EMBEDDING, 0, "Embedding", "embedding",
      {"input_dim", "output_dim", "combiner", "first_id", "dynamic"}},
     {"concat", ZDIST_LAYER_CONCAT, 0, "Concatenate", "concatenate", {"dense_features"}},
+    {"hashing", ZDIST_LAYER_HASHING, 0, "Hashing", "hashing", {"num_bins"}},
+    {"dot_interaction", ZDIST_LAYER_DOT_INTERACTION, 0, "DotInteraction", "dot_interaction",
+     {"self_interaction", "skip_gather", "concat_dense"}},
+    {"cross", ZDIST_LAYER_CROSS, 0, "Cross", "cross", {"use_bias", "diag_scale"}},
+    {"add", ZDIST_LAYER_ADD, 0, "Add", "add", {NULL}},
 };
 #define S_NTYPES ((int)(sizeof s_types / sizeof s_types[0]))
 
@@ -258,8 +264,8 @@ s_elements(const zdist_shape_t *s)
 }
 
 /* "(None, 26, 26, 32)" */
-static const char *
-s_keras_shape(const zdist_shape_t *s, char *buf, size_t size)
+const char *
+model_spec_keras_shape(const zdist_shape_t *s, char *buf, size_t size)
 {
     size_t len = (size_t)snprintf(buf, size, "(None");
     for (int d = 0; d < s->rank && len < size; d++)
@@ -355,6 +361,13 @@ s_infer(zdist_model_spec_t *spec, int i, zdist_layer_spec_t *l, const char *wher
         l->out = (zdist_shape_t){1, {l->output_dim}};
         l->params = l->input_dim * l->output_dim; /* dynamic: 0, its rows come as ids are admitted */
         break;
+    case ZDIST_LAYER_HASHING:
+    case ZDIST_LAYER_DOT_INTERACTION:
+    case ZDIST_LAYER_CROSS:
+    case ZDIST_LAYER_ADD:
+        return zdist_error_set(err, -EINVAL, "%s: %s reads named features or several layers: it is a layer of "
+                               "functional models (model.name \"functional\"), not of a sequential stack", where,
+                               s_type_of(l)->key);
     case ZDIST_LAYER_CONCAT:
         if (!spec->sparse_input || in->rank != 1)
             return zdist_error_set(err, -EINVAL, "%s: concat appends features of sparse (libsvm) examples to a flat "
@@ -409,7 +422,7 @@ s_default_name(const zdist_model_spec_t *spec, int i, const s_type_t *t, zdist_l
 }
 
 static int
-s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_t *err)
+s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, bool graph, zdist_error_t *err)
 {
     int rc, act = (int)l->activation, pad = 0, comb = 0;
     switch (l->kind) {
@@ -465,14 +478,39 @@ s_layer_fields(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_
         l->combiner = (zdist_combiner_t)comb;
         break;
     case ZDIST_LAYER_CONCAT:
+        if (graph) {
+            if (json_object_get(o, "dense_features"))
+                return zdist_error_set(err, -EINVAL, "%s.dense_features: a functional model's concat joins the "
+                                       "layers and inputs it names in inputs; remove it", where);
+            break;
+        }
         if (!json_object_get(o, "dense_features"))
             return zdist_error_set(err, -EINVAL, "%s.dense_features: missing; add how many of the input's first "
                                    "features to append", where);
         if ((rc = s_get_int(o, where, "dense_features", 1, 1 << 20, &l->dense_features, err)) < 0)
             return rc;
         break;
+    case ZDIST_LAYER_HASHING:
+        if (!json_object_get(o, "num_bins"))
+            return zdist_error_set(err, -EINVAL, "%s.num_bins: missing; add the number of ids to hash into, e.g. "
+                                   "\"num_bins\": 100000", where);
+        if ((rc = s_get_int(o, where, "num_bins", 1, INT64_C(1) << 32, &l->num_bins, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_DOT_INTERACTION:
+        if ((rc = s_get_bool(o, where, "self_interaction", &l->self_interaction, err)) < 0 ||
+            (rc = s_get_bool(o, where, "skip_gather", &l->skip_gather, err)) < 0 ||
+            (rc = s_get_bool(o, where, "concat_dense", &l->concat_dense, err)) < 0)
+            return rc;
+        break;
+    case ZDIST_LAYER_CROSS:
+        if ((rc = s_get_bool(o, where, "use_bias", &l->use_bias, err)) < 0 ||
+            (rc = s_get_num(o, where, "diag_scale", 0, 1e6, false, &l->diag_scale, err)) < 0)
+            return rc;
+        break;
     case ZDIST_LAYER_FLATTEN:
     case ZDIST_LAYER_ACTIVATION:
+    case ZDIST_LAYER_ADD:
         break;
     }
     if (l->kind == ZDIST_LAYER_CONV2D || l->kind == ZDIST_LAYER_MAX_POOL2D || l->kind == ZDIST_LAYER_AVG_POOL2D) {
@@ -527,6 +565,50 @@ s_placement(json_t *o, const char *where, zdist_layer_spec_t *l, zdist_error_t *
     return 0;
 }
 
+const char *
+model_spec_type_key(const zdist_layer_spec_t *l)
+{
+    return s_type_of(l)->key;
+}
+
+const char *
+model_spec_keras_type(const zdist_layer_spec_t *l)
+{
+    return s_type_of(l)->keras_type;
+}
+
+bool
+model_spec_type_known(const char *key)
+{
+    for (int k = 0; k < S_NTYPES; k++)
+        if (strcmp(s_types[k].key, key) == 0)
+            return true;
+    return false;
+}
+
+int
+model_spec_layer_fields(const char *key, json_t *fields, const char *where, bool graph, zdist_layer_spec_t *l,
+                        zdist_error_t *err)
+{
+    const s_type_t *t = NULL;
+    for (int k = 0; k < S_NTYPES && !t; k++)
+        if (strcmp(s_types[k].key, key) == 0)
+            t = &s_types[k];
+    if (!t)
+        return -ENOENT;
+    char got[80];
+    if (!json_is_object(fields))
+        return zdist_error_set(err, -EINVAL, "%s: must be an object of fields { ... }, got %s", where,
+                               s_shown(fields, got, sizeof got));
+    *l = (zdist_layer_spec_t){.kind = t->kind, .activation = t->activation, .use_bias = true, .strides = {1, 1},
+                              .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true};
+    int rc;
+    if ((rc = s_check_fields(fields, where, t, err)) < 0 || (rc = s_layer_fields(fields, where, l, graph, err)) < 0 ||
+        (rc = s_placement(fields, where, l, err)) < 0)
+        return rc;
+    return 0;
+}
+
 /* Layer i: "flatten" or {"conv2d": {...}}. */
 static int
 s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
@@ -548,7 +630,7 @@ s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
             t = &s_types[k];
     if (!t) {
         char types[300] = "";
-        for (int k = 0; k < S_NTYPES; k++)
+        for (int k = 0; k < S_NTYPES && s_types[k].kind <= ZDIST_LAYER_CONCAT; k++) /* sequential's */
             snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", k ? ", " : "", s_types[k].key);
         return zdist_error_set(err, -EINVAL, "model.layers[%d]: must be {\"TYPE\": {fields}} (or \"TYPE\" for a "
                                "layer without fields) with TYPE one of %s; got %s", i, types,
@@ -560,15 +642,7 @@ s_layer(zdist_model_spec_t *spec, int i, json_t *v, zdist_error_t *err)
     int rc = -ENOMEM;
     if (!fields)
         return rc;
-    if (!json_is_object(fields)) {
-        rc = zdist_error_set(err, -EINVAL, "%s: must be an object of fields { ... }, got %s", where,
-                             s_shown(fields, got, sizeof got));
-        goto out;
-    }
-    *l = (zdist_layer_spec_t){.kind = t->kind, .activation = t->activation, .use_bias = true, .strides = {1, 1},
-                              .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true};
-    if ((rc = s_check_fields(fields, where, t, err)) < 0 || (rc = s_layer_fields(fields, where, l, err)) < 0 ||
-        (rc = s_placement(fields, where, l, err)) < 0)
+    if ((rc = model_spec_layer_fields(t->key, fields, where, false, l, err)) < 0)
         goto out;
     json_t *name = json_object_get(fields, "name");
     if (name) {
@@ -624,15 +698,19 @@ s_input_shape(json_t *root, zdist_model_spec_t *spec, zdist_error_t *err)
 
 /* The last layer fits the loss: a flat output, one unit for the binary and
    squared losses, and an activation the loss can be fused with. */
-static int
-s_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err)
+int
+model_spec_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err)
 {
     const zdist_layer_spec_t *last = &spec->layers[spec->num_layers - 1];
     char sb[96];
-    int i = spec->num_layers - 1;
+    char at[ZDIST_LAYER_NAME_MAX + 32];
+    if (spec->graph)
+        snprintf(at, sizeof at, "model.output ('%s')", last->name);
+    else
+        snprintf(at, sizeof at, "model.layers[%d]", spec->num_layers - 1);
     if (last->out.rank != 1)
-        return zdist_error_set(err, -EINVAL, "model.layers[%d]: the model's output has shape %s; end with flatten "
-                               "and dense layers", i, s_shape_text(&last->out, sb, sizeof sb));
+        return zdist_error_set(err, -EINVAL, "%s: the model's output has shape %s; end with flatten "
+                               "and dense layers", at, s_shape_text(&last->out, sb, sizeof sb));
     int64_t units = last->out.dims[0];
     bool fused = last->kind == ZDIST_LAYER_DENSE || last->kind == ZDIST_LAYER_CONV2D ||
                  last->kind == ZDIST_LAYER_ACTIVATION;
@@ -640,27 +718,38 @@ s_check_loss(const zdist_model_spec_t *spec, zdist_error_t *err)
     switch (spec->loss) {
     case ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
         if (units < 2)
-            return zdist_error_set(err, -EINVAL, "model.layers[%d]: sparse_categorical_crossentropy needs one output "
-                                   "per class (at least 2), the model gives %lld", i, (long long)units);
+            return zdist_error_set(err, -EINVAL, "%s: sparse_categorical_crossentropy needs one output "
+                                   "per class (at least 2), the model gives %lld", at, (long long)units);
         if (act != ZDIST_ACT_LINEAR && act != ZDIST_ACT_SOFTMAX)
-            return zdist_error_set(err, -EINVAL, "model.layers[%d]: sparse_categorical_crossentropy takes logits (no "
-                                   "activation) or softmax, not %s", i, zdist_activation_name(act));
+            return zdist_error_set(err, -EINVAL, "%s: sparse_categorical_crossentropy takes logits (no "
+                                   "activation) or softmax, not %s", at, zdist_activation_name(act));
         break;
     case ZDIST_LOSS_BINARY_CROSSENTROPY:
         if (units != 1)
-            return zdist_error_set(err, -EINVAL, "model.layers[%d]: binary_crossentropy needs 1 output unit, the "
-                                   "model gives %lld", i, (long long)units);
+            return zdist_error_set(err, -EINVAL, "%s: binary_crossentropy needs 1 output unit, the "
+                                   "model gives %lld", at, (long long)units);
         if (act != ZDIST_ACT_LINEAR && act != ZDIST_ACT_SIGMOID)
-            return zdist_error_set(err, -EINVAL, "model.layers[%d]: binary_crossentropy takes a logit (no "
-                                   "activation) or sigmoid, not %s", i, zdist_activation_name(act));
+            return zdist_error_set(err, -EINVAL, "%s: binary_crossentropy takes a logit (no "
+                                   "activation) or sigmoid, not %s", at, zdist_activation_name(act));
         break;
     case ZDIST_LOSS_MEAN_SQUARED_ERROR:
         if (units != 1)
-            return zdist_error_set(err, -EINVAL, "model.layers[%d]: mean_squared_error needs 1 output unit (one "
-                                   "label per example), the model gives %lld", i, (long long)units);
+            return zdist_error_set(err, -EINVAL, "%s: mean_squared_error needs 1 output unit (one "
+                                   "label per example), the model gives %lld", at, (long long)units);
         break;
     }
     return 0;
+}
+
+int
+model_spec_loss(json_t *root, zdist_loss_t *ret, zdist_error_t *err)
+{
+    if (!json_object_get(root, "loss"))
+        return zdist_error_set(err, -EINVAL, "model.loss: missing; add sparse_categorical_crossentropy, "
+                               "binary_crossentropy or mean_squared_error");
+    int kind = 0, rc = s_get_enum(root, "model", "loss", s_loss_names, &kind, err);
+    *ret = (zdist_loss_t)kind;
+    return rc;
 }
 
 int
@@ -697,16 +786,8 @@ zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spe
                         "10}}], got %s", ZDIST_MODEL_MAX_LAYERS, layers ? s_shown(layers, got, sizeof got) : "nothing");
         goto out;
     }
-    json_t *loss = json_object_get(root, "loss");
-    if (!loss) {
-        zdist_error_set(err, -EINVAL, "model.loss: missing; add sparse_categorical_crossentropy, "
-                        "binary_crossentropy or mean_squared_error");
+    if ((rc = model_spec_loss(root, &spec->loss, err)) < 0)
         goto out;
-    }
-    int loss_kind = 0;
-    if ((rc = s_get_enum(root, "model", "loss", s_loss_names, &loss_kind, err)) < 0)
-        goto out;
-    spec->loss = (zdist_loss_t)loss_kind;
     spec->layers = calloc(json_array_size(layers), sizeof *spec->layers);
     if (!spec->layers) {
         rc = -ENOMEM;
@@ -724,7 +805,7 @@ zdist_model_spec_parse(const char *json_text, bool sparse_input, zdist_model_spe
             goto out;
         }
     }
-    rc = s_check_loss(spec, err);
+    rc = model_spec_check_loss(spec, err);
 out:
     json_decref(root);
     if (rc < 0)
@@ -738,6 +819,11 @@ zdist_model_spec_release(zdist_model_spec_t *spec)
     if (!spec)
         return;
     free(spec->layers);
+    for (int k = 0; spec->inputs && k < spec->num_inputs; k++) {
+        free(spec->inputs[k].features);
+        free(spec->inputs[k].widths);
+    }
+    free(spec->inputs);
     memset(spec, 0, sizeof *spec);
 }
 
@@ -825,108 +911,26 @@ zdist_model_spec_check_data(const zdist_model_spec_t *spec, int64_t input_dim, i
     return 0;
 }
 
-/* ---- Keras's summary ---- */
-
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} s_text_t;
-
-static void
-s_put(s_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void
-s_put(s_text_t *t, const char *fmt, ...)
+const char *
+model_spec_shape_text(const zdist_shape_t *s, char *buf, size_t size)
 {
-    for (int tries = 0; tries < 2 && !t->failed; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if (t->buf && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = (t->cap + (size_t)n + 1) * 2;
-        char *nb = realloc(t->buf, cap);
-        if (!nb) {
-            t->failed = true;
-            return;
-        }
-        t->buf = nb;
-        t->cap = cap;
-    }
+    return s_shape_text(s, buf, size);
 }
 
-/* One row as Keras's print_row: each field cut at its column's end, the
-   last character of a full column given to the space before the next. */
-static void
-s_row(s_text_t *t, const char *const fields[3])
+bool
+model_spec_name_ok(const char *s)
 {
-    static const int pos[3] = {29, 55, 65};
-    char line[80] = "";
-    size_t len = 0;
-    for (int i = 0; i < 3; i++) {
-        if (i > 0)
-            line[len - 1] = ' ';
-        len += (size_t)snprintf(line + len, sizeof line - len, "%s", fields[i]);
-        if (len > (size_t)pos[i])
-            len = (size_t)pos[i];
-        while (len < (size_t)pos[i])
-            line[len++] = ' ';
-        line[len] = '\0';
-    }
-    s_put(t, "%s\n", line);
+    return s_name_ok(s);
 }
 
-/* 1234567 -> "1,234,567" */
-static const char *
-s_thousands(int64_t v, char *buf, size_t size)
+const char *
+model_spec_shown(json_t *v, char *buf, size_t size)
 {
-    char digits[32];
-    int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
-    size_t o = 0;
-    for (int i = 0; i < n && o + 2 < size; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    return s_shown(v, buf, size);
 }
 
-int
-zdist_model_spec_summary(const zdist_model_spec_t *spec, const char *model_name, char **ret_text)
+int64_t
+model_spec_elements(const zdist_shape_t *s)
 {
-    s_text_t t = {0};
-    char rule[66], thick[66];
-    memset(rule, '_', 65);
-    memset(thick, '=', 65);
-    rule[65] = thick[65] = '\0';
-    s_put(&t, "Model: \"%s\"\n%s\n", model_name ? model_name : ZDIST_MODEL_SEQUENTIAL, rule);
-    s_row(&t, (const char *const[]){"Layer (type)", "Output Shape", "Param #"});
-    s_put(&t, "%s\n", thick);
-    for (int i = 0; i < spec->num_layers; i++) {
-        const zdist_layer_spec_t *l = &spec->layers[i];
-        char name[ZDIST_LAYER_NAME_MAX + 40], shape[96], params[32];
-        snprintf(name, sizeof name, "%s (%s)", l->name, s_type_of(l)->keras_type);
-        snprintf(params, sizeof params, "%lld", (long long)l->params);
-        s_row(&t, (const char *const[]){name, s_keras_shape(&l->out, shape, sizeof shape), params});
-        s_put(&t, "%s\n", i == spec->num_layers - 1 ? thick : rule);
-    }
-    char a[32], b[32], c[32];
-    s_put(&t, "Total params: %s\nTrainable params: %s\nNon-trainable params: %s\n%s\n",
-          s_thousands(spec->total_params, a, sizeof a),
-          s_thousands(spec->total_params - spec->non_trainable_params, b, sizeof b),
-          s_thousands(spec->non_trainable_params, c, sizeof c), rule);
-    if (t.failed) {
-        free(t.buf);
-        return -ENOMEM;
-    }
-    *ret_text = t.buf;
-    return 0;
+    return s_elements(s);
 }
