@@ -723,6 +723,8 @@ s_run_replica(worker_trainer_t *self, s_replica_t *r)
         .feature_values = b->feature_values,
         .label_dtype = self->label_dtype,
         .labels = b->labels,
+        .ncolumns = b->ncolumns,
+        .columns = b->columns,
     };
     r->batch_given = false;
     r->nout = 0;
