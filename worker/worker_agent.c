@@ -438,6 +438,7 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
     zdist_error_t err = {0};
     int rc = worker_session_evaluate(j->sess, &ev, &err);
     if (rc < 0) {
+        worker_eval_release(&ev);
         if (rc != -EINVAL && rc != -EIO) {
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
@@ -451,9 +452,15 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
         .loss_sum = ev.loss_sum,
         .has_correct = ev.has_correct,
     };
-    zsys_info("job '%s' evaluated at step %lld: %lld examples, loss %.4f%s", j->job->name, (long long)j->steps,
-              (long long)reply.total, ev.total > 0 ? ev.loss_sum / ev.total : NAN, ev.has_correct ? "" : " (no accuracy)");
-    return zdist_worker_reply_evaluation(call, &reply);
+    /* a binary classifier's predictions and labels: the coordinator's exact AUC of every worker's together */
+    if (ev.auc)
+        reply.scored = zdist_auc_exact_parts(ev.auc, &reply.predictions, &reply.positives);
+    zsys_info("job '%s' evaluated at step %lld: %lld examples, loss %.4f%s, %lld scored", j->job->name,
+              (long long)j->steps, (long long)reply.total, ev.total > 0 ? ev.loss_sum / ev.total : NAN,
+              ev.has_correct ? "" : " (no accuracy)", (long long)(reply.scored > 0 ? reply.scored : 0));
+    rc = zdist_worker_reply_evaluation(call, &reply);
+    worker_eval_release(&ev);
+    return rc;
 }
 
 /* ---- CONNECT, GET_STATE, SET_STATE ---- */

@@ -399,9 +399,38 @@ s_gcd(int64_t a, int64_t b)
     return a;
 }
 
+/* The eval step's predictions, with each replica's labels (classes as 0/1,
+   or float labels, non-zero positive), into ret->auc. */
+static int
+s_scored(worker_session_t *self, const zdist_input_step_t *st, worker_eval_t *ret)
+{
+    for (int r = 0; r < st->num_replicas; r++) {
+        const zdist_batch_t *b = &st->replicas[r];
+        const float *p;
+        int64_t n = worker_trainer_predictions(self->tr, r, &p);
+        if (n < 0 || n != b->size)
+            continue;
+        if (!ret->auc && !(ret->auc = zdist_auc_new(0, NULL)))
+            return -ENOMEM;
+        uint8_t y[256]; /* labels in chunks: nothing allocated per step */
+        for (int64_t at = 0; at < n; at += 256) {
+            int64_t k = n - at < 256 ? n - at : 256;
+            for (int64_t i = 0; i < k; i++)
+                y[i] = zdist_dataset_label_dtype(self->test) == ZDIST_DTYPE_INT32
+                           ? ((const int32_t *)b->labels)[at + i] != 0
+                           : ((const float *)b->labels)[at + i] != 0;
+            int rc = zdist_auc_update_u8(ret->auc, y, p + at, k);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 int
 worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_t *err)
 {
+    memset(ret, 0, sizeof *ret);
     const zdist_job_t *job = &self->job;
     if (!self->test)
         return zdist_error_set(err, -ENOENT, "job '%s' has no test set; add dataset.test (or "
@@ -424,7 +453,6 @@ worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_
         zdist_error_prefix(err, "dataset.test");
         rc = err && err->code ? err->code : -EINVAL;
     }
-    memset(ret, 0, sizeof *ret);
     int64_t b = 0;
     const zdist_input_step_t *st;
     while (rc == 0) {
@@ -455,8 +483,17 @@ worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_
             ret->correct += c;
         }
         ret->total += ex;
+        if (rc == 0 && (rc = s_scored(self, st, ret)) < 0)
+            zdist_error_set(err, rc, "evaluation: out of memory for the AUC's predictions");
     }
     zdist_input_destroy(&in);
     zdist_input_context_destroy(&ictx);
     return rc;
+}
+
+void
+worker_eval_release(worker_eval_t *ev)
+{
+    if (ev)
+        zdist_auc_destroy(&ev->auc);
 }

@@ -10,6 +10,7 @@
 #include "zdist/error.h"
 #include "zdist/input.h"
 #include "zdist/job.h"
+#include "zdist/metrics.h"
 
 /* What a failure of worker_session_new was about, so a caller can answer
    it in its own terms (a status on the wire, an exit code). The message in
@@ -81,10 +82,16 @@ typedef struct {
     double correct;  /* classification only (has_correct) */
     double total;    /* examples evaluated */
     bool has_correct;
+    /* A binary classifier's (zdist_ctx_predictions) every evaluated example's
+       probability and label, exact (zdist_auc_new (0)): this share's AUC, or
+       the parts to send for the whole's. NULL when the model gives none. */
+    zdist_auc_t *auc;
 } worker_eval_t;
 
 /* Evaluates this input pipeline's share of the test set (batches dealt
-   round robin over the workers). -ENOENT when the job has no test set. */
+   round robin over the workers). -ENOENT when the job has no test set.
+   Release *ret with worker_eval_release, also after a failure. */
 int worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_t *err);
+void worker_eval_release(worker_eval_t *ev);
 
 #endif

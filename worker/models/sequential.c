@@ -1,5 +1,6 @@
 /* Built-in model sequential: a Keras-like stack of layers from the job (zdist/model_spec.h) run on the layer library, under every strategy. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ enum {
     S_SLOT_STEP,       /* this replica's training-step counter (dropout's seed) */
     S_SLOT_PARTS,      /* strategy tpu: split layers' parts, one per logical device */
     S_SLOT_KEYS,       /* dropout: each example's key this step */
+    S_SLOT_PRED,       /* eval, binary: each example's probability */
 };
 
 #define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
@@ -131,6 +133,22 @@ s_destroy(void *state)
         return;
     zdist_model_spec_release(&s->spec);
     free(s);
+}
+
+/* A binary classifier's eval step tells the host each example's probability
+   (sigmoid of its logit), for the exact AUC over the test split. */
+static int
+s_predictions(zdist_replica_ctx_t *ctx, const float *logits, int64_t n)
+{
+    float *p = zdist_ctx_scratch(ctx, S_SLOT_PRED, (size_t)(n + 1) * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        double z = logits[i];
+        p[i] = (float)(z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)));
+    }
+    int rc = zdist_ctx_predictions(ctx, p, n);
+    return rc == -ENOSYS ? 0 : rc;
 }
 
 static int
@@ -860,6 +878,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     double loss = 0;
     int64_t correct = 0;
     float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;
+    if (!train && s->spec.loss == ZDIST_LOSS_BINARY_CROSSENTROPY && (rc = s_predictions(ctx, out, n)) < 0)
+        return rc;
     rc = 0;
     if (n > 0) {
         switch (s->spec.loss) {
