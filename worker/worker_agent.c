@@ -387,6 +387,10 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
             break;
         }
         j->steps++;
+        worker_epoch_read_t er;
+        if (worker_session_epoch_read(j->sess, &er))
+            zsys_info("job '%s': input epoch %lld read %lld examples (fingerprint %016llx)", j->job->name,
+                      (long long)er.epoch, (long long)er.examples, (unsigned long long)er.fingerprint);
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
         self->counters.steps++;
         fault_hit |= worker_fault_after_push(&self->fault, self->counters.steps);

@@ -26,6 +26,8 @@ struct worker_session_t {
     bool created;
     int blas_threads;
     worker_psd_config_t psd; /* valid during _new only (borrowed strings) */
+    worker_epoch_read_t reading, done_reading; /* this epoch's so far; the last one ended */
+    bool epoch_ended;
 };
 
 void
@@ -365,6 +367,37 @@ s_step_failed(worker_session_t *self, int rc, zdist_error_t *err)
     return rc;
 }
 
+static uint64_t
+s_splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The step's examples into this epoch's count, by origin. */
+static void
+s_count_read(worker_session_t *self, const zdist_input_step_t *st)
+{
+    const int64_t *origin = zdist_dataset_origins(self->train);
+    if (!origin)
+        return;
+    worker_epoch_read_t *e = &self->reading;
+    e->epoch = st->epoch;
+    for (int r = 0; r < st->num_replicas; r++) {
+        const zdist_batch_t *b = &st->replicas[r];
+        for (int64_t i = 0; i < b->size; i++)
+            e->fingerprint += s_splitmix64((uint64_t)origin[b->indices[i]]);
+        e->examples += b->size;
+    }
+    if (st->step_in_epoch + 1 == zdist_input_steps_per_epoch(self->in)) {
+        self->done_reading = *e;
+        self->epoch_ended = true;
+        *e = (worker_epoch_read_t){0};
+    }
+}
+
 int
 worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *ret_epoch, zdist_error_t *err)
 {
@@ -385,6 +418,17 @@ worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *
     }
     if (ret_epoch)
         *ret_epoch = st->epoch;
+    s_count_read(self, st);
+    return 1;
+}
+
+int
+worker_session_epoch_read(worker_session_t *self, worker_epoch_read_t *ret)
+{
+    if (!self->epoch_ended)
+        return 0;
+    self->epoch_ended = false;
+    *ret = self->done_reading;
     return 1;
 }
 

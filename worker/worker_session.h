@@ -77,6 +77,20 @@ int worker_session_blas_threads(const worker_session_t *self);
    errno with err naming what failed (the replica, the psd or the peer). */
 int worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *ret_epoch, zdist_error_t *err);
 
+/* What one epoch of the training input read, for datasets that know each
+   example's origin (TFRecord: file and record): its examples and the sum of
+   splitmix64 (origin) over them, so the pipelines' epochs can be checked to
+   read every example exactly once. */
+typedef struct {
+    int64_t epoch;
+    int64_t examples;
+    uint64_t fingerprint;
+} worker_epoch_read_t;
+
+/* 1 and *ret once per epoch, right after the step that ended it (then 0
+   until the next epoch ends). */
+int worker_session_epoch_read(worker_session_t *self, worker_epoch_read_t *ret);
+
 typedef struct {
     double loss_sum; /* sum of per-example losses */
     double correct;  /* classification only (has_correct) */
