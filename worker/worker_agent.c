@@ -300,8 +300,9 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                   self->config.host_workers > 0 ? self->config.host_workers : 1,
                   self->config.host_workers > 1 ? "s" : "", j->job->num_replicas, j->job->num_replicas == 1 ? "" : "s");
     bool created = worker_session_created(j->sess);
-    zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d, %lld steps per epoch%s", j->job->name,
-              j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
+    zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d sharded by %s, %lld steps per epoch%s",
+              j->job->name, j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
+              zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
               (long long)zdist_input_steps_per_epoch(worker_session_input(j->sess)),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
     return s_start_reply(call, j, created);

@@ -27,6 +27,7 @@ struct worker_session_t {
     int blas_threads;
     worker_psd_config_t psd; /* valid during _new only (borrowed strings) */
     worker_epoch_read_t reading, done_reading; /* this epoch's so far; the last one ended */
+    zdist_auto_shard_policy_t applied;          /* the shard policy the training input applied */
     bool epoch_ended;
 };
 
@@ -281,6 +282,7 @@ s_assemble(worker_session_t *self, const worker_session_config_t *cfg, s_where_t
         (rc = worker_psd_create_variables(be, &job->optimizer, job->seed, &self->created, err)) < 0)
         return s_at(w, WORKER_SESSION_VARIABLES, "creating the variables", rc);
     self->psd = (worker_psd_config_t){0};
+    self->applied = applied;
     if ((rc = s_make_input(self, cfg, applied, err)) < 0)
         return s_at(w, WORKER_SESSION_BAD_JOB, "dataset", rc);
     return 0;
@@ -420,6 +422,12 @@ worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *
         *ret_epoch = st->epoch;
     s_count_read(self, st);
     return 1;
+}
+
+zdist_auto_shard_policy_t
+worker_session_shard_policy(const worker_session_t *self)
+{
+    return self->applied;
 }
 
 int

@@ -90,6 +90,8 @@ typedef struct {
 /* 1 and *ret once per epoch, right after the step that ended it (then 0
    until the next epoch ends). */
 int worker_session_epoch_read(worker_session_t *self, worker_epoch_read_t *ret);
+/* The auto-shard policy the training input applied (never AUTO). */
+zdist_auto_shard_policy_t worker_session_shard_policy(const worker_session_t *self);
 
 typedef struct {
     double loss_sum; /* sum of per-example losses */

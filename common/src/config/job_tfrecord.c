@@ -139,9 +139,11 @@ zdist_job_tfrecord_validate_(const zdist_job_t *job, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "dataset.compression: use \"gzip\" or \"none\"");
     if (!job->label || !*job->label)
         return zdist_error_set(err, -EINVAL, "dataset.label: missing; name the feature that is the label");
-    if (zdist_input_spec_check_features(job->features, job->n_features, job->label, err) < 0) {
-        zdist_error_prefix(err, "dataset");
-        return -EINVAL;
+    zdist_error_t e = {0};
+    if (zdist_input_spec_check_features(job->features, job->n_features, job->label, &e) < 0) {
+        /* "features.I1: ..." / "label: ..." / the parser's "feature 'I1': ..." under dataset */
+        bool field = strncmp(e.text, "features", 8) == 0 || strncmp(e.text, "label", 5) == 0;
+        return zdist_error_set(err, -EINVAL, "dataset%s%s", field ? "." : ".features: ", e.text);
     }
     return 0;
 }
@@ -168,7 +170,7 @@ int
 zdist_job_glob(const char *pattern, const char *field, char ***ret, size_t *ret_n, zdist_error_t *err)
 {
     glob_t g;
-    int r = glob(pattern, GLOB_ERR | GLOB_NOSORT, NULL, &g);
+    int r = glob(pattern, GLOB_NOSORT, NULL, &g);
     if (r == GLOB_NOMATCH || (r == 0 && g.gl_pathc == 0)) {
         if (r == 0)
             globfree(&g);
