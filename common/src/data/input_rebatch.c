@@ -152,6 +152,20 @@ s_gather_columns(const zdist_input_t *self, s_slot_t *slot, int r, const int64_t
         char *vals = slot->col_values[c] + (size_t) r * self->maxb * s_col_room(ds, c) * es;
         out[c] = *src;
         out[c].values = vals;
+        if (src->width == 1 && es == 8) { /* one id per example: the common categorical column */
+            const int64_t *in = src->values;
+            int64_t *o = (int64_t *) (void *) vals;
+            for (int64_t i = 0; i < count; i++)
+                o[i] = in[rows[i]];
+            continue;
+        }
+        if (src->width == 1) {
+            const float *in = src->values;
+            float *o = (float *) (void *) vals;
+            for (int64_t i = 0; i < count; i++)
+                o[i] = in[rows[i]];
+            continue;
+        }
         if (src->width > 0) {
             size_t row = (size_t) src->width * es;
             for (int64_t i = 0; i < count; i++)
