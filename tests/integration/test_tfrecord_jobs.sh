@@ -104,7 +104,8 @@ coord_start_ps 1
 for i in 0 1; do
     zd_start "worker$i" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$i" --data-root "$DATA"
 done
-coord_start_chief
+HC=$(zd_free_port)
+COORD_CHIEF_ARGS="--http 127.0.0.1:$HC" coord_start_chief
 zd_wait_psd ps0 "${ZD_PS_ADDRS[0]}" 60
 zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
 zd_wait_log worker0 "serving at" 60
@@ -172,6 +173,14 @@ PY
 }
 ps_job FILE
 ps_job DATA
+# The coordinator's /metrics and the dashboard's /api/status carry them too.
+curl -sf "http://127.0.0.1:$HC/metrics" >"$ZD_TMP/metrics.txt" || zd_fail "GET /metrics"
+grep -qE '^zdist_coordinator_job_test_auc\{job_id="[^"]+"[^}]*\} 0\.[5-9]' "$ZD_TMP/metrics.txt" ||
+    zd_fail "/metrics has no test AUC: $(grep test_ "$ZD_TMP/metrics.txt")"
+grep -qE '^zdist_coordinator_job_test_loss\{job_id="[^"]+"[^}]*\} 0\.' "$ZD_TMP/metrics.txt" || zd_fail "/metrics has no test loss"
+curl -sf "http://127.0.0.1:$HC/api/status" >"$ZD_TMP/api.json" || zd_fail "GET /api/status"
+zd_json_check "$ZD_TMP/api.json" 'sum(1 for x in j["jobs"] if x["detail"]["metrics"].get("test_auc", 0) > 0.5) == 2'
+zd_ok "/metrics and /api/status (the dashboard's) carry both jobs' test AUC and test loss"
 
 # A glob whose match is a symbolic link out of --data-root is refused at the worker, naming the field.
 mkdir -p "$ZD_TMP/outside" "$DATA/escape/train" "$DATA/escape/test"
