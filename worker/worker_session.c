@@ -11,6 +11,7 @@
 #include "worker_psd.h"
 #include "worker_registry.h"
 #include "worker_session.h"
+#include "zdist/partition.h"
 
 #define S_MAX_PS 64
 
@@ -369,15 +370,6 @@ s_step_failed(worker_session_t *self, int rc, zdist_error_t *err)
     return rc;
 }
 
-static uint64_t
-s_splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* The step's examples into this epoch's count, by origin. */
 static void
 s_count_read(worker_session_t *self, const zdist_input_step_t *st)
@@ -390,7 +382,7 @@ s_count_read(worker_session_t *self, const zdist_input_step_t *st)
     for (int r = 0; r < st->num_replicas; r++) {
         const zdist_batch_t *b = &st->replicas[r];
         for (int64_t i = 0; i < b->size; i++)
-            e->fingerprint += s_splitmix64((uint64_t)origin[b->indices[i]]);
+            e->fingerprint += zdist_partition_id_hash(origin[b->indices[i]]); /* splitmix64, documented */
         e->examples += b->size;
     }
     if (st->step_in_epoch + 1 == zdist_input_steps_per_epoch(self->in)) {
