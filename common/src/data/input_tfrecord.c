@@ -133,9 +133,14 @@ s_append(zdist_dataset_t *ds, const zdist_example_parser_t *p, int label, int64_
                 return -ENOMEM;
             memcpy((char *) col->values + (size_t) n0 * col->width * es, pc->values, (size_t) add * col->width * es);
             if (col->dtype == ZDIST_DTYPE_FLOAT32) {
-                for (int64_t r = 0; r < add; r++)
-                    memcpy(ds->features + (size_t) (n0 + r) * ds->dim + off,
-                           (const float *) pc->values + (size_t) r * col->width, (size_t) col->width * 4);
+                const float *in = pc->values;
+                float *d = ds->features + (size_t) n0 * ds->dim + off;
+                if (col->width == 1) /* a scalar: by assignment, a call per value costs as much as the parse */
+                    for (int64_t r = 0; r < add; r++)
+                        d[(size_t) r * ds->dim] = in[r];
+                else
+                    for (int64_t r = 0; r < add; r++)
+                        memcpy(d + (size_t) r * ds->dim, in + (size_t) r * col->width, (size_t) col->width * 4);
                 off += col->width;
             }
         } else {
