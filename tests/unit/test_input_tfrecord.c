@@ -83,7 +83,7 @@ test_columns_and_batches(void)
     CU_ASSERT_EQUAL(b->features[0], 4.0f); /* the dense features: x, row by row */
     CU_ASSERT_EQUAL(b->features[1], -4.0f);
     CU_ASSERT_EQUAL(b->features[2], 0.0f); /* row 1 of the batch: file 1's row 0, x = [0, -0] */
-    CU_ASSERT_EQUAL(b->features[7], -3.0f);
+    CU_ASSERT_EQUAL(b->features[7], -2.0f); /* row 3: file 1's row 2 */
     CU_ASSERT_EQUAL(((const int64_t *) b->columns[1].values)[3], 1002);
     CU_ASSERT_EQUAL(((const int32_t *) b->labels)[0], 0);
     CU_ASSERT_EQUAL(((const int32_t *) b->labels)[2], 1);
