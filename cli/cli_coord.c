@@ -282,6 +282,8 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
         fprintf(out, ", %.0f examples/s", s_num(m, "examples_per_sec", 0));
     if (json_object_get(m, "test_accuracy"))
         fprintf(out, ", test accuracy %.4f", s_num(m, "test_accuracy", 0));
+    if (json_object_get(m, "test_auc"))
+        fprintf(out, ", test AUC %.4f, test loss %.4f", s_num(m, "test_auc", 0), s_num(m, "test_loss", NAN));
     fputc('\n', out);
     const char *e = json_string_value(json_object_get(st, "error"));
     if (e && *e)
@@ -299,6 +301,8 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
                 s_num(ev, "test_loss", NAN));
         if (json_is_number(json_object_get(ev, "test_accuracy")))
             fprintf(out, ", test_accuracy %.4f", s_num(ev, "test_accuracy", 0));
+        if (json_is_number(json_object_get(ev, "test_auc")))
+            fprintf(out, ", test_auc %.4f", s_num(ev, "test_auc", 0));
         fputc('\n', out);
     }
     const char *rf = json_string_value(json_object_get(st, "ring_reformed_because"));

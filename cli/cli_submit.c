@@ -116,6 +116,9 @@ cli_submit_main(int argc, char **argv)
             json_t *mt = json_object_get(status, "metrics");
             if (json_object_get(mt, "test_accuracy"))
                 printf("test accuracy: %.4f\n", json_number_value(json_object_get(mt, "test_accuracy")));
+            if (json_object_get(mt, "test_auc"))
+                printf("test AUC: %.4f, test loss: %.4f\n", json_number_value(json_object_get(mt, "test_auc")),
+                       json_number_value(json_object_get(mt, "test_loss")));
             printf("metrics, checkpoints and loss.svg: %s\n", json_string_value(json_object_get(status, "dir")));
         }
     }

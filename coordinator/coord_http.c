@@ -51,6 +51,16 @@ s_acc(const coord_http_job_t *j)
     return s_num(json_object_get(j->detail, "metrics"), "test_accuracy", NAN);
 }
 static double
+s_test_loss(const coord_http_job_t *j)
+{
+    return s_num(json_object_get(j->detail, "metrics"), "test_loss", NAN);
+}
+static double
+s_auc(const coord_http_job_t *j)
+{
+    return s_num(json_object_get(j->detail, "metrics"), "test_auc", NAN);
+}
+static double
 s_ckpt(const coord_http_job_t *j)
 {
     return s_num(j->detail, "checkpoint_step", NAN);
@@ -118,6 +128,11 @@ coord_http_jobs_metrics(FILE *out, const coord_http_job_t *jobs, size_t n)
                  "Training throughput of the latest window.", s_eps);
     s_job_family(out, jobs, n, "zdist_coordinator_job_test_accuracy", "gauge",
                  "Accuracy of the final evaluation.", s_acc);
+    s_job_family(out, jobs, n, "zdist_coordinator_job_test_loss", "gauge",
+                 "Mean loss over the test split of the final evaluation (log loss for a binary classifier).",
+                 s_test_loss);
+    s_job_family(out, jobs, n, "zdist_coordinator_job_test_auc", "gauge",
+                 "Exact ROC AUC over the whole test split of the final evaluation (binary classifiers).", s_auc);
     s_job_family(out, jobs, n, "zdist_coordinator_job_checkpoint_step", "gauge",
                  "Step of the job's newest complete checkpoint (-1 none).", s_ckpt);
     s_job_family(out, jobs, n, "zdist_coordinator_job_psd_recoveries_total", "counter",

@@ -180,6 +180,8 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
     if (r->evaluated) {
         json_object_set_new(metrics, "test_accuracy", json_real(r->test_accuracy));
         json_object_set_new(metrics, "test_loss", json_real(r->test_loss));
+        if (!isnan(r->test_auc))
+            json_object_set_new(metrics, "test_auc", json_real(r->test_auc));
     }
     json_t *workers = json_array();
     json_t *ps = json_array();
@@ -533,6 +535,7 @@ coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coo
     r->ops = ops;
     r->state = "running";
     r->loss = NAN;
+    r->test_auc = NAN;
     r->ckpt_step = -1;
     r->ckpt_tried = -1;
     r->started_ms = zdist_clock_now_ms();
@@ -548,6 +551,25 @@ coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coo
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->job_dir);
     r->metrics = fopen(path, "ae");
+}
+
+void
+coord_run_eval_line(coord_run_t *r)
+{
+    if (!r->metrics)
+        return;
+    json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:I, s:f}", "step", (json_int_t)r->step, "test_loss",
+                             isfinite(r->test_loss) ? json_real(r->test_loss) : json_null(), "test_accuracy",
+                             isfinite(r->test_accuracy) ? json_real(r->test_accuracy) : json_null(), "test_auc",
+                             isfinite(r->test_auc) ? json_real(r->test_auc) : json_null(), "test_examples",
+                             (json_int_t)r->test_examples, "time", (double)zdist_clock_now_ms() / 1000.0);
+    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    if (text) {
+        fprintf(r->metrics, "%s\n", text);
+        fflush(r->metrics);
+    }
+    free(text);
+    json_decref(line);
 }
 
 void

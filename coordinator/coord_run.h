@@ -94,6 +94,8 @@ struct coord_run_t {
     double loss; /* mean loss of the latest window */
     double ex_per_s;
     double test_accuracy, test_loss;
+    double test_auc; /* exact, over the whole test split; NaN when the model gives no predictions */
+    int64_t test_examples;
     bool evaluated;
     int64_t started_ms;
     /* metrics window */
@@ -133,6 +135,9 @@ void coord_run_lost_json(json_t *w, int64_t now, int64_t lost_since_ms, const ch
 void coord_run_event(coord_run_t *r, const char *kind, const char *line);
 /* Sends a STATUS to the server, at most every 250 ms unless forced. */
 void coord_run_status(coord_run_t *r, bool force);
+/* The final evaluation's line of metrics.jsonl: step, test_loss,
+   test_accuracy, test_auc (null when absent), test_examples, time. */
+void coord_run_eval_line(coord_run_t *r);
 /* The last message: "END" with the final status. */
 void coord_run_end(coord_run_t *r);
 /* Redraws loss.svg in the job's dir. */

@@ -33,8 +33,11 @@ s_evaluate(coord_run_t *r)
         r->evaluated = true;
         r->test_accuracy = ev.has_correct ? (double)ev.correct / (double)ev.total : NAN;
         r->test_loss = ev.loss_sum / (double)ev.total;
-        zsys_info("job %s: test accuracy %.4f, loss %.4f over %lld examples", r->cfg->job_id, r->test_accuracy,
-                  r->test_loss, (long long)ev.total);
+        r->test_auc = ev.has_auc ? ev.auc : NAN;
+        r->test_examples = ev.total;
+        zsys_info("job %s: test accuracy %.4f, loss %.4f, auc %.4f over %lld examples", r->cfg->job_id,
+                  r->test_accuracy, r->test_loss, r->test_auc, (long long)ev.total);
+        coord_run_eval_line(r);
     } else {
         zsys_warning("job %s: evaluation failed: %s", r->cfg->job_id, err.text);
     }

@@ -782,7 +782,8 @@ s_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
     memset(ret, 0, sizeof *ret);
     s_replies_t rs;
     s_ring_call(r, s_send_evaluate, 600000, 10000, &rs);
-    int rc = 0;
+    zdist_auc_t *auc = zdist_auc_new(0, err); /* every worker's scored examples: the exact AUC */
+    int rc = auc ? 0 : -ENOMEM;
     char why[1024];
     for (int i = 0; i < m->n && rc == 0; i++) {
         if (!m->w[i].in_ring)
@@ -793,11 +794,12 @@ s_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
                                  i, zdist_worker_reply_why(rs.got[i] ? &rs.r[i] : NULL, why, sizeof why));
             break;
         }
-        ret->correct += rep->evaluation.correct;
-        ret->total += rep->evaluation.total;
-        ret->loss_sum += rep->evaluation.loss_sum;
-        ret->has_correct = ret->has_correct || rep->evaluation.has_correct;
+        if (zdist_evaluation_add(ret, &rep->evaluation, auc) < 0)
+            rc = zdist_error_set(err, -ENOMEM, "evaluation: out of memory for the AUC");
     }
+    if (rc == 0 && zdist_evaluation_finish(ret, auc) < 0)
+        rc = zdist_error_set(err, -ENOMEM, "evaluation: out of memory for the AUC");
+    zdist_auc_destroy(&auc);
     s_free_replies(m, &rs);
     return rc;
 }

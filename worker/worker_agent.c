@@ -300,8 +300,9 @@ s_start_job(zdist_rpc_call_t *call, void *state)
                   self->config.host_workers > 0 ? self->config.host_workers : 1,
                   self->config.host_workers > 1 ? "s" : "", j->job->num_replicas, j->job->num_replicas == 1 ? "" : "s");
     bool created = worker_session_created(j->sess);
-    zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d, %lld steps per epoch%s", j->job->name,
-              j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
+    zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d sharded by %s, %lld steps per epoch%s",
+              j->job->name, j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
+              zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
               (long long)zdist_input_steps_per_epoch(worker_session_input(j->sess)),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
     return s_start_reply(call, j, created);
@@ -387,6 +388,10 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
             break;
         }
         j->steps++;
+        worker_epoch_read_t er;
+        if (worker_session_epoch_read(j->sess, &er))
+            zsys_info("job '%s': input epoch %lld read %lld examples (fingerprint %016llx)", j->job->name,
+                      (long long)er.epoch, (long long)er.examples, (unsigned long long)er.fingerprint);
         j->last_loss = worker_outputs_get(o, ZDIST_OUTPUT_LOSS, NAN);
         self->counters.steps++;
         fault_hit |= worker_fault_after_push(&self->fault, self->counters.steps);
@@ -438,6 +443,7 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
     zdist_error_t err = {0};
     int rc = worker_session_evaluate(j->sess, &ev, &err);
     if (rc < 0) {
+        worker_eval_release(&ev);
         if (rc != -EINVAL && rc != -EIO) {
             j->failed = true;
             snprintf(j->error, sizeof j->error, "%s", err.text);
@@ -451,9 +457,15 @@ s_evaluate(zdist_rpc_call_t *call, void *state)
         .loss_sum = ev.loss_sum,
         .has_correct = ev.has_correct,
     };
-    zsys_info("job '%s' evaluated at step %lld: %lld examples, loss %.4f%s", j->job->name, (long long)j->steps,
-              (long long)reply.total, ev.total > 0 ? ev.loss_sum / ev.total : NAN, ev.has_correct ? "" : " (no accuracy)");
-    return zdist_worker_reply_evaluation(call, &reply);
+    /* a binary classifier's predictions and labels: the coordinator's exact AUC of every worker's together */
+    if (ev.auc)
+        reply.scored = zdist_auc_exact_parts(ev.auc, &reply.predictions, &reply.positives);
+    zsys_info("job '%s' evaluated at step %lld: %lld examples, loss %.4f%s, %lld scored", j->job->name,
+              (long long)j->steps, (long long)reply.total, ev.total > 0 ? ev.loss_sum / ev.total : NAN,
+              ev.has_correct ? "" : " (no accuracy)", (long long)(reply.scored > 0 ? reply.scored : 0));
+    rc = zdist_worker_reply_evaluation(call, &reply);
+    worker_eval_release(&ev);
+    return rc;
 }
 
 /* ---- CONNECT, GET_STATE, SET_STATE ---- */

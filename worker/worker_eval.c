@@ -458,7 +458,12 @@ s_evaluate(self_t *self, s_job_t *j, const char *job_dir, const char *ckpt_root,
     if (rc < 0)
         return rc;
     worker_eval_t ev;
-    if ((rc = worker_session_evaluate(j->sess, &ev, err)) < 0)
+    rc = worker_session_evaluate(j->sess, &ev, err);
+    double auc = NAN;
+    if (rc == 0 && ev.auc && zdist_auc_result(ev.auc, &auc) < 0)
+        rc = zdist_error_set(err, -ENOMEM, "out of memory for the AUC");
+    worker_eval_release(&ev);
+    if (rc < 0)
         return rc;
     double secs = (double)(zdist_clock_now_ms() - t0) / 1000.0;
     double loss = ev.total > 0 ? ev.loss_sum / ev.total : NAN;
@@ -469,6 +474,8 @@ s_evaluate(self_t *self, s_job_t *j, const char *job_dir, const char *ckpt_root,
                           isfinite(loss) ? json_real(loss) : json_null(), "test_accuracy",
                           isfinite(acc) ? json_real(acc) : json_null(), "examples", (json_int_t)ev.total, "time",
                           (double)now.tv_sec + now.tv_nsec / 1e9, "eval_seconds", secs);
+    if (o && isfinite(auc))
+        json_object_set_new(o, "test_auc", json_real(auc));
     char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char *nl = line ? malloc(strlen(line) + 2) : NULL;

@@ -276,9 +276,14 @@ s_report(const zdist_job_t *jb, const s_out_t *o, const s_train_t *tr, bool has_
     double test_loss = has_test && ev->total > 0 ? ev->loss_sum / ev->total : NAN;
     double test_acc = has_test && ev->has_correct && ev->total > 0 ? ev->correct / ev->total : NAN;
     int64_t test_n = has_test ? (int64_t)ev->total : 0;
+    double test_auc = NAN;
+    if (has_test && ev->auc && zdist_auc_result(ev->auc, &test_auc) < 0)
+        test_auc = NAN;
     double eps = tr->train_secs > 0 ? tr->examples / tr->train_secs : 0;
     if (!o->json) {
         printf("%s: %lld steps, final loss %.4f", jb->name, (long long)tr->step, tr->last_loss);
+        if (has_test && !isnan(test_auc))
+            printf(", test AUC %.4f, log loss %.4f", test_auc, test_loss);
         if (has_test && !isnan(test_acc))
             printf(", test accuracy %.4f (%lld examples)", test_acc, (long long)test_n);
         else if (has_test)
@@ -298,6 +303,8 @@ s_report(const zdist_job_t *jb, const s_out_t *o, const s_train_t *tr, bool has_
     s_json_num(j, "final_loss", tr->last_loss);
     s_json_num(j, "test_loss", test_loss);
     s_json_num(j, "test_accuracy", test_acc);
+    if (!isnan(test_auc))
+        s_json_num(j, "test_auc", test_auc);
     json_object_set_new(j, "test_examples", json_integer(test_n));
     s_json_num(j, "examples_per_sec", eps);
     s_json_num(j, "train_seconds", tr->train_secs);
@@ -372,10 +379,12 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
     bool has_test = worker_session_has_test(sess);
     zdist_error_t err = {0};
     if (has_test && worker_session_evaluate(sess, &ev, &err) < 0) {
+        worker_eval_release(&ev);
         fprintf(stderr, "zdist run: %s: evaluation: %s\n", a->job_path, err.text);
         return WORKER_RUN_FAILED;
     }
     s_report(jb, &a->o, &tr, has_test, &ev, s_now() - t0);
+    worker_eval_release(&ev);
     return WORKER_RUN_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "worker_psd.h"
 #include "worker_registry.h"
 #include "worker_session.h"
+#include "zdist/partition.h"
 
 #define S_MAX_PS 64
 
@@ -26,6 +27,9 @@ struct worker_session_t {
     bool created;
     int blas_threads;
     worker_psd_config_t psd; /* valid during _new only (borrowed strings) */
+    worker_epoch_read_t reading, done_reading; /* this epoch's so far; the last one ended */
+    zdist_auto_shard_policy_t applied;          /* the shard policy the training input applied */
+    bool epoch_ended;
 };
 
 void
@@ -279,6 +283,7 @@ s_assemble(worker_session_t *self, const worker_session_config_t *cfg, s_where_t
         (rc = worker_psd_create_variables(be, &job->optimizer, job->seed, &self->created, err)) < 0)
         return s_at(w, WORKER_SESSION_VARIABLES, "creating the variables", rc);
     self->psd = (worker_psd_config_t){0};
+    self->applied = applied;
     if ((rc = s_make_input(self, cfg, applied, err)) < 0)
         return s_at(w, WORKER_SESSION_BAD_JOB, "dataset", rc);
     return 0;
@@ -365,6 +370,28 @@ s_step_failed(worker_session_t *self, int rc, zdist_error_t *err)
     return rc;
 }
 
+/* The step's examples into this epoch's count, by origin. */
+static void
+s_count_read(worker_session_t *self, const zdist_input_step_t *st)
+{
+    const int64_t *origin = zdist_dataset_origins(self->train);
+    if (!origin)
+        return;
+    worker_epoch_read_t *e = &self->reading;
+    e->epoch = st->epoch;
+    for (int r = 0; r < st->num_replicas; r++) {
+        const zdist_batch_t *b = &st->replicas[r];
+        for (int64_t i = 0; i < b->size; i++)
+            e->fingerprint += zdist_partition_id_hash(origin[b->indices[i]]); /* splitmix64, documented */
+        e->examples += b->size;
+    }
+    if (st->step_in_epoch + 1 == zdist_input_steps_per_epoch(self->in)) {
+        self->done_reading = *e;
+        self->epoch_ended = true;
+        *e = (worker_epoch_read_t){0};
+    }
+}
+
 int
 worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *ret_epoch, zdist_error_t *err)
 {
@@ -385,6 +412,23 @@ worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *
     }
     if (ret_epoch)
         *ret_epoch = st->epoch;
+    s_count_read(self, st);
+    return 1;
+}
+
+zdist_auto_shard_policy_t
+worker_session_shard_policy(const worker_session_t *self)
+{
+    return self->applied;
+}
+
+int
+worker_session_epoch_read(worker_session_t *self, worker_epoch_read_t *ret)
+{
+    if (!self->epoch_ended)
+        return 0;
+    self->epoch_ended = false;
+    *ret = self->done_reading;
     return 1;
 }
 
@@ -399,9 +443,38 @@ s_gcd(int64_t a, int64_t b)
     return a;
 }
 
+/* The eval step's predictions, with each replica's labels (classes as 0/1,
+   or float labels, non-zero positive), into ret->auc. */
+static int
+s_scored(worker_session_t *self, const zdist_input_step_t *st, worker_eval_t *ret)
+{
+    for (int r = 0; r < st->num_replicas; r++) {
+        const zdist_batch_t *b = &st->replicas[r];
+        const float *p;
+        int64_t n = worker_trainer_predictions(self->tr, r, &p);
+        if (n < 0 || n != b->size)
+            continue;
+        if (!ret->auc && !(ret->auc = zdist_auc_new(0, NULL)))
+            return -ENOMEM;
+        uint8_t y[256]; /* labels in chunks: nothing allocated per step */
+        for (int64_t at = 0; at < n; at += 256) {
+            int64_t k = n - at < 256 ? n - at : 256;
+            for (int64_t i = 0; i < k; i++)
+                y[i] = zdist_dataset_label_dtype(self->test) == ZDIST_DTYPE_INT32
+                           ? ((const int32_t *)b->labels)[at + i] != 0
+                           : ((const float *)b->labels)[at + i] != 0;
+            int rc = zdist_auc_update_u8(ret->auc, y, p + at, k);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 int
 worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_t *err)
 {
+    memset(ret, 0, sizeof *ret);
     const zdist_job_t *job = &self->job;
     if (!self->test)
         return zdist_error_set(err, -ENOENT, "job '%s' has no test set; add dataset.test (or "
@@ -424,7 +497,6 @@ worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_
         zdist_error_prefix(err, "dataset.test");
         rc = err && err->code ? err->code : -EINVAL;
     }
-    memset(ret, 0, sizeof *ret);
     int64_t b = 0;
     const zdist_input_step_t *st;
     while (rc == 0) {
@@ -455,8 +527,17 @@ worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_
             ret->correct += c;
         }
         ret->total += ex;
+        if (rc == 0 && (rc = s_scored(self, st, ret)) < 0)
+            zdist_error_set(err, rc, "evaluation: out of memory for the AUC's predictions");
     }
     zdist_input_destroy(&in);
     zdist_input_context_destroy(&ictx);
     return rc;
+}
+
+void
+worker_eval_release(worker_eval_t *ev)
+{
+    if (ev)
+        zdist_auc_destroy(&ev->auc);
 }

@@ -10,6 +10,7 @@
 #include "zdist/error.h"
 #include "zdist/input.h"
 #include "zdist/job.h"
+#include "zdist/metrics.h"
 
 /* What a failure of worker_session_new was about, so a caller can answer
    it in its own terms (a status on the wire, an exit code). The message in
@@ -76,15 +77,37 @@ int worker_session_blas_threads(const worker_session_t *self);
    errno with err naming what failed (the replica, the psd or the peer). */
 int worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *ret_epoch, zdist_error_t *err);
 
+/* What one epoch of the training input read, for datasets that know each
+   example's origin (TFRecord: file and record): its examples and the sum of
+   splitmix64 (origin) over them, so the pipelines' epochs can be checked to
+   read every example exactly once. */
+typedef struct {
+    int64_t epoch;
+    int64_t examples;
+    uint64_t fingerprint;
+} worker_epoch_read_t;
+
+/* 1 and *ret once per epoch, right after the step that ended it (then 0
+   until the next epoch ends). */
+int worker_session_epoch_read(worker_session_t *self, worker_epoch_read_t *ret);
+/* The auto-shard policy the training input applied (never AUTO). */
+zdist_auto_shard_policy_t worker_session_shard_policy(const worker_session_t *self);
+
 typedef struct {
     double loss_sum; /* sum of per-example losses */
     double correct;  /* classification only (has_correct) */
     double total;    /* examples evaluated */
     bool has_correct;
+    /* A binary classifier's (zdist_ctx_predictions) every evaluated example's
+       probability and label, exact (zdist_auc_new (0)): this share's AUC, or
+       the parts to send for the whole's. NULL when the model gives none. */
+    zdist_auc_t *auc;
 } worker_eval_t;
 
 /* Evaluates this input pipeline's share of the test set (batches dealt
-   round robin over the workers). -ENOENT when the job has no test set. */
+   round robin over the workers). -ENOENT when the job has no test set.
+   Release *ret with worker_eval_release, also after a failure. */
 int worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_t *err);
+void worker_eval_release(worker_eval_t *ev);
 
 #endif

@@ -38,6 +38,10 @@ typedef struct {
     size_t uniq_cap;
     float *rows;
     size_t rows_cap;
+    /* An eval step's predictions (zdist_ctx_predictions): npred of them,
+       -1 when the step gave none. */
+    float *pred;
+    int64_t pred_cap, npred;
 } s_replica_t;
 
 struct worker_trainer_t {
@@ -447,6 +451,26 @@ s_output(zdist_replica_ctx_t *ctx, const char *name, double value, zdist_reduce_
     return 0;
 }
 
+static int
+s_predictions(zdist_replica_ctx_t *ctx, const float *probabilities, int64_t n)
+{
+    s_replica_t *r = s_rep(ctx);
+    if (n != r->batch.size || (n > 0 && !probabilities))
+        return s_fail(r, -EINVAL, "predictions: %lld given for a batch of %lld examples", (long long)n,
+                      (long long)r->batch.size);
+    if (n > r->pred_cap) { /* grows to the largest batch once */
+        float *p = realloc(r->pred, (size_t)n * sizeof *p);
+        if (!p)
+            return s_fail(r, -ENOMEM, "predictions: out of memory for %lld", (long long)n);
+        r->pred = p;
+        r->pred_cap = n;
+    }
+    if (n > 0)
+        memcpy(r->pred, probabilities, (size_t)n * sizeof *r->pred);
+    r->npred = n;
+    return 0;
+}
+
 static void *
 s_scratch(zdist_replica_ctx_t *ctx, int slot, size_t bytes)
 {
@@ -513,6 +537,7 @@ static const zdist_replica_ops_t s_replica_ops = {
     .read_cross_replica = s_read_cross_replica,
     .num_logical_devices = s_num_logical_devices,
     .run_on_logical_devices = s_run_on_logical_devices,
+    .predictions = s_predictions,
 };
 
 /* ---- the local backend: the step.h backend ops onto libzdist's mirrored variables (zdist/mirror.h) ---- */
@@ -732,9 +757,12 @@ s_run_replica(worker_trainer_t *self, s_replica_t *r)
         .feature_values = b->feature_values,
         .label_dtype = self->label_dtype,
         .labels = b->labels,
+        .ncolumns = b->ncolumns,
+        .columns = b->columns,
     };
     r->batch_given = false;
     r->nout = 0;
+    r->npred = -1;
     r->error[0] = '\0';
     r->rc = self->eval ? self->model->eval_step(self->state, &r->base)
                        : self->model->train_step(self->state, &r->base);
@@ -782,6 +810,7 @@ worker_trainer_destroy(worker_trainer_t **self_p)
                 free(r->scratch[s]);
             free(r->uniq);
             free(r->rows);
+            free(r->pred);
         }
         free(self->replicas);
     }
@@ -930,6 +959,15 @@ worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, bool
     if (ret)
         s_reduce_outputs(self, ret);
     return 0;
+}
+
+int64_t
+worker_trainer_predictions(const worker_trainer_t *self, int replica, const float **ret)
+{
+    if (replica < 0 || replica >= self->n || self->replicas[replica].npred < 0)
+        return -1;
+    *ret = self->replicas[replica].pred;
+    return self->replicas[replica].npred;
 }
 
 int

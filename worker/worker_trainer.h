@@ -71,6 +71,10 @@ int worker_trainer_step(worker_trainer_t *self, const zdist_input_step_t *step, 
                         worker_outputs_t *ret, zdist_error_t *err);
 
 int worker_trainer_num_replicas(const worker_trainer_t *self);
+/* Replica `replica`'s predictions of the last eval step (the model's
+   zdist_ctx_predictions): their count and *ret (borrowed, until the next
+   step), or -1 when it gave none. */
+int64_t worker_trainer_predictions(const worker_trainer_t *self, int replica, const float **ret);
 const worker_vars_t *worker_trainer_vars(const worker_trainer_t *self);
 worker_backend_t *worker_trainer_backend(worker_trainer_t *self);
 /* Cross-replica value of a variable (ON_READ aggregated) into out (var->n

@@ -97,7 +97,7 @@ job sparse '{"name": "svm-logreg", "strategy": {"type": "mirrored", "num_replica
   "optimizer": {"type": "adagrad", "learning_rate": 0.5},
   "dataset": {"format": "libsvm", "dim": 2048, "train": {"path": "train.svm"}, "test": {"path": "train.svm"}, "global_batch_size": 64},
   "epochs": 2}'
-expect_json 'j["test_accuracy"] > 0.95' "$TMP/sparse.json"
+expect_json 'j["test_accuracy"] > 0.95 and j["test_auc"] > 0.95' "$TMP/sparse.json"
 
 # A plugin model, found through the job's plugin_path and through ZDIST_PLUGIN_PATH.
 PLUGIN_JOB='"strategy": {"type": "mirrored", "num_replicas": 2}, "model": {"name": "plugin_linear"},

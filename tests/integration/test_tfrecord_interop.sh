@@ -68,4 +68,34 @@ grep -qF "Feature: clicks (data type: int64) is required but could not be found.
     zd_fail "unexpected refusal: $(cat "$ZD_TMP/miss.err")"
 zd_ok "a missing required feature refused with TensorFlow's text"
 
+# The same files through a job file's contract ("format": "tfrecord"), trained and evaluated by zdist run:
+# the float32 features (I1, dense, I2 with its default) are the mlp's input, C1 and tags columns.
+if [[ -n ${ZDIST_BIN:-} ]]; then
+    for comp in none gzip; do
+        python3 - "$ZD_TMP/job_$comp.json" "$data" "$comp" <<'PY'
+import json, sys
+out, d, comp = sys.argv[1:]
+files = d + ("/all.tfrecord.gz" if comp == "gzip" else "/part-*.tfrecord")
+feats = {"label": {"kind": "fixed", "dtype": "int64", "shape": []},
+         "I1": {"kind": "fixed", "dtype": "float32", "shape": []},
+         "C1": {"kind": "fixed", "dtype": "int64", "shape": []},
+         "dense": {"kind": "fixed", "dtype": "float32", "shape": [3]},
+         "tags": {"kind": "var", "dtype": "int64"},
+         "I2": {"kind": "fixed", "dtype": "float32", "shape": [], "default": -1}}
+json.dump({"name": "npm-" + comp, "strategy": {"type": "one_device"},
+           "model": {"name": "sequential", "input_shape": [5], "layers": [{"dense": {"units": 1}}],
+                     "loss": "binary_crossentropy"},
+           "optimizer": {"type": "sgd", "learning_rate": 0.01},
+           "dataset": {"format": "tfrecord", "compression": comp, "train": {"files": files}, "test": {"files": files},
+                       "features": feats, "label": "label", "global_batch_size": 32},
+           "epochs": 2, "seed": 1}, open(out, "w"))
+PY
+        "$ZDIST_BIN" run "$ZD_TMP/job_$comp.json" --json >"$ZD_TMP/run_$comp.json" 2>"$ZD_TMP/run_$comp.err" ||
+            zd_fail "zdist run over the npm-written files ($comp): $(cat "$ZD_TMP/run_$comp.err")"
+        python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["examples"] == 406 and j["test_examples"] == 203 and 0 <= j["test_auc"] <= 1 and j["test_loss"] > 0 else 1)' \
+            "$ZD_TMP/run_$comp.json" || zd_fail "zdist run ($comp): $(cat "$ZD_TMP/run_$comp.json")"
+    done
+    zd_ok "the npm-written files (plain, and GZIP) through a tfrecord job file: zdist run trains 2 epochs of 203 and evaluates 203"
+fi
+
 echo "test_tfrecord_interop.sh: $ZD_PASSED passed, 0 failed"

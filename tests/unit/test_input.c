@@ -453,7 +453,8 @@ test_shard_file(void)
     CU_ASSERT_EQUAL(p, ZDIST_AUTO_SHARD_OFF);
     CU_ASSERT_EQUAL(zdist_auto_shard_policy_from_name("hint", &p), -EINVAL);
     CU_ASSERT_EQUAL(zdist_input_format_from_name("libsvm"), ZDIST_INPUT_FORMAT_LIBSVM);
-    CU_ASSERT_EQUAL(zdist_input_format_from_name("tfrecord"), ZDIST_INPUT_FORMAT_INVALID);
+    CU_ASSERT_EQUAL(zdist_input_format_from_name("tfrecord"), ZDIST_INPUT_FORMAT_TFRECORD);
+    CU_ASSERT_EQUAL(zdist_input_format_from_name("parquet"), ZDIST_INPUT_FORMAT_INVALID);
 
     zdist_input_context_destroy(&c0);
     zdist_input_context_destroy(&c1);

@@ -14,6 +14,7 @@ enum {
     S_SLOT_INTS,       /* int64 inputs and hashings, embedding ids and bags */
     S_SLOT_GRADS,      /* the dense variables' gradients */
     S_SLOT_NODES,      /* this step's s_node_t per input and layer */
+    S_SLOT_PRED,       /* eval, binary: each example's probability */
 };
 
 #define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
@@ -503,7 +504,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     }
     double loss = 0;
     int64_t correct = 0;
-    if ((rc = model_loss(ctx, "functional", s->spec.loss, pred, out->size, batch, &loss, &correct)) < 0)
+    if ((!train && (rc = model_predictions(ctx, S_SLOT_PRED, s->spec.loss, pred, a.n)) < 0) ||
+        (rc = model_loss(ctx, "functional", s->spec.loss, pred, out->size, batch, &loss, &correct)) < 0)
         return rc;
     if (train) {
         zdist_grad_t g[S_MAX_VARS];

@@ -1,5 +1,6 @@
 /* Helpers shared by the built-in models: strict params, the standard outputs. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +69,22 @@ model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, in
         (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
         return rc;
     return 0;
+}
+
+int
+model_predictions(zdist_replica_ctx_t *ctx, int slot, zdist_loss_t loss, const float *logits, int64_t n)
+{
+    if (loss != ZDIST_LOSS_BINARY_CROSSENTROPY)
+        return 0;
+    float *p = zdist_ctx_scratch(ctx, slot, (size_t)(n + 1) * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        double z = logits[i];
+        p[i] = (float)(z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)));
+    }
+    int rc = zdist_ctx_predictions(ctx, p, n);
+    return rc == -ENOSYS ? 0 : rc;
 }
 
 int

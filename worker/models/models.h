@@ -40,6 +40,12 @@ int model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size
 int model_loss(zdist_replica_ctx_t *ctx, const char *model, zdist_loss_t loss, float *out, int64_t units,
                const zdist_step_batch_t *batch, double *ret_loss, int64_t *ret_correct);
 
+/* An eval step's per-example probabilities for the exact test AUC: a
+   binary classifier's logits[n] through the sigmoid, into the replica's
+   scratch `slot`, given to zdist_ctx_predictions. Other losses, and a host
+   without the op, give nothing: 0. */
+int model_predictions(zdist_replica_ctx_t *ctx, int slot, zdist_loss_t loss, const float *logits, int64_t n);
+
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax
    cross-entropy on int32 class labels. */

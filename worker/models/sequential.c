@@ -1,5 +1,6 @@
 /* Built-in model sequential: a Keras-like stack of layers from the job (zdist/model_spec.h) run on the layer library, under every strategy. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ enum {
     S_SLOT_STEP,       /* this replica's training-step counter (dropout's seed) */
     S_SLOT_PARTS,      /* strategy tpu: split layers' parts, one per logical device */
     S_SLOT_KEYS,       /* dropout: each example's key this step */
+    S_SLOT_PRED,       /* eval, binary: each example's probability */
 };
 
 #define S_ALIGN 16 /* floats: regions start on 64-byte boundaries */
@@ -133,6 +135,8 @@ s_destroy(void *state)
     free(s);
 }
 
+/* A binary classifier's eval step tells the host each example's probability
+   (sigmoid of its logit), for the exact AUC over the test split. */
 static int
 s_add(zdist_model_builder_t *b, const char *layer, const char *what, zdist_shape_t shape, zdist_initializer_t init,
       bool trainable, int *ret, int64_t *ret_n, zdist_error_t *err)
@@ -881,6 +885,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     }
     double loss = 0;
     int64_t correct = 0;
+    if (!train && (rc = model_predictions(ctx, S_SLOT_PRED, s->spec.loss, out, n)) < 0)
+        return rc;
     if ((rc = model_loss(ctx, "sequential", s->spec.loss, out, units, batch, &loss, &correct)) < 0)
         return rc;
 

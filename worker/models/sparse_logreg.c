@@ -84,6 +84,10 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     if (!ids || !rows)
         return -ENOMEM;
     float *grad = rows + nnz;
+    /* eval: each example's probability, for the exact AUC over the test split */
+    float *pred = train ? NULL : zdist_ctx_scratch(ctx, 2, (size_t)(n + 1) * sizeof(float));
+    if (!train && !pred)
+        return -ENOMEM;
     for (int64_t k = 0; k < nnz; k++)
         ids[k] = batch->feature_ids[k] % s->dim;
     if (nnz > 0 && (rc = zdist_ctx_read_rows(ctx, s->weights, ids, nnz, rows)) < 0)
@@ -105,6 +109,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
         loss += (z > 0 ? z : 0) - z * label + log1p(exp(-fabs(z)));
         double prob = z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
         correct += (prob >= 0.5) == (label == 1);
+        if (pred)
+            pred[i] = (float)prob;
         float dz = (float)(prob - label) * scale;
         db += dz;
         for (int64_t k = batch->row_offsets[i]; k < batch->row_offsets[i + 1]; k++)
@@ -115,6 +121,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
                              {.var = s->bias, .values = &db}};
         if ((rc = zdist_ctx_apply_gradients(ctx, g, 2)) < 0)
             return rc;
+    } else if ((rc = zdist_ctx_predictions(ctx, pred, n)) < 0 && rc != -ENOSYS) {
+        return rc;
     }
     return model_outputs(ctx, loss, batch->global_size, correct, n);
 }

@@ -9,7 +9,10 @@
 
 #include "zdist/defs.h"
 #include "zdist/error.h"
+#include "zdist/example.h"
+#include "zdist/step.h" /* zdist_step_column_t: a batch's named features */
 #include "zdist/tensor.h"
+#include "zdist/tfrecord.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,9 +82,19 @@ ZDIST_EXPORT const int64_t *zdist_dataset_feature_ids(const zdist_dataset_t *sel
 ZDIST_EXPORT const float *zdist_dataset_feature_values(const zdist_dataset_t *self);
 /* Largest number of entries in one sparse example (0 when dense). */
 ZDIST_EXPORT int64_t zdist_dataset_max_row_nnz(const zdist_dataset_t *self);
+/* Named feature columns (TFRecord datasets: the spec's features, the label
+   excluded), in spec order; 0 otherwise. Column i as a batch carries it,
+   over all n examples (borrowed). */
+ZDIST_EXPORT int zdist_dataset_num_columns(const zdist_dataset_t *self);
+ZDIST_EXPORT const zdist_step_column_t *zdist_dataset_column(const zdist_dataset_t *self, int i);
+/* Where example i came from, for counting what an epoch read: (k << 40) |
+   r for record r of file k of the whole (unsharded) sorted file list; NULL
+   when the reader does not say (every format but TFRecord). */
+ZDIST_EXPORT const int64_t *zdist_dataset_origins(const zdist_dataset_t *self);
 
 /* tf.data.Dataset.shard: a new dataset of the examples i with
-   i % num_shards == index, in order. -EINVAL for bad arguments. */
+   i % num_shards == index, in order. -EINVAL for bad arguments, -ENOTSUP
+   for a dataset with named columns (TFRecord: shard it as it is loaded). */
 ZDIST_EXPORT int zdist_dataset_shard(const zdist_dataset_t *self, int64_t num_shards, int64_t index,
                                      zdist_dataset_t **ret);
 
@@ -158,6 +171,7 @@ typedef enum {
     ZDIST_INPUT_FORMAT_CSV,
     ZDIST_INPUT_FORMAT_LIBSVM,
     ZDIST_INPUT_FORMAT_SYNTHETIC,
+    ZDIST_INPUT_FORMAT_TFRECORD,
 } zdist_input_format_t;
 
 /* Values as TensorFlow's enum. */
@@ -168,7 +182,7 @@ typedef enum {
     ZDIST_AUTO_SHARD_DATA = 2,
 } zdist_auto_shard_policy_t;
 
-/* "idx", "csv", "libsvm", "synthetic" -> format; INVALID when unknown. */
+/* "idx", "csv", "libsvm", "synthetic", "tfrecord" -> format; INVALID when unknown. */
 ZDIST_EXPORT zdist_input_format_t zdist_input_format_from_name(const char *name);
 ZDIST_EXPORT const char *zdist_input_format_name(zdist_input_format_t format);
 /* "auto", "file", "data", "off" (any case) -> 0 and *ret; -EINVAL otherwise. */
@@ -192,7 +206,24 @@ typedef struct {
     int synthetic_classes;
     uint64_t synthetic_seed;
     double synthetic_noise_std;
+    /* TFRecord files of tf.train.Example: every path a file (globs are the
+       job's to expand), their compression, the feature spec (as
+       tf.io.parse_example's) and the name of its label feature (a fixed
+       scalar: int64 classes, e.g. 0/1, become int32 labels; float32 stays
+       float32). The label is not a column; every other feature is, and the
+       fixed float32 ones, concatenated in spec order, are also the dense
+       features [n, dim] (dim 0 when there are none). */
+    zdist_tfrecord_compression_t compression;
+    const zdist_feature_spec_t *features;
+    int n_features;
+    const char *label;
 } zdist_input_spec_t;
+
+/* A TFRecord spec's checks, made before any file is read: the specs as
+   zdist_example_parser_new checks them, and the label among them, a fixed
+   scalar of int64 or float32. -EINVAL naming the feature. */
+ZDIST_EXPORT int zdist_input_spec_check_features(const zdist_feature_spec_t *features, int n, const char *label,
+                                                 zdist_error_t *err);
 
 /* Loads what this input pipeline reads under `policy` (ctx NULL means one
    pipeline), as TensorFlow's auto-shard does for experimental_distribute_dataset:
@@ -208,7 +239,13 @@ typedef struct {
      zdist_input_t, on the per-replica batches, as TF does).
    - AUTO: FILE for file formats (and, like TF, the FILE error when there are
      too few files: AUTO only falls back when no file reader exists), DATA for
-     synthetic data.
+     synthetic data. TFRecord: FILE when there are at least as many files as
+     pipelines, else DATA (tf.data's AUTO over a TFRecordDataset of a file
+     list falls back to DATA when FILE cannot be applied).
+   TFRecord errors name the file: a bad record also its offset ("'/d/a.tfrecord':
+   corrupted record at 1234"), a record that does not parse its index and
+   TensorFlow's text ("'/d/a.tfrecord': record 7 (offset 980): Name: <unknown>,
+   Feature: I1 (data type: float) is required but could not be found.").
    *ret_applied (may be NULL) gets the policy actually applied (never AUTO), to
    pass on in zdist_input_options_t. */
 ZDIST_EXPORT int zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *ctx,
@@ -276,6 +313,10 @@ typedef struct {
     const int64_t *row_offsets; /* sparse: [size+1], from 0; NULL when dense */
     const int64_t *feature_ids;
     const float *feature_values;
+    /* The dataset's named columns for these examples (zdist_dataset_column),
+       into the input's own buffers; 0 and NULL without them. */
+    int ncolumns;
+    const zdist_step_column_t *columns;
 } zdist_batch_t;
 
 /* One step of this pipeline: a batch for each of its local replicas. */

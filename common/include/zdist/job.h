@@ -14,12 +14,19 @@
 #include "zdist/cluster.h"
 #include "zdist/defs.h"
 #include "zdist/error.h"
+#include "zdist/example.h"
 #include "zdist/input.h"
 #include "zdist/optim.h"
 
 typedef struct {
-    /* idx: images + labels; csv / libsvm: path. NULL when absent. */
+    /* idx: images + labels; csv / libsvm: path; tfrecord: path is the glob
+       of "files". NULL when absent. */
     char *images, *labels, *path;
+    /* tfrecord: the files the glob matched, sorted and resolved, as
+       zdist_job_confine_data checked them (never carried in the job's
+       message: each reader expands its own). NULL until then. */
+    char **matched;
+    size_t n_matched;
 } zdist_job_files_t;
 
 typedef struct {
@@ -68,6 +75,13 @@ typedef struct {
     zdist_csv_options_t csv;
     int64_t libsvm_dim;
     bool libsvm_raw_ids; /* dataset.raw_ids: indices any int64, kept as they are (a dynamic embedding's ids) */
+    /* tfrecord: dataset.compression, dataset.features (tf.io.parse_example's
+       spec, in the document's order; names owned) and dataset.label, the
+       feature that is the label. */
+    zdist_tfrecord_compression_t compression;
+    zdist_feature_spec_t *features;
+    int n_features;
+    char *label;
     int64_t synthetic_n, synthetic_test_n, synthetic_dim;
     int synthetic_classes;
     double synthetic_noise_std;
@@ -131,7 +145,8 @@ ZDIST_EXPORT int zdist_job_validate(const zdist_job_t *job, zdist_error_t *err);
    check a tpu job's worker makes, and zdist_strategy_new for a tpu spec. */
 ZDIST_EXPORT int zdist_job_check_logical_devices(int num_replicas, int logical_devices_per_replica,
                                                  bool oversubscribe, zdist_error_t *err);
-/* Confines the job's dataset files (train and test: images, labels, path)
+/* Confines the job's dataset files (train and test: images, labels, path;
+   tfrecord: every file its glob matches, and the glob itself as written)
    to the directories `roots` (n of them, absolute and canonical, as
    realpath() gives them): each path must be absolute, have no ".."
    component, lie under a root as written (nothing outside the roots is
@@ -159,9 +174,16 @@ ZDIST_EXPORT int zdist_job_confine_checkpoint(const zdist_job_t *job, const char
    `num_replicas_in_sync` R" when the per-replica batch is not whole. Synthetic data: example i depends only
    on (seed, i), so the test set is generated as the test_n examples after
    the training set's n (evaluation skips the first n); applied is DATA.
-   ret_applied may be NULL. Negative errno with err naming the file. */
+   ret_applied may be NULL. TFRecord: the files its glob matched at
+   confinement, else the glob expanded now (sorted by name; none is an
+   error naming the field). Negative errno with err naming the file. */
 ZDIST_EXPORT int zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_context_t *ictx,
                             zdist_auto_shard_policy_t policy, zdist_dataset_t **ret,
                             zdist_auto_shard_policy_t *ret_applied, zdist_error_t *err);
+/* A glob's files sorted by name (strcmp), as dataset.train.files names
+   them: 0 and *ret (n strings, free each and the array), -ENOENT naming
+   `field` when nothing matches, -EINVAL for a bad pattern. */
+ZDIST_EXPORT int zdist_job_glob(const char *pattern, const char *field, char ***ret, size_t *ret_n,
+                                zdist_error_t *err);
 
 #endif

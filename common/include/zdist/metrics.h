@@ -35,6 +35,15 @@ ZDIST_EXPORT void zdist_auc_destroy(zdist_auc_t **self_p);
    as Keras's bucketing does) and their labels (non-zero: positive).
    -ENOMEM (exact mode, when the predictions cannot be kept). */
 ZDIST_EXPORT int zdist_auc_update(zdist_auc_t *self, const float *labels, const float *predictions, int64_t n);
+/* The same with labels as bytes (non-zero: positive), as
+   zdist_auc_exact_parts hands them out. */
+ZDIST_EXPORT int zdist_auc_update_u8(zdist_auc_t *self, const uint8_t *labels, const float *predictions, int64_t n);
+/* Exact mode: every (prediction, label) kept so far, borrowed until the next
+   update or merge (predictions clipped into [0, 1], labels 0/1), and their
+   count: what one evaluator sends another to merge exactly. -1 for a
+   thresholded AUC. */
+ZDIST_EXPORT int64_t zdist_auc_exact_parts(const zdist_auc_t *self, const float **ret_predictions,
+                                           const uint8_t **ret_labels);
 /* Adds other's examples to self (same num_thresholds, else -EINVAL). */
 ZDIST_EXPORT int zdist_auc_merge(zdist_auc_t *self, const zdist_auc_t *other);
 /* The AUC of every example seen; 0 while either class is absent (Keras's

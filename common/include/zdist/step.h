@@ -330,6 +330,12 @@ typedef struct {
        one device, never from several at once. */
     int (*num_logical_devices)(zdist_replica_ctx_t *ctx);
     int (*run_on_logical_devices)(zdist_replica_ctx_t *ctx, int device, zdist_device_fn fn, void *arg);
+    /* An eval step's predicted probabilities of the positive class, one per
+       example of this replica's batch (n == batch size), in [0, 1]: a binary
+       classifier (a sigmoid output) gives them so the host can compute the
+       exact AUC over the test split (appended in ABI 1; the host copies
+       them before the call returns). -EINVAL when n is not the batch size. */
+    int (*predictions)(zdist_replica_ctx_t *ctx, const float *probabilities, int64_t n);
 } zdist_replica_ops_t;
 
 struct zdist_replica_ctx_t {
@@ -342,6 +348,13 @@ struct zdist_replica_ctx_t {
 #define zdist_ctx_has(ctx, member)                                                       \
     ((ctx)->ops->size >= offsetof(zdist_replica_ops_t, member) + sizeof((ctx)->ops->member) && \
      (ctx)->ops->member != NULL)
+
+/* zdist_replica_ops_t.predictions, or -ENOSYS when the host has none. */
+static inline int
+zdist_ctx_predictions(zdist_replica_ctx_t *c, const float *probabilities, int64_t n)
+{
+    return zdist_ctx_has(c, predictions) ? c->ops->predictions(c, probabilities, n) : -ENOSYS;
+}
 
 static inline int zdist_ctx_replica_id(zdist_replica_ctx_t *c) { return c->ops->replica_id_in_sync_group(c); }
 static inline int zdist_ctx_num_replicas(zdist_replica_ctx_t *c) { return c->ops->num_replicas_in_sync(c); }

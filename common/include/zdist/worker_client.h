@@ -28,6 +28,7 @@
 #include "zdist/defs.h"
 #include "zdist/error.h"
 #include "zdist/job.h"
+#include "zdist/metrics.h"
 #include "zdist/rpc.h"
 #include "zdist/tensor.h"
 
@@ -134,7 +135,27 @@ typedef struct {
     int64_t total;   /* examples evaluated */
     double loss_sum; /* sum of per-example losses */
     bool has_correct;
+    /* A binary classifier's share of the exact AUC: its `scored` examples'
+       predicted probabilities and labels (0/1), borrowed (from the reply,
+       or the evaluator's accumulator); 0 and NULL when the model gives no
+       predictions. Travels as two tensors of the EVALUATE reply. */
+    const float *predictions;
+    const uint8_t *positives;
+    int64_t scored;
+    /* The whole test split's exact AUC, once the parts are combined
+       (zdist_evaluation_finish). */
+    bool has_auc;
+    double auc;
 } zdist_evaluation_t;
+
+/* Adds one part (a worker's share) to *sum: the counts and sums, and its
+   scored pairs into auc (exact: zdist_auc_new (0); NULL drops them) — the
+   AUC of the whole split from every pair, never an average of the parts'.
+   0 or -ENOMEM. */
+ZDIST_EXPORT int zdist_evaluation_add(zdist_evaluation_t *sum, const zdist_evaluation_t *part, zdist_auc_t *auc);
+/* sum->has_auc and sum->auc from auc when it holds an example (pointers
+   of sum cleared: the parts' are not the sum's). 0 or -ENOMEM. */
+ZDIST_EXPORT int zdist_evaluation_finish(zdist_evaluation_t *sum, const zdist_auc_t *auc);
 
 typedef struct {
     const char *job; /* "" when none */

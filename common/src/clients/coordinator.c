@@ -85,6 +85,7 @@ struct zdist_coordinator_t {
     bool error_raised;
     int eval_rc; /* the first refusal of an EVALUATE */
     zdist_error_t eval_err;
+    zdist_auc_t *eval_auc; /* every worker's scored examples of this evaluation: the exact AUC */
     void (*on_event)(void *arg, bool problem, const char *line);
     void *on_event_arg;
 };
@@ -123,6 +124,7 @@ zdist_coordinator_destroy(zdist_coordinator_t **self_p)
     free(self->ps);
     zdist_job_release(&self->job);
     free(self->prefix);
+    zdist_auc_destroy(&self->eval_auc);
     free(self);
     *self_p = NULL;
 }
@@ -498,6 +500,13 @@ s_on_evaluate_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_rep
     } else {
         w->evaluation = reply->evaluation;
         w->evaluated = true;
+        /* the pairs live in the reply: into the whole now */
+        if (self->eval_auc && zdist_evaluation_add(&(zdist_evaluation_t){0}, &reply->evaluation, self->eval_auc) < 0 &&
+            self->eval_rc == 0)
+            self->eval_rc = zdist_error_set(&self->eval_err, -ENOMEM, "evaluation: out of memory for the AUC's "
+                                            "%lld predictions", (long long)reply->evaluation.scored);
+        w->evaluation.predictions = NULL;
+        w->evaluation.positives = NULL;
     }
 }
 
@@ -861,6 +870,9 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
         self->workers[i].eval_id = 0;
     }
     self->eval_rc = 0;
+    zdist_auc_destroy(&self->eval_auc);
+    if (!(self->eval_auc = zdist_auc_new(0, err)))
+        return -ENOMEM;
     /* Each EVALUATE has the closure deadline (the worker is lost past it);
        a lost worker's part is waited for until it rejoins, a minute at
        least: a frozen or cut-off worker is back after longer than one
@@ -890,13 +902,10 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
         zdist_coordinator_poll(self, until - now);
     }
     zdist_evaluation_t sum = {0};
-    for (size_t i = 0; i < self->nworkers; i++) {
-        const zdist_evaluation_t *e = &self->workers[i].evaluation;
-        sum.correct += e->correct;
-        sum.total += e->total;
-        sum.loss_sum += e->loss_sum;
-        sum.has_correct = sum.has_correct || e->has_correct;
-    }
+    for (size_t i = 0; i < self->nworkers; i++)
+        zdist_evaluation_add(&sum, &self->workers[i].evaluation, NULL);
+    if (zdist_evaluation_finish(&sum, self->eval_auc) < 0)
+        return zdist_error_set(err, -ENOMEM, "evaluation: out of memory for the AUC");
     if (ret)
         *ret = sum;
     return 0;

@@ -177,3 +177,33 @@ zdist_worker_client_wait_any(zdist_worker_client_t *const *clients, size_t n, vo
     free(rpcs);
     return rc;
 }
+
+/* ---- evaluations: a worker's share added to the whole ---- */
+
+int
+zdist_evaluation_add(zdist_evaluation_t *sum, const zdist_evaluation_t *part, zdist_auc_t *auc)
+{
+    sum->correct += part->correct;
+    sum->total += part->total;
+    sum->loss_sum += part->loss_sum;
+    sum->has_correct = sum->has_correct || part->has_correct;
+    if (auc && part->scored > 0 && part->predictions && part->positives)
+        return zdist_auc_update_u8(auc, part->positives, part->predictions, part->scored);
+    return 0;
+}
+
+int
+zdist_evaluation_finish(zdist_evaluation_t *sum, const zdist_auc_t *auc)
+{
+    sum->predictions = NULL;
+    sum->positives = NULL;
+    sum->scored = auc ? zdist_auc_count(auc) : 0;
+    sum->has_auc = false;
+    if (sum->scored > 0) {
+        int rc = zdist_auc_result(auc, &sum->auc);
+        if (rc < 0)
+            return rc;
+        sum->has_auc = true;
+    }
+    return 0;
+}

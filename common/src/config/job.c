@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "job_tfrecord.h"
 #include "zdist/file.h"
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
@@ -184,6 +185,10 @@ s_files_obj(json_t *o, const char *where, zdist_input_format_t format, zdist_job
         if ((rc = s_keys(o, where, allowed, err)) < 0 || (rc = s_str(o, where, "images", true, &ret->images, err)) < 0 ||
             (rc = s_str(o, where, "labels", true, &ret->labels, err)) < 0)
             return rc;
+    } else if (format == ZDIST_INPUT_FORMAT_TFRECORD) {
+        static const char *const allowed[] = {"files", NULL};
+        if ((rc = s_keys(o, where, allowed, err)) < 0 || (rc = s_str(o, where, "files", true, &ret->path, err)) < 0)
+            return rc;
     } else {
         static const char *const allowed[] = {"path", NULL};
         if ((rc = s_keys(o, where, allowed, err)) < 0 || (rc = s_str(o, where, "path", true, &ret->path, err)) < 0)
@@ -213,7 +218,9 @@ static int
 s_pipelines(json_t *ds, zdist_input_format_t format, zdist_job_t *job, const char *base_dir, zdist_error_t *err)
 {
     json_t *list = json_object_get(ds, "pipelines");
-    const char *how = format == ZDIST_INPUT_FORMAT_IDX ? "{\"images\": ..., \"labels\": ...}" : "{\"path\": ...}";
+    const char *how = format == ZDIST_INPUT_FORMAT_IDX        ? "{\"images\": ..., \"labels\": ...}"
+                      : format == ZDIST_INPUT_FORMAT_TFRECORD ? "{\"files\": GLOB}"
+                                                              : "{\"path\": ...}";
     char got[128];
     if (!json_is_array(list) || json_array_size(list) < 1 || json_array_size(list) > ZDIST_JOB_MAX_PIPELINES)
         return zdist_error_set(err, -EINVAL,
@@ -293,14 +300,17 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         return rc;
     job->format = zdist_input_format_from_name(format);
     if (job->format == ZDIST_INPUT_FORMAT_INVALID) {
-        rc = zdist_error_set(err, -EINVAL, "dataset.format: unknown format '%s'; use idx, csv, libsvm or synthetic",
-                             format);
+        rc = zdist_error_set(err, -EINVAL,
+                             "dataset.format: unknown format '%s'; use idx, csv, libsvm, synthetic or tfrecord", format);
         free(format);
         return rc;
     }
     free(format);
     static const char *const common[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
                                          "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", NULL};
+    static const char *const tfrecord[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
+                                           "shuffle_seed", "shard_policy", "auto_shard_policy", "prefetch",
+                                           "drop_remainder", "compression", "features", "label", NULL};
     static const char *const csv[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
                                       "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "label_column",
                                       "header", "label_dtype", NULL};
@@ -310,7 +320,9 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
                                             "shard_policy", "prefetch", "drop_remainder", NULL};
     const char *const *allowed = job->format == ZDIST_INPUT_FORMAT_CSV ? csv
                                  : job->format == ZDIST_INPUT_FORMAT_LIBSVM ? libsvm
-                                 : job->format == ZDIST_INPUT_FORMAT_SYNTHETIC ? synthetic : common;
+                                 : job->format == ZDIST_INPUT_FORMAT_SYNTHETIC ? synthetic
+                                 : job->format == ZDIST_INPUT_FORMAT_TFRECORD  ? tfrecord
+                                                                               : common;
     if ((rc = s_keys(ds, "dataset", allowed, err)) < 0)
         return rc;
     if (job->format == ZDIST_INPUT_FORMAT_SYNTHETIC) {
@@ -370,6 +382,11 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         ((rc = s_int(ds, "dataset", "dim", true, 1, INT64_C(1) << 32, &job->libsvm_dim, err)) < 0 ||
          (rc = s_bool(ds, "dataset", "raw_ids", &job->libsvm_raw_ids, err)) < 0))
         return rc;
+    if (job->format == ZDIST_INPUT_FORMAT_TFRECORD && (rc = zdist_job_tfrecord_parse_(ds, job, err)) < 0)
+        return rc;
+    const char *policy_key = json_object_get(ds, "auto_shard_policy") ? "auto_shard_policy" : "shard_policy";
+    if (json_object_get(ds, "auto_shard_policy") && json_object_get(ds, "shard_policy"))
+        return zdist_error_set(err, -EINVAL, "dataset.auto_shard_policy: give it or dataset.shard_policy, not both");
     int64_t shuffle_seed = (int64_t)(job->seed & INT64_MAX), prefetch = 2;
     char *policy = NULL;
     job->shuffle = true;
@@ -378,7 +395,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         (rc = s_int(ds, "dataset", "shuffle_seed", false, 0, INT64_MAX, &shuffle_seed, err)) < 0 ||
         (rc = s_int(ds, "dataset", "prefetch", false, 0, 64, &prefetch, err)) < 0 ||
         (rc = s_bool(ds, "dataset", "drop_remainder", &job->drop_remainder, err)) < 0 ||
-        (rc = s_str(ds, "dataset", "shard_policy", false, &policy, err)) < 0)
+        (rc = s_str(ds, "dataset", policy_key, false, &policy, err)) < 0)
         return rc;
     job->shuffle_seed = (uint64_t)shuffle_seed;
     job->prefetch = (int)prefetch;
@@ -387,7 +404,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         rc = zdist_auto_shard_policy_from_name(policy, &job->shard_policy);
         free(policy);
         if (rc < 0)
-            return zdist_error_set(err, -EINVAL, "dataset.shard_policy: use auto, file, data or off");
+            return zdist_error_set(err, -EINVAL, "dataset.%s: use auto, file, data or off", policy_key);
     }
     return 0;
 }
@@ -630,6 +647,9 @@ s_files_release(zdist_job_files_t *f)
     free(f->images);
     free(f->labels);
     free(f->path);
+    for (size_t i = 0; f->matched && i < f->n_matched; i++)
+        free(f->matched[i]);
+    free(f->matched);
 }
 
 /* One range check of zdist_job_validate: -EINVAL naming the field. */
@@ -737,8 +757,13 @@ s_validate_format(const zdist_job_t *job, zdist_error_t *err)
             (rc = s_range("dataset.dim", job->libsvm_dim, 1, INT64_C(1) << 32, err)) < 0)
             return rc;
         break;
+    case ZDIST_INPUT_FORMAT_TFRECORD:
+        if ((!job->num_pipelines && !job->train.path) || (job->has_test && !job->test.path))
+            return zdist_error_set(err, -EINVAL, "dataset.train.files: missing; add the files' glob");
+        return zdist_job_tfrecord_validate_(job, err);
     default:
-        return zdist_error_set(err, -EINVAL, "dataset.format: unknown format; use idx, csv, libsvm or synthetic");
+        return zdist_error_set(err, -EINVAL,
+                               "dataset.format: unknown format; use idx, csv, libsvm, synthetic or tfrecord");
     }
     return 0;
 }
@@ -837,7 +862,34 @@ zdist_job_release(zdist_job_t *job)
     for (size_t i = 0; job->pipelines && i < job->num_pipelines; i++)
         s_files_release(&job->pipelines[i]);
     free(job->pipelines);
+    zdist_job_tfrecord_release_(job);
     memset(job, 0, sizeof *job);
+}
+
+/* The files confinement matched, else the glob expanded now. */
+static int
+s_load_tfrecord(const zdist_job_t *job, const zdist_job_files_t *f, bool test, const zdist_input_context_t *ictx,
+                zdist_auto_shard_policy_t policy, zdist_dataset_t **ret, zdist_auto_shard_policy_t *ret_applied,
+                zdist_error_t *err)
+{
+    char **mine = NULL;
+    size_t n = f->n_matched;
+    int rc = 0;
+    if (!f->matched && (rc = zdist_job_glob(f->path ? f->path : "", test ? "dataset.test.files" : "dataset.train.files",
+                                            &mine, &n, err)) < 0)
+        return rc;
+    zdist_input_spec_t spec = {.format = ZDIST_INPUT_FORMAT_TFRECORD,
+                               .paths = (const char *const *)(mine ? mine : f->matched),
+                               .n_paths = n,
+                               .compression = job->compression,
+                               .features = job->features,
+                               .n_features = job->n_features,
+                               .label = job->label};
+    rc = zdist_dataset_load(&spec, ictx, policy, ret, ret_applied, err);
+    for (size_t i = 0; mine && i < n; i++)
+        free(mine[i]);
+    free(mine);
+    return rc;
 }
 
 int
@@ -878,6 +930,8 @@ zdist_job_load_dataset(const zdist_job_t *job, bool test, const zdist_input_cont
                    : zdist_dataset_synthetic_regression(n, job->synthetic_dim, job->synthetic_seed,
                                                         job->synthetic_noise_std, ret, err);
     }
+    if (job->format == ZDIST_INPUT_FORMAT_TFRECORD)
+        return s_load_tfrecord(job, f, test, ictx, policy, ret, ret_applied, err);
     if (job->format == ZDIST_INPUT_FORMAT_IDX) {
         paths[0] = f->images;
         paths[1] = f->labels;

@@ -71,9 +71,55 @@ s_confine(char **path, const char *field, const char *const *roots, size_t n, zd
     return 0;
 }
 
+/* A tfrecord glob: the pattern as written confined as a path is (absolute,
+   no "..", under a root), then every file it matches, each resolved; the
+   resolved list replaces any earlier one. */
+static int
+s_confine_glob(zdist_job_files_t *f, const char *field, const char *const *roots, size_t n, zdist_error_t *err)
+{
+    if (!f->path)
+        return 0;
+    char rtext[1024];
+    s_roots_text("--data-root", roots, n, rtext, sizeof rtext);
+    if (f->path[0] != '/' || zdist_path_has_dotdot(f->path) || !s_in_roots(f->path, roots, n, false))
+        return zdist_error_set(err, -EACCES,
+                               "%s: '%.200s' must be an absolute glob without '..' under the data roots (%s)",
+                               field, f->path, n ? rtext : "none: this worker reads no data files");
+    char **list = NULL;
+    size_t count = 0;
+    int rc = zdist_job_glob(f->path, field, &list, &count, err);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        rc = s_confine(&list[i], field, roots, n, err);
+    if (rc < 0) {
+        for (size_t i = 0; i < count; i++)
+            free(list[i]);
+        free(list);
+        return rc;
+    }
+    for (size_t i = 0; f->matched && i < f->n_matched; i++)
+        free(f->matched[i]);
+    free(f->matched);
+    f->matched = list;
+    f->n_matched = count;
+    return 0;
+}
+
 int
 zdist_job_confine_data(zdist_job_t *job, const char *const *roots, size_t n, zdist_error_t *err)
 {
+    if (job->format == ZDIST_INPUT_FORMAT_TFRECORD) {
+        int rc;
+        if ((rc = s_confine_glob(&job->train, "dataset.train.files", roots, n, err)) < 0 ||
+            (rc = s_confine_glob(&job->test, "dataset.test.files", roots, n, err)) < 0)
+            return rc;
+        for (size_t i = 0; job->pipelines && i < job->num_pipelines; i++) {
+            char field[64];
+            snprintf(field, sizeof field, "dataset.pipelines[%zu].files", i);
+            if ((rc = s_confine_glob(&job->pipelines[i], field, roots, n, err)) < 0)
+                return rc;
+        }
+        return 0;
+    }
     struct {
         char **path;
         const char *field;

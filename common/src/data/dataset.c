@@ -50,6 +50,14 @@ zdist_dataset_destroy(zdist_dataset_t **self_p)
     free(self->row_offsets);
     free(self->feature_ids);
     free(self->feature_values);
+    for (int i = 0; self->cols && i < self->ncols; i++) {
+        free((char *) self->cols[i].name);
+        free((void *) self->cols[i].values);
+        free((void *) self->cols[i].row_offsets);
+    }
+    free(self->cols);
+    free(self->col_max_row);
+    free(self->origin);
     free(self);
     *self_p = NULL;
 }
@@ -186,10 +194,30 @@ zdist_dataset_max_row_nnz(const zdist_dataset_t *self)
 }
 
 int
+zdist_dataset_num_columns(const zdist_dataset_t *self)
+{
+    return self->ncols;
+}
+
+const zdist_step_column_t *
+zdist_dataset_column(const zdist_dataset_t *self, int i)
+{
+    return i >= 0 && i < self->ncols ? &self->cols[i] : NULL;
+}
+
+const int64_t *
+zdist_dataset_origins(const zdist_dataset_t *self)
+{
+    return self->origin;
+}
+
+int
 zdist_dataset_shard(const zdist_dataset_t *self, int64_t num_shards, int64_t index, zdist_dataset_t **ret)
 {
     if (!self || !ret || num_shards < 1 || index < 0 || index >= num_shards)
         return -EINVAL;
+    if (self->ncols > 0)
+        return -ENOTSUP; /* named columns are sharded as files are read (zdist_dataset_load) */
     int64_t n = self->n > index ? (self->n - index + num_shards - 1) / num_shards : 0;
     zdist_dataset_t *out = zdist_dataset_alloc_(n, self->dim, self->sparse, self->label_dtype);
     if (!out)

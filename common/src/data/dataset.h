@@ -21,6 +21,13 @@ struct zdist_dataset_t {
     int64_t *feature_ids; /* sparse [nnz] */
     float *feature_values;
     int64_t max_row_nnz;
+    /* TFRecord: named columns over all n examples (names and arrays owned),
+       the longest ragged row of each (0 for fixed ones), and each example's
+       origin (zdist_dataset_origins). */
+    int ncols;
+    zdist_step_column_t *cols;
+    int64_t *col_max_row;
+    int64_t *origin;
 };
 
 /* Limits on what a reader accepts: a corrupt header must not make us
@@ -38,6 +45,12 @@ zdist_dataset_t *zdist_dataset_alloc_(int64_t n, int64_t dim, bool sparse, zdist
 int zdist_dataset_finish_labels_(zdist_dataset_t *ds, const char *what, zdist_error_t *err);
 /* Appends b's examples to a (same kind, dim, label dtype). */
 int zdist_dataset_concat_(zdist_dataset_t *a, const zdist_dataset_t *b);
+
+/* TFRecord files (input_tfrecord.c): the files of spec->paths whose index
+   k has keep[k] (NULL: all), parsed against spec's features into one
+   dataset with columns. */
+int zdist_dataset_read_tfrecord_(const zdist_input_spec_t *spec, const bool *keep, zdist_dataset_t **ret,
+                                 zdist_error_t *err);
 
 /* zlib's message without the "<fd:N>: " it prefixes for gzdopen'd files. */
 const char *zdist_dataset_gz_why_(const char *msg);

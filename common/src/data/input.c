@@ -108,8 +108,8 @@ zdist_input_format_from_name(const char *name)
 {
     if (!name)
         return ZDIST_INPUT_FORMAT_INVALID;
-    static const char *names[] = {"idx", "csv", "libsvm", "synthetic"};
-    for (int i = 0; i < 4; i++)
+    static const char *names[] = {"idx", "csv", "libsvm", "synthetic", "tfrecord"};
+    for (int i = 0; i < 5; i++)
         if (strcmp(name, names[i]) == 0)
             return (zdist_input_format_t) (i + 1);
     return ZDIST_INPUT_FORMAT_INVALID;
@@ -127,6 +127,8 @@ zdist_input_format_name(zdist_input_format_t format)
         return "libsvm";
     case ZDIST_INPUT_FORMAT_SYNTHETIC:
         return "synthetic";
+    case ZDIST_INPUT_FORMAT_TFRECORD:
+        return "tfrecord";
     default:
         return "invalid";
     }
@@ -181,6 +183,48 @@ s_load_file(const zdist_input_spec_t *spec, size_t k, zdist_dataset_t **ret, zdi
     }
 }
 
+/* TF's text when FILE sharding has too few files (core/kernels/data/
+   shard_dataset_op.cc), its run-together "workers.If" and "optionof" included. */
+static int
+s_too_few_files(size_t n_files, int pipelines, zdist_error_t *err)
+{
+    return zdist_error_set(
+        err, -EINVAL,
+        "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
+        "not enough for the required %d shards/workers.If you are using datasets with "
+        "distribution strategy, consider setting the auto sharding policy to either DATA or "
+        "OFF using the `experimental_distribute.auto_shard_policy` optionof "
+        "`tf.data.Options()`. Or, split your input files into a larger number of small files "
+        "such that number of files is greater than number of shards/workers.",
+        n_files, pipelines);
+}
+
+/* TFRecord: AUTO is FILE when every pipeline gets a file, else DATA
+   (tf.data's AUTO falls back to DATA when FILE cannot be applied). */
+static int
+s_load_tfrecord(const zdist_input_spec_t *spec, int pipelines, int id, zdist_auto_shard_policy_t policy,
+                zdist_dataset_t **ret, zdist_auto_shard_policy_t *ret_applied, zdist_error_t *err)
+{
+    if (spec->n_paths == 0 || !spec->paths)
+        return zdist_error_set(err, -EINVAL, "tfrecord dataset without files");
+    zdist_auto_shard_policy_t applied = policy;
+    if (policy == ZDIST_AUTO_SHARD_AUTO)
+        applied = spec->n_paths >= (size_t) pipelines ? ZDIST_AUTO_SHARD_FILE : ZDIST_AUTO_SHARD_DATA;
+    bool by_file = applied == ZDIST_AUTO_SHARD_FILE && pipelines > 1;
+    if (by_file && spec->n_paths < (size_t) pipelines)
+        return s_too_few_files(spec->n_paths, pipelines, err);
+    bool *keep = calloc(spec->n_paths, sizeof *keep);
+    if (!keep)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; k < spec->n_paths; k++)
+        keep[k] = !by_file || k % (size_t) pipelines == (size_t) id;
+    int rc = zdist_dataset_read_tfrecord_(spec, keep, ret, err);
+    free(keep);
+    if (rc == 0 && ret_applied)
+        *ret_applied = applied;
+    return rc;
+}
+
 int
 zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *ctx,
                    zdist_auto_shard_policy_t policy, zdist_dataset_t **ret,
@@ -207,9 +251,11 @@ zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *
             *ret_applied = policy == ZDIST_AUTO_SHARD_AUTO ? ZDIST_AUTO_SHARD_DATA : policy;
         return r;
     }
+    if (spec->format == ZDIST_INPUT_FORMAT_TFRECORD)
+        return s_load_tfrecord(spec, pipelines, id, policy, ret, ret_applied, err);
     if (spec->format != ZDIST_INPUT_FORMAT_IDX && spec->format != ZDIST_INPUT_FORMAT_CSV &&
         spec->format != ZDIST_INPUT_FORMAT_LIBSVM)
-        return zdist_error_set(err, -EINVAL, "unknown dataset format %d: use idx, csv, libsvm or synthetic",
+        return zdist_error_set(err, -EINVAL, "unknown dataset format %d: use idx, csv, libsvm, synthetic or tfrecord",
                                (int) spec->format);
     if (spec->n_paths == 0 || !spec->paths)
         return zdist_error_set(err, -EINVAL, "%s dataset without files", zdist_input_format_name(spec->format));
@@ -221,17 +267,7 @@ zdist_dataset_load(const zdist_input_spec_t *spec, const zdist_input_context_t *
     zdist_auto_shard_policy_t applied = policy == ZDIST_AUTO_SHARD_AUTO ? ZDIST_AUTO_SHARD_FILE : policy;
     bool by_file = applied == ZDIST_AUTO_SHARD_FILE && pipelines > 1;
     if (by_file && n_files < (size_t) pipelines)
-        /* TF's text (core/kernels/data/shard_dataset_op.cc), its run-together
-           "workers.If" and "optionof" included */
-        return zdist_error_set(
-            err, -EINVAL,
-            "Could not apply FILE based sharding: the dataset only has %zu file(s), which is "
-            "not enough for the required %d shards/workers.If you are using datasets with "
-            "distribution strategy, consider setting the auto sharding policy to either DATA or "
-            "OFF using the `experimental_distribute.auto_shard_policy` optionof "
-            "`tf.data.Options()`. Or, split your input files into a larger number of small files "
-            "such that number of files is greater than number of shards/workers.",
-            n_files, pipelines);
+        return s_too_few_files(n_files, pipelines, err);
     zdist_dataset_t *all = NULL;
     for (size_t k = 0; k < n_files; k++) {
         if (by_file && k % (size_t) pipelines != (size_t) id)

@@ -69,6 +69,12 @@ typedef struct {
     int64_t *row_offsets;   /* [R * (maxb + 1)] */
     int64_t *feature_ids;   /* [R * maxb * max_nnz] */
     float *feature_values;
+    /* Named columns: cols [R * ncols] (replica r's are cols + r * ncols);
+       column c's values [R * maxb * (width or its longest row)] and, ragged,
+       its row offsets [R * (maxb + 1)]. */
+    zdist_step_column_t *cols;
+    char **col_values;
+    int64_t **col_offsets;
 } s_slot_t;
 
 struct zdist_input_t {
@@ -124,6 +130,62 @@ s_shuffle(zdist_input_t *self)
     }
 }
 
+/* Width of column c's per-example room: its width, or its longest row. */
+static int64_t
+s_col_room(const zdist_dataset_t *ds, int c)
+{
+    if (ds->cols[c].width > 0)
+        return ds->cols[c].width;
+    return ds->col_max_row[c] > 0 ? ds->col_max_row[c] : 1;
+}
+
+/* The named columns of rows into replica r's buffers of slot. */
+static void
+s_gather_columns(const zdist_input_t *self, s_slot_t *slot, int r, const int64_t *rows, int64_t count)
+{
+    const zdist_dataset_t *ds = self->ds;
+    zdist_batch_t *b = &slot->batches[r];
+    zdist_step_column_t *out = slot->cols + (size_t) r * ds->ncols;
+    for (int c = 0; c < ds->ncols; c++) {
+        const zdist_step_column_t *src = &ds->cols[c];
+        size_t es = src->dtype == ZDIST_DTYPE_INT64 ? 8 : 4;
+        char *vals = slot->col_values[c] + (size_t) r * self->maxb * s_col_room(ds, c) * es;
+        out[c] = *src;
+        out[c].values = vals;
+        if (src->width == 1 && es == 8) { /* one id per example: the common categorical column */
+            const int64_t *in = src->values;
+            int64_t *o = (int64_t *) (void *) vals;
+            for (int64_t i = 0; i < count; i++)
+                o[i] = in[rows[i]];
+            continue;
+        }
+        if (src->width == 1) {
+            const float *in = src->values;
+            float *o = (float *) (void *) vals;
+            for (int64_t i = 0; i < count; i++)
+                o[i] = in[rows[i]];
+            continue;
+        }
+        if (src->width > 0) {
+            size_t row = (size_t) src->width * es;
+            for (int64_t i = 0; i < count; i++)
+                memcpy(vals + (size_t) i * row, (const char *) src->values + (size_t) rows[i] * row, row);
+            continue;
+        }
+        int64_t *ro = slot->col_offsets[c] + (size_t) r * (self->maxb + 1), at = 0;
+        ro[0] = 0;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t s = src->row_offsets[rows[i]], e = src->row_offsets[rows[i] + 1];
+            memcpy(vals + (size_t) at * es, (const char *) src->values + (size_t) s * es, (size_t) (e - s) * es);
+            at += e - s;
+            ro[i + 1] = at;
+        }
+        out[c].row_offsets = ro;
+    }
+    b->ncolumns = ds->ncols;
+    b->columns = ds->ncols ? out : NULL;
+}
+
 static void
 s_gather(zdist_input_t *self, s_slot_t *slot, int r, const int64_t *rows, int64_t count)
 {
@@ -137,6 +199,8 @@ s_gather(zdist_input_t *self, s_slot_t *slot, int r, const int64_t *rows, int64_
     b->size = count;
     b->indices = idx;
     b->labels = lab;
+    if (ds->ncols > 0)
+        s_gather_columns(self, slot, r, rows, count);
     if (!ds->sparse) {
         size_t d = (size_t) ds->dim;
         float *f = slot->features + (size_t) r * self->maxb * d;
@@ -309,6 +373,43 @@ s_steps_per_epoch(const zdist_input_t *self)
     return (k + self->replicas - 1) / self->replicas;
 }
 
+/* A slot's column buffers, sized for maxb examples per replica. */
+static int
+s_alloc_columns(const zdist_input_t *self, s_slot_t *s)
+{
+    const zdist_dataset_t *ds = self->ds;
+    size_t R = (size_t) self->replicas, mb = (size_t) self->maxb, nc = (size_t) ds->ncols;
+    s->cols = calloc(R * nc, sizeof *s->cols);
+    s->col_values = calloc(nc, sizeof *s->col_values);
+    s->col_offsets = calloc(nc, sizeof *s->col_offsets);
+    if (!s->cols || !s->col_values || !s->col_offsets)
+        return -ENOMEM;
+    for (int c = 0; c < ds->ncols; c++) {
+        size_t room = (size_t) s_col_room(ds, c), es = ds->cols[c].dtype == ZDIST_DTYPE_INT64 ? 8 : 4;
+        if (room && R * mb > SIZE_MAX / es / room)
+            return -ENOMEM;
+        if (!(s->col_values[c] = malloc(R * mb * room * es + 1)))
+            return -ENOMEM;
+        if (ds->cols[c].width == 0 && !(s->col_offsets[c] = malloc(R * (mb + 1) * sizeof(int64_t))))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void
+s_free_columns(const zdist_input_t *self, s_slot_t *s)
+{
+    for (int c = 0; c < self->ds->ncols; c++) {
+        if (s->col_values)
+            free(s->col_values[c]);
+        if (s->col_offsets)
+            free(s->col_offsets[c]);
+    }
+    free(s->cols);
+    free(s->col_values);
+    free(s->col_offsets);
+}
+
 zdist_input_t *
 zdist_input_new(const zdist_dataset_t *dataset, const zdist_input_context_t *ctx,
                 const zdist_input_options_t *opts, zdist_error_t *err)
@@ -397,6 +498,8 @@ zdist_input_new(const zdist_dataset_t *dataset, const zdist_input_context_t *ctx
             if (!s->row_offsets || !s->feature_ids || !s->feature_values)
                 goto oom;
         }
+        if (dataset->ncols > 0 && s_alloc_columns(self, s) < 0)
+            goto oom;
         self->free_q[i] = i;
     }
     self->free_count = self->nslots;
@@ -449,6 +552,7 @@ zdist_input_destroy(zdist_input_t **self_p)
         free(s->row_offsets);
         free(s->feature_ids);
         free(s->feature_values);
+        s_free_columns(self, s);
     }
     free(self->slots);
     free(self->ready_q);

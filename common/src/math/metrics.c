@@ -116,6 +116,31 @@ zdist_auc_update(zdist_auc_t *self, const float *labels, const float *prediction
 }
 
 int
+zdist_auc_update_u8(zdist_auc_t *self, const uint8_t *labels, const float *predictions, int64_t n)
+{
+    float y[256];
+    for (int64_t at = 0; at < n; at += 256) { /* in chunks: no allocation */
+        int64_t k = n - at < 256 ? n - at : 256;
+        for (int64_t i = 0; i < k; i++)
+            y[i] = labels[at + i] != 0;
+        int rc = zdist_auc_update(self, y, predictions + at, k);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int64_t
+zdist_auc_exact_parts(const zdist_auc_t *self, const float **ret_predictions, const uint8_t **ret_labels)
+{
+    if (self->num_thresholds)
+        return -1;
+    *ret_predictions = self->pred;
+    *ret_labels = self->label;
+    return self->n;
+}
+
+int
 zdist_auc_merge(zdist_auc_t *self, const zdist_auc_t *other)
 {
     if (self->num_thresholds != other->num_thresholds)

@@ -21,6 +21,63 @@ s_files_to_pb(const zdist_job_files_t *f, Zdist__Job__Files *pb)
     pb->path = f->path ? f->path : "";
 }
 
+static char *s_dup(const char *s, int *rc);
+
+/* tfrecord: compression, the features (borrowing names and shapes), the label. */
+static void
+s_features_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
+{
+    Zdist__Job__Job *pb = &ret->job;
+    pb->compression = job->compression == ZDIST_TFRECORD_GZIP ? "gzip" : "none";
+    pb->label = job->label ? job->label : "";
+    size_t n = job->n_features > 0 && job->n_features <= ZDIST_FEATURE_MAX ? (size_t)job->n_features : 0;
+    for (size_t i = 0; i < n; i++) {
+        const zdist_feature_spec_t *f = &job->features[i];
+        Zdist__Job__Feature *q = &ret->features[i];
+        zdist__job__feature__init(q);
+        q->name = (char *)f->name;
+        q->kind = f->kind == ZDIST_FEATURE_VAR ? "var" : "fixed";
+        q->dtype = (char *)zdist_dtype_name(f->dtype);
+        q->n_shape = f->kind == ZDIST_FEATURE_FIXED ? (size_t)f->rank : 0;
+        q->shape = q->n_shape ? (int64_t *)f->shape : NULL;
+        q->has_default = f->has_default;
+        q->default_float = f->default_float;
+        q->default_int = f->default_int;
+        ret->feature_ptrs[i] = q;
+    }
+    pb->n_features = n;
+    pb->features = n ? ret->feature_ptrs : NULL;
+}
+
+static void
+s_features_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, int *rc)
+{
+    if (zdist_tfrecord_compression_parse(pb->compression ? pb->compression : "", &ret->compression, NULL) < 0)
+        ret->compression = (zdist_tfrecord_compression_t)-1; /* refused by validate, naming the field */
+    ret->label = s_dup(pb->label, rc);
+    if (!pb->n_features)
+        return;
+    size_t n = pb->n_features <= ZDIST_FEATURE_MAX ? pb->n_features : ZDIST_FEATURE_MAX + 1;
+    if (!(ret->features = calloc(n, sizeof *ret->features))) {
+        *rc = -ENOMEM;
+        return;
+    }
+    ret->n_features = (int)n; /* more than the most: refused by validate */
+    for (size_t i = 0; i < n && i < pb->n_features; i++) {
+        const Zdist__Job__Feature *q = pb->features[i];
+        zdist_feature_spec_t *f = &ret->features[i];
+        f->name = s_dup(q->name, rc);
+        f->kind = q->kind && strcmp(q->kind, "var") == 0 ? ZDIST_FEATURE_VAR : ZDIST_FEATURE_FIXED;
+        f->dtype = zdist_dtype_from_name(q->dtype);
+        f->rank = q->n_shape <= ZDIST_FEATURE_MAX_RANK ? (int)q->n_shape : ZDIST_FEATURE_MAX_RANK + 1;
+        for (size_t d = 0; d < q->n_shape && d < ZDIST_FEATURE_MAX_RANK; d++)
+            f->shape[d] = q->shape[d];
+        f->has_default = q->has_default;
+        f->default_float = q->default_float;
+        f->default_int = q->default_int;
+    }
+}
+
 void
 zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
 {
@@ -91,6 +148,7 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->evaluate = job->evaluate;
     pb->ckpt_dir = job->ckpt_dir ? job->ckpt_dir : "";
     pb->priority = job->priority;
+    s_features_to_pb(job, ret);
 }
 
 /* strdup of a non-empty string, NULL for "" or NULL; -ENOMEM through *rc. */
@@ -190,6 +248,7 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->evaluate = pb->evaluate;
     ret->ckpt_dir = s_dup(pb->ckpt_dir, &rc);
     ret->priority = pb->priority;
+    s_features_from_pb(pb, ret, &rc);
     if (rc == 0)
         rc = zdist_job_validate(ret, err);
     else

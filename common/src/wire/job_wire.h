@@ -13,6 +13,8 @@ typedef struct {
     Zdist__Job__Files train, test;
     Zdist__Job__Files pipelines[ZDIST_JOB_MAX_PIPELINES];
     Zdist__Job__Files *pipeline_ptrs[ZDIST_JOB_MAX_PIPELINES];
+    Zdist__Job__Feature features[ZDIST_FEATURE_MAX];
+    Zdist__Job__Feature *feature_ptrs[ZDIST_FEATURE_MAX];
 } zdist_job_pb_t;
 
 void zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret);

@@ -223,7 +223,18 @@ zdist_worker_reply_evaluation(zdist_rpc_call_t *call, const zdist_evaluation_t *
     b.total = e->total;
     b.loss_sum = e->loss_sum;
     b.has_correct = e->has_correct;
-    return s_set(call, &b.base);
+    int rc = s_set(call, &b.base);
+    if (rc < 0 || e->scored <= 0 || !e->predictions || !e->positives)
+        return rc;
+    /* the exact AUC's parts: every scored example's probability and label */
+    zdist_shape_t shape = {.rank = 1, .dims = {e->scored}};
+    zdist_msg_t *m = zdist_rpc_call_reply(call);
+    if ((rc = zdist_msg_add_tensor_copy(m, "predictions", ZDIST_DTYPE_FLOAT32, &shape, e->predictions,
+                                        (size_t)e->scored * sizeof(float))) < 0 ||
+        (rc = zdist_msg_add_tensor_copy(m, "positives", ZDIST_DTYPE_UINT8, &shape, e->positives,
+                                        (size_t)e->scored)) < 0)
+        return rc;
+    return 0;
 }
 
 int

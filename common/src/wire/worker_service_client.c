@@ -226,6 +226,25 @@ s_ran(const Zdist__Worker__RunStepsReply *b, s_internal_t *in, zdist_worker_ran_
     return 0;
 }
 
+/* EVALUATE's tensors, when the model gave predictions: "predictions"
+   float32 [n] and "positives" uint8 [n], checked against each other. */
+static int
+s_scored(s_internal_t *in, zdist_evaluation_t *ev, zdist_error_t *err)
+{
+    size_t nt = zdist_msg_tensor_count(in->msg);
+    if (nt == 0)
+        return 0;
+    const zdist_tensor_t *p = zdist_msg_tensor(in->msg, 0), *l = nt == 2 ? zdist_msg_tensor(in->msg, 1) : NULL;
+    if (!l || p->dtype != ZDIST_DTYPE_FLOAT32 || l->dtype != ZDIST_DTYPE_UINT8 || p->shape.rank != 1 ||
+        l->shape.rank != 1 || p->shape.dims[0] != l->shape.dims[0] || p->shape.dims[0] > ev->total)
+        return zdist_error_set(err, -EPROTO, "EVALUATE reply: its predictions and labels do not match (%zu tensors)",
+                               nt);
+    ev->predictions = p->data;
+    ev->positives = l->data;
+    ev->scored = p->shape.dims[0];
+    return 0;
+}
+
 /* The decoded body of an OK reply into ret's method part. */
 static int
 s_body(zdist_worker_reply_t *ret, s_internal_t *in, zdist_error_t *err)
@@ -255,8 +274,9 @@ s_body(zdist_worker_reply_t *ret, s_internal_t *in, zdist_error_t *err)
         return s_ran((const void *) in->pb, in, &ret->ran, err);
     case ZDIST_WORKER_EVALUATE: {
         const Zdist__Worker__EvaluateReply *b = (const void *) in->pb;
-        ret->evaluation = (zdist_evaluation_t){b->correct, b->total, b->loss_sum, b->has_correct};
-        return 0;
+        ret->evaluation = (zdist_evaluation_t){
+            .correct = b->correct, .total = b->total, .loss_sum = b->loss_sum, .has_correct = b->has_correct};
+        return s_scored(in, &ret->evaluation, err);
     }
     case ZDIST_WORKER_STOP_JOB:
         ret->stopped_steps = ((const Zdist__Worker__StopJobReply *) (const void *) in->pb)->steps;
