@@ -1,7 +1,9 @@
 /* Helpers shared by the built-in models: strict params, the standard outputs. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "layers/layers.h"
 #include "models.h"
 #include "zdist/model_spec.h"
 
@@ -64,5 +66,32 @@ model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, in
         (correct >= 0 && (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_CORRECT, (double)correct, ZDIST_REDUCE_SUM)) < 0) ||
         (rc = zdist_ctx_output(ctx, ZDIST_OUTPUT_EXAMPLES, (double)n, ZDIST_REDUCE_SUM)) < 0)
         return rc;
+    return 0;
+}
+
+static model_predictions_fn s_predictions_fn;
+static void *s_predictions_arg;
+
+void
+model_predictions_sink(model_predictions_fn fn, void *arg)
+{
+    s_predictions_fn = fn;
+    s_predictions_arg = arg;
+}
+
+int
+model_predictions_emit(zdist_replica_ctx_t *ctx, const float *out, int64_t n, int64_t width, zdist_activation_t act)
+{
+    if (!s_predictions_fn)
+        return 0;
+    float *rows = malloc((size_t)(n * width + 1) * sizeof *rows);
+    if (!rows)
+        return -ENOMEM;
+    if (n > 0) {
+        memcpy(rows, out, (size_t)(n * width) * sizeof *rows);
+        layer_act_forward(act, rows, n, width);
+    }
+    s_predictions_fn(s_predictions_arg, zdist_ctx_replica_id(ctx), rows, n, width);
+    free(rows);
     return 0;
 }
