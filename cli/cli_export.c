@@ -402,18 +402,6 @@ s_is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* True when dir is itself a checkpoint (holds a manifest). */
-static bool
-s_is_ckpt(const char *dir)
-{
-    char p[PATH_MAX];
-    static const char *const names[] = {"manifest.json", "manifest-workers.json", "manifest-ps0.json"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (s_join(p, dir, names[i]) && access(p, F_OK) == 0)
-            return true;
-    return false;
-}
-
 /* The checkpoint directory the argument names into ckpt, and the directory
    that may hold the job's job.json into job_dir. */
 static int
@@ -427,32 +415,21 @@ s_resolve(const char *arg, const char *state_dir, char *ckpt, char *job_dir, zdi
                                    state_dir ? " nor job under --state-dir" : " (a job id needs --state-dir)");
         arg = job_dir;
     }
-    if (s_is_ckpt(arg)) {
-        snprintf(ckpt, PATH_MAX, "%s", arg);
-        snprintf(job_dir, PATH_MAX, "%s/..", arg);
-        return 0;
-    }
-    snprintf(p, sizeof p, "%s", arg);
-    int64_t step = zdist_ckpt_newest(p);
-    if (step < 0) {
+    int rc = zdist_ckpt_locate(arg, ckpt, PATH_MAX, err);
+    if (rc == -ENOENT) {
         /* a coordinator's job with checkpoint.dir: its state.json says where */
-        char st[PATH_MAX];
-        json_t *s = s_join(st, arg, "state.json") ? json_load_file(st, 0, NULL) : NULL;
+        json_t *s = s_join(p, arg, "state.json") ? json_load_file(p, 0, NULL) : NULL;
         const char *cd = json_string_value(json_object_get(json_object_get(s, "detail"), "checkpoint_dir"));
-        if (cd && cd[0] == '/') {
-            snprintf(p, sizeof p, "%s", cd);
-            step = zdist_ckpt_newest(p);
-        }
+        if (cd && cd[0] == '/')
+            rc = zdist_ckpt_locate(cd, ckpt, PATH_MAX, err);
         json_decref(s);
     }
-    if (step < 0)
-        return zdist_error_set(err, -ENOENT, "%s: no checkpoint here (neither a ckpt-STEP directory nor one "
-                               "holding a complete ckpt-STEP/)", arg);
-    snprintf(job_dir, PATH_MAX, "%s", arg);
-    char name[32];
-    snprintf(name, sizeof name, "ckpt-%lld", (long long)step);
-    if (!s_join(ckpt, p, name))
-        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", p);
+    if (rc < 0)
+        return rc;
+    if (strcmp(ckpt, arg) == 0)
+        snprintf(job_dir, PATH_MAX, "%s/..", arg);
+    else if (job_dir != arg)
+        snprintf(job_dir, PATH_MAX, "%s", arg);
     return 0;
 }
 

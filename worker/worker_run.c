@@ -24,6 +24,7 @@ s_usage(FILE *out)
     fprintf(out,
             "usage: zdist run JOB.json [--json] [--steps N] [--quiet] [--dump-losses FILE] [--save DIR]\n"
             "                 [--dump-predictions FILE]\n"
+            "       zdist run --evaluate CHECKPOINT JOB.json [--json] [--dump-predictions FILE]\n"
             "       zdist run --summary JOB.json\n\n"
             "Trains the job in this process: strategy one_device, mirrored, central_storage or tpu with\n"
             "num_replicas threads (tpu: times logical_devices_per_replica), running the same step\n"
@@ -38,6 +39,8 @@ s_usage(FILE *out)
             "              test set's order (built-in models)\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
             "  --quiet     no progress output\n"
+            "  --evaluate CHECKPOINT  train nothing: evaluate the checkpoint (any strategy's: a ckpt-STEP/\n"
+            "              directory or one holding them) on the job's test set, on one device\n"
             "  --summary   print a sequential model's layers as Keras's model.summary() and exit\n\n"
             "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
 }
@@ -152,7 +155,7 @@ typedef struct {
     bool summary;
     int64_t max_steps;
     const char *dump_path;
-    const char *save_dir, *predictions_path;
+    const char *save_dir, *predictions_path, *evaluate;
     const char *job_path;
 } s_args_t;
 
@@ -165,7 +168,8 @@ s_parse_args(int argc, char **argv, s_args_t *a)
         {"quiet", no_argument, NULL, 'q'},   {"summary", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
         {"dump-losses", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'D'},
-        {"dump-predictions", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
+        {"dump-predictions", required_argument, NULL, 'P'}, {"evaluate", required_argument, NULL, 'E'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
@@ -192,6 +196,9 @@ s_parse_args(int argc, char **argv, s_args_t *a)
             break;
         case 'P':
             a->predictions_path = optarg;
+            break;
+        case 'E':
+            a->evaluate = optarg;
             break;
         case 'h':
             s_usage(stdout);
@@ -367,8 +374,15 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
         fprintf(stderr, "zdist run: --dump-losses: cannot write '%s': %s\n", a->dump_path, strerror(errno));
         return WORKER_RUN_FAILED;
     }
-    s_train_t tr;
-    int rc = s_train_steps(sess, a, total, log_every, dump, &tr);
+    s_train_t tr = {.last_loss = NAN};
+    int rc = 0;
+    zdist_error_t err = {0};
+    if (a->evaluate && worker_run_restore(sess, a->evaluate, &tr.step, &err) < 0) {
+        fprintf(stderr, "zdist run: --evaluate: %s\n", err.text);
+        rc = -1;
+    } else if (!a->evaluate) {
+        rc = s_train_steps(sess, a, total, log_every, dump, &tr);
+    }
     if (dump) {
         int bad = ferror(dump);
         if (fclose(dump) != 0 || bad) {
@@ -377,7 +391,6 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
             rc = -1;
         }
     }
-    zdist_error_t err = {0};
     if (rc == 0 && a->save_dir && worker_run_save(sess, a->job_path, a->save_dir, tr.step, &err) < 0) {
         fprintf(stderr, "zdist run: --save: %s\n", err.text);
         rc = -1;
@@ -423,6 +436,13 @@ worker_run_main(int argc, char **argv)
     }
     if (a.summary)
         return s_summary(a.job_path, &job);
+    if (a.evaluate) {
+        /* as the sidecar evaluator: the checkpoint of any strategy on one device */
+        job.strategy = ZDIST_STRATEGY_ONE_DEVICE;
+        job.num_replicas = 1;
+        job.logical_devices_per_replica = 1;
+        job.spmd = job.oversubscribe = false;
+    }
     status = WORKER_RUN_FAILED;
     worker_session_t *sess = s_open_session(a.job_path, &job, &status);
     if (sess)

@@ -54,6 +54,12 @@ ZDIST_EXPORT void zdist_ckpt_release(zdist_ckpt_t *ckpt);
    manifest.json, which is written last; ckpt-STEP.damaged and temporaries
    skipped): its step, or -ENOENT. */
 ZDIST_EXPORT int64_t zdist_ckpt_newest(const char *root);
+/* The checkpoint `path` names into ret (size bytes): path itself when it
+   holds a manifest (manifest.json, manifest-workers.json or
+   manifest-ps*.json), else its newest complete ckpt-STEP/ (a job's
+   directory, a checkpoint.dir, `zdist run --save`'s DIR). -ENOENT naming
+   path when neither, -ENAMETOOLONG. */
+ZDIST_EXPORT int zdist_ckpt_locate(const char *path, char *ret, size_t size, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -69,6 +69,29 @@ zdist_ckpt_newest(const char *root)
     return best;
 }
 
+int
+zdist_ckpt_locate(const char *path, char *ret, size_t size, zdist_error_t *err)
+{
+    char p[PATH_MAX];
+    static const char *const names[] = {"manifest.json", "manifest-workers.json", "manifest-ps0.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int n = snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        if (n > 0 && (size_t)n < sizeof p && access(p, F_OK) == 0) {
+            if ((size_t)snprintf(ret, size, "%s", path) >= size)
+                return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", path);
+            return 0;
+        }
+    }
+    int64_t step = zdist_ckpt_newest(path);
+    if (step < 0)
+        return zdist_error_set(err, -ENOENT, "%s: no checkpoint here (neither a ckpt-STEP directory nor one holding "
+                               "a complete ckpt-STEP/)", path);
+    int n = snprintf(ret, size, "%s/ckpt-%lld", path, (long long)step);
+    if (n < 0 || (size_t)n >= size)
+        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", path);
+    return 0;
+}
+
 /* A JSON file (at most S_MAX_TEXT), its CRC-32 member `crc_field` checked when present. */
 static json_t *
 s_load_json(const char *path, const char *crc_field, zdist_error_t *err)
