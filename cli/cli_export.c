@@ -33,6 +33,7 @@ typedef struct {
     bool nchw;
     int seq;
     bool logits;
+    bool sparse;       /* the inputs are "ids" and "values" [N, K] (libsvm examples, padded with value 0) */
     zdist_error_t *err;
 } s_ex_t;
 
@@ -249,6 +250,142 @@ s_act_layer(s_ex_t *x, const zdist_layer_spec_t *l)
     return 0; /* the table's caller applies every layer's activation */
 }
 
+/* One node of named inputs to a fresh tensor (into out, 64 bytes); the current tensor stays. */
+static int
+s_op(s_ex_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs, int nattrs,
+     char *out)
+{
+    s_name(x, op, out);
+    return zdist_onnx_node(x->g, op, in, nin, (const char *const[]){out}, 1, attrs, nattrs);
+}
+
+/* A constant int64 (rank 0 or [1]) or float scalar named LAYER/WHAT. */
+static int
+s_const_i64(s_ex_t *x, const char *layer, const char *what, int64_t v, int rank, char *ret_name)
+{
+    snprintf(ret_name, 64, "%s/%s", layer, what);
+    return zdist_onnx_initializer(x->g, ret_name, ZDIST_DTYPE_INT64, (const int64_t[]){1}, rank, &v);
+}
+
+/* Sum over the examples' features (axis 1), keeping it or not. */
+static int
+s_sum_features(s_ex_t *x, const char *layer, const char *in, bool keep, char *out)
+{
+    char axes[64];
+    zdist_onnx_attr_t kd = {"keepdims", ZDIST_ONNX_ATTR_INT, .i = keep};
+    int rc = s_const_i64(x, layer, keep ? "axes_keep" : "axes", 1, 1, axes);
+    return rc < 0 ? rc : s_op(x, "ReduceSum", (const char *const[]){in, axes}, 2, &kd, 1, out);
+}
+
+/* in [N, K] times rows [N, K, E] summed over K: [N, E]. */
+static int
+s_weighted_sum(s_ex_t *x, const char *layer, const char *w, const char *rows, char *out)
+{
+    char axes[64], w3[64], prod[64];
+    int rc = s_const_i64(x, layer, "axes_last", 2, 1, axes);
+    if (rc == 0)
+        rc = s_op(x, "Unsqueeze", (const char *const[]){w, axes}, 2, NULL, 0, w3);
+    if (rc == 0)
+        rc = s_op(x, "Mul", (const char *const[]){rows, w3}, 2, NULL, 0, prod);
+    return rc < 0 ? rc : s_sum_features(x, layer, prod, false, out);
+}
+
+/* The combiner's factor of each example [N, 1] from the weights w: mean
+   1 / sum(w), sqrtn 1 / sqrt(sum(w^2)), 0 where that sum is 0 (as
+   libzdist's zdist_combiner_scale). */
+static int
+s_combiner_scale(s_ex_t *x, const zdist_layer_spec_t *l, const char *w, char *out)
+{
+    char sq[64], den[64], root[64], zero[64], one[64], isz[64], inv[64];
+    const float zf = 0.0f, of = 1.0f;
+    int rc = s_const(x, l->name, "zero", (const int64_t[]){1}, 0, &zf, zero);
+    if (rc == 0)
+        rc = s_const(x, l->name, "one", (const int64_t[]){1}, 0, &of, one);
+    bool sqrtn = l->combiner == ZDIST_COMBINER_SQRTN;
+    if (rc == 0 && sqrtn)
+        rc = s_op(x, "Mul", (const char *const[]){w, w}, 2, NULL, 0, sq);
+    if (rc == 0)
+        rc = s_sum_features(x, l->name, sqrtn ? sq : w, true, den);
+    if (rc == 0 && sqrtn)
+        rc = s_op(x, "Sqrt", (const char *const[]){den}, 1, NULL, 0, root);
+    const char *d = sqrtn ? root : den;
+    if (rc == 0)
+        rc = s_op(x, "Equal", (const char *const[]){d, zero}, 2, NULL, 0, isz);
+    if (rc == 0)
+        rc = s_op(x, "Div", (const char *const[]){one, d}, 2, NULL, 0, inv);
+    return rc < 0 ? rc : s_op(x, "Where", (const char *const[]){isz, zero, inv}, 3, NULL, 0, out);
+}
+
+/* Embedding of sparse examples: the features whose id is at least
+   first_id look up row (id - first_id) mod input_dim (Gather), weighted by
+   their value, combined per example (sum, mean or sqrtn). */
+static int
+s_embedding(s_ex_t *x, const zdist_layer_spec_t *l)
+{
+    const zdist_ckpt_var_t *t = s_var(x, l->name, "embeddings", l->input_dim * l->output_dim);
+    if (!t)
+        return x->err->code;
+    char table[64], first[64], dim[64], zero[64], ge[64], mask[64], w[64], sh[64], cl[64], row[64], rows[64],
+        sum[64], scale[64];
+    zdist_onnx_attr_t to_float = {"to", ZDIST_ONNX_ATTR_INT, .i = 1 /* TensorProto.FLOAT */};
+    int rc = s_const(x, l->name, "embeddings", (const int64_t[]){l->input_dim, l->output_dim}, 2, t->values, table);
+    if (rc == 0)
+        rc = s_const_i64(x, l->name, "first_id", l->first_id, 0, first);
+    if (rc == 0)
+        rc = s_const_i64(x, l->name, "input_dim", l->input_dim, 0, dim);
+    if (rc == 0)
+        rc = s_const_i64(x, l->name, "zero_id", 0, 0, zero);
+    if (rc == 0)
+        rc = s_op(x, "GreaterOrEqual", (const char *const[]){"ids", first}, 2, NULL, 0, ge);
+    if (rc == 0)
+        rc = s_op(x, "Cast", (const char *const[]){ge}, 1, &to_float, 1, mask);
+    if (rc == 0)
+        rc = s_op(x, "Mul", (const char *const[]){"values", mask}, 2, NULL, 0, w);
+    if (rc == 0)
+        rc = s_op(x, "Sub", (const char *const[]){"ids", first}, 2, NULL, 0, sh);
+    if (rc == 0)
+        rc = s_op(x, "Max", (const char *const[]){sh, zero}, 2, NULL, 0, cl);
+    if (rc == 0)
+        rc = s_op(x, "Mod", (const char *const[]){cl, dim}, 2, NULL, 0, row);
+    if (rc == 0)
+        rc = s_op(x, "Gather", (const char *const[]){table, row}, 2, NULL, 0, rows);
+    if (rc == 0)
+        rc = s_weighted_sum(x, l->name, w, rows, sum);
+    if (rc == 0 && l->combiner == ZDIST_COMBINER_SUM) {
+        snprintf(x->cur, sizeof x->cur, "%s", sum);
+        return 0;
+    }
+    if (rc == 0)
+        rc = s_combiner_scale(x, l, w, scale);
+    if (rc == 0)
+        rc = s_op(x, "Mul", (const char *const[]){sum, scale}, 2, NULL, 0, x->cur);
+    return rc;
+}
+
+/* Concat: the current tensor, then the example's dense features (ids
+   below dense_features, at their id, summed), from the sparse input. */
+static int
+s_concat(s_ex_t *x, const zdist_layer_spec_t *l)
+{
+    if (!x->sparse)
+        return zdist_error_set(x->err, -ENOTSUP, "layer '%s': concat reads a sparse input", l->name);
+    char depth[64], onoff[64], hot[64], dense[64], out[64];
+    const float vals[2] = {0.0f, 1.0f};
+    zdist_onnx_attr_t axis = {"axis", ZDIST_ONNX_ATTR_INT, .i = 1};
+    int rc = s_const_i64(x, l->name, "dense_features", l->dense_features, 0, depth);
+    if (rc == 0)
+        rc = s_const(x, l->name, "on_off", (const int64_t[]){2}, 1, vals, onoff);
+    /* an id outside [0, dense_features) is all off: not a dense feature */
+    if (rc == 0)
+        rc = s_op(x, "OneHot", (const char *const[]){"ids", depth, onoff}, 3, NULL, 0, hot);
+    if (rc == 0)
+        rc = s_weighted_sum(x, l->name, "values", hot, dense);
+    if (rc == 0)
+        rc = s_op(x, "Concat", (const char *const[]){x->cur, dense}, 2, &axis, 1, out);
+    snprintf(x->cur, sizeof x->cur, "%s", out);
+    return rc;
+}
+
 typedef int (*s_layer_fn)(s_ex_t *x, const zdist_layer_spec_t *l);
 
 /* The exporter of each layer kind; a kind without one is refused naming
@@ -262,6 +399,7 @@ static const struct {
     {ZDIST_LAYER_MAX_POOL2D, s_pool},     {ZDIST_LAYER_AVG_POOL2D, s_pool},
     {ZDIST_LAYER_FLATTEN, s_flatten},     {ZDIST_LAYER_DROPOUT, s_identity},
     {ZDIST_LAYER_ACTIVATION, s_act_layer}, {ZDIST_LAYER_BATCH_NORM, s_batch_norm},
+    {ZDIST_LAYER_EMBEDDING, s_embedding},  {ZDIST_LAYER_CONCAT, s_concat},
 };
 #define S_NLAYERS (sizeof s_layers / sizeof s_layers[0])
 
@@ -296,13 +434,19 @@ s_finish(s_ex_t *x, zdist_activation_t out_act, const zdist_shape_t *out)
 static int
 s_export_sequential(s_ex_t *x, const zdist_model_spec_t *spec)
 {
-    if (spec->sparse_input)
-        return zdist_error_set(x->err, -ENOTSUP, "model.layers[0] '%s': sparse (libsvm) input is not exported yet",
-                               spec->layers[0].name);
-    int64_t dims[ZDIST_MAX_RANK + 1] = {ZDIST_ONNX_BATCH};
-    for (int d = 0; d < spec->input_shape.rank; d++)
-        dims[d + 1] = spec->input_shape.dims[d];
-    int rc = zdist_onnx_input(x->g, "input", ZDIST_DTYPE_FLOAT32, dims, spec->input_shape.rank + 1);
+    int64_t dims[ZDIST_MAX_RANK + 1] = {ZDIST_ONNX_BATCH, ZDIST_ONNX_WIDTH};
+    int rc;
+    x->sparse = spec->sparse_input;
+    if (x->sparse) {
+        /* a libsvm example as its feature ids and values, padded with value 0 */
+        rc = zdist_onnx_input(x->g, "ids", ZDIST_DTYPE_INT64, dims, 2);
+        if (rc == 0)
+            rc = zdist_onnx_input(x->g, "values", ZDIST_DTYPE_FLOAT32, dims, 2);
+    } else {
+        for (int d = 0; d < spec->input_shape.rank; d++)
+            dims[d + 1] = spec->input_shape.dims[d];
+        rc = zdist_onnx_input(x->g, "input", ZDIST_DTYPE_FLOAT32, dims, spec->input_shape.rank + 1);
+    }
     snprintf(x->cur, sizeof x->cur, "input");
     x->rank = spec->input_shape.rank;
     zdist_activation_t out_act = s_output_activation(spec);
@@ -314,8 +458,8 @@ s_export_sequential(s_ex_t *x, const zdist_model_spec_t *spec)
                 fn = s_layers[k].fn;
         if (!fn)
             return zdist_error_set(x->err, -ENOTSUP, "model.layers[%d] '%s': this layer kind is not exported to ONNX "
-                                   "(dense, conv2d, max/avg pooling, batch_norm, dropout, flatten and activations "
-                                   "are)", i, l->name);
+                                   "(dense, conv2d, max/avg pooling, batch_norm, dropout, flatten, activations, "
+                                   "embedding and concat are)", i, l->name);
         if ((rc = fn(x, l)) < 0)
             break;
         x->rank = l->out.rank;

@@ -22,6 +22,7 @@ extern "C" {
 
 #define ZDIST_ONNX_IR_VERSION 8 /* ONNX 1.10 .. 1.12 read it; opset up to 17 */
 #define ZDIST_ONNX_BATCH (-1)   /* a dimension written as the symbol "N" (dynamic batch) */
+#define ZDIST_ONNX_WIDTH (-2)   /* one written as "K" (a sparse example's features, padded) */
 
 typedef struct zdist_onnx_t zdist_onnx_t;
 
@@ -47,7 +48,8 @@ ZDIST_EXPORT zdist_onnx_t *zdist_onnx_new(const char *graph_name, int64_t opset,
 ZDIST_EXPORT void zdist_onnx_destroy(zdist_onnx_t **self_p);
 
 /* A graph input or output: a tensor of dtype (FLOAT32, INT32 or INT64)
-   with rank dims, ZDIST_ONNX_BATCH for the dynamic batch dimension. */
+   with rank dims, ZDIST_ONNX_BATCH for the dynamic batch dimension,
+   ZDIST_ONNX_WIDTH for a dynamic second one. */
 ZDIST_EXPORT int zdist_onnx_input(zdist_onnx_t *self, const char *name, zdist_dtype_t dtype, const int64_t *dims,
                                   int rank);
 ZDIST_EXPORT int zdist_onnx_output(zdist_onnx_t *self, const char *name, zdist_dtype_t dtype, const int64_t *dims,

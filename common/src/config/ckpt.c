@@ -212,11 +212,10 @@ s_psd_var(zdist_ckpt_t *ck, const char *dir, const json_t *e, int64_t *covered, 
             return zdist_error_set(err, -EBADMSG, "%s: variable '%s': a bad shape", dir, name);
         sh.dims[sh.rank++] = json_integer_value(d);
     }
-    size_t idx;
-    zdist_ckpt_var_t *v = NULL;
-    for (idx = 0; idx < ck->n && !v; idx++)
-        if (strcmp(ck->vars[idx].name, name) == 0)
-            v = &ck->vars[idx];
+    size_t idx = 0;
+    while (idx < ck->n && strcmp(ck->vars[idx].name, name) != 0)
+        idx++;
+    zdist_ckpt_var_t *v = idx < ck->n ? &ck->vars[idx] : NULL;
     if (!v) {
         idx = ck->n;
         if (!(v = s_add(ck, name, &sh, err)))

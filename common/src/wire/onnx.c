@@ -165,9 +165,12 @@ s_value_info(zdist_onnx_t *self, const char *name, zdist_dtype_t dtype, const in
         if (!(dv[k] = s_alloc(self, sizeof *dv[k])))
             return NULL;
         onnx__tensor_shape_proto__dimension__init(dv[k]);
-        if (dims[k] == ZDIST_ONNX_BATCH) {
+        if (dims[k] == ZDIST_ONNX_BATCH || dims[k] == ZDIST_ONNX_WIDTH) {
             dv[k]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            dv[k]->dim_param = "N";
+            dv[k]->dim_param = dims[k] == ZDIST_ONNX_BATCH ? "N" : "K";
+        } else if (dims[k] < 0) {
+            self->status = -EINVAL;
+            return NULL;
         } else {
             dv[k]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             dv[k]->dim_value = dims[k];
