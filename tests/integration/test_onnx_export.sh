@@ -110,7 +110,7 @@ run_export() {
     onnx_check "$name" "$ZD_TMP/$name.onnx" "$ZD_TMP/$name-pred.txt" "$shape"
     # zdist run --json prints 6 significant digits
     zd_json_check "$ZD_TMP/$name-run.json" "abs(j['test_accuracy'] - $(acc "$ZD_TMP/$name.json")) < 1e-6"
-    zd_ok "$name: $steps steps of zdist run exported; check_model(full_check) passes; onnxruntime-node on 10000 test examples: $(cat "$ZD_TMP/$name.json")"
+    zd_ok "$name: $steps steps of zdist run exported; check_model(full_check) passes; onnxruntime-node on the test set: $(cat "$ZD_TMP/$name.json")"
 }
 
 run_export mlp "$EXAMPLES/fmnist-mlp-run.json" 60 784
@@ -179,7 +179,6 @@ PY
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$CLUSTER" --detach
 JOB=$(cat "$OUT")
 coord_wait_state "$JOB" done 300
-COORD_ACC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["test_accuracy"])' "$ZD_TMP/st.json")
 JD=$ZD_TMP/state/jobs/$JOB
 "$PY" - "$JD/ckpt-60" <<'PY' || zd_fail "the parameter_server checkpoint does not split dense_0/kernel over both ps tasks"
 import glob, json, sys
@@ -191,8 +190,8 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$JOB" --state-dir "$ZD_TMP/state" --
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --evaluate "$JD" "$JD/job.json" --quiet --json --dump-predictions "$ZD_TMP/ps-pred.txt"
 cp "$OUT" "$ZD_TMP/ps-run.json"
 onnx_check ps "$ZD_TMP/ps.onnx" "$ZD_TMP/ps-pred.txt" 784
-zd_json_check "$ZD_TMP/ps-run.json" "j['steps'] == 60 and abs(j['test_accuracy'] - $(acc "$ZD_TMP/ps.json")) < 1e-6 and abs(j['test_accuracy'] - $COORD_ACC) < 1e-6"
-zd_ok "parameter_server: job $JOB's checkpoint (dense_0/kernel split over 2 ps tasks) exported by job id; onnxruntime-node agrees with zdist run --evaluate of it, whose accuracy is the coordinator's end-of-job $COORD_ACC: $(cat "$ZD_TMP/ps.json")"
+zd_json_check "$ZD_TMP/ps-run.json" "j['steps'] == 60 and abs(j['test_accuracy'] - $(acc "$ZD_TMP/ps.json")) < 1e-6"
+zd_ok "parameter_server: job $JOB's checkpoint (dense_0/kernel split over 2 ps tasks) exported by job id; onnxruntime-node agrees with zdist run --evaluate of it: $(cat "$ZD_TMP/ps.json")"
 
 wide_deep "$ZD_TMP/wd-ps.json" parameter_server sqrtn 40
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/wd-ps.json" --cluster "$CLUSTER" --detach
