@@ -377,7 +377,7 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
     s_train_t tr = {.last_loss = NAN};
     int rc = 0;
     zdist_error_t err = {0};
-    if (a->evaluate && worker_run_restore(sess, a->evaluate, &tr.step, &err) < 0) {
+    if (a->evaluate && worker_session_restore(sess, a->evaluate, &tr.step, &err) < 0) {
         fprintf(stderr, "zdist run: --evaluate: %s\n", err.text);
         rc = -1;
     } else if (!a->evaluate) {

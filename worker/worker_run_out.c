@@ -14,7 +14,6 @@
 #include "worker_strategy.h"
 #include "worker_trainer.h"
 #include "worker_vars.h"
-#include "zdist/ckpt.h"
 #include "zdist/file.h"
 #include "zdist/wstate.h"
 
@@ -72,37 +71,6 @@ worker_run_save(worker_session_t *sess, const char *job_path, const char *dir, i
         rc = zdist_json_write_sealed(path, m, "crc32", err);
     }
     json_decref(m);
-    return rc;
-}
-
-int
-worker_run_restore(worker_session_t *sess, const char *path, int64_t *ret_step, zdist_error_t *err)
-{
-    worker_trainer_t *tr = worker_session_trainer(sess);
-    const worker_vars_t *vars = worker_trainer_vars(tr);
-    worker_backend_t *be = worker_trainer_backend(tr);
-    char dir[PATH_MAX];
-    zdist_ckpt_t ck = {0};
-    int rc = zdist_ckpt_locate(path, dir, sizeof dir, err);
-    if (rc == 0)
-        rc = zdist_ckpt_load(dir, &ck, err);
-    for (int v = 0; rc == 0 && v < vars->n; v++) {
-        const zdist_ckpt_var_t *cv = zdist_ckpt_find(&ck, vars->vars[v].name);
-        if (!cv)
-            rc = zdist_error_set(err, -ENOENT, "%s: the model's variable '%s' is not in the checkpoint: was it saved "
-                                 "by another model?", dir, vars->vars[v].name);
-        else if (cv->n != vars->vars[v].n)
-            rc = zdist_error_set(err, -EINVAL, "%s: variable '%s' has %lld elements in the checkpoint, the model "
-                                 "declares %lld: was it saved by another model?", dir, cv->name, (long long)cv->n,
-                                 (long long)vars->vars[v].n);
-    }
-    for (int v = 0; rc == 0 && v < vars->n; v++)
-        rc = worker_local_set_state(be, v, zdist_ckpt_find(&ck, vars->vars[v].name)->values, NULL);
-    if (rc == 0)
-        *ret_step = ck.step;
-    else if (err && !err->code)
-        zdist_error_set(err, rc, "%s: setting the variables: %s", dir, strerror(-rc));
-    zdist_ckpt_release(&ck);
     return rc;
 }
 

@@ -15,12 +15,6 @@
    created (one level) when missing. Negative errno with err naming the path. */
 int worker_run_save(worker_session_t *sess, const char *job_path, const char *dir, int64_t step, zdist_error_t *err);
 
-/* Sets the session's variables from the checkpoint `path` names (any
-   strategy's, zdist/ckpt.h: a ckpt-STEP/ or the directory holding them),
-   every variable by name, all read and checked before any is set.
-   *ret_step: its step. Negative errno with err naming the variable or file. */
-int worker_run_restore(worker_session_t *sess, const char *path, int64_t *ret_step, zdist_error_t *err);
-
 /* The built-in models' per-example predictions during one evaluation
    (worker/models/models.h's sink), put back in the test set's order: each
    step's replicas' parts in replica order. Only one at a time per process. */
