@@ -143,6 +143,22 @@ s_pads(const zdist_layer_spec_t *l, int64_t pads[4])
     }
 }
 
+/* A window op (Conv, MaxPool, AveragePool) on the NCHW image: the layer's
+   kernel (or pool), strides and explicit pads. */
+static int
+s_window(s_ex_t *x, const zdist_layer_spec_t *l, const char *op, const char *const *extra, int nextra)
+{
+    int64_t pads[4];
+    s_pads(l, pads);
+    zdist_onnx_attr_t attrs[] = {
+        {"kernel_shape", ZDIST_ONNX_ATTR_INTS, .ints = l->kernel, .n = 2},
+        {"strides", ZDIST_ONNX_ATTR_INTS, .ints = l->strides, .n = 2},
+        {"pads", ZDIST_ONNX_ATTR_INTS, .ints = pads, .n = 4},
+    };
+    int rc = s_transpose(x, true);
+    return rc < 0 ? rc : s_node(x, op, extra, nextra, attrs, 3);
+}
+
 /* Conv2D: zdist's kernel is Keras's [kh, kw, in, filters] (HWIO); ONNX's Conv takes OIHW on NCHW. */
 static int
 s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
@@ -164,16 +180,7 @@ s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
     free(oihw);
     if (rc == 0 && b)
         rc = s_const(x, l->name, "bias", (const int64_t[]){co}, 1, b->values, bn);
-    int64_t pads[4];
-    s_pads(l, pads);
-    zdist_onnx_attr_t attrs[] = {
-        {"kernel_shape", ZDIST_ONNX_ATTR_INTS, .ints = l->kernel, .n = 2},
-        {"strides", ZDIST_ONNX_ATTR_INTS, .ints = l->strides, .n = 2},
-        {"pads", ZDIST_ONNX_ATTR_INTS, .ints = pads, .n = 4},
-    };
-    if (rc == 0)
-        rc = s_transpose(x, true);
-    return rc < 0 ? rc : s_node(x, "Conv", (const char *const[]){kn, bn}, b ? 2 : 1, attrs, 3);
+    return rc < 0 ? rc : s_window(x, l, "Conv", (const char *const[]){kn, bn}, b ? 2 : 1);
 }
 
 /* Max and average pooling: the padding is left out of a window (TF's
@@ -181,15 +188,7 @@ s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
 static int
 s_pool(s_ex_t *x, const zdist_layer_spec_t *l)
 {
-    int64_t pads[4];
-    s_pads(l, pads);
-    zdist_onnx_attr_t attrs[] = {
-        {"kernel_shape", ZDIST_ONNX_ATTR_INTS, .ints = l->kernel, .n = 2},
-        {"strides", ZDIST_ONNX_ATTR_INTS, .ints = l->strides, .n = 2},
-        {"pads", ZDIST_ONNX_ATTR_INTS, .ints = pads, .n = 4},
-    };
-    int rc = s_transpose(x, true);
-    return rc < 0 ? rc : s_node(x, l->kind == ZDIST_LAYER_MAX_POOL2D ? "MaxPool" : "AveragePool", NULL, 0, attrs, 3);
+    return s_window(x, l, l->kind == ZDIST_LAYER_MAX_POOL2D ? "MaxPool" : "AveragePool", NULL, 0);
 }
 
 /* Batch normalization in inference form: the moving statistics, gamma and

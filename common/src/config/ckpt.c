@@ -292,8 +292,9 @@ s_load_wstate(const char *dir, const char *manifest, zdist_ckpt_t *ck, zdist_err
     for (size_t i = 0; rc == 0 && i < st.n; i++) {
         const zdist_tensor_t *t = &st.tensors[i];
         const char *slot = strrchr(t->name, '/');
-        if (t->dtype != ZDIST_DTYPE_FLOAT32 || (slot && strncmp(slot, "/slot", 5) == 0))
-            continue;
+        size_t digits = slot && strncmp(slot, "/slot", 5) == 0 ? strspn(slot + 5, "0123456789") : 0;
+        if (t->dtype != ZDIST_DTYPE_FLOAT32 || (digits > 0 && slot[5 + digits] == '\0'))
+            continue; /* an optimizer slot, "NAME/slotK" (worker_agent's GET_STATE) */
         zdist_ckpt_var_t *v = s_add(ck, t->name, &t->shape, err);
         if (!v || t->nbytes != (size_t)v->n * sizeof(float))
             rc = v ? zdist_error_set(err, -EBADMSG, "%s: tensor '%s' size disagrees with its shape", manifest,
