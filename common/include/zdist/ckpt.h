@@ -39,8 +39,7 @@ typedef struct {
 
 /* Loads the checkpoint in dir into *ret (zeroed first; release it). psd
    variables are named "JOB_ID/NAME" on the ps tasks: the namespace (the
-   manifest.json's job_id, else the one first component every name
-   shares) is taken off. Errors name the file: -ENOENT (no manifest, or a
+   job_id of the coordinator's manifest.json) is taken off. Errors name the file: -ENOENT (no manifest, or a
    variable's rows missing), -EPROTO (a manifest of another format or
    version: "written by another zdist version"), -EBADMSG (a file damaged,
    truncated or inconsistent with its manifest), -ENOMEM. */

@@ -307,25 +307,19 @@ s_load_wstate(const char *dir, const char *manifest, zdist_ckpt_t *ck, zdist_err
     return rc;
 }
 
-/* Takes the namespace "PREFIX/" off every name when each has it. */
+/* Takes the job's namespace "JOB_ID/" off every name when each has it. */
 static void
 s_strip_namespace(zdist_ckpt_t *ck)
 {
-    char prefix[256] = "";
-    if (ck->job_id && strlen(ck->job_id) < sizeof prefix - 1)
-        snprintf(prefix, sizeof prefix, "%s/", ck->job_id);
-    else if (ck->n > 0 && strchr(ck->vars[0].name, '/') &&
-             (size_t)(strchr(ck->vars[0].name, '/') - ck->vars[0].name) < sizeof prefix - 1)
-        snprintf(prefix, sizeof prefix, "%.*s/", (int)(strchr(ck->vars[0].name, '/') - ck->vars[0].name),
-                 ck->vars[0].name);
-    size_t plen = strlen(prefix);
+    size_t plen = ck->job_id ? strlen(ck->job_id) : 0;
     if (plen == 0)
         return;
     for (size_t i = 0; i < ck->n; i++)
-        if (strncmp(ck->vars[i].name, prefix, plen) != 0 || !ck->vars[i].name[plen])
+        if (strncmp(ck->vars[i].name, ck->job_id, plen) != 0 || ck->vars[i].name[plen] != '/' ||
+            !ck->vars[i].name[plen + 1])
             return;
     for (size_t i = 0; i < ck->n; i++)
-        memmove(ck->vars[i].name, ck->vars[i].name + plen, strlen(ck->vars[i].name + plen) + 1);
+        memmove(ck->vars[i].name, ck->vars[i].name + plen + 1, strlen(ck->vars[i].name + plen + 1) + 1);
 }
 
 int
@@ -348,10 +342,11 @@ zdist_ckpt_load(const char *dir, zdist_ckpt_t *ret, zdist_error_t *err)
         json_decref(m);
     }
     snprintf(path, sizeof path, "%s/manifest-workers.json", dir);
-    int rc = access(path, F_OK) == 0 ? s_load_wstate(dir, path, ret, err) : s_load_psd(dir, ret, err);
-    if (rc == 0)
-        s_strip_namespace(ret);
-    else
+    bool wstate = access(path, F_OK) == 0;
+    int rc = wstate ? s_load_wstate(dir, path, ret, err) : s_load_psd(dir, ret, err);
+    if (rc < 0)
         zdist_ckpt_release(ret);
+    else if (!wstate) /* a worker's state is saved without the namespace */
+        s_strip_namespace(ret);
     return rc;
 }
