@@ -525,8 +525,10 @@ s_usage(FILE *out)
             "job id under --state-dir DIR (the coordinator's state directory). The job's document is job.json\n"
             "in the checkpoint or the directory above it, or --job.\n\n"
             "The graph's input \"input\" is float32 [N, input_shape...] (channels last, as zdist reads\n"
-            "examples); its output \"predictions\" applies the loss's activation (softmax or sigmoid) to the\n"
-            "last layer; --logits leaves it out (output \"logits\"). The file is written whole or not at all.\n",
+            "examples); a model of sparse (libsvm) examples takes \"ids\" int64 and \"values\" float32 [N, K]\n"
+            "instead, each example's features padded with value 0. Its output \"predictions\" applies the\n"
+            "loss's activation (softmax or sigmoid) to the last layer; --logits leaves it out (output\n"
+            "\"logits\"). The file is written whole or not at all.\n",
             S_OPSET);
 }
 
