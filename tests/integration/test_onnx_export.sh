@@ -184,39 +184,47 @@ j["strategy"]["partitioner"] = "min_size:65536:2"
 j["checkpoint"] = {"every_steps": 30, "keep": 2}
 json.dump(j, open(sys.argv[2], "w"))
 PY
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$CLUSTER" --detach
-JOB=$(cat "$OUT")
-job_done "$JOB"
-JD=$ZD_TMP/state/jobs/$JOB
-"$PY" - "$JD/ckpt-60" <<'PY' || zd_fail "the parameter_server checkpoint does not split dense_0/kernel over both ps tasks"
+# cluster_job NAME JOB_FILE: submits it and waits for its success; JOB and JD (its directory) set.
+cluster_job() {
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$2" --cluster "$CLUSTER" --detach
+    JOB=$(cat "$OUT")
+    job_done "$JOB"
+    JD=$ZD_TMP/state/jobs/$JOB
+}
+
+# split_over_ps CKPT SUFFIX: a variable whose name ends in SUFFIX has rows on both ps tasks.
+split_over_ps() {
+    "$PY" - "$1" "$2" <<'PY' || zd_fail "$1: no variable '*$2' split over both ps tasks"
 import glob, json, sys
 held = [m for m in glob.glob(sys.argv[1] + "/manifest-ps*.json")
-        if any(v["name"].endswith("/dense_0/kernel") for v in json.load(open(m))["variables"])]
+        if any(v["name"].endswith(sys.argv[2]) for v in json.load(open(m))["variables"])]
 assert len(held) == 2, held
 PY
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$JOB" --state-dir "$ZD_TMP/state" --onnx "$ZD_TMP/ps.onnx"
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --evaluate "$JD" "$JD/job.json" --quiet --json --dump-predictions "$ZD_TMP/ps-pred.txt"
-cp "$OUT" "$ZD_TMP/ps-run.json"
-onnx_check ps "$ZD_TMP/ps.onnx" "$ZD_TMP/ps-pred.txt" 784
-zd_json_check "$ZD_TMP/ps-run.json" "j['steps'] == 60 and abs(j['test_accuracy'] - $(acc "$ZD_TMP/ps.check.json")) < 1e-6"
+}
+
+# cluster_check NAME SHAPE EXPORT_ARG...: export (the job given by EXPORT_ARG...), then
+# zdist run --evaluate of the job's newest checkpoint, then the runtimes against it.
+cluster_check() {
+    local name=$1 shape=$2
+    shift 2
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$@" --onnx "$ZD_TMP/$name.onnx"
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --evaluate "$JD" "$JD/job.json" --quiet --json \
+        --dump-predictions "$ZD_TMP/$name-pred.txt"
+    cp "$OUT" "$ZD_TMP/$name-run.json"
+    onnx_check "$name" "$ZD_TMP/$name.onnx" "$ZD_TMP/$name-pred.txt" "$shape"
+    zd_json_check "$ZD_TMP/$name-run.json" "abs(j['test_accuracy'] - $(acc "$ZD_TMP/$name.check.json")) < 1e-6"
+}
+
+cluster_job ps "$ZD_TMP/ps.json"
+split_over_ps "$JD/ckpt-60" /dense_0/kernel
+cluster_check ps 784 "$JOB" --state-dir "$ZD_TMP/state"
+zd_json_check "$ZD_TMP/ps-run.json" "j['steps'] == 60"
 zd_ok "parameter_server: job $JOB's checkpoint (dense_0/kernel split over 2 ps tasks) exported by job id; onnxruntime-node agrees with zdist run --evaluate of it: $(cat "$ZD_TMP/ps.check.json")"
 
 wide_deep "$ZD_TMP/wd-ps.json" parameter_server sqrtn 40
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/wd-ps.json" --cluster "$CLUSTER" --detach
-JOB=$(cat "$OUT")
-job_done "$JOB"
-JD=$ZD_TMP/state/jobs/$JOB
-"$PY" - "$JD/ckpt-40" <<'PY' || zd_fail "the parameter_server checkpoint does not split the embedding table over both ps tasks"
-import glob, json, sys
-held = [m for m in glob.glob(sys.argv[1] + "/manifest-ps*.json")
-        if any(v["name"].endswith("/embeddings") for v in json.load(open(m))["variables"])]
-assert len(held) == 2, held
-PY
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$JD" --onnx "$ZD_TMP/wd-ps.onnx"
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --evaluate "$JD" "$JD/job.json" --quiet --json --dump-predictions "$ZD_TMP/wd-ps-pred.txt"
-cp "$OUT" "$ZD_TMP/wd-ps-run.json"
-onnx_check wd-ps "$ZD_TMP/wd-ps.onnx" "$ZD_TMP/wd-ps-pred.txt" sparse
-zd_json_check "$ZD_TMP/wd-ps-run.json" "abs(j['test_accuracy'] - $(acc "$ZD_TMP/wd-ps.check.json")) < 1e-6"
+cluster_job wd-ps "$ZD_TMP/wd-ps.json"
+split_over_ps "$JD/ckpt-40" /embeddings
+cluster_check wd-ps sparse "$JD"
 zd_ok "parameter_server wide-and-deep (sqrtn combiner): its embedding table split over 2 ps tasks, exported from the job's directory; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/wd-ps.check.json")"
 
 # ---- multi_worker_mirrored: the workers' state (flat variables, optimizer slots beside them) ----
@@ -231,16 +239,9 @@ j["steps"] = 20
 j["checkpoint"] = {"every_steps": 20, "keep": 1}
 json.dump(j, open(sys.argv[2], "w"))
 PY
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/mwm.json" --cluster "$CLUSTER" --detach
-JOB=$(cat "$OUT")
-job_done "$JOB"
-JD=$ZD_TMP/state/jobs/$JOB
+cluster_job mwm "$ZD_TMP/mwm.json"
 [[ -f $JD/ckpt-20/manifest-workers.json ]] || zd_fail "no workers' state checkpoint in $JD/ckpt-20"
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$JOB" --state-dir "$ZD_TMP/state" --onnx "$ZD_TMP/mwm.onnx"
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" run --evaluate "$JD" "$JD/job.json" --quiet --json --dump-predictions "$ZD_TMP/mwm-pred.txt"
-cp "$OUT" "$ZD_TMP/mwm-run.json"
-onnx_check mwm "$ZD_TMP/mwm.onnx" "$ZD_TMP/mwm-pred.txt" 28,28,1
-zd_json_check "$ZD_TMP/mwm-run.json" "abs(j['test_accuracy'] - $(acc "$ZD_TMP/mwm.check.json")) < 1e-6"
+cluster_check mwm 28,28,1 "$JOB" --state-dir "$ZD_TMP/state"
 zd_ok "multi_worker_mirrored CNN variants: the workers' state checkpoint exported; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/mwm.check.json")"
 
 # ---- bad input: refused clearly, and never a partial file ----
