@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "coord_runner_ring.h"
-#include "coord_wstate.h"
+#include "zdist/wstate.h"
 #include "zdist/cluster.h"
 #include "zdist/sys.h"
 #include "zdist/worker_client.h"
@@ -40,7 +40,7 @@ typedef struct {
     char last_failure[2048]; /* of the latest ring call */
     char reason[2048];       /* why the ring was last re-formed */
     int64_t round_steps;     /* RUN_STEPS size of the current round */
-    const coord_wstate_t *loaded; /* during a restore */
+    const zdist_wstate_t *loaded; /* during a restore */
     int64_t loaded_skip;
     const char *job_name;
 } s_ring_t;
@@ -299,7 +299,7 @@ s_send_get_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 static int
 s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
-    const coord_wstate_t *ws = s_self(r)->loaded;
+    const zdist_wstate_t *ws = s_self(r)->loaded;
     zdist_worker_state_t st = {r->cfg->job.spec.name, ws->step, ws->iterations, s_self(r)->loaded_skip};
     return zdist_worker_client_set_state(s_self(r)->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
 }
@@ -352,7 +352,7 @@ s_save(coord_run_t *r, int64_t step)
     uint64_t bytes = 0;
     zdist_error_t err = {0};
     coord_run_ckpt_dir(r, step, dir, sizeof dir);
-    if ((rc = coord_wstate_save(dir, step, rep->state.iterations, ts, n, &bytes, &err)) < 0) {
+    if ((rc = zdist_wstate_save(dir, step, rep->state.iterations, ts, n, &bytes, &err)) < 0) {
         coord_run_ckpt_failed(r, step, err.text);
         goto out;
     }
@@ -540,12 +540,12 @@ s_restore(coord_run_t *r, int64_t last)
 {
     s_ring_t *m = s_self(r);
     char dir[1100];
-    coord_wstate_t ws;
+    zdist_wstate_t ws;
     zdist_error_t err = {0};
     coord_run_ckpt_dir(r, last, dir, sizeof dir);
     char why[ZDIST_ERROR_TEXT_MAX + 1300];
     int rc = coord_run_ckpt_check(r, last, why, sizeof why);
-    if (rc == 0 && (rc = coord_wstate_load(dir, &ws, &err)) < 0)
+    if (rc == 0 && (rc = zdist_wstate_load(dir, &ws, &err)) < 0)
         snprintf(why, sizeof why, "%s", err.text);
     if (rc == -EBADMSG) {
         coord_run_ckpt_reject(r, last, why);
@@ -560,7 +560,7 @@ s_restore(coord_run_t *r, int64_t last)
     s_replies_t rs;
     s_ring_call(r, s_send_set_state, S_CALL_MS, S_CALL_MS, &rs);
     m->loaded = NULL;
-    coord_wstate_release(&ws);
+    zdist_wstate_release(&ws);
     bool loss = s_ring_failures(r, &rs, "restoring the checkpoint on ");
     s_free_replies(m, &rs);
     if (m->last_failure[0]) {

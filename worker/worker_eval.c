@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -17,9 +16,6 @@
 #include <unistd.h>
 
 #include "worker_session.h"
-#include "worker_strategy.h"
-#include "worker_trainer.h"
-#include "worker_vars.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
 #include "zdist/file.h"
@@ -30,7 +26,6 @@
 #define S_MAX_JOBS 256
 #define S_POLL_MS 300                    /* between two looks at the state directory */
 #define S_MAX_TEXT_BYTES (16u << 20)     /* job.json, state.json, a manifest, evaluations.jsonl */
-#define S_MAX_SHARD_BYTES (UINT64_C(1) << 36)
 
 typedef struct {
     char id[128];
@@ -202,162 +197,6 @@ s_newest_ckpt(const char *job_dir, int *ret_count_newer, int64_t after)
     return best;
 }
 
-/* The ps tasks' manifests of a checkpoint directory (manifest-ps*.json),
-   each checked against its CRC-32 and the step. */
-static int
-s_load_manifests(const char *dir, int64_t step, json_t **ret, zdist_error_t *err)
-{
-    char pattern[PATH_MAX];
-    if (!s_join(pattern, sizeof pattern, dir, "manifest-ps*.json"))
-        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", dir);
-    glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc != 0) {
-        if (rc != GLOB_NOMATCH)
-            globfree(&g);
-        return zdist_error_set(err, -ENOENT, "%s: no manifest-ps*.json (the ps tasks' part of the checkpoint)",
-                               dir);
-    }
-    json_t *all = json_array();
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
-        json_t *m = s_load_json(g.gl_pathv[i], err);
-        if (!m) {
-            rc = err && err->code ? err->code : -EBADMSG;
-            break;
-        }
-        if ((rc = zdist_json_crc_check(m, "crc32", false, g.gl_pathv[i], err)) == 0 &&
-            json_integer_value(json_object_get(m, "step")) != step)
-            rc = zdist_error_set(err, -EBADMSG, "%s: step %lld, the checkpoint directory says %lld", g.gl_pathv[i],
-                                 (long long)json_integer_value(json_object_get(m, "step")), (long long)step);
-        json_array_append_new(all, m);
-    }
-    globfree(&g);
-    if (rc < 0) {
-        json_decref(all);
-        return rc;
-    }
-    *ret = all;
-    return 0;
-}
-
-/* Fills out (var->n floats) with the variable `name` of the checkpoint:
-   the values section of every shard file naming it, by global row range. */
-static int
-s_read_var(const char *dir, json_t *manifests, const char *name, const worker_var_t *var, float *out,
-           zdist_error_t *err)
-{
-    int64_t covered = 0;
-    size_t i, k;
-    json_t *m, *v, *f;
-    json_array_foreach(manifests, i, m) {
-        json_array_foreach(json_object_get(m, "variables"), k, v) {
-            if (!json_is_string(json_object_get(v, "name")) ||
-                strcmp(json_string_value(json_object_get(v, "name")), name) != 0)
-                continue;
-            const char *dtype = json_string_value(json_object_get(v, "dtype"));
-            json_t *shape = json_object_get(v, "shape");
-            int64_t n = 1, d0 = json_array_size(shape) ? json_integer_value(json_array_get(shape, 0)) : 1;
-            size_t si;
-            json_t *d;
-            json_array_foreach(shape, si, d) n *= json_integer_value(d);
-            if (!dtype || strcmp(dtype, "float32") != 0 || n != var->n || d0 != var->rows)
-                return zdist_error_set(err, -EINVAL, "%s: variable '%s' is %s with %lld elements in the checkpoint, "
-                                       "the model declares float32 with %lld: was it saved by another model?", dir,
-                                       name, dtype ? dtype : "?", (long long)n, (long long)var->n);
-            size_t fi;
-            json_array_foreach(json_object_get(v, "files"), fi, f) {
-                const char *file = json_string_value(json_object_get(f, "file"));
-                int64_t rs = json_integer_value(json_object_get(f, "row_start"));
-                int64_t re = json_integer_value(json_object_get(f, "row_end"));
-                uint64_t bytes = (uint64_t)json_integer_value(json_object_get(f, "bytes"));
-                uint32_t crc = (uint32_t)json_integer_value(json_object_get(f, "crc32"));
-                size_t nslots = json_array_size(json_object_get(json_object_get(f, "optimizer"), "slots"));
-                uint64_t values = (uint64_t)(re - rs) * (uint64_t)var->width * sizeof(float);
-                if (!file || strchr(file, '/') || rs < 0 || re <= rs || re > var->rows ||
-                    bytes != values * (1 + nslots) || bytes > S_MAX_SHARD_BYTES)
-                    return zdist_error_set(err, -EBADMSG, "%s: variable '%s': a file entry is inconsistent (file, "
-                                           "row_start/row_end, bytes)", dir, name);
-                char path[PATH_MAX];
-                if (!s_join(path, sizeof path, dir, file))
-                    return zdist_error_set(err, -ENAMETOOLONG, "%s/%s: path too long", dir, file);
-                void *buf = NULL;
-                size_t len = 0;
-                int rc = zdist_file_read(path, (size_t)bytes, &buf, &len, err);
-                if (rc < 0)
-                    return rc;
-                if (len != bytes || zdist_crc32(0, buf, len) != crc) {
-                    free(buf);
-                    return zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or "
-                                           "CRC-32 differ from its manifest)", path);
-                }
-                memcpy(out + rs * var->width, buf, (size_t)values);
-                free(buf);
-                covered += re - rs;
-            }
-        }
-    }
-    if (covered != var->rows)
-        return zdist_error_set(err, -ENOENT, "%s: variable '%s': %lld of its %lld rows are in the checkpoint", dir,
-                               name, (long long)covered, (long long)var->rows);
-    return 0;
-}
-
-/* A multi_worker_mirrored checkpoint: the workers' state the coordinator
-   saved (manifest-workers.json and its one data file, variables by name,
-   then their slots). Fills vals[v] for every variable. */
-static int
-s_read_wstate(const char *dir, int64_t step, const worker_vars_t *vars, float **vals, zdist_error_t *err)
-{
-    char path[PATH_MAX];
-    if (!s_join(path, sizeof path, dir, "manifest-workers.json"))
-        return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", dir);
-    json_t *m = s_load_json(path, err);
-    if (!m)
-        return err && err->code ? err->code : -EBADMSG;
-    int rc = zdist_json_crc_check(m, "manifest_crc32", false, path, err);
-    const char *file = json_string_value(json_object_get(m, "file"));
-    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(m, "bytes"));
-    if (rc == 0 && (json_integer_value(json_object_get(m, "step")) != step || !file || strchr(file, '/') ||
-                    bytes > S_MAX_SHARD_BYTES))
-        rc = zdist_error_set(err, -EBADMSG, "%s: step, file or bytes inconsistent with checkpoint step %lld", path,
-                             (long long)step);
-    void *data = NULL;
-    size_t len = 0;
-    if (rc == 0) {
-        char dpath[PATH_MAX];
-        if (!s_join(dpath, sizeof dpath, dir, file))
-            rc = zdist_error_set(err, -ENAMETOOLONG, "%s/%s: path too long", dir, file);
-        else if ((rc = zdist_file_read(dpath, (size_t)bytes, &data, &len, err)) == 0 &&
-            (len != bytes || zdist_crc32(0, data, len) != (uint32_t)json_integer_value(json_object_get(m, "crc32"))))
-            rc = zdist_error_set(err, -EBADMSG, "checkpoint file %s is truncated or corrupt (bytes or CRC-32 differ "
-                                 "from its manifest)", dpath);
-    }
-    for (int v = 0; rc == 0 && v < vars->n; v++) {
-        const worker_var_t *var = &vars->vars[v];
-        json_t *t = NULL, *e;
-        size_t i;
-        json_array_foreach(json_object_get(m, "tensors"), i, e) {
-            const char *name = json_string_value(json_object_get(e, "name"));
-            if (name && strcmp(name, var->name) == 0)
-                t = e;
-        }
-        uint64_t off = t ? (uint64_t)json_integer_value(json_object_get(t, "offset")) : 0;
-        uint64_t tb = t ? (uint64_t)json_integer_value(json_object_get(t, "bytes")) : 0;
-        const char *dtype = t ? json_string_value(json_object_get(t, "dtype")) : NULL;
-        if (!t)
-            rc = zdist_error_set(err, -ENOENT, "%s: variable '%s' is not in the checkpoint", path, var->name);
-        else if (!dtype || strcmp(dtype, "float32") != 0 || tb != (uint64_t)var->n * sizeof(float) || off > len ||
-                 tb > len - off)
-            rc = zdist_error_set(err, -EINVAL, "%s: variable '%s' is not float32 with %lld elements inside the data "
-                                 "file: was it saved by another model?", path, var->name, (long long)var->n);
-        else
-            memcpy(vals[v], (char *)data + off, (size_t)tb);
-    }
-    free(data);
-    json_decref(m);
-    return rc;
-}
-
 /* ---- one job ---- */
 
 /* A one_device session of the job, for evaluation only. NULL with err; a
@@ -422,39 +261,18 @@ static int
 s_evaluate(self_t *self, s_job_t *j, const char *job_dir, const char *ckpt_root, int64_t step, int skipped,
            zdist_error_t *err)
 {
-    char ckpt[32], dir[PATH_MAX], wpath[PATH_MAX];
+    char ckpt[32], dir[PATH_MAX];
     snprintf(ckpt, sizeof ckpt, "ckpt-%lld", (long long)step);
-    if (!s_join(dir, sizeof dir, ckpt_root, ckpt) || !s_join(wpath, sizeof wpath, dir, "manifest-workers.json"))
+    if (!s_join(dir, sizeof dir, ckpt_root, ckpt))
         return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", ckpt_root);
     int64_t t0 = zdist_clock_now_ms();
-    bool wstate = access(wpath, F_OK) == 0; /* multi_worker_mirrored's */
-    json_t *manifests = NULL;
-    int rc = wstate ? 0 : s_load_manifests(dir, step, &manifests, err);
-    if (rc < 0)
-        return rc;
-    worker_trainer_t *tr = worker_session_trainer(j->sess);
-    const worker_vars_t *vars = worker_trainer_vars(tr);
-    worker_backend_t *be = worker_trainer_backend(tr);
-    float **vals = calloc((size_t)vars->n + 1, sizeof *vals);
-    if (!vals)
-        rc = zdist_error_set(err, -ENOMEM, "out of memory");
-    /* Every variable is read and checked before any is set. */
-    for (int v = 0; rc == 0 && v < vars->n; v++)
-        if (!(vals[v] = malloc((size_t)vars->vars[v].n * sizeof(float))))
-            rc = zdist_error_set(err, -ENOMEM, "out of memory");
-    if (rc == 0 && wstate)
-        rc = s_read_wstate(dir, step, vars, vals, err);
-    for (int v = 0; rc == 0 && !wstate && v < vars->n; v++) {
-        char name[600];
-        snprintf(name, sizeof name, "%s/%s", j->id, vars->vars[v].name); /* the coordinator's variable_prefix */
-        rc = s_read_var(dir, manifests, name, &vars->vars[v], vals[v], err);
-    }
-    for (int v = 0; rc == 0 && v < vars->n; v++)
-        worker_local_set_state(be, v, vals[v], NULL);
-    for (int v = 0; vals && v < vars->n; v++)
-        free(vals[v]);
-    free(vals);
-    json_decref(manifests);
+    /* ps shards (their names in the job's namespace, the coordinator's
+       variable_prefix) or multi_worker_mirrored's workers' state, every
+       file checked, every variable read and checked before any is set */
+    int64_t saved = -1;
+    int rc = worker_session_restore(j->sess, dir, &saved, err);
+    if (rc == 0 && saved != step)
+        rc = zdist_error_set(err, -EBADMSG, "%s: its manifests say step %lld", dir, (long long)saved);
     if (rc < 0)
         return rc;
     worker_eval_t ev;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "worker_run.h"
+#include "worker_run_out.h"
 #include "worker_session.h"
 #include "zdist/defs.h"
 #include "zdist/input.h"
@@ -21,7 +22,9 @@ static void
 s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: zdist run JOB.json [--json] [--steps N] [--quiet] [--dump-losses FILE]\n"
+            "usage: zdist run JOB.json [--json] [--steps N] [--quiet] [--dump-losses FILE] [--save DIR]\n"
+            "                 [--dump-predictions FILE]\n"
+            "       zdist run --evaluate CHECKPOINT JOB.json [--json] [--dump-predictions FILE]\n"
             "       zdist run --summary JOB.json\n\n"
             "Trains the job in this process: strategy one_device, mirrored, central_storage or tpu with\n"
             "num_replicas threads (tpu: times logical_devices_per_replica), running the same step\n"
@@ -29,8 +32,15 @@ s_usage(FILE *out)
             "a terminal (plain lines otherwise) and the final test accuracy.\n\n"
             "  --json      print one JSON object with the final metrics on stdout\n"
             "  --dump-losses FILE  write each step's loss to FILE, one \"STEP LOSS\" line per step\n"
+            "  --save DIR  after training, save the variables as checkpoint DIR/ckpt-STEP/ (with the job's\n"
+            "              job.json), which 'zdist export' reads\n"
+            "  --dump-predictions FILE  write each test example's prediction (the last layer's output with\n"
+            "              the loss's softmax or sigmoid) to FILE, one line of numbers per example, in the\n"
+            "              test set's order (built-in models)\n"
             "  --steps N   stop after N steps (at most the job's length)\n"
             "  --quiet     no progress output\n"
+            "  --evaluate CHECKPOINT  train nothing: evaluate the checkpoint (any strategy's: a ckpt-STEP/\n"
+            "              directory or one holding them) on the job's test set, on one device\n"
             "  --summary   print a sequential or functional model's layers as Keras's model.summary() and exit\n\n"
             "Models: built-ins, or plugins from the job's plugin_path and ZDIST_PLUGIN_PATH.\n");
 }
@@ -149,6 +159,7 @@ typedef struct {
     bool summary;
     int64_t max_steps;
     const char *dump_path;
+    const char *save_dir, *predictions_path, *evaluate;
     const char *job_path;
 } s_args_t;
 
@@ -160,7 +171,9 @@ s_parse_args(int argc, char **argv, s_args_t *a)
         {"json", no_argument, NULL, 'j'},    {"steps", required_argument, NULL, 's'},
         {"quiet", no_argument, NULL, 'q'},   {"summary", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
-        {"dump-losses", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
+        {"dump-losses", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'D'},
+        {"dump-predictions", required_argument, NULL, 'P'}, {"evaluate", required_argument, NULL, 'E'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
@@ -181,6 +194,15 @@ s_parse_args(int argc, char **argv, s_args_t *a)
             break;
         case 'L':
             a->dump_path = optarg;
+            break;
+        case 'D':
+            a->save_dir = optarg;
+            break;
+        case 'P':
+            a->predictions_path = optarg;
+            break;
+        case 'E':
+            a->evaluate = optarg;
             break;
         case 'h':
             s_usage(stdout);
@@ -363,8 +385,15 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
         fprintf(stderr, "zdist run: --dump-losses: cannot write '%s': %s\n", a->dump_path, strerror(errno));
         return WORKER_RUN_FAILED;
     }
-    s_train_t tr;
-    int rc = s_train_steps(sess, a, total, log_every, dump, &tr);
+    s_train_t tr = {.last_loss = NAN};
+    int rc = 0;
+    zdist_error_t err = {0};
+    if (a->evaluate && worker_session_restore(sess, a->evaluate, &tr.step, &err) < 0) {
+        fprintf(stderr, "zdist run: --evaluate: %s\n", err.text);
+        rc = -1;
+    } else if (!a->evaluate) {
+        rc = s_train_steps(sess, a, total, log_every, dump, &tr);
+    }
     if (dump) {
         int bad = ferror(dump);
         if (fclose(dump) != 0 || bad) {
@@ -373,14 +402,31 @@ s_run(worker_session_t *sess, s_args_t *a, double t0)
             rc = -1;
         }
     }
+    if (rc == 0 && a->save_dir && worker_run_save(sess, a->job_path, a->save_dir, tr.step, &err) < 0) {
+        fprintf(stderr, "zdist run: --save: %s\n", err.text);
+        rc = -1;
+    }
     if (rc < 0)
         return WORKER_RUN_FAILED;
     worker_eval_t ev = {0};
     bool has_test = worker_session_has_test(sess);
-    zdist_error_t err = {0};
-    if (has_test && worker_session_evaluate(sess, &ev, &err) < 0) {
-        worker_eval_release(&ev);
+    if (a->predictions_path && !has_test) {
+        fprintf(stderr, "zdist run: --dump-predictions: job '%s' has no test set\n", jb->name);
+        return WORKER_RUN_USAGE;
+    }
+    worker_predictions_t *preds = a->predictions_path ? worker_predictions_start(jb->num_replicas) : NULL;
+    if (a->predictions_path && !preds) {
+        fprintf(stderr, "zdist run: out of memory\n");
+        return WORKER_RUN_FAILED;
+    }
+    rc = has_test ? worker_session_evaluate(sess, &ev, &err) : 0;
+    if (rc < 0)
         fprintf(stderr, "zdist run: %s: evaluation: %s\n", a->job_path, err.text);
+    if (preds && rc == 0 && (rc = worker_predictions_write(preds, a->predictions_path, &err)) < 0)
+        fprintf(stderr, "zdist run: --dump-predictions: %s\n", err.text);
+    worker_predictions_stop(&preds);
+    if (rc < 0) {
+        worker_eval_release(&ev);
         return WORKER_RUN_FAILED;
     }
     s_report(jb, &a->o, &tr, has_test, &ev, s_now() - t0);
@@ -404,6 +450,13 @@ worker_run_main(int argc, char **argv)
     }
     if (a.summary)
         return s_summary(a.job_path, &job);
+    if (a.evaluate) {
+        /* as the sidecar evaluator: the checkpoint of any strategy on one device */
+        job.strategy = ZDIST_STRATEGY_ONE_DEVICE;
+        job.num_replicas = 1;
+        job.logical_devices_per_replica = 1;
+        job.spmd = job.oversubscribe = false;
+    }
     status = WORKER_RUN_FAILED;
     worker_session_t *sess = s_open_session(a.job_path, &job, &status);
     if (sess)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include "worker_registry.h"
 #include "worker_session.h"
 #include "zdist/partition.h"
+#include "worker_strategy.h"
+#include "zdist/ckpt.h"
 
 #define S_MAX_PS 64
 
@@ -540,4 +543,33 @@ worker_eval_release(worker_eval_t *ev)
 {
     if (ev)
         zdist_auc_destroy(&ev->auc);
+}
+
+int
+worker_session_restore(worker_session_t *self, const char *path, int64_t *ret_step, zdist_error_t *err)
+{
+    const worker_vars_t *vars = worker_trainer_vars(self->tr);
+    worker_backend_t *be = worker_trainer_backend(self->tr);
+    char dir[PATH_MAX];
+    zdist_ckpt_t ck = {0};
+    int rc = zdist_ckpt_locate(path, dir, sizeof dir, err);
+    if (rc == 0)
+        rc = zdist_ckpt_load(dir, &ck, err);
+    for (int v = 0; rc == 0 && v < vars->n; v++) {
+        const zdist_ckpt_var_t *cv = zdist_ckpt_find(&ck, vars->vars[v].name);
+        if (!cv)
+            rc = zdist_error_set(err, -ENOENT, "%s: the model's variable '%s' is not in the checkpoint: was it saved "
+                                 "by another model?", dir, vars->vars[v].name);
+        else if (cv->n != vars->vars[v].n)
+            rc = zdist_error_set(err, -EINVAL, "%s: variable '%s' has %lld elements in the checkpoint, the model "
+                                 "declares %lld: was it saved by another model?", dir, cv->name, (long long)cv->n,
+                                 (long long)vars->vars[v].n);
+    }
+    for (int v = 0; rc == 0 && v < vars->n; v++)
+        if ((rc = worker_local_set_state(be, v, zdist_ckpt_find(&ck, vars->vars[v].name)->values, NULL)) < 0)
+            zdist_error_set(err, rc, "%s: setting variable '%s': %s", dir, vars->vars[v].name, strerror(-rc));
+    if (rc == 0)
+        *ret_step = ck.step;
+    zdist_ckpt_release(&ck);
+    return rc;
 }

@@ -110,4 +110,11 @@ typedef struct {
 int worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_t *err);
 void worker_eval_release(worker_eval_t *ev);
 
+/* Sets a local session's variables (every copy; no optimizer slots) from
+   the checkpoint `path` names (zdist_ckpt_locate: a ckpt-STEP/ or the
+   directory holding them; any strategy's, zdist/ckpt.h), each by name, all
+   read and checked before any is set. *ret_step: its step. Negative errno
+   with err naming the file or the variable. */
+int worker_session_restore(worker_session_t *self, const char *path, int64_t *ret_step, zdist_error_t *err);
+
 #endif

@@ -6,7 +6,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "coord_wstate.h"
+#include "zdist/wstate.h"
 #include "testutil.h"
 #include "zdist/file.h"
 
@@ -33,7 +33,7 @@ s_saved(void)
     s_tensors(t);
     uint64_t bytes = 0;
     zdist_error_t err = {0};
-    CU_ASSERT_EQUAL(coord_wstate_save(dir, 40, 39, t, 3, &bytes, &err), 0);
+    CU_ASSERT_EQUAL(zdist_wstate_save(dir, 40, 39, t, 3, &bytes, &err), 0);
     CU_ASSERT_EQUAL(bytes, sizeof s_w + sizeof s_slot + sizeof s_ids);
     return dir;
 }
@@ -42,9 +42,9 @@ static void
 test_round_trip(void)
 {
     char *dir = s_saved();
-    coord_wstate_t ws;
+    zdist_wstate_t ws;
     zdist_error_t err = {0};
-    CU_ASSERT_EQUAL_FATAL(coord_wstate_load(dir, &ws, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(zdist_wstate_load(dir, &ws, &err), 0);
     CU_ASSERT(ws.step == 40 && ws.iterations == 39 && ws.n == 3);
     zdist_tensor_t t[3];
     s_tensors(t);
@@ -55,13 +55,13 @@ test_round_trip(void)
         CU_ASSERT_EQUAL_FATAL(ws.tensors[i].nbytes, t[i].nbytes);
         CU_ASSERT_EQUAL(memcmp(ws.tensors[i].data, t[i].data, t[i].nbytes), 0);
     }
-    coord_wstate_release(&ws);
-    coord_wstate_release(&ws); /* zeroed: harmless */
+    zdist_wstate_release(&ws);
+    zdist_wstate_release(&ws); /* zeroed: harmless */
     /* Saved again over it (the same step after a restart): still whole, no temp files left. */
-    CU_ASSERT_EQUAL(coord_wstate_save(dir, 40, 39, t, 2, NULL, &err), 0);
-    CU_ASSERT_EQUAL(coord_wstate_load(dir, &ws, &err), 0);
+    CU_ASSERT_EQUAL(zdist_wstate_save(dir, 40, 39, t, 2, NULL, &err), 0);
+    CU_ASSERT_EQUAL(zdist_wstate_load(dir, &ws, &err), 0);
     CU_ASSERT_EQUAL(ws.n, 2);
-    coord_wstate_release(&ws);
+    zdist_wstate_release(&ws);
     DIR *d = opendir(dir);
     int files = 0;
     for (struct dirent *e; d && (e = readdir(d));)
@@ -99,9 +99,9 @@ s_damage(const char *dir, const char *name, long offset, bool flip)
 static void
 s_refused(const char *dir, const char *file, const char *what)
 {
-    coord_wstate_t ws;
+    zdist_wstate_t ws;
     zdist_error_t err = {0};
-    CU_ASSERT_EQUAL(coord_wstate_load(dir, &ws, &err), -EBADMSG);
+    CU_ASSERT_EQUAL(zdist_wstate_load(dir, &ws, &err), -EBADMSG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, file));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "not a complete zdist worker-state file"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, what));
@@ -113,27 +113,27 @@ static void
 test_damage_named(void)
 {
     char *dir = s_saved();
-    s_damage(dir, COORD_WSTATE_DATA, 20, true);
-    s_refused(dir, "/" COORD_WSTATE_DATA, "bad CRC-32");
+    s_damage(dir, ZDIST_WSTATE_DATA, 20, true);
+    s_refused(dir, "/" ZDIST_WSTATE_DATA, "bad CRC-32");
     zdist_test_rmtree(dir);
     free(dir);
 
     dir = s_saved();
-    s_damage(dir, COORD_WSTATE_DATA, 0, false);
-    s_refused(dir, "/" COORD_WSTATE_DATA, "shorter than its manifest says");
+    s_damage(dir, ZDIST_WSTATE_DATA, 0, false);
+    s_refused(dir, "/" ZDIST_WSTATE_DATA, "shorter than its manifest says");
     zdist_test_rmtree(dir);
     free(dir);
 
     dir = s_saved();
-    s_damage(dir, COORD_WSTATE_MANIFEST, 0, false);
-    s_refused(dir, "/" COORD_WSTATE_MANIFEST, "");
+    s_damage(dir, ZDIST_WSTATE_MANIFEST, 0, false);
+    s_refused(dir, "/" ZDIST_WSTATE_MANIFEST, "");
     zdist_test_rmtree(dir);
     free(dir);
 
     /* A manifest that parses but does not describe the data. */
     dir = s_saved();
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, COORD_WSTATE_MANIFEST);
+    snprintf(path, sizeof path, "%s/%s", dir, ZDIST_WSTATE_MANIFEST);
     void *text = NULL;
     size_t len = 0;
     zdist_error_t err = {0};
@@ -142,7 +142,7 @@ test_damage_named(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     memcpy(at, "\"offset\": 28", 12);
     CU_ASSERT_EQUAL(zdist_file_write_text(path, text, &err), 0);
-    s_refused(dir, "/" COORD_WSTATE_MANIFEST, "CRC-32"); /* the manifest's own CRC */
+    s_refused(dir, "/" ZDIST_WSTATE_MANIFEST, "CRC-32"); /* the manifest's own CRC */
     /* Without its own CRC (an older state), the check of the tensors catches it. */
     char *m = strstr(text, "\"manifest_crc32\"");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -151,13 +151,13 @@ test_damage_named(void)
     memmove(m, eol + 1, strlen(eol + 1) + 1);
     CU_ASSERT_EQUAL(zdist_file_write_text(path, text, &err), 0);
     free(text);
-    s_refused(dir, "/" COORD_WSTATE_MANIFEST, "place in the data");
+    s_refused(dir, "/" ZDIST_WSTATE_MANIFEST, "place in the data");
     zdist_test_rmtree(dir);
     free(dir);
 
     /* Nothing there. */
     dir = zdist_test_tmpdir("wstate");
-    s_refused(dir, "/" COORD_WSTATE_MANIFEST, "No such file");
+    s_refused(dir, "/" ZDIST_WSTATE_MANIFEST, "No such file");
     zdist_test_rmtree(dir);
     free(dir);
 }
@@ -170,10 +170,10 @@ test_bad_save(void)
     zdist_error_t err = {0};
     t[1].nbytes = 8; /* not its shape's */
     char *dir = zdist_test_tmpdir("wstate");
-    CU_ASSERT_EQUAL(coord_wstate_save(dir, 1, 1, t, 3, NULL, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_wstate_save(dir, 1, 1, t, 3, NULL, &err), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "tensor 1 ('dense/kernel/slot0')"));
     s_tensors(t);
-    CU_ASSERT(coord_wstate_save("/nonexistent/ckpt-1", 1, 1, t, 3, NULL, &err) < 0);
+    CU_ASSERT(zdist_wstate_save("/nonexistent/ckpt-1", 1, 1, t, 3, NULL, &err) < 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "/nonexistent/ckpt-1/"));
     zdist_test_rmtree(dir);
     free(dir);

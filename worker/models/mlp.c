@@ -149,6 +149,9 @@ s_step(model_dense_t *s, zdist_replica_ctx_t *ctx, bool train)
             for (int64_t j = 0; j < n * fo; j++)
                 A[l][j] = A[l][j] > 0 ? A[l][j] : 0;
     }
+    /* before the loss, which turns the logits into their gradient in place */
+    if (!train && (rc = model_predictions_emit(ctx, A[L - 1], n, s->sizes[L], ZDIST_ACT_SOFTMAX)) < 0)
+        return rc;
     double loss = 0;
     int64_t correct = 0;
     float scale = batch->global_size > 0 ? 1.0f / (float)batch->global_size : 0;

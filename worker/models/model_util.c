@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layers/layers.h"
@@ -119,4 +120,31 @@ model_loss(zdist_replica_ctx_t *ctx, const char *model, zdist_loss_t loss, float
         zdist_ctx_set_error(ctx, rc, msg);
     }
     return rc;
+}
+
+static model_predictions_fn s_predictions_fn;
+static void *s_predictions_arg;
+
+void
+model_predictions_sink(model_predictions_fn fn, void *arg)
+{
+    s_predictions_fn = fn;
+    s_predictions_arg = arg;
+}
+
+int
+model_predictions_emit(zdist_replica_ctx_t *ctx, const float *out, int64_t n, int64_t width, zdist_activation_t act)
+{
+    if (!s_predictions_fn)
+        return 0;
+    float *rows = malloc((size_t)(n * width + 1) * sizeof *rows);
+    if (!rows)
+        return -ENOMEM;
+    if (n > 0) {
+        memcpy(rows, out, (size_t)(n * width) * sizeof *rows);
+        layer_act_forward(act, rows, n, width);
+    }
+    s_predictions_fn(s_predictions_arg, zdist_ctx_replica_id(ctx), rows, n, width);
+    free(rows);
+    return 0;
 }

@@ -46,6 +46,22 @@ int model_loss(zdist_replica_ctx_t *ctx, const char *model, zdist_loss_t loss, f
    without the op, give nothing: 0. */
 int model_predictions(zdist_replica_ctx_t *ctx, int slot, zdist_loss_t loss, const float *logits, int64_t n);
 
+/* `zdist run --dump-predictions`: where the built-in models' evaluation
+   steps hand each example's prediction (the last layer's output with the
+   loss's activation applied: softmax, sigmoid, or none for mean squared
+   error; what `zdist export` writes as "predictions"). Set on the thread
+   that starts the evaluation, before it starts; NULL: nowhere (the
+   default: eval steps then do nothing more). fn may run on any replica's
+   thread, several at once; every replica's eval step calls it once per
+   step, n 0 included, so the caller can put the replicas' parts of a step
+   back in order. */
+typedef void (*model_predictions_fn)(void *arg, int replica, const float *rows, int64_t n, int64_t width);
+void model_predictions_sink(model_predictions_fn fn, void *arg);
+/* Hands out[n, width] (the last layer's output) to the sink with act
+   applied to a copy. 0, or -ENOMEM. */
+int model_predictions_emit(zdist_replica_ctx_t *ctx, const float *out, int64_t n, int64_t width,
+                           zdist_activation_t act);
+
 /* The dense network behind softmax_regression (no hidden layer) and mlp:
    ReLU hidden layers, glorot_uniform kernels, zero biases, softmax
    cross-entropy on int32 class labels. */

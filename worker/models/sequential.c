@@ -877,6 +877,11 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
     if ((rc = s_forward(s, ctx, batch, w, &p, train, step, &out)) < 0)
         return rc;
     int64_t units = s->layers[s->nl - 1].out_size;
+    zdist_activation_t link = s->spec.loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? ZDIST_ACT_SOFTMAX
+                              : s->spec.loss == ZDIST_LOSS_BINARY_CROSSENTROPY          ? ZDIST_ACT_SIGMOID
+                                                                                        : ZDIST_ACT_LINEAR;
+    if (!train && (rc = model_predictions_emit(ctx, out, n, units, link)) < 0)
+        return rc;
     if (train) {
         /* The loss turns its input into the gradient: the last layer's
            output stays for its own backward pass (an activation's derivative). */

@@ -1,5 +1,4 @@
-/* coord_wstate: a worker's variables saved as a raw data file and a JSON manifest with its CRC-32, through
- * zdist_file. */
+/* zdist wstate: a worker's variables as a checkpoint (multi_worker_mirrored's, and `zdist run --save`'s): a raw data file and a sealed JSON manifest, through zdist_file. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -7,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_wstate.h"
+#include "zdist/wstate.h"
 #include "zdist/file.h"
 
 #define S_FORMAT "zdist-worker-state"
@@ -17,7 +16,7 @@
 #define S_MAX_TENSORS 65536
 
 void
-coord_wstate_release(coord_wstate_t *state)
+zdist_wstate_release(zdist_wstate_t *state)
 {
     if (!state)
         return;
@@ -31,8 +30,8 @@ coord_wstate_release(coord_wstate_t *state)
 static int
 s_paths(const char *dir, char *data, char *manifest, zdist_error_t *err)
 {
-    if ((size_t) snprintf(data, S_PATH_MAX, "%s/%s", dir, COORD_WSTATE_DATA) >= S_PATH_MAX ||
-        (size_t) snprintf(manifest, S_PATH_MAX, "%s/%s", dir, COORD_WSTATE_MANIFEST) >= S_PATH_MAX)
+    if ((size_t) snprintf(data, S_PATH_MAX, "%s/%s", dir, ZDIST_WSTATE_DATA) >= S_PATH_MAX ||
+        (size_t) snprintf(manifest, S_PATH_MAX, "%s/%s", dir, ZDIST_WSTATE_MANIFEST) >= S_PATH_MAX)
         return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long for the worker state", dir);
     return 0;
 }
@@ -47,7 +46,7 @@ s_shape_json(const zdist_shape_t *shape)
 }
 
 int
-coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors, size_t n,
+zdist_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist_tensor_t *tensors, size_t n,
                   uint64_t *ret_bytes, zdist_error_t *err)
 {
     char data[S_PATH_MAX], manifest[S_PATH_MAX];
@@ -89,7 +88,7 @@ coord_wstate_save(const char *dir, int64_t step, int64_t iterations, const zdist
         goto out;
     root =
         json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:O}", "format", S_FORMAT, "version", S_VERSION,
-                  "step", (json_int_t) step, "iterations", (json_int_t) iterations, "file", COORD_WSTATE_DATA,
+                  "step", (json_int_t) step, "iterations", (json_int_t) iterations, "file", ZDIST_WSTATE_DATA,
                   "bytes", (json_int_t) offset, "crc32", (json_int_t) crc, "tensors", list);
     if (!root) {
         rc = zdist_error_set(err, -ENOMEM, "out of memory");
@@ -146,7 +145,7 @@ s_tensor(const char *manifest, json_t *j, uint64_t *offset, uint64_t total, zdis
 }
 
 int
-coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
+zdist_wstate_load(const char *dir, zdist_wstate_t *ret, zdist_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
     char data[S_PATH_MAX], manifest[S_PATH_MAX];
@@ -178,7 +177,7 @@ coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
         rc = s_damaged(err, manifest, jerr.text);
         goto out;
     }
-    if (strcmp(format, S_FORMAT) != 0 || version != S_VERSION || strcmp(file, COORD_WSTATE_DATA) != 0 ||
+    if (strcmp(format, S_FORMAT) != 0 || version != S_VERSION || strcmp(file, ZDIST_WSTATE_DATA) != 0 ||
         step < 0 || iterations < 0 || bytes < 0 || crc < 0 || crc > UINT32_MAX || !json_is_array(list) ||
         json_array_size(list) > S_MAX_TENSORS) {
         rc = s_damaged(err, manifest, "not a version 1 " S_FORMAT " manifest");
@@ -213,6 +212,6 @@ coord_wstate_load(const char *dir, coord_wstate_t *ret, zdist_error_t *err)
 out:
     json_decref(root);
     if (rc < 0)
-        coord_wstate_release(ret);
+        zdist_wstate_release(ret);
     return rc;
 }
