@@ -310,7 +310,10 @@ s_train(coord_run_t *r)
         size_t want = 8 * (size_t)cfg->num_workers;
         while (p->scheduled < target && zdist_coordinator_queued(p->coord) < want) {
             int64_t n = target - p->scheduled < spe ? target - p->scheduled : spe;
-            if (!zdist_coordinator_schedule(p->coord, n)) {
+            /* Detached: each closure's memory is reused once its result is
+               accounted, not kept for the attempt's life (the chief grew by
+               a closure's value, ~700 bytes, for every closure it ran). */
+            if (zdist_coordinator_schedule_detached(p->coord, n) < 0) {
                 snprintf(r->error, sizeof r->error, "out of memory");
                 return -ENOMEM;
             }
