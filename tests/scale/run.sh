@@ -7,7 +7,7 @@
 #                      [--no-evaluator]
 #
 # --tasks N: 1 chief, N/4 ps and the rest workers (--ps, --workers override;
-# multi_worker_mirrored has no ps). Every run measures: the time to serve, from
+# multi_worker_mirrored has no ps), and an evaluator besides (--no-evaluator). Every run measures: the time to serve, from
 # submit to the first step and to every worker busy; steps/s, examples/s and
 # closures/s (parameter_server) over S seconds; the chief's CPU per closure
 # (or per step in lockstep) from its utime+stime over that window; RSS and
@@ -55,7 +55,7 @@ parameter_server) nps=${nps:-$((tasks / 4))} ;;
 multi_worker_mirrored) nps=${nps:-0} ;;
 *) echo "run.sh: --strategy must be parameter_server or multi_worker_mirrored" >&2; exit 2 ;;
 esac
-nworkers=${nworkers:-$((tasks - 1 - nps - evaluator))}
+nworkers=${nworkers:-$((tasks - 1 - nps))}
 ((nworkers >= 1)) || { echo "run.sh: no worker left" >&2; exit 2; }
 [[ $strategy == multi_worker_mirrored ]] || ((nps >= 1)) || { echo "run.sh: parameter_server needs a ps" >&2; exit 2; }
 ((nworkers <= 64 && nps <= 64)) || { echo "run.sh: the coordinator takes at most 64 workers and 64 ps" >&2; exit 2; }
@@ -175,26 +175,28 @@ PS_STRAT='{"type": "parameter_server"}'
 [[ $strategy == multi_worker_mirrored ]] && PS_STRAT='{"type": "multi_worker_mirrored", "collective_timeout_ms": 30000}'
 busy_expr='all(w.get("closures_done", 0) > 0 for w in j["workers"])'
 [[ $strategy == multi_worker_mirrored ]] && busy_expr='j["step"] >= 1 and all(w.get("in_ring") for w in j["workers"])'
-# snap JOB PID: "step closures examples ms cpu_ms": the job's status and the chief's CPU at one moment.
+# snap JOB PID: "step closures examples" and "ms cpu_ms rss_kb": the job's status and the chief's CPU and
+# RSS at one moment.
 snap() {
-    local t u
-    u=$(cpu_ms "$2") t=$(now_ms)
+    local t u m
+    u=$(cpu_ms "$2") t=$(now_ms) m=$(awk '/^VmRSS:/ {print $2}' "/proc/$2/status")
     st "$1"
     py 'import json, sys
 j = json.load(open(sys.argv[1]))
 print(j["step"], sum(w.get("closures_done", 0) for w in j["workers"]), int(j["metrics"].get("examples", 0)))' "$ZD_TMP/st.json"
-    echo "$t $u"
+    echo "$t $u $m"
 }
-# window JOB PID: over $secs s, into W_STEPS W_EX W_CLOS (per second), W_CPU_MS (the chief's CPU), W_LA.
+# window JOB PID: over $secs s, into W_STEPS W_EX W_CLOS (per second), W_CPU_MS (the chief's CPU), W_RSS_KBS
+# (its RSS growth, KiB/s), W_LA.
 window() {
-    local s0 c0 e0 w0 u0 s1 c1 e1 w1 u1
-    { read -r s0 c0 e0; read -r w0 u0; } < <(snap "$1" "$2")
+    local s0 c0 e0 w0 u0 m0 s1 c1 e1 w1 u1 m1
+    { read -r s0 c0 e0; read -r w0 u0 m0; } < <(snap "$1" "$2")
     local deadline=$((SECONDS + secs))
     window_over() { ((SECONDS >= deadline)); }
     zd_wait_until $((secs + 5)) "the measuring window" window_over # the job runs; only the clock is awaited
-    { read -r s1 c1 e1; read -r w1 u1; } < <(snap "$1" "$2")
+    { read -r s1 c1 e1; read -r w1 u1 m1; } < <(snap "$1" "$2")
     W_LA=$(load1) W_CPU_MS=$((u1 - u0)) W_MS=$((w1 - w0)) W_CLOS_N=$((c1 - c0)) W_STEPS_N=$((s1 - s0))
-    W_STEPS=$((W_STEPS_N * 1000 / W_MS)) W_EX=$(((e1 - e0) * 1000 / W_MS)) W_CLOS=$((W_CLOS_N * 1000 / W_MS))
+    W_RSS_KBS=$(((m1 - m0) * 1000 / W_MS)) W_STEPS=$((W_STEPS_N * 1000 / W_MS)) W_EX=$(((e1 - e0) * 1000 / W_MS)) W_CLOS=$((W_CLOS_N * 1000 / W_MS))
 }
 per() { py "print('%.1f' % ($1 * 1000 / $2) if $2 > 0 else '-')"; } # per MS N: µs of MS ms per N
 chief_conns() { ss -tnpH state established | grep -c "pid=${ZD_PID[$CHIEF]}," || true; }
@@ -209,8 +211,14 @@ t_first=$(($(now_ms) - t0)) la_first=$(load1)
 coord_wait_json "$MAIN" "$busy_expr" 300
 t_busy=$(($(now_ms) - t0)) la_busy=$(load1)
 zd_ok "first step after $t_first ms, every worker busy after $t_busy ms"
+psd_cpu() { local n t=0; for ((n = 0; n < nps; n++)); do t=$((t + $(cpu_ms "${ZD_PID[ps$n]}"))); done; echo $t; }
+p0=$(psd_cpu)
 window "$MAIN" "${ZD_PID[$CHIEF]}"
-M_STEPS=$W_STEPS M_EX=$W_EX M_CLOS=$W_CLOS M_LA=$W_LA M_CPU=$W_CPU_MS M_MS=$W_MS
+P_CPU=$(($(psd_cpu) - p0))
+# The psds' requests per second (the chief's status, from each psd's STATS; its own polling left out).
+P_REQS=$(jq_ 'round(sum(m["per_s"] for p in j.get("ps", []) for m in p.get("methods", [])))')
+P_PER_REQ=$(py "print('%.1f' % ($P_CPU * 1000 / ($P_REQS * $W_MS / 1000)) if $P_REQS > 0 else '-')")
+M_STEPS=$W_STEPS M_EX=$W_EX M_CLOS=$W_CLOS M_LA=$W_LA M_CPU=$W_CPU_MS M_MS=$W_MS M_RSS_KBS=$W_RSS_KBS
 M_PER_CLOS=$(per "$W_CPU_MS" "$W_CLOS_N") M_PER_STEP=$(per "$W_CPU_MS" "$W_STEPS_N")
 sample BUSY
 conns=()
@@ -288,6 +296,9 @@ if ((kill)); then
         BUSY[evaluator]=${KBUSY[evaluator]} # busy: evaluating the kill job's checkpoints
     fi
     coord_wait_state "$KJOB" done 1200
+    # A checkpoint's fan-out: SAVE's time on each psd (p50, p99 over the psds' own histograms).
+    K_SAVE=$(jq_ '"%d / %d" % (max([m["p50_us"] for p in j.get("ps", []) for m in p["methods"] if m["method"] == "save"] or [0]) // 1000, max([m["p99_us"] for p in j.get("ps", []) for m in p["methods"] if m["method"] == "save"] or [0]) // 1000)')
+    K_CKPTS=$(ls -d "$STATE/jobs/$KJOB"/ckpt-* 2>/dev/null | wc -l)
     [[ $(jq_ 'j["step"]') == "$K_STEPS" && $(jq_ 'j["steps"]') == "$K_STEPS" ]] ||
         zd_fail "the kill job ended at step $(jq_ 'j["step"]') of $K_STEPS"
     # Each step pushes one update to every shard: with adam each shard's step
@@ -329,7 +340,7 @@ if [[ -n $sweep ]]; then
         submit "$ZD_TMP/sweep.json"
         coord_wait_json "$JOB" "$busy_expr" 300
         window "$JOB" "${ZD_PID[$CHIEF]}"
-        SWEEP_ROWS+=("| $k | $W_CLOS | $W_EX | $W_STEPS | $(per "$W_CPU_MS" "$W_CLOS_N") | $(py "print(round($W_CPU_MS * 100 / $W_MS))") | $W_LA |")
+        SWEEP_ROWS+=("| $k | $W_CLOS | $W_EX | $W_STEPS | $(per "$W_CPU_MS" "$W_CLOS_N") | $(py "print(round($W_CPU_MS * 100 / $W_MS))") | $W_RSS_KBS | $W_LA |")
         cancel "$JOB"
         zd_ok "sweep: $k workers: $W_CLOS closures/s, $W_EX examples/s (load $W_LA)"
     done
@@ -375,6 +386,7 @@ say "| chief's \`/metrics\` (median of 5) | $metrics_ms ms | $la_lat |"
 ((nps > 0)) && say "| psd RSS idle / busy, median (max) | ${ps_rss} (${ps_rss_max}) / ${ps_rss_b} (${ps_rss_bmax}) KiB | $la_idle / $M_LA |"
 say "| worker RSS idle / busy, median (max) | ${w_rss} (${w_rss_max}) / ${w_rss_b} (${w_rss_bmax}) KiB | $la_idle / $M_LA |"
 say "| chief RSS idle / busy | ${c_rss} / ${c_rss_b} KiB | $la_idle / $M_LA |"
+say "| chief RSS growth while busy (over the window) | $M_RSS_KBS KiB/s | $M_LA |"
 if ((evaluator)); then
     read -r e_rss e_fd <<<"${IDLE[evaluator]}"
     read -r e_rss_b e_fd_b <<<"${BUSY[evaluator]}"
@@ -384,7 +396,11 @@ fi
 ((nps > 0)) && say "| psd open descriptors idle / busy, median (max) | ${ps_fd} (${ps_fd_max}) / ${ps_fd_b} (${ps_fd_bmax}) | $la_idle / $M_LA |"
 say "| worker open descriptors idle / busy, median (max) | ${w_fd} (${w_fd_max}) / ${w_fd_b} (${w_fd_bmax}) | $la_idle / $M_LA |"
 say "| chief open descriptors idle / busy | ${c_fd} / ${c_fd_b} | $la_idle / $M_LA |"
-((nps > 0)) && say "| established connections per psd, median | $conn_med | $M_LA |"
+if ((nps > 0)); then
+    say "| established connections per psd, median | $conn_med | $M_LA |"
+    say "| psd requests/s, all psds (the chief's view of their STATS) | $P_REQS | $M_LA |"
+    say "| psd CPU, all psds, over the window | $P_CPU ms in $M_MS ms; $P_PER_REQ µs per request | $M_LA |"
+fi
 if ((kill)); then
     say ""
     say "## kill -9 of $kw workers and $kp ps at once"
@@ -398,6 +414,7 @@ if ((kill)); then
     say "| kill to the step past the one at the kill (the psds restored from the last checkpoint, the steps since redone) | $t_progress ms |"
     say "| kill to every killed worker back running closures | $t_all_back ms (load $la_back) |"
     say "| psd recoveries (restores of every ps) | $recoveries |"
+    say "| a checkpoint's SAVE on one psd, p50 / p99 (slowest psd; the chief calls the psds one after another) | $K_SAVE ms |"
     say "| final step / asked | $K_STEPS / $K_STEPS |"
     say "| shards with exactly one update per step | $shards of $shards (0 doubled, 0 lost) |"
     ((evaluator)) && say "| checkpoints the evaluator evaluated meanwhile | $evals |"
@@ -406,8 +423,8 @@ if ((${#SWEEP_ROWS[@]})); then
     say ""
     say "## Throughput by workers (the chief given the first N)"
     say ""
-    say "| workers | closures/s | examples/s | steps/s | chief CPU µs per closure | chief CPU % of a core | load |"
-    say "|---|---|---|---|---|---|---|"
+    say "| workers | closures/s | examples/s | steps/s | chief CPU µs per closure | chief CPU % of a core | chief RSS growth KiB/s | load |"
+    say "|---|---|---|---|---|---|---|---|"
     for r in "${SWEEP_ROWS[@]}"; do say "$r"; done
 fi
 say ""
