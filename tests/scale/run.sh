@@ -4,7 +4,7 @@
 #
 #   tests/scale/run.sh [--tasks 64] [--ps P] [--workers W] [--build DIR] [--out FILE] [--seconds S]
 #                      [--strategy parameter_server|multi_worker_mirrored] [--sweep [N,N,...]] [--kill]
-#                      [--no-evaluator]
+#                      [--no-evaluator] [--no-hold]
 #
 # --tasks N: 1 chief, N/4 ps and the rest workers (--ps, --workers override;
 # multi_worker_mirrored has no ps), and an evaluator besides (--no-evaluator). Every run measures: the time to serve, from
@@ -14,7 +14,7 @@
 # open descriptors of every daemon idle and busy; connections per psd;
 # `zdist status` and /metrics latency; the chief's CPU while it holds a job
 # whose closures are long (nothing to dispatch: its status and psd polls and
-# ZMTP heartbeats), per heartbeat received. --sweep: closures/s, examples/s
+# ZMTP heartbeats), per heartbeat received (--no-hold: not). --sweep: closures/s, examples/s
 # and CPU per closure with the chief given the first N workers, for each N
 # (default 1,2,4,8,16,32 and all). --kill: kill -9 of W/6 workers and P/4 ps
 # at once (8 and 4 at 64 tasks), restarted a second later as systemd would;
@@ -32,8 +32,8 @@
 source "$(dirname "$0")/../integration/lib.sh"
 source "$(dirname "$0")/../integration/coord_lib.sh"
 tasks=64 nps="" nworkers="" build=build out=scale-report.md secs=15 strategy=parameter_server
-sweep="" kill=0 evaluator=1
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+sweep="" kill=0 evaluator=1 hold=1
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
     case $1 in
     --tasks) tasks=$2; shift 2 ;;
@@ -46,6 +46,7 @@ while (($#)); do
     --sweep) if [[ ${2:-} =~ ^[0-9,]+$ ]]; then sweep=$2; shift 2; else sweep=default; shift; fi ;;
     --kill) kill=1; shift ;;
     --no-evaluator) evaluator=0; shift ;;
+    --no-hold) hold=0; shift ;;
     *) usage ;;
     esac
 done
@@ -240,7 +241,7 @@ zd_ok "$M_STEPS steps/s, $M_CLOS closures/s over ${secs} s (load $M_LA); zdist s
 # Closures of about the window and 1 s more each (at the main job's pace per
 # worker): in the window the chief dispatches next to nothing.
 H_CPU=- H_MS=- H_LA=- H_CLOS_N=- H_CONNS=- H_BEATS=- H_PER_BEAT=-
-if [[ $strategy == parameter_server ]]; then
+if [[ $strategy == parameter_server ]] && ((hold)); then
     SPE=$(py "print(max(100, min(100000, int($M_STEPS / $nworkers * ($secs + 1)))))") job "$ZD_TMP/hold.json" 100000000 "$PS_STRAT"
     submit "$ZD_TMP/hold.json"
     HOLD=$JOB
@@ -258,7 +259,7 @@ fi
 if ((kill)); then
     kw=$(((nworkers + 5) / 6)) kp=$((nps / 4 > 0 ? nps / 4 : 1))
     # Variables split over every ps, adam (each shard's step counter counts its updates), checkpoints.
-    K_STEPS=$((M_STEPS * 6 + 600))
+    K_STEPS=$((M_STEPS * 4 + 600))
     every=$((K_STEPS / 12 > 50 ? K_STEPS / 12 : 50))
     job "$ZD_TMP/kill.json" "$K_STEPS" \
         "{\"type\": \"parameter_server\", \"partitioner\": \"fixed:$nps\"}" adam ", \"checkpoint\": {\"every_steps\": $every, \"keep\": 3}"
@@ -376,7 +377,7 @@ say "| examples/s | $M_EX | $M_LA |"
 say "| chief CPU over the window | $M_CPU ms in $M_MS ms ($(py "print(round($M_CPU * 100 / $M_MS))") % of a core) | $M_LA |"
 [[ $strategy == parameter_server ]] && say "| chief CPU per closure (incl. background) | $M_PER_CLOS µs | $M_LA |"
 say "| chief CPU per step | $M_PER_STEP µs | $M_LA |"
-if [[ $strategy == parameter_server ]]; then
+if [[ $strategy == parameter_server ]] && ((hold)); then
     say "| chief holding a job, nothing to dispatch ($H_CLOS_N closures in the window) | $H_CPU ms CPU in $H_MS ms | $H_LA |"
     say "| chief's connections then (ss) | $H_CONNS | $H_LA |"
     say "| chief CPU per heartbeat received (all of the above over 2 ZMTP heartbeats per connection per second: $H_BEATS) | $H_PER_BEAT µs | $H_LA |"
