@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-#define ZDIST_COORDINATOR_MAX_WORKERS 256
+#define ZDIST_COORDINATOR_MAX_WORKERS 1024
 
 typedef struct zdist_coordinator_t zdist_coordinator_t;
 typedef struct zdist_remote_value_t zdist_remote_value_t;
