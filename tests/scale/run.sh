@@ -59,7 +59,7 @@ esac
 nworkers=${nworkers:-$((tasks - 1 - nps))}
 ((nworkers >= 1)) || { echo "run.sh: no worker left" >&2; exit 2; }
 [[ $strategy == multi_worker_mirrored ]] || ((nps >= 1)) || { echo "run.sh: parameter_server needs a ps" >&2; exit 2; }
-((nworkers <= 64 && nps <= 64)) || { echo "run.sh: the coordinator takes at most 64 workers and 64 ps" >&2; exit 2; }
+((nworkers <= 1024 && nps <= 64)) || { echo "run.sh: the coordinator takes at most 1024 workers and 64 ps" >&2; exit 2; }
 if [[ $sweep == default ]]; then
     sweep=""
     for k in 1 2 4 8 16 32; do ((k < nworkers)) && sweep+="$k,"; done
@@ -113,7 +113,11 @@ start_chief() {
         --http "127.0.0.1:$http_port" --keep-variables "${@:3}"
     zd_wait_log "$1" "chief serving at" 60
 }
-start_ps() { zd_start "$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$2" --checkpoint-root "$ZD_TMP"; }
+# Every worker connects from 127.0.0.1 here: a psd's per-address connection limit (64) would refuse the 65th.
+start_ps() {
+    zd_start "$1" "$ZDIST_PSD_BIN" --cluster "$CLUSTER" --task "ps:$2" --checkpoint-root "$ZD_TMP" \
+        --max-connections-per-peer $((nworkers + 64))
+}
 start_worker() { zd_start "$1" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$2" --ps-timeout-ms 2000; }
 t0=$(now_ms)
 for ((i = 0; i < nps; i++)); do start_ps "ps$i" "$i"; done
@@ -162,12 +166,14 @@ submit() { # FILE: the job id in JOB
     JOB=$(py 'import json, sys; print(json.load(open(sys.argv[1]))["job_id"])' "$ZD_TMP/submit")
 }
 cancel() { zd_run_expect 0 "$ZD_TMP/cancel" "$ZDIST_BIN" cancel "$1" --cluster "$CLUSTER"; coord_wait_state "$1" cancelled 300; }
-# job FILE STEPS STRATEGY_JSON [OPTIMIZER] [EXTRA]: softmax regression on synthetic data, 2 steps per closure.
+# job FILE STEPS STRATEGY_JSON [OPTIMIZER] [EXTRA]: softmax regression on synthetic data, 2 steps per closure;
+# 4096 examples, more past 64 workers: each worker's shard holds a global batch of 64 at least.
+n_examples=$((64 * (nworkers > 64 ? nworkers : 64)))
 job() {
     cat >"$1" <<JSON
 {"name": "scale", "strategy": $3,
  "model": {"name": "softmax_regression"}, "optimizer": {"type": "${4:-sgd}", "learning_rate": 0.1},
- "dataset": {"format": "synthetic", "synthetic": {"n": 4096, "test_n": 1024, "dim": 16, "classes": 4, "seed": 7},
+ "dataset": {"format": "synthetic", "synthetic": {"n": $n_examples, "test_n": 1024, "dim": 16, "classes": 4, "seed": 7},
              "global_batch_size": 64},
  "steps": $2, "steps_per_execution": ${SPE:-2}, "seed": 3 ${5:-}}
 JSON
@@ -397,6 +403,7 @@ fi
 ((nps > 0)) && say "| psd open descriptors idle / busy, median (max) | ${ps_fd} (${ps_fd_max}) / ${ps_fd_b} (${ps_fd_bmax}) | $la_idle / $M_LA |"
 say "| worker open descriptors idle / busy, median (max) | ${w_fd} (${w_fd_max}) / ${w_fd_b} (${w_fd_bmax}) | $la_idle / $M_LA |"
 say "| chief open descriptors idle / busy | ${c_fd} / ${c_fd_b} | $la_idle / $M_LA |"
+say "| open-files limit (soft) of the chief / of a psd | $(awk '/^Max open files/ {print $4}' "/proc/${ZD_PID[$CHIEF]}/limits") / $( ((nps)) && awk '/^Max open files/ {print $4}' "/proc/${ZD_PID[ps$((nps - 1))]}/limits" || echo -) | |"
 if ((nps > 0)); then
     say "| established connections per psd, median | $conn_med | $M_LA |"
     say "| psd requests/s, all psds (the chief's view of their STATS) | $P_REQS | $M_LA |"
