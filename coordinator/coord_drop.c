@@ -14,15 +14,15 @@
 
 typedef struct {
     char job[64];
-    bool done[COORD_MAX_TASKS];   /* dropped there, or given up (failed) */
-    bool warned[COORD_MAX_TASKS]; /* its one line about a psd that is down */
+    bool done[COORD_MAX_PS];   /* dropped there, or given up (failed) */
+    bool warned[COORD_MAX_PS]; /* its one line about a psd that is down */
     bool failed;                  /* a psd refused: never reported dropped */
 } s_pending_t;
 
 typedef struct {
     coord_drop_config_t config;
     zsock_t *pipe;
-    zdist_ps_client_t *ps[COORD_MAX_TASKS];
+    zdist_ps_client_t *ps[COORD_MAX_PS];
     s_pending_t *pending;
     size_t npending;
     bool term;

@@ -4,14 +4,14 @@
 
 #include <czmq.h>
 
-#include "coord_run.h" /* COORD_MAX_TASKS */
+#include "coord_run.h" /* COORD_MAX_PS */
 
 /* Between two tries at a psd that did not answer. */
 #define COORD_DROP_RETRY_MS 2000
 
 typedef struct {
     int num_ps;
-    char ps[COORD_MAX_TASKS][256];
+    char ps[COORD_MAX_PS][256];
 } coord_drop_config_t;
 
 /* zactor_new (coord_drop_actor, &config): config copied at start. Takes

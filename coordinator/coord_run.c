@@ -268,7 +268,7 @@ coord_run_svg(coord_run_t *r)
 void
 coord_run_step_time(coord_run_t *r, int i, double sec, int64_t steps)
 {
-    if (i < 0 || i >= COORD_MAX_TASKS)
+    if (i < 0 || i >= r->cfg->num_workers)
         return;
     coord_steptime_t *st = &r->steptime[i];
     st->t_ms[st->head] = zdist_clock_now_ms();
@@ -540,7 +540,7 @@ coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coo
     r->ckpt_tried = -1;
     r->started_ms = zdist_clock_now_ms();
     r->steps = cfg->job.spec.steps;
-    for (int i = 0; i < COORD_MAX_TASKS; i++)
+    for (int i = 0; i < cfg->num_workers; i++) /* only the slots in use: the others stay unmapped */
         zdist_prom_histogram_init_seconds(&r->steptime[i].hist);
     zdist_ps_client_options_t po;
     zdist_ps_client_options_default(&po);

@@ -19,8 +19,12 @@
 
 #define S_MAX_POINTS 4096 /* loss points kept for loss.svg */
 
-/* Worker and ps tasks of a cluster, at most. */
-#define COORD_MAX_TASKS 64
+/* Worker tasks of a cluster, at most: as many as the ClusterCoordinator
+   takes. A running job's per-worker state (its step times, ~33 KiB) is in
+   memory the kernel maps only where a worker's slot is used. */
+#define COORD_MAX_WORKERS ZDIST_COORDINATOR_MAX_WORKERS
+/* ps tasks of a cluster, at most: as many as a worker's START_JOB takes. */
+#define COORD_MAX_PS ZDIST_WORKER_MAX_PS
 
 /* A job to run: what the server hands its runner (heap; the runner frees it). */
 typedef struct {
@@ -30,8 +34,8 @@ typedef struct {
     char *base_dir;       /* owned */
     coord_job_t job;      /* owned */
     int num_workers, num_ps;
-    char workers[COORD_MAX_TASKS][256];
-    char ps[COORD_MAX_TASKS][256];
+    char workers[COORD_MAX_WORKERS][256];
+    char ps[COORD_MAX_PS][256];
     int64_t closure_timeout_ms;
 } coord_run_config_t;
 /* NULL-safe; nulls *self_p. */
@@ -79,10 +83,10 @@ struct coord_run_t {
     const coord_run_ops_t *ops;
     void *impl; /* the ops' own state, theirs to free */
     /* The cluster's ps tasks (every strategy's status shows them). */
-    zdist_ps_client_t *ps[COORD_MAX_TASKS];
-    uint64_t ps_bytes[COORD_MAX_TASKS], ps_requests[COORD_MAX_TASKS];
-    int64_t ps_stats_ms[COORD_MAX_TASKS];  /* ps request rates: when the requests per method were read */
-    json_t *ps_methods[COORD_MAX_TASKS];   /* [{method, requests, per_s, p50_us, p99_us, errors}] */
+    zdist_ps_client_t *ps[COORD_MAX_PS];
+    uint64_t ps_bytes[COORD_MAX_PS], ps_requests[COORD_MAX_PS];
+    int64_t ps_stats_ms[COORD_MAX_PS];  /* ps request rates: when the requests per method were read */
+    json_t *ps_methods[COORD_MAX_PS];   /* [{method, requests, per_s, p50_us, p99_us, errors}] */
     int64_t last_stats_ms;                 /* 0: read the psds' figures at the next status */
     int64_t step, steps;
     int64_t ckpt_step;  /* last complete checkpoint, -1 none */
@@ -107,7 +111,7 @@ struct coord_run_t {
     double pt_step[S_MAX_POINTS], pt_loss[S_MAX_POINTS];
     int64_t last_status_ms;
     bool cancel, term;
-    coord_steptime_t steptime[COORD_MAX_TASKS];
+    coord_steptime_t steptime[COORD_MAX_WORKERS];
     int64_t examples_total;
 };
 

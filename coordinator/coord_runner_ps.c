@@ -19,12 +19,12 @@ typedef struct {
        cfg->job.spec, only its name its own. */
     zdist_job_t job;
     char *name;
-    uint64_t ps_inc[COORD_MAX_TASKS]; /* the psds' incarnations when the attempt began */
+    uint64_t ps_inc[COORD_MAX_PS]; /* the psds' incarnations when the attempt began */
     int64_t scheduled;                /* steps handed to the ClusterCoordinator */
     unsigned psd_recoveries;
     /* Per worker, over the ClusterCoordinators of earlier attempts. */
-    unsigned worker_restarts[COORD_MAX_TASKS];
-    int64_t worker_closures[COORD_MAX_TASKS];
+    unsigned worker_restarts[COORD_MAX_WORKERS];
+    int64_t worker_closures[COORD_MAX_WORKERS];
     char lost_why[1024]; /* why the attempt ended with -EAGAIN */
 } s_ps_t;
 
@@ -49,12 +49,12 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
     s_ps_t *p = r->impl;
     json_object_set_new(detail, "psd_recoveries", json_integer(p ? (int)p->psd_recoveries : 0));
     size_t nw = p && p->coord ? zdist_coordinator_num_workers(p->coord) : 0;
-    if (nw > COORD_MAX_TASKS)
-        nw = COORD_MAX_TASKS;
+    if (nw > COORD_MAX_WORKERS)
+        nw = COORD_MAX_WORKERS;
     json_t *workers = json_object_get(detail, "workers");
-    json_t *shown[COORD_MAX_TASKS] = {0};
-    double p50[COORD_MAX_TASKS], sorted[COORD_MAX_TASKS];
-    bool has[COORD_MAX_TASKS] = {0};
+    json_t *shown[COORD_MAX_WORKERS] = {0};
+    double p50[COORD_MAX_WORKERS], sorted[COORD_MAX_WORKERS];
+    bool has[COORD_MAX_WORKERS] = {0};
     int nsorted = 0;
     for (size_t i = 0; i < nw; i++) {
         zdist_coordinator_worker_info_t wi;
@@ -193,7 +193,7 @@ s_coordinator(coord_run_t *r)
     zdist_error_t err = {0};
     zdist_coordinator_options_t o;
     zdist_coordinator_options_default(&o);
-    const char *wp[COORD_MAX_TASKS], *pp[COORD_MAX_TASKS];
+    const char *wp[COORD_MAX_WORKERS], *pp[COORD_MAX_PS];
     for (int i = 0; i < cfg->num_workers; i++)
         wp[i] = cfg->workers[i];
     for (int i = 0; i < cfg->num_ps; i++)
@@ -209,7 +209,7 @@ s_coordinator(coord_run_t *r)
     o.variable_prefix = prefix;
     if (cfg->closure_timeout_ms > 0)
         o.closure_timeout_ms = cfg->closure_timeout_ms;
-    for (size_t i = 0; p->coord && i < zdist_coordinator_num_workers(p->coord) && i < COORD_MAX_TASKS; i++) {
+    for (size_t i = 0; p->coord && i < zdist_coordinator_num_workers(p->coord) && i < COORD_MAX_WORKERS; i++) {
         zdist_coordinator_worker_info_t wi;
         if (zdist_coordinator_worker_info(p->coord, i, &wi) == 0) {
             p->worker_restarts[i] += wi.restarts;
@@ -310,7 +310,10 @@ s_train(coord_run_t *r)
         size_t want = 8 * (size_t)cfg->num_workers;
         while (p->scheduled < target && zdist_coordinator_queued(p->coord) < want) {
             int64_t n = target - p->scheduled < spe ? target - p->scheduled : spe;
-            if (!zdist_coordinator_schedule(p->coord, n)) {
+            /* Detached: each closure's memory is reused once its result is
+               accounted, not kept for the attempt's life (the chief grew by
+               a closure's value, ~700 bytes, for every closure it ran). */
+            if (zdist_coordinator_schedule_detached(p->coord, n) < 0) {
                 snprintf(r->error, sizeof r->error, "out of memory");
                 return -ENOMEM;
             }

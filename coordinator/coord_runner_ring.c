@@ -33,7 +33,7 @@ typedef struct {
 } s_worker_t;
 
 typedef struct {
-    s_worker_t w[COORD_MAX_TASKS];
+    s_worker_t w[COORD_MAX_WORKERS];
     int n;
     int ring; /* workers in the ring */
     unsigned reforms;
@@ -48,8 +48,8 @@ typedef struct {
 /* The replies of one call to several workers: got[i] when worker i answered
    (or its call completed here: deadline, lost connection). */
 typedef struct {
-    zdist_worker_reply_t r[COORD_MAX_TASKS];
-    bool got[COORD_MAX_TASKS];
+    zdist_worker_reply_t r[COORD_MAX_WORKERS];
+    bool got[COORD_MAX_WORKERS];
 } s_replies_t;
 
 /* The ring's state: the ops' own (r->impl). */
@@ -120,7 +120,7 @@ static void
 s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
 {
     s_ring_t *m = s_self(r);
-    bool waiting[COORD_MAX_TASKS] = {0};
+    bool waiting[COORD_MAX_WORKERS] = {0};
     int left = 0;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < m->n; i++)
@@ -142,7 +142,7 @@ s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, i
         int64_t now = zdist_clock_now_ms();
         if (left == 0 || now >= give_up)
             break;
-        zdist_worker_client_t *cls[COORD_MAX_TASKS] = {0};
+        zdist_worker_client_t *cls[COORD_MAX_WORKERS] = {0};
         for (int i = 0; i < m->n; i++)
             cls[i] = waiting[i] ? m->w[i].cl : NULL;
         int rc = zdist_worker_client_wait_any(cls, (size_t)m->n, NULL, give_up == INT64_MAX ? -1 : give_up - now);
@@ -155,7 +155,7 @@ s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, i
 static void
 s_ring_call(coord_run_t *r, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
 {
-    bool which[COORD_MAX_TASKS] = {0};
+    bool which[COORD_MAX_WORKERS] = {0};
     for (int i = 0; i < s_self(r)->n; i++)
         which[i] = s_self(r)->w[i].in_ring;
     s_call(r, which, send, timeout_ms, grace_ms, out);
@@ -262,7 +262,7 @@ static int
 s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
 {
     s_ring_t *m = s_self(r);
-    const char *eps[COORD_MAX_TASKS];
+    const char *eps[COORD_MAX_WORKERS];
     for (int k = 0; k < m->n; k++)
         if (m->w[k].in_ring)
             eps[m->w[k].rank] = m->w[k].ring_ep;
@@ -310,7 +310,7 @@ static int
 s_save(coord_run_t *r, int64_t step)
 {
     s_ring_t *m = s_self(r);
-    bool which[COORD_MAX_TASKS] = {0};
+    bool which[COORD_MAX_WORKERS] = {0};
     int w0 = -1;
     for (int i = 0; i < m->n && w0 < 0; i++)
         if (m->w[i].in_ring && m->w[i].rank == 0)
@@ -422,7 +422,7 @@ static int
 s_probe(coord_run_t *r, int64_t timeout_ms)
 {
     s_ring_t *m = s_self(r);
-    bool which[COORD_MAX_TASKS];
+    bool which[COORD_MAX_WORKERS];
     for (int i = 0; i < m->n; i++)
         which[i] = true;
     s_replies_t rs;
@@ -452,7 +452,7 @@ s_await_lost(coord_run_t *r, int64_t until)
     int64_t now = zdist_clock_now_ms();
     if (until - now > S_AWAIT_MS)
         until = now + S_AWAIT_MS;
-    zdist_worker_client_t *cls[COORD_MAX_TASKS] = {0};
+    zdist_worker_client_t *cls[COORD_MAX_WORKERS] = {0};
     for (int i = 0; i < m->n && until > now; i++)
         if (!m->w[i].dropped && !m->w[i].up && s_send(r, i, s_send_status, until - now))
             cls[i] = m->w[i].cl;

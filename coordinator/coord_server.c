@@ -224,8 +224,8 @@ static int
 s_preflight(self_t *self, char *why, size_t size)
 {
     int n = self->config.num_workers + self->config.num_ps;
-    zdist_rpc_client_t *c[2 * COORD_MAX_TASKS] = {0};
-    uint64_t ids[2 * COORD_MAX_TASKS] = {0};
+    zdist_rpc_client_t *c[COORD_MAX_WORKERS + COORD_MAX_PS] = {0};
+    uint64_t ids[COORD_MAX_WORKERS + COORD_MAX_PS] = {0};
     int rc = 0;
     for (int i = 0; i < n; i++) {
         bool w = i < self->config.num_workers;

@@ -15,8 +15,8 @@ typedef struct {
     char endpoint[256];    /* to bind */
     char state_dir[1024];  /* absolute */
     int num_workers, num_ps;
-    char workers[COORD_MAX_TASKS][256]; /* tcp:// endpoints of worker task i */
-    char ps[COORD_MAX_TASKS][256];
+    char workers[COORD_MAX_WORKERS][256]; /* tcp:// endpoints of worker task i */
+    char ps[COORD_MAX_PS][256];
     int64_t closure_timeout_ms;
     int64_t preflight_timeout_ms;
     char http[128]; /* --http ADDR: /metrics, the dashboard ("" none) */

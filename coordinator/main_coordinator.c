@@ -61,9 +61,10 @@ s_tasks(coord_server_config_t *config, const zdist_cluster_t *cluster)
     for (int k = 0; k < 2; k++) {
         size_t n = zdist_cluster_num_tasks(cluster, jobs[k]);
         /* No ps tasks is a multi_worker_mirrored cluster. */
-        if ((n == 0 && k == 0) || n > COORD_MAX_TASKS) {
+        int max = k == 0 ? COORD_MAX_WORKERS : COORD_MAX_PS;
+        if ((n == 0 && k == 0) || n > (size_t)max) {
             fprintf(stderr, "zdist-coordinator: the cluster has %zu '%s' tasks; it needs %d..%d\n", n, jobs[k],
-                    k == 0, COORD_MAX_TASKS);
+                    k == 0, max);
             return 2;
         }
         for (size_t i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "zdist/coordinator.h"
 #include "zdist/job.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
@@ -464,10 +465,76 @@ test_wait_any(void)
     s_server_stop(&s);
 }
 
+/* The ClusterCoordinator's detached closures, as the chief schedules them
+   (their memory reused once their result is taken): every result comes
+   through next_result once, with its steps, round after round; closures
+   cancelled before they ran never do; a tracked closure among them is
+   fetched as before. */
+static void
+test_detached_closures(void)
+{
+    s_server_t *s = s_server_start();
+    zdist_error_t err = {0};
+    zdist_job_t job;
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(S_JOB, NULL, &job, &err), 0);
+    const char *workers[] = {zdist_rpc_server_endpoint(s->server)};
+    zdist_coordinator_options_t o;
+    zdist_coordinator_options_default(&o);
+    o.job = &job;
+    o.workers = workers;
+    o.num_workers = 1;
+    o.max_closures_per_dispatch = 1; /* this worker runs 3 steps a message, whatever it is asked */
+    zdist_coordinator_t *c = zdist_coordinator_new(&o, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(zdist_coordinator_start(c, false, &err), 0);
+    CU_ASSERT_EQUAL(zdist_coordinator_schedule_detached(c, 0), -EINVAL);
+    zdist_closure_result_t res;
+    int64_t results = 0, steps = 0, first_try = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 100; i++)
+            CU_ASSERT_EQUAL(zdist_coordinator_schedule_detached(c, 3), 0);
+        CU_ASSERT_EQUAL(zdist_coordinator_join(c, &err), 0);
+        while (zdist_coordinator_next_result(c, &res)) {
+            results++;
+            steps += res.steps;
+            first_try += res.worker == 0 && res.attempts == 1;
+        }
+    }
+    CU_ASSERT_EQUAL(results, 300);
+    CU_ASSERT_EQUAL(steps, 900);
+    CU_ASSERT_EQUAL(first_try, 300);
+
+    zdist_coordinator_pause(c, true);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(zdist_coordinator_schedule_detached(c, 3), 0);
+    CU_ASSERT_EQUAL(zdist_coordinator_queued(c), 5);
+    zdist_coordinator_cancel_queued(c);
+    CU_ASSERT_EQUAL(zdist_coordinator_queued(c), 0);
+    CU_ASSERT_FALSE(zdist_coordinator_next_result(c, &res));
+    zdist_coordinator_pause(c, false);
+
+    CU_ASSERT_EQUAL(zdist_coordinator_schedule_detached(c, 3), 0);
+    zdist_remote_value_t *v = zdist_coordinator_schedule(c, 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(zdist_coordinator_schedule_detached(c, 3), 0);
+    CU_ASSERT_EQUAL(zdist_remote_value_fetch(v, &res, &err), 0);
+    CU_ASSERT_EQUAL(res.steps, 3);
+    CU_ASSERT_EQUAL(zdist_coordinator_join(c, &err), 0);
+    results = 0;
+    while (zdist_coordinator_next_result(c, &res))
+        results += res.steps == 3;
+    CU_ASSERT_EQUAL(results, 3); /* the tracked one's result is also in the stream */
+    zdist_coordinator_destroy(&c);
+    zdist_job_release(&job);
+    s_server_stop(&s);
+}
+
 void
 zdist_test_worker_client_register(void)
 {
     ZDIST_SUITE("worker_client", {"every method round trips typed structs", test_round_trip},
                 {"bad requests refused before the handler, bad replies INTERNAL", test_bad_requests},
-                {"one poll over many clients, a pipe and deadlines", test_wait_any});
+                {"one poll over many clients, a pipe and deadlines", test_wait_any},
+                {"the ClusterCoordinator's detached closures: each result once, memory reused",
+                 test_detached_closures});
 }

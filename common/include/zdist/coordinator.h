@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-#define ZDIST_COORDINATOR_MAX_WORKERS 256
+#define ZDIST_COORDINATOR_MAX_WORKERS 1024
 
 typedef struct zdist_coordinator_t zdist_coordinator_t;
 typedef struct zdist_remote_value_t zdist_remote_value_t;
@@ -127,8 +127,17 @@ ZDIST_EXPORT int64_t zdist_coordinator_steps_per_epoch(const zdist_coordinator_t
    re-run applies those steps again. */
 ZDIST_EXPORT void zdist_coordinator_set_step(zdist_coordinator_t *self, int64_t step);
 /* Queues a closure of `steps` steps (>= 1). Returns at once; NULL only when
-   out of memory or steps < 1. The value is the coordinator's. */
+   out of memory or steps < 1. The value is the coordinator's, and lives as
+   long as it: a caller that schedules closures for ever and reads their
+   results with next_result only schedules them detached instead. */
 ZDIST_EXPORT zdist_remote_value_t *zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps);
+/* Queues a closure as zdist_coordinator_schedule does, with no value to
+   fetch: its result comes only through zdist_coordinator_next_result, after
+   which (or once it fails or is cancelled: the coordinator's error says
+   why) its memory serves the next closure. So memory stays bounded by the
+   closures queued, in flight and completed but not taken, however long the
+   job runs. 0, -EINVAL (steps < 1) or -ENOMEM. */
+ZDIST_EXPORT int zdist_coordinator_schedule_detached(zdist_coordinator_t *self, int64_t steps);
 /* Makes progress: sends queued closures to free workers, collects replies,
    handles lost workers. Waits up to wait_ms (0: not at all) for something
    to complete. Returns how many closures completed (>= 0). */

@@ -63,7 +63,13 @@ ZDIST_EXPORT void zdist_daemon_options_usage_slurm(FILE *out);
 
 /* The shared values into a daemon's configuration: each limit given on the
    command line (its pointer may be NULL: not taken), the --http address
-   (http[http_size], "" for none). A limit not given keeps its value. */
+   (http[http_size], "" for none). A limit not given keeps its value. Also
+   raises the process's limits for many peers, so call it before any ZeroMQ
+   socket exists: the soft limit of open files to the hard one (at most
+   1,048,576) and czmq's socket limit (1024 by default) with it, up to
+   65,536 — a chief holds a socket and two descriptors per worker and ps
+   task, a psd a descriptor per client, and 1024 of either stopped a cluster
+   of a few hundred tasks. */
 ZDIST_EXPORT void zdist_daemon_options_apply(const zdist_daemon_options_t *self, size_t *max_message_bytes,
                                              size_t *max_calls_per_peer, size_t *max_connections_per_peer,
                                              char *http, size_t http_size);

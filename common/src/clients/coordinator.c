@@ -31,8 +31,10 @@ struct zdist_remote_value_t {
     uint64_t req_id;
     int64_t sent_ms;
     int64_t sent_us;
-    zdist_remote_value_t *qnext;    /* queue, or completed list */
+    zdist_remote_value_t *qnext;    /* queue, completed list, or spare list */
     zdist_remote_value_t *all_next; /* every value, for destroy */
+    bool detached; /* zdist_coordinator_schedule_detached's: nobody fetches it, so it is reused once its
+                      result is taken (or it failed) instead of living as long as the coordinator */
 };
 
 typedef enum { W_DOWN, W_STARTING, W_UP } s_wstate_t;
@@ -79,6 +81,7 @@ struct zdist_coordinator_t {
     size_t nqueued;
     zdist_remote_value_t *chead, *ctail; /* completed, not yet taken */
     zdist_remote_value_t *all;
+    zdist_remote_value_t *spare; /* detached values done with, reused by the next ones */
     bool paused;
     int first_rc;
     zdist_error_t first_err;
@@ -265,12 +268,21 @@ s_pop(zdist_coordinator_t *self)
 }
 
 static void
+s_recycle(zdist_coordinator_t *self, zdist_remote_value_t *v)
+{
+    v->qnext = self->spare;
+    self->spare = v;
+}
+
+static void
 s_complete(zdist_coordinator_t *self, zdist_remote_value_t *v, int rc)
 {
     v->state = S_DONE;
     v->rc = rc;
     v->qnext = NULL;
-    if (rc == 0) {
+    if (rc < 0 && v->detached) {
+        s_recycle(self, v); /* the coordinator's error says why; nobody reads this value's */
+    } else if (rc == 0) {
         if (self->ctail)
             self->ctail->qnext = v;
         else
@@ -279,23 +291,42 @@ s_complete(zdist_coordinator_t *self, zdist_remote_value_t *v, int rc)
     }
 }
 
-zdist_remote_value_t *
-zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
+/* A value for a new closure: a spare detached one when there is one, else
+   a new one on the list of every value. */
+static zdist_remote_value_t *
+s_value_new(zdist_coordinator_t *self)
+{
+    zdist_remote_value_t *v = self->spare;
+    if (v) {
+        self->spare = v->qnext;
+        zdist_remote_value_t *all_next = v->all_next;
+        memset(v, 0, sizeof *v);
+        v->all_next = all_next;
+        return v;
+    }
+    if (!(v = calloc(1, sizeof *v)))
+        return NULL;
+    v->all_next = self->all;
+    self->all = v;
+    return v;
+}
+
+static zdist_remote_value_t *
+s_schedule(zdist_coordinator_t *self, int64_t steps, bool detached)
 {
     if (steps < 1)
         return NULL;
-    zdist_remote_value_t *v = calloc(1, sizeof *v);
+    zdist_remote_value_t *v = s_value_new(self);
     if (!v)
         return NULL;
     v->owner = self;
     v->steps = steps;
+    v->detached = detached;
     if (self->numbered) {
         v->first_step = self->next_step + 1;
         self->next_step += steps;
     }
     v->result.worker = -1;
-    v->all_next = self->all;
-    self->all = v;
     if (self->first_rc < 0) {
         /* After the first error nothing more runs. */
         zdist_error_set(&v->err, -ECANCELED, "cancelled: an earlier closure failed");
@@ -310,6 +341,20 @@ zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
     self->qtail = v;
     self->nqueued++;
     return v;
+}
+
+zdist_remote_value_t *
+zdist_coordinator_schedule(zdist_coordinator_t *self, int64_t steps)
+{
+    return s_schedule(self, steps, false);
+}
+
+int
+zdist_coordinator_schedule_detached(zdist_coordinator_t *self, int64_t steps)
+{
+    if (steps < 1)
+        return -EINVAL;
+    return s_schedule(self, steps, true) ? 0 : -ENOMEM;
 }
 
 void
@@ -453,8 +498,8 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
             v->result.attempts++;
             zdist_error_set(&v->err, zdist_status_to_errno(status), "worker %zu (%s): %s: %s", wi, w->endpoint,
                             zdist_status_name(status), reply->message);
+            s_fail_first(self, v->err.code, &v->err); /* before s_complete may recycle a detached v */
             s_complete(self, v, v->err.code);
-            s_fail_first(self, v->err.code, &v->err);
         }
         return;
     }
@@ -805,6 +850,8 @@ zdist_coordinator_next_result(zdist_coordinator_t *self, zdist_closure_result_t 
         self->ctail = NULL;
     v->qnext = NULL;
     *ret = v->result;
+    if (v->detached)
+        s_recycle(self, v);
     return true;
 }
 

@@ -1,10 +1,12 @@
 /* zdist daemon options: the command line the daemons share, parsed once. */
+#include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "zdist/daemon_options.h"
 #include "zdist/http.h"
@@ -239,10 +241,30 @@ zdist_daemon_options_parse(zdist_daemon_options_t *self, int argc, char **argv, 
     return s_http_env(self) || s_slurm(self) ? 2 : ZDIST_DAEMON_OPTIONS_RUN;
 }
 
+/* Open files and ZeroMQ sockets for many peers (see the header). A limit
+   that cannot be raised stays as it was: the daemon then serves fewer peers,
+   as before. */
+static void
+s_raise_limits(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+        if (want > rl.rlim_cur) {
+            rl.rlim_cur = want;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    /* A ZeroMQ socket takes at least one descriptor: no more sockets than files. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 1024)
+        zsys_set_max_sockets(rl.rlim_cur > 65536 ? 65536 : (size_t)rl.rlim_cur);
+}
+
 void
 zdist_daemon_options_apply(const zdist_daemon_options_t *self, size_t *max_message_bytes,
                            size_t *max_calls_per_peer, size_t *max_connections_per_peer, char *http, size_t http_size)
 {
+    s_raise_limits();
     if (max_message_bytes && self->max_message_bytes)
         *max_message_bytes = self->max_message_bytes;
     if (max_calls_per_peer && self->max_calls_per_peer)
