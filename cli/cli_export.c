@@ -18,6 +18,9 @@
 #include "zdist/model_spec.h"
 #include "zdist/onnx.h"
 
+/* An ONNX tensor name: a layer name (ZDIST_LAYER_NAME_MAX) with "/" and a suffix. */
+#define S_NAME (ZDIST_LAYER_NAME_MAX + 64)
+
 #define S_OPSET 13
 #define S_MAX_JOB_BYTES (16u << 20)
 
@@ -28,7 +31,7 @@ typedef struct {
     zdist_onnx_t *g;
     const zdist_ckpt_t *ck;
     const char *model; /* the job's model name, for messages */
-    char cur[64];
+    char cur[S_NAME];
     int rank;          /* per example: 1 (features) or 3 (height, width, channels) */
     bool nchw;
     int seq;
@@ -37,11 +40,11 @@ typedef struct {
     zdist_error_t *err;
 } s_ex_t;
 
-/* A fresh tensor name "PREFIX_SEQ" into buf (64 bytes). */
+/* A fresh tensor name "PREFIX_SEQ" into buf (S_NAME bytes). */
 static const char *
 s_name(s_ex_t *x, const char *prefix, char *buf)
 {
-    snprintf(buf, 64, "%s_%d", prefix, x->seq++);
+    snprintf(buf, S_NAME, "%s_%d", prefix, x->seq++);
     return buf;
 }
 
@@ -52,7 +55,7 @@ s_node(s_ex_t *x, const char *op, const char *const *extra, int nextra, const zd
     const char *in[8] = {x->cur};
     for (int i = 0; i < nextra && i < 7; i++)
         in[i + 1] = extra[i];
-    char out[64];
+    char out[S_NAME];
     s_name(x, op, out);
     int rc = zdist_onnx_node(x->g, op, in, 1 + nextra, (const char *const[]){out}, 1, attrs, nattrs);
     snprintf(x->cur, sizeof x->cur, "%s", out);
@@ -92,7 +95,8 @@ static int
 s_const(s_ex_t *x, const char *layer, const char *what, const int64_t *dims, int rank, const float *data,
         char *ret_name)
 {
-    snprintf(ret_name, 64, "%s%s%s", layer, *layer ? "/" : "", what);
+    if (snprintf(ret_name, S_NAME, "%s%s%s", layer, *layer ? "/" : "", what) >= S_NAME)
+        return -ENAMETOOLONG; /* a cut name could meet another's */
     return zdist_onnx_initializer(x->g, ret_name, ZDIST_DTYPE_FLOAT32, dims, rank, data);
 }
 
@@ -121,7 +125,7 @@ s_dense(s_ex_t *x, const zdist_layer_spec_t *l)
     const zdist_ckpt_var_t *k = s_var(x, l->name, "kernel", in * l->units), *b = NULL;
     if (!k || (l->use_bias && !(b = s_var(x, l->name, "bias", l->units))))
         return x->err->code;
-    char kn[64], bn[64];
+    char kn[S_NAME], bn[S_NAME];
     int rc = s_const(x, l->name, "kernel", (const int64_t[]){in, l->units}, 2, k->values, kn);
     if (rc == 0 && b)
         rc = s_const(x, l->name, "bias", (const int64_t[]){l->units}, 1, b->values, bn);
@@ -175,7 +179,7 @@ s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
             for (int64_t i = 0; i < ci; i++)
                 for (int64_t o = 0; o < co; o++)
                     oihw[((o * ci + i) * kh + y) * kw + z] = k->values[((y * kw + z) * ci + i) * co + o];
-    char kn[64], bn[64];
+    char kn[S_NAME], bn[S_NAME];
     int rc = s_const(x, l->name, "kernel", (const int64_t[]){co, ci, kh, kw}, 4, oihw, kn);
     free(oihw);
     if (rc == 0 && b)
@@ -209,7 +213,7 @@ s_batch_norm(s_ex_t *x, const zdist_layer_spec_t *l)
         fill[i] = 1.0f;
         fill[c + i] = 0.0f;
     }
-    char gn[64], bn[64], mn[64], vn[64];
+    char gn[S_NAME], bn[S_NAME], mn[S_NAME], vn[S_NAME];
     int rc = s_const(x, l->name, "gamma", &c, 1, g ? g->values : fill, gn);
     if (rc == 0)
         rc = s_const(x, l->name, "beta", &c, 1, b ? b->values : fill + c, bn);
@@ -249,7 +253,7 @@ s_act_layer(s_ex_t *x, const zdist_layer_spec_t *l)
     return 0; /* the table's caller applies every layer's activation */
 }
 
-/* One node of named inputs to a fresh tensor (into out, 64 bytes); the current tensor stays. */
+/* One node of named inputs to a fresh tensor (into out, S_NAME bytes); the current tensor stays. */
 static int
 s_op(s_ex_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs, int nattrs,
      char *out)
@@ -262,7 +266,8 @@ s_op(s_ex_t *x, const char *op, const char *const *in, int nin, const zdist_onnx
 static int
 s_const_i64(s_ex_t *x, const char *layer, const char *what, int64_t v, int rank, char *ret_name)
 {
-    snprintf(ret_name, 64, "%s/%s", layer, what);
+    if (snprintf(ret_name, S_NAME, "%s/%s", layer, what) >= S_NAME)
+        return -ENAMETOOLONG;
     return zdist_onnx_initializer(x->g, ret_name, ZDIST_DTYPE_INT64, (const int64_t[]){1}, rank, &v);
 }
 
@@ -270,7 +275,7 @@ s_const_i64(s_ex_t *x, const char *layer, const char *what, int64_t v, int rank,
 static int
 s_sum_features(s_ex_t *x, const char *layer, const char *in, bool keep, char *out)
 {
-    char axes[64];
+    char axes[S_NAME];
     zdist_onnx_attr_t kd = {"keepdims", ZDIST_ONNX_ATTR_INT, .i = keep};
     int rc = s_const_i64(x, layer, keep ? "axes_keep" : "axes", 1, 1, axes);
     return rc < 0 ? rc : s_op(x, "ReduceSum", (const char *const[]){in, axes}, 2, &kd, 1, out);
@@ -280,7 +285,7 @@ s_sum_features(s_ex_t *x, const char *layer, const char *in, bool keep, char *ou
 static int
 s_weighted_sum(s_ex_t *x, const char *layer, const char *w, const char *rows, char *out)
 {
-    char axes[64], w3[64], prod[64];
+    char axes[S_NAME], w3[S_NAME], prod[S_NAME];
     int rc = s_const_i64(x, layer, "axes_last", 2, 1, axes);
     if (rc == 0)
         rc = s_op(x, "Unsqueeze", (const char *const[]){w, axes}, 2, NULL, 0, w3);
@@ -295,7 +300,7 @@ s_weighted_sum(s_ex_t *x, const char *layer, const char *w, const char *rows, ch
 static int
 s_combiner_scale(s_ex_t *x, const zdist_layer_spec_t *l, const char *w, char *out)
 {
-    char sq[64], den[64], root[64], zero[64], one[64], isz[64], inv[64];
+    char sq[S_NAME], den[S_NAME], root[S_NAME], zero[S_NAME], one[S_NAME], isz[S_NAME], inv[S_NAME];
     const float zf = 0.0f, of = 1.0f;
     int rc = s_const(x, l->name, "zero", (const int64_t[]){1}, 0, &zf, zero);
     if (rc == 0)
@@ -324,8 +329,8 @@ s_embedding(s_ex_t *x, const zdist_layer_spec_t *l)
     const zdist_ckpt_var_t *t = s_var(x, l->name, "embeddings", l->input_dim * l->output_dim);
     if (!t)
         return x->err->code;
-    char table[64], first[64], dim[64], zero[64], ge[64], mask[64], w[64], sh[64], cl[64], row[64], rows[64],
-        sum[64], scale[64];
+    char table[S_NAME], first[S_NAME], dim[S_NAME], zero[S_NAME], ge[S_NAME], mask[S_NAME], w[S_NAME], sh[S_NAME], cl[S_NAME], row[S_NAME], rows[S_NAME],
+        sum[S_NAME], scale[S_NAME];
     zdist_onnx_attr_t to_float = {"to", ZDIST_ONNX_ATTR_INT, .i = 1 /* TensorProto.FLOAT */};
     int rc = s_const(x, l->name, "embeddings", (const int64_t[]){l->input_dim, l->output_dim}, 2, t->values, table);
     if (rc == 0)
@@ -368,7 +373,7 @@ s_concat(s_ex_t *x, const zdist_layer_spec_t *l)
 {
     if (!x->sparse)
         return zdist_error_set(x->err, -ENOTSUP, "layer '%s': concat reads a sparse input", l->name);
-    char depth[64], onoff[64], hot[64], dense[64], out[64];
+    char depth[S_NAME], onoff[S_NAME], hot[S_NAME], dense[S_NAME], out[S_NAME];
     const float vals[2] = {0.0f, 1.0f};
     zdist_onnx_attr_t axis = {"axis", ZDIST_ONNX_ATTR_INT, .i = 1};
     int rc = s_const_i64(x, l->name, "dense_features", l->dense_features, 0, depth);
@@ -571,10 +576,9 @@ s_resolve(const char *arg, const char *state_dir, char *ckpt, char *job_dir, zdi
     }
     if (rc < 0)
         return rc;
-    if (strcmp(ckpt, arg) == 0)
-        snprintf(job_dir, PATH_MAX, "%s/..", arg);
-    else if (job_dir != arg)
-        snprintf(job_dir, PATH_MAX, "%s", arg);
+    if (strcmp(ckpt, arg) == 0 ? snprintf(job_dir, PATH_MAX, "%s/..", arg) >= PATH_MAX
+                               : job_dir != arg && snprintf(job_dir, PATH_MAX, "%s", arg) >= PATH_MAX)
+        return zdist_error_set(err, -ENAMETOOLONG, "'%s': the path is too long", arg);
     return 0;
 }
 

@@ -625,11 +625,11 @@ psd_dyntable_ckpt_restore(psd_dyntable_ckpt_t *self, const psd_dyntable_ckpt_tab
             rc = psd_dyntable_ckpt_restore(self, tables, n, fdir, ps_task, num_ps, 0, ret, err);
             if (rc == 0 && ret) {
                 ret->fell_back = true;
-                int len = snprintf(ret->why, sizeof ret->why,
-                                   "%s; restored the previous full checkpoint, "
-                                   "step %" PRId64 " in %s, instead",
-                                   why, ret->step, fdir);
-                (void) len; /* cut short past sizeof why */
+                if (snprintf(ret->why, sizeof ret->why,
+                             "%s; restored the previous full checkpoint, "
+                             "step %" PRId64 " in %s, instead",
+                             why, ret->step, fdir) >= (int) sizeof ret->why)
+                    ret->why[sizeof ret->why - 2] = '.'; /* cut short: say so */
             }
             return rc;
         }
