@@ -477,6 +477,44 @@ s_prune_damaged(const char *job_dir, int64_t below)
     closedir(d);
 }
 
+/* True when a kept checkpoint's dynamic tables (a ps task's
+   dynamic-ps<N>.json, psd_dyntable_ckpt.h) name directory ckpt-`step`
+   in their "needs": their incremental chain starts there, so pruning it
+   would leave the kept one unrestorable. */
+static bool
+s_ckpt_needed(const char *job_dir, const int64_t *kept, int nkept, int64_t step)
+{
+    char want[64];
+    snprintf(want, sizeof want, "ckpt-%lld", (long long) step);
+    for (int i = 0; i < nkept; i++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/ckpt-%lld", job_dir, (long long) kept[i]);
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        bool needed = false;
+        while (d && !needed && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+                continue;
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            json_t *root = json_load_file(path, 0, NULL);
+            size_t k;
+            json_t *need;
+            json_array_foreach(json_object_get(root, "needs"), k, need) {
+                if (json_is_string(need) && strcmp(json_string_value(need), want) == 0)
+                    needed = true;
+            }
+            json_decref(root);
+        }
+        if (d)
+            closedir(d);
+        if (needed)
+            return true;
+    }
+    return false;
+}
+
 int
 coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where)
 {
@@ -511,6 +549,12 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
                 continue;
         }
         if (steps[i] > step)
+            continue;
+        /* The kept complete ones: done[] from keep_from on. */
+        int first = 0;
+        while (first < nd && done[first] < keep_from)
+            first++;
+        if (s_ckpt_needed(r->cfg->ckpt_root, done + first, nd - first, steps[i]))
             continue;
         char old[1100];
         snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)steps[i]);
