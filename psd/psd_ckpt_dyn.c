@@ -11,6 +11,7 @@ struct psd_ckpt_dyn_restore_t {
     psd_shard_t **parts;
     psd_dyntable_t **tables;
     psd_dedup_table_t **dedups;
+    int64_t *steps; /* pushes each part had applied (its shard step) */
     size_t n;
 };
 
@@ -31,7 +32,8 @@ s_dyn_parts(psd_store_t *store, const char *job, size_t *ret_n)
     return parts;
 }
 
-/* The part's exactly-once record, while its lock is held: {"dedup", "steps"}. */
+/* The part's exactly-once record, while its lock is held: {"dedup",
+   "steps", "step": the pushes it applied}. */
 static json_t *
 s_state_json(psd_shard_t *part, const psd_shard_view_t *view)
 {
@@ -41,6 +43,7 @@ s_state_json(psd_shard_t *part, const psd_shard_view_t *view)
         json_t *steps = psd_ckpt_state_ledger_json(view->ledger);
         if (steps)
             json_object_set_new(state, "steps", steps);
+        json_object_set_new(state, "step", json_integer(view->step));
     }
     return state;
 }
@@ -104,6 +107,7 @@ psd_ckpt_dyn_abort(psd_ckpt_dyn_restore_t **self_p)
         if (self->dedups)
             psd_dedup_table_destroy(&self->dedups[i]);
     }
+    free(self->steps);
     free(self->tables);
     free(self->dedups);
     free(self->parts);
@@ -118,13 +122,14 @@ psd_ckpt_dyn_commit(psd_ckpt_dyn_restore_t **self_p)
         return;
     psd_ckpt_dyn_restore_t *self = *self_p;
     for (size_t i = 0; i < self->n; i++)
-        psd_shard_dyn_replace(self->parts[i], &self->tables[i], &self->dedups[i]);
+        psd_shard_dyn_replace(self->parts[i], &self->tables[i], &self->dedups[i], self->steps[i]);
     psd_ckpt_dyn_abort(self_p);
 }
 
 /* The exactly-once table of part i from the states its rows came from:
    its own task's when the checkpoint had as many ps tasks as now, else
-   what every saving task's counts (its rows are gathered from all). */
+   what every saving task's counts (its rows are gathered from all); its
+   step the highest of theirs (as a fixed shard's). */
 static int
 s_part_dedup(psd_ckpt_dyn_restore_t *self, size_t i, const char *from, zdist_error_t *err)
 {
@@ -145,6 +150,9 @@ s_part_dedup(psd_ckpt_dyn_restore_t *self, size_t i, const char *from, zdist_err
     for (size_t k = lo; k < hi && rc == 0 && nsrc < PSD_CKPT_STATE_MAX_SOURCES; k++) {
         json_t *st = json_array_get(states, k);
         parsed[nsrc] = (psd_ckpt_state_t){0};
+        json_int_t step = json_integer_value(json_object_get(st, "step"));
+        if (step > self->steps[i])
+            self->steps[i] = step;
         if (json_is_object(st)) {
             char where[4200];
             snprintf(where, sizeof where, "%s (dynamic table '%s')", from, s->name);
@@ -218,7 +226,8 @@ psd_ckpt_dyn_prepare(psd_store_t *store, const char *dir, const char *job, int64
     }
     self->tables = calloc(self->n, sizeof *self->tables);
     self->dedups = calloc(self->n, sizeof *self->dedups);
-    int rc = self->tables && self->dedups ? s_read(self, store, dir, job, step, err)
+    self->steps = calloc(self->n, sizeof *self->steps);
+    int rc = self->tables && self->dedups && self->steps ? s_read(self, store, dir, job, step, err)
                                           : zdist_error_set(err, -ENOMEM, "out of memory");
     if (rc < 0) {
         psd_ckpt_dyn_abort(&self);

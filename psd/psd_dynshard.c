@@ -209,7 +209,7 @@ psd_shard_dyn_table_new(psd_shard_t *self, zdist_error_t *err)
 }
 
 void
-psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p)
+psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p, int64_t step)
 {
     psd_dyntable_t *table = *table_p;
     psd_dedup_table_t *dedup = *dedup_p;
@@ -220,6 +220,7 @@ psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_tab
     self->dyn = table;
     psd_dedup_table_t *mine = self->dedup;
     self->dedup = dedup;
+    self->step = step;
     self->dyn_refusal_told = false;
     pthread_rwlock_unlock(&self->lock);
     /* freed outside the lock */

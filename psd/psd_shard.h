@@ -168,8 +168,10 @@ psd_dyntable_t *psd_shard_dyn_save_begin(psd_shard_t *self, psd_shard_view_t *re
    restore to fill); NULL with err set. */
 psd_dyntable_t *psd_shard_dyn_table_new(psd_shard_t *self, zdist_error_t *err);
 /* Swaps in a restored table and exactly-once table (both taken, pointers
-   nulled) under the write lock; the old ones are freed. Cannot fail. */
-void psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p);
+   nulled) and the count of pushes applied (the shard's step) under the
+   write lock; the old ones are freed. Cannot fail. */
+void psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p,
+                           int64_t step);
 
 /* Replaces the shard's state under its write lock, taking ownership of
    *values_p (malloc'd, psd_shard_value_bytes long) and of slots_p[0..nslots)
