@@ -118,6 +118,30 @@ TABLES_B=$(tables "$JOB")
 [[ $TABLES_B == "$TABLES_A" ]] || zd_fail "tables after the restore: $TABLES_B; without: $TABLES_A"
 zd_ok "psd kill -9 at step >= 250, restored from step $FROM (a full and deltas), re-run: exactly $STEPS steps, the same rows, pushes and test loss ($LOSS_B) as the run never interrupted"
 
+# ---- zdist export-embedding: the final checkpoints of both runs as .npy pairs ----
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" export-embedding "$JOB_A" embedding/embeddings --out "$ZD_TMP/a" --cluster "$CLUSTER"
+last=$(ls -d "$(job_dir "$JOB")"/ckpt-* | grep -E 'ckpt-[0-9]+$' | sort -t- -k2 -n | tail -1)
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" export-embedding "$last" embedding/embeddings --out "$ZD_TMP/b"
+cmp -s "$ZD_TMP/a.ids.npy" "$ZD_TMP/b.ids.npy" && cmp -s "$ZD_TMP/a.vectors.npy" "$ZD_TMP/b.vectors.npy" ||
+    zd_fail "the restored run's exported table differs from the uninterrupted run's"
+zd_run_expect 1 "$OUT" "$ZDIST_BIN" export-embedding "$last" embedding/nope --out "$ZD_TMP/c"
+grep -qF "no dynamic table 'embedding/nope'" "$OUT.err" || zd_fail "unknown table: $(cat "$OUT.err")"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    rows=$(awk '{s += $2} END {print s}' <<<"$TABLES_A")
+    /usr/bin/python3 - "$ZD_TMP/a" "$rows" <<'PY' || zd_fail "the .npy pair is not the table (above)"
+import sys, numpy as np
+ids, vec = np.load(sys.argv[1] + ".ids.npy"), np.load(sys.argv[1] + ".vectors.npy")
+n = int(sys.argv[2])
+assert ids.dtype == np.int64 and ids.shape == (n,), (ids.dtype, ids.shape, n)
+assert vec.dtype == np.float32 and vec.shape == (n, 8), (vec.dtype, vec.shape)
+assert (np.diff(ids) > 0).all() and np.isfinite(vec).all() and (np.abs(vec).sum(axis=1) > 0).all()
+print("numpy: %d ids ascending, vectors %s" % (n, vec.shape))
+PY
+    zd_ok "export-embedding (by job, by directory): numpy.load reads $rows ascending ids and their trained vectors; the restored run's export is byte for byte the uninterrupted run's"
+else
+    echo "skip: numpy.load of the export (python3-numpy not installed); the exports still match byte for byte"
+fi
+
 # ---- a damaged delta: that checkpoint refused, the older intact one restored ----
 job "$ZD_TMP/job3.json" 2000
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job3.json" --cluster "$CLUSTER" --detach
