@@ -137,26 +137,14 @@ s_old_files(const char *path)
 
 /* ---------------------------------------------------------------- save */
 
-/* The store's shards of `job` (every one for NULL or ""), in the store's
-   order, into a new array; *ret_n receives how many. NULL when out of memory.
-
-   A dynamic embedding table's part (psd_shard_is_dynamic) is left out:
-   it has no rows of its own, only its psd_dyntable, saved and restored
-   by psd_ckpt_dyn (full and incremental files) after the fixed shards. */
+/* The store's fixed shards of `job` (every one for NULL or ""). A
+   dynamic embedding table's part is left out: it has no rows of its own,
+   only its psd_dyntable, saved and restored by psd_ckpt_dyn (full and
+   incremental files) after the fixed shards. */
 static psd_shard_t **
 s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
 {
-    size_t n = psd_store_list(store, NULL, 0);
-    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
-    if (!shards)
-        return NULL;
-    n = psd_store_list(store, shards, n);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (psd_shard_in_job(shards[i], job) && !psd_shard_is_dynamic(shards[i]))
-            shards[kept++] = shards[i];
-    *ret_n = kept;
-    return shards;
+    return psd_store_list_job(store, job, false, ret_n);
 }
 
 /* Removes the files the old manifest named (old: an array of names) that

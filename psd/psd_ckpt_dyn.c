@@ -19,17 +19,7 @@ struct psd_ckpt_dyn_restore_t {
 static psd_shard_t **
 s_dyn_parts(psd_store_t *store, const char *job, size_t *ret_n)
 {
-    size_t n = psd_store_list(store, NULL, 0);
-    psd_shard_t **parts = calloc(n ? n : 1, sizeof *parts);
-    if (!parts)
-        return NULL;
-    n = psd_store_list(store, parts, n);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (psd_shard_in_job(parts[i], job) && psd_shard_is_dynamic(parts[i]))
-            parts[kept++] = parts[i];
-    *ret_n = kept;
-    return parts;
+    return psd_store_list_job(store, job, true, ret_n);
 }
 
 /* The part's exactly-once record, while its lock is held: {"dedup",

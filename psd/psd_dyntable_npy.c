@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "psd_dyntable_ckpt.h"
 #include "psd_dyntable_npy.h"
 #include "zdist/dynexport.h"
 #include "zdist/file.h"

@@ -195,6 +195,22 @@ psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes)
     return (int) (dropped > INT32_MAX ? INT32_MAX : dropped);
 }
 
+psd_shard_t **
+psd_store_list_job(psd_store_t *self, const char *job, bool dynamic, size_t *ret_n)
+{
+    size_t n = psd_store_list(self, NULL, 0);
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    if (!shards)
+        return NULL;
+    n = psd_store_list(self, shards, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (psd_shard_in_job(shards[i], job) && psd_shard_is_dynamic(shards[i]) == dynamic)
+            shards[kept++] = shards[i];
+    *ret_n = kept;
+    return shards;
+}
+
 psd_dyntable_ckpt_t *
 psd_store_dyn_ckpt(psd_store_t *self, const char *job, int full_every, zdist_error_t *err)
 {

@@ -46,6 +46,12 @@ int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_
    counts. -EINVAL for a NULL or empty job (that would be every shard). */
 int psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes);
 
+/* The shards of `job` (every one for NULL or "") that are dynamic
+   tables' parts (dynamic) or not, in psd_store_list's order, in a new
+   array (the caller frees it); *ret_n receives how many. NULL when out of
+   memory. */
+psd_shard_t **psd_store_list_job(psd_store_t *self, const char *job, bool dynamic, size_t *ret_n);
+
 /* The chain of job `job`'s dynamic tables' checkpoints on this psd
    (psd_dyntable_ckpt; job NULL or "": the store's own), made at the first
    call with a full every full_every saves and kept until the job is

@@ -86,6 +86,21 @@ TABLES_A=$(tables "$JOB_A")
 ls "$(job_dir "$JOB_A")"/ckpt-*/ | grep -q -- '-delta-' || zd_fail "no delta file in the job's checkpoints: $(ls -R "$(job_dir "$JOB_A")")"
 zd_ok "a run of $STEPS steps saved fulls and deltas; test loss $LOSS_A; tables: $(tr '\n' ' ' <<<"$TABLES_A")"
 
+# ---- zdist status: the job's tables per ps, from the psds' stats ----
+rows=$(awk '{s += $2} END {print s}' <<<"$TABLES_A")
+python3 - "$OUT.st" "$rows" <<'PY' || zd_fail "status --json: the embeddings are not the tables (above)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+ps = j.get("ps") or j["detail"]["ps"]
+e = [x for p in ps for x in p.get("embeddings", [])]
+assert e and all(x["table"] == "embedding/embeddings" for x in e), ps
+assert sum(x["rows"] for x in e) == int(sys.argv[2]) and sum(x["bytes"] for x in e) > 0, e
+PY
+zd_run_expect 0 "$OUT.txt" "$ZDIST_BIN" status "$JOB_A" --cluster "$CLUSTER"
+grep -qE "embedding embedding/embeddings: [0-9]+ rows \([0-9]+ admitted, 0 refused, 0 evicted, 0 pending\), [0-9]+ bytes" "$OUT.txt" ||
+    zd_fail "zdist status shows no embeddings: $(cat "$OUT.txt")"
+zd_ok "zdist status (text, --json): the job's dynamic table per ps, $rows rows in all"
+
 # ---- kill -9 of a psd between incremental saves: restored, the same end ----
 # kill_run: a run whose ps 1 is killed -9 at step >= 250; sets JOB and FROM
 # (the step restored).
