@@ -221,9 +221,12 @@ psd_ckpt_dyn_prepare(psd_store_t *store, const char *dir, const char *job, int64
                                           : zdist_error_set(err, -ENOMEM, "out of memory");
     if (rc < 0) {
         psd_ckpt_dyn_abort(&self);
-        /* Anything but memory is a checkpoint that cannot be restored:
-           DATA_LOSS, so the coordinator tries an older one. */
-        return rc == -ENOMEM ? rc : (err ? (err->code = -EBADMSG) : -EBADMSG);
+        /* Anything but memory (this psd's, or its --max-bytes while the
+           old tables are still held) is a checkpoint that cannot be
+           restored: DATA_LOSS, so the coordinator tries an older one. */
+        if (rc == -ENOMEM || rc == -ENOSPC)
+            return rc;
+        return err ? (err->code = -EBADMSG) : -EBADMSG;
     }
     *ret = self;
     return 0;

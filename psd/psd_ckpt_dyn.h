@@ -35,8 +35,9 @@ typedef struct psd_ckpt_dyn_restore_t psd_ckpt_dyn_restore_t;
 /* Reads job's dynamic parts from dir into new tables (*ret NULL when the
    job has none here). The checkpoint must be of `step` (the fixed
    shards'). Errors: -EBADMSG (DATA_LOSS) for anything missing, broken or
-   inconsistent, including no dynamic-ps*.json in dir; -ENOMEM. Nothing
-   of the store changes. */
+   inconsistent, including no dynamic-ps*.json in dir; -ENOMEM; -ENOSPC
+   when the psd's --max-bytes cannot hold the new tables beside the old
+   (both are held until the swap). Nothing of the store changes. */
 int psd_ckpt_dyn_prepare(psd_store_t *store, const char *dir, const char *job, int64_t step,
                          psd_ckpt_dyn_restore_t **ret, zdist_error_t *err);
 /* Swaps the prepared tables in (cannot fail) and frees *self_p; NULL-safe. */
