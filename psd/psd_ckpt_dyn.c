@@ -1,4 +1,5 @@
-/* psd_ckpt_dyn: the dynamic parts of a job's checkpoint: one chained save per psd, a strict all-or-nothing restore. */
+/* psd_ckpt_dyn: the dynamic parts of a job's checkpoint: one chained save per psd, a strict all-or-nothing
+ * restore. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,8 @@ psd_ckpt_dyn_save(psd_store_t *store, const char *dir, int64_t step, int ps_task
     psd_dyntable_ckpt_t *chain = psd_store_dyn_ckpt(store, job, PSD_CKPT_DYN_FULL_EVERY, err);
     psd_dyntable_ckpt_table_t *tables = calloc(n, sizeof *tables);
     if (!chain || !tables) {
-        rc = chain ? zdist_error_set(err, -ENOMEM, "out of memory") : (err && err->code ? err->code : -ENOMEM);
+        rc =
+            chain ? zdist_error_set(err, -ENOMEM, "out of memory") : (err && err->code ? err->code : -ENOMEM);
         free(tables);
         free(parts);
         return rc;
@@ -72,8 +74,8 @@ psd_ckpt_dyn_save(psd_store_t *store, const char *dir, int64_t step, int ps_task
     }
     psd_dyntable_ckpt_saved_t saved = {0};
     if (rc == 0)
-        rc = psd_dyntable_ckpt_save(chain, tables, n, dir, step, ps_task, psd_shard_spec(parts[0])->dynamic.num_ps,
-                                    &saved, err);
+        rc = psd_dyntable_ckpt_save(chain, tables, n, dir, step, ps_task,
+                                    psd_shard_spec(parts[0])->dynamic.num_ps, &saved, err);
     for (size_t i = 0; i < n; i++) {
         psd_shard_view_end(parts[i]);
         json_decref(tables[i].state);
@@ -146,8 +148,8 @@ s_part_dedup(psd_ckpt_dyn_restore_t *self, size_t i, const char *from, zdist_err
         if (json_is_object(st)) {
             char where[4200];
             snprintf(where, sizeof where, "%s (dynamic table '%s')", from, s->name);
-            rc = psd_ckpt_state_parse(json_object_get(st, "dedup"), json_object_get(st, "steps"), &parsed[nsrc],
-                                      where, err);
+            rc = psd_ckpt_state_parse(json_object_get(st, "dedup"), json_object_get(st, "steps"),
+                                      &parsed[nsrc], where, err);
         }
         if (rc == 0) {
             src[nsrc] = &parsed[nsrc];
@@ -178,7 +180,8 @@ s_read(psd_ckpt_dyn_restore_t *self, psd_store_t *store, const char *dir, const 
             rc = err && err->code ? err->code : -ENOMEM;
     }
     const psd_shard_spec_t *s0 = psd_shard_spec(self->parts[0]);
-    psd_dyntable_ckpt_t *chain = rc == 0 ? psd_store_dyn_ckpt(store, job, PSD_CKPT_DYN_FULL_EVERY, err) : NULL;
+    psd_dyntable_ckpt_t *chain =
+        rc == 0 ? psd_store_dyn_ckpt(store, job, PSD_CKPT_DYN_FULL_EVERY, err) : NULL;
     if (rc == 0 && !chain)
         rc = err && err->code ? err->code : -ENOMEM;
     psd_dyntable_ckpt_restored_t r = {0};
@@ -187,13 +190,16 @@ s_read(psd_ckpt_dyn_restore_t *self, psd_store_t *store, const char *dir, const 
        here to the chain's full would restore the dynamic tables at
        another step than the fixed shards. */
     if (rc == 0)
-        rc = psd_dyntable_ckpt_restore(chain, tables, self->n, dir, s0->shard_index, s0->dynamic.num_ps, 0, &r, err);
+        rc = psd_dyntable_ckpt_restore(chain, tables, self->n, dir, s0->shard_index, s0->dynamic.num_ps, 0,
+                                       &r, err);
     if (rc == -ENOENT)
-        zdist_error_prefix(err, "job '%s' has dynamic tables but checkpoint %s does not hold them", job ? job : "",
-                           dir);
+        zdist_error_prefix(err, "job '%s' has dynamic tables but checkpoint %s does not hold them",
+                           job ? job : "", dir);
     if (rc == 0 && r.step != step)
-        rc = zdist_error_set(err, -EBADMSG, "checkpoint %s: its dynamic tables are at step %lld, its variables at "
-                             "step %lld", dir, (long long) r.step, (long long) step);
+        rc = zdist_error_set(err, -EBADMSG,
+                             "checkpoint %s: its dynamic tables are at step %lld, its variables at "
+                             "step %lld",
+                             dir, (long long) r.step, (long long) step);
     for (size_t i = 0; i < self->n && rc == 0; i++)
         rc = s_part_dedup(self, i, r.from, err);
     free(tables);
@@ -218,7 +224,7 @@ psd_ckpt_dyn_prepare(psd_store_t *store, const char *dir, const char *job, int64
     self->dedups = calloc(self->n, sizeof *self->dedups);
     self->steps = calloc(self->n, sizeof *self->steps);
     int rc = self->tables && self->dedups && self->steps ? s_read(self, store, dir, job, step, err)
-                                          : zdist_error_set(err, -ENOMEM, "out of memory");
+                                                         : zdist_error_set(err, -ENOMEM, "out of memory");
     if (rc < 0) {
         psd_ckpt_dyn_abort(&self);
         /* Anything but memory (this psd's, or its --max-bytes while the

@@ -1,4 +1,5 @@
-/* psd_ckpt_dyn: a job's dynamic embedding tables in the psd's checkpoints (psd_dyntable_ckpt behind psd_ckpt).
+/* psd_ckpt_dyn: a job's dynamic embedding tables in the psd's checkpoints (psd_dyntable_ckpt behind
+   psd_ckpt).
 
    psd_ckpt_save_job saves the fixed shards' manifest, then this: every
    dynamic part of the job on this psd in one psd_dyntable_ckpt_save (a

@@ -1,4 +1,5 @@
-/* psd_ckpt_state: a shard's exactly-once record in a checkpoint: its JSON, its parse, its intersection over files. */
+/* psd_ckpt_state: a shard's exactly-once record in a checkpoint: its JSON, its parse, its intersection over
+ * files. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,8 +33,8 @@ psd_ckpt_state_ledger_json(const psd_ledger_t *l)
         snprintf(hex + 16 * i, 17, "%016" PRIx64, l->words[i]);
     hex[16 * l->nwords] = 0;
     for (size_t i = 0; i < l->nextra; i++)
-        json_array_append_new(extra, json_pack("[I, I]", (json_int_t) l->extra[i].step,
-                                               (json_int_t) l->extra[i].ordinal));
+        json_array_append_new(
+            extra, json_pack("[I, I]", (json_int_t) l->extra[i].step, (json_int_t) l->extra[i].ordinal));
     json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:o}", "base", (json_int_t) l->base, "words", hex, "top",
                           (json_int_t) l->top, "extra_floor", (json_int_t) l->extra_floor, "extra", extra);
     free(hex);
@@ -89,7 +90,8 @@ s_parse_dedup(const char *where, json_t *list, psd_ckpt_state_t *e, zdist_error_
         return zdist_error_set(err, -ENOMEM, "out of memory");
     size_t i;
     json_t *c;
-    json_array_foreach(list, i, c) {
+    json_array_foreach(list, i, c)
+    {
         psd_dedup_t *d = &e->dedup[i];
         if (!json_is_array(c) || json_array_size(c) != 3 || !s_hex64(json_array_get(c, 0), &d->client_id) ||
             !s_hex64(json_array_get(c, 1), &d->highest) || !s_hex64(json_array_get(c, 2), &d->window) ||
@@ -114,10 +116,11 @@ s_parse_ledger(const char *where, json_t *j, psd_ckpt_state_t *e, zdist_error_t 
     json_t *extra;
     psd_ledger_t *l = &e->ledger;
     if (json_unpack(j, "{s:I, s:s, s:I, s:I, s:o}", "base", &base, "words", &hex, "top", &top, "extra_floor",
-                    &floor, "extra", &extra) < 0 || base < 0 || top < 0 || floor < 0 || !json_is_array(extra) ||
-        strlen(hex) % 16 != 0 || strlen(hex) / 16 > PSD_LEDGER_WINDOW / 64 + 1 ||
-        json_array_size(extra) > PSD_LEDGER_MAX_EXTRA)
-        return s_bad(err, where, "'steps' is not {base, words (16 hex digits each, at most one "
+                    &floor, "extra", &extra) < 0 ||
+        base < 0 || top < 0 || floor < 0 || !json_is_array(extra) || strlen(hex) % 16 != 0 ||
+        strlen(hex) / 16 > PSD_LEDGER_WINDOW / 64 + 1 || json_array_size(extra) > PSD_LEDGER_MAX_EXTRA)
+        return s_bad(err, where,
+                     "'steps' is not {base, words (16 hex digits each, at most one "
                      "window), top, extra_floor, extra}");
     size_t nwords = strlen(hex) / 16, nextra = json_array_size(extra);
     if ((nwords && !(l->words = calloc(nwords, sizeof *l->words))) ||
@@ -136,9 +139,11 @@ s_parse_ledger(const char *where, json_t *j, psd_ckpt_state_t *e, zdist_error_t 
     l->nwords = nwords;
     size_t i;
     json_t *k;
-    json_array_foreach(extra, i, k) {
+    json_array_foreach(extra, i, k)
+    {
         json_int_t step, ordinal;
-        if (json_unpack(k, "[I, I]", &step, &ordinal) < 0 || step <= 0 || ordinal <= 0 || ordinal > UINT32_MAX)
+        if (json_unpack(k, "[I, I]", &step, &ordinal) < 0 || step <= 0 || ordinal <= 0 ||
+            ordinal > UINT32_MAX)
             return s_bad(err, where, "a 'steps' extra is not [step, ordinal >= 1]");
         l->extra[l->nextra++] = (psd_ledger_key_t){(uint64_t) step, (uint32_t) ordinal};
     }
@@ -164,7 +169,8 @@ s_common_highest(const psd_dedup_t *const *recs, size_t n, uint64_t from)
 }
 
 int
-psd_ckpt_state_parse(json_t *dedup, json_t *steps, psd_ckpt_state_t *st, const char *where, zdist_error_t *err)
+psd_ckpt_state_parse(json_t *dedup, json_t *steps, psd_ckpt_state_t *st, const char *where,
+                     zdist_error_t *err)
 {
     int rc = s_parse_dedup(where, dedup, st, err);
     if (rc == 0)

@@ -1,4 +1,5 @@
-/* zdist_dynexport: a dynamic table's chain of full and delta files replayed from a checkpoint into a .npy pair. */
+/* zdist_dynexport: a dynamic table's chain of full and delta files replayed from a checkpoint into a .npy
+ * pair. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -40,11 +41,12 @@ size_t
 zdist_npy_header(char *out, const char *descr, uint64_t rows, int64_t dim)
 {
     char dict[160];
-    int len = dim > 0 ? snprintf(dict, sizeof dict,
-                                 "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ", %" PRId64 "), }",
-                                 descr, rows, dim)
-                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ",), }",
-                                 descr, rows);
+    int len =
+        dim > 0 ? snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ", %" PRId64 "), }",
+                           descr, rows, dim)
+                : snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ",), }", descr, rows);
     size_t total = (10 + (size_t) len + 1 + 63) & ~(size_t) 63;
     uint16_t hlen = (uint16_t) (total - 10);
     memcpy(out, "\x93NUMPY\x01\x00", 8);
@@ -80,14 +82,15 @@ s_bad(zdist_error_t *err, const char *path, const char *what)
 /* Replays one file (buf, len) onto cur: a full replaces it; a delta
    removes its tombstones and puts its rows (both ascending: one merge). */
 static int
-s_apply(s_rows_t *cur, const uint8_t *buf, size_t len, int kind, const char *name, int64_t dim, const char *path,
-        zdist_error_t *err)
+s_apply(s_rows_t *cur, const uint8_t *buf, size_t len, int kind, const char *name, int64_t dim,
+        const char *path, zdist_error_t *err)
 {
     if (len < S_HEADER + S_FOOTER || memcmp(buf, "ZDDYNTB1", 8) != 0 || s_u32(buf + 8) != 1)
         return s_bad(err, path, "not a version 1 dynamic table file");
     uint64_t namelen = s_u32(buf + 44), ntomb = s_u64(buf + 48), slots = s_u32(buf + 28);
     uint64_t nrows = s_u64(buf + len - S_FOOTER);
-    if ((int) s_u32(buf + 12) != kind || s_u32(buf + 24) != (uint64_t) dim || memcmp(buf + len - 8, "ZDDYNEND", 8) != 0)
+    if ((int) s_u32(buf + 12) != kind || s_u32(buf + 24) != (uint64_t) dim ||
+        memcmp(buf + len - 8, "ZDDYNEND", 8) != 0)
         return s_bad(err, path, "its kind, dim or footer is not what its manifest says");
     uint64_t off = S_HEADER + ((namelen + 7) & ~(uint64_t) 7), stride = 24 + 4 * (uint64_t) dim * (1 + slots);
     if (namelen != strlen(name) || off > len || memcmp(buf + S_HEADER, name, namelen) != 0)
@@ -140,15 +143,16 @@ s_chain(const char *dir, json_t *entry, const char *name, int64_t dim, const cha
     size_t k;
     json_t *link;
     int rc = 0;
-    json_array_foreach(json_object_get(entry, "chain"), k, link) {
+    json_array_foreach(json_object_get(entry, "chain"), k, link)
+    {
         const char *d = json_string_value(json_object_get(link, "dir"));
         const char *f = json_string_value(json_object_get(link, "file"));
         const char *kind = json_string_value(json_object_get(link, "kind"));
         json_int_t bytes = json_integer_value(json_object_get(link, "bytes"));
         json_int_t crc = json_integer_value(json_object_get(link, "crc32"));
         if (!d || !s_plain(f) || !kind || (strcmp(d, ".") != 0 && !s_plain(d)))
-            return zdist_error_set(err, -EBADMSG, "%s: a chain entry of '%s' is not {dir, file, kind, ...}", mpath,
-                                   name);
+            return zdist_error_set(err, -EBADMSG, "%s: a chain entry of '%s' is not {dir, file, kind, ...}",
+                                   mpath, name);
         char path[8192];
         if (strcmp(d, ".") == 0)
             snprintf(path, sizeof path, "%s/%s", dir, f);
@@ -157,13 +161,16 @@ s_chain(const char *dir, json_t *entry, const char *name, int64_t dim, const cha
         void *buf = NULL;
         size_t len = 0;
         if ((rc = zdist_file_read(path, S_MAX_FILE, &buf, &len, err)) < 0)
-            return rc == -ENOENT ? zdist_error_set(err, -EBADMSG, "%s (listed in %s) is missing", path, mpath) : rc;
+            return rc == -ENOENT ? zdist_error_set(err, -EBADMSG, "%s (listed in %s) is missing", path, mpath)
+                                 : rc;
         if ((json_int_t) len != bytes || (json_int_t) zdist_crc32(0, buf, len) != crc)
-            rc = zdist_error_set(err, -EBADMSG, "%s is truncated or corrupt: %zu bytes, CRC-32 %08" PRIx32
-                                 "; %s says %lld bytes, %08llx", path, len, zdist_crc32(0, buf, len), mpath,
-                                 (long long) bytes, (long long) crc);
+            rc = zdist_error_set(
+                err, -EBADMSG,
+                "%s is truncated or corrupt: %zu bytes, CRC-32 %08" PRIx32 "; %s says %lld bytes, %08llx",
+                path, len, zdist_crc32(0, buf, len), mpath, (long long) bytes, (long long) crc);
         else
-            rc = s_apply(ret, buf, len, strcmp(kind, "full") == 0 ? S_KIND_FULL : S_KIND_DELTA, name, dim, path, err);
+            rc = s_apply(ret, buf, len, strcmp(kind, "full") == 0 ? S_KIND_FULL : S_KIND_DELTA, name, dim,
+                         path, err);
         free(buf);
         if (rc < 0)
             return rc;
@@ -178,14 +185,16 @@ s_find(json_t *root, const char *want, const char *mpath, int *rc, zdist_error_t
 {
     size_t k, wl = strlen(want);
     json_t *t, *found = NULL;
-    json_array_foreach(json_object_get(root, "tables"), k, t) {
+    json_array_foreach(json_object_get(root, "tables"), k, t)
+    {
         const char *n = json_string_value(json_object_get(t, "name"));
         size_t nl = n ? strlen(n) : 0;
         if (n && strcmp(n, want) == 0)
             return t;
         if (n && nl > wl && n[nl - wl - 1] == '/' && strcmp(n + nl - wl, want) == 0) {
             if (found) {
-                *rc = zdist_error_set(err, -EINVAL, "%s: '%s' and '%s' both end in '%s': name the table as JOB/TABLE",
+                *rc = zdist_error_set(err, -EINVAL,
+                                      "%s: '%s' and '%s' both end in '%s': name the table as JOB/TABLE",
                                       mpath, json_string_value(json_object_get(found, "name")), n, want);
                 return NULL;
             }
@@ -278,8 +287,8 @@ s_manifest(const char *dir, const char *mpath, const char *table, int64_t *step,
         const char *name = json_string_value(json_object_get(entry, "name"));
         s_rows_t task = {0};
         if (d < 1 || (*dim > 0 && d != *dim))
-            rc = zdist_error_set(err, -EBADMSG, "%s: table '%s' has dim %lld, another manifest's %lld", mpath, name,
-                                 (long long) d, (long long) *dim);
+            rc = zdist_error_set(err, -EBADMSG, "%s: table '%s' has dim %lld, another manifest's %lld", mpath,
+                                 name, (long long) d, (long long) *dim);
         *dim = d;
         if (rc == 0 && (rc = s_chain(dir, entry, name, d, mpath, &task, err)) == 0)
             rc = s_gather(all, &task, d, err);
@@ -304,7 +313,8 @@ zdist_dynexport_npy(const char *dir, const char *table, const char *ids_path, co
     struct dirent *e;
     while (rc == 0 && (e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 16 || strcmp(e->d_name + len - 5, ".json") != 0)
+        if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 16 ||
+            strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
         char mpath[8192];
         snprintf(mpath, sizeof mpath, "%s/%s", dir, e->d_name);
