@@ -24,6 +24,7 @@ static const struct {
     {"keygen", cli_keygen_main, "write a CurveZMQ certificate pair (NAME.key, NAME.key_secret)"},
     {"export", cli_export_main, "write a trained checkpoint as an ONNX model (--onnx FILE)"},
     {"gen", cli_gen_main, "write a data set: criteo (TFRecord files, labels from a known teacher)"},
+    {"export-embedding", cli_export_embedding_main, "write a dynamic embedding table of a checkpoint as .npy (ids, vectors)"},
 };
 #define S_NCOMMANDS (sizeof s_commands / sizeof s_commands[0])
 

@@ -18,6 +18,7 @@ int cli_cancel_main(int argc, char **argv);
 int cli_keygen_main(int argc, char **argv);
 int cli_gen_main(int argc, char **argv);
 int cli_export_main(int argc, char **argv);
+int cli_export_embedding_main(int argc, char **argv);
 
 /* Prints "zdist SUB: <message>" on stderr, one line; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

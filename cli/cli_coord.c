@@ -362,5 +362,9 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
             first = false;
         }
         fputc('\n', out);
+        json_array_foreach(json_object_get(w, "embeddings"), k, pm)
+            fprintf(out, "    embedding %s: %.0f rows (%.0f admitted, %.0f refused, %.0f evicted, %.0f pending), %.0f bytes\n",
+                    json_string_value(json_object_get(pm, "table")), s_num(pm, "rows", 0), s_num(pm, "admitted", 0),
+                    s_num(pm, "refused", 0), s_num(pm, "evicted", 0), s_num(pm, "pending", 0), s_num(pm, "bytes", 0));
     }
 }

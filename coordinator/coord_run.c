@@ -44,6 +44,24 @@ s_prev_requests(json_t *prev, const char *method)
     return -1;
 }
 
+/* The job's dynamic tables' parts of a psd's stats ("JOB/TABLE" names). */
+static json_t *
+s_ps_embeddings(const coord_run_t *r, const zdist_ps_stats_t *st)
+{
+    json_t *out = json_array();
+    size_t jl = strlen(r->cfg->job_id);
+    for (size_t e = 0; out && e < st->nembeddings; e++) {
+        const zdist_ps_embedding_info_t *em = &st->embeddings[e];
+        if (!em->name || strncmp(em->name, r->cfg->job_id, jl) != 0 || em->name[jl] != '/')
+            continue;
+        json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "table", em->name + jl + 1,
+                                             "rows", (json_int_t) em->rows, "admitted", (json_int_t) em->admitted,
+                                             "refused", (json_int_t) em->refused, "evicted", (json_int_t) em->evicted,
+                                             "pending", (json_int_t) em->pending, "bytes", (json_int_t) em->bytes));
+    }
+    return out;
+}
+
 static void
 s_ps_stats(coord_run_t *r)
 {
@@ -72,6 +90,8 @@ s_ps_stats(coord_run_t *r)
             }
             json_decref(r->ps_methods[i]);
             r->ps_methods[i] = methods;
+            json_decref(r->ps_embeddings[i]);
+            r->ps_embeddings[i] = s_ps_embeddings(r, st);
             r->ps_stats_ms[i] = now;
             r->ps_bytes[i] = st->value_bytes + st->slot_bytes;
             r->ps_requests[i] = req;
@@ -186,9 +206,11 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
     json_t *workers = json_array();
     json_t *ps = json_array();
     for (int i = 0; i < r->cfg->num_ps; i++)
-        json_array_append_new(ps, json_pack("{s:i, s:s, s:I, s:I, s:O}", "task", i, "endpoint", r->cfg->ps[i], "bytes",
-                                            (json_int_t)r->ps_bytes[i], "requests", (json_int_t)r->ps_requests[i],
-                                            "methods", r->ps_methods[i] ? r->ps_methods[i] : json_array()));
+        json_array_append_new(ps, json_pack("{s:i, s:s, s:I, s:I, s:O, s:O}", "task", i, "endpoint", r->cfg->ps[i],
+                                            "bytes", (json_int_t)r->ps_bytes[i], "requests",
+                                            (json_int_t)r->ps_requests[i], "methods",
+                                            r->ps_methods[i] ? r->ps_methods[i] : json_array(), "embeddings",
+                                            r->ps_embeddings[i] ? r->ps_embeddings[i] : json_array()));
     json_t *detail = json_pack("{s:o, s:o, s:o, s:I, s:f, s:i, s:s}", "metrics", metrics, "workers", workers, "ps",
                                ps, "checkpoint_step", (json_int_t)r->ckpt_step, "elapsed_s",
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", 0,
@@ -479,6 +501,44 @@ s_prune_damaged(const char *job_dir, int64_t below)
     closedir(d);
 }
 
+/* True when a kept checkpoint's dynamic tables (a ps task's
+   dynamic-ps<N>.json, psd_dyntable_ckpt.h) name directory ckpt-`step`
+   in their "needs": their incremental chain starts there, so pruning it
+   would leave the kept one unrestorable. */
+static bool
+s_ckpt_needed(const char *job_dir, const int64_t *kept, int nkept, int64_t step)
+{
+    char want[64];
+    snprintf(want, sizeof want, "ckpt-%lld", (long long) step);
+    for (int i = 0; i < nkept; i++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/ckpt-%lld", job_dir, (long long) kept[i]);
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        bool needed = false;
+        while (d && !needed && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (strncmp(e->d_name, "dynamic-ps", 10) != 0 || len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+                continue;
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            json_t *root = json_load_file(path, 0, NULL);
+            size_t k;
+            json_t *need;
+            json_array_foreach(json_object_get(root, "needs"), k, need) {
+                if (json_is_string(need) && strcmp(json_string_value(need), want) == 0)
+                    needed = true;
+            }
+            json_decref(root);
+        }
+        if (d)
+            closedir(d);
+        if (needed)
+            return true;
+    }
+    return false;
+}
+
 int
 coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t bytes, const char *where)
 {
@@ -513,6 +573,12 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
                 continue;
         }
         if (steps[i] > step)
+            continue;
+        /* The kept complete ones: done[] from keep_from on. */
+        int first = 0;
+        while (first < nd && done[first] < keep_from)
+            first++;
+        if (s_ckpt_needed(r->cfg->ckpt_root, done + first, nd - first, steps[i]))
             continue;
         char old[1100];
         snprintf(old, sizeof old, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)steps[i]);
@@ -584,6 +650,8 @@ coord_run_release(coord_run_t *r)
         zdist_ps_client_destroy(&r->ps[i]);
         json_decref(r->ps_methods[i]);
         r->ps_methods[i] = NULL;
+        json_decref(r->ps_embeddings[i]);
+        r->ps_embeddings[i] = NULL;
     }
     coord_run_config_destroy(&r->cfg);
 }

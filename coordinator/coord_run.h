@@ -87,6 +87,8 @@ struct coord_run_t {
     uint64_t ps_bytes[COORD_MAX_PS], ps_requests[COORD_MAX_PS];
     int64_t ps_stats_ms[COORD_MAX_PS];  /* ps request rates: when the requests per method were read */
     json_t *ps_methods[COORD_MAX_PS];   /* [{method, requests, per_s, p50_us, p99_us, errors}] */
+    json_t *ps_embeddings[COORD_MAX_PS]; /* the job's dynamic tables' parts there: [{table, rows, admitted,
+                                            refused, evicted, pending, bytes}] */
     int64_t last_stats_ms;                 /* 0: read the psds' figures at the next status */
     int64_t step, steps;
     int64_t ckpt_step;  /* last complete checkpoint, -1 none */

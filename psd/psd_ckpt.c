@@ -14,6 +14,8 @@
 
 #include "psd_buffer.h"
 #include "psd_ckpt.h"
+#include "psd_ckpt_dyn.h"
+#include "psd_ckpt_state.h"
 #include "zdist/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -135,74 +137,14 @@ s_old_files(const char *path)
 
 /* ---------------------------------------------------------------- save */
 
-/* The steps a shard applied (psd_ledger.h), saved with its values:
-   {"base": word, "words": "16 hex digits per word", "top": step,
-   "extra_floor": step, "extra": [[step, ordinal], ...]}; NULL when empty. */
-static json_t *
-s_ledger_json(const psd_ledger_t *l)
-{
-    if (l->base == 0 && l->nwords == 0 && l->top == 0 && l->nextra == 0 && l->extra_floor == 0)
-        return NULL;
-    char *hex = malloc(l->nwords * 16 + 1);
-    json_t *extra = json_array();
-    if (!hex || !extra) {
-        free(hex);
-        json_decref(extra);
-        return NULL;
-    }
-    for (size_t i = 0; i < l->nwords; i++)
-        snprintf(hex + 16 * i, 17, "%016" PRIx64, l->words[i]);
-    hex[16 * l->nwords] = 0;
-    for (size_t i = 0; i < l->nextra; i++)
-        json_array_append_new(extra, json_pack("[I, I]", (json_int_t) l->extra[i].step,
-                                               (json_int_t) l->extra[i].ordinal));
-    json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:o}", "base", (json_int_t) l->base, "words", hex, "top",
-                          (json_int_t) l->top, "extra_floor", (json_int_t) l->extra_floor, "extra", extra);
-    free(hex);
-    return j;
-}
-
-/* The store's shards of `job` (every one for NULL or ""), in the store's
-   order, into a new array; *ret_n receives how many. NULL when out of memory.
-
-   HOOK (issue 29): a dynamic embedding table's part (psd_shard_is_dynamic)
-   is left out here, so neither save nor restore of fixed shards touches
-   it: it has no rows of its own, only its psd_dyntable. Its checkpoint
-   (full and incremental files, psd_dyntable_ckpt.c) is wired in at this
-   one place: save and restore both take their shards from this function,
-   so the dynamic parts of `job` are the ones this skips. */
+/* The store's fixed shards of `job` (every one for NULL or ""). A
+   dynamic embedding table's part is left out: it has no rows of its own,
+   only its psd_dyntable, saved and restored by psd_ckpt_dyn (full and
+   incremental files) after the fixed shards. */
 static psd_shard_t **
 s_job_shards(psd_store_t *store, const char *job, size_t *ret_n)
 {
-    size_t n = psd_store_list(store, NULL, 0);
-    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
-    if (!shards)
-        return NULL;
-    n = psd_store_list(store, shards, n);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (psd_shard_in_job(shards[i], job) && !psd_shard_is_dynamic(shards[i]))
-            shards[kept++] = shards[i];
-    *ret_n = kept;
-    return shards;
-}
-
-/* A shard's exactly-once table, [client, highest, window] in hex each,
-   while its view is held; an empty array unless `fill`. */
-static json_t *
-s_dedup_json(psd_shard_t *shard, const psd_shard_view_t *view, bool fill)
-{
-    json_t *dedup = json_array();
-    for (size_t c = 0; fill && dedup && c < view->ndedup; c++) {
-        psd_dedup_t d;
-        psd_shard_view_dedup(shard, c, &d);
-        char id[17], hi[17], win[17];
-        snprintf(id, sizeof id, "%016" PRIx64, d.client_id);
-        snprintf(hi, sizeof hi, "%016" PRIx64, d.highest);
-        snprintf(win, sizeof win, "%016" PRIx64, d.window);
-        json_array_append_new(dedup, json_pack("[s, s, s]", id, hi, win));
-    }
-    return dedup;
+    return psd_store_list_job(store, job, false, ret_n);
 }
 
 /* Removes the files the old manifest named (old: an array of names) that
@@ -292,8 +234,8 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
         snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
         rc = zdist_file_write(fpath, pieces, 1 + view.nslots, 0644, &crc, err);
         /* The exactly-once table as of these values, under the same lock. */
-        json_t *dedup = s_dedup_json(shards[i], &view, rc == 0);
-        json_t *ledger = rc == 0 ? s_ledger_json(view.ledger) : NULL;
+        json_t *dedup = psd_ckpt_state_dedup_json(shards[i], &view, rc == 0);
+        json_t *ledger = rc == 0 ? psd_ckpt_state_ledger_json(view.ledger) : NULL;
         psd_shard_view_end(shards[i]);
         if (rc < 0) {
             json_decref(dedup);
@@ -328,8 +270,12 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
         goto out;
     /* The new manifest is durable: files only the old one named can go. */
     s_remove_stale(dirfd, old, vars);
+    /* The job's dynamic tables: their own manifest, dynamic-ps<N>.json. */
+    uint64_t dyn_bytes = 0;
+    if ((rc = psd_ckpt_dyn_save(store, dir, step, ps_task, job, &dyn_bytes, err)) < 0)
+        goto out;
     if (ret_bytes)
-        *ret_bytes = bytes;
+        *ret_bytes = bytes + dyn_bytes;
 out:
     json_decref(old);
     json_decref(root);
@@ -352,9 +298,7 @@ typedef struct {
     zdist_optim_kind_t kind; /* 0 when the file has no slots */
     int nslots;
     int64_t opt_step;
-    psd_dedup_t *dedup; /* the shard's exactly-once table at the save */
-    size_t ndedup;
-    psd_ledger_t ledger; /* the steps it had applied */
+    psd_ckpt_state_t st; /* the shard's exactly-once table and steps applied at the save */
 } s_entry_t;
 
 /* What one store shard receives. */
@@ -391,10 +335,8 @@ s_restore_free(s_restore_t *r)
     }
     free(r->roots);
     free(r->names);
-    for (size_t i = 0; i < r->nentries; i++) {
-        free(r->entries[i].dedup);
-        psd_ledger_clear(&r->entries[i].ledger);
-    }
+    for (size_t i = 0; i < r->nentries; i++)
+        psd_ckpt_state_clear(&r->entries[i].st);
     free(r->entries);
     for (size_t i = 0; i < r->ntargets; i++) {
         psd_dedup_table_destroy(&r->targets[i].dedup);
@@ -412,95 +354,6 @@ s_bad(zdist_error_t *err, const char *dir, const char *manifest, const char *wha
                            manifest, what);
 }
 
-static bool
-s_hex64(json_t *j, uint64_t *ret)
-{
-    const char *t = json_string_value(j);
-    if (!t || strlen(t) != 16)
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(t, &end, 16);
-    if (errno || *end)
-        return false;
-    *ret = (uint64_t) v;
-    return true;
-}
-
-/* A file's "dedup": [[client, highest, window], ...] in 16 hex digits each;
-   absent in checkpoints written before it was kept (an empty table). */
-static int
-s_parse_dedup(s_restore_t *r, const char *mname, json_t *list, s_entry_t *e, zdist_error_t *err)
-{
-    if (!list)
-        return 0;
-    if (!json_is_array(list) || json_array_size(list) > PSD_DEDUP_MAX_CLIENTS)
-        return s_bad(err, r->dir, mname, "'dedup' is not an array of at most 1024 clients");
-    size_t n = json_array_size(list);
-    if (n == 0)
-        return 0;
-    if (!(e->dedup = calloc(n, sizeof *e->dedup)))
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c) {
-        psd_dedup_t *d = &e->dedup[i];
-        if (!json_is_array(c) || json_array_size(c) != 3 || !s_hex64(json_array_get(c, 0), &d->client_id) ||
-            !s_hex64(json_array_get(c, 1), &d->highest) || !s_hex64(json_array_get(c, 2), &d->window) ||
-            d->client_id == 0)
-            return s_bad(err, r->dir, mname,
-                         "a 'dedup' record is not [client, highest, window] in 16 hex "
-                         "digits each");
-    }
-    e->ndedup = n;
-    return 0;
-}
-
-/* A file's "steps" (s_ledger_json); absent in checkpoints written before
-   writes were deduplicated by step (an empty ledger). */
-static int
-s_parse_ledger(s_restore_t *r, const char *mname, json_t *j, s_entry_t *e, zdist_error_t *err)
-{
-    if (!j)
-        return 0;
-    json_int_t base, top, floor;
-    const char *hex;
-    json_t *extra;
-    psd_ledger_t *l = &e->ledger;
-    if (json_unpack(j, "{s:I, s:s, s:I, s:I, s:o}", "base", &base, "words", &hex, "top", &top, "extra_floor",
-                    &floor, "extra", &extra) < 0 || base < 0 || top < 0 || floor < 0 || !json_is_array(extra) ||
-        strlen(hex) % 16 != 0 || strlen(hex) / 16 > PSD_LEDGER_WINDOW / 64 + 1 ||
-        json_array_size(extra) > PSD_LEDGER_MAX_EXTRA)
-        return s_bad(err, r->dir, mname, "'steps' is not {base, words (16 hex digits each, at most one "
-                     "window), top, extra_floor, extra}");
-    size_t nwords = strlen(hex) / 16, nextra = json_array_size(extra);
-    if ((nwords && !(l->words = calloc(nwords, sizeof *l->words))) ||
-        (nextra && !(l->extra = calloc(nextra, sizeof *l->extra))))
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    l->cap = nwords;
-    l->extra_cap = nextra;
-    for (size_t i = 0; i < nwords; i++) {
-        char word[17];
-        memcpy(word, hex + 16 * i, 16);
-        word[16] = 0;
-        if (strspn(word, "0123456789abcdef") != 16)
-            return s_bad(err, r->dir, mname, "'steps' words are not 16 hex digits each");
-        l->words[i] = (uint64_t) strtoull(word, NULL, 16);
-    }
-    l->nwords = nwords;
-    size_t i;
-    json_t *k;
-    json_array_foreach(extra, i, k) {
-        json_int_t step, ordinal;
-        if (json_unpack(k, "[I, I]", &step, &ordinal) < 0 || step <= 0 || ordinal <= 0 || ordinal > UINT32_MAX)
-            return s_bad(err, r->dir, mname, "a 'steps' extra is not [step, ordinal >= 1]");
-        l->extra[l->nextra++] = (psd_ledger_key_t){(uint64_t) step, (uint32_t) ordinal};
-    }
-    l->base = (uint64_t) base;
-    l->top = (uint64_t) top;
-    l->extra_floor = (uint64_t) floor;
-    return 0;
-}
 
 static int
 s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *err)
@@ -598,18 +451,16 @@ s_parse_manifest(s_restore_t *r, size_t mi, int64_t *ret_step, zdist_error_t *er
                                            "disagree on the dtype or shape of '%s'", r->dir,
                                            o->manifest, mname, name);
             }
-            if ((rc = s_parse_dedup(r, mname, json_object_get(f, "dedup"), &e, err)) < 0 ||
-                (rc = s_parse_ledger(r, mname, json_object_get(f, "steps"), &e, err)) < 0) {
-                free(e.dedup);
-                psd_ledger_clear(&e.ledger);
+            char where[S_PATH_MAX + 64];
+            snprintf(where, sizeof where, "%s/%s", r->dir, mname);
+            if ((rc = psd_ckpt_state_parse(json_object_get(f, "dedup"), json_object_get(f, "steps"), &e.st,
+                                           where, err)) < 0)
                 return rc;
-            }
             if (r->nentries == r->cap) {
                 size_t cap = r->cap ? r->cap * 2 : 32;
                 s_entry_t *p = realloc(r->entries, cap * sizeof *p);
                 if (!p) {
-                    free(e.dedup);
-                    psd_ledger_clear(&e.ledger);
+                    psd_ckpt_state_clear(&e.st);
                     return zdist_error_set(err, -ENOMEM, "out of memory");
                 }
                 r->entries = p;
@@ -693,31 +544,16 @@ s_load_manifests(s_restore_t *r, int dirfd, int64_t *ret_step, zdist_error_t *er
     return 0;
 }
 
-/* The largest sequence <= from that every record counts as applied
-   (records beyond their window count everything as applied, so the scan
-   ends within 65 steps of the lowest highest). */
-static uint64_t
-s_common_highest(const psd_dedup_t *const *recs, size_t n, uint64_t from)
-{
-    for (uint64_t seq = from;; seq--) {
-        bool all = true;
-        for (size_t k = 0; k < n && all; k++)
-            all = psd_dedup_seen(recs[k], seq);
-        if (all || seq == 0)
-            return seq;
-    }
-}
 
 /* The exactly-once table of a target from the files it is restored from.
    One file: its table. Several (a reshard): a client's write counts as
    applied only when every file counts it (a write seen by only some of
-   the rows is applied again rather than half lost; a client missing from
-   one file is not kept). */
+   the rows is applied again rather than half lost). */
 static int
 s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
 {
     const psd_shard_spec_t *s = t->spec;
-    const s_entry_t *src[64];
+    const psd_ckpt_state_t *src[PSD_CKPT_STATE_MAX_SOURCES];
     size_t nsrc = 0;
     bool many = false;
     for (size_t k = 0; k < r->nentries; k++) {
@@ -725,61 +561,12 @@ s_target_dedup(s_restore_t *r, s_target_t *t, zdist_error_t *err)
         if (strcmp(e->var, s->name) != 0 || e->row_start >= s->row_offset + s->rows ||
             s->row_offset >= e->row_end)
             continue;
-        if (nsrc == sizeof src / sizeof *src)
+        if (nsrc == PSD_CKPT_STATE_MAX_SOURCES)
             many = true;
         else
-            src[nsrc++] = e;
+            src[nsrc++] = &e->st;
     }
-    psd_dedup_t *out = NULL;
-    size_t nout = 0;
-    if (nsrc > 0 && !many && src[0]->ndedup > 0) {
-        out = calloc(src[0]->ndedup, sizeof *out);
-        if (!out)
-            return zdist_error_set(err, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < src[0]->ndedup; i++) {
-            const psd_dedup_t *recs[64] = {&src[0]->dedup[i]};
-            bool everywhere = true;
-            for (size_t k = 1; k < nsrc && everywhere; k++) {
-                everywhere = false;
-                for (size_t j = 0; j < src[k]->ndedup && !everywhere; j++)
-                    if (src[k]->dedup[j].client_id == recs[0]->client_id) {
-                        recs[k] = &src[k]->dedup[j];
-                        everywhere = true;
-                    }
-            }
-            if (!everywhere)
-                continue;
-            uint64_t low = recs[0]->highest;
-            for (size_t k = 1; k < nsrc; k++)
-                if (recs[k]->highest < low)
-                    low = recs[k]->highest;
-            psd_dedup_t d = {.client_id = recs[0]->client_id};
-            d.highest = s_common_highest(recs, nsrc, low);
-            for (uint64_t b = 0; b < PSD_DEDUP_WINDOW && b < d.highest; b++) {
-                bool all = true;
-                for (size_t k = 0; k < nsrc && all; k++)
-                    all = psd_dedup_seen(recs[k], d.highest - 1 - b);
-                if (all)
-                    d.window |= 1ULL << b;
-            }
-            out[nout++] = d;
-        }
-    }
-    t->dedup = psd_dedup_table_new(out, nout);
-    free(out);
-    if (!t->dedup)
-        return zdist_error_set(err, -ENOMEM, "out of memory");
-    /* The steps applied: those every file counts (as the table above). */
-    if (nsrc > 0 && !many) {
-        const psd_ledger_t *ls[64];
-        for (size_t k = 0; k < nsrc; k++)
-            ls[k] = &src[k]->ledger;
-        psd_ledger_t ledger;
-        if (psd_ledger_intersect(&ledger, ls, nsrc) < 0)
-            return zdist_error_set(err, -ENOMEM, "out of memory");
-        psd_dedup_table_set_ledger(t->dedup, &ledger);
-    }
-    return 0;
+    return psd_ckpt_state_intersect(src, many ? 0 : nsrc, &t->dedup, err);
 }
 
 /* Prepares a target per store shard: checks the checkpoint covers it. */
@@ -971,7 +758,12 @@ psd_ckpt_restore_job(psd_store_t *store, const char *dir, const char *job, int64
         if (wanted)
             rc = s_read_entry(&r, dirfd, e, chunk, err);
     }
+    /* The dynamic tables, read into new ones as the fixed shards were. */
+    psd_ckpt_dyn_restore_t *dyn = NULL;
+    if (rc == 0)
+        rc = psd_ckpt_dyn_prepare(store, dir, job, step, &dyn, err);
     /* Everything verified: swap in. Nothing below can fail. */
+    psd_ckpt_dyn_commit(&dyn);
     for (size_t ti = 0; rc == 0 && ti < r.ntargets; ti++) {
         s_target_t *t = &r.targets[ti];
         psd_shard_replace(t->shard, &t->values, t->slots, t->nslots, t->optim.kind, t->step, &t->dedup);

@@ -184,3 +184,46 @@ psd_shard_dyn_refusal_news(psd_shard_t *self)
     self->dyn_refusal_told = true;
     return true;
 }
+
+psd_dyntable_t *
+psd_shard_dyn_save_begin(psd_shard_t *self, psd_shard_view_t *ret_view)
+{
+    pthread_rwlock_wrlock(&self->lock);
+    *ret_view = (psd_shard_view_t){
+        .optim = self->optim,
+        .step = self->step,
+        .ndedup = psd_dedup_table_size(self->dedup),
+        .ledger = psd_dedup_table_ledger(self->dedup),
+    };
+    return self->dyn;
+}
+
+psd_dyntable_t *
+psd_shard_dyn_table_new(psd_shard_t *self, zdist_error_t *err)
+{
+    pthread_rwlock_rdlock(&self->lock);
+    psd_dyntable_config_t cfg = s_config(self, NULL, &self->optim);
+    psd_dyntable_t *t = psd_dyntable_new(&cfg, err);
+    pthread_rwlock_unlock(&self->lock);
+    return t;
+}
+
+void
+psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p, int64_t step)
+{
+    psd_dyntable_t *table = *table_p;
+    psd_dedup_table_t *dedup = *dedup_p;
+    *table_p = NULL;
+    *dedup_p = NULL;
+    pthread_rwlock_wrlock(&self->lock);
+    psd_dyntable_t *old = self->dyn;
+    self->dyn = table;
+    psd_dedup_table_t *mine = self->dedup;
+    self->dedup = dedup;
+    self->step = step;
+    self->dyn_refusal_told = false;
+    pthread_rwlock_unlock(&self->lock);
+    /* freed outside the lock */
+    psd_dyntable_destroy(&old);
+    psd_dedup_table_destroy(&mine);
+}

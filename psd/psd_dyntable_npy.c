@@ -4,35 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "psd_dyntable_ckpt.h"
 #include "psd_dyntable_npy.h"
+#include "zdist/dynexport.h"
 #include "zdist/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error ".npy files are written '<i8' and '<f4': a big-endian host must swap"
 #endif
-
-/* A .npy (format 1.0) header: magic, version, length, the dict padded
-   with spaces to a multiple of 64 bytes, ending in a newline. */
-static size_t
-s_npy_header(char *out, const char *descr, uint64_t rows, int64_t dim)
-{
-    char dict[160];
-    int len =
-        dim > 0 ? snprintf(dict, sizeof dict,
-                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ", %" PRId64 "), }",
-                           descr, rows, dim)
-                : snprintf(dict, sizeof dict,
-                           "{'descr': '%s', 'fortran_order': False, 'shape': (%" PRIu64 ",), }", descr, rows);
-    size_t total = (10 + (size_t) len + 1 + 63) & ~(size_t) 63;
-    uint16_t hlen = (uint16_t) (total - 10);
-    memcpy(out, "\x93NUMPY\x01\x00", 8);
-    memcpy(out + 8, &hlen, 2);
-    memset(out + 10, ' ', total - 10);
-    memcpy(out + 10, dict, (size_t) len);
-    out[total - 1] = '\n';
-    return total;
-}
 
 typedef struct {
     zdist_file_out_t *ids, *vectors;
@@ -64,8 +42,8 @@ psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *
         return err->code;
     }
     char head[256];
-    zdist_file_out_write(w.ids, head, s_npy_header(head, "<i8", st.rows, 0));
-    zdist_file_out_write(w.vectors, head, s_npy_header(head, "<f4", st.rows, dim));
+    zdist_file_out_write(w.ids, head, zdist_npy_header(head, "<i8", st.rows, 0));
+    zdist_file_out_write(w.vectors, head, zdist_npy_header(head, "<f4", st.rows, dim));
     int rc = psd_dyntable_iterate(table, false, s_npy_row, &w);
     if (rc < 0) {
         zdist_file_out_destroy(&w.ids);
@@ -86,26 +64,6 @@ int
 psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path, const char *vectors_path,
                            uint64_t *ret_rows, zdist_error_t *err)
 {
-    zdist_error_t spare;
-    err = err ? err : &spare; /* codes are read back from it */
-    int64_t dim = 0;
-    int rc = psd_dyntable_ckpt_describe(dir, name, &dim, NULL, err);
-    if (rc < 0)
-        return rc;
-    /* A table of the values alone: sgd has no slots, so none are read. */
-    psd_dyntable_config_t cfg = {
-        .name = name, .dim = dim, .init = {.kind = ZDIST_INIT_ZEROS}, .min_count = 1};
-    zdist_optim_config_default(&cfg.optim, ZDIST_OPTIM_SGD);
-    psd_dyntable_t *table = psd_dyntable_new(&cfg, err);
-    psd_dyntable_ckpt_t *ck = psd_dyntable_ckpt_new(1);
-    if (!table || !ck)
-        rc = table ? zdist_error_set(err, -ENOMEM, "out of memory") : err->code;
-    psd_dyntable_ckpt_table_t t = {name, table, NULL};
-    if (rc == 0)
-        rc = psd_dyntable_ckpt_restore(ck, &t, 1, dir, 0, 1, 0, NULL, err);
-    if (rc == 0)
-        rc = psd_dyntable_npy_write(table, ids_path, vectors_path, ret_rows, err);
-    psd_dyntable_ckpt_destroy(&ck);
-    psd_dyntable_destroy(&table);
-    return rc;
+    /* libzdist's reader, the one `zdist export-embedding` uses. */
+    return zdist_dynexport_npy(dir, name, ids_path, vectors_path, ret_rows, err);
 }

@@ -24,10 +24,11 @@ extern "C" {
 int psd_dyntable_npy_write(psd_dyntable_t *table, const char *ids_path, const char *vectors_path,
                            uint64_t *ret_rows, zdist_error_t *err);
 
-/* The same from a checkpoint, without a psd (zdist export-embedding
-   reading the coordinator's checkpoint directory): table `name`'s rows of
-   every saving ps task in dir (psd_dyntable_ckpt's files), as restored
-   onto one task. -ENOENT when the table is not in the checkpoint. */
+/* The same from a checkpoint, without a psd: table `name`'s rows of
+   every saving ps task in dir (psd_dyntable_ckpt's files), gathered as
+   onto one task, by libzdist's reader (zdist_dynexport_npy, the one
+   `zdist export-embedding` uses). -ENOENT when the table is not in the
+   checkpoint, -EBADMSG when a file of its chain is damaged. */
 int psd_dyntable_npy_from_ckpt(const char *dir, const char *name, const char *ids_path,
                                const char *vectors_path, uint64_t *ret_rows, zdist_error_t *err);
 

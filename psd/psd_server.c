@@ -503,31 +503,6 @@ s_ckpt_dir(self_t *self, zdist_rpc_call_t *call, const char *dir, char *real, si
     return 0;
 }
 
-/* Eviction happens as a checkpoint is taken (issue 29): every dynamic
-   table of `job` (every one for "") evicts what qualifies at the
-   checkpoint's step, before its files are written, so the checkpoint holds
-   exactly the rows kept and lists the ones evicted. */
-static void
-s_evict_dynamic(self_t *self, const char *job, int64_t step)
-{
-    size_t n = psd_store_list(self->store, NULL, 0);
-    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
-    if (!shards || step < 0) {
-        free(shards);
-        return;
-    }
-    n = psd_store_list(self->store, shards, n);
-    for (size_t i = 0; i < n; i++) {
-        if (!psd_shard_is_dynamic(shards[i]) || !psd_shard_in_job(shards[i], job))
-            continue;
-        size_t gone = psd_shard_dyn_evict(shards[i], (uint64_t) step);
-        if (gone)
-            zsys_info("dynamic table '%s': %zu rows evicted at step %lld", psd_shard_spec(shards[i])->name, gone,
-                      (long long) step);
-    }
-    free(shards);
-}
-
 static int
 s_save(zdist_rpc_call_t *call, void *state)
 {
@@ -540,7 +515,6 @@ s_save(zdist_rpc_call_t *call, void *state)
         return rc;
     int64_t t0 = zdist_clock_now_ms();
     uint64_t bytes = 0;
-    s_evict_dynamic(self, req->job, req->step);
     rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, &bytes, &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);

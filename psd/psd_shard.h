@@ -159,6 +159,19 @@ void psd_shard_view_begin(psd_shard_t *self, psd_shard_view_t *ret_view);
 void psd_shard_view_end(psd_shard_t *self);
 /* Client i (< view.ndedup) of the exactly-once table, while the view is held. */
 void psd_shard_view_dedup(psd_shard_t *self, size_t i, psd_dedup_t *ret);
+/* A dynamic part's checkpoint (psd_ckpt_dyn.c): takes the part's write lock, fills
+   ret_view's exactly-once table and ledger (no values) and returns the
+   table, which the caller evicts, saves and marks under that lock; pair
+   with psd_shard_view_end. */
+psd_dyntable_t *psd_shard_dyn_save_begin(psd_shard_t *self, psd_shard_view_t *ret_view);
+/* A new, empty table of the part's configuration and optimizer (for a
+   restore to fill); NULL with err set. */
+psd_dyntable_t *psd_shard_dyn_table_new(psd_shard_t *self, zdist_error_t *err);
+/* Swaps in a restored table and exactly-once table (both taken, pointers
+   nulled) and the count of pushes applied (the shard's step) under the
+   write lock; the old ones are freed. Cannot fail. */
+void psd_shard_dyn_replace(psd_shard_t *self, psd_dyntable_t **table_p, psd_dedup_table_t **dedup_p,
+                           int64_t step);
 
 /* Replaces the shard's state under its write lock, taking ownership of
    *values_p (malloc'd, psd_shard_value_bytes long) and of slots_p[0..nslots)

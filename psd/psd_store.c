@@ -14,6 +14,13 @@ typedef struct {
     zdist_optim_config_t optim;
 } s_job_optim_t;
 
+/* A job's dynamic tables' checkpoint chain on this psd (psd_dyntable_ckpt):
+   which files its next save continues; made at its first save. */
+typedef struct {
+    char *job;
+    psd_dyntable_ckpt_t *ckpt;
+} s_job_dyn_t;
+
 struct _psd_store_t {
     pthread_rwlock_t lock;
     psd_shard_t **shards; /* sorted by (name, shard_index) */
@@ -21,6 +28,8 @@ struct _psd_store_t {
     zdist_optim_config_t optim; /* the default */
     s_job_optim_t *jobs;
     size_t njobs;
+    s_job_dyn_t *dyn; /* beside the optimizers, dropped with the job */
+    size_t ndyn;
 };
 
 static const char *
@@ -73,6 +82,11 @@ psd_store_destroy(psd_store_t **self_p)
     for (size_t i = 0; i < self->njobs; i++)
         free(self->jobs[i].job);
     free(self->jobs);
+    for (size_t i = 0; i < self->ndyn; i++) {
+        free(self->dyn[i].job);
+        psd_dyntable_ckpt_destroy(&self->dyn[i].ckpt);
+    }
+    free(self->dyn);
     pthread_rwlock_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -168,10 +182,63 @@ psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes)
             self->jobs[i] = self->jobs[--self->njobs];
             break;
         }
+    for (size_t i = 0; i < self->ndyn; i++)
+        if (strcmp(self->dyn[i].job, job) == 0) {
+            free(self->dyn[i].job);
+            psd_dyntable_ckpt_destroy(&self->dyn[i].ckpt);
+            self->dyn[i] = self->dyn[--self->ndyn];
+            break;
+        }
     pthread_rwlock_unlock(&self->lock);
     if (ret_bytes)
         *ret_bytes = bytes;
     return (int) (dropped > INT32_MAX ? INT32_MAX : dropped);
+}
+
+psd_shard_t **
+psd_store_list_job(psd_store_t *self, const char *job, bool dynamic, size_t *ret_n)
+{
+    size_t n = psd_store_list(self, NULL, 0);
+    psd_shard_t **shards = calloc(n ? n : 1, sizeof *shards);
+    if (!shards)
+        return NULL;
+    n = psd_store_list(self, shards, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (psd_shard_in_job(shards[i], job) && psd_shard_is_dynamic(shards[i]) == dynamic)
+            shards[kept++] = shards[i];
+    *ret_n = kept;
+    return shards;
+}
+
+psd_dyntable_ckpt_t *
+psd_store_dyn_ckpt(psd_store_t *self, const char *job, int full_every, zdist_error_t *err)
+{
+    if (!job)
+        job = "";
+    psd_dyntable_ckpt_t *ckpt = NULL;
+    pthread_rwlock_wrlock(&self->lock);
+    for (size_t i = 0; i < self->ndyn && !ckpt; i++)
+        if (strcmp(self->dyn[i].job, job) == 0)
+            ckpt = self->dyn[i].ckpt;
+    if (!ckpt && self->ndyn >= PSD_MAX_JOBS) {
+        zdist_error_set(err, -ENOSPC, "job '%s': this psd already keeps the dynamic checkpoints of %d jobs", job,
+                        PSD_MAX_JOBS);
+    } else if (!ckpt) {
+        s_job_dyn_t *n = realloc(self->dyn, (self->ndyn + 1) * sizeof *n);
+        if (n)
+            self->dyn = n;
+        char *copy = strdup(job);
+        ckpt = n && copy ? psd_dyntable_ckpt_new(full_every) : NULL;
+        if (ckpt)
+            self->dyn[self->ndyn++] = (s_job_dyn_t){copy, ckpt};
+        else {
+            free(copy);
+            zdist_error_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    pthread_rwlock_unlock(&self->lock);
+    return ckpt;
 }
 
 void

@@ -10,6 +10,7 @@
 #ifndef PSD_STORE_H
 #define PSD_STORE_H
 
+#include "psd_dyntable_ckpt.h"
 #include "psd_shard.h"
 
 #ifdef __cplusplus
@@ -44,6 +45,20 @@ int psd_store_set_optimizer_job(psd_store_t *self, const char *job, const zdist_
    gets their bytes of values and slots, which psd_store_stats no longer
    counts. -EINVAL for a NULL or empty job (that would be every shard). */
 int psd_store_drop_job(psd_store_t *self, const char *job, uint64_t *ret_bytes);
+
+/* The shards of `job` (every one for NULL or "") that are dynamic
+   tables' parts (dynamic) or not, in psd_store_list's order, in a new
+   array (the caller frees it); *ret_n receives how many. NULL when out of
+   memory. */
+psd_shard_t **psd_store_list_job(psd_store_t *self, const char *job, bool dynamic, size_t *ret_n);
+
+/* The chain of job `job`'s dynamic tables' checkpoints on this psd
+   (psd_dyntable_ckpt; job NULL or "": the store's own), made at the first
+   call with a full every full_every saves and kept until the job is
+   dropped (a restarted psd starts a new chain: its first save is a
+   full). Borrowed; only the thread that saves and restores uses it.
+   NULL with err set: -ENOMEM, -ENOSPC past PSD_MAX_JOBS jobs. */
+psd_dyntable_ckpt_t *psd_store_dyn_ckpt(psd_store_t *self, const char *job, int full_every, zdist_error_t *err);
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,
