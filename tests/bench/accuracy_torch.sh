@@ -8,7 +8,8 @@
 # number of epochs. zdist: `zdist run` with seed S and shuffle_seed S. PyTorch: tests/bench/keras_torch.py
 # twice, with Keras's semantics (glorot_uniform, zero biases, Keras's Adam: what zdist computes) and with
 # PyTorch's defaults (nn.Conv2d/nn.Linear initializers, torch.optim.Adam), torch seed S. Prints each run and
-# a table of the mean test accuracy of each. ZDIST_BIN names the zdist binary (default build-rel/, build/).
+# a table of the mean test accuracy of each. PyTorch runs on one thread: accuracy, not speed, is measured
+# here, and two threads of it on a loaded machine wait on each other ten times longer. ZDIST_BIN names the zdist binary (default build-rel/, build/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -58,8 +59,8 @@ for model in issue project; do
         for seed in $seeds; do
             job "$model" "$seed" "$epochs" "$tmp/job.json"
             z=$("$zdist" run "$tmp/job.json" --json --quiet | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')
-            k=$($py "$here/keras_torch.py" accuracy "$tmp/job.json" --seed "$seed" | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')
-            t=$($py "$here/keras_torch.py" accuracy "$tmp/job.json" --seed "$seed" --torch-defaults | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')
+            k=$($py "$here/keras_torch.py" accuracy "$tmp/job.json" --seed "$seed" --threads 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')
+            t=$($py "$here/keras_torch.py" accuracy "$tmp/job.json" --seed "$seed" --threads 1 --torch-defaults | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_accuracy"])')
             echo "$model $epochs $seed $z $k $t" | tee -a "$results"
         done
     done
