@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for tests/bench/bench_cnn.sh: the CNN of a zdist sequential job, trained the same way.
+"""PyTorch baseline for tests/bench/bench_cnn.sh and bench_layers.sh: the model of a zdist job, trained the same way.
 
-Reads the job file, builds the same layers (conv2d/max_pool2d/flatten/dropout/dense/...),
+Reads the job file, builds the same layers (conv2d/max_pool2d/flatten/dropout/dense/..., or the mlp),
 the same optimizer (adam or sgd, the job's learning rate) and batch, trains --steps steps on
-the job's training set with torch.set_num_threads(THREADS), and prints one JSON line:
+the job's training set with torch.set_num_threads(THREADS) after --warmup steps (not counted, as
+zdist run's warm_examples_per_sec leaves out its first 5), and prints one JSON line:
 {"examples_per_sec": ..., "steps": ..., "final_loss": ..., "threads": ...}.
 """
 import argparse
@@ -29,7 +30,13 @@ def read_idx(path):
 
 
 def build(model):
-    """torch layers for a zdist sequential model section (NCHW inside torch)."""
+    """torch layers for a zdist sequential model section (NCHW inside torch), or the built-in mlp."""
+    if model.get("name") == "mlp":
+        sizes = [784] + list(model.get("params", {}).get("hidden", [128])) + [10]
+        layers = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        return nn.Sequential(*layers[:-1])
     shape = list(model["input_shape"])
     if len(shape) == 3:  # zdist: [h, w, c] channels last; torch: [c, h, w]
         shape = [shape[2], shape[0], shape[1]]
@@ -98,7 +105,7 @@ def main():
 
     x = read_idx(path(ds["train"]["images"])).astype(np.float32) / 255.0
     y = read_idx(path(ds["train"]["labels"])).astype(np.int64)
-    shape = job["model"]["input_shape"]
+    shape = job["model"].get("input_shape", [784])
     if len(shape) == 3:
         x = x.reshape(-1, shape[0], shape[1], shape[2]).transpose(0, 3, 1, 2).copy()
     x = torch.from_numpy(x)
@@ -120,7 +127,7 @@ def main():
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             t0 = time.perf_counter()
-        lo = (step * batch) % (len(x) - batch)
+        lo = (step * batch) % (len(x) // batch * batch)
         idx = perm[lo:lo + batch]
         xb, yb = x[idx], y[idx]
         optim.zero_grad(set_to_none=True)
