@@ -8,10 +8,8 @@ zdist run's warm_examples_per_sec leaves out its first 5), and prints one JSON l
 {"examples_per_sec": ..., "steps": ..., "final_loss": ..., "threads": ...}.
 """
 import argparse
-import gzip
 import json
 import os
-import struct
 import sys
 import time
 
@@ -19,14 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-
-def read_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from keras_torch import read_idx  # noqa: E402 (tests/bench, this script's directory)
 
 
 def build(model):
@@ -108,6 +99,8 @@ def main():
     shape = job["model"].get("input_shape", [784])
     if len(shape) == 3:
         x = x.reshape(-1, shape[0], shape[1], shape[2]).transpose(0, 3, 1, 2).copy()
+    else:
+        x = x.reshape(len(x), -1)
     x = torch.from_numpy(x)
     y = torch.from_numpy(y)
     model = build(job["model"])

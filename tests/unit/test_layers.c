@@ -235,15 +235,26 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
         s_check_window_path(kind, layer_json, input_shape, n, path);
 }
 
+/* A conv2d's window and its input, output and kernel sizes for n examples. */
+static void
+s_conv_geometry(const char *layer_json, const char *input_shape, int64_t n, layer_window_t *g, int64_t *nin,
+                int64_t *nout, int64_t *nw)
+{
+    zdist_layer_spec_t l;
+    s_layer0(layer_json, input_shape, &l);
+    layer_window_from_spec(&l, g);
+    *nin = n * g->h * g->w * g->c;
+    *nout = n * g->oh * g->ow * g->filters;
+    *nw = g->kh * g->kw * g->c * g->filters;
+}
+
 /* The direct path and the GEMM path compute the same outputs and gradients (float rounding apart). */
 static void
 s_check_paths(const char *layer_json, const char *input_shape, int64_t n)
 {
-    zdist_layer_spec_t l;
-    s_layer0(layer_json, input_shape, &l);
     layer_window_t g;
-    layer_window_from_spec(&l, &g);
-    int64_t nin = n * g.h * g.w * g.c, nout = n * g.oh * g.ow * g.filters, nw = g.kh * g.kw * g.c * g.filters;
+    int64_t nin, nout, nw;
+    s_conv_geometry(layer_json, input_shape, n, &g, &nin, &nout, &nw);
     float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -1, 1);
     float *dy = s_random(nout, -1, 1), *res[2][4];
     for (int p = 0; p < 2; p++) {
@@ -302,11 +313,9 @@ test_conv2d(void)
 static void
 s_check_split(const char *layer_json, const char *input_shape, int64_t n, int hp, int wp)
 {
-    zdist_layer_spec_t l;
-    s_layer0(layer_json, input_shape, &l);
     layer_window_t g;
-    layer_window_from_spec(&l, &g);
-    int64_t nin = n * g.h * g.w * g.c, nout = n * g.oh * g.ow * g.filters, nw = g.kh * g.kw * g.c * g.filters;
+    int64_t nin, nout, nw;
+    s_conv_geometry(layer_json, input_shape, n, &g, &nin, &nout, &nw);
     float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -0.5, 0.5);
     float *dy = s_random(nout, -1, 1), *y = calloc((size_t)nout, sizeof(float)), *y2 = calloc((size_t)nout, 4);
     float *cols = malloc((size_t)(layer_conv2d_cols(&g, n) + 1) * sizeof(float));
