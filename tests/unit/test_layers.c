@@ -374,6 +374,9 @@ test_split(void)
                   2, 1, 4);
     /* more parts than output rows: the empty ones add nothing */
     s_check_split("{\"conv2d\": {\"filters\": 2, \"kernel\": 3}}", "[4, 4, 1]", 1, 4, 1);
+    /* the direct path's parts (few input channels, a 5x5 window) */
+    s_check_split("{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[9, 8, 1]", 2, 2, 2);
+    s_check_split("{\"conv2d\": {\"filters\": 24, \"kernel\": 5, \"strides\": 2}}", "[12, 11, 3]", 2, 3, 1);
 
     /* dense split along its units: columns in place, the dx shares summed */
     int64_t n = 3, in = 5, out = 7;
