@@ -2,7 +2,7 @@
 # zdist vs PyTorch in one sitting: every layer and shape of bench_layers (forward and backward), then whole
 # models (examples/s and peak RSS): the mlp, the project's CNN and the issue's CNN (#35).
 #
-#     bash tests/bench/bench_layers.sh [--rounds R] [--steps N] [--threads T] [--only layers|models] [BUILD_DIR]
+#     bash tests/bench/bench_layers.sh [--rounds R] [--steps N] [--threads T] [--cpu] [--only layers|models] [BUILD_DIR]
 #
 # Layers: R rounds (default 3), each one run of tests/bench/bench_layers (zdist's kernels, batch 128) then
 # one of bench_layers_torch.py (the same shapes in PyTorch, as many threads as zdist's BLAS), alternating; each
@@ -13,13 +13,16 @@
 # python3-torch is installed with apt-get when missing (a benchmark dependency, never a build one).
 # --threads T (default 2, the machine's cores) sets both sides' threads: OPENBLAS_NUM_THREADS (which also
 # splits zdist's direct convolutions) and torch.set_num_threads; 1 compares the kernels alone, and is
-# the fair setting on a loaded machine, where two threads of either side wait on each other.
+# the fair setting on a loaded machine, where two threads of either side wait on each other. --cpu times
+# the layers by the process's CPU time instead of wall time (with --threads 1: the work each side does,
+# whatever else the machine runs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 rounds=3
 steps=150
 threads=2
+cpu=""
 only="layers,models"
 build=""
 while [[ $# -gt 0 ]]; do
@@ -27,8 +30,9 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --cpu) cpu=--cpu; shift ;;
     --only) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench_layers.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
     esac
@@ -49,8 +53,8 @@ echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), PyTorch $($py -c 'i
 
 if [[ ,$only, == *,layers,* ]]; then
     for ((r = 1; r <= rounds; r++)); do
-        "$build/tests/bench/bench_layers" --rounds 1 >"$tmp/z$r"
-        "$build/tests/bench/bench_layers" --list | $py "$here/bench_layers_torch.py" --rounds 1 --threads "$threads" >"$tmp/t$r"
+        "$build/tests/bench/bench_layers" --rounds 1 $cpu >"$tmp/z$r"
+        "$build/tests/bench/bench_layers" --list | $py "$here/bench_layers_torch.py" --rounds 1 --threads "$threads" $cpu >"$tmp/t$r"
         echo "layers: round $r of $rounds done" >&2
     done
     python3 - "$tmp" "$rounds" <<'PY'

@@ -6,7 +6,7 @@ graph: the kernel's gradient, the bias's and, unless the layer is a model's firs
 Layers as a PyTorch user writes them: NCHW, nn.functional's conv2d / max_pool2d / avg_pool2d / linear,
 "same" as symmetric padding of the same output size. Prints "NAME PASS MS" lines like bench_layers.
 
-    bench_layers --list | python3 bench_layers_torch.py [--rounds R] [--threads T] [--quick] [--only TEXT]
+    bench_layers --list | python3 bench_layers_torch.py [--rounds R] [--threads T] [--quick] [--only TEXT] [--cpu]
 """
 import argparse
 import statistics
@@ -43,19 +43,22 @@ def case_fns(kind, h, w, c, k, s, filters, same, first):
     return fwd, inputs
 
 
+CLOCK = time.perf_counter
+
+
 def timed(fn, rounds, round_secs):
-    t0, calls = time.perf_counter(), 0
-    while calls < 3 or time.perf_counter() - t0 < round_secs / 4:
+    t0, calls = CLOCK(), 0
+    while calls < 3 or CLOCK() - t0 < round_secs / 4:
         fn()
         calls += 1
-    per = (time.perf_counter() - t0) / calls
+    per = (CLOCK() - t0) / calls
     reps = int(round_secs / max(per, 1e-6)) + 1
     ms = []
     for _ in range(rounds):
-        a = time.perf_counter()
+        a = CLOCK()
         for _ in range(reps):
             fn()
-        ms.append((time.perf_counter() - a) / reps * 1e3)
+        ms.append((CLOCK() - a) / reps * 1e3)
     return statistics.median(ms)
 
 
@@ -65,7 +68,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--cpu", action="store_true", help="the process's CPU time instead of wall time")
     args = ap.parse_args()
+    global CLOCK
+    if args.cpu:
+        CLOCK = time.process_time
     torch.set_num_threads(args.threads)
     round_secs = 0.01 if args.quick else 0.2
     for line in sys.stdin:
