@@ -11,7 +11,7 @@ zdist follows TensorFlow/Keras where it and PyTorch differ, so this twin does to
 - Adam as Keras: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), w -= lr_t m / (sqrt(v) + epsilon) (epsilon "hat");
 - sparse categorical cross-entropy averaged over the batch it is given (the last, partial one too).
 
-    python3 keras_torch.py parity JOB.json DIR [--rtol R]   (DIR from tests/integration/parity_driver)
+    python3 keras_torch.py parity JOB.json DIR [--rtol R] [--evaluate]   (DIR from tests/integration/parity_driver)
     python3 keras_torch.py accuracy JOB.json [--seed S] [--epochs E] [--threads T] [--torch-defaults]
 """
 import argparse
@@ -316,9 +316,10 @@ def cmd_parity(args):
     y = torch.from_numpy(np.fromfile(os.path.join(args.dir, "y.i32"), dtype=np.int32).astype(np.int64))
     x = x.reshape(len(y), -1)
     zl = [float(v) for v in open(os.path.join(args.dir, "losses.txt"))]
-    worst, bad, at = 0.0, [], 0
+    worst, bad, at, tl = 0.0, [], 0, []
     for step, (size, want) in enumerate(zip(sizes, zl)):
         got = train_step(model, optim, x[at:at + size], y[at:at + size])
+        tl.append(got)
         at += size
         rel = abs(got - want) / max(abs(want), 1e-6)
         worst = max(worst, rel)
@@ -330,6 +331,14 @@ def cmd_parity(args):
     wdiff = float(np.max(np.abs(zf - tf)) / max(float(np.max(np.abs(tf))), 1e-12))
     print(f"{len(zl)} steps: largest relative loss difference {worst:.2e} (tolerance {args.rtol:.0e}); "
           f"final variables' largest difference {wdiff:.2e} of their largest magnitude")
+    if args.evaluate:
+        # the whole run's outcome: the test accuracy of both sides' final variables
+        xt, yt = load_data(args.job, test=True)
+        twin_acc = evaluate(model, xt, yt)
+        model.load(zf)
+        print(f"test accuracy: zdist's final variables {evaluate(model, xt, yt):.4f}, the twin's {twin_acc:.4f}; "
+              f"mean loss: zdist {np.mean(zl):.4f}, the twin {np.mean(tl):.4f}")
+        return 0
     if len(sizes) < len(zl) or not zl:
         print("keras_torch.py: fewer batches than losses, or no steps")
         return 1
@@ -380,6 +389,8 @@ def main():
     p.add_argument("dir")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--wtol", type=float, default=1e-3)
+    p.add_argument("--evaluate", action="store_true",
+                   help="a long run: report both sides' test accuracy and mean loss instead of checking steps")
     a = sub.add_parser("accuracy")
     a.add_argument("job")
     a.add_argument("--seed", type=int, default=1)
