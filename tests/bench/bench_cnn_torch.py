@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for tests/bench/bench_cnn.sh: the CNN of a zdist sequential job, trained the same way.
+"""PyTorch baseline for tests/bench/bench_cnn.sh and bench_layers.sh: the model of a zdist job, trained the same way.
 
-Reads the job file, builds the same layers (conv2d/max_pool2d/flatten/dropout/dense/...),
+Reads the job file, builds the same layers (conv2d/max_pool2d/flatten/dropout/dense/..., or the mlp),
 the same optimizer (adam or sgd, the job's learning rate) and batch, trains --steps steps on
-the job's training set with torch.set_num_threads(THREADS), and prints one JSON line:
+the job's training set with torch.set_num_threads(THREADS) after --warmup steps (not counted, as
+zdist run's warm_examples_per_sec leaves out its first 5), and prints one JSON line:
 {"examples_per_sec": ..., "steps": ..., "final_loss": ..., "threads": ...}.
 """
 import argparse
-import gzip
 import json
 import os
-import struct
 import sys
 import time
 
@@ -18,18 +17,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-
-def read_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from keras_torch import read_idx  # noqa: E402 (tests/bench, this script's directory)
 
 
 def build(model):
-    """torch layers for a zdist sequential model section (NCHW inside torch)."""
+    """torch layers for a zdist sequential model section (NCHW inside torch), or the built-in mlp."""
+    if model.get("name") == "mlp":
+        sizes = [784] + list(model.get("params", {}).get("hidden", [128])) + [10]
+        layers = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        return nn.Sequential(*layers[:-1])
     shape = list(model["input_shape"])
     if len(shape) == 3:  # zdist: [h, w, c] channels last; torch: [c, h, w]
         shape = [shape[2], shape[0], shape[1]]
@@ -98,9 +96,11 @@ def main():
 
     x = read_idx(path(ds["train"]["images"])).astype(np.float32) / 255.0
     y = read_idx(path(ds["train"]["labels"])).astype(np.int64)
-    shape = job["model"]["input_shape"]
+    shape = job["model"].get("input_shape", [784])
     if len(shape) == 3:
         x = x.reshape(-1, shape[0], shape[1], shape[2]).transpose(0, 3, 1, 2).copy()
+    else:
+        x = x.reshape(len(x), -1)
     x = torch.from_numpy(x)
     y = torch.from_numpy(y)
     model = build(job["model"])
@@ -120,7 +120,7 @@ def main():
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             t0 = time.perf_counter()
-        lo = (step * batch) % (len(x) - batch)
+        lo = (step * batch) % (len(x) // batch * batch)
         idx = perm[lo:lo + batch]
         xb, yb = x[idx], y[idx]
         optim.zero_grad(set_to_none=True)

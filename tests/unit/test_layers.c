@@ -128,7 +128,39 @@ typedef struct {
     bool bias;
     float *x, *w, *b, *r, *y, *cols;
     int kind; /* 0 conv, 1 max pool, 2 avg pool */
+    int path; /* conv: 0 the one layer_conv2d_forward picks, 1 GEMM, 2 direct */
 } s_win_t;
+
+static void
+s_conv_forward(const s_win_t *t)
+{
+    const float *b = t->bias ? t->b : NULL;
+    if (t->path == 1)
+        layer_conv2d_gemm_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
+    else if (t->path == 2)
+        layer_conv2d_direct_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
+    else
+        layer_conv2d_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
+}
+
+static void
+s_conv_backward(const s_win_t *t, float *dw, float *db, float *dx)
+{
+    if (t->path == 1)
+        layer_conv2d_gemm_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
+    else if (t->path == 2)
+        layer_conv2d_direct_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
+    else
+        layer_conv2d_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
+}
+
+/* Scratch for either path. */
+static int64_t
+s_cols_floats(const layer_window_t *g, int64_t n)
+{
+    int64_t gemm = n * g->oh * g->ow * g->kh * g->kw * g->c, direct = layer_conv2d_direct_floats(g, n);
+    return (gemm > direct ? gemm : direct) + 1;
+}
 
 static int64_t s_in_size(const s_win_t *t) { return t->n * t->g.h * t->g.w * t->g.c; }
 static int64_t
@@ -142,7 +174,7 @@ s_win_loss(void *arg)
 {
     s_win_t *t = arg;
     if (t->kind == 0)
-        layer_conv2d_forward(&t->g, t->x, t->n, t->w, t->bias ? t->b : NULL, t->cols, t->y);
+        s_conv_forward(t);
     else if (t->kind == 1)
         layer_max_pool_forward(&t->g, t->x, t->n, t->y);
     else
@@ -151,11 +183,11 @@ s_win_loss(void *arg)
 }
 
 static void
-s_check_window(int kind, const char *layer_json, const char *input_shape, int64_t n)
+s_check_window_path(int kind, const char *layer_json, const char *input_shape, int64_t n, int path)
 {
     zdist_layer_spec_t l;
     s_layer0(layer_json, input_shape, &l);
-    s_win_t t = {.n = n, .kind = kind, .bias = l.use_bias};
+    s_win_t t = {.n = n, .kind = kind, .bias = l.use_bias, .path = path};
     layer_window_from_spec(&l, &t.g);
     CU_ASSERT_EQUAL(t.g.oh, l.out.dims[0]);
     int64_t nin = s_in_size(&t), nout = s_out_size(&t), nw = t.g.kh * t.g.kw * t.g.c * t.g.filters;
@@ -165,18 +197,20 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
     t.b = s_random(t.g.filters, -0.5, 0.5);
     t.r = s_random(nout, -1, 1);
     t.y = malloc((size_t)nout * sizeof(float));
-    t.cols = malloc((size_t)(layer_conv2d_cols(&t.g, n) + 1) * sizeof(float));
+    t.cols = malloc((size_t)s_cols_floats(&t.g, n) * sizeof(float));
+    CU_ASSERT(layer_conv2d_cols(&t.g, n) < s_cols_floats(&t.g, n));
     float *dx = malloc((size_t)nin * sizeof(float)), *dw = malloc((size_t)(nw + 1) * sizeof(float));
     float *db = malloc((size_t)(t.g.filters + 1) * sizeof(float));
     s_win_loss(&t);
     if (kind == 0)
-        layer_conv2d_backward(&t.g, t.r, n, t.w, t.cols, dw, t.bias ? db : NULL, dx);
+        s_conv_backward(&t, dw, t.bias ? db : NULL, dx);
     else if (kind == 1)
         layer_max_pool_backward(&t.g, t.x, t.y, t.r, n, dx);
     else
         layer_avg_pool_backward(&t.g, t.r, n, dx);
     char what[300];
-    snprintf(what, sizeof what, "%s on %s", layer_json, input_shape);
+    snprintf(what, sizeof what, "%s on %s%s", layer_json, input_shape,
+             kind ? "" : path == 1 ? " (GEMM)" : path == 2 ? " (direct)" : "");
     double eps = kind == 1 ? 1e-3 : 1e-2;
     CU_ASSERT(s_fd(s_win_loss, &t, t.x, dx, nin, eps, what) < 1e-2);
     if (kind == 0) {
@@ -186,16 +220,83 @@ s_check_window(int kind, const char *layer_json, const char *input_shape, int64_
         /* without dx the parameters' gradients are the same */
         float *dw2 = malloc((size_t)(nw + 1) * sizeof(float));
         s_win_loss(&t);
-        layer_conv2d_backward(&t.g, t.r, n, t.w, t.cols, dw2, NULL, NULL);
+        s_conv_backward(&t, dw2, NULL, NULL);
         CU_ASSERT_EQUAL(memcmp(dw, dw2, (size_t)nw * sizeof(float)), 0);
         free(dw2);
     }
     free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(t.cols), free(dx), free(dw), free(db);
 }
 
+/* A pool, or a conv2d through the path layer_conv2d_forward picks and through both paths. */
+static void
+s_check_window(int kind, const char *layer_json, const char *input_shape, int64_t n)
+{
+    for (int path = 0; path <= (kind == 0 ? 2 : 0); path++)
+        s_check_window_path(kind, layer_json, input_shape, n, path);
+}
+
+/* A conv2d's window and its input, output and kernel sizes for n examples. */
+static void
+s_conv_geometry(const char *layer_json, const char *input_shape, int64_t n, layer_window_t *g, int64_t *nin,
+                int64_t *nout, int64_t *nw)
+{
+    zdist_layer_spec_t l;
+    s_layer0(layer_json, input_shape, &l);
+    layer_window_from_spec(&l, g);
+    *nin = n * g->h * g->w * g->c;
+    *nout = n * g->oh * g->ow * g->filters;
+    *nw = g->kh * g->kw * g->c * g->filters;
+}
+
+/* The direct path and the GEMM path compute the same outputs and gradients (float rounding apart). */
+static void
+s_check_paths(const char *layer_json, const char *input_shape, int64_t n)
+{
+    layer_window_t g;
+    int64_t nin, nout, nw;
+    s_conv_geometry(layer_json, input_shape, n, &g, &nin, &nout, &nw);
+    float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -1, 1);
+    float *dy = s_random(nout, -1, 1), *res[2][4];
+    for (int p = 0; p < 2; p++) {
+        float *cols = malloc((size_t)s_cols_floats(&g, n) * sizeof(float));
+        res[p][0] = malloc((size_t)nout * sizeof(float));
+        res[p][1] = malloc((size_t)nw * sizeof(float));
+        res[p][2] = malloc((size_t)g.filters * sizeof(float));
+        res[p][3] = malloc((size_t)nin * sizeof(float));
+        (p ? layer_conv2d_direct_forward : layer_conv2d_gemm_forward)(&g, x, n, w, b, cols, res[p][0]);
+        (p ? layer_conv2d_direct_backward : layer_conv2d_gemm_backward)(&g, dy, n, w, cols, res[p][1], res[p][2],
+                                                                         res[p][3]);
+        free(cols);
+    }
+    int64_t len[4] = {nout, nw, g.filters, nin};
+    for (int k = 0; k < 4; k++) {
+        double worst = 0;
+        for (int64_t i = 0; i < len[k]; i++) {
+            double d = fabs((double)res[0][k][i] - res[1][k][i]) / (fabs(res[0][k][i]) + 1.0);
+            worst = d > worst ? d : worst;
+        }
+        if (worst > 1e-4)
+            fprintf(stderr, "\n  %s on %s: GEMM and direct differ by %.3g in result %d", layer_json, input_shape,
+                    worst, k);
+        CU_ASSERT(worst <= 1e-4);
+        free(res[0][k]), free(res[1][k]);
+    }
+    free(x), free(w), free(b), free(dy);
+}
+
 static void
 test_conv2d(void)
 {
+    /* the shapes a user writes for images with few channels: 16, 24 (16 + 8) and 12 filters */
+    s_check_window(0, "{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[9, 8, 1]", 3);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 24, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                   "[8, 9, 3]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 12, \"kernel\": 5, \"strides\": 2}}", "[11, 12, 2]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 32, \"kernel\": 3, \"use_bias\": false}}", "[7, 9, 4]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[28, 28, 1]", 5);
+    s_check_paths("{\"conv2d\": {\"filters\": 40, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                  "[15, 14, 3]", 3);
+    s_check_paths("{\"conv2d\": {\"filters\": 8, \"kernel\": [4, 2], \"strides\": [1, 3]}}", "[10, 13, 2]", 4);
     s_check_window(0, "{\"conv2d\": {\"filters\": 3, \"kernel\": 3}}", "[5, 5, 2]", 2);
     s_check_window(0, "{\"conv2d\": {\"filters\": 2, \"kernel\": [3, 2], \"strides\": [2, 1], \"padding\": \"same\"}}",
                    "[6, 5, 3]", 3);
@@ -212,11 +313,9 @@ test_conv2d(void)
 static void
 s_check_split(const char *layer_json, const char *input_shape, int64_t n, int hp, int wp)
 {
-    zdist_layer_spec_t l;
-    s_layer0(layer_json, input_shape, &l);
     layer_window_t g;
-    layer_window_from_spec(&l, &g);
-    int64_t nin = n * g.h * g.w * g.c, nout = n * g.oh * g.ow * g.filters, nw = g.kh * g.kw * g.c * g.filters;
+    int64_t nin, nout, nw;
+    s_conv_geometry(layer_json, input_shape, n, &g, &nin, &nout, &nw);
     float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -0.5, 0.5);
     float *dy = s_random(nout, -1, 1), *y = calloc((size_t)nout, sizeof(float)), *y2 = calloc((size_t)nout, 4);
     float *cols = malloc((size_t)(layer_conv2d_cols(&g, n) + 1) * sizeof(float));
@@ -275,6 +374,9 @@ test_split(void)
                   2, 1, 4);
     /* more parts than output rows: the empty ones add nothing */
     s_check_split("{\"conv2d\": {\"filters\": 2, \"kernel\": 3}}", "[4, 4, 1]", 1, 4, 1);
+    /* the direct path's parts (few input channels, a 5x5 window) */
+    s_check_split("{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[9, 8, 1]", 2, 2, 2);
+    s_check_split("{\"conv2d\": {\"filters\": 24, \"kernel\": 5, \"strides\": 2}}", "[12, 11, 3]", 2, 3, 1);
 
     /* dense split along its units: columns in place, the dx shares summed */
     int64_t n = 3, in = 5, out = 7;
@@ -772,7 +874,8 @@ zdist_test_layers_register(void)
 {
     ZDIST_SUITE("layers",
                 {"dense with every activation (finite differences)", test_dense_activations},
-                {"conv2d: shapes, strides, valid and same padding (finite differences)", test_conv2d},
+                {"conv2d: shapes, strides, valid and same padding, GEMM and direct paths (finite differences)",
+                 test_conv2d},
                 {"conv2d split spatially with halos, dense split along units: the whole layer's numbers",
                  test_split},
                 {"max and average pools (finite differences, padding)", test_pools},

@@ -1,4 +1,4 @@
-/* layer_conv: conv2d as im2col + one GEMM per batch (col2im for the input's gradient), max and average pooling, NHWC. */
+/* layer_conv: conv2d as im2col + one GEMM per batch (col2im for the input's gradient), or direct for few input channels (layer_conv_direct.c); max and average pooling, NHWC. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -18,7 +18,7 @@ layer_window_from_spec(const zdist_layer_spec_t *l, layer_window_t *ret)
 int64_t
 layer_conv2d_cols(const layer_window_t *g, int64_t n)
 {
-    return n * g->oh * g->ow * g->kh * g->kw * g->c;
+    return layer_conv2d_is_direct(g) ? layer_conv2d_direct_floats(g, n) : n * g->oh * g->ow * g->kh * g->kw * g->c;
 }
 
 /* Row (i, oy, ox) of the im2col matrix: the window's kh x kw x c inputs,
@@ -90,6 +90,26 @@ void
 layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b, float *cols,
                      float *y)
 {
+    if (layer_conv2d_is_direct(g))
+        layer_conv2d_direct_forward(g, x, n, w, b, cols, y);
+    else
+        layer_conv2d_gemm_forward(g, x, n, w, b, cols, y);
+}
+
+void
+layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols, float *dw,
+                      float *db, float *dx)
+{
+    if (layer_conv2d_is_direct(g))
+        layer_conv2d_direct_backward(g, dy, n, w, cols, dw, db, dx);
+    else
+        layer_conv2d_gemm_backward(g, dy, n, w, cols, dw, db, dx);
+}
+
+void
+layer_conv2d_gemm_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
+                          float *cols, float *y)
+{
     int64_t m = n * g->oh * g->ow, k = g->kh * g->kw * g->c, f = g->filters;
     if (m == 0)
         return;
@@ -101,8 +121,8 @@ layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const f
 }
 
 void
-layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols, float *dw,
-                      float *db, float *dx)
+layer_conv2d_gemm_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
+                           float *dw, float *db, float *dx)
 {
     int64_t m = n * g->oh * g->ow, k = g->kh * g->kw * g->c, f = g->filters;
     if (m == 0) {

@@ -58,17 +58,38 @@ typedef struct {
 } layer_window_t;
 
 void layer_window_from_spec(const zdist_layer_spec_t *l, layer_window_t *ret);
-/* floats of conv2d's im2col matrix for n examples: n*oh*ow x kh*kw*c. */
+/* floats of conv2d's scratch for n examples, which keeps what the forward
+   pass leaves for the backward one: the padded input (direct), or the
+   im2col matrix, n*oh*ow x kh*kw*c (GEMM). */
 int64_t layer_conv2d_cols(const layer_window_t *g, int64_t n);
-/* y[n, oh, ow, filters] = im2col(x) w + b, one GEMM for the batch; w is
-   [kh, kw, c, filters] (Keras's layout), b may be NULL. cols
-   (layer_conv2d_cols floats) keeps im2col(x) for the backward pass. */
+/* y[n, oh, ow, filters] = conv(x, w) + b; w is [kh, kw, c, filters]
+   (Keras's layout), b may be NULL. cols (layer_conv2d_cols floats) keeps
+   what the backward pass needs. The path is chosen by the shape: direct
+   for few input channels (layer_conv2d_is_direct), else im2col and one
+   GEMM for the batch. */
 void layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
                           float *cols, float *y);
 /* dw, db (NULL without bias) and dx (NULL: not wanted) from dy and the
    forward pass's cols, which it overwrites. */
 void layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
                            float *dw, float *db, float *dx);
+
+/* The two paths, which the calls above choose between (the tests call
+   both on every shape). GEMM: cols holds n*oh*ow*kh*kw*c floats (im2col).
+   Direct: xp holds layer_conv2d_direct_floats, the input padded once;
+   outputs and the kernel's gradient are accumulated in registers, the
+   batch split over the BLAS threads' count of threads. */
+#define LAYER_MAX_TAPS 1024
+bool layer_conv2d_is_direct(const layer_window_t *g);
+int64_t layer_conv2d_direct_floats(const layer_window_t *g, int64_t n);
+void layer_conv2d_gemm_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
+                               float *cols, float *y);
+void layer_conv2d_gemm_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols,
+                                float *dw, float *db, float *dx);
+void layer_conv2d_direct_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
+                                 float *xp, float *y);
+void layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
+                                  float *dw, float *db, float *dx);
 
 /* Copies the [n, rows, cols, c] block at (y0, x0) of t[n, h, w, c] into the
    packed part[n, rows, cols, c] (LAYER_BLOCK_GATHER), or part into the block
