@@ -17,7 +17,7 @@ mkdir -p "$DATA"
 zd_run_expect 0 "$ZD_TMP/gen.json" "$ZDIST_BIN" gen criteo --rows 20000 --files 4 --seed 1 --out "$DATA/criteo" --json
 TEACHER=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["teacher_auc"])' "$ZD_TMP/gen.json")
 
-# copy EXAMPLE OUT: the example job with its data under $DATA, batch 128, 2 epochs.
+# copy EXAMPLE OUT: the example job with its data under $DATA, batch 64, 1 epoch.
 copy() {
     python3 - "$EXAMPLES/$1" "$2" "$DATA" <<'PY'
 import json, sys
@@ -25,8 +25,8 @@ j = json.load(open(sys.argv[1]))
 d = sys.argv[3]
 j["dataset"]["train"]["files"] = d + "/criteo/train/part-*.tfrecord"
 j["dataset"]["test"]["files"] = d + "/criteo/test/part-*.tfrecord"
-j["dataset"]["global_batch_size"] = 128
-j["epochs"] = 2
+j["dataset"]["global_batch_size"] = 64
+j["epochs"] = 1
 json.dump(j, open(sys.argv[2], "w"))
 PY
 }
