@@ -55,6 +55,7 @@ if wanted torch && ! $py -c 'import torch' 2>/dev/null; then
     fi
 fi
 [[ -x $driver ]] || { wanted torch && echo "bench_dlrm.sh: skipping the PyTorch twin: no $driver to read the files" >&2; only=${only//torch/}; }
+[[ $only == *[a-z]* ]] || exit 77 # nothing left to measure: skipped, the reason above
 
 DATA=$ZD_TMP/data
 mkdir -p "$DATA"

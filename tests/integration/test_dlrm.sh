@@ -42,19 +42,9 @@ zd_run_expect 0 "$OUT" "$ZDIST_BIN" run "$ZD_TMP/run.json" --json
 auc_ok "$OUT" j
 zd_ok "zdist run of dlrm-criteo-run.json: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%d steps, test AUC %.4f, log loss %.4f" % (j["steps"], j["test_auc"], j["test_loss"]))' "$OUT") (teacher $TEACHER)"
 
-# ---- parameter_server: 2 ps, 2 workers confined to --data-root, a chief ----
+# ---- parameter_server: 2 ps, 2 workers, a chief ----
 coord_cluster 2 2
-coord_start_ps 0
-coord_start_ps 1
-for i in 0 1; do
-    zd_start "worker$i" "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task "worker:$i" --data-root "$DATA"
-done
-coord_start_chief
-zd_wait_psd ps0 "${ZD_PS_ADDRS[0]}" 60
-zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
-zd_wait_log worker0 "serving at" 60
-zd_wait_log worker1 "serving at" 60
-zd_wait_log chief "chief serving at" 60
+coord_up 2 2
 
 copy dlrm-criteo-ps.json "$ZD_TMP/ps.json"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$CLUSTER" --json
