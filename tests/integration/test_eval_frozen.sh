@@ -13,12 +13,31 @@ zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 coord_cluster 1 2
 closure_ms=1000
 COORD_CHIEF_ARGS="--closure-timeout-ms $closure_ms"
-coord_up 1 2
+# Worker 1 must freeze while training still runs. With the worker's test
+# hook it stops itself after its 10th pushed step, whatever the machine's
+# speed; without it (a build without -DZDIST_TEST_HOOKS) the script stops it
+# once the job's status shows step 10, which a loaded machine can see only
+# after the 6000 steps are done (CI once did: the chief then never lost it).
+coord_start_ps 0
+coord_start_worker 0
+if [[ ${ZDIST_TEST_HOOKS:-0} == 1 ]]; then
+    zd_start worker1 env ZDIST_TEST_STOP_AFTER_PUSH=10 "$ZDIST_WORKER_BIN" --cluster "$CLUSTER" --task worker:1
+else
+    coord_start_worker 1
+fi
+coord_start_chief
+zd_wait_psd ps0 "${ZD_PS_ADDRS[0]}" 60
+for i in 0 1; do zd_wait_log "worker$i" "serving at" 60; done
+zd_wait_log chief "chief serving at" 60
 coord_softmax_job "$ZD_TMP/job.json" 6000
 zd_run_expect 0 "$ZD_TMP/out" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --detach
 job=$(cat "$ZD_TMP/out")
-coord_wait_step "$job" 10 120
-kill -STOP "${ZD_PID[worker1]}"
+if [[ ${ZDIST_TEST_HOOKS:-0} == 1 ]]; then
+    zd_wait_log worker1 "test fault: step 10 pushed; SIGSTOP before replying" 120
+else
+    coord_wait_step "$job" 10 120
+    kill -STOP "${ZD_PID[worker1]}"
+fi
 zd_wait_log chief "job $job: worker 1 .* lost" 60
 # Training done: worker 0 has evaluated its part (the status's step is not
 # refreshed while the chief evaluates).
