@@ -166,20 +166,20 @@ main(int argc, char **argv)
         grads[i] = 0.001f * (float) (i % 7);
 
     const char *names[2] = {"pull_rows", "push+adagrad"};
-    printf("bench_dynserve: %" PRIu64 " rows x %d float32, %d ids a call, %d in flight, best of %d rounds of %d calls\n",
-           rows, S_DIM, S_IDS, S_WINDOW, repeats, calls);
+    printf("bench_dynserve: %" PRIu64 " rows x %d float32, %d ids a call, %d in flight, median of %d rounds of %d "
+           "calls after a warm-up round, fixed and dynamic alternating\n", rows, S_DIM, S_IDS, S_WINDOW, repeats, calls);
     printf("%-14s %16s %16s %8s\n", "case", "fixed rows/s", "dynamic rows/s", "ratio");
     uint64_t seed = 1;
     for (int p = 0; p < 2; p++) {
-        double best[2] = {1e30, 1e30};
-        for (int r = 0; r < repeats; r++)
+        double t[2][9];
+        for (int r = -1; r < repeats; r++) /* round -1 warms up, uncounted */
             for (int d = 0; d < 2; d++) {
-                double t = s_round(c, d ? "b/dynamic" : "b/fixed", d, p, rows, calls, &seed, ids, grads);
-                if (t < best[d])
-                    best[d] = t;
+                double s = s_round(c, d ? "b/dynamic" : "b/fixed", d, p, rows, calls, &seed, ids, grads);
+                if (r >= 0)
+                    t[d][r] = s;
             }
-        double moved = (double) calls * S_IDS;
-        printf("%-14s %16.0f %16.0f %8.2f\n", names[p], moved / best[0], moved / best[1], best[0] / best[1]);
+        double moved = (double) calls * S_IDS, med[2] = {bench_median(t[0], repeats), bench_median(t[1], repeats)};
+        printf("%-14s %16.0f %16.0f %8.2f\n", names[p], moved / med[0], moved / med[1], med[0] / med[1]);
     }
     zdist_ps_stats_t *st = NULL;
     s_check(zdist_ps_client_stats(c, &st, &err), "stats", &err);

@@ -1,6 +1,7 @@
 /* The raw ZeroMQ baseline server the benchmarks measure against. */
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -85,4 +86,20 @@ bench_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+static int
+s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+double
+bench_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t) n, sizeof *v, s_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }

@@ -30,4 +30,7 @@ void *bench_raw_loop(void *arg);
 /* A TCP port free on 127.0.0.1 now (for a child to bind), or -1. */
 int bench_free_port(void);
 
+/* The median of v[0..n) (sorted in place; of two middles, their mean). */
+double bench_median(double *v, int n);
+
 #endif

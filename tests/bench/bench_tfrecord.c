@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_raw.h"
 #include "zdist/criteo.h"
 #include "zdist/example.h"
 #include "zdist/input.h"
@@ -23,13 +24,6 @@ s_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
-}
-
-static int
-s_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return (x > y) - (x < y);
 }
 
 static zdist_example_parser_t *
@@ -191,20 +185,15 @@ main(int argc, char **argv)
             load_s[round - 1] = pipe[0], iter_s[round - 1] = pipe[1], gzload_s[round - 1] = gzpipe[0];
         }
     }
-    qsort(load_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    qsort(iter_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    qsort(gzload_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    qsort(cat_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    qsort(plain_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    qsort(gz_s, S_ROUNDS, sizeof(double), s_cmp_double);
-    double c = cat_s[S_ROUNDS / 2], t = plain_s[S_ROUNDS / 2], g = gz_s[S_ROUNDS / 2];
+    double c = bench_median(cat_s, S_ROUNDS), t = bench_median(plain_s, S_ROUNDS), g = bench_median(gz_s, S_ROUNDS);
     printf("medians of %d warmed rounds, one thread, %.1f MB of records\n", S_ROUNDS, (double) bytes / 1e6);
     printf("%-26s %10s %10s %8s\n", "", "MB/s", "rows/s", "vs cat");
     printf("%-26s %10.0f %10s %8s\n", "cat", (double) bytes / c / 1e6, "-", "1.00");
     printf("%-26s %10.0f %10.0f %8.2f\n", "TFRecord + parse", (double) bytes / t / 1e6, (double) rows / t, c / t);
     printf("%-26s %10.0f %10.0f %8.2f\n", "GZIP TFRecord + parse", (double) bytes / g / 1e6, (double) rows / g, c / g);
     /* the job's input: the dataset loaded (columns), then one shuffled epoch gathered into batches */
-    double l = load_s[S_ROUNDS / 2], it = iter_s[S_ROUNDS / 2], gl = gzload_s[S_ROUNDS / 2];
+    double l = bench_median(load_s, S_ROUNDS), it = bench_median(iter_s, S_ROUNDS);
+    double gl = bench_median(gzload_s, S_ROUNDS);
     printf("%-26s %10.0f %10.0f %8.2f\n", "load into columns", (double) bytes / l / 1e6, (double) rows / l, c / l);
     printf("%-26s %10s %10.0f %8s\n", "epoch of shuffled batches", "-", (double) rows / it, "-");
     printf("%-26s %10.0f %10.0f %8.2f\n", "load + batches", (double) bytes / (l + it) / 1e6, (double) rows / (l + it),
