@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "coord_run.h"
+#include "zdist/ckpt.h"
 #include "zdist/file.h"
 #include "zdist/ps_client.h"
 #include "zdist/sys.h"
@@ -345,38 +346,6 @@ s_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
     return remove(path);
 }
 
-/* Steps of complete checkpoints (with a manifest), ascending; returns how many. */
-static int
-s_ckpt_list(const char *job_dir, int64_t *steps, int max, bool complete)
-{
-    DIR *d = opendir(job_dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        char *end;
-        if (strncmp(e->d_name, "ckpt-", 5) != 0)
-            continue;
-        long long s = strtoll(e->d_name + 5, &end, 10);
-        if (*end || s < 0)
-            continue;
-        char m[1200];
-        snprintf(m, sizeof m, "%s/%s/manifest.json", job_dir, e->d_name);
-        if (complete && access(m, R_OK) != 0)
-            continue;
-        steps[n++] = s;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && steps[j - 1] > steps[j]; j--) {
-            int64_t t = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = t;
-        }
-    return n;
-}
-
 int
 coord_run_ckpt_all_damaged(coord_run_t *r)
 {
@@ -390,9 +359,8 @@ coord_run_ckpt_all_damaged(coord_run_t *r)
 int64_t
 coord_run_ckpt_last(const char *job_dir)
 {
-    int64_t steps[1024];
-    int n = s_ckpt_list(job_dir, steps, 1024, true);
-    return n ? steps[n - 1] : -1;
+    int64_t step = zdist_ckpt_newest(job_dir);
+    return step >= 0 ? step : -1;
 }
 
 void
@@ -559,10 +527,11 @@ coord_run_ckpt_commit(coord_run_t *r, int64_t step, const char *fields, uint64_t
     r->ckpt_step = step;
     r->ckpt_tried = step;
     /* Keep the newest K complete ones; drop older and incomplete ones. */
-    int64_t steps[1024];
-    int n = s_ckpt_list(r->cfg->ckpt_root, steps, 1024, false);
-    int64_t done[1024];
-    int nd = s_ckpt_list(r->cfg->ckpt_root, done, 1024, true);
+    int64_t steps[1024], done[1024];
+    int n = zdist_ckpt_list(r->cfg->ckpt_root, false, steps, 1024);
+    int nd = zdist_ckpt_list(r->cfg->ckpt_root, true, done, 1024);
+    n = n < 0 ? 0 : n > 1024 ? 1024 : n; /* past 1,024: the newest, pruned over the next saves */
+    nd = nd < 0 ? 0 : nd > 1024 ? 1024 : nd;
     int64_t keep_from = nd > r->cfg->job.spec.ckpt_keep ? done[nd - r->cfg->job.spec.ckpt_keep] : -1;
     for (int i = 0; i < n; i++) {
         if (steps[i] >= keep_from && steps[i] <= step) {

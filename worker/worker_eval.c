@@ -18,6 +18,7 @@
 #include "worker_session.h"
 #include "zdist/cluster.h"
 #include "zdist/daemon.h"
+#include "zdist/ckpt.h"
 #include "zdist/file.h"
 #include "zdist/job.h"
 #include "zdist/prom.h"
@@ -150,51 +151,20 @@ s_append(const char *job_dir, bool torn, const char *line, zdist_error_t *err)
     return rc;
 }
 
-/* A JSON file of at most S_MAX_TEXT_BYTES, NULL with err. */
-static json_t *
-s_load_json(const char *path, zdist_error_t *err)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    if (zdist_file_read(path, S_MAX_TEXT_BYTES, &buf, &len, err) < 0)
-        return NULL;
-    json_error_t jerr;
-    json_t *o = json_loadb(buf, len, 0, &jerr);
-    free(buf);
-    if (!o)
-        zdist_error_set(err, -EBADMSG, "%s: not JSON: %s (line %d)", path, jerr.text, jerr.line);
-    return o;
-}
-
-/* The newest complete checkpoint of a job (ckpt-STEP/ holding the
-   coordinator's manifest.json, which it writes last), -1 when none. */
+/* The newest complete checkpoint of a job (-1 when none) and how many
+   complete ones are newer than `after` (counted among the newest 1,024). */
 static int64_t
 s_newest_ckpt(const char *job_dir, int *ret_count_newer, int64_t after)
 {
-    DIR *d = opendir(job_dir);
-    int64_t best = -1;
+    int64_t steps[1024];
+    int n = zdist_ckpt_list(job_dir, true, steps, 1024);
     *ret_count_newer = 0;
-    if (!d)
+    if (n <= 0)
         return -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "ckpt-", 5) != 0)
-            continue;
-        char *end = NULL;
-        errno = 0;
-        long long step = strtoll(e->d_name + 5, &end, 10);
-        if (errno || !end || *end || end == e->d_name + 5 || step < 0)
-            continue; /* ckpt-N.damaged, temporaries */
-        char c[PATH_MAX], m[PATH_MAX];
-        struct stat st;
-        if (!s_join(c, sizeof c, job_dir, e->d_name) || !s_join(m, sizeof m, c, "manifest.json") || stat(m, &st) < 0)
-            continue;
-        *ret_count_newer += step > after;
-        if (step > best)
-            best = step;
-    }
-    closedir(d);
-    return best;
+    n = n > 1024 ? 1024 : n;
+    for (int i = 0; i < n; i++)
+        *ret_count_newer += steps[i] > after;
+    return steps[n - 1];
 }
 
 /* ---- one job ---- */
@@ -209,7 +179,7 @@ s_session(self_t *self, const char *job_dir, zdist_error_t *err)
         zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", job_dir);
         return NULL;
     }
-    json_t *st = s_load_json(path, err);
+    json_t *st = zdist_json_read(path, S_MAX_TEXT_BYTES, NULL, err);
     if (!st)
         return NULL;
     const char *base = json_string_value(json_object_get(st, "base_dir"));
@@ -397,7 +367,7 @@ s_scan(self_t *self)
         struct stat sst;
         if (stat(path, &sst) < 0 || (!j && s_idle_unchanged(self, e->d_name, &sst)))
             continue;
-        json_t *st = s_load_json(path, NULL);
+        json_t *st = zdist_json_read(path, S_MAX_TEXT_BYTES, NULL, NULL);
         char state[32];
         snprintf(state, sizeof state, "%s", json_is_string(json_object_get(st, "state"))
                                                 ? json_string_value(json_object_get(st, "state")) : "?");

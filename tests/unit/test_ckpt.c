@@ -128,6 +128,14 @@ test_wstate_and_locate(void)
     snprintf(path, sizeof path, "%s/ckpt-8.damaged", root);
     CU_ASSERT_EQUAL(mkdir(path, 0755), 0);
     CU_ASSERT_EQUAL(zdist_ckpt_newest(root), 7);
+    int64_t got[3] = {-1, -1, -1};
+    CU_ASSERT_EQUAL(zdist_ckpt_list(root, false, got, 3), 3); /* ascending, the incomplete one too */
+    CU_ASSERT(got[0] == 3 && got[1] == 7 && got[2] == 9);
+    CU_ASSERT_EQUAL(zdist_ckpt_list(root, true, got, 1), 2); /* two complete, the newest kept */
+    CU_ASSERT_EQUAL(got[0], 7);
+    snprintf(path, sizeof path, "%s/nowhere", root);
+    CU_ASSERT_EQUAL(zdist_ckpt_list(path, true, got, 3), -ENOENT);
+    CU_ASSERT(zdist_ckpt_newest(path) < 0);
     CU_ASSERT_EQUAL(zdist_ckpt_locate(root, dir, sizeof dir, &err), 0);
     snprintf(path, sizeof path, "%s/ckpt-7", root);
     CU_ASSERT_STRING_EQUAL(dir, path);

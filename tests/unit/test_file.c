@@ -70,6 +70,26 @@ test_round_trip(void)
     CU_ASSERT_TRUE(json_equal(back, doc));
     json_decref(back);
 
+    /* zdist_json_read: the same document back, its seal checked and removed;
+       a changed byte is refused naming the file, and not JSON too. */
+    back = zdist_json_read(path, 1 << 20, "manifest_crc32", &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    CU_ASSERT_TRUE(json_equal(back, doc));
+    json_decref(back);
+    json_t *changed = json_deep_copy(doc);
+    json_object_set_new(changed, "step", json_integer(8));
+    json_object_set_new(changed, "manifest_crc32", json_integer(1201796400));
+    char *tampered = json_dumps(changed, JSON_SORT_KEYS);
+    CU_ASSERT_EQUAL(zdist_file_write_text(path, tampered, &err), 0);
+    free(tampered);
+    json_decref(changed);
+    CU_ASSERT_PTR_NULL(zdist_json_read(path, 1 << 20, "manifest_crc32", &err));
+    CU_ASSERT_EQUAL(err.code, -EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, path));
+    CU_ASSERT_EQUAL(zdist_file_write_text(path, "{\"step\": ", &err), 0);
+    CU_ASSERT_PTR_NULL(zdist_json_read(path, 1 << 20, NULL, &err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "not JSON"));
+
     /* Unwritable: refused naming the path. */
     CU_ASSERT(zdist_json_write_sealed("/nonexistent/dir/m.json", doc, "crc32", &err) < 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "/nonexistent/dir"));

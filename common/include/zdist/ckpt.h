@@ -2,6 +2,7 @@
 #ifndef ZDIST_CKPT_H
 #define ZDIST_CKPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,12 @@ ZDIST_EXPORT const zdist_ckpt_var_t *zdist_ckpt_find(const zdist_ckpt_t *ckpt, c
 /* NULL-safe; zeroes *ckpt. */
 ZDIST_EXPORT void zdist_ckpt_release(zdist_ckpt_t *ckpt);
 
+/* The checkpoints under root (its ckpt-STEP/ directories; with `complete`
+   only those holding manifest.json, which is written last; ckpt-STEP.damaged
+   and temporaries skipped): how many there are, the newest min(that, max)
+   of their steps into steps[] in ascending order; -errno when root cannot
+   be read, -ENOMEM. */
+ZDIST_EXPORT int zdist_ckpt_list(const char *root, bool complete, int64_t *steps, int max);
 /* The newest complete checkpoint under root (ckpt-STEP/ with its
    manifest.json, which is written last; ckpt-STEP.damaged and temporaries
    skipped): its step, or -ENOENT. */

@@ -84,6 +84,14 @@ ZDIST_EXPORT int zdist_json_crc_seal(json_t *doc, const char *field, zdist_error
 ZDIST_EXPORT int zdist_json_crc_check(json_t *doc, const char *field, bool required, const char *name,
                                       zdist_error_t *err);
 
+/* Reads and parses the JSON file at path (at most max_bytes) and, when
+   crc_field is not NULL, checks and removes that sealed CRC-32 member
+   (zdist_json_crc_check, not required). A new reference, or NULL with err:
+   -ENOENT, -EFBIG, -EBADMSG "PATH is damaged: not JSON (...)" or the CRC's
+   error, -ENOMEM. */
+ZDIST_EXPORT json_t *zdist_json_read(const char *path, size_t max_bytes, const char *crc_field,
+                                     zdist_error_t *err);
+
 /* Seals doc (zdist_json_crc_seal) and writes it to path crash-safe
    (zdist_file_write_text) as JSON_INDENT(1) | JSON_SORT_KEYS text. */
 ZDIST_EXPORT int zdist_json_write_sealed(const char *path, json_t *doc, const char *field,

@@ -366,3 +366,24 @@ zdist_path_has_dotdot(const char *path)
     }
     return false;
 }
+
+json_t *
+zdist_json_read(const char *path, size_t max_bytes, const char *crc_field, zdist_error_t *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (zdist_file_read(path, max_bytes, &buf, &len, err) < 0)
+        return NULL;
+    json_error_t jerr;
+    json_t *o = json_loadb(buf, len, 0, &jerr);
+    free(buf);
+    if (!o) {
+        zdist_error_set(err, -EBADMSG, "%s is damaged: not JSON (%s, line %d)", path, jerr.text, jerr.line);
+        return NULL;
+    }
+    if (crc_field && zdist_json_crc_check(o, crc_field, false, path, err) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

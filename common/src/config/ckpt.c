@@ -43,13 +43,22 @@ zdist_ckpt_find(const zdist_ckpt_t *ckpt, const char *name)
     return NULL;
 }
 
-int64_t
-zdist_ckpt_newest(const char *root)
+static int
+s_cmp_step(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int
+zdist_ckpt_list(const char *root, bool complete, int64_t *steps, int max)
 {
     DIR *d = opendir(root);
     if (!d)
-        return -ENOENT;
-    int64_t best = -ENOENT;
+        return -errno;
+    int64_t *all = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "ckpt-", 5) != 0)
@@ -57,16 +66,44 @@ zdist_ckpt_newest(const char *root)
         char *end = NULL, m[PATH_MAX];
         errno = 0;
         long long step = strtoll(e->d_name + 5, &end, 10);
+        if (errno || !end || *end || end == e->d_name + 5 || step < 0)
+            continue; /* ckpt-N.damaged, temporaries */
+        int len = snprintf(m, sizeof m, "%s/%s/manifest.json", root, e->d_name);
         struct stat st;
-        int n = snprintf(m, sizeof m, "%s/%s/manifest.json", root, e->d_name);
-        if (errno || !end || *end || end == e->d_name + 5 || step < 0 || n < 0 || (size_t)n >= sizeof m ||
-            stat(m, &st) < 0)
-            continue; /* ckpt-N.damaged, temporaries, incomplete ones */
-        if (step > best)
-            best = step;
+        if (complete && (len < 0 || (size_t)len >= sizeof m || stat(m, &st) < 0))
+            continue; /* incomplete: the manifest is written last */
+        if (n == cap) {
+            size_t c = cap ? 2 * cap : 64;
+            int64_t *grown = realloc(all, c * sizeof *all);
+            if (!grown) {
+                rc = -ENOMEM;
+                break;
+            }
+            all = grown, cap = c;
+        }
+        all[n++] = step;
     }
     closedir(d);
-    return best;
+    if (rc == 0 && n > INT_MAX)
+        rc = -EOVERFLOW;
+    if (rc == 0) {
+        if (n)
+            qsort(all, n, sizeof *all, s_cmp_step);
+        size_t keep = max > 0 && n > (size_t)max ? (size_t)max : n;
+        if (max > 0 && keep)
+            memcpy(steps, all + (n - keep), keep * sizeof *all);
+        rc = (int)n;
+    }
+    free(all);
+    return rc;
+}
+
+int64_t
+zdist_ckpt_newest(const char *root)
+{
+    int64_t step;
+    int n = zdist_ckpt_list(root, true, &step, 1);
+    return n > 0 ? step : -ENOENT;
 }
 
 int
@@ -90,28 +127,6 @@ zdist_ckpt_locate(const char *path, char *ret, size_t size, zdist_error_t *err)
     if (n < 0 || (size_t)n >= size)
         return zdist_error_set(err, -ENAMETOOLONG, "%s: path too long", path);
     return 0;
-}
-
-/* A JSON file (at most S_MAX_TEXT), its CRC-32 member `crc_field` checked when present. */
-static json_t *
-s_load_json(const char *path, const char *crc_field, zdist_error_t *err)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    if (zdist_file_read(path, S_MAX_TEXT, &buf, &len, err) < 0)
-        return NULL;
-    json_error_t jerr;
-    json_t *o = json_loadb(buf, len, 0, &jerr);
-    free(buf);
-    if (!o) {
-        zdist_error_set(err, -EBADMSG, "%s is damaged: not JSON (%s, line %d)", path, jerr.text, jerr.line);
-        return NULL;
-    }
-    if (zdist_json_crc_check(o, crc_field, false, path, err) < 0) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
 }
 
 /* -EPROTO naming the file when m is not `format` version 1. */
@@ -252,7 +267,7 @@ s_load_psd(const char *dir, zdist_ckpt_t *ck, zdist_error_t *err)
     int64_t *covered = calloc(S_MAX_VARS, sizeof *covered);
     rc = covered ? 0 : zdist_error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
-        json_t *m = s_load_json(g.gl_pathv[i], "crc32", err), *e;
+        json_t *m = zdist_json_read(g.gl_pathv[i], S_MAX_TEXT, "crc32", err), *e;
         rc = !m ? (err && err->code ? err->code : -EBADMSG) : s_check_format(m, S_PSD_FORMAT, g.gl_pathv[i], err);
         if (rc == 0 && i == 0)
             ck->step = json_integer_value(json_object_get(m, "step"));
@@ -282,7 +297,7 @@ s_load_psd(const char *dir, zdist_ckpt_t *ck, zdist_error_t *err)
 static int
 s_load_wstate(const char *dir, const char *manifest, zdist_ckpt_t *ck, zdist_error_t *err)
 {
-    json_t *m = s_load_json(manifest, "manifest_crc32", err);
+    json_t *m = zdist_json_read(manifest, S_MAX_TEXT, "manifest_crc32", err);
     int rc = !m ? (err && err->code ? err->code : -EBADMSG) : s_check_format(m, S_WSTATE_FORMAT, manifest, err);
     json_decref(m);
     zdist_wstate_t st = {0};
@@ -334,7 +349,7 @@ zdist_ckpt_load(const char *dir, zdist_ckpt_t *ret, zdist_error_t *err)
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
         return zdist_error_set(err, -ENOENT, "%s: no such checkpoint directory", dir);
     if (access(path, F_OK) == 0) { /* the coordinator's: names the job whose namespace the psd used */
-        json_t *m = s_load_json(path, "crc32", err);
+        json_t *m = zdist_json_read(path, S_MAX_TEXT, "crc32", err);
         if (!m)
             return err && err->code ? err->code : -EBADMSG;
         const char *id = json_string_value(json_object_get(m, "job_id"));
