@@ -218,11 +218,6 @@ s_layer(s_graph_t *g, int i, bool fused)
     case ZDIST_LAYER_EMBEDDING:
         rc = s_embedding(g, l, out);
         break;
-    case ZDIST_LAYER_HASHING:
-        return zdist_error_set(x->err, -ENOTSUP, "model.layers '%s': hashing (Keras's Hashing: FarmHash64 of the "
-                               "id's decimal text) has no ONNX operator, so it is not exported; hash the ids before "
-                               "the model, or use a dynamic embedding table (\"dynamic\": {...}, no input_dim) on the "
-                               "raw ids instead, which exports as an id->row map", l->name);
     default:
         return zdist_error_set(x->err, -ENOTSUP, "model.layers '%s': this layer kind is not exported to ONNX", l->name);
     }
@@ -235,9 +230,25 @@ s_layer(s_graph_t *g, int i, bool fused)
     return rc;
 }
 
+/* A hashing layer is refused before anything is read: ONNX has no
+   FarmHash, and an approximation would score ids differently from zdist. */
+static int
+s_check_layers(cli_export_t *x, const zdist_model_spec_t *spec)
+{
+    for (int i = 0; i < spec->num_layers; i++)
+        if (spec->layers[i].kind == ZDIST_LAYER_HASHING)
+            return zdist_error_set(x->err, -ENOTSUP, "layer '%s': hashing (Keras's Hashing: FarmHash64 of the id's "
+                                   "decimal text) has no ONNX operator, so the model is not exported; hash the ids "
+                                   "before the model, or embed the raw ids with a dynamic table (\"dynamic\": {...}, "
+                                   "no input_dim), which exports as an id->row map", spec->layers[i].name);
+    return 0;
+}
+
 static int
 s_export(cli_export_t *x, const zdist_model_spec_t *spec)
 {
+    if (s_check_layers(x, spec) < 0)
+        return x->err->code;
     s_graph_t g = {.x = x, .spec = spec};
     g.vals = calloc((size_t)(spec->num_inputs + spec->num_layers), sizeof *g.vals);
     if (!g.vals)
