@@ -33,7 +33,8 @@ s_name(cli_export_t *x, const char *prefix, char *buf)
 
 /* One node from the current tensor plus extra inputs to a new tensor, which becomes current. */
 static int
-s_node(cli_export_t *x, const char *op, const char *const *extra, int nextra, const zdist_onnx_attr_t *attrs, int nattrs)
+s_node(cli_export_t *x, const char *op, const char *const *extra, int nextra, const zdist_onnx_attr_t *attrs,
+       int nattrs)
 {
     const char *in[8] = {x->cur};
     for (int i = 0; i < nextra && i < 7; i++)
@@ -186,7 +187,8 @@ s_batch_norm(cli_export_t *x, const zdist_layer_spec_t *l)
     int64_t c = l->out.dims[l->out.rank - 1];
     const zdist_ckpt_var_t *g = l->scale ? cli_export_var(x, l->name, "gamma", c) : NULL;
     const zdist_ckpt_var_t *b = l->center ? cli_export_var(x, l->name, "beta", c) : NULL;
-    const zdist_ckpt_var_t *m = cli_export_var(x, l->name, "moving_mean", c), *v = cli_export_var(x, l->name, "moving_variance", c);
+    const zdist_ckpt_var_t *m = cli_export_var(x, l->name, "moving_mean", c),
+                           *v = cli_export_var(x, l->name, "moving_variance", c);
     if ((l->scale && !g) || (l->center && !b) || !m || !v)
         return x->err->code;
     float *fill = malloc((size_t)(2 * c) * sizeof *fill);
@@ -238,8 +240,8 @@ s_act_layer(cli_export_t *x, const zdist_layer_spec_t *l)
 
 /* One node of named inputs to a fresh tensor (into out, CLI_EXPORT_NAME bytes); the current tensor stays. */
 int
-cli_export_op(cli_export_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs, int nattrs,
-     char *out)
+cli_export_op(cli_export_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs,
+              int nattrs, char *out)
 {
     s_name(x, op, out);
     return zdist_onnx_node(x->g, op, in, nin, (const char *const[]){out}, 1, attrs, nattrs);
@@ -283,7 +285,8 @@ cli_export_weighted_sum(cli_export_t *x, const char *layer, const char *w, const
 int
 cli_export_combiner_scale(cli_export_t *x, const zdist_layer_spec_t *l, const char *w, char *out)
 {
-    char sq[CLI_EXPORT_NAME], den[CLI_EXPORT_NAME], root[CLI_EXPORT_NAME], zero[CLI_EXPORT_NAME], one[CLI_EXPORT_NAME], isz[CLI_EXPORT_NAME], inv[CLI_EXPORT_NAME];
+    char sq[CLI_EXPORT_NAME], den[CLI_EXPORT_NAME], root[CLI_EXPORT_NAME], zero[CLI_EXPORT_NAME],
+        one[CLI_EXPORT_NAME], isz[CLI_EXPORT_NAME], inv[CLI_EXPORT_NAME];
     const float zf = 0.0f, of = 1.0f;
     int rc = cli_export_const(x, l->name, "zero", (const int64_t[]){1}, 0, &zf, zero);
     if (rc == 0)
@@ -373,7 +376,8 @@ s_concat(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     if (!x->sparse)
         return zdist_error_set(x->err, -ENOTSUP, "layer '%s': concat reads a sparse input", l->name);
-    char depth[CLI_EXPORT_NAME], onoff[CLI_EXPORT_NAME], hot[CLI_EXPORT_NAME], dense[CLI_EXPORT_NAME], out[CLI_EXPORT_NAME];
+    char depth[CLI_EXPORT_NAME], onoff[CLI_EXPORT_NAME], hot[CLI_EXPORT_NAME], dense[CLI_EXPORT_NAME],
+        out[CLI_EXPORT_NAME];
     const float vals[2] = {0.0f, 1.0f};
     zdist_onnx_attr_t axis = {"axis", ZDIST_ONNX_ATTR_INT, .i = 1};
     int rc = cli_export_const_i64(x, l->name, "dense_features", l->dense_features, 0, depth);
