@@ -108,8 +108,10 @@ s_dot_interaction(s_graph_t *g, const zdist_layer_spec_t *l, char *out)
     static const int64_t perm[] = {0, 2, 1};
     zdist_onnx_attr_t tp = {"perm", ZDIST_ONNX_ATTR_INTS, .ints = perm, .n = 3};
     int64_t sh[3] = {-1, f, d};
+    /* "LAYER/..." always fits: a layer name is shorter than ZDIST_LAYER_NAME_MAX */
+    snprintf(shape, sizeof shape, "%s/stack_shape", l->name);
     int rc = cli_export_op(x, "Concat", in, f, &axis1, 1, cat);
-    if (rc == 0 && snprintf(shape, sizeof shape, "%s/stack_shape", l->name) < (int)sizeof shape)
+    if (rc == 0)
         rc = zdist_onnx_initializer(x->g, shape, ZDIST_DTYPE_INT64, (const int64_t[]){3}, 1, sh);
     if (rc == 0)
         rc = cli_export_op(x, "Reshape", (const char *const[]){cat, shape}, 2, NULL, 0, st);
@@ -131,9 +133,10 @@ s_dot_interaction(s_graph_t *g, const zdist_layer_spec_t *l, char *out)
         }
     if (!idx || !mask)
         rc = zdist_error_set(x->err, -ENOMEM, "out of memory");
+    snprintf(sel, sizeof sel, "%s/pairs", l->name);
     if (rc == 0 && l->skip_gather)
         rc = cli_export_const(x, l->name, "triangle", &ff, 1, mask, sel);
-    else if (rc == 0 && snprintf(sel, sizeof sel, "%s/pairs", l->name) < (int)sizeof sel)
+    else if (rc == 0)
         rc = zdist_onnx_initializer(x->g, sel, ZDIST_DTYPE_INT64, &np, 1, idx);
     free(idx);
     free(mask);

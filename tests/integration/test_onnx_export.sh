@@ -266,6 +266,20 @@ split_over_ps "$JD/ckpt-40" /embeddings
 cluster_check wd-ps sparse "$JD"
 zd_ok "parameter_server wide-and-deep (sqrtn combiner): its embedding table split over 2 ps tasks, exported from the job's directory; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/wd-ps.check.json")"
 
+"$PY" - "$RS/job.json" "$ZD_TMP/recsys-ps.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["name"] = "recsys-ps"
+j["strategy"] = {"type": "parameter_server", "partitioner": "min_size:512:2"}
+j["dataset"]["shard_policy"] = "data"
+j["steps"] = 60
+j["checkpoint"] = {"every_steps": 60, "keep": 1}
+json.dump(j, open(sys.argv[2], "w"))
+PY
+cluster_job recsys-ps "$ZD_TMP/recsys-ps.json"
+cluster_check recsys-ps feeds "$JOB" --state-dir "$ZD_TMP/state"
+zd_ok "parameter_server functional recsys: its checkpoint exported by job id; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/recsys-ps.check.json")"
+
 # ---- a dynamic embedding table: its rows on the psds, an id->row map in the graph ----
 # zdist run cannot evaluate a dynamic table (its rows live on the psds), so
 # the reference predictions are computed here with NumPy from the table
