@@ -277,8 +277,9 @@ j["checkpoint"] = {"every_steps": 60, "keep": 1}
 json.dump(j, open(sys.argv[2], "w"))
 PY
 cluster_job recsys-ps "$ZD_TMP/recsys-ps.json"
+split_over_ps "$JD/ckpt-60" /cross_1/kernel
 cluster_check recsys-ps feeds "$JOB" --state-dir "$ZD_TMP/state"
-zd_ok "parameter_server functional recsys: its checkpoint exported by job id; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/recsys-ps.check.json")"
+zd_ok "parameter_server functional recsys: its checkpoint (cross_1/kernel split over 2 ps tasks) exported by job id; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/recsys-ps.check.json")"
 
 # ---- a dynamic embedding table: its rows on the psds, an id->row map in the graph ----
 # zdist run cannot evaluate a dynamic table (its rows live on the psds), so
