@@ -12,50 +12,34 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cli_export.h"
 #include "zdist/ckpt.h"
 #include "zdist/file.h"
 #include "zdist/job.h"
 #include "zdist/model_spec.h"
 #include "zdist/onnx.h"
 
-/* An ONNX tensor name: a layer name (ZDIST_LAYER_NAME_MAX) with "/" and a suffix. */
-#define S_NAME (ZDIST_LAYER_NAME_MAX + 64)
-
 #define S_OPSET 13
 #define S_MAX_JOB_BYTES (16u << 20)
 
-/* The graph being built: the tensor the next layer reads, its per-example
-   rank and, for images, whether it is NCHW (ONNX's Conv and pools) or
-   zdist's own NHWC. */
-typedef struct {
-    zdist_onnx_t *g;
-    const zdist_ckpt_t *ck;
-    const char *model; /* the job's model name, for messages */
-    char cur[S_NAME];
-    int rank;          /* per example: 1 (features) or 3 (height, width, channels) */
-    bool nchw;
-    int seq;
-    bool logits;
-    bool sparse;       /* the inputs are "ids" and "values" [N, K] (libsvm examples, padded with value 0) */
-    zdist_error_t *err;
-} s_ex_t;
 
-/* A fresh tensor name "PREFIX_SEQ" into buf (S_NAME bytes). */
+/* A fresh tensor name "PREFIX_SEQ" into buf (CLI_EXPORT_NAME bytes). */
 static const char *
-s_name(s_ex_t *x, const char *prefix, char *buf)
+s_name(cli_export_t *x, const char *prefix, char *buf)
 {
-    snprintf(buf, S_NAME, "%s_%d", prefix, x->seq++);
+    snprintf(buf, CLI_EXPORT_NAME, "%s_%d", prefix, x->seq++);
     return buf;
 }
 
 /* One node from the current tensor plus extra inputs to a new tensor, which becomes current. */
 static int
-s_node(s_ex_t *x, const char *op, const char *const *extra, int nextra, const zdist_onnx_attr_t *attrs, int nattrs)
+s_node(cli_export_t *x, const char *op, const char *const *extra, int nextra, const zdist_onnx_attr_t *attrs,
+       int nattrs)
 {
     const char *in[8] = {x->cur};
     for (int i = 0; i < nextra && i < 7; i++)
         in[i + 1] = extra[i];
-    char out[S_NAME];
+    char out[CLI_EXPORT_NAME];
     s_name(x, op, out);
     int rc = zdist_onnx_node(x->g, op, in, 1 + nextra, (const char *const[]){out}, 1, attrs, nattrs);
     snprintf(x->cur, sizeof x->cur, "%s", out);
@@ -63,7 +47,7 @@ s_node(s_ex_t *x, const char *op, const char *const *extra, int nextra, const zd
 }
 
 static int
-s_transpose(s_ex_t *x, bool to_nchw)
+s_transpose(cli_export_t *x, bool to_nchw)
 {
     if (x->rank != 3 || x->nchw == to_nchw)
         return 0;
@@ -74,8 +58,8 @@ s_transpose(s_ex_t *x, bool to_nchw)
 }
 
 /* The checkpoint's variable LAYER/WHAT with n elements, or NULL with err. */
-static const zdist_ckpt_var_t *
-s_var(s_ex_t *x, const char *layer, const char *what, int64_t n)
+const zdist_ckpt_var_t *
+cli_export_var(cli_export_t *x, const char *layer, const char *what, int64_t n)
 {
     char name[ZDIST_LAYER_NAME_MAX + 32];
     snprintf(name, sizeof name, "%s%s%s", layer, *layer ? "/" : "", what); /* softmax_regression's have no layer */
@@ -91,18 +75,18 @@ s_var(s_ex_t *x, const char *layer, const char *what, int64_t n)
 }
 
 /* An initializer from data, named "LAYER/WHAT" (ONNX names may hold '/'). */
-static int
-s_const(s_ex_t *x, const char *layer, const char *what, const int64_t *dims, int rank, const float *data,
+int
+cli_export_const(cli_export_t *x, const char *layer, const char *what, const int64_t *dims, int rank, const float *data,
         char *ret_name)
 {
-    if (snprintf(ret_name, S_NAME, "%s%s%s", layer, *layer ? "/" : "", what) >= S_NAME)
+    if (snprintf(ret_name, CLI_EXPORT_NAME, "%s%s%s", layer, *layer ? "/" : "", what) >= CLI_EXPORT_NAME)
         return -ENAMETOOLONG; /* a cut name could meet another's */
     return zdist_onnx_initializer(x->g, ret_name, ZDIST_DTYPE_FLOAT32, dims, rank, data);
 }
 
 /* An activation applied to the current tensor (softmax over the last axis, NHWC). */
-static int
-s_activation(s_ex_t *x, zdist_activation_t act)
+int
+cli_export_activation(cli_export_t *x, zdist_activation_t act)
 {
     static const char *const ops[] = {
         [ZDIST_ACT_RELU] = "Relu", [ZDIST_ACT_TANH] = "Tanh", [ZDIST_ACT_SIGMOID] = "Sigmoid",
@@ -119,16 +103,16 @@ s_activation(s_ex_t *x, zdist_activation_t act)
 
 /* Dense: Gemm(x, kernel [in, units], bias): zdist's kernel is already Gemm's B. */
 static int
-s_dense(s_ex_t *x, const zdist_layer_spec_t *l)
+s_dense(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     int64_t in = l->in.dims[0];
-    const zdist_ckpt_var_t *k = s_var(x, l->name, "kernel", in * l->units), *b = NULL;
-    if (!k || (l->use_bias && !(b = s_var(x, l->name, "bias", l->units))))
+    const zdist_ckpt_var_t *k = cli_export_var(x, l->name, "kernel", in * l->units), *b = NULL;
+    if (!k || (l->use_bias && !(b = cli_export_var(x, l->name, "bias", l->units))))
         return x->err->code;
-    char kn[S_NAME], bn[S_NAME];
-    int rc = s_const(x, l->name, "kernel", (const int64_t[]){in, l->units}, 2, k->values, kn);
+    char kn[CLI_EXPORT_NAME], bn[CLI_EXPORT_NAME];
+    int rc = cli_export_const(x, l->name, "kernel", (const int64_t[]){in, l->units}, 2, k->values, kn);
     if (rc == 0 && b)
-        rc = s_const(x, l->name, "bias", (const int64_t[]){l->units}, 1, b->values, bn);
+        rc = cli_export_const(x, l->name, "bias", (const int64_t[]){l->units}, 1, b->values, bn);
     return rc < 0 ? rc : s_node(x, "Gemm", (const char *const[]){kn, bn}, b ? 2 : 1, NULL, 0);
 }
 
@@ -150,7 +134,7 @@ s_pads(const zdist_layer_spec_t *l, int64_t pads[4])
 /* A window op (Conv, MaxPool, AveragePool) on the NCHW image: the layer's
    kernel (or pool), strides and explicit pads. */
 static int
-s_window(s_ex_t *x, const zdist_layer_spec_t *l, const char *op, const char *const *extra, int nextra)
+s_window(cli_export_t *x, const zdist_layer_spec_t *l, const char *op, const char *const *extra, int nextra)
 {
     int64_t pads[4];
     s_pads(l, pads);
@@ -165,11 +149,11 @@ s_window(s_ex_t *x, const zdist_layer_spec_t *l, const char *op, const char *con
 
 /* Conv2D: zdist's kernel is Keras's [kh, kw, in, filters] (HWIO); ONNX's Conv takes OIHW on NCHW. */
 static int
-s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
+s_conv2d(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     int64_t kh = l->kernel[0], kw = l->kernel[1], ci = l->in.dims[2], co = l->filters, n = kh * kw * ci * co;
-    const zdist_ckpt_var_t *k = s_var(x, l->name, "kernel", n), *b = NULL;
-    if (!k || (l->use_bias && !(b = s_var(x, l->name, "bias", co))))
+    const zdist_ckpt_var_t *k = cli_export_var(x, l->name, "kernel", n), *b = NULL;
+    if (!k || (l->use_bias && !(b = cli_export_var(x, l->name, "bias", co))))
         return x->err->code;
     float *oihw = malloc((size_t)n * sizeof *oihw);
     if (!oihw)
@@ -179,18 +163,18 @@ s_conv2d(s_ex_t *x, const zdist_layer_spec_t *l)
             for (int64_t i = 0; i < ci; i++)
                 for (int64_t o = 0; o < co; o++)
                     oihw[((o * ci + i) * kh + y) * kw + z] = k->values[((y * kw + z) * ci + i) * co + o];
-    char kn[S_NAME], bn[S_NAME];
-    int rc = s_const(x, l->name, "kernel", (const int64_t[]){co, ci, kh, kw}, 4, oihw, kn);
+    char kn[CLI_EXPORT_NAME], bn[CLI_EXPORT_NAME];
+    int rc = cli_export_const(x, l->name, "kernel", (const int64_t[]){co, ci, kh, kw}, 4, oihw, kn);
     free(oihw);
     if (rc == 0 && b)
-        rc = s_const(x, l->name, "bias", (const int64_t[]){co}, 1, b->values, bn);
+        rc = cli_export_const(x, l->name, "bias", (const int64_t[]){co}, 1, b->values, bn);
     return rc < 0 ? rc : s_window(x, l, "Conv", (const char *const[]){kn, bn}, b ? 2 : 1);
 }
 
 /* Max and average pooling: the padding is left out of a window (TF's
    SAME), which is MaxPool's and AveragePool's count_include_pad 0. */
 static int
-s_pool(s_ex_t *x, const zdist_layer_spec_t *l)
+s_pool(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     return s_window(x, l, l->kind == ZDIST_LAYER_MAX_POOL2D ? "MaxPool" : "AveragePool", NULL, 0);
 }
@@ -198,12 +182,13 @@ s_pool(s_ex_t *x, const zdist_layer_spec_t *l)
 /* Batch normalization in inference form: the moving statistics, gamma and
    beta (ones and zeros when the layer has none), over the channel axis. */
 static int
-s_batch_norm(s_ex_t *x, const zdist_layer_spec_t *l)
+s_batch_norm(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     int64_t c = l->out.dims[l->out.rank - 1];
-    const zdist_ckpt_var_t *g = l->scale ? s_var(x, l->name, "gamma", c) : NULL;
-    const zdist_ckpt_var_t *b = l->center ? s_var(x, l->name, "beta", c) : NULL;
-    const zdist_ckpt_var_t *m = s_var(x, l->name, "moving_mean", c), *v = s_var(x, l->name, "moving_variance", c);
+    const zdist_ckpt_var_t *g = l->scale ? cli_export_var(x, l->name, "gamma", c) : NULL;
+    const zdist_ckpt_var_t *b = l->center ? cli_export_var(x, l->name, "beta", c) : NULL;
+    const zdist_ckpt_var_t *m = cli_export_var(x, l->name, "moving_mean", c),
+                           *v = cli_export_var(x, l->name, "moving_variance", c);
     if ((l->scale && !g) || (l->center && !b) || !m || !v)
         return x->err->code;
     float *fill = malloc((size_t)(2 * c) * sizeof *fill);
@@ -213,14 +198,14 @@ s_batch_norm(s_ex_t *x, const zdist_layer_spec_t *l)
         fill[i] = 1.0f;
         fill[c + i] = 0.0f;
     }
-    char gn[S_NAME], bn[S_NAME], mn[S_NAME], vn[S_NAME];
-    int rc = s_const(x, l->name, "gamma", &c, 1, g ? g->values : fill, gn);
+    char gn[CLI_EXPORT_NAME], bn[CLI_EXPORT_NAME], mn[CLI_EXPORT_NAME], vn[CLI_EXPORT_NAME];
+    int rc = cli_export_const(x, l->name, "gamma", &c, 1, g ? g->values : fill, gn);
     if (rc == 0)
-        rc = s_const(x, l->name, "beta", &c, 1, b ? b->values : fill + c, bn);
+        rc = cli_export_const(x, l->name, "beta", &c, 1, b ? b->values : fill + c, bn);
     if (rc == 0)
-        rc = s_const(x, l->name, "moving_mean", &c, 1, m->values, mn);
+        rc = cli_export_const(x, l->name, "moving_mean", &c, 1, m->values, mn);
     if (rc == 0)
-        rc = s_const(x, l->name, "moving_variance", &c, 1, v->values, vn);
+        rc = cli_export_const(x, l->name, "moving_variance", &c, 1, v->values, vn);
     free(fill);
     zdist_onnx_attr_t eps = {"epsilon", ZDIST_ONNX_ATTR_FLOAT, .f = (float)l->epsilon};
     if (rc == 0)
@@ -230,7 +215,7 @@ s_batch_norm(s_ex_t *x, const zdist_layer_spec_t *l)
 
 /* Flatten in zdist's order: the image NHWC, then one row per example. */
 static int
-s_flatten(s_ex_t *x, const zdist_layer_spec_t *l)
+s_flatten(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     zdist_onnx_attr_t axis = {"axis", ZDIST_ONNX_ATTR_INT, .i = 1};
     int rc = s_transpose(x, false);
@@ -242,155 +227,174 @@ s_flatten(s_ex_t *x, const zdist_layer_spec_t *l)
 
 /* Dropout at inference is the identity: no node. */
 static int
-s_identity(s_ex_t *x, const zdist_layer_spec_t *l)
+s_identity(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     return 0;
 }
 
 static int
-s_act_layer(s_ex_t *x, const zdist_layer_spec_t *l)
+s_act_layer(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     return 0; /* the table's caller applies every layer's activation */
 }
 
-/* One node of named inputs to a fresh tensor (into out, S_NAME bytes); the current tensor stays. */
-static int
-s_op(s_ex_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs, int nattrs,
-     char *out)
+/* One node of named inputs to a fresh tensor (into out, CLI_EXPORT_NAME bytes); the current tensor stays. */
+int
+cli_export_op(cli_export_t *x, const char *op, const char *const *in, int nin, const zdist_onnx_attr_t *attrs,
+              int nattrs, char *out)
 {
     s_name(x, op, out);
     return zdist_onnx_node(x->g, op, in, nin, (const char *const[]){out}, 1, attrs, nattrs);
 }
 
 /* A constant int64 (rank 0 or [1]) or float scalar named LAYER/WHAT. */
-static int
-s_const_i64(s_ex_t *x, const char *layer, const char *what, int64_t v, int rank, char *ret_name)
+int
+cli_export_const_i64(cli_export_t *x, const char *layer, const char *what, int64_t v, int rank, char *ret_name)
 {
-    if (snprintf(ret_name, S_NAME, "%s/%s", layer, what) >= S_NAME)
+    if (snprintf(ret_name, CLI_EXPORT_NAME, "%s/%s", layer, what) >= CLI_EXPORT_NAME)
         return -ENAMETOOLONG;
     return zdist_onnx_initializer(x->g, ret_name, ZDIST_DTYPE_INT64, (const int64_t[]){1}, rank, &v);
 }
 
 /* Sum over the examples' features (axis 1), keeping it or not. */
 static int
-s_sum_features(s_ex_t *x, const char *layer, const char *in, bool keep, char *out)
+s_sum_features(cli_export_t *x, const char *layer, const char *in, bool keep, char *out)
 {
-    char axes[S_NAME];
+    char axes[CLI_EXPORT_NAME];
     zdist_onnx_attr_t kd = {"keepdims", ZDIST_ONNX_ATTR_INT, .i = keep};
-    int rc = s_const_i64(x, layer, keep ? "axes_keep" : "axes", 1, 1, axes);
-    return rc < 0 ? rc : s_op(x, "ReduceSum", (const char *const[]){in, axes}, 2, &kd, 1, out);
+    int rc = cli_export_const_i64(x, layer, keep ? "axes_keep" : "axes", 1, 1, axes);
+    return rc < 0 ? rc : cli_export_op(x, "ReduceSum", (const char *const[]){in, axes}, 2, &kd, 1, out);
 }
 
 /* in [N, K] times rows [N, K, E] summed over K: [N, E]. */
-static int
-s_weighted_sum(s_ex_t *x, const char *layer, const char *w, const char *rows, char *out)
+int
+cli_export_weighted_sum(cli_export_t *x, const char *layer, const char *w, const char *rows, char *out)
 {
-    char axes[S_NAME], w3[S_NAME], prod[S_NAME];
-    int rc = s_const_i64(x, layer, "axes_last", 2, 1, axes);
+    char axes[CLI_EXPORT_NAME], w3[CLI_EXPORT_NAME], prod[CLI_EXPORT_NAME];
+    int rc = cli_export_const_i64(x, layer, "axes_last", 2, 1, axes);
     if (rc == 0)
-        rc = s_op(x, "Unsqueeze", (const char *const[]){w, axes}, 2, NULL, 0, w3);
+        rc = cli_export_op(x, "Unsqueeze", (const char *const[]){w, axes}, 2, NULL, 0, w3);
     if (rc == 0)
-        rc = s_op(x, "Mul", (const char *const[]){rows, w3}, 2, NULL, 0, prod);
+        rc = cli_export_op(x, "Mul", (const char *const[]){rows, w3}, 2, NULL, 0, prod);
     return rc < 0 ? rc : s_sum_features(x, layer, prod, false, out);
 }
 
 /* The combiner's factor of each example [N, 1] from the weights w: mean
    1 / sum(w), sqrtn 1 / sqrt(sum(w^2)), 0 where that sum is 0 (as
    libzdist's zdist_combiner_scale). */
-static int
-s_combiner_scale(s_ex_t *x, const zdist_layer_spec_t *l, const char *w, char *out)
+int
+cli_export_combiner_scale(cli_export_t *x, const zdist_layer_spec_t *l, const char *w, char *out)
 {
-    char sq[S_NAME], den[S_NAME], root[S_NAME], zero[S_NAME], one[S_NAME], isz[S_NAME], inv[S_NAME];
+    char sq[CLI_EXPORT_NAME], den[CLI_EXPORT_NAME], root[CLI_EXPORT_NAME], zero[CLI_EXPORT_NAME],
+        one[CLI_EXPORT_NAME], isz[CLI_EXPORT_NAME], inv[CLI_EXPORT_NAME];
     const float zf = 0.0f, of = 1.0f;
-    int rc = s_const(x, l->name, "zero", (const int64_t[]){1}, 0, &zf, zero);
+    int rc = cli_export_const(x, l->name, "zero", (const int64_t[]){1}, 0, &zf, zero);
     if (rc == 0)
-        rc = s_const(x, l->name, "one", (const int64_t[]){1}, 0, &of, one);
+        rc = cli_export_const(x, l->name, "one", (const int64_t[]){1}, 0, &of, one);
     bool sqrtn = l->combiner == ZDIST_COMBINER_SQRTN;
     if (rc == 0 && sqrtn)
-        rc = s_op(x, "Mul", (const char *const[]){w, w}, 2, NULL, 0, sq);
+        rc = cli_export_op(x, "Mul", (const char *const[]){w, w}, 2, NULL, 0, sq);
     if (rc == 0)
         rc = s_sum_features(x, l->name, sqrtn ? sq : w, true, den);
     if (rc == 0 && sqrtn)
-        rc = s_op(x, "Sqrt", (const char *const[]){den}, 1, NULL, 0, root);
+        rc = cli_export_op(x, "Sqrt", (const char *const[]){den}, 1, NULL, 0, root);
     const char *d = sqrtn ? root : den;
     if (rc == 0)
-        rc = s_op(x, "Equal", (const char *const[]){d, zero}, 2, NULL, 0, isz);
+        rc = cli_export_op(x, "Equal", (const char *const[]){d, zero}, 2, NULL, 0, isz);
     if (rc == 0)
-        rc = s_op(x, "Div", (const char *const[]){one, d}, 2, NULL, 0, inv);
-    return rc < 0 ? rc : s_op(x, "Where", (const char *const[]){isz, zero, inv}, 3, NULL, 0, out);
+        rc = cli_export_op(x, "Div", (const char *const[]){one, d}, 2, NULL, 0, inv);
+    return rc < 0 ? rc : cli_export_op(x, "Where", (const char *const[]){isz, zero, inv}, 3, NULL, 0, out);
 }
 
-/* Embedding of sparse examples: the features whose id is at least
-   first_id look up row (id - first_id) mod input_dim (Gather), weighted by
-   their value, combined per example (sum, mean or sqrtn). */
+/* The rows an embedding of sparse examples looks up and each feature's
+   weight: a fixed table's features whose id is at least first_id look up
+   row (id - first_id) mod input_dim, weighted by their value; a dynamic
+   table's every feature looks up its id's row (zeros when the table has
+   none), weighted by its value. */
 static int
-s_embedding(s_ex_t *x, const zdist_layer_spec_t *l)
+s_lookup(cli_export_t *x, const zdist_layer_spec_t *l, char *w, char *rows)
 {
-    const zdist_ckpt_var_t *t = s_var(x, l->name, "embeddings", l->input_dim * l->output_dim);
+    char table[CLI_EXPORT_NAME], row[CLI_EXPORT_NAME];
+    if (l->dynamic) {
+        int rc = cli_export_dynamic_rows(x, l, "ids", table, row);
+        snprintf(w, CLI_EXPORT_NAME, "values");
+        return rc < 0 ? rc : cli_export_op(x, "Gather", (const char *const[]){table, row}, 2, NULL, 0, rows);
+    }
+    const zdist_ckpt_var_t *t = cli_export_var(x, l->name, "embeddings", l->input_dim * l->output_dim);
     if (!t)
         return x->err->code;
-    char table[S_NAME], first[S_NAME], dim[S_NAME], zero[S_NAME], ge[S_NAME], mask[S_NAME], w[S_NAME], sh[S_NAME], cl[S_NAME], row[S_NAME], rows[S_NAME],
-        sum[S_NAME], scale[S_NAME];
+    char first[CLI_EXPORT_NAME], dim[CLI_EXPORT_NAME], zero[CLI_EXPORT_NAME], ge[CLI_EXPORT_NAME],
+        mask[CLI_EXPORT_NAME], sh[CLI_EXPORT_NAME], cl[CLI_EXPORT_NAME];
     zdist_onnx_attr_t to_float = {"to", ZDIST_ONNX_ATTR_INT, .i = 1 /* TensorProto.FLOAT */};
-    int rc = s_const(x, l->name, "embeddings", (const int64_t[]){l->input_dim, l->output_dim}, 2, t->values, table);
+    int rc = cli_export_const(x, l->name, "embeddings", (const int64_t[]){l->input_dim, l->output_dim}, 2,
+                              t->values, table);
     if (rc == 0)
-        rc = s_const_i64(x, l->name, "first_id", l->first_id, 0, first);
+        rc = cli_export_const_i64(x, l->name, "first_id", l->first_id, 0, first);
     if (rc == 0)
-        rc = s_const_i64(x, l->name, "input_dim", l->input_dim, 0, dim);
+        rc = cli_export_const_i64(x, l->name, "input_dim", l->input_dim, 0, dim);
     if (rc == 0)
-        rc = s_const_i64(x, l->name, "zero_id", 0, 0, zero);
+        rc = cli_export_const_i64(x, l->name, "zero_id", 0, 0, zero);
     if (rc == 0)
-        rc = s_op(x, "GreaterOrEqual", (const char *const[]){"ids", first}, 2, NULL, 0, ge);
+        rc = cli_export_op(x, "GreaterOrEqual", (const char *const[]){"ids", first}, 2, NULL, 0, ge);
     if (rc == 0)
-        rc = s_op(x, "Cast", (const char *const[]){ge}, 1, &to_float, 1, mask);
+        rc = cli_export_op(x, "Cast", (const char *const[]){ge}, 1, &to_float, 1, mask);
     if (rc == 0)
-        rc = s_op(x, "Mul", (const char *const[]){"values", mask}, 2, NULL, 0, w);
+        rc = cli_export_op(x, "Mul", (const char *const[]){"values", mask}, 2, NULL, 0, w);
     if (rc == 0)
-        rc = s_op(x, "Sub", (const char *const[]){"ids", first}, 2, NULL, 0, sh);
+        rc = cli_export_op(x, "Sub", (const char *const[]){"ids", first}, 2, NULL, 0, sh);
     if (rc == 0)
-        rc = s_op(x, "Max", (const char *const[]){sh, zero}, 2, NULL, 0, cl);
+        rc = cli_export_op(x, "Max", (const char *const[]){sh, zero}, 2, NULL, 0, cl);
     if (rc == 0)
-        rc = s_op(x, "Mod", (const char *const[]){cl, dim}, 2, NULL, 0, row);
+        rc = cli_export_op(x, "Mod", (const char *const[]){cl, dim}, 2, NULL, 0, row);
+    return rc < 0 ? rc : cli_export_op(x, "Gather", (const char *const[]){table, row}, 2, NULL, 0, rows);
+}
+
+/* Embedding of sparse examples: the looked-up rows (Gather) weighted,
+   combined per example (sum, mean or sqrtn). */
+static int
+s_embedding(cli_export_t *x, const zdist_layer_spec_t *l)
+{
+    char w[CLI_EXPORT_NAME], rows[CLI_EXPORT_NAME], sum[CLI_EXPORT_NAME], scale[CLI_EXPORT_NAME];
+    int rc = s_lookup(x, l, w, rows);
     if (rc == 0)
-        rc = s_op(x, "Gather", (const char *const[]){table, row}, 2, NULL, 0, rows);
-    if (rc == 0)
-        rc = s_weighted_sum(x, l->name, w, rows, sum);
+        rc = cli_export_weighted_sum(x, l->name, w, rows, sum);
     if (rc == 0 && l->combiner == ZDIST_COMBINER_SUM) {
         snprintf(x->cur, sizeof x->cur, "%s", sum);
         return 0;
     }
     if (rc == 0)
-        rc = s_combiner_scale(x, l, w, scale);
+        rc = cli_export_combiner_scale(x, l, w, scale);
     if (rc == 0)
-        rc = s_op(x, "Mul", (const char *const[]){sum, scale}, 2, NULL, 0, x->cur);
+        rc = cli_export_op(x, "Mul", (const char *const[]){sum, scale}, 2, NULL, 0, x->cur);
     return rc;
 }
 
 /* Concat: the current tensor, then the example's dense features (ids
    below dense_features, at their id, summed), from the sparse input. */
 static int
-s_concat(s_ex_t *x, const zdist_layer_spec_t *l)
+s_concat(cli_export_t *x, const zdist_layer_spec_t *l)
 {
     if (!x->sparse)
         return zdist_error_set(x->err, -ENOTSUP, "layer '%s': concat reads a sparse input", l->name);
-    char depth[S_NAME], onoff[S_NAME], hot[S_NAME], dense[S_NAME], out[S_NAME];
+    char depth[CLI_EXPORT_NAME], onoff[CLI_EXPORT_NAME], hot[CLI_EXPORT_NAME], dense[CLI_EXPORT_NAME],
+        out[CLI_EXPORT_NAME];
     const float vals[2] = {0.0f, 1.0f};
     zdist_onnx_attr_t axis = {"axis", ZDIST_ONNX_ATTR_INT, .i = 1};
-    int rc = s_const_i64(x, l->name, "dense_features", l->dense_features, 0, depth);
+    int rc = cli_export_const_i64(x, l->name, "dense_features", l->dense_features, 0, depth);
     if (rc == 0)
-        rc = s_const(x, l->name, "on_off", (const int64_t[]){2}, 1, vals, onoff);
+        rc = cli_export_const(x, l->name, "on_off", (const int64_t[]){2}, 1, vals, onoff);
     /* an id outside [0, dense_features) is all off: not a dense feature */
     if (rc == 0)
-        rc = s_op(x, "OneHot", (const char *const[]){"ids", depth, onoff}, 3, NULL, 0, hot);
+        rc = cli_export_op(x, "OneHot", (const char *const[]){"ids", depth, onoff}, 3, NULL, 0, hot);
     if (rc == 0)
-        rc = s_weighted_sum(x, l->name, "values", hot, dense);
+        rc = cli_export_weighted_sum(x, l->name, "values", hot, dense);
     if (rc == 0)
-        rc = s_op(x, "Concat", (const char *const[]){x->cur, dense}, 2, &axis, 1, out);
+        rc = cli_export_op(x, "Concat", (const char *const[]){x->cur, dense}, 2, &axis, 1, out);
     snprintf(x->cur, sizeof x->cur, "%s", out);
     return rc;
 }
 
-typedef int (*s_layer_fn)(s_ex_t *x, const zdist_layer_spec_t *l);
+typedef int (*s_layer_fn)(cli_export_t *x, const zdist_layer_spec_t *l);
 
 /* The exporter of each layer kind; a kind without one is refused naming
    the layer. The layer's activation (dense, conv2d, activation layers) is
@@ -409,8 +413,8 @@ static const struct {
 
 /* The activation the loss applies to the last layer's output (the model's
    predictions), and whether the last layer's own activation is that one. */
-static zdist_activation_t
-s_output_activation(const zdist_model_spec_t *spec)
+zdist_activation_t
+cli_export_output_activation(const zdist_model_spec_t *spec)
 {
     return spec->loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? ZDIST_ACT_SOFTMAX
            : spec->loss == ZDIST_LOSS_BINARY_CROSSENTROPY           ? ZDIST_ACT_SIGMOID
@@ -418,12 +422,12 @@ s_output_activation(const zdist_model_spec_t *spec)
 }
 
 /* The output: the loss's activation (unless logits), named "predictions" (or "logits"). */
-static int
-s_finish(s_ex_t *x, zdist_activation_t out_act, const zdist_shape_t *out)
+int
+cli_export_finish(cli_export_t *x, zdist_activation_t out_act, const zdist_shape_t *out)
 {
     int rc = s_transpose(x, false);
     if (rc == 0 && !x->logits)
-        rc = s_activation(x, out_act);
+        rc = cli_export_activation(x, out_act);
     const char *name = x->logits && out_act != ZDIST_ACT_LINEAR ? "logits" : "predictions";
     if (rc == 0)
         rc = zdist_onnx_node(x->g, "Identity", (const char *const[]){x->cur}, 1, (const char *const[]){name}, 1,
@@ -436,7 +440,7 @@ s_finish(s_ex_t *x, zdist_activation_t out_act, const zdist_shape_t *out)
 
 /* A sequential model's layers. */
 static int
-s_export_sequential(s_ex_t *x, const zdist_model_spec_t *spec)
+s_export_sequential(cli_export_t *x, const zdist_model_spec_t *spec)
 {
     int64_t dims[ZDIST_MAX_RANK + 1] = {ZDIST_ONNX_BATCH, ZDIST_ONNX_WIDTH};
     int rc;
@@ -453,7 +457,7 @@ s_export_sequential(s_ex_t *x, const zdist_model_spec_t *spec)
     }
     snprintf(x->cur, sizeof x->cur, "input");
     x->rank = spec->input_shape.rank;
-    zdist_activation_t out_act = s_output_activation(spec);
+    zdist_activation_t out_act = cli_export_output_activation(spec);
     for (int i = 0; rc == 0 && i < spec->num_layers; i++) {
         const zdist_layer_spec_t *l = &spec->layers[i];
         s_layer_fn fn = NULL;
@@ -469,18 +473,18 @@ s_export_sequential(s_ex_t *x, const zdist_model_spec_t *spec)
         x->rank = l->out.rank;
         bool has_act = l->kind == ZDIST_LAYER_DENSE || l->kind == ZDIST_LAYER_CONV2D ||
                        l->kind == ZDIST_LAYER_ACTIVATION;
-        /* the last layer's softmax / sigmoid is the loss's: s_finish applies it (or not, for logits) */
+        /* the last layer's softmax / sigmoid is the loss's: cli_export_finish applies it (or not, for logits) */
         bool fused = i == spec->num_layers - 1 && out_act != ZDIST_ACT_LINEAR && l->activation == out_act;
         if (has_act && !fused)
-            rc = s_activation(x, l->activation);
+            rc = cli_export_activation(x, l->activation);
     }
-    return rc < 0 ? rc : s_finish(x, out_act, &spec->layers[spec->num_layers - 1].out);
+    return rc < 0 ? rc : cli_export_finish(x, out_act, &spec->layers[spec->num_layers - 1].out);
 }
 
 /* mlp and softmax_regression: dense layers (ReLU between), softmax
    cross-entropy; their widths are the checkpoint's. */
 static int
-s_export_dense_model(s_ex_t *x, bool named)
+s_export_dense_model(cli_export_t *x, bool named)
 {
     zdist_model_spec_t spec = {.loss = ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
     zdist_layer_spec_t layers[ZDIST_MODEL_MAX_HIDDEN + 1];
@@ -531,7 +535,12 @@ s_usage(FILE *out)
             "in the checkpoint or the directory above it, or --job.\n\n"
             "The graph's input \"input\" is float32 [N, input_shape...] (channels last, as zdist reads\n"
             "examples); a model of sparse (libsvm) examples takes \"ids\" int64 and \"values\" float32 [N, K]\n"
-            "instead, each example's features padded with value 0. Its output \"predictions\" applies the\n"
+            "instead, each example's features padded with value 0. A functional model takes its named\n"
+            "inputs: float32 or int64 [N, shape...] (a group: its features concatenated in order); a var\n"
+            "feature NAME as \"NAME\" int64 [N, K] padded with id 0 and \"NAME_mask\" float32 [N, K] (1 for an\n"
+            "id, 0 for padding). A dynamic embedding table is exported as its rows and an id->row map\n"
+            "(ai.onnx.ml LabelEncoder): an id the table does not hold looks up zeros, as on the psd. A\n"
+            "hashing layer has no ONNX equivalent and is refused. Its output \"predictions\" applies the\n"
             "loss's activation (softmax or sigmoid) to the last layer; --logits leaves it out (output\n"
             "\"logits\"). The file is written whole or not at all.\n",
             S_OPSET);
@@ -607,7 +616,7 @@ s_load_job(const char *job_path, const char *ckpt, const char *job_dir, zdist_jo
 
 /* Builds the graph of job's model over ckpt's variables into x->g. */
 static int
-s_build(s_ex_t *x, const zdist_job_t *job)
+s_build(cli_export_t *x, const zdist_job_t *job)
 {
     if (strcmp(job->model, ZDIST_MODEL_SEQUENTIAL) == 0) {
         zdist_model_spec_t spec;
@@ -617,10 +626,12 @@ s_build(s_ex_t *x, const zdist_job_t *job)
         zdist_model_spec_release(&spec);
         return rc;
     }
+    if (strcmp(job->model, ZDIST_MODEL_FUNCTIONAL) == 0)
+        return cli_export_graph(x, job->model_params);
     if (strcmp(job->model, "mlp") == 0 || strcmp(job->model, "softmax_regression") == 0)
         return s_export_dense_model(x, strcmp(job->model, "mlp") == 0);
-    return zdist_error_set(x->err, -ENOTSUP, "model '%s' is not exported to ONNX (sequential, mlp and "
-                           "softmax_regression are)", job->model);
+    return zdist_error_set(x->err, -ENOTSUP, "model '%s' is not exported to ONNX (sequential, functional, mlp "
+                           "and softmax_regression are)", job->model);
 }
 
 /* The target must be a file path whose directory exists. */
@@ -648,7 +659,7 @@ s_export(const char *arg, const char *onnx, const char *job_path, const char *st
     char ckpt[PATH_MAX], job_dir[PATH_MAX];
     zdist_job_t job = {0};
     zdist_ckpt_t ck = {0};
-    s_ex_t x = {.logits = logits, .err = &err, .ck = &ck};
+    cli_export_t x = {.logits = logits, .err = &err, .ck = &ck, .ckpt_dir = ckpt};
     int rc = s_check_target(onnx, &err);
     if (rc == 0)
         rc = s_resolve(arg, state_dir, ckpt, job_dir, &err);

@@ -4,11 +4,16 @@
 // own predictions (`zdist run --dump-predictions`, one line per example).
 // Usage: node onnx_check.js MODEL.onnx IMAGES.idx.gz LABELS.idx.gz PREDICTIONS.txt SHAPE [softmax]
 //        node onnx_check.js MODEL.onnx TEST.svm - PREDICTIONS.txt sparse
+//        node onnx_check.js MODEL.onnx FEEDS.json - PREDICTIONS.txt feeds
 // (SHAPE: one example's input shape, e.g. 784 or 28,28,1; softmax: the
 // model gives logits, compared after a softmax of each row; sparse: libsvm
 // examples fed as "ids" and "values" [N, K], padded with value 0, and one
-// sigmoid output). Prints one JSON line: examples, the largest absolute
-// difference, both accuracies (and for sparse, both ROC AUCs).
+// sigmoid output; feeds: a JSON file {"feeds": {NAME: {"type", "dims",
+// "data"}}, "labels": [...]} of the graph's named inputs, one sigmoid
+// output). PREDICTIONS "-": none to compare (zdist's metrics are compared
+// by the caller). Prints one JSON line: examples, the largest absolute
+// difference, both accuracies (and for sparse and feeds, both ROC AUCs and
+// the ONNX predictions' log loss).
 'use strict';
 const fs = require('fs');
 const zlib = require('zlib');
@@ -59,10 +64,35 @@ function auc(scores, labels) {
   return (rankSum - pos * (pos + 1) / 2) / (pos * neg);
 }
 
+// zdist's predictions (one per line), or null for "-".
+function readPredictions(predPath, n) {
+  if (predPath === '-') return null;
+  const want = fs.readFileSync(predPath, 'utf8').trim().split('\n').map(Number);
+  if (want.length !== n) throw new Error(`${predPath}: ${want.length} lines, ${n} examples`);
+  return want;
+}
+
+// One sigmoid output per example against the labels (and zdist's predictions).
+function binaryReport(session, got, labels, want) {
+  let maxDiff = 0, cOnnx = 0, cZdist = 0, logLoss = 0;
+  got.forEach((g, i) => {
+    if (want) maxDiff = Math.max(maxDiff, Math.abs(g - want[i]));
+    cOnnx += (g > 0.5 ? 1 : 0) === labels[i];
+    if (want) cZdist += (want[i] > 0.5 ? 1 : 0) === labels[i];
+    const p = Math.min(Math.max(g, 1e-7), 1 - 1e-7);
+    logLoss -= labels[i] ? Math.log(p) : Math.log(1 - p);
+  });
+  const n = labels.length;
+  const r = {examples: n, outputs: 1, input: session.inputNames.join(','), output: session.outputNames[0],
+             max_abs_diff: maxDiff, accuracy_onnx: cOnnx / n, auc_onnx: auc(got, labels), log_loss_onnx: logLoss / n};
+  if (want) Object.assign(r, {accuracy_zdist: cZdist / n, auc_zdist: auc(want, labels)});
+  else Object.assign(r, {accuracy_zdist: r.accuracy_onnx, auc_zdist: r.auc_onnx});
+  return r;
+}
+
 async function sparse(model, svmPath, predPath) {
   const rows = readSvm(svmPath);
-  const want = fs.readFileSync(predPath, 'utf8').trim().split('\n').map(Number);
-  if (want.length !== rows.length) throw new Error(`${predPath}: ${want.length} lines, ${rows.length} examples`);
+  const want = readPredictions(predPath, rows.length);
   const session = await ort.InferenceSession.create(model);
   const got = [];
   for (let b = 0; b < rows.length; b += 500) {
@@ -74,22 +104,32 @@ async function sparse(model, svmPath, predPath) {
                                    values: new ort.Tensor('float32', vals, [part.length, k])});
     got.push(...out[session.outputNames[0]].data);
   }
-  const labels = rows.map(r => r.label);
-  let maxDiff = 0, cOnnx = 0, cZdist = 0;
-  got.forEach((g, i) => {
-    maxDiff = Math.max(maxDiff, Math.abs(g - want[i]));
-    cOnnx += (g > 0.5 ? 1 : 0) === labels[i];
-    cZdist += (want[i] > 0.5 ? 1 : 0) === labels[i];
-  });
-  console.log(JSON.stringify({examples: rows.length, outputs: 1, input: session.inputNames.join(','),
-                              output: session.outputNames[0], max_abs_diff: maxDiff,
-                              accuracy_onnx: cOnnx / rows.length, accuracy_zdist: cZdist / rows.length,
-                              auc_onnx: auc(got, labels), auc_zdist: auc(want, labels)}));
+  const r = binaryReport(session, got, rows.map(r => r.label), want);
+  // An id the table never held (a dynamic table: the default zeros row)
+  // weighs as nothing: an example of only that id scores as an empty one.
+  const one = async (id, v) => (await session.run({ids: new ort.Tensor('int64', BigInt64Array.from([id]), [1, 1]),
+                                                   values: new ort.Tensor('float32', Float32Array.from([v]), [1, 1])}))[session.outputNames[0]].data[0];
+  r.unseen_id = await one(4611686018427387903n, 1);
+  r.empty = await one(0n, 0);
+  console.log(JSON.stringify(r));
+}
+
+async function feeds(model, feedsPath, predPath) {
+  const f = JSON.parse(fs.readFileSync(feedsPath, 'utf8'));
+  const session = await ort.InferenceSession.create(model);
+  const inputs = {};
+  for (const [name, t] of Object.entries(f.feeds))
+    inputs[name] = new ort.Tensor(t.type, t.type === 'int64' ? BigInt64Array.from(t.data.map(BigInt))
+                                                             : Float32Array.from(t.data), t.dims);
+  const out = await session.run(inputs);
+  const got = Array.from(out[session.outputNames[0]].data);
+  console.log(JSON.stringify(binaryReport(session, got, f.labels, readPredictions(predPath, f.labels.length))));
 }
 
 async function main() {
   const [model, imagesPath, labelsPath, predPath, shapeArg, link] = process.argv.slice(2);
   if (shapeArg === 'sparse') return sparse(model, imagesPath, predPath);
+  if (shapeArg === 'feeds') return feeds(model, imagesPath, predPath);
   const shape = shapeArg.split(',').map(Number);
   const per = shape.reduce((a, b) => a * b, 1);
   const images = readIdx(imagesPath), labels = readIdx(labelsPath);

@@ -200,6 +200,44 @@ test_onnx_builder(void)
     free(dir);
 }
 
+/* Operator sets of other domains (ai.onnx.ml's LabelEncoder for dynamic tables): imported once, a node of an
+   unimported domain refused. */
+static void
+test_onnx_domains(void)
+{
+    zdist_onnx_t *g = zdist_onnx_new("g", 13, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    const int64_t dims[] = {ZDIST_ONNX_BATCH};
+    const int64_t keys[] = {-7, 42};
+    const int64_t values[] = {0, 1};
+    zdist_onnx_attr_t attrs[] = {
+        {"keys_int64s", ZDIST_ONNX_ATTR_INTS, .ints = keys, .n = 2},
+        {"values_int64s", ZDIST_ONNX_ATTR_INTS, .ints = values, .n = 2},
+        {"default_int64", ZDIST_ONNX_ATTR_INT, .i = 2},
+    };
+    CU_ASSERT_EQUAL(zdist_onnx_input(g, "ids", ZDIST_DTYPE_INT64, dims, 1), 0);
+    CU_ASSERT_EQUAL(zdist_onnx_import(g, "ai.onnx.ml", 2), 0);
+    CU_ASSERT_EQUAL(zdist_onnx_import(g, "ai.onnx.ml", 2), 0); /* again at the same version: nothing */
+    CU_ASSERT_EQUAL(zdist_onnx_node_domain(g, "ai.onnx.ml", "LabelEncoder", (const char *const[]){"ids"}, 1,
+                                           (const char *const[]){"rows"}, 1, attrs, 3), 0);
+    CU_ASSERT_EQUAL(zdist_onnx_output(g, "rows", ZDIST_DTYPE_INT64, dims, 1), 0);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_onnx_encode(g, &buf, &len, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(memmem(buf, len, "ai.onnx.ml", 10));
+    CU_ASSERT_PTR_NOT_NULL(memmem(buf, len, "LabelEncoder", 12));
+    free(buf);
+    /* one version per domain */
+    CU_ASSERT_EQUAL(zdist_onnx_import(g, "ai.onnx.ml", 3), -EINVAL);
+    zdist_onnx_destroy(&g);
+    g = zdist_onnx_new("g", 13, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_EQUAL(zdist_onnx_node_domain(g, "ai.onnx.ml", "LabelEncoder", (const char *const[]){"ids"}, 1,
+                                           (const char *const[]){"rows"}, 1, attrs, 3), -EINVAL);
+    zdist_onnx_destroy(&g);
+}
+
 void
 zdist_test_ckpt_register(void)
 {
@@ -207,5 +245,7 @@ zdist_test_ckpt_register(void)
                 {"psd shards merged by row range, the job's namespace taken off", test_psd_merged},
                 {"psd: a cut shard, missing rows, another version, no checkpoint refused by name", test_psd_refused},
                 {"a worker's state without its slots; the newest complete checkpoint located", test_wstate_and_locate},
-                {"the ONNX builder: encode, atomic write, a sticky bad argument", test_onnx_builder});
+                {"the ONNX builder: encode, atomic write, a sticky bad argument", test_onnx_builder},
+                {"the ONNX builder: another domain's operator set imported once, an unimported one refused",
+                 test_onnx_domains});
 }

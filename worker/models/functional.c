@@ -502,6 +502,12 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
         memcpy(out->df, out->f, (size_t)(a.n * out->size) * sizeof *out->df);
         pred = out->df;
     }
+    /* zdist run --dump-predictions (zdist export's check): the loss's activation of the output */
+    zdist_activation_t link = s->spec.loss == ZDIST_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? ZDIST_ACT_SOFTMAX
+                              : s->spec.loss == ZDIST_LOSS_BINARY_CROSSENTROPY          ? ZDIST_ACT_SIGMOID
+                                                                                        : ZDIST_ACT_LINEAR;
+    if (!train && (rc = model_predictions_emit(ctx, out->f, a.n, out->size, link)) < 0)
+        return rc;
     double loss = 0;
     int64_t correct = 0;
     if ((!train && (rc = model_predictions(ctx, S_SLOT_PRED, s->spec.loss, pred, a.n)) < 0) ||

@@ -62,6 +62,14 @@ ZDIST_EXPORT int zdist_onnx_initializer(zdist_onnx_t *self, const char *name, zd
    order (an empty string: an optional input left out), attributes. */
 ZDIST_EXPORT int zdist_onnx_node(zdist_onnx_t *self, const char *op_type, const char *const *inputs, int nin,
                                  const char *const *outputs, int nout, const zdist_onnx_attr_t *attrs, int nattrs);
+/* Imports operator set `domain` (not "": the default one is
+   zdist_onnx_new's) at version, e.g. "ai.onnx.ml" 2 for LabelEncoder;
+   once per domain (again at the same version: nothing). */
+ZDIST_EXPORT int zdist_onnx_import(zdist_onnx_t *self, const char *domain, int64_t version);
+/* zdist_onnx_node of an imported domain's operator ("": the default one). */
+ZDIST_EXPORT int zdist_onnx_node_domain(zdist_onnx_t *self, const char *domain, const char *op_type,
+                                        const char *const *inputs, int nin, const char *const *outputs, int nout,
+                                        const zdist_onnx_attr_t *attrs, int nattrs);
 /* The first failure so far (0: none). */
 ZDIST_EXPORT int zdist_onnx_status(const zdist_onnx_t *self);
 

@@ -8,12 +8,13 @@
 #include "zdist/onnx.h"
 
 #define S_MAX_GROWTH (1 << 24) /* nodes, initializers, inputs or outputs: far beyond any model */
+#define S_MAX_DOMAINS 4        /* operator sets imported: the default one and a few others (ai.onnx.ml) */
 
 struct zdist_onnx_t {
     Onnx__ModelProto model;
     Onnx__GraphProto graph;
-    Onnx__OperatorSetIdProto opset;
-    Onnx__OperatorSetIdProto *opsets[1];
+    Onnx__OperatorSetIdProto opset[S_MAX_DOMAINS];
+    Onnx__OperatorSetIdProto *opsets[S_MAX_DOMAINS];
     int status;
     /* Everything the messages point at, freed at destroy (the messages
        themselves never own memory: protobuf-c's free_unpacked is not used). */
@@ -97,11 +98,11 @@ zdist_onnx_new(const char *graph_name, int64_t opset, const char *doc)
         return NULL;
     onnx__model_proto__init(&self->model);
     onnx__graph_proto__init(&self->graph);
-    onnx__operator_set_id_proto__init(&self->opset);
-    self->opset.domain = "";
-    self->opset.has_version = true;
-    self->opset.version = opset;
-    self->opsets[0] = &self->opset;
+    onnx__operator_set_id_proto__init(&self->opset[0]);
+    self->opset[0].domain = "";
+    self->opset[0].has_version = true;
+    self->opset[0].version = opset;
+    self->opsets[0] = &self->opset[0];
     self->model.has_ir_version = true;
     self->model.ir_version = ZDIST_ONNX_IR_VERSION;
     self->model.producer_name = "zdist";
@@ -296,12 +297,54 @@ s_names(zdist_onnx_t *self, const char *const *names, int n)
 }
 
 int
-zdist_onnx_node(zdist_onnx_t *self, const char *op_type, const char *const *inputs, int nin,
-                const char *const *outputs, int nout, const zdist_onnx_attr_t *attrs, int nattrs)
+zdist_onnx_import(zdist_onnx_t *self, const char *domain, int64_t version)
 {
     if (self->status < 0)
         return self->status;
-    if (!op_type || nin < 0 || nout < 1 || nattrs < 0)
+    if (!domain || !*domain || version < 1)
+        return self->status = -EINVAL;
+    for (size_t i = 0; i < self->model.n_opset_import; i++)
+        if (strcmp(self->opset[i].domain, domain) == 0) {
+            if (self->opset[i].version != version)
+                return self->status = -EINVAL; /* one version per domain */
+            return 0;
+        }
+    if (self->model.n_opset_import == S_MAX_DOMAINS)
+        return self->status = -ENOSPC;
+    Onnx__OperatorSetIdProto *o = &self->opset[self->model.n_opset_import];
+    onnx__operator_set_id_proto__init(o);
+    if (!(o->domain = s_str(self, domain)))
+        return self->status;
+    o->has_version = true;
+    o->version = version;
+    self->opsets[self->model.n_opset_import++] = o;
+    return 0;
+}
+
+/* Whether the model imports domain ("" always). */
+static bool
+s_imported(const zdist_onnx_t *self, const char *domain)
+{
+    for (size_t i = 0; i < self->model.n_opset_import; i++)
+        if (strcmp(self->opset[i].domain, domain) == 0)
+            return true;
+    return false;
+}
+
+int
+zdist_onnx_node(zdist_onnx_t *self, const char *op_type, const char *const *inputs, int nin,
+                const char *const *outputs, int nout, const zdist_onnx_attr_t *attrs, int nattrs)
+{
+    return zdist_onnx_node_domain(self, "", op_type, inputs, nin, outputs, nout, attrs, nattrs);
+}
+
+int
+zdist_onnx_node_domain(zdist_onnx_t *self, const char *domain, const char *op_type, const char *const *inputs,
+                       int nin, const char *const *outputs, int nout, const zdist_onnx_attr_t *attrs, int nattrs)
+{
+    if (self->status < 0)
+        return self->status;
+    if (!op_type || !domain || nin < 0 || nout < 1 || nattrs < 0 || !s_imported(self, domain))
         return self->status = -EINVAL;
     Onnx__NodeProto *node = s_alloc(self, sizeof *node);
     Onnx__AttributeProto **av = s_alloc(self, (size_t)nattrs * sizeof *av);
@@ -315,7 +358,7 @@ zdist_onnx_node(zdist_onnx_t *self, const char *op_type, const char *const *inpu
     snprintf(name, sizeof name, "node_%zu", self->graph.n_node);
     node->op_type = s_str(self, op_type);
     node->name = s_str(self, name);
-    node->domain = "";
+    node->domain = *domain ? s_str(self, domain) : "";
     node->input = s_names(self, inputs, nin);
     node->output = s_names(self, outputs, nout);
     node->n_input = (size_t)nin;

@@ -1,0 +1,131 @@
+/* zdist export: a dynamic embedding table as its checkpointed rows plus an id->row map (ai.onnx.ml LabelEncoder). */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_export.h"
+#include "zdist/dynexport.h"
+#include "zdist/file.h"
+
+#define S_ML_DOMAIN "ai.onnx.ml"
+#define S_ML_OPSET 2 /* LabelEncoder-2: int64 keys and values */
+#define S_MAX_NPY (INT64_C(1) << 34)
+/* LabelEncoder's keys and values are attributes (an int count): far beyond a table exported to serve */
+#define S_MAX_ROWS (INT_MAX / 2)
+
+/* The elements of a .npy file zdist_dynexport_npy wrote (format 1.0, C
+   order): *ret_data (the caller's to free), want bytes of them. */
+static int
+s_read_npy(cli_export_t *x, const char *path, size_t want, void **ret_data)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = zdist_file_read(path, S_MAX_NPY, &buf, &len, x->err);
+    if (rc < 0)
+        return rc;
+    const unsigned char *b = buf;
+    size_t hdr = len >= 10 ? 10 + (size_t)(b[8] | b[9] << 8) : 0;
+    if (len < 10 || memcmp(b, "\x93NUMPY\x01", 7) != 0 || hdr > len || len - hdr != want) {
+        free(buf);
+        return zdist_error_set(x->err, -EBADMSG, "%s: not the .npy of %zu bytes export-embedding writes", path,
+                               want);
+    }
+    memmove(buf, b + hdr, want);
+    *ret_data = buf;
+    return 0;
+}
+
+/* Table l's ids and vectors (rows of them) from the checkpoint, through
+   libzdist's dynexport (the documented reader of the psd's table files),
+   via .npy files in a private temporary directory. */
+static int
+s_load(cli_export_t *x, const zdist_layer_spec_t *l, int64_t **ret_ids, float **ret_vectors, uint64_t *ret_rows)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX], ids[PATH_MAX + 16], vectors[PATH_MAX + 16], table[ZDIST_LAYER_NAME_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/zdist-export-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return zdist_error_set(x->err, -errno, "%s: cannot make a temporary directory: %s", dir, strerror(errno));
+    snprintf(ids, sizeof ids, "%s/ids.npy", dir);
+    snprintf(vectors, sizeof vectors, "%s/vectors.npy", dir);
+    snprintf(table, sizeof table, "%s/embeddings", l->name);
+    uint64_t rows = 0;
+    int rc = zdist_dynexport_npy(x->ckpt_dir, table, ids, vectors, &rows, x->err);
+    if (rc == 0 && rows > S_MAX_ROWS)
+        rc = zdist_error_set(x->err, -EFBIG, "dynamic table '%s' has %llu rows; ONNX's LabelEncoder takes at most %d",
+                             table, (unsigned long long)rows, S_MAX_ROWS);
+    if (rc == 0)
+        rc = s_read_npy(x, ids, (size_t)rows * sizeof **ret_ids, (void **)ret_ids);
+    if (rc == 0 && (rc = s_read_npy(x, vectors, (size_t)rows * (size_t)l->output_dim * sizeof **ret_vectors,
+                                    (void **)ret_vectors)) < 0) {
+        free(*ret_ids);
+        *ret_ids = NULL;
+    }
+    if (rc < 0)
+        zdist_error_prefix(x->err, "layer '%s' (a dynamic table)", l->name);
+    unlink(ids);
+    unlink(vectors);
+    rmdir(dir);
+    *ret_rows = rows;
+    return rc;
+}
+
+/* ids mapped to rows: LabelEncoder(keys = the table's ids, values = 0..n-1,
+   default n: the zeros row). An empty table: every id to row 0 (zeros). */
+static int
+s_map(cli_export_t *x, const zdist_layer_spec_t *l, const char *ids, const int64_t *keys, int64_t n, char *ret_rows)
+{
+    if (n == 0) {
+        char zero[CLI_EXPORT_NAME];
+        int rc = cli_export_const_i64(x, l->name, "no_rows", 0, 0, zero);
+        return rc < 0 ? rc : cli_export_op(x, "Mul", (const char *const[]){ids, zero}, 2, NULL, 0, ret_rows);
+    }
+    int64_t *values = malloc((size_t)n * sizeof *values);
+    if (!values)
+        return zdist_error_set(x->err, -ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        values[i] = i;
+    zdist_onnx_attr_t attrs[] = {
+        {"keys_int64s", ZDIST_ONNX_ATTR_INTS, .ints = keys, .n = (int)n},
+        {"values_int64s", ZDIST_ONNX_ATTR_INTS, .ints = values, .n = (int)n},
+        {"default_int64", ZDIST_ONNX_ATTR_INT, .i = n},
+    };
+    snprintf(ret_rows, CLI_EXPORT_NAME, "%s/row", l->name);
+    int rc = zdist_onnx_import(x->g, S_ML_DOMAIN, S_ML_OPSET);
+    if (rc == 0)
+        rc = zdist_onnx_node_domain(x->g, S_ML_DOMAIN, "LabelEncoder", (const char *const[]){ids}, 1,
+                                    (const char *const[]){ret_rows}, 1, attrs, 3);
+    free(values);
+    return rc;
+}
+
+int
+cli_export_dynamic_rows(cli_export_t *x, const zdist_layer_spec_t *l, const char *ids, char *ret_table,
+                        char *ret_rows)
+{
+    int64_t *keys = NULL;
+    float *vectors = NULL;
+    uint64_t rows = 0;
+    int rc = s_load(x, l, &keys, &vectors, &rows);
+    if (rc < 0)
+        return rc;
+    int64_t e = l->output_dim, n = (int64_t)rows;
+    /* the rows, then the default (zeros) row */
+    float *table = realloc(vectors, (size_t)((n + 1) * e) * sizeof *table);
+    if (!table) {
+        free(vectors);
+        free(keys);
+        return zdist_error_set(x->err, -ENOMEM, "out of memory for dynamic table '%s'", l->name);
+    }
+    memset(table + n * e, 0, (size_t)e * sizeof *table);
+    rc = cli_export_const(x, l->name, "embeddings", (const int64_t[]){n + 1, e}, 2, table, ret_table);
+    if (rc == 0)
+        rc = s_map(x, l, ids, keys, n, ret_rows);
+    free(table);
+    free(keys);
+    return rc;
+}
