@@ -480,6 +480,13 @@ s_push_pull_all(s_psd_t *self, size_t n)
     return first;
 }
 
+void
+worker_psd_forget(worker_backend_t *be)
+{
+    s_psd_t *self = (s_psd_t *)be;
+    memset(self->fresh, 0, (size_t)self->vars->n * sizeof *self->fresh);
+}
+
 static int
 s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
 {

@@ -47,6 +47,11 @@ const zdist_layout_t *worker_psd_layout(const worker_backend_t *be, int var);
 /* Why the latest failed call failed ("" when none): the step ABI carries
    only an errno, this names the psd and the variable. */
 const char *worker_psd_last_error(const worker_backend_t *be);
+/* Drops the values kept from the last push_pull (fresh for the next step's
+   reads, as asynchronous training allows): the next reads pull. An
+   evaluation calls it first, or it would score its first batch with this
+   worker's values from before the other workers' last pushes. */
+void worker_psd_forget(worker_backend_t *be);
 /* The job's global step the next writes belong to (RUN_STEPS' first_step
    + k; 0: none). The psd applies a step's writes to a shard once, whoever
    sends them: a closure re-run on another worker after its first worker was

@@ -500,6 +500,9 @@ worker_session_evaluate(worker_session_t *self, worker_eval_t *ret, zdist_error_
         zdist_error_prefix(err, "dataset.test");
         rc = err && err->code ? err->code : -EINVAL;
     }
+    worker_backend_t *be = worker_trainer_backend(self->tr);
+    if (worker_psd_is(be))
+        worker_psd_forget(be); /* the variables as they are now, not as this worker's last step left them */
     int64_t b = 0;
     const zdist_input_step_t *st;
     while (rc == 0) {
