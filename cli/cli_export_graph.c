@@ -44,6 +44,11 @@ s_inputs(s_graph_t *g)
         rc = zdist_onnx_input(g->x->g, in->name, in->dtype, dims, rank);
         if (rc == 0 && in->ragged) {
             snprintf(g->vals[k].mask, CLI_EXPORT_NAME, "%s_mask", in->name);
+            for (int o = 0; o < g->spec->num_inputs; o++)
+                if (strcmp(g->spec->inputs[o].name, g->vals[k].mask) == 0)
+                    return zdist_error_set(g->x->err, -EINVAL, "input '%s': a var feature's ids come with a mask "
+                                           "input named '%s', and another input has that name; rename one",
+                                           in->name, g->vals[k].mask);
             rc = zdist_onnx_input(g->x->g, g->vals[k].mask, ZDIST_DTYPE_FLOAT32, dims, 2);
         }
     }
