@@ -110,6 +110,12 @@ s_optim_config_json(const zdist_optim_config_t *c)
     case ZDIST_OPTIM_ADAM:
         return json_pack("{s:f, s:f, s:f, s:f, s:b}", "learning_rate", c->learning_rate, "beta_1",
                          c->beta1, "beta_2", c->beta2, "epsilon", c->epsilon, "lazy", c->lazy);
+    case ZDIST_OPTIM_FTRL:
+        return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "learning_rate", c->learning_rate,
+                         "learning_rate_power", c->learning_rate_power, "initial_accumulator_value",
+                         c->initial_accumulator_value, "l1_regularization_strength", c->l1,
+                         "l2_regularization_strength", c->l2, "l2_shrinkage_regularization_strength",
+                         c->l2_shrinkage, "beta", c->beta);
     default:
         return json_pack("{s:f}", "learning_rate", c->learning_rate);
     }

@@ -287,6 +287,11 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_push_pull(const zdist_ps_push_pull_t 
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
+/* set_optimizer: a zero field of opt means the Keras default for its
+   kind (so {kind, learning_rate} is enough), except ftrl's
+   learning_rate_power and initial_accumulator_value, sent as they are
+   (zero is TF's fixed rate, an empty accumulator): start an ftrl config
+   from zdist_optim_config_default. */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt);
 /* The same for one job's namespace (job NULL or "": every shard, as above). */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task,

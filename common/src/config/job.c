@@ -256,7 +256,7 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
         return rc;
     zdist_optim_kind_t kind;
     if (zdist_optim_kind_from_name(type, &kind) < 0) {
-        rc = zdist_error_set(err, -EINVAL, "optimizer.type: unknown optimizer '%s'; use sgd, momentum, adagrad or adam",
+        rc = zdist_error_set(err, -EINVAL, "optimizer.type: unknown optimizer '%s'; use sgd, momentum, adagrad, adam or ftrl",
                              type);
         free(type);
         return rc;
@@ -266,8 +266,12 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
     static const char *const momentum[] = {"type", "learning_rate", "momentum", "nesterov", NULL};
     static const char *const adagrad[] = {"type", "learning_rate", "initial_accumulator_value", "epsilon", NULL};
     static const char *const adam[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon", "lazy", NULL};
+    /* tf.keras.optimizers.Ftrl's arguments, by their names. */
+    static const char *const ftrl[] = {"type", "learning_rate", "learning_rate_power", "initial_accumulator_value",
+                                       "l1_regularization_strength", "l2_regularization_strength",
+                                       "l2_shrinkage_regularization_strength", "beta", NULL};
     const char *const *allowed = kind == ZDIST_OPTIM_SGD ? sgd : kind == ZDIST_OPTIM_MOMENTUM ? momentum
-                                 : kind == ZDIST_OPTIM_ADAGRAD ? adagrad : adam;
+                                 : kind == ZDIST_OPTIM_ADAGRAD ? adagrad : kind == ZDIST_OPTIM_FTRL ? ftrl : adam;
     if ((rc = s_keys(o, "optimizer", allowed, err)) < 0)
         return rc;
     zdist_optim_config_t *c = &job->optimizer;
@@ -279,7 +283,12 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
         (rc = s_num(o, "optimizer", "beta_1", &c->beta1, err)) < 0 ||
         (rc = s_num(o, "optimizer", "beta_2", &c->beta2, err)) < 0 ||
         (rc = s_num(o, "optimizer", "epsilon", &c->epsilon, err)) < 0 ||
-        (rc = s_bool(o, "optimizer", "lazy", &c->lazy, err)) < 0)
+        (rc = s_bool(o, "optimizer", "lazy", &c->lazy, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "learning_rate_power", &c->learning_rate_power, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l1_regularization_strength", &c->l1, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l2_regularization_strength", &c->l2, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l2_shrinkage_regularization_strength", &c->l2_shrinkage, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "beta", &c->beta, err)) < 0)
         return rc;
     if (zdist_optim_config_validate(c, err) < 0) {
         zdist_error_prefix(err, "optimizer");

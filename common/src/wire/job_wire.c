@@ -110,6 +110,11 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     ret->optimizer.beta2 = o->beta2;
     ret->optimizer.epsilon = o->epsilon;
     ret->optimizer.lazy = o->lazy;
+    ret->optimizer.learning_rate_power = o->learning_rate_power;
+    ret->optimizer.l1_regularization_strength = o->l1;
+    ret->optimizer.l2_regularization_strength = o->l2;
+    ret->optimizer.l2_shrinkage_regularization_strength = o->l2_shrinkage;
+    ret->optimizer.beta = o->beta;
     pb->optimizer = &ret->optimizer;
     pb->format = (char *)zdist_input_format_name(job->format);
     pb->train = &ret->train;
@@ -200,6 +205,11 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     o->beta2 = pb->optimizer->beta2;
     o->epsilon = pb->optimizer->epsilon;
     o->lazy = pb->optimizer->lazy;
+    o->learning_rate_power = pb->optimizer->learning_rate_power;
+    o->l1 = pb->optimizer->l1_regularization_strength;
+    o->l2 = pb->optimizer->l2_regularization_strength;
+    o->l2_shrinkage = pb->optimizer->l2_shrinkage_regularization_strength;
+    o->beta = pb->optimizer->beta;
     ret->format = zdist_input_format_from_name(pb->format);
     s_files_from_pb(pb->train, &ret->train, &rc);
     s_files_from_pb(pb->test, &ret->test, &rc);

@@ -432,6 +432,12 @@ zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *
     req.beta2 = opt->beta2;
     req.epsilon = opt->epsilon;
     req.lazy = opt->lazy;
+    req.learning_rate_power = opt->learning_rate_power;
+    req.l1_regularization_strength = opt->l1;
+    req.l2_regularization_strength = opt->l2;
+    req.l2_shrinkage_regularization_strength = opt->l2_shrinkage;
+    req.beta = opt->beta;
+    req.exact = opt->kind == ZDIST_OPTIM_FTRL;
     return zdist_msg_new_body(ZDIST_PS_SET_OPTIMIZER, &req.base);
 }
 

@@ -342,8 +342,12 @@ s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, v
     zdist_optim_kind_t kind;
     if (zdist_optim_kind_from_name(r->kind, &kind) < 0)
         return zdist_error_set(err, -EINVAL,
-                               "optimizer '%.40s' is unknown; use sgd, momentum, adagrad or adam", r->kind);
+                               "optimizer '%.40s' is unknown; use sgd, momentum, adagrad, adam or ftrl", r->kind);
     zdist_optim_config_default(cfg, kind);
+    if (r->exact) { /* ftrl: these zeros mean zero */
+        cfg->initial_accumulator_value = r->initial_accumulator_value;
+        cfg->learning_rate_power = r->learning_rate_power;
+    }
     /* Zero means "not given": keep the Keras default. */
     if (r->learning_rate != 0)
         cfg->learning_rate = r->learning_rate;
@@ -359,6 +363,13 @@ s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, v
     if (r->epsilon != 0)
         cfg->epsilon = r->epsilon;
     cfg->lazy = r->lazy;
+    if (r->learning_rate_power != 0)
+        cfg->learning_rate_power = r->learning_rate_power;
+    /* ftrl's regularization strengths default to 0: as given either way. */
+    cfg->l1 = r->l1_regularization_strength;
+    cfg->l2 = r->l2_regularization_strength;
+    cfg->l2_shrinkage = r->l2_shrinkage_regularization_strength;
+    cfg->beta = r->beta;
     int rc = zdist_optim_config_validate(cfg, err);
     if (rc < 0)
         zdist_error_prefix(err, "optimizer %s", zdist_optim_kind_name(kind));
