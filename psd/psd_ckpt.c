@@ -179,12 +179,12 @@ s_remove_stale(int dirfd, json_t *old, json_t *vars)
 int
 psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zdist_error_t *err)
 {
-    return psd_ckpt_save_job(store, dir, step, ps_task, NULL, NULL, err);
+    return psd_ckpt_save_job(store, dir, step, ps_task, NULL, 0, NULL, err);
 }
 
 int
 psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
-                  uint64_t *ret_bytes, zdist_error_t *err)
+                  int full_every, uint64_t *ret_bytes, zdist_error_t *err)
 {
     uint64_t bytes = 0;
     if (ps_task < 0)
@@ -278,7 +278,7 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
     s_remove_stale(dirfd, old, vars);
     /* The job's dynamic tables: their own manifest, dynamic-ps<N>.json. */
     uint64_t dyn_bytes = 0;
-    if ((rc = psd_ckpt_dyn_save(store, dir, step, ps_task, job, &dyn_bytes, err)) < 0)
+    if ((rc = psd_ckpt_dyn_save(store, dir, step, ps_task, job, full_every, &dyn_bytes, err)) < 0)
         goto out;
     if (ret_bytes)
         *ret_bytes = bytes + dyn_bytes;

@@ -71,6 +71,9 @@ typedef struct psd_dyntable_ckpt_t psd_dyntable_ckpt_t;
 /* full_every: a full every this many saves (1: every save is full); NULL
    when out of memory or full_every < 1. */
 psd_dyntable_ckpt_t *psd_dyntable_ckpt_new(int full_every);
+/* From the next save on, a full every full_every saves (a chain already
+   that long or longer ends at the next save); < 1 changes nothing. */
+void psd_dyntable_ckpt_set_full_every(psd_dyntable_ckpt_t *self, int full_every);
 /* NULL-safe, idempotent; nulls the pointer. The files stay. */
 void psd_dyntable_ckpt_destroy(psd_dyntable_ckpt_t **self_p);
 

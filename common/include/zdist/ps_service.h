@@ -178,7 +178,11 @@ typedef struct {
     int64_t step;
     int32_t ps_task;
     const char *job; /* "" or NULL: every shard */
+    /* Dynamic tables: a full every this many saves, deltas between
+       (0: the psd's default, 10; at most ZDIST_PS_FULL_EVERY_MAX). */
+    int32_t full_every;
 } zdist_ps_save_t;
+#define ZDIST_PS_FULL_EVERY_MAX 1000000
 
 /* restore: every shard of the psd (of `job` only, when given; other jobs'
    shards are not touched) from dir, by global row range: any sharding
@@ -296,6 +300,8 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_confi
 /* The same for one job's namespace (job NULL or "": every shard, as above). */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task,
                                                     const char *job);
+/* The same with every field of a save (full_every too); NULL without dir. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_with(const zdist_ps_save_t *save);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore_job(const char *dir, const char *job);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *job);
 /* NULL for a NULL job (an empty one is encoded: the psd refuses it). */

@@ -423,7 +423,7 @@ static int
 s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
 {
     json_t *ck, *ev;
-    static const char *const callowed[] = {"every_steps", "keep", "dir", NULL};
+    static const char *const callowed[] = {"every_steps", "keep", "dir", "full_every", NULL};
     static const char *const eallowed[] = {"at_end", NULL};
     int rc;
     job->ckpt_keep = 3;
@@ -432,6 +432,8 @@ s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
     if (ck && ((rc = s_keys(ck, "checkpoint", callowed, err)) < 0 ||
                (rc = s_int(ck, "checkpoint", "every_steps", false, 1, INT64_C(1) << 40, &job->ckpt_every, err)) < 0 ||
                (rc = s_int(ck, "checkpoint", "keep", false, 1, 1000, &job->ckpt_keep, err)) < 0 ||
+               (rc = s_int(ck, "checkpoint", "full_every", false, 1, ZDIST_JOB_FULL_EVERY_MAX, &job->ckpt_full_every,
+                           err)) < 0 ||
                (rc = s_str(ck, "checkpoint", "dir", false, &job->ckpt_dir, err)) < 0))
         return rc;
     job->evaluate = job->has_test;
@@ -800,6 +802,7 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         (rc = s_range("log_every", job->log_every, 0, INT64_C(1) << 40, err)) < 0 ||
         (rc = s_range("checkpoint.every_steps", job->ckpt_every, 0, INT64_C(1) << 40, err)) < 0 ||
         (rc = s_range("checkpoint.keep", job->ckpt_keep, 1, 1000, err)) < 0 ||
+        (rc = s_range("checkpoint.full_every", job->ckpt_full_every, 0, ZDIST_JOB_FULL_EVERY_MAX, err)) < 0 ||
         (rc = s_range("priority", job->priority, ZDIST_JOB_PRIORITY_MIN, ZDIST_JOB_PRIORITY_MAX, err)) < 0)
         return rc;
     if (job->ckpt_dir) {

@@ -150,6 +150,7 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->log_every = job->log_every;
     pb->ckpt_every = job->ckpt_every;
     pb->ckpt_keep = job->ckpt_keep;
+    pb->ckpt_full_every = job->ckpt_full_every;
     pb->evaluate = job->evaluate;
     pb->ckpt_dir = job->ckpt_dir ? job->ckpt_dir : "";
     pb->priority = job->priority;
@@ -255,6 +256,7 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->log_every = pb->log_every;
     ret->ckpt_every = pb->ckpt_every;
     ret->ckpt_keep = pb->ckpt_keep;
+    ret->ckpt_full_every = pb->ckpt_full_every;
     ret->evaluate = pb->evaluate;
     ret->ckpt_dir = s_dup(pb->ckpt_dir, &rc);
     ret->priority = pb->priority;

@@ -368,16 +368,24 @@ zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, v
 }
 
 zdist_msg_t *
-zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const char *job)
+zdist_ps_request_save_with(const zdist_ps_save_t *save)
 {
-    if (!dir)
+    if (!save || !save->dir)
         return NULL;
     Zdist__Ps__SaveRequest req = ZDIST__PS__SAVE_REQUEST__INIT;
-    req.dir = (char *) dir;
-    req.step = step;
-    req.ps_task = ps_task;
-    req.job = (char *) (job ? job : "");
+    req.dir = (char *) save->dir;
+    req.step = save->step;
+    req.ps_task = save->ps_task;
+    req.job = (char *) (save->job ? save->job : "");
+    req.full_every = save->full_every;
     return zdist_msg_new_body(ZDIST_PS_SAVE, &req.base);
+}
+
+zdist_msg_t *
+zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const char *job)
+{
+    zdist_ps_save_t save = {dir, step, ps_task, job, 0};
+    return zdist_ps_request_save_with(&save);
 }
 
 zdist_msg_t *
@@ -473,7 +481,7 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_pull_rows(req->pull_rows.name, req->pull_rows.ids, req->pull_rows.nids, NULL,
                                           NULL);
     case ZDIST_PS_SAVE:
-        return zdist_ps_request_save_job(req->save.dir, req->save.step, req->save.ps_task, req->save.job);
+        return zdist_ps_request_save_with(&req->save);
     case ZDIST_PS_RESTORE:
         return zdist_ps_request_restore_job(req->restore.dir, req->restore.job);
     case ZDIST_PS_STATS:

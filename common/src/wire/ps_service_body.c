@@ -287,7 +287,10 @@ s_decode_save(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
                                (int) r->ps_task);
     if ((rc = s_check_job(r->job, err)) < 0)
         return rc;
-    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task, r->job};
+    if (r->full_every < 0 || r->full_every > ZDIST_PS_FULL_EVERY_MAX)
+        return zdist_error_set(err, -EINVAL, "full_every %d is out of range: 0 (the default) to %d",
+                               (int) r->full_every, ZDIST_PS_FULL_EVERY_MAX);
+    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task, r->job, r->full_every};
     return 0;
 }
 
