@@ -10,8 +10,8 @@
 # applied twice or lost, would show. Then a delta file of the newest
 # checkpoint is damaged: the restore refuses it (DATA_LOSS), the
 # coordinator walks back to the older intact checkpoint, the job ends.
-# Restoring onto another number of ps tasks: the coordinator restarts a
-# job only onto its own cluster, so that is left to unit.psd_dyntable_ckpt.
+# Restoring onto another number of ps tasks (a cluster restarted with 1 or
+# 4 psds) is test_dynamic_reshard.sh's.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init dynamic-ckpt
