@@ -511,6 +511,12 @@ psd_dyntable_dim(const psd_dyntable_t *self)
     return self->dim;
 }
 
+const char *
+psd_dyntable_name(const psd_dyntable_t *self)
+{
+    return self->name;
+}
+
 const zdist_optim_config_t *
 psd_dyntable_optim(const psd_dyntable_t *self)
 {

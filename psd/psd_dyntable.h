@@ -109,6 +109,8 @@ psd_dyntable_t *psd_dyntable_new(const psd_dyntable_config_t *cfg, zdist_error_t
 void psd_dyntable_destroy(psd_dyntable_t **self_p);
 
 int64_t psd_dyntable_dim(const psd_dyntable_t *self);
+/* The name its rows' initial values are drawn for (borrowed, as long as the table). */
+const char *psd_dyntable_name(const psd_dyntable_t *self);
 /* The table's optimizer (borrowed, as long as the table). */
 const zdist_optim_config_t *psd_dyntable_optim(const psd_dyntable_t *self);
 void psd_dyntable_stats(const psd_dyntable_t *self, psd_dyntable_stats_t *ret_stats);

@@ -1,6 +1,14 @@
 /* dynopt_driver: FTRL on dynamic and fixed tables of real zdist-psds, checked against TF's formula, for test_dynamic_ftrl.sh.
 
-   usage: dynopt_driver ftrl ADDR0 ADDR1   (exit 0 when every check passed, 1 otherwise)
+   usage: dynopt_driver ftrl|default ADDR0 ADDR1   (exit 0 when every check passed, 1 otherwise)
+
+   default: a dynamic table over both psds with min_count 3 and a default
+   of -0.5: lookups of ids never seen and of ids counted once or twice
+   read -0.5 in every element (their gradients dropped, counted); at the
+   third occurrence the row exists (initializer 0.25, then the update);
+   a table without a default reads zeros.
+
+   ftrl:
 
    Three jobs, each with its own FTRL (set_optimizer naming the job, as a
    worker does): Keras's defaults but a larger rate; every field set
@@ -240,11 +248,75 @@ s_ftrl(char **addrs)
     return s_failures ? 1 : 0;
 }
 
+/* Reads id's row from its psd into row (DIM floats). */
+static void
+s_lookup(zdist_ps_client_t **ps, const char *name, int64_t id, float *row)
+{
+    zdist_tensor_t r = s_f32(row, 1);
+    OK(zdist_ps_client_pull_rows(ps[zdist_partition_id_ps(id, 2)], name, &id, 1, &r, &s_err));
+}
+
+static int
+s_default(char **addrs)
+{
+    zdist_ps_client_t *ps[2] = {s_client(addrs[0]), s_client(addrs[1])};
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 0.5};
+    const char *name = "dflt/emb/embeddings", *plain = "dflt/plain/embeddings";
+    for (int p = 0; p < 2; p++) {
+        OK(zdist_ps_client_set_optimizer_job(ps[p], &sgd, "dflt", &s_err));
+        for (int t = 0; t < 2; t++) {
+            zdist_ps_var_spec_t s = {.name = t ? plain : name, .dtype = ZDIST_DTYPE_FLOAT32, .shard_index = p,
+                                     .seed = 3};
+            s.shape.rank = 2;
+            s.shape.dims[1] = DIM;
+            s.init.kind = ZDIST_INIT_CONSTANT;
+            s.init.value = W0;
+            s.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 3, .num_ps = 2,
+                                             .default_value = t ? 0.0 : -0.5};
+            OK(zdist_ps_client_create(ps[p], &s, NULL, &s_err));
+        }
+    }
+    const int64_t ids[2] = {INT64_MIN + 5, 8070450532247928832};
+    float row[DIM];
+    for (int push = 0; push <= 3; push++) {
+        for (int i = 0; i < 2; i++) {
+            s_lookup(ps, name, ids[i], row);
+            for (int j = 0; j < DIM; j++) {
+                if (push < 3)
+                    CHECK(row[j] == -0.5f, "id %" PRId64 " after %d occurrences [%d]: %g, not the default -0.5",
+                          ids[i], push, j, row[j]);
+                else
+                    CHECK(fabs(row[j] - (W0 - 0.5 * 0.1)) < 1e-6 || row[j] == (float) W0,
+                          "id %" PRId64 " admitted [%d]: %g, not its row (0.25 less the update)", ids[i], j, row[j]);
+            }
+            s_lookup(ps, plain, ids[i], row);
+            for (int j = 0; j < DIM && push < 3; j++)
+                CHECK(row[j] == 0.0f, "table without a default: id %" PRId64 " [%d]: %g, not 0", ids[i], j, row[j]);
+        }
+        if (push == 3)
+            break;
+        for (int i = 0; i < 2; i++) { /* one occurrence of each id, gradient 0.1 */
+            int p = zdist_partition_id_ps(ids[i], 2);
+            float g[DIM] = {0.1f, 0.1f, 0.1f};
+            zdist_tensor_t gt = s_f32(g, 1);
+            OK(zdist_ps_client_push_sparse(ps[p], name, p, &ids[i], 1, &gt, NULL, &s_err));
+            OK(zdist_ps_client_push_sparse(ps[p], plain, p, &ids[i], 1, &gt, NULL, &s_err));
+        }
+    }
+    printf("ok: default -0.5 read by ids unseen and counted below min_count 3 on both psds; their rows once "
+           "admitted; a table without a default reads zeros\n");
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&ps[p]);
+    return s_failures ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "ftrl") == 0)
         return s_ftrl(argv + 2);
-    fprintf(stderr, "usage: dynopt_driver ftrl ADDR0 ADDR1\n");
+    if (argc == 4 && strcmp(argv[1], "default") == 0)
+        return s_default(argv + 2);
+    fprintf(stderr, "usage: dynopt_driver ftrl|default ADDR0 ADDR1\n");
     return 2;
 }

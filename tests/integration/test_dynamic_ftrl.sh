@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FTRL (tf.keras.optimizers.Ftrl, issue 29) over real psds: dynamic tables
 # spread over 2 psds and a fixed table, trained by sparse pushes, match TF's
-# ApplyFtrlV2 computed by the driver (dynopt_driver.c says how); then the
+# ApplyFtrlV2 computed by the driver (dynopt_driver.c says how); a dynamic
+# table's default value (dynamic.default) read for ids without a row; then the
 # job file's ftrl fields: `zdist run` trains with them in process, and a
 # bad one is refused naming the field.
 source "$(dirname "$0")/lib.sh"
@@ -15,6 +16,8 @@ zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
 
 "$DYNOPT_DRIVER_BIN" ftrl "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "ftrl rows differ from TF's formula (above)"
 zd_ok "ftrl on dynamic and fixed tables of 2 psds matches TF's ApplyFtrlV2"
+"$DYNOPT_DRIVER_BIN" default "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "a dynamic table's default (above)"
+zd_ok "a dynamic table's default value: read for ids without a row, on both psds"
 
 # The job file's ftrl, in process: a sparse logistic regression (the CTR
 # standard's model) on a libsvm file whose label is one of two features.

@@ -79,6 +79,7 @@ typedef struct {
     uint64_t evict_after_steps; /* 0: never by age */
     double evict_l2_below;      /* 0: never by norm */
     int32_t num_ps;             /* >= 1; shard_index < num_ps */
+    double default_value;       /* every element an id without a row reads (0: zeros) */
 } zdist_ps_dynamic_t;
 
 /* create: one shard of a variable. */

@@ -130,6 +130,7 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
         dyn.evict_after_steps = spec->dynamic.evict_after_steps;
         dyn.evict_l2_below = spec->dynamic.evict_l2_below;
         dyn.num_ps = spec->dynamic.num_ps;
+        dyn.default_value = spec->dynamic.default_value;
         req.dynamic = &dyn;
     }
     return zdist_msg_new_body(ZDIST_PS_CREATE, &req.base);

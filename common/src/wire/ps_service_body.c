@@ -1,5 +1,6 @@
 /* ps_service_body: the psd's request body types: each ps.proto request decoded and checked into its plain C struct. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,13 @@ s_decode_dynamic(const Zdist__Ps__CreateRequest *r, zdist_ps_var_spec_t *spec, z
     if (!(d->evict_l2_below >= 0) || d->evict_l2_below > 1e300)
         return zdist_error_set(err, -EINVAL, "variable '%s': dynamic.evict_l2_below must be a number >= 0",
                                r->name);
+    if (!isfinite(d->default_value) || fabs(d->default_value) > 3.4e38)
+        return zdist_error_set(err, -EINVAL, "variable '%s': dynamic.default_value must be a finite float32",
+                               r->name);
     spec->dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = d->min_count,
                                          .evict_after_steps = d->evict_after_steps,
-                                         .evict_l2_below = d->evict_l2_below, .num_ps = d->num_ps};
+                                         .evict_l2_below = d->evict_l2_below, .num_ps = d->num_ps,
+                                         .default_value = d->default_value};
     return 0;
 }
 
