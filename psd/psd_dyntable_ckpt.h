@@ -14,7 +14,9 @@
    table is marked (psd_dyntable_mark); after one fails nothing is, so
    the next save writes what this one did not.
 
-   Files (raw little-endian, documented in psd_dyntable_ckpt.c), in the
+   Files (raw little-endian, documented in zdist/dynfile.h: rows, and
+   since version 2 the ids counted but not yet admitted, as DeepRec keeps
+   its counts), in the
    save's directory, each written crash-safe (temp, fsync, rename,
    directory fsync) with its CRC-32 in the manifest:
      dyn-ps<N>-t<I>-<STEP>-full-<NONCE>.bin  / ...-delta-<NONCE>.bin
