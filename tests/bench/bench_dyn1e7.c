@@ -39,15 +39,6 @@ typedef struct {
     zdist_ps_client_t *c[S_NPS];
 } s_cluster_t;
 
-static uint64_t
-s_mix(uint64_t x)
-{
-    x += UINT64_C(0x9e3779b97f4a7c15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
-
 static void
 s_check(int rc, const char *what, const zdist_error_t *err)
 {
@@ -145,7 +136,7 @@ s_push(s_cluster_t *k, uint64_t n, uint64_t stride, int dim, float *grads)
     for (uint64_t i = 0; i <= n; i++) {
         int full = -1;
         if (i < n) {
-            int64_t id = (int64_t) s_mix(i * stride);
+            int64_t id = (int64_t) bench_mix64(i * stride);
             int p = zdist_partition_id_ps(id, S_NPS);
             ids[((size_t) p * S_WINDOW + (size_t) nops[p]) * S_IDS + fill[p][nops[p]]++] = id;
             if (fill[p][nops[p]] == S_IDS && ++nops[p] == S_WINDOW)

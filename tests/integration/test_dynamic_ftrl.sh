@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # FTRL (tf.keras.optimizers.Ftrl, issue 29) over real psds: dynamic tables
 # spread over 2 psds and a fixed table, trained by sparse pushes, match TF's
-# ApplyFtrlV2 computed by the driver (dynopt_driver.c says how); a dynamic
+# ApplyFtrlV2 computed by psd_driver (its dyn-ftrl case says how); a dynamic
 # table's default value (dynamic.default) read for ids without a row; then the
 # job file's ftrl fields: `zdist run` trains with them in process, and a
 # bad one is refused naming the field.
 source "$(dirname "$0")/lib.sh"
 zd_init dynamic-ftrl
-zd_need ZDIST_BIN ZDIST_PSD_BIN DYNOPT_DRIVER_BIN
+zd_need ZDIST_BIN ZDIST_PSD_BIN PSD_DRIVER_BIN
 zd_write_cluster "$ZD_TMP/cluster.json" 2 1
 zd_start ps0 "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task ps:0
 zd_start ps1 "$ZDIST_PSD_BIN" --cluster "$ZD_TMP/cluster.json" --task ps:1
 zd_wait_psd ps0 "${ZD_PS_ADDRS[0]}" 60
 zd_wait_psd ps1 "${ZD_PS_ADDRS[1]}" 60
 
-"$DYNOPT_DRIVER_BIN" ftrl "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "ftrl rows differ from TF's formula (above)"
+"$PSD_DRIVER_BIN" dyn-ftrl "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "ftrl rows differ from TF's formula (above)"
 zd_ok "ftrl on dynamic and fixed tables of 2 psds matches TF's ApplyFtrlV2"
-"$DYNOPT_DRIVER_BIN" default "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "a dynamic table's default (above)"
+"$PSD_DRIVER_BIN" dyn-default "${ZD_PS_ADDRS[0]}" "${ZD_PS_ADDRS[1]}" || zd_fail "a dynamic table's default (above)"
 zd_ok "a dynamic table's default value: read for ids without a row, on both psds"
 
 # The job file's ftrl, in process: a sparse logistic regression (the CTR

@@ -17,7 +17,7 @@ source "$(dirname "$0")/coord_lib.sh"
 zd_init dynamic-reshard
 zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 OUT=$ZD_TMP/out
-STEPS=600
+STEPS=400
 coord_cluster 2 1
 CLUSTER2=$CLUSTER
 
@@ -31,7 +31,7 @@ for _ in range(24):
     ex = rng.sample(ids, 4)
     block.append("%d %s\n" % (1 if sum(w[i] for i in ex) > 0 else 0, " ".join("%d:1" % i for i in ex)))
 with open(sys.argv[1] + "/train.svm", "w") as f:
-    f.writelines(block * 50)
+    f.writelines(block * 34)
 PY
 
 cat >"$ZD_TMP/job.json" <<JSON
@@ -63,7 +63,7 @@ PY
     mapfile -t ZD_PS_ADDRS < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["cluster"]["ps"]))' "$CLUSTER")
 }
 # wait_past JOB STEP: until the job's directory holds a checkpoint at a step
-# >= STEP (bash only: the job runs 600 steps in seconds, a status call per
+# >= STEP (bash only: the job runs 400 steps in seconds, a status call per
 # poll could miss the middle of it).
 wait_past() {
     local dir d n deadline=$((SECONDS + 300))
@@ -105,7 +105,7 @@ for d in sorted(glob.glob(sys.argv[1] + "/ckpt-*")):
         if len(chain) != want or kinds[0] != "full" or any(k != "delta" for k in kinds[1:]):
             print("%s: chain %s, expected a full and %d deltas" % (m, kinds, want - 1)); sys.exit(1)
         seen += 1
-if seen < 2 * 30:
+if seen < 2 * 20:
     print("only %d manifests checked" % seen); sys.exit(1)
 print("%d manifests: a full every 3 saves" % seen)
 PY
