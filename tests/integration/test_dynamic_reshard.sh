@@ -10,8 +10,9 @@
 # a run never stopped — a row restored on the wrong task, lost, doubled or
 # with other values or optimizer slots would change what the next steps
 # train. The ends are compared as `zdist export-embedding` writes them.
-# The job file's checkpoint.full_every is checked in every checkpoint's
-# dynamic-ps*.json: save k (step 20k) holds a chain of k % 3 + 1 files.
+# The job file's checkpoint.full_every (3) is checked in every checkpoint's
+# dynamic-ps*.json: save k (step 40k) holds a chain of k % 3 + 1 files. The
+# runs stopped have full_every 100: what they restore is a full and deltas.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init dynamic-reshard
@@ -34,7 +35,8 @@ with open(sys.argv[1] + "/train.svm", "w") as f:
     f.writelines(block * 34)
 PY
 
-cat >"$ZD_TMP/job.json" <<JSON
+job_file() { # FULL_EVERY
+    cat >"$ZD_TMP/job$1.json" <<JSON
 {"name": "reshard", "strategy": {"type": "parameter_server"},
  "model": {"name": "sequential", "input_shape": [1],
            "layers": [{"embedding": {"output_dim": 8, "combiner": "mean", "dynamic": {"min_count": 1}}},
@@ -44,8 +46,11 @@ cat >"$ZD_TMP/job.json" <<JSON
  "dataset": {"format": "libsvm", "dim": 1, "raw_ids": true, "train": {"path": "$ZD_TMP/train.svm"},
              "global_batch_size": 24, "shuffle": false, "shard_policy": "off"},
  "steps": $STEPS, "steps_per_execution": 5,
- "checkpoint": {"every_steps": 20, "keep": 1000, "full_every": 3}, "seed": 5}
+ "checkpoint": {"every_steps": 40, "keep": 1000, "full_every": $1}, "seed": 5}
 JSON
+}
+job_file 3
+job_file 100
 job_dir() { echo "$ZD_TMP/state/jobs/$1"; }
 
 # cluster_with N: a cluster file of N psds (new ports), the same chief and worker.
@@ -87,7 +92,7 @@ down() {
 
 # ---- the run never stopped, on 2 psds ----
 coord_up 2 1
-zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --json
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job3.json" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" 'j["state"] == "done" and j["step"] == j["steps"]'
 JOB_A=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" export-embedding "$JOB_A" embedding/embeddings --out "$ZD_TMP/a" --cluster "$CLUSTER"
@@ -96,16 +101,16 @@ import glob, json, os, sys
 seen = 0
 for d in sorted(glob.glob(sys.argv[1] + "/ckpt-*")):
     step = int(d.rsplit("-", 1)[1]) if d.rsplit("-", 1)[1].isdigit() else None
-    if step is None or step % 20:
+    if step is None or step % 40:
         continue
     for m in glob.glob(d + "/dynamic-ps*.json"):
         chain = json.load(open(m))["tables"][0]["chain"]
         kinds = [c["kind"] for c in chain]
-        want = (step // 20) % 3 + 1
+        want = (step // 40) % 3 + 1
         if len(chain) != want or kinds[0] != "full" or any(k != "delta" for k in kinds[1:]):
             print("%s: chain %s, expected a full and %d deltas" % (m, kinds, want - 1)); sys.exit(1)
         seen += 1
-if seen < 2 * 20:
+if seen < 2 * 10:
     print("only %d manifests checked" % seen); sys.exit(1)
 print("%d manifests: a full every 3 saves" % seen)
 PY
@@ -117,9 +122,9 @@ for N in 1 4; do
     CLUSTER=$CLUSTER2
     mapfile -t ZD_PS_ADDRS < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["cluster"]["ps"]))' "$CLUSTER")
     coord_up 2 1
-    zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job.json" --cluster "$CLUSTER" --detach
+    zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/job100.json" --cluster "$CLUSTER" --detach
     JOB=$(cat "$OUT")
-    wait_past "$JOB" 60
+    wait_past "$JOB" 80
     down 2
     cp "$ZD_TMP/chief.log" "$ZD_TMP/chief.log.before"
     grep -qE "job $JOB: checkpointing before the stop" "$ZD_TMP/chief.log.before" || zd_fail "the chief did not checkpoint job $JOB at its stop"
@@ -130,6 +135,7 @@ for N in 1 4; do
     [[ -n $FROM && $FROM -gt 0 ]] || zd_fail "job $JOB: not restored from a checkpoint on $N psds"
     chain=$(python3 -c 'import json,sys; print(" ".join(c["kind"] for c in json.load(open(sys.argv[1]))["tables"][0]["chain"]))' \
         "$(job_dir "$JOB")/ckpt-$FROM/dynamic-ps0.json")
+    [[ $chain == full\ delta* ]] || zd_fail "job $JOB: the checkpoint at step $FROM is not a full and deltas: $chain"
     zd_run_expect 0 "$OUT" "$ZDIST_BIN" export-embedding "$JOB" embedding/embeddings --out "$ZD_TMP/b$N" --cluster "$CLUSTER"
     cmp -s "$ZD_TMP/a.ids.npy" "$ZD_TMP/b$N.ids.npy" && cmp -s "$ZD_TMP/a.vectors.npy" "$ZD_TMP/b$N.vectors.npy" ||
         zd_fail "job $JOB, checkpointed on 2 psds at step $FROM and resumed on $N: its table differs from the run never stopped"
