@@ -255,7 +255,7 @@ main(int argc, char **argv)
     s_push(&k, n / stride, stride, dim, grads); /* every stride-th id again */
     double t_touch = s_now() - t0;
     double t_delta = s_save(&k, delta, 2, &b_delta);
-    printf("trained %" PRIu64 " rows again (%.1f s); incremental checkpoint: %.2f s, %.2f MiB (%.1f bytes a changed "
+    printf("trained %" PRIu64 " rows again (%.2f s); incremental checkpoint: %.2f s, %.2f MiB (%.1f bytes a changed "
            "row)\n", n / stride, t_touch, t_delta, (double) b_delta / 1048576.0,
            (double) b_delta / (double) (n / stride));
     s_stop(&k);
