@@ -22,18 +22,7 @@ STEPS=400
 coord_cluster 2 1
 CLUSTER2=$CLUSTER
 
-python3 - "$ZD_TMP" <<'PY'
-import random, sys
-rng = random.Random(31)
-ids = [-2**63, 2**63 - 1, 0, -1] + [rng.randrange(-2**63, 2**63) for _ in range(196)]
-w = {i: rng.choice([-3.0, 3.0]) for i in ids}
-block = []
-for _ in range(24):
-    ex = rng.sample(ids, 4)
-    block.append("%d %s\n" % (1 if sum(w[i] for i in ex) > 0 else 0, " ".join("%d:1" % i for i in ex)))
-with open(sys.argv[1] + "/train.svm", "w") as f:
-    f.writelines(block * 34)
-PY
+python3 "$(dirname "$0")/dyn_data.py" "$ZD_TMP" 31 34
 
 job_file() { # FULL_EVERY
     cat >"$ZD_TMP/job$1.json" <<JSON
