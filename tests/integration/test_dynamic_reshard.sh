@@ -4,7 +4,9 @@
 # restarted with 1 and with 4 psds: the coordinator resumes the job there,
 # each psd restoring the rows the id hash now gives it (issue 29).
 #
-# One worker and the same batch every step, so training is deterministic:
+# The job trains with ftrl from the job file (its accumulator and linear
+# slots restored with the rows). One worker and the same batch every step,
+# so training is deterministic:
 # a run stopped (SIGTERM: the chief checkpoints every job and stops) and
 # resumed on another number of ps tasks must end with exactly the tables of
 # a run never stopped — a row restored on the wrong task, lost, doubled or
@@ -31,7 +33,8 @@ job_file() { # FULL_EVERY
            "layers": [{"embedding": {"output_dim": 8, "combiner": "mean", "dynamic": {"min_count": 1}}},
                       {"dense": {"units": 1}}],
            "loss": "binary_crossentropy"},
- "optimizer": {"type": "adagrad", "learning_rate": 0.1},
+ "optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1_regularization_strength": 0.001,
+               "l2_shrinkage_regularization_strength": 0.01},
  "dataset": {"format": "libsvm", "dim": 1, "raw_ids": true, "train": {"path": "$ZD_TMP/train.svm"},
              "global_batch_size": 24, "shuffle": false, "shard_policy": "off"},
  "steps": $STEPS, "steps_per_execution": 5,
