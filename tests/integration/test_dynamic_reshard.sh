@@ -5,7 +5,11 @@
 # each psd restoring the rows the id hash now gives it (issue 29).
 #
 # The job trains with ftrl from the job file (its accumulator and linear
-# slots restored with the rows). One worker and the same batch every step,
+# slots restored with the rows) and admits an id at its 100th occurrence:
+# an id seen once a step is admitted at step 100, after the restore (from
+# step 80), so its count must come back with the checkpoint (format
+# version 2) and its row start as it would have (drawn for the table's
+# name, not the job-prefixed one). One worker and the same batch every step,
 # so training is deterministic:
 # a run stopped (SIGTERM: the chief checkpoints every job and stops) and
 # resumed on another number of ps tasks must end with exactly the tables of
@@ -30,7 +34,7 @@ job_file() { # FULL_EVERY
     cat >"$ZD_TMP/job$1.json" <<JSON
 {"name": "reshard", "strategy": {"type": "parameter_server"},
  "model": {"name": "sequential", "input_shape": [1],
-           "layers": [{"embedding": {"output_dim": 8, "combiner": "mean", "dynamic": {"min_count": 1}}},
+           "layers": [{"embedding": {"output_dim": 8, "combiner": "mean", "dynamic": {"min_count": 100}}},
                       {"dense": {"units": 1}}],
            "loss": "binary_crossentropy"},
  "optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1_regularization_strength": 0.001,
