@@ -100,7 +100,8 @@ s_ckpt_save(coord_run_t *r, int64_t step)
     for (int i = 0; i < r->cfg->num_ps; i++) {
         uint64_t bytes = 0;
         zdist_error_t err = {0};
-        int rc = zdist_ps_client_save_job(r->ps[i], dir, step, i, r->cfg->job_id, &bytes, &err);
+        zdist_ps_save_t save = {dir, step, i, r->cfg->job_id, (int32_t) r->cfg->job.spec.ckpt_full_every};
+        int rc = zdist_ps_client_save_with(r->ps[i], &save, &bytes, &err);
         if (rc < 0) {
             char why[ZDIST_ERROR_TEXT_MAX + 32];
             snprintf(why, sizeof why, "ps %d: %s", i, err.text);

@@ -110,6 +110,12 @@ s_optim_config_json(const zdist_optim_config_t *c)
     case ZDIST_OPTIM_ADAM:
         return json_pack("{s:f, s:f, s:f, s:f, s:b}", "learning_rate", c->learning_rate, "beta_1",
                          c->beta1, "beta_2", c->beta2, "epsilon", c->epsilon, "lazy", c->lazy);
+    case ZDIST_OPTIM_FTRL:
+        return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "learning_rate", c->learning_rate,
+                         "learning_rate_power", c->learning_rate_power, "initial_accumulator_value",
+                         c->initial_accumulator_value, "l1_regularization_strength", c->l1,
+                         "l2_regularization_strength", c->l2, "l2_shrinkage_regularization_strength",
+                         c->l2_shrinkage, "beta", c->beta);
     default:
         return json_pack("{s:f}", "learning_rate", c->learning_rate);
     }
@@ -173,12 +179,12 @@ s_remove_stale(int dirfd, json_t *old, json_t *vars)
 int
 psd_ckpt_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, zdist_error_t *err)
 {
-    return psd_ckpt_save_job(store, dir, step, ps_task, NULL, NULL, err);
+    return psd_ckpt_save_job(store, dir, step, ps_task, NULL, 0, NULL, err);
 }
 
 int
 psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
-                  uint64_t *ret_bytes, zdist_error_t *err)
+                  int full_every, uint64_t *ret_bytes, zdist_error_t *err)
 {
     uint64_t bytes = 0;
     if (ps_task < 0)
@@ -272,7 +278,7 @@ psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task
     s_remove_stale(dirfd, old, vars);
     /* The job's dynamic tables: their own manifest, dynamic-ps<N>.json. */
     uint64_t dyn_bytes = 0;
-    if ((rc = psd_ckpt_dyn_save(store, dir, step, ps_task, job, &dyn_bytes, err)) < 0)
+    if ((rc = psd_ckpt_dyn_save(store, dir, step, ps_task, job, full_every, &dyn_bytes, err)) < 0)
         goto out;
     if (ret_bytes)
         *ret_bytes = bytes + dyn_bytes;

@@ -76,9 +76,10 @@ int psd_ckpt_restore(psd_store_t *store, const char *dir, int64_t *ret_step, zdi
    a restore reads only them and leaves every other shard as it is — so
    each job checkpoints into its own directory and one job's restore never
    rolls back another's. The exactly-once tables travel with each shard as
-   above. job NULL or "": every shard. */
+   above. job NULL or "": every shard. full_every: the job's dynamic
+   tables' full every this many saves (psd_ckpt_dyn_save; 0: as before). */
 int psd_ckpt_save_job(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
-                      uint64_t *ret_bytes, zdist_error_t *err);
+                      int full_every, uint64_t *ret_bytes, zdist_error_t *err);
 int psd_ckpt_restore_job(psd_store_t *store, const char *dir, const char *job, int64_t *ret_step,
                          zdist_error_t *err);
 

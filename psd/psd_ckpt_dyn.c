@@ -41,7 +41,7 @@ s_state_json(psd_shard_t *part, const psd_shard_view_t *view)
 
 int
 psd_ckpt_dyn_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
-                  uint64_t *ret_bytes, zdist_error_t *err)
+                  int full_every, uint64_t *ret_bytes, zdist_error_t *err)
 {
     size_t n = 0;
     psd_shard_t **parts = s_dyn_parts(store, job, &n);
@@ -52,7 +52,7 @@ psd_ckpt_dyn_save(psd_store_t *store, const char *dir, int64_t step, int ps_task
         return 0;
     }
     int rc = 0;
-    psd_dyntable_ckpt_t *chain = psd_store_dyn_ckpt(store, job, PSD_CKPT_DYN_FULL_EVERY, err);
+    psd_dyntable_ckpt_t *chain = psd_store_dyn_ckpt(store, job, full_every, err);
     psd_dyntable_ckpt_table_t *tables = calloc(n, sizeof *tables);
     if (!chain || !tables) {
         rc =
@@ -181,7 +181,7 @@ s_read(psd_ckpt_dyn_restore_t *self, psd_store_t *store, const char *dir, const 
     }
     const psd_shard_spec_t *s0 = psd_shard_spec(self->parts[0]);
     psd_dyntable_ckpt_t *chain =
-        rc == 0 ? psd_store_dyn_ckpt(store, job, PSD_CKPT_DYN_FULL_EVERY, err) : NULL;
+        rc == 0 ? psd_store_dyn_ckpt(store, job, 0, err) : NULL;
     if (rc == 0 && !chain)
         rc = err && err->code ? err->code : -ENOMEM;
     psd_dyntable_ckpt_restored_t r = {0};

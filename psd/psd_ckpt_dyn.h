@@ -3,7 +3,7 @@
 
    psd_ckpt_save_job saves the fixed shards' manifest, then this: every
    dynamic part of the job on this psd in one psd_dyntable_ckpt_save (a
-   full every PSD_CKPT_DYN_FULL_EVERY saves, deltas between; the save
+   full every K saves (the job file's checkpoint.full_every, default 10), deltas between; the save
    evicts at its step), each part under its write lock with its
    exactly-once record (psd_ckpt_state) as the table's "state". A restore
    reads new tables and records first (psd_ckpt_dyn_prepare), strictly
@@ -22,14 +22,13 @@
 extern "C" {
 #endif
 
-/* A full every this many saves of a job's tables on one psd. */
-#define PSD_CKPT_DYN_FULL_EVERY 10
-
 /* Saves job's dynamic parts (none: nothing written) into dir at step as
-   ps task ps_task; *ret_bytes (may be NULL) gets the data files' bytes.
-   Negative errno with err set; the previous dynamic-ps<N>.json stays. */
+   ps task ps_task, a full every full_every saves (0: as the job's chain
+   has it, PSD_STORE_DYN_FULL_EVERY at first); *ret_bytes (may be NULL)
+   gets the data files' bytes. Negative errno with err set; the previous
+   dynamic-ps<N>.json stays. */
 int psd_ckpt_dyn_save(psd_store_t *store, const char *dir, int64_t step, int ps_task, const char *job,
-                      uint64_t *ret_bytes, zdist_error_t *err);
+                      int full_every, uint64_t *ret_bytes, zdist_error_t *err);
 
 typedef struct psd_ckpt_dyn_restore_t psd_ckpt_dyn_restore_t;
 

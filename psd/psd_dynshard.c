@@ -9,6 +9,7 @@
    and applies nothing twice. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "psd_shard_impl.h"
@@ -38,6 +39,29 @@ s_config(const psd_shard_t *self, const char *init_name, const zdist_optim_confi
     };
 }
 
+/* A new, empty table of the part's config: rows drawn for init_name (the
+   create's; a later table keeps its predecessor's, so rows admitted after
+   a restore or an optimizer change start as they would have before), ids
+   without a row answered with the spec's default_value in every element. */
+static psd_dyntable_t *
+s_table_new(const psd_shard_t *self, const char *init_name, const zdist_optim_config_t *optim, zdist_error_t *err)
+{
+    psd_dyntable_config_t cfg = s_config(self, init_name, optim);
+    float *defval = NULL;
+    if (self->spec.dynamic.default_value != 0) {
+        if (!(defval = malloc((size_t) cfg.dim * sizeof *defval))) {
+            zdist_error_set(err, -ENOMEM, "out of memory");
+            return NULL;
+        }
+        for (int64_t i = 0; i < cfg.dim; i++)
+            defval[i] = (float) self->spec.dynamic.default_value;
+        cfg.default_value = defval;
+    }
+    psd_dyntable_t *t = psd_dyntable_new(&cfg, err);
+    free(defval);
+    return t;
+}
+
 int
 psd_shard_dyn_open(psd_shard_t *self, const psd_shard_spec_t *spec, zdist_error_t *err)
 {
@@ -45,8 +69,7 @@ psd_shard_dyn_open(psd_shard_t *self, const psd_shard_spec_t *spec, zdist_error_
         || spec->dynamic.num_ps < 1 || spec->shard_index >= spec->dynamic.num_ps)
         return zdist_error_set(err, -EINVAL, "variable '%s': a dynamic table's part is float32 [0, dim], part %d of "
                                "%d ps tasks", spec->name, (int) spec->shard_index, (int) spec->dynamic.num_ps);
-    psd_dyntable_config_t cfg = s_config(self, spec->init_name, &self->optim);
-    if (!(self->dyn = psd_dyntable_new(&cfg, err))) {
+    if (!(self->dyn = s_table_new(self, spec->init_name, &self->optim, err))) {
         zdist_error_prefix(err, "variable '%s'", spec->name);
         return err && err->code ? err->code : -ENOMEM;
     }
@@ -63,8 +86,7 @@ psd_shard_dyn_set_optimizer(psd_shard_t *self, const zdist_optim_config_t *cfg, 
     /* A job sets its optimizer before it creates its variables; a table
        already trained keeps the slots its rows hold. */
     if (memcmp(cfg, &self->optim, sizeof *cfg) != 0 && st.rows == 0 && st.pending == 0) {
-        psd_dyntable_config_t c = s_config(self, NULL, cfg);
-        psd_dyntable_t *fresh = psd_dyntable_new(&c, err);
+        psd_dyntable_t *fresh = s_table_new(self, psd_dyntable_name(self->dyn), cfg, err);
         if (fresh) {
             psd_dyntable_destroy(&self->dyn);
             self->dyn = fresh;
@@ -202,8 +224,7 @@ psd_dyntable_t *
 psd_shard_dyn_table_new(psd_shard_t *self, zdist_error_t *err)
 {
     pthread_rwlock_rdlock(&self->lock);
-    psd_dyntable_config_t cfg = s_config(self, NULL, &self->optim);
-    psd_dyntable_t *t = psd_dyntable_new(&cfg, err);
+    psd_dyntable_t *t = s_table_new(self, psd_dyntable_name(self->dyn), &self->optim, err);
     pthread_rwlock_unlock(&self->lock);
     return t;
 }

@@ -7,6 +7,7 @@
 
 #include "psd_arena.h"
 #include "psd_dyntable.h"
+#include "psd_dyntable_impl.h"
 
 #define S_NONE PSD_ARENA_NONE
 /* Index and counters start at this many entries (powers of two). */
@@ -14,72 +15,8 @@
 /* Ids a lookup resolves per pass (see s_resolve). */
 #define S_BLOCK 512
 
-/* A row's header; its values and slots follow it. */
-typedef struct {
-    int64_t id;         /* a free row: the arena's link in its first 4 bytes */
-    uint64_t last_step;
-    uint32_t opt_step;
-    uint32_t epoch;     /* 0: a free row */
-} s_head_t;
-
-/* An id counted towards admission. */
-typedef struct {
-    int64_t id;
-    uint32_t count; /* 0: an empty entry */
-    uint32_t unused;
-    uint64_t last_seen;
-} s_counter_t;
-
-struct psd_dyntable_t {
-    char *name;
-    int64_t dim;
-    uint64_t seed;
-    zdist_initializer_t init;
-    zdist_shape_t shape; /* [dim, dim]: the initializer's row width and fans */
-    zdist_optim_config_t optim;
-    int nslots;
-    uint32_t min_count;
-    uint64_t evict_after;
-    double evict_l2;
-    float *defval; /* dim values; NULL: zeros */
-    psd_dyntable_budget_t *budget;
-
-    psd_arena_t arena; /* the rows: a header, values, slots */
-    size_t stride;
-
-    /* The index: an entry is (hash's high 32 bits) << 32 | (row + 1), 0
-       when empty; its home bucket is those 32 bits & (cap - 1), so growing
-       and deleting never read a row. Linear probing, load <= 0.8,
-       backward-shift deletion (no tombstones). Big ones on huge pages. */
-    uint64_t *index;
-    size_t index_cap;
-    uint64_t nrows;
-
-    s_counter_t *counters; /* the same scheme keyed by id, load <= 0.5 */
-    size_t counters_cap, npending;
-
-    int64_t *evicted; /* since the mark */
-    size_t nevicted, evicted_cap;
-    uint32_t epoch; /* a row changed since the mark has this epoch */
-    /* Rows that took the epoch (again if freed, reused), so a delta needs no walk over every row;
-       lost (walk) when it cannot grow or would list over an eighth of the rows: <= a byte a row. */
-    uint32_t *dirty;
-    size_t ndirty, dirty_cap;
-    bool dirty_lost;
-
-    psd_dyntable_stats_t st; /* admitted, refused, evicted, dropped_grads */
-    uint64_t bytes;
-
-    /* Per-call scratch (not in bytes: it scales with a request, not the table). */
-    uint32_t *rows;
-    s_head_t **heads; /* rows' headers, beside rows */
-    size_t rows_cap, heads_cap;
-    uint32_t *umap; /* apply: row -> unique index + 1 */
-    size_t umap_cap;
-    const float **ugrad;
-    float *usum;
-    size_t ucap;
-};
+typedef psd_dyntable_head_t s_head_t;
+typedef psd_dyntable_counter_t s_counter_t;
 
 /* murmur3's fmix64: a mix unrelated to zdist_partition_id_hash, whose
    remainder every id on one ps task shares. */
@@ -419,6 +356,7 @@ s_occurrence(psd_dyntable_t *self, int64_t id, uint64_t step)
     if (c->count < UINT32_MAX)
         c->count++;
     c->last_seen = step;
+    c->epoch = self->epoch;
     /* A refused creation keeps the counter: the next occurrence tries again. */
     if (c->count >= self->min_count && s_create(self, id, step, true, NULL) != S_NONE)
         s_counter_delete(self, pos);
@@ -509,6 +447,12 @@ int64_t
 psd_dyntable_dim(const psd_dyntable_t *self)
 {
     return self->dim;
+}
+
+const char *
+psd_dyntable_name(const psd_dyntable_t *self)
+{
+    return self->name;
 }
 
 const zdist_optim_config_t *
@@ -847,7 +791,9 @@ psd_dyntable_evict(psd_dyntable_t *self, uint64_t global_step)
        entries of the run back into slot i, so i is looked at again. */
     for (size_t i = 0; self->evict_after && i < self->counters_cap;) {
         const s_counter_t *c = &self->counters[i];
-        if (c->count && global_step > c->last_seen && global_step - c->last_seen > self->evict_after)
+        /* Listed as evicted (a tombstone), so a delta removes a counter it once saved. */
+        if (c->count && global_step > c->last_seen && global_step - c->last_seen > self->evict_after &&
+            s_list_evicted(self, c->id) == 0)
             s_counter_delete(self, i);
         else
             i++;
@@ -892,6 +838,9 @@ psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const fl
     int rc = 0;
     if (r == S_NONE && (r = s_create(self, id, last_step, false, &rc)) == S_NONE)
         return rc;
+    size_t pos;
+    if (s_counter_find(self, id, &pos)) /* admitted since the counter was saved */
+        s_counter_delete(self, pos);
     s_head_t *h = s_head(self, r);
     size_t bytes = (size_t) self->dim * sizeof(float);
     memcpy(s_values(h), values, bytes);
@@ -913,10 +862,49 @@ psd_dyntable_remove(psd_dyntable_t *self, int64_t id)
 {
     size_t pos;
     uint32_t r = s_find(self, id, &pos);
-    if (r == S_NONE)
+    if (r == S_NONE) {
+        if (s_counter_find(self, id, &pos))
+            s_counter_delete(self, pos);
         return false;
+    }
     s_drop_row(self, pos, r);
     return true;
+}
+
+int
+psd_dyntable_put_pending(psd_dyntable_t *self, int64_t id, uint32_t count, uint64_t last_seen)
+{
+    size_t pos;
+    if (count == 0 || s_find(self, id, NULL) != S_NONE)
+        return 0;
+    s_counter_t *c = s_counter_find(self, id, &pos);
+    if (!c && !(c = s_counter_add(self, id, &pos)))
+        return -ENOSPC;
+    *c = (s_counter_t){.id = id, .count = count, .epoch = self->epoch, .last_seen = last_seen};
+    return 0;
+}
+
+static int
+s_pending_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const psd_dyntable_pending_t *) a)->id, y = ((const psd_dyntable_pending_t *) b)->id;
+    return (x > y) - (x < y);
+}
+
+psd_dyntable_pending_t *
+psd_dyntable_pending(psd_dyntable_t *self, bool changed_only, size_t *ret_n)
+{
+    psd_dyntable_pending_t *list = malloc((self->npending + 1) * sizeof *list);
+    size_t n = 0;
+    for (size_t i = 0; list && i < self->counters_cap; i++) {
+        const s_counter_t *c = &self->counters[i];
+        if (c->count && (!changed_only || c->epoch == self->epoch))
+            list[n++] = (psd_dyntable_pending_t){c->id, c->count, c->last_seen};
+    }
+    if (list)
+        qsort(list, n, sizeof *list, s_pending_cmp);
+    *ret_n = n;
+    return list;
 }
 
 /* Checkpoints. */

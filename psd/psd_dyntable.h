@@ -109,6 +109,8 @@ psd_dyntable_t *psd_dyntable_new(const psd_dyntable_config_t *cfg, zdist_error_t
 void psd_dyntable_destroy(psd_dyntable_t **self_p);
 
 int64_t psd_dyntable_dim(const psd_dyntable_t *self);
+/* The name its rows' initial values are drawn for (borrowed, as long as the table). */
+const char *psd_dyntable_name(const psd_dyntable_t *self);
 /* The table's optimizer (borrowed, as long as the table). */
 const zdist_optim_config_t *psd_dyntable_optim(const psd_dyntable_t *self);
 void psd_dyntable_stats(const psd_dyntable_t *self, psd_dyntable_stats_t *ret_stats);
@@ -162,8 +164,24 @@ bool psd_dyntable_find(psd_dyntable_t *self, int64_t id, psd_dyntable_row_t *ret
    as refused), -EINVAL for a wrong nslots. */
 int psd_dyntable_put(psd_dyntable_t *self, int64_t id, const float *values, const float *const *slots,
                      int nslots, uint32_t opt_step, uint64_t last_step);
-/* Removes id's row (not listed as evicted): true if it had one. */
+/* Removes id's row, or else its admission counter (neither listed as
+   evicted): true if it had a row. */
 bool psd_dyntable_remove(psd_dyntable_t *self, int64_t id);
+
+/* An id counted towards admission, not yet admitted (min_count > 1). */
+typedef struct {
+    int64_t id;
+    uint32_t count;
+    uint64_t last_seen; /* global step of its last occurrence */
+} psd_dyntable_pending_t;
+/* Puts id's admission counter as a restore replays it (count 0, or an id
+   with a row: nothing). -ENOSPC past the budget. */
+int psd_dyntable_put_pending(psd_dyntable_t *self, int64_t id, uint32_t count, uint64_t last_seen);
+/* The counters (changed_only: those counted since the mark), ascending by
+   id, in a new array the caller frees, *ret_n of them; NULL when out of
+   memory. Counters evicted since the mark are among psd_dyntable_evicted's
+   ids, and a row put by psd_dyntable_put ends its id's counter. */
+psd_dyntable_pending_t *psd_dyntable_pending(psd_dyntable_t *self, bool changed_only, size_t *ret_n);
 
 /* Calls fn on every row (changed_only: on those changed since the mark,
    found from their list, not by a walk over every row, unless it was

@@ -63,6 +63,13 @@ psd_dyntable_ckpt_new(int full_every)
 }
 
 void
+psd_dyntable_ckpt_set_full_every(psd_dyntable_ckpt_t *self, int full_every)
+{
+    if (full_every >= 1)
+        self->full_every = full_every;
+}
+
+void
 psd_dyntable_ckpt_destroy(psd_dyntable_ckpt_t **self_p)
 {
     if (!self_p || !*self_p)

@@ -14,7 +14,9 @@
    table is marked (psd_dyntable_mark); after one fails nothing is, so
    the next save writes what this one did not.
 
-   Files (raw little-endian, documented in psd_dyntable_ckpt.c), in the
+   Files (raw little-endian, documented in zdist/dynfile.h: rows, and
+   since version 2 the ids counted but not yet admitted, as DeepRec keeps
+   its counts), in the
    save's directory, each written crash-safe (temp, fsync, rename,
    directory fsync) with its CRC-32 in the manifest:
      dyn-ps<N>-t<I>-<STEP>-full-<NONCE>.bin  / ...-delta-<NONCE>.bin
@@ -71,6 +73,9 @@ typedef struct psd_dyntable_ckpt_t psd_dyntable_ckpt_t;
 /* full_every: a full every this many saves (1: every save is full); NULL
    when out of memory or full_every < 1. */
 psd_dyntable_ckpt_t *psd_dyntable_ckpt_new(int full_every);
+/* From the next save on, a full every full_every saves (a chain already
+   that long or longer ends at the next save); < 1 changes nothing. */
+void psd_dyntable_ckpt_set_full_every(psd_dyntable_ckpt_t *self, int full_every);
 /* NULL-safe, idempotent; nulls the pointer. The files stay. */
 void psd_dyntable_ckpt_destroy(psd_dyntable_ckpt_t **self_p);
 

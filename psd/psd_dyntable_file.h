@@ -1,6 +1,7 @@
 /* psd_dyntable_file: one dynamic table's full or delta checkpoint file: its writer and reader.
 
-   The format is described in psd_dyntable_file.c.
+   The format (version 2, with the table's admission counters; version 1
+   files are read too) and its reader are libzdist's zdist/dynfile.h.
 
    A full holds every row of a table, a delta the rows changed since the
    table's mark and the ids evicted since (tombstones); psd_dyntable_ckpt
@@ -12,16 +13,17 @@
 #include <stdint.h>
 
 #include "psd_dyntable.h"
+#include "zdist/dynfile.h"
 #include "zdist/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define PSD_DYNTABLE_FILE_FULL 1
-#define PSD_DYNTABLE_FILE_DELTA 2
+#define PSD_DYNTABLE_FILE_FULL ZDIST_DYNFILE_FULL
+#define PSD_DYNTABLE_FILE_DELTA ZDIST_DYNFILE_DELTA
 /* The longest table name a file holds. */
-#define PSD_DYNTABLE_FILE_NAME_MAX 4096
+#define PSD_DYNTABLE_FILE_NAME_MAX ZDIST_DYNFILE_NAME_MAX
 
 /* One file, as a manifest names it (dir and file owned: psd_dyntable_file_clear frees them). */
 typedef struct {
@@ -36,8 +38,8 @@ typedef struct {
 void psd_dyntable_file_clear(psd_dyntable_file_t *f);
 
 /* Writes dir/file crash-safe (zdist_file_out): table `name`'s every row
-   (full) or its rows changed since the mark and its evicted ids (a
-   delta), ascending, saved by ps task ps_task of num_ps at `step`. ret
+   and admission counter (full) or its rows and counters changed since the
+   mark and its evicted ids (a delta), ascending, saved by ps task ps_task of num_ps at `step`. ret
    gets what a manifest records of it. Negative errno with err naming the
    file; nothing is left at its path then. The table is not marked. */
 int psd_dyntable_file_write(psd_dyntable_t *table, const char *name, const char *dir, const char *file,
@@ -55,8 +57,9 @@ typedef struct {
     uint64_t skipped;
 } psd_dyntable_file_into_t;
 
-/* Reads f (its tombstones, then its rows, put with values, slots when
-   the file's optimizer is the table's, optimizer and last update steps)
+/* Reads f through zdist_dynfile_read (its tombstones, then its rows, put
+   with values, slots when the file's optimizer is the table's, optimizer
+   and last update steps, then its admission counters)
    checking its length, header and footer against f and its CRC-32 once
    read. -EBADMSG naming the file (and `manifest`, which lists it) when it
    is missing, truncated, not what f says or fails its CRC-32 — after

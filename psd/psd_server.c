@@ -515,7 +515,8 @@ s_save(zdist_rpc_call_t *call, void *state)
         return rc;
     int64_t t0 = zdist_clock_now_ms();
     uint64_t bytes = 0;
-    rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, &bytes, &err);
+    rc = psd_ckpt_save_job(self->store, dir, req->step, self->config.ps_task, req->job, req->full_every, &bytes,
+                           &err);
     if (rc < 0)
         return s_refuse_err(call, rc, &err);
     zsys_info("saved step %lld%s%s to '%s' (%llu bytes, %lld ms)", (long long) req->step, *req->job ? " of job " : "",

@@ -229,13 +229,15 @@ psd_store_dyn_ckpt(psd_store_t *self, const char *job, int full_every, zdist_err
         if (n)
             self->dyn = n;
         char *copy = strdup(job);
-        ckpt = n && copy ? psd_dyntable_ckpt_new(full_every) : NULL;
+        ckpt = n && copy ? psd_dyntable_ckpt_new(full_every > 0 ? full_every : PSD_STORE_DYN_FULL_EVERY) : NULL;
         if (ckpt)
             self->dyn[self->ndyn++] = (s_job_dyn_t){copy, ckpt};
         else {
             free(copy);
             zdist_error_set(err, -ENOMEM, "out of memory");
         }
+    } else {
+        psd_dyntable_ckpt_set_full_every(ckpt, full_every);
     }
     pthread_rwlock_unlock(&self->lock);
     return ckpt;

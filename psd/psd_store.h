@@ -54,11 +54,13 @@ psd_shard_t **psd_store_list_job(psd_store_t *self, const char *job, bool dynami
 
 /* The chain of job `job`'s dynamic tables' checkpoints on this psd
    (psd_dyntable_ckpt; job NULL or "": the store's own), made at the first
-   call with a full every full_every saves and kept until the job is
-   dropped (a restarted psd starts a new chain: its first save is a
-   full). Borrowed; only the thread that saves and restores uses it.
+   call with a full every full_every saves (0: PSD_STORE_DYN_FULL_EVERY)
+   and kept until the job is dropped (a restarted psd starts a new chain:
+   its first save is a full); a later call with full_every > 0 sets it
+   anew (the job file's checkpoint.full_every, sent with each save). Borrowed; only the thread that saves and restores uses it.
    NULL with err set: -ENOMEM, -ENOSPC past PSD_MAX_JOBS jobs. */
 psd_dyntable_ckpt_t *psd_store_dyn_ckpt(psd_store_t *self, const char *job, int full_every, zdist_error_t *err);
+#define PSD_STORE_DYN_FULL_EVERY 10
 
 /* Creates the shard (name, shard_index) filled by its initializer. The same
    spec again returns 0 and changes nothing; another spec under the same key,

@@ -854,6 +854,7 @@ worker_psd_create_variables(worker_backend_t *be, const zdist_optim_config_t *op
                 spec.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = var->dyn.min_count,
                                                     .evict_after_steps = var->dyn.evict_after_steps,
                                                     .evict_l2_below = var->dyn.evict_l2_below,
+                                                    .default_value = var->dyn.default_value,
                                                     .num_ps = self->num_ps};
             bool c = false;
             int ps = L->shards[s].ps;

@@ -30,20 +30,11 @@
 #define S_IDS 1024
 #define S_WINDOW 8
 
-static uint64_t
-s_mix(uint64_t x)
-{
-    x += UINT64_C(0x9e3779b97f4a7c15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
-
 /* The dynamic table's id number i: anywhere in int64. */
 static int64_t
 s_dyn_id(uint64_t i)
 {
-    return (int64_t) s_mix(i * 2 + 1);
+    return (int64_t) bench_mix64(i * 2 + 1);
 }
 
 /* One round of `calls` ops (S_WINDOW at a time) of S_IDS ids each; seconds. */
@@ -57,7 +48,7 @@ s_round(zdist_ps_client_t *c, const char *name, bool dynamic, bool push, uint64_
         for (int k = 0; k < S_WINDOW; k++) {
             int64_t *mine = ids + (size_t) k * S_IDS;
             for (int i = 0; i < S_IDS; i++) {
-                uint64_t r = s_mix((*seed)++) % rows;
+                uint64_t r = bench_mix64((*seed)++) % rows;
                 mine[i] = dynamic ? s_dyn_id(r) : (int64_t) r;
             }
             ops[k] = (zdist_ps_op_t){.client = c, .request = {.method = push ? ZDIST_PS_PUSH : ZDIST_PS_PULL_ROWS}};

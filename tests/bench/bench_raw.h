@@ -33,4 +33,7 @@ int bench_free_port(void);
 /* The median of v[0..n) (sorted in place; of two middles, their mean). */
 double bench_median(double *v, int n);
 
+/* splitmix64's finalizer: the benchmarks' ids from a counter, spread over all of 64 bits. */
+uint64_t bench_mix64(uint64_t x);
+
 #endif

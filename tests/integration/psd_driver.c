@@ -48,6 +48,14 @@
                                   PSD_DRIVER_OTHER_KEY) is served; once the extra
                                   ones and one of the first close, a new one is
                                   served again
+     dyn-ftrl ADDR0 ADDR1         three jobs' ftrl (Keras's defaults; every field
+                                  set; learning_rate_power 0 and accumulator 0) on
+                                  a dynamic table over both psds and a fixed one:
+                                  3 sparse pushes (one id twice) checked row by row
+                                  against TF's ApplyFtrlV2 computed here in double
+     dyn-default ADDR0 ADDR1      a dynamic table, min_count 3, default -0.5: ids
+                                  unseen or counted once or twice read -0.5, then
+                                  their rows; one without a default reads zeros
    With PSD_DRIVER_KEY=NAME (and ZDIST_KEYS_DIR), every connection is CURVE with
    the certificate NAME, trusting the psd at ADDR as PSD_DRIVER_SERVER (ps-0). */
 #include <czmq.h>
@@ -1531,6 +1539,234 @@ s_keys(const char *addr)
     return keys;
 }
 
+/* ---- dynamic tables: ftrl against TF's formula, the default value (test_dynamic_ftrl.sh) ---- */
+
+#define S_DYN_DIM 3
+#define S_DYN_NIDS 4
+#define S_DYN_STEPS 3
+#define S_DYN_W0 0.25
+
+/* TF's ApplyFtrlV2 (training_ops.cc, multiply_linear_by_lr false) on one
+   element, in double, with Keras's beta folded into l2 as
+   tf.keras.optimizers.Ftrl does (l2 + beta / (2 * lr)). */
+static void
+s_dyn_ftrl_ref(const zdist_optim_config_t *c, double *w, double *accum, double *linear, double g)
+{
+    double lr = c->learning_rate, p = c->learning_rate_power;
+    double l2 = c->l2 + c->beta / (2.0 * lr);
+    double gs = g + 2.0 * c->l2_shrinkage * *w;
+    double na = *accum + g * g;
+    *linear += gs - (pow(na, -p) - pow(*accum, -p)) / lr * *w;
+    double quadratic = pow(na, -p) / lr + 2.0 * l2;
+    *w = fabs(*linear) > c->l1 ? ((*linear > 0 ? c->l1 : -c->l1) - *linear) / quadratic : 0.0;
+    *accum = na;
+}
+
+/* The gradient of id slot i, element j at step s: varied, both signs. */
+static float
+s_dyn_grad(int s, int i, int j)
+{
+    return (float) (0.3 * sin(1.7 * s + 2.3 * i + 0.9 * j) + 0.05 * (i - 1));
+}
+
+/* One job: its optimizer on both psds, a dynamic table over both and a
+   fixed [S_DYN_NIDS, S_DYN_DIM] table on ps 0, S_DYN_STEPS sparse pushes, rows checked. */
+static void
+s_dyn_job(zdist_ps_client_t **ps, const char *job, const zdist_optim_config_t *cfg, const int64_t *ids)
+{
+    char dyn[64], fixed[64];
+    snprintf(dyn, sizeof dyn, "%s/emb/embeddings", job);
+    snprintf(fixed, sizeof fixed, "%s/fixed/embeddings", job);
+    for (int p = 0; p < 2; p++)
+        OK(zdist_ps_client_set_optimizer_job(ps[p], cfg, job, &s_err));
+    for (int p = 0; p < 2; p++) {
+        zdist_ps_var_spec_t s = {.name = dyn, .dtype = ZDIST_DTYPE_FLOAT32, .shard_index = p, .seed = 3};
+        s.shape.rank = 2;
+        s.shape.dims[0] = 0;
+        s.shape.dims[1] = S_DYN_DIM;
+        s.init.kind = ZDIST_INIT_CONSTANT;
+        s.init.value = S_DYN_W0;
+        s.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 1, .num_ps = 2};
+        OK(zdist_ps_client_create(ps[p], &s, NULL, &s_err));
+    }
+    zdist_ps_var_spec_t f = {.name = fixed, .dtype = ZDIST_DTYPE_FLOAT32, .row_count = S_DYN_NIDS, .seed = 3};
+    f.shape.rank = 2;
+    f.shape.dims[0] = S_DYN_NIDS;
+    f.shape.dims[1] = S_DYN_DIM;
+    f.init.kind = ZDIST_INIT_CONSTANT;
+    f.init.value = S_DYN_W0;
+    OK(zdist_ps_client_create(ps[0], &f, NULL, &s_err));
+
+    double w[S_DYN_NIDS][S_DYN_DIM], a[S_DYN_NIDS][S_DYN_DIM], z[S_DYN_NIDS][S_DYN_DIM];
+    for (int i = 0; i < S_DYN_NIDS; i++)
+        for (int j = 0; j < S_DYN_DIM; j++)
+            w[i][j] = S_DYN_W0, a[i][j] = cfg->initial_accumulator_value, z[i][j] = 0;
+    for (int s = 0; s < S_DYN_STEPS; s++) {
+        /* Step 1 pushes id slot 0 twice (summed before the update). */
+        double gsum[S_DYN_NIDS][S_DYN_DIM] = {{0}};
+        for (int p = 0; p < 2; p++) {
+            int64_t pid[S_DYN_NIDS + 1];
+            float g[(S_DYN_NIDS + 1) * S_DYN_DIM];
+            size_t n = 0;
+            for (int k = 0; k < S_DYN_NIDS + (s == 1); k++) {
+                int i = k % S_DYN_NIDS;
+                if (zdist_partition_id_ps(ids[i], 2) != p)
+                    continue;
+                for (int j = 0; j < S_DYN_DIM; j++) {
+                    g[n * S_DYN_DIM + j] = s_dyn_grad(s + k / S_DYN_NIDS, i, j);
+                    gsum[i][j] += (double) g[n * S_DYN_DIM + j];
+                }
+                pid[n++] = ids[i];
+            }
+            zdist_tensor_t gt = s_f32(g, (int64_t) n, S_DYN_DIM);
+            OK(zdist_ps_client_push_sparse(ps[p], dyn, p, pid, n, &gt, NULL, &s_err));
+        }
+        /* The fixed table gets the same gradients by row: id slot i is row i. */
+        int64_t rows[S_DYN_NIDS];
+        float gf[S_DYN_NIDS * S_DYN_DIM];
+        for (int i = 0; i < S_DYN_NIDS; i++) {
+            rows[i] = i;
+            for (int j = 0; j < S_DYN_DIM; j++)
+                gf[i * S_DYN_DIM + j] = (float) gsum[i][j];
+        }
+        zdist_tensor_t gt = s_f32(gf, S_DYN_NIDS, S_DYN_DIM);
+        OK(zdist_ps_client_push_sparse(ps[0], fixed, 0, rows, S_DYN_NIDS, &gt, NULL, &s_err));
+        for (int i = 0; i < S_DYN_NIDS; i++)
+            for (int j = 0; j < S_DYN_DIM; j++)
+                s_dyn_ftrl_ref(cfg, &w[i][j], &a[i][j], &z[i][j], gsum[i][j]);
+    }
+
+    int64_t fixed_rows[S_DYN_NIDS] = {0, 1, 2, 3};
+    float got[S_DYN_NIDS * S_DYN_DIM];
+    zdist_tensor_t out = s_f32(got, S_DYN_NIDS, S_DYN_DIM);
+    OK(zdist_ps_client_pull_rows(ps[0], fixed, fixed_rows, S_DYN_NIDS, &out, &s_err));
+    for (int i = 0; i < S_DYN_NIDS; i++)
+        for (int j = 0; j < S_DYN_DIM; j++)
+            CHECK(fabs(got[i * S_DYN_DIM + j] - w[i][j]) <= 1e-5 * (1 + fabs(w[i][j])),
+                  "%s fixed row %d[%d]: %.8g, TF's formula %.8g", job, i, j, got[i * S_DYN_DIM + j], w[i][j]);
+    for (int i = 0; i < S_DYN_NIDS; i++) {
+        int p = zdist_partition_id_ps(ids[i], 2);
+        float row[S_DYN_DIM];
+        zdist_tensor_t r = s_f32(row, 1, S_DYN_DIM);
+        OK(zdist_ps_client_pull_rows(ps[p], dyn, &ids[i], 1, &r, &s_err));
+        for (int j = 0; j < S_DYN_DIM; j++)
+            CHECK(fabs(row[j] - w[i][j]) <= 1e-5 * (1 + fabs(w[i][j])),
+                  "%s id %" PRId64 "[%d] on ps %d: %.8g, TF's formula %.8g", job, ids[i], j, p, row[j], w[i][j]);
+    }
+    /* An id never trained: the default, and no row made by the lookup. */
+    int64_t unseen = 123456789;
+    int p = zdist_partition_id_ps(unseen, 2);
+    float row[S_DYN_DIM] = {1, 1, 1};
+    zdist_tensor_t r = s_f32(row, 1, S_DYN_DIM);
+    OK(zdist_ps_client_pull_rows(ps[p], dyn, &unseen, 1, &r, &s_err));
+    for (int j = 0; j < S_DYN_DIM; j++)
+        CHECK(row[j] == 0.0f, "%s unseen id [%d]: %g, not the default 0", job, j, row[j]);
+    printf("ok: %s: ftrl (lr %g, power %g, acc0 %g, l1 %g, l2 %g, shrinkage %g, beta %g): %d dynamic rows over "
+           "2 psds and %d fixed rows match TF's ApplyFtrlV2 after %d pushes (w[0][0] %.6f)\n",
+           job, cfg->learning_rate, cfg->learning_rate_power, cfg->initial_accumulator_value, cfg->l1, cfg->l2,
+           cfg->l2_shrinkage, cfg->beta, S_DYN_NIDS, S_DYN_NIDS, S_DYN_STEPS, w[0][0]);
+}
+
+static int
+s_dyn_ftrl(char **addrs)
+{
+    zdist_ps_client_t *ps[2] = {s_client(addrs[0], 20000, 3), s_client(addrs[1], 20000, 3)};
+    /* Ids from all of int64 with its extremes; both psds get some (checked). */
+    const int64_t ids[S_DYN_NIDS] = {INT64_MIN, INT64_MAX, -7046029254386353131, 4611686018427387913};
+    int on[2] = {0, 0};
+    for (int i = 0; i < S_DYN_NIDS; i++)
+        on[zdist_partition_id_ps(ids[i], 2)]++;
+    CHECK(on[0] > 0 && on[1] > 0, "ids all on one ps (%d, %d): pick others", on[0], on[1]);
+
+    zdist_optim_config_t keras;
+    zdist_optim_config_default(&keras, ZDIST_OPTIM_FTRL);
+    keras.learning_rate = 0.5;
+    s_dyn_job(ps, "ftrl-keras", &keras, ids);
+
+    zdist_optim_config_t all = keras;
+    all.learning_rate = 0.2;
+    all.learning_rate_power = -0.3;
+    all.initial_accumulator_value = 0.4;
+    all.l1 = 0.01;
+    all.l2 = 0.05;
+    all.l2_shrinkage = 0.1;
+    all.beta = 0.3;
+    s_dyn_job(ps, "ftrl-all", &all, ids);
+
+    zdist_optim_config_t zero = keras;
+    zero.learning_rate = 0.1;
+    zero.learning_rate_power = 0;
+    zero.initial_accumulator_value = 0;
+    zero.l2 = 0.5;
+    s_dyn_job(ps, "ftrl-zero", &zero, ids);
+
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&ps[p]);
+    return s_failures ? 1 : 0;
+}
+
+/* Reads id's row from its psd into row (S_DYN_DIM floats). */
+static void
+s_dyn_lookup(zdist_ps_client_t **ps, const char *name, int64_t id, float *row)
+{
+    zdist_tensor_t r = s_f32(row, 1, S_DYN_DIM);
+    OK(zdist_ps_client_pull_rows(ps[zdist_partition_id_ps(id, 2)], name, &id, 1, &r, &s_err));
+}
+
+static int
+s_dyn_default(char **addrs)
+{
+    zdist_ps_client_t *ps[2] = {s_client(addrs[0], 20000, 3), s_client(addrs[1], 20000, 3)};
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 0.5};
+    const char *name = "dflt/emb/embeddings", *plain = "dflt/plain/embeddings";
+    for (int p = 0; p < 2; p++) {
+        OK(zdist_ps_client_set_optimizer_job(ps[p], &sgd, "dflt", &s_err));
+        for (int t = 0; t < 2; t++) {
+            zdist_ps_var_spec_t s = {.name = t ? plain : name, .dtype = ZDIST_DTYPE_FLOAT32, .shard_index = p,
+                                     .seed = 3};
+            s.shape.rank = 2;
+            s.shape.dims[1] = S_DYN_DIM;
+            s.init.kind = ZDIST_INIT_CONSTANT;
+            s.init.value = S_DYN_W0;
+            s.dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = 3, .num_ps = 2,
+                                             .default_value = t ? 0.0 : -0.5};
+            OK(zdist_ps_client_create(ps[p], &s, NULL, &s_err));
+        }
+    }
+    const int64_t ids[2] = {INT64_MIN + 5, 8070450532247928832};
+    float row[S_DYN_DIM];
+    for (int push = 0; push <= 3; push++) {
+        for (int i = 0; i < 2; i++) {
+            s_dyn_lookup(ps, name, ids[i], row);
+            for (int j = 0; j < S_DYN_DIM; j++) {
+                if (push < 3)
+                    CHECK(row[j] == -0.5f, "id %" PRId64 " after %d occurrences [%d]: %g, not the default -0.5",
+                          ids[i], push, j, row[j]);
+                else
+                    CHECK(fabs(row[j] - (S_DYN_W0 - 0.5 * 0.1)) < 1e-6 || row[j] == (float) S_DYN_W0,
+                          "id %" PRId64 " admitted [%d]: %g, not its row (0.25 less the update)", ids[i], j, row[j]);
+            }
+            s_dyn_lookup(ps, plain, ids[i], row);
+            for (int j = 0; j < S_DYN_DIM && push < 3; j++)
+                CHECK(row[j] == 0.0f, "table without a default: id %" PRId64 " [%d]: %g, not 0", ids[i], j, row[j]);
+        }
+        if (push == 3)
+            break;
+        for (int i = 0; i < 2; i++) { /* one occurrence of each id, gradient 0.1 */
+            int p = zdist_partition_id_ps(ids[i], 2);
+            float g[S_DYN_DIM] = {0.1f, 0.1f, 0.1f};
+            zdist_tensor_t gt = s_f32(g, 1, S_DYN_DIM);
+            OK(zdist_ps_client_push_sparse(ps[p], name, p, &ids[i], 1, &gt, NULL, &s_err));
+            OK(zdist_ps_client_push_sparse(ps[p], plain, p, &ids[i], 1, &gt, NULL, &s_err));
+        }
+    }
+    printf("ok: default -0.5 read by ids unseen and counted below min_count 3 on both psds; their rows once "
+           "admitted; a table without a default reads zeros\n");
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&ps[p]);
+    return s_failures ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1579,6 +1815,10 @@ main(int argc, char **argv)
         rc = s_pattern(argv[2]);
     else if (strcmp(cmd, "conn-limit") == 0 && argc == 4)
         rc = s_conn_limit(argv[2], s_int_arg(argv[3]));
+    else if (strcmp(cmd, "dyn-ftrl") == 0 && argc == 4)
+        rc = s_dyn_ftrl(argv + 2);
+    else if (strcmp(cmd, "dyn-default") == 0 && argc == 4)
+        rc = s_dyn_default(argv + 2);
     else {
         fprintf(stderr, "psd_driver: unknown case '%s' or wrong arguments\n", cmd);
         return 2;

@@ -10,8 +10,8 @@
 # applied twice or lost, would show. Then a delta file of the newest
 # checkpoint is damaged: the restore refuses it (DATA_LOSS), the
 # coordinator walks back to the older intact checkpoint, the job ends.
-# Restoring onto another number of ps tasks: the coordinator restarts a
-# job only onto its own cluster, so that is left to unit.psd_dyntable_ckpt.
+# Restoring onto another number of ps tasks (a cluster restarted with 1 or
+# 4 psds) is test_dynamic_reshard.sh's.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
 zd_init dynamic-ckpt
@@ -21,24 +21,7 @@ STEPS=600
 coord_cluster 2 1
 
 # ---- the data: ids over all of int64, each batch 24 examples of 4 ids ----
-python3 - "$ZD_TMP" <<'PY'
-import random, sys
-rng = random.Random(29)
-ids = [-2**63, 2**63 - 1, 0, -1] + [rng.randrange(-2**63, 2**63) for _ in range(196)]
-w = {i: rng.choice([-3.0, 3.0]) for i in ids}
-# Every batch the same block (24 examples, 96 ids): where the input
-# pipeline resumes after a restore does not change what a step trains on.
-block = []
-for _ in range(24):
-    ex = rng.sample(ids, 4)
-    block.append("%d %s\n" % (1 if sum(w[i] for i in ex) > 0 else 0, " ".join("%d:1" % i for i in ex)))
-with open(sys.argv[1] + "/train.svm", "w") as f:
-    f.writelines(block * 50)
-with open(sys.argv[1] + "/test.svm", "w") as f:
-    for _ in range(96):
-        ex = rng.sample(ids, 4)
-        f.write("%d %s\n" % (1 if sum(w[i] for i in ex) > 0 else 0, " ".join("%d:1" % i for i in ex)))
-PY
+python3 "$(dirname "$0")/dyn_data.py" "$ZD_TMP" 29 50 96
 
 # job FILE STEPS: a dynamic embedding then one logit, adagrad, a checkpoint every 20 steps.
 job() {

@@ -18,7 +18,7 @@ static const char *s_ps_job =
     " \"model\": {\"name\": \"mlp\", \"params\": {\"hidden\": [8]}},"
     " \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.01, \"lazy\": true}, " S_SYN ","
     " \"epochs\": 3, \"steps_per_execution\": 4, \"seed\": 9, \"log_every\": 10,"
-    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"dir\": \"/srv/ckpt\"}, \"evaluation\": {\"at_end\": true},"
+    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"dir\": \"/srv/ckpt\", \"full_every\": 4}, \"evaluation\": {\"at_end\": true},"
     " \"priority\": 5}";
 
 static void
@@ -39,6 +39,7 @@ test_parse_sections(void)
     CU_ASSERT_EQUAL(job.steps_per_execution, 4);
     CU_ASSERT_EQUAL(job.ckpt_every, 50);
     CU_ASSERT_EQUAL(job.ckpt_keep, 2);
+    CU_ASSERT_EQUAL(job.ckpt_full_every, 4);
     CU_ASSERT_STRING_EQUAL(job.ckpt_dir, "/srv/ckpt");
     CU_ASSERT_EQUAL(job.priority, 5);
     CU_ASSERT_TRUE(job.evaluate);
@@ -52,6 +53,7 @@ test_parse_sections(void)
     CU_ASSERT_EQUAL_FATAL(zdist_job_parse(plain, NULL, &job, &err), 0);
     CU_ASSERT_EQUAL(job.ckpt_every, 0);
     CU_ASSERT_EQUAL(job.ckpt_keep, 3);
+    CU_ASSERT_EQUAL(job.ckpt_full_every, 0); /* the psd's default, 10 */
     CU_ASSERT_PTR_NULL(job.ckpt_dir);
     CU_ASSERT_EQUAL(job.priority, 0);
     CU_ASSERT_TRUE(job.evaluate);
@@ -84,6 +86,18 @@ test_bad_sections(void)
              "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
              " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"checkpoint\": {\"keep\": 0}}");
     s_refused(text, "checkpoint.keep: must be an integer in 1..1000, got 0");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"sgd\"}, " S_SYN ", \"steps\": 5, \"checkpoint\": {\"full_every\": 0}}");
+    s_refused(text, "checkpoint.full_every: must be an integer in 1..1000000, got 0");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"ftrl\", \"l2_regularization_strength\": -0.5}, " S_SYN ", \"steps\": 5}");
+    s_refused(text, "l2_regularization_strength must be >= 0");
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"ftrl\", \"beta_1\": 0.9}, " S_SYN ", \"steps\": 5}");
+    s_refused(text, "optimizer.beta_1: unknown field");
     snprintf(text, sizeof text,
              "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
              " \"optimizer\": {\"type\": \"sgd\"}, \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 8,"
@@ -176,6 +190,37 @@ test_tpu(void)
     s_refused(text, "model.layers[1].dense: logical_device and split both given");
 }
 
+/* tf.keras.optimizers.Ftrl's fields by their names, Keras's defaults for
+   those not given, carried by the typed message. */
+static void
+test_ftrl(void)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"strategy\": {\"type\": \"parameter_server\"}, \"model\": {\"name\": \"mlp\"},"
+             " \"optimizer\": {\"type\": \"ftrl\", \"learning_rate\": 0.05, \"learning_rate_power\": 0,"
+             " \"l1_regularization_strength\": 0.01, \"l2_regularization_strength\": 0.02,"
+             " \"l2_shrinkage_regularization_strength\": 0.03, \"beta\": 0.5}, " S_SYN ", \"steps\": 5}");
+    zdist_job_t job, back;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(text, NULL, &job, &err), 0);
+    const zdist_optim_config_t *o = &job.optimizer;
+    CU_ASSERT_EQUAL(o->kind, ZDIST_OPTIM_FTRL);
+    CU_ASSERT_EQUAL(o->learning_rate, 0.05);
+    CU_ASSERT_EQUAL(o->learning_rate_power, 0);
+    CU_ASSERT_EQUAL(o->initial_accumulator_value, 0.1); /* Keras's default */
+    CU_ASSERT_EQUAL(o->l1, 0.01);
+    CU_ASSERT_EQUAL(o->l2, 0.02);
+    CU_ASSERT_EQUAL(o->l2_shrinkage, 0.03);
+    CU_ASSERT_EQUAL(o->beta, 0.5);
+    zdist_job_pb_t pb;
+    zdist_job_to_pb(&job, &pb);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_from_pb(&pb.job, &back, &err), 0);
+    CU_ASSERT_TRUE(zdist_optim_config_equal(&back.optimizer, o));
+    zdist_job_release(&back);
+    zdist_job_release(&job);
+}
+
 static void
 test_typed_round_trip(void)
 {
@@ -207,6 +252,7 @@ test_typed_round_trip(void)
     CU_ASSERT_EQUAL(back.seed, job.seed);
     CU_ASSERT_EQUAL(back.ckpt_every, job.ckpt_every);
     CU_ASSERT_EQUAL(back.ckpt_keep, job.ckpt_keep);
+    CU_ASSERT_EQUAL(back.ckpt_full_every, 4);
     CU_ASSERT_STRING_EQUAL(back.ckpt_dir, job.ckpt_dir);
     CU_ASSERT_EQUAL(back.priority, job.priority);
     CU_ASSERT_EQUAL(back.evaluate, job.evaluate);
@@ -502,6 +548,7 @@ zdist_test_job_register(void)
                 {"parse: checkpoint and evaluation sections, defaults", test_parse_sections},
                 {"bad sections name the field", test_bad_sections},
                 {"typed message round trip, validated on arrival", test_typed_round_trip},
+                {"optimizer ftrl: Keras's fields and defaults, carried", test_ftrl},
                 {"libsvm raw_ids for a dynamic embedding: parsed, carried, checked", test_libsvm_raw_ids},
                 {"a deep copy outlives its source", test_copy},
                 {"strategy tpu: logical devices, placement refused with TensorFlow's text", test_tpu},

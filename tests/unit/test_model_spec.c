@@ -215,6 +215,18 @@ test_embedding_dynamic(void)
                        "{\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
     CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(min1, true, &spec, &err), 0);
     CU_ASSERT(spec.layers[0].dynamic && spec.layers[0].min_count == 1); /* admitted at first sight */
+    CU_ASSERT_EQUAL(spec.layers[0].dyn_default, 0.0); /* zeros */
+    zdist_model_spec_release(&spec);
+    /* default: "ones" or a number, every element of an unadmitted id's lookup */
+    const char *ones = "{\"input_shape\": [1], \"layers\": [{\"embedding\": {\"output_dim\": 4, \"dynamic\": "
+                       "{\"default\": \"ones\"}}}, {\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
+    CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(ones, true, &spec, &err), 0);
+    CU_ASSERT_EQUAL(spec.layers[0].dyn_default, 1.0);
+    zdist_model_spec_release(&spec);
+    const char *num = "{\"input_shape\": [1], \"layers\": [{\"embedding\": {\"output_dim\": 4, \"dynamic\": "
+                      "{\"default\": -0.25}}}, {\"dense\": {\"units\": 1}}], \"loss\": \"mean_squared_error\"}";
+    CU_ASSERT_EQUAL_FATAL(zdist_model_spec_parse(num, true, &spec, &err), 0);
+    CU_ASSERT_EQUAL(spec.layers[0].dyn_default, -0.25);
     zdist_model_spec_release(&spec);
 
 #define S_DYN(inner) "{\"input_shape\": [1], \"layers\": [{\"embedding\": " inner "}], \"loss\": \"mean_squared_error\"}"
@@ -228,14 +240,18 @@ test_embedding_dynamic(void)
               "model.layers[0].embedding.dynamic.min_count: must be an integer in 0..4294967295, got -1");
     s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"evict_l2_below\": -1}}"), true,
               "model.layers[0].embedding.dynamic.evict_l2_below: must be a number in [0, 1e+30], got -1");
-    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"default\": \"ones\"}}"), true,
-              "model.layers[0].embedding.dynamic.default: must be one of \"zeros\", got \"ones\"");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"default\": \"random_normal\"}}"), true,
+              "model.layers[0].embedding.dynamic.default: must be \"zeros\", \"ones\" or a number (every element "
+              "of what an id without a row reads), got \"random_normal\"");
+    s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"default\": [1, 2, 3, 4]}}"), true,
+              "model.layers[0].embedding.dynamic.default: must be \"zeros\", \"ones\" or a number (every element "
+              "of what an id without a row reads), got [1,2,3,4]");
     s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": {\"min_cnt\": 2}}"), true,
               "model.layers[0].embedding.dynamic.min_cnt: unknown field; dynamic takes min_count, evict_after_steps, "
               "evict_l2_below and default");
     s_refused(S_DYN("{\"output_dim\": 4, \"dynamic\": 3}"), true,
               "model.layers[0].embedding.dynamic: must be an object {\"min_count\": N, \"evict_after_steps\": S, "
-              "\"evict_l2_below\": x, \"default\": \"zeros\"}, got 3");
+              "\"evict_l2_below\": x, \"default\": \"zeros\" | \"ones\" | x}, got 3");
     s_refused(S_DYN("{\"dynamic\": {}}"), true,
               "model.layers[0].embedding.output_dim: missing; an embedding needs its width");
 #undef S_DYN

@@ -479,6 +479,20 @@ test_requests_round_trip(void)
     CU_ASSERT_TRUE(zdist_optim_config_equal(&f->seen.optimizer, &want));
     CU_ASSERT_TRUE(f->seen.optimizer.lazy);
     CU_ASSERT_EQUAL(f->seen.optimizer.beta2, want.beta2);
+
+    /* ftrl's zeros (a fixed rate, an empty accumulator) arrive as zeros, its other fields as given. */
+    zdist_optim_config_t ftrl;
+    zdist_optim_config_default(&ftrl, ZDIST_OPTIM_FTRL);
+    ftrl.learning_rate_power = 0;
+    ftrl.initial_accumulator_value = 0;
+    ftrl.l1 = 0.5;
+    ftrl.l2 = 0.25;
+    ftrl.l2_shrinkage = 0.125;
+    ftrl.beta = 2;
+    reply = s_exchange(f, zdist_ps_request_set_optimizer(&ftrl));
+    CU_ASSERT_EQUAL(zdist_ps_reply_write(reply, NULL, NULL, NULL), 0);
+    zdist_msg_destroy(&reply);
+    CU_ASSERT_TRUE(zdist_optim_config_equal(&f->seen.optimizer, &ftrl));
     s_fixture_destroy(&f);
 }
 

@@ -794,9 +794,9 @@ test_per_job(void)
     for (int k = 0; k < 2; k++)
         CU_ASSERT_EQUAL(psd_shard_write(psd_store_find(st, names[k], 0), &w, NULL), 0);
     uint64_t bytes_a = 0;
-    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_a, 1, 0, "jA", &bytes_a, &err), 0);
+    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_a, 1, 0, "jA", 0, &bytes_a, &err), 0);
     CU_ASSERT_EQUAL(bytes_a, 4 * sizeof(float)); /* sgd: no slots; B's shard not in it */
-    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_b, 1, 0, "jB", NULL, &err), 0);
+    CU_ASSERT_EQUAL(psd_ckpt_save_job(st, dir_b, 1, 0, "jB", 0, NULL, &err), 0);
     char mpath[700];
     snprintf(mpath, sizeof mpath, "%s/manifest-ps0.json", dir_a);
     json_t *m = json_load_file(mpath, 0, NULL);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "psd_dyntable_ckpt.h"
+#include "psd_dyntable_file.h"
 #include "psd_dyntable_npy.h"
 #include "testutil.h"
 #include "zdist/file.h"
@@ -625,6 +626,148 @@ test_export_npy(void)
     s_job_free(&j);
 }
 
+/* Every admission counter of the tables, ascending by id (over all of them). */
+static size_t
+s_pending_all(psd_dyntable_t **tables, int n, psd_dyntable_pending_t *out, size_t cap)
+{
+    size_t total = 0;
+    for (int p = 0; p < n; p++) {
+        size_t k = 0;
+        psd_dyntable_pending_t *l = psd_dyntable_pending(tables[p], false, &k);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+        CU_ASSERT_FATAL(total + k <= cap);
+        memcpy(out + total, l, k * sizeof *l);
+        total += k;
+        free(l);
+    }
+    for (size_t i = 1; i < total; i++) /* insertion sort: small */
+        for (size_t k = i; k > 0 && out[k - 1].id > out[k].id; k--) {
+            psd_dyntable_pending_t t = out[k];
+            out[k] = out[k - 1];
+            out[k - 1] = t;
+        }
+    return total;
+}
+
+/* One training occurrence (no gradient) of ids[from, to) at step. */
+static void
+s_seen(s_job_t *j, size_t from, size_t to, uint64_t step)
+{
+    float out[DIM];
+    for (size_t i = from; i < to; i++)
+        psd_dyntable_lookup_train(j->tables[zdist_partition_id_ps(j->ids[i], j->nps)], &j->ids[i], 1, step, out);
+}
+
+/* Ids counted but not admitted (min_count 3) are checkpointed (as DeepRec
+   keeps its counts): a full holds every counter, a delta those counted
+   since the previous save and, as tombstones, those evicted; restored onto
+   1, 2 and 4 ps they are the same counters, so an id admitted at its third
+   occurrence before a restore is admitted at its third after one. */
+static void
+test_pending_counters(void)
+{
+    static psd_dyntable_pending_t want[NIDS], got[NIDS];
+    s_job_t j;
+    psd_dyntable_config_t c = s_config(ZDIST_OPTIM_ADAGRAD);
+    c.min_count = 3;
+    c.evict_after_steps = 20;
+    s_job_init(&j, 2, &c, 4);
+    s_seen(&j, 0, 100, 5);
+    for (int k = 0; k < 3; k++)
+        s_seen(&j, 100, 150, 5); /* admitted */
+    CU_ASSERT_TRUE(s_save(&j, 10).full);
+    s_seen(&j, 0, 50, 12); /* counted twice now */
+    CU_ASSERT_FALSE(s_save(&j, 14).full);
+    s_seen(&j, 0, 20, 16); /* admitted at the third */
+    s_seen(&j, 150, 160, 16);
+    CU_ASSERT_FALSE(s_save(&j, 18).full);
+    size_t nwant = s_pending_all(j.tables, 2, want, NIDS);
+    CU_ASSERT_EQUAL(nwant, 30 + 50 + 10); /* 20..49 twice, 50..99 and 150..159 once */
+    char dir[512];
+    s_dir(&j, 18, dir, sizeof dir);
+    for (int nps = 1; nps <= 4; nps *= 2) {
+        psd_dyntable_t *into[MAX_PS] = {0};
+        zdist_error_t err = {0};
+        CU_ASSERT_EQUAL_FATAL(s_restore(dir, &c, nps, into, 0, NULL, &err), 0);
+        size_t ngot = s_pending_all(into, nps, got, NIDS);
+        CU_ASSERT_EQUAL_FATAL(ngot, nwant);
+        CU_ASSERT_EQUAL(memcmp(got, want, nwant * sizeof *want), 0);
+        /* One more occurrence: 20..49 admitted, 50..99 not. */
+        psd_dyntable_stats_t before = {0}, after = {0}, st;
+        for (int p = 0; p < nps; p++) {
+            psd_dyntable_stats(into[p], &st);
+            before.rows += st.rows;
+        }
+        float out[DIM];
+        for (size_t i = 20; i < 100; i++)
+            psd_dyntable_lookup_train(into[zdist_partition_id_ps(j.ids[i], nps)], &j.ids[i], 1, 19, out);
+        for (int p = 0; p < nps; p++) {
+            psd_dyntable_stats(into[p], &st);
+            after.rows += st.rows;
+            psd_dyntable_destroy(&into[p]);
+        }
+        CU_ASSERT_EQUAL(before.rows, 50 + 20);
+        CU_ASSERT_EQUAL(after.rows - before.rows, 30);
+    }
+    /* Counters idle for more than 20 steps go at a save, as tombstones. */
+    s_seen(&j, 160, 170, 29);
+    psd_dyntable_ckpt_saved_t sv = s_save(&j, 30); /* 50..99 seen last at 5 */
+    CU_ASSERT_FALSE(sv.full);
+    CU_ASSERT(sv.tombstones >= 50);
+    nwant = s_pending_all(j.tables, 2, want, NIDS);
+    CU_ASSERT_EQUAL(nwant, 30 + 10 + 10);
+    s_dir(&j, 30, dir, sizeof dir);
+    psd_dyntable_t *into[MAX_PS] = {0};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(s_restore(dir, &c, 1, into, 0, NULL, &err), 0);
+    CU_ASSERT_EQUAL(s_pending_all(into, 1, got, NIDS), nwant);
+    CU_ASSERT_EQUAL(memcmp(got, want, nwant * sizeof *want), 0);
+    psd_dyntable_destroy(&into[0]);
+    s_job_free(&j);
+}
+
+/* A version 1 file (before counters were saved) is read as ever. */
+static void
+test_version1_file(void)
+{
+    s_job_t j;
+    psd_dyntable_config_t c = s_config(ZDIST_OPTIM_ADAGRAD);
+    s_job_init(&j, 1, &c, 4);
+    s_train(&j, 0, 100, 5);
+    psd_dyntable_file_t f = {0};
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(psd_dyntable_file_write(j.tables[0], "job/emb", j.root, "v1.bin", true, 5, 0, 1, &f, &err), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/v1.bin", j.root);
+    void *buf = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(zdist_file_read(path, (size_t) 1 << 30, &buf, &len, &err), 0);
+    uint32_t one = 1;
+    memcpy((char *) buf + 8, &one, 4); /* version 1: bytes 56..63 are zeros, as they were */
+    zdist_file_piece_t piece = {buf, len};
+    CU_ASSERT_EQUAL_FATAL(zdist_file_write(path, &piece, 1, 0644, NULL, &err), 0);
+    f.crc = zdist_crc32(0, buf, len);
+    psd_dyntable_t *t = s_table(&c);
+    psd_dyntable_file_into_t into = {.table = t, .name = "job/emb", .dim = DIM, .ps_task = 0, .num_ps = 1};
+    CU_ASSERT_EQUAL(psd_dyntable_file_read(&f, "test", &into, &err), 0);
+    s_snapshot(j.tables, 1, &s_at10);
+    s_snapshot(&t, 1, &s_got);
+    s_assert_same(&s_at10, &s_got);
+    uint32_t three = 3; /* a version this reader does not know */
+    memcpy((char *) buf + 8, &three, 4);
+    CU_ASSERT_EQUAL_FATAL(zdist_file_write(path, &piece, 1, 0644, NULL, &err), 0);
+    f.crc = zdist_crc32(0, buf, len);
+    psd_dyntable_destroy(&t);
+    t = s_table(&c);
+    into.table = t;
+    CU_ASSERT_EQUAL(psd_dyntable_file_read(&f, "test", &into, &err), -EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "version 1 or 2"));
+    psd_dyntable_destroy(&t);
+    free(buf);
+    psd_dyntable_file_clear(&f);
+    s_job_free(&j);
+}
+
 void
 zdist_test_psd_dyntable_ckpt_register(void)
 {
@@ -636,5 +779,8 @@ zdist_test_psd_dyntable_ckpt_register(void)
         {"eviction at save time: exactly the rows that qualify, the same bytes in any order",
          test_eviction_exact},
         {"the chain: a full every K saves, after a lost file, a failed save marks nothing", test_chain_rules},
-        {"export: a .npy pair numpy.load reads", test_export_npy});
+        {"export: a .npy pair numpy.load reads", test_export_npy},
+        {"admission counters (min_count 3) in the full and deltas, restored onto 1, 2 and 4 ps",
+         test_pending_counters},
+        {"a version 1 file is read; an unknown version refused", test_version1_file});
 }

@@ -166,7 +166,7 @@ s_add_dynamic(zdist_model_builder_t *b, const zdist_layer_spec_t *sp, zdist_init
     zdist_var_spec_t v = {.name = name, .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {0, sp->output_dim}},
                           .init = init, .trainable = true};
     zdist_dynamic_spec_t dyn = {.min_count = sp->min_count, .evict_after_steps = sp->evict_after_steps,
-                                .evict_l2_below = sp->evict_l2_below};
+                                .evict_l2_below = sp->evict_l2_below, .default_value = sp->dyn_default};
     *ret = zdist_builder_add_dynamic_variable(b, &v, &dyn, err);
     return *ret < 0 ? *ret : 0;
 }

@@ -1,10 +1,11 @@
 /* zdist_dynexport: a dynamic embedding table's rows, read from a checkpoint directory, as a .npy pair.
 
    What `zdist export-embedding` needs without a psd: the psd's dynamic
-   tables' checkpoint files (psd/psd_dyntable_ckpt.h, psd_dyntable_file.c:
-   dynamic-ps<N>.json manifests, each table a chain of a full and deltas,
-   in this directory or directories beside it) read by their documented
-   format, CRC-checked, and every saving task's rows gathered. */
+   tables' checkpoint files (psd/psd_dyntable_ckpt.h: dynamic-ps<N>.json
+   manifests, each table a chain of a full and deltas, in this directory
+   or directories beside it) read through zdist_dynfile_read
+   (zdist/dynfile.h, the psd's restore's reader too), CRC-checked, and
+   every saving task's rows gathered. */
 #ifndef ZDIST_DYNEXPORT_H
 #define ZDIST_DYNEXPORT_H
 

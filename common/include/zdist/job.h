@@ -95,6 +95,9 @@ typedef struct {
     /* checkpoint: every N steps (0: only step 0 and the final one), keep K
        complete ones (default 3) besides the final one. */
     int64_t ckpt_every, ckpt_keep;
+    /* checkpoint.full_every: the psds save a dynamic table's full every
+       this many saves, deltas between (0: the psd's default, 10). */
+    int64_t ckpt_full_every;
     /* checkpoint.dir: where the coordinator keeps the job's checkpoints
        (ckpt-STEP/ under DIR/ID/); absolute, without "..". NULL: under its
        --state-dir. */
@@ -109,6 +112,8 @@ typedef struct {
 
 #define ZDIST_JOB_PRIORITY_MIN (-1000)
 #define ZDIST_JOB_PRIORITY_MAX 1000
+/* checkpoint.full_every's largest value. */
+#define ZDIST_JOB_FULL_EVERY_MAX 1000000
 #define ZDIST_JOB_CKPT_DIR_MAX 900
 #define ZDIST_JOB_MAX_PIPELINES 256 /* entries of dataset.pipelines */
 

@@ -106,6 +106,7 @@ typedef struct {
     uint32_t min_count;
     uint64_t evict_after_steps;
     double evict_l2_below;
+    double dyn_default;              /* dynamic.default: every element an id without a row reads */
     int64_t dense_features;          /* concat */
     int64_t num_bins;                /* hashing */
     bool self_interaction, skip_gather, concat_dense; /* dot_interaction */

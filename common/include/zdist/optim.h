@@ -39,9 +39,9 @@ extern "C" {
                w = (clamp(z, -l1, l1) - z) / (n^-p/lr + 2*l2');  a = n
                a starts at initial_accumulator_value, z ("linear") at 0;
                a zero gradient (g NULL) changes nothing, as for sgd.
-   FTRL has no name yet for the job file and the ps protocol (kind_from_name
-   does not know "ftrl"): they do not carry its fields; a dynamic embedding
-   table on the psd is its first user. */
+               The job file names its fields as tf.keras.optimizers.Ftrl
+               (l1_regularization_strength, ...); the ps protocol carries
+               them in its Optimizer message. */
 typedef enum {
     ZDIST_OPTIM_SGD = 1,
     ZDIST_OPTIM_MOMENTUM,
@@ -79,7 +79,7 @@ ZDIST_EXPORT bool zdist_optim_config_equal(const zdist_optim_config_t *a, const 
 
 /* "sgd", "momentum", "adagrad", "adam", "ftrl"; "invalid" otherwise. */
 ZDIST_EXPORT const char *zdist_optim_kind_name(zdist_optim_kind_t kind);
-/* Name -> kind; -EINVAL if unknown ("ftrl" too, for now: see above). */
+/* Name -> kind; -EINVAL if unknown. */
 ZDIST_EXPORT int zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind);
 
 /* Slot variables beside the values, same shape and dtype: momentum has

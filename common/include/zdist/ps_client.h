@@ -219,6 +219,9 @@ ZDIST_EXPORT int zdist_ps_client_set_optimizer(zdist_ps_client_t *self, const zd
    job NULL or "": every shard, as above. */
 ZDIST_EXPORT int zdist_ps_client_save_job(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task,
                                           const char *job, uint64_t *ret_bytes, zdist_error_t *err);
+/* A save with every field of zdist_ps_save_t (full_every too). */
+ZDIST_EXPORT int zdist_ps_client_save_with(zdist_ps_client_t *self, const zdist_ps_save_t *save,
+                                           uint64_t *ret_bytes, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_client_restore_job(zdist_ps_client_t *self, const char *dir, const char *job,
                                              int64_t *ret_step, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, const zdist_optim_config_t *opt,

@@ -79,6 +79,7 @@ typedef struct {
     uint64_t evict_after_steps; /* 0: never by age */
     double evict_l2_below;      /* 0: never by norm */
     int32_t num_ps;             /* >= 1; shard_index < num_ps */
+    double default_value;       /* every element an id without a row reads (0: zeros) */
 } zdist_ps_dynamic_t;
 
 /* create: one shard of a variable. */
@@ -178,7 +179,11 @@ typedef struct {
     int64_t step;
     int32_t ps_task;
     const char *job; /* "" or NULL: every shard */
+    /* Dynamic tables: a full every this many saves, deltas between
+       (0: the psd's default, 10; at most ZDIST_PS_FULL_EVERY_MAX). */
+    int32_t full_every;
 } zdist_ps_save_t;
+#define ZDIST_PS_FULL_EVERY_MAX 1000000
 
 /* restore: every shard of the psd (of `job` only, when given; other jobs'
    shards are not touched) from dir, by global row range: any sharding
@@ -287,10 +292,17 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_push_pull(const zdist_ps_push_pull_t 
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save(const char *dir, int64_t step, int32_t ps_task);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore(const char *dir);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_stats(void);
+/* set_optimizer: a zero field of opt means the Keras default for its
+   kind (so {kind, learning_rate} is enough), except ftrl's
+   learning_rate_power and initial_accumulator_value, sent as they are
+   (zero is TF's fixed rate, an empty accumulator): start an ftrl config
+   from zdist_optim_config_default. */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer(const zdist_optim_config_t *opt);
 /* The same for one job's namespace (job NULL or "": every shard, as above). */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task,
                                                     const char *job);
+/* The same with every field of a save (full_every too); NULL without dir. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_save_with(const zdist_ps_save_t *save);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_restore_job(const char *dir, const char *job);
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *job);
 /* NULL for a NULL job (an empty one is encoded: the psd refuses it). */

@@ -95,6 +95,9 @@ typedef struct {
     uint32_t min_count;         /* occurrences that admit an id; 0 or 1: the first */
     uint64_t evict_after_steps; /* rows not updated for more steps go at checkpoints; 0: never */
     double evict_l2_below;      /* rows whose L2 norm is below this go at checkpoints; 0: never */
+    /* Every element of what a lookup of an id without a row reads (not
+       yet admitted, or never trained; its gradients are dropped): 0 zeros. */
+    double default_value;
 } zdist_dynamic_spec_t;
 
 typedef struct zdist_model_builder_t zdist_model_builder_t;

@@ -431,13 +431,21 @@ int
 zdist_ps_client_save_job(zdist_ps_client_t *self, const char *dir, int64_t step, int32_t ps_task, const char *job,
                          uint64_t *ret_bytes, zdist_error_t *err)
 {
-    zdist_ps_request_t req = {.method = ZDIST_PS_SAVE, .save = {dir, step, ps_task, job}};
+    zdist_ps_save_t save = {dir, step, ps_task, job, 0};
+    return zdist_ps_client_save_with(self, &save, ret_bytes, err);
+}
+
+int
+zdist_ps_client_save_with(zdist_ps_client_t *self, const zdist_ps_save_t *save, uint64_t *ret_bytes,
+                          zdist_error_t *err)
+{
+    zdist_ps_request_t req = {.method = ZDIST_PS_SAVE, .save = *save};
     zdist_msg_t *reply = NULL;
     int rc = s_call(self, &req, &reply, err);
     if (rc == 0)
         rc = zdist_ps_reply_save(reply, ret_bytes, err);
     zdist_msg_destroy(&reply);
-    return s_context(self, rc, ZDIST_PS_SAVE, dir, err);
+    return s_context(self, rc, ZDIST_PS_SAVE, save->dir, err);
 }
 
 int

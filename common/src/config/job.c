@@ -256,7 +256,7 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
         return rc;
     zdist_optim_kind_t kind;
     if (zdist_optim_kind_from_name(type, &kind) < 0) {
-        rc = zdist_error_set(err, -EINVAL, "optimizer.type: unknown optimizer '%s'; use sgd, momentum, adagrad or adam",
+        rc = zdist_error_set(err, -EINVAL, "optimizer.type: unknown optimizer '%s'; use sgd, momentum, adagrad, adam or ftrl",
                              type);
         free(type);
         return rc;
@@ -266,8 +266,12 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
     static const char *const momentum[] = {"type", "learning_rate", "momentum", "nesterov", NULL};
     static const char *const adagrad[] = {"type", "learning_rate", "initial_accumulator_value", "epsilon", NULL};
     static const char *const adam[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon", "lazy", NULL};
+    /* tf.keras.optimizers.Ftrl's arguments, by their names. */
+    static const char *const ftrl[] = {"type", "learning_rate", "learning_rate_power", "initial_accumulator_value",
+                                       "l1_regularization_strength", "l2_regularization_strength",
+                                       "l2_shrinkage_regularization_strength", "beta", NULL};
     const char *const *allowed = kind == ZDIST_OPTIM_SGD ? sgd : kind == ZDIST_OPTIM_MOMENTUM ? momentum
-                                 : kind == ZDIST_OPTIM_ADAGRAD ? adagrad : adam;
+                                 : kind == ZDIST_OPTIM_ADAGRAD ? adagrad : kind == ZDIST_OPTIM_FTRL ? ftrl : adam;
     if ((rc = s_keys(o, "optimizer", allowed, err)) < 0)
         return rc;
     zdist_optim_config_t *c = &job->optimizer;
@@ -279,7 +283,12 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
         (rc = s_num(o, "optimizer", "beta_1", &c->beta1, err)) < 0 ||
         (rc = s_num(o, "optimizer", "beta_2", &c->beta2, err)) < 0 ||
         (rc = s_num(o, "optimizer", "epsilon", &c->epsilon, err)) < 0 ||
-        (rc = s_bool(o, "optimizer", "lazy", &c->lazy, err)) < 0)
+        (rc = s_bool(o, "optimizer", "lazy", &c->lazy, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "learning_rate_power", &c->learning_rate_power, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l1_regularization_strength", &c->l1, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l2_regularization_strength", &c->l2, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "l2_shrinkage_regularization_strength", &c->l2_shrinkage, err)) < 0 ||
+        (rc = s_num(o, "optimizer", "beta", &c->beta, err)) < 0)
         return rc;
     if (zdist_optim_config_validate(c, err) < 0) {
         zdist_error_prefix(err, "optimizer");
@@ -414,7 +423,7 @@ static int
 s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
 {
     json_t *ck, *ev;
-    static const char *const callowed[] = {"every_steps", "keep", "dir", NULL};
+    static const char *const callowed[] = {"every_steps", "keep", "dir", "full_every", NULL};
     static const char *const eallowed[] = {"at_end", NULL};
     int rc;
     job->ckpt_keep = 3;
@@ -423,6 +432,8 @@ s_checkpoint(json_t *root, zdist_job_t *job, zdist_error_t *err)
     if (ck && ((rc = s_keys(ck, "checkpoint", callowed, err)) < 0 ||
                (rc = s_int(ck, "checkpoint", "every_steps", false, 1, INT64_C(1) << 40, &job->ckpt_every, err)) < 0 ||
                (rc = s_int(ck, "checkpoint", "keep", false, 1, 1000, &job->ckpt_keep, err)) < 0 ||
+               (rc = s_int(ck, "checkpoint", "full_every", false, 1, ZDIST_JOB_FULL_EVERY_MAX, &job->ckpt_full_every,
+                           err)) < 0 ||
                (rc = s_str(ck, "checkpoint", "dir", false, &job->ckpt_dir, err)) < 0))
         return rc;
     job->evaluate = job->has_test;
@@ -791,6 +802,7 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         (rc = s_range("log_every", job->log_every, 0, INT64_C(1) << 40, err)) < 0 ||
         (rc = s_range("checkpoint.every_steps", job->ckpt_every, 0, INT64_C(1) << 40, err)) < 0 ||
         (rc = s_range("checkpoint.keep", job->ckpt_keep, 1, 1000, err)) < 0 ||
+        (rc = s_range("checkpoint.full_every", job->ckpt_full_every, 0, ZDIST_JOB_FULL_EVERY_MAX, err)) < 0 ||
         (rc = s_range("priority", job->priority, ZDIST_JOB_PRIORITY_MIN, ZDIST_JOB_PRIORITY_MAX, err)) < 0)
         return rc;
     if (job->ckpt_dir) {

@@ -184,23 +184,45 @@ s_get_enum(json_t *o, const char *where, const char *key, const char *const *nam
     return s_bad(where, key, v, want, err);
 }
 
+/* dynamic.default: what a lookup of an id without a row reads (an id not
+   yet admitted, or never trained, in training and evaluation alike): every
+   element the same value, as DeepRec's default_value_no_permission and a
+   scalar default_value of TF Recommenders-Addons. "zeros" (the default),
+   "ones" or a number. */
+static int
+s_parse_default(json_t *d, const char *at, double *ret, zdist_error_t *err)
+{
+    json_t *v = json_object_get(d, "default");
+    if (!v)
+        return 0;
+    if (json_is_string(v) && (!strcmp(json_string_value(v), "zeros") || !strcmp(json_string_value(v), "ones"))) {
+        *ret = strcmp(json_string_value(v), "ones") == 0 ? 1.0 : 0.0;
+        return 0;
+    }
+    if (json_is_number(v) && isfinite(json_number_value(v)) && fabs(json_number_value(v)) <= 3.4e38) {
+        *ret = json_number_value(v);
+        return 0;
+    }
+    return s_bad(at, "default", v, "\"zeros\", \"ones\" or a number (every element of what an id without a row "
+                 "reads)", err);
+}
+
 /* An embedding without a vocabulary (issue 29): "dynamic": {"min_count": N,
-   "evict_after_steps": S, "evict_l2_below": x, "default": "zeros"}, no
-   input_dim and no first_id (ids reach the table as they are). */
+   "evict_after_steps": S, "evict_l2_below": x, "default": "zeros" | "ones" |
+   x}, no input_dim and no first_id (ids reach the table as they are). */
 static int
 s_parse_dynamic(json_t *o, const char *where, zdist_layer_spec_t *l, int *comb, zdist_error_t *err)
 {
     static const char *const keys[] = {"min_count", "evict_after_steps", "evict_l2_below", "default", "comment", NULL};
-    static const char *const defaults[] = {"zeros", NULL};
     json_t *d = json_object_get(o, "dynamic"), *v;
     char at[ZDIST_ERROR_TEXT_MAX / 2];
     snprintf(at, sizeof at, "%s.dynamic", where);
     const char *key;
-    int rc, dflt = 0;
+    int rc;
     int64_t min_count = 1, after = 0;
     if (!json_is_object(d))
         return s_bad(where, "dynamic", d, "an object {\"min_count\": N, \"evict_after_steps\": S, "
-                     "\"evict_l2_below\": x, \"default\": \"zeros\"}", err);
+                     "\"evict_l2_below\": x, \"default\": \"zeros\" | \"ones\" | x}", err);
     if (json_object_get(o, "input_dim") || json_object_get(o, "first_id"))
         return zdist_error_set(err, -EINVAL, "%s.%s: a dynamic embedding has no vocabulary: its rows are keyed by the "
                                "ids as they are; drop %s", where, json_object_get(o, "input_dim") ? "input_dim"
@@ -220,7 +242,7 @@ s_parse_dynamic(json_t *o, const char *where, zdist_layer_spec_t *l, int *comb, 
         (rc = s_get_int(d, at, "min_count", 0, UINT32_MAX, &min_count, err)) < 0 ||
         (rc = s_get_int(d, at, "evict_after_steps", 0, INT64_MAX, &after, err)) < 0 ||
         (rc = s_get_num(d, at, "evict_l2_below", 0, 1e30, false, &l->evict_l2_below, err)) < 0 ||
-        (rc = s_get_enum(d, at, "default", defaults, &dflt, err)) < 0)
+        (rc = s_parse_default(d, at, &l->dyn_default, err)) < 0)
         return rc;
     l->combiner = (zdist_combiner_t) *comb;
     l->dynamic = true;

@@ -9,18 +9,14 @@
 #include <string.h>
 
 #include "zdist/dynexport.h"
+#include "zdist/dynfile.h"
 #include "zdist/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint and .npy files are little-endian: a big-endian host must swap"
 #endif
 
-/* The data file's format (psd/psd_dyntable_file.c, version 1). */
-#define S_HEADER 64
-#define S_FOOTER 16
-#define S_KIND_FULL 1
-#define S_KIND_DELTA 2
-#define S_MAX_FILE ((size_t) 1 << 40)
+/* The data files are read by zdist_dynfile (zdist/dynfile.h), as the psd reads them. */
 
 /* Rows ascending by id, dim floats each. */
 typedef struct {
@@ -57,75 +53,96 @@ zdist_npy_header(char *out, const char *descr, uint64_t rows, int64_t dim)
     return total;
 }
 
-static uint32_t
-s_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t
-s_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* One file replayed onto cur as it is read: a full replaces cur; a
+   delta's tombstones (read first, ascending) and rows (ascending) merge
+   with cur in one pass into out. */
+typedef struct {
+    s_rows_t *cur, out;
+    int kind;
+    const char *name;
+    int64_t dim;
+    int64_t *tomb;
+    size_t ntomb, i, t;
+} s_merge_t;
 
 static int
-s_bad(zdist_error_t *err, const char *path, const char *what)
+s_merge_head(void *arg, const zdist_dynfile_head_t *h, const char *name)
 {
-    return zdist_error_set(err, -EBADMSG, "dynamic table file %s is damaged: %s", path, what);
-}
-
-/* Replays one file (buf, len) onto cur: a full replaces it; a delta
-   removes its tombstones and puts its rows (both ascending: one merge). */
-static int
-s_apply(s_rows_t *cur, const uint8_t *buf, size_t len, int kind, const char *name, int64_t dim,
-        const char *path, zdist_error_t *err)
-{
-    if (len < S_HEADER + S_FOOTER || memcmp(buf, "ZDDYNTB1", 8) != 0 || s_u32(buf + 8) != 1)
-        return s_bad(err, path, "not a version 1 dynamic table file");
-    uint64_t namelen = s_u32(buf + 44), ntomb = s_u64(buf + 48), slots = s_u32(buf + 28);
-    uint64_t nrows = s_u64(buf + len - S_FOOTER);
-    if ((int) s_u32(buf + 12) != kind || s_u32(buf + 24) != (uint64_t) dim ||
-        memcmp(buf + len - 8, "ZDDYNEND", 8) != 0)
-        return s_bad(err, path, "its kind, dim or footer is not what its manifest says");
-    uint64_t off = S_HEADER + ((namelen + 7) & ~(uint64_t) 7), stride = 24 + 4 * (uint64_t) dim * (1 + slots);
-    if (namelen != strlen(name) || off > len || memcmp(buf + S_HEADER, name, namelen) != 0)
-        return s_bad(err, path, "it holds another table");
-    if (ntomb > len / 8 || nrows > len / stride || off + ntomb * 8 + nrows * stride + S_FOOTER != len)
-        return s_bad(err, path, "its length does not match its rows and tombstones");
-    const uint8_t *tomb = buf + off, *rows = tomb + ntomb * 8;
-    s_rows_t out = {.ids = malloc((cur->n + nrows + 1) * sizeof *out.ids),
-                    .vals = malloc((cur->n + nrows + 1) * (size_t) dim * sizeof(float))};
-    if (!out.ids || !out.vals) {
-        s_rows_free(&out);
-        return zdist_error_set(err, -ENOMEM, "out of memory reading %s", path);
-    }
-    size_t i = kind == S_KIND_FULL ? cur->n : 0, t = 0, vb = (size_t) dim * sizeof(float);
-    for (uint64_t j = 0; i < cur->n || j < nrows;) {
-        int64_t fid = j < nrows ? (int64_t) s_u64(rows + j * stride) : 0;
-        if (i < cur->n && (j == nrows || cur->ids[i] < fid)) {
-            while (t < ntomb && (int64_t) s_u64(tomb + 8 * t) < cur->ids[i])
-                t++;
-            if (!(t < ntomb && (int64_t) s_u64(tomb + 8 * t) == cur->ids[i])) {
-                out.ids[out.n] = cur->ids[i];
-                memcpy(out.vals + out.n++ * (size_t) dim, cur->vals + i * (size_t) dim, vb);
-            }
-            i++;
-            continue;
-        }
-        if (i < cur->n && cur->ids[i] == fid)
-            i++; /* the file's row replaces it */
-        out.ids[out.n] = fid;
-        memcpy(out.vals + out.n++ * (size_t) dim, rows + j * stride + 24, vb);
-        j++;
-    }
-    s_rows_free(cur);
-    *cur = out;
+    s_merge_t *m = arg;
+    if (h->kind != m->kind || h->dim != (uint64_t) m->dim || h->name_len != strlen(m->name) ||
+        memcmp(name, m->name, h->name_len) != 0)
+        return -EBADMSG;
+    size_t n = (m->kind == ZDIST_DYNFILE_FULL ? 0 : m->cur->n) + h->rows + 1;
+    m->out.ids = malloc(n * sizeof *m->out.ids);
+    m->out.vals = malloc(n * (size_t) m->dim * sizeof(float));
+    m->tomb = malloc((h->tombstones + 1) * sizeof *m->tomb);
+    if (!m->out.ids || !m->out.vals || !m->tomb)
+        return -ENOMEM;
+    m->i = m->kind == ZDIST_DYNFILE_FULL ? m->cur->n : 0;
     return 0;
+}
+
+static int
+s_merge_tombstone(void *arg, int64_t id)
+{
+    s_merge_t *m = arg;
+    m->tomb[m->ntomb++] = id;
+    return 0;
+}
+
+/* cur's rows below `below` (all when `all`) into out, unless tombstoned. */
+static void
+s_merge_upto(s_merge_t *m, int64_t below, bool all)
+{
+    size_t vb = (size_t) m->dim * sizeof(float);
+    for (; m->i < m->cur->n && (all || m->cur->ids[m->i] < below); m->i++) {
+        int64_t id = m->cur->ids[m->i];
+        while (m->t < m->ntomb && m->tomb[m->t] < id)
+            m->t++;
+        if (m->t < m->ntomb && m->tomb[m->t] == id)
+            continue;
+        m->out.ids[m->out.n] = id;
+        memcpy(m->out.vals + m->out.n++ * (size_t) m->dim, m->cur->vals + m->i * (size_t) m->dim, vb);
+    }
+}
+
+static int
+s_merge_row(void *arg, const zdist_dynfile_row_t *row)
+{
+    s_merge_t *m = arg;
+    s_merge_upto(m, row->id, false);
+    if (m->i < m->cur->n && m->cur->ids[m->i] == row->id)
+        m->i++; /* the file's row replaces it */
+    m->out.ids[m->out.n] = row->id;
+    memcpy(m->out.vals + m->out.n++ * (size_t) m->dim, row->values, (size_t) m->dim * sizeof(float));
+    return 0;
+}
+
+/* Replays the file at path (bytes long, CRC-32 crc, as mpath says) onto cur. */
+static int
+s_apply(s_rows_t *cur, const char *path, const char *mpath, uint64_t bytes, uint32_t crc, int kind,
+        const char *name, int64_t dim, zdist_error_t *err)
+{
+    zdist_error_t spare;
+    err = err ? err : &spare;
+    s_merge_t m = {.cur = cur, .kind = kind, .name = name, .dim = dim};
+    zdist_dynfile_visitor_t v = {&m, s_merge_head, s_merge_tombstone, s_merge_row, NULL};
+    memset(err, 0, sizeof *err);
+    int rc = zdist_dynfile_read(path, mpath, bytes, crc, &v, err);
+    if (rc == -ENOMEM && !err->text[0])
+        rc = zdist_error_set(err, rc, "out of memory reading %s", path);
+    else if (rc < 0 && !err->text[0])
+        rc = zdist_error_set(err, -EBADMSG, "dynamic table file %s is damaged: its kind, dim or table is not "
+                             "what %s says", path, mpath);
+    if (rc == 0) {
+        s_merge_upto(&m, 0, true);
+        s_rows_free(cur);
+        *cur = m.out;
+    } else {
+        s_rows_free(&m.out);
+    }
+    free(m.tomb);
+    return rc;
 }
 
 /* A name that stays in its directory (no '/', no "." or ".."). */
@@ -158,20 +175,11 @@ s_chain(const char *dir, json_t *entry, const char *name, int64_t dim, const cha
             snprintf(path, sizeof path, "%s/%s", dir, f);
         else
             snprintf(path, sizeof path, "%s/../%s/%s", dir, d, f);
-        void *buf = NULL;
-        size_t len = 0;
-        if ((rc = zdist_file_read(path, S_MAX_FILE, &buf, &len, err)) < 0)
-            return rc == -ENOENT ? zdist_error_set(err, -EBADMSG, "%s (listed in %s) is missing", path, mpath)
-                                 : rc;
-        if ((json_int_t) len != bytes || (json_int_t) zdist_crc32(0, buf, len) != crc)
-            rc = zdist_error_set(
-                err, -EBADMSG,
-                "%s is truncated or corrupt: %zu bytes, CRC-32 %08" PRIx32 "; %s says %lld bytes, %08llx",
-                path, len, zdist_crc32(0, buf, len), mpath, (long long) bytes, (long long) crc);
-        else
-            rc = s_apply(ret, buf, len, strcmp(kind, "full") == 0 ? S_KIND_FULL : S_KIND_DELTA, name, dim,
-                         path, err);
-        free(buf);
+        if (bytes < 0 || crc < 0 || crc > UINT32_MAX)
+            return zdist_error_set(err, -EBADMSG, "%s: a chain entry of '%s' has a bad bytes or crc32", mpath,
+                                   name);
+        rc = s_apply(ret, path, mpath, (uint64_t) bytes, (uint32_t) crc,
+                     strcmp(kind, "full") == 0 ? ZDIST_DYNFILE_FULL : ZDIST_DYNFILE_DELTA, name, dim, err);
         if (rc < 0)
             return rc;
     }

@@ -27,8 +27,7 @@ zdist_optim_kind_from_name(const char *name, zdist_optim_kind_t *ret_kind)
 {
     if (!name)
         return -EINVAL;
-    /* Not ftrl yet: the job file and the ps protocol do not carry its fields. */
-    for (int k = ZDIST_OPTIM_SGD; k <= ZDIST_OPTIM_ADAM; k++)
+    for (int k = ZDIST_OPTIM_SGD; k <= ZDIST_OPTIM_FTRL; k++)
         if (strcmp(s_kind_names[k], name) == 0) {
             *ret_kind = (zdist_optim_kind_t) k;
             return 0;

@@ -110,6 +110,11 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     ret->optimizer.beta2 = o->beta2;
     ret->optimizer.epsilon = o->epsilon;
     ret->optimizer.lazy = o->lazy;
+    ret->optimizer.learning_rate_power = o->learning_rate_power;
+    ret->optimizer.l1_regularization_strength = o->l1;
+    ret->optimizer.l2_regularization_strength = o->l2;
+    ret->optimizer.l2_shrinkage_regularization_strength = o->l2_shrinkage;
+    ret->optimizer.beta = o->beta;
     pb->optimizer = &ret->optimizer;
     pb->format = (char *)zdist_input_format_name(job->format);
     pb->train = &ret->train;
@@ -145,6 +150,7 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->log_every = job->log_every;
     pb->ckpt_every = job->ckpt_every;
     pb->ckpt_keep = job->ckpt_keep;
+    pb->ckpt_full_every = job->ckpt_full_every;
     pb->evaluate = job->evaluate;
     pb->ckpt_dir = job->ckpt_dir ? job->ckpt_dir : "";
     pb->priority = job->priority;
@@ -200,6 +206,11 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     o->beta2 = pb->optimizer->beta2;
     o->epsilon = pb->optimizer->epsilon;
     o->lazy = pb->optimizer->lazy;
+    o->learning_rate_power = pb->optimizer->learning_rate_power;
+    o->l1 = pb->optimizer->l1_regularization_strength;
+    o->l2 = pb->optimizer->l2_regularization_strength;
+    o->l2_shrinkage = pb->optimizer->l2_shrinkage_regularization_strength;
+    o->beta = pb->optimizer->beta;
     ret->format = zdist_input_format_from_name(pb->format);
     s_files_from_pb(pb->train, &ret->train, &rc);
     s_files_from_pb(pb->test, &ret->test, &rc);
@@ -245,6 +256,7 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->log_every = pb->log_every;
     ret->ckpt_every = pb->ckpt_every;
     ret->ckpt_keep = pb->ckpt_keep;
+    ret->ckpt_full_every = pb->ckpt_full_every;
     ret->evaluate = pb->evaluate;
     ret->ckpt_dir = s_dup(pb->ckpt_dir, &rc);
     ret->priority = pb->priority;

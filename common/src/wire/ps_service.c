@@ -130,6 +130,7 @@ zdist_ps_request_create(const zdist_ps_var_spec_t *spec)
         dyn.evict_after_steps = spec->dynamic.evict_after_steps;
         dyn.evict_l2_below = spec->dynamic.evict_l2_below;
         dyn.num_ps = spec->dynamic.num_ps;
+        dyn.default_value = spec->dynamic.default_value;
         req.dynamic = &dyn;
     }
     return zdist_msg_new_body(ZDIST_PS_CREATE, &req.base);
@@ -368,16 +369,24 @@ zdist_ps_request_push_pull(const zdist_ps_push_pull_t *pp, zdist_free_fn *ffn, v
 }
 
 zdist_msg_t *
-zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const char *job)
+zdist_ps_request_save_with(const zdist_ps_save_t *save)
 {
-    if (!dir)
+    if (!save || !save->dir)
         return NULL;
     Zdist__Ps__SaveRequest req = ZDIST__PS__SAVE_REQUEST__INIT;
-    req.dir = (char *) dir;
-    req.step = step;
-    req.ps_task = ps_task;
-    req.job = (char *) (job ? job : "");
+    req.dir = (char *) save->dir;
+    req.step = save->step;
+    req.ps_task = save->ps_task;
+    req.job = (char *) (save->job ? save->job : "");
+    req.full_every = save->full_every;
     return zdist_msg_new_body(ZDIST_PS_SAVE, &req.base);
+}
+
+zdist_msg_t *
+zdist_ps_request_save_job(const char *dir, int64_t step, int32_t ps_task, const char *job)
+{
+    zdist_ps_save_t save = {dir, step, ps_task, job, 0};
+    return zdist_ps_request_save_with(&save);
 }
 
 zdist_msg_t *
@@ -432,6 +441,12 @@ zdist_ps_request_set_optimizer_job(const zdist_optim_config_t *opt, const char *
     req.beta2 = opt->beta2;
     req.epsilon = opt->epsilon;
     req.lazy = opt->lazy;
+    req.learning_rate_power = opt->learning_rate_power;
+    req.l1_regularization_strength = opt->l1;
+    req.l2_regularization_strength = opt->l2;
+    req.l2_shrinkage_regularization_strength = opt->l2_shrinkage;
+    req.beta = opt->beta;
+    req.exact = opt->kind == ZDIST_OPTIM_FTRL;
     return zdist_msg_new_body(ZDIST_PS_SET_OPTIMIZER, &req.base);
 }
 
@@ -467,7 +482,7 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_pull_rows(req->pull_rows.name, req->pull_rows.ids, req->pull_rows.nids, NULL,
                                           NULL);
     case ZDIST_PS_SAVE:
-        return zdist_ps_request_save_job(req->save.dir, req->save.step, req->save.ps_task, req->save.job);
+        return zdist_ps_request_save_with(&req->save);
     case ZDIST_PS_RESTORE:
         return zdist_ps_request_restore_job(req->restore.dir, req->restore.job);
     case ZDIST_PS_STATS:

@@ -1,5 +1,6 @@
 /* ps_service_body: the psd's request body types: each ps.proto request decoded and checked into its plain C struct. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,13 @@ s_decode_dynamic(const Zdist__Ps__CreateRequest *r, zdist_ps_var_spec_t *spec, z
     if (!(d->evict_l2_below >= 0) || d->evict_l2_below > 1e300)
         return zdist_error_set(err, -EINVAL, "variable '%s': dynamic.evict_l2_below must be a number >= 0",
                                r->name);
+    if (!isfinite(d->default_value) || fabs(d->default_value) > 3.4e38)
+        return zdist_error_set(err, -EINVAL, "variable '%s': dynamic.default_value must be a finite float32",
+                               r->name);
     spec->dynamic = (zdist_ps_dynamic_t){.enabled = true, .min_count = d->min_count,
                                          .evict_after_steps = d->evict_after_steps,
-                                         .evict_l2_below = d->evict_l2_below, .num_ps = d->num_ps};
+                                         .evict_l2_below = d->evict_l2_below, .num_ps = d->num_ps,
+                                         .default_value = d->default_value};
     return 0;
 }
 
@@ -287,7 +292,10 @@ s_decode_save(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
                                (int) r->ps_task);
     if ((rc = s_check_job(r->job, err)) < 0)
         return rc;
-    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task, r->job};
+    if (r->full_every < 0 || r->full_every > ZDIST_PS_FULL_EVERY_MAX)
+        return zdist_error_set(err, -EINVAL, "full_every %d is out of range: 0 (the default) to %d",
+                               (int) r->full_every, ZDIST_PS_FULL_EVERY_MAX);
+    *s = (zdist_ps_save_t){r->dir, r->step, r->ps_task, r->job, r->full_every};
     return 0;
 }
 
@@ -342,8 +350,12 @@ s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, v
     zdist_optim_kind_t kind;
     if (zdist_optim_kind_from_name(r->kind, &kind) < 0)
         return zdist_error_set(err, -EINVAL,
-                               "optimizer '%.40s' is unknown; use sgd, momentum, adagrad or adam", r->kind);
+                               "optimizer '%.40s' is unknown; use sgd, momentum, adagrad, adam or ftrl", r->kind);
     zdist_optim_config_default(cfg, kind);
+    if (r->exact) { /* ftrl: these zeros mean zero */
+        cfg->initial_accumulator_value = r->initial_accumulator_value;
+        cfg->learning_rate_power = r->learning_rate_power;
+    }
     /* Zero means "not given": keep the Keras default. */
     if (r->learning_rate != 0)
         cfg->learning_rate = r->learning_rate;
@@ -359,6 +371,13 @@ s_decode_set_optimizer(const ProtobufCMessage *pb, const zdist_msg_t *request, v
     if (r->epsilon != 0)
         cfg->epsilon = r->epsilon;
     cfg->lazy = r->lazy;
+    if (r->learning_rate_power != 0)
+        cfg->learning_rate_power = r->learning_rate_power;
+    /* ftrl's regularization strengths default to 0: as given either way. */
+    cfg->l1 = r->l1_regularization_strength;
+    cfg->l2 = r->l2_regularization_strength;
+    cfg->l2_shrinkage = r->l2_shrinkage_regularization_strength;
+    cfg->beta = r->beta;
     int rc = zdist_optim_config_validate(cfg, err);
     if (rc < 0)
         zdist_error_prefix(err, "optimizer %s", zdist_optim_kind_name(kind));
