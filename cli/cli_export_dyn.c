@@ -75,7 +75,8 @@ s_load(cli_export_t *x, const zdist_layer_spec_t *l, int64_t **ret_ids, float **
 }
 
 /* ids mapped to rows: LabelEncoder(keys = the table's ids, values = 0..n-1,
-   default n: the zeros row). An empty table: every id to row 0 (zeros). */
+   default n: the default row). An empty table: every id to row 0 (the
+   default row). */
 static int
 s_map(cli_export_t *x, const zdist_layer_spec_t *l, const char *ids, const int64_t *keys, int64_t n, char *ret_rows)
 {
@@ -114,14 +115,16 @@ cli_export_dynamic_rows(cli_export_t *x, const zdist_layer_spec_t *l, const char
     if (rc < 0)
         return rc;
     int64_t e = l->output_dim, n = (int64_t)rows;
-    /* the rows, then the default (zeros) row */
+    /* the rows, then the default row: dynamic.default in every element, what
+       the psd answers for an id without a row */
     float *table = realloc(vectors, (size_t)((n + 1) * e) * sizeof *table);
     if (!table) {
         free(vectors);
         free(keys);
         return zdist_error_set(x->err, -ENOMEM, "out of memory for dynamic table '%s'", l->name);
     }
-    memset(table + n * e, 0, (size_t)e * sizeof *table);
+    for (int64_t k = 0; k < e; k++)
+        table[n * e + k] = (float)l->dyn_default;
     rc = cli_export_const(x, l->name, "embeddings", (const int64_t[]){n + 1, e}, 2, table, ret_table);
     if (rc == 0)
         rc = s_map(x, l, ids, keys, n, ret_rows);

@@ -105,8 +105,8 @@ async function sparse(model, svmPath, predPath) {
     got.push(...out[session.outputNames[0]].data);
   }
   const r = binaryReport(session, got, rows.map(r => r.label), want);
-  // An id the table never held (a dynamic table: the default zeros row)
-  // weighs as nothing: an example of only that id scores as an empty one.
+  // An id the table never held (a dynamic table: the default row) and an
+  // empty example, for the caller to compare with its own reference.
   const one = async (id, v) => (await session.run({ids: new ort.Tensor('int64', BigInt64Array.from([id]), [1, 1]),
                                                    values: new ort.Tensor('float32', Float32Array.from([v]), [1, 1])}))[session.outputNames[0]].data[0];
   r.unseen_id = await one(4611686018427387903n, 1);
