@@ -514,7 +514,23 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         double per_step = (double)run_us / (double)ran;
         w->us_per_step = w->us_per_step > 0 ? 0.75 * w->us_per_step + 0.25 * per_step : per_step;
     }
-    for (int b = 0; b < nb; b++) {
+    /* A stopping worker (SIGTERM) answers with the steps it ran, fewer than
+       asked without the input's end: the closures it did not finish go back
+       to the front of the queue, in their order, whole (their steps keep
+       their numbers, so the psds skip the ones it pushed; counting its part
+       here as well would lose steps from the job's count). Unnumbered
+       closures would apply those steps twice: they keep what they ran. */
+    int cut = nb;
+    if (self->numbered && !reply->ran.end_of_data && ran < (size_t)asked) {
+        size_t covered = 0;
+        for (cut = 0; cut < nb && covered + (size_t)batch[cut]->steps <= ran; cut++)
+            covered += (size_t)batch[cut]->steps;
+        for (int b = nb - 1; b >= cut; b--) {
+            batch[b]->result.attempts++;
+            s_push_front(self, batch[b]);
+        }
+    }
+    for (int b = 0; b < cut; b++) {
         zdist_remote_value_t *v = batch[b];
         zdist_closure_result_t *res = &v->result;
         size_t n = ran - from < (size_t)v->steps ? ran - from : (size_t)v->steps;
