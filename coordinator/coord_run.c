@@ -684,6 +684,16 @@ coord_run_check_pipe(coord_run_t *r)
             r->cancel = true;
         else if (strcmp(cmd, "$TERM") == 0)
             r->term = true;
+        else if (strncmp(cmd, "PREEMPT ", 8) == 0 && r->npreempt < (int)(sizeof r->preempt / sizeof r->preempt[0])) {
+            char type[8];
+            int index;
+            if (sscanf(cmd + 8, "%7s %d", type, &index) == 2) {
+                snprintf(r->preempt[r->npreempt].type, sizeof r->preempt[0].type, "%s", type);
+                r->preempt[r->npreempt++].index = index;
+                zsys_info("job %s: %s:%d got SIGTERM: checkpointing at the next step boundary (step %lld now)",
+                          r->cfg->job_id, type, index, (long long)r->step);
+            }
+        }
         zstr_free(&cmd);
     }
 }
@@ -699,3 +709,37 @@ coord_run_event(coord_run_t *r, const char *kind, const char *line)
     free(text);
 }
 
+
+void
+coord_run_preempt_answer(coord_run_t *r, const char *line)
+{
+    if (r->npreempt == 0)
+        return;
+    char text[1200];
+    snprintf(text, sizeof text, "job %s: %s", r->cfg->job_id, line);
+    zsys_info("%s", text);
+    coord_run_event(r, "preempted", text);
+    if (zstr_sendm(r->pipe, "PREEMPTED") == 0)
+        zstr_send(r->pipe, text);
+    r->npreempt = 0;
+}
+
+void
+coord_run_preempt_idle(coord_run_t *r)
+{
+    if (r->npreempt == 0)
+        return;
+    char line[160];
+    snprintf(line, sizeof line, "not training now: it resumes from its checkpoint at step %lld",
+             (long long)r->ckpt_step);
+    coord_run_preempt_answer(r, line);
+}
+
+bool
+coord_run_preempted(const coord_run_t *r, const char *type, int index)
+{
+    for (int i = 0; i < r->npreempt; i++)
+        if (r->preempt[i].index == index && strcmp(r->preempt[i].type, type) == 0)
+            return true;
+    return false;
+}

@@ -20,6 +20,9 @@ typedef struct {
     zdist_job_t job;
     char *name;
     uint64_t ps_inc[COORD_MAX_PS]; /* the psds' incarnations when the attempt began */
+    /* A preempted psd's incarnation (0: none): training waits until it has
+       restarted (another incarnation), then restores the checkpoint saved for it. */
+    uint64_t ps_preempted[COORD_MAX_PS];
     int64_t scheduled;                /* steps handed to the ClusterCoordinator */
     unsigned psd_recoveries;
     /* Per worker, over the ClusterCoordinators of earlier attempts. */
@@ -172,6 +175,38 @@ s_ps_lost(coord_run_t *r, const char *when, const zdist_error_t *err)
 
 /* ---- an attempt ---- */
 
+/* At a step boundary with PREEMPTs pending (every closure scheduled has
+   come back, so the psds hold exactly steps 1..r->step): the checkpoint,
+   then the answer that lets the tasks exit. A preempted psd ends the
+   attempt: training waits for it to restart, then restores this checkpoint
+   (no step lost). 0 or as s_attempt. */
+static int
+s_preempt_save(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    int rc = r->ckpt_step == r->step ? 0 : s_ckpt_save(r, r->step);
+    char line[200];
+    if (rc == 0)
+        snprintf(line, sizeof line, "checkpoint at step %lld", (long long)r->ckpt_step);
+    else
+        snprintf(line, sizeof line, "the checkpoint at step %lld failed: it resumes from step %lld",
+                 (long long)r->step, (long long)r->ckpt_step);
+    bool ps_gone = false;
+    for (int k = 0; k < r->npreempt; k++) {
+        int i = r->preempt[k].index;
+        if (strcmp(r->preempt[k].type, "ps") == 0 && i < r->cfg->num_ps) {
+            p->ps_preempted[i] = p->ps_inc[i] ? p->ps_inc[i] : 1;
+            ps_gone = true;
+        }
+    }
+    coord_run_preempt_answer(r, line);
+    if (ps_gone)
+        return s_ps_lost(r, "a ps task was preempted (SIGTERM) after the checkpoint", NULL);
+    if (rc < 0 && s_ps_changed(r))
+        return s_ps_lost(r, "during a preemption checkpoint", NULL);
+    return 0;
+}
+
 static void
 s_worker_event(void *arg, bool problem, const char *line)
 {
@@ -305,6 +340,9 @@ s_train(coord_run_t *r)
             if (next < target)
                 target = next;
         }
+        /* A task got SIGTERM: the next step boundary is what is scheduled. */
+        if (r->npreempt > 0 && p->scheduled < target)
+            target = p->scheduled;
         /* Keep enough closures queued for every worker to have its RUN_STEPS
            in flight, short closures several to a message. */
         size_t want = 8 * (size_t)cfg->num_workers;
@@ -329,6 +367,12 @@ s_train(coord_run_t *r)
                 return s_ps_lost(r, "during a step", &err);
             snprintf(r->error, sizeof r->error, "%s", err.text);
             return -EIO;
+        }
+        if (r->npreempt > 0 && r->step >= target && zdist_coordinator_done(p->coord)) {
+            int rc = s_preempt_save(r);
+            if (rc < 0)
+                return rc;
+            continue;
         }
         if (r->step >= target && target < r->steps && zdist_coordinator_done(p->coord)) {
             if (s_ckpt_save(r, r->step) < 0 && s_ps_changed(r))
@@ -433,11 +477,16 @@ s_wait(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return false;
+        coord_run_preempt_idle(r);
         bool all = true;
         for (int i = 0; i < r->cfg->num_ps && all; i++) {
             zdist_ps_stats_t *st = NULL;
             if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
                 all = false;
+            else if (p->ps_preempted[i] && st->incarnation == p->ps_preempted[i])
+                all = false; /* preempted, not yet gone and back */
+            else
+                p->ps_preempted[i] = 0;
             zdist_ps_stats_destroy(&st);
         }
         if (all)

@@ -31,6 +31,16 @@ typedef struct {
     coord_row_t *job;
 } s_run_t;
 
+/* A PREEMPT waiting for the runners it went to: answered when the last one
+   has checkpointed (or ended). */
+#define S_MAX_PREEMPTS 64
+typedef struct {
+    zdist_rpc_call_t *call;
+    zactor_t *waits[COORD_MAX_RUNNING];
+    int nwaits;
+    char detail[2048];
+} s_preempt_t;
+
 typedef struct {
     coord_server_config_t config;
     zsock_t *pipe;
@@ -44,6 +54,8 @@ typedef struct {
     coord_events_t events;
     zdist_http_t *http; /* --http */
     coord_http_view_t view;
+    s_preempt_t preempts[S_MAX_PREEMPTS];
+    int npreempts;
 } self_t;
 
 /* ---- dropping ended jobs' variables ---- */
@@ -140,6 +152,82 @@ s_start_next(self_t *self)
     }
 }
 
+/* ---- preemption ---- */
+
+/* Runner `actor` has checkpointed for the PREEMPTs sent to it (line: what
+   it saved; NULL: it ended, its final state saved): each PREEMPT it was
+   the last runner of is answered. */
+static void
+s_preempt_done(self_t *self, zactor_t *actor, const char *line)
+{
+    for (int i = 0; i < self->npreempts;) {
+        s_preempt_t *p = &self->preempts[i];
+        for (int k = 0; k < p->nwaits; k++)
+            if (p->waits[k] == actor) {
+                p->waits[k] = p->waits[--p->nwaits];
+                size_t len = strlen(p->detail);
+                snprintf(p->detail + len, sizeof p->detail - len, "%s%s", len ? "; " : "",
+                         line ? line : "a job ended (its final checkpoint saved)");
+                break;
+            }
+        if (p->nwaits > 0) {
+            i++;
+            continue;
+        }
+        zdist_coord_reply_preempt(p->call, p->detail);
+        zdist_rpc_call_finish(&p->call);
+        self->preempts[i] = self->preempts[--self->npreempts];
+    }
+}
+
+/* PREEMPT: the task got SIGTERM. Every running job checkpoints at its next
+   step boundary (a job the task does not serve answers at once); the reply
+   waits for them, so the task exits after its jobs' state is safe. */
+static int
+s_preempt(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_coord_preempt_request_t *req = zdist_rpc_call_body(call);
+    bool worker = strcmp(req->task_type, "worker") == 0;
+    int n = worker ? self->config.num_workers : self->config.num_ps;
+    if (req->task_index >= n)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                   "preempt: task %s:%d is not in the cluster (%d %s tasks)", req->task_type,
+                                   req->task_index, n, req->task_type);
+    zsys_info("task %s:%d got SIGTERM (preempted): %d running job%s checkpoint%s first", req->task_type,
+              req->task_index, self->nruns, self->nruns == 1 ? "" : "s", self->nruns == 1 ? "s" : "");
+    if (self->nruns == 0)
+        return zdist_coord_reply_preempt(call, "no job running");
+    if (self->npreempts >= S_MAX_PREEMPTS)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "preempt: %d preemptions under way",
+                                   self->npreempts);
+    s_preempt_t *p = &self->preempts[self->npreempts];
+    memset(p, 0, sizeof *p);
+    if (!(p->call = zdist_rpc_call_defer(call)))
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "preempt: out of memory");
+    self->npreempts++;
+    for (int i = 0; i < self->nruns; i++) {
+        zstr_sendf(self->runs[i].actor, "PREEMPT %s %d", req->task_type, req->task_index);
+        p->waits[p->nwaits++] = self->runs[i].actor;
+    }
+    return 0;
+}
+
+/* The server stops: its runners checkpointed at $TERM; every PREEMPT is answered. */
+static void
+s_preempt_stop(self_t *self)
+{
+    for (int i = 0; i < self->npreempts; i++) {
+        s_preempt_t *p = &self->preempts[i];
+        size_t len = strlen(p->detail);
+        snprintf(p->detail + len, sizeof p->detail - len, "%sthe chief stopped: its jobs checkpointed as it did",
+                 len ? "; " : "");
+        zdist_coord_reply_preempt(p->call, p->detail);
+        zdist_rpc_call_finish(&p->call);
+    }
+    self->npreempts = 0;
+}
+
 /* A status message from a runner; returns true on its last one. */
 static bool
 s_runner_message(self_t *self, s_run_t *run)
@@ -148,6 +236,12 @@ s_runner_message(self_t *self, s_run_t *run)
     char *text = kind ? zstr_recv(run->actor) : NULL;
     bool end = kind && strcmp(kind, "END") == 0;
     coord_row_t *j = run->job;
+    if (kind && strcmp(kind, "PREEMPTED") == 0) {
+        s_preempt_done(self, run->actor, text);
+        zstr_free(&kind);
+        zstr_free(&text);
+        return false;
+    }
     if (kind && strcmp(kind, "EVENT") == 0) {
         json_t *ev = text ? json_loads(text, 0, NULL) : NULL;
         const char *ek = json_string_value(json_object_get(ev, "kind"));
@@ -192,6 +286,8 @@ s_runner_message(self_t *self, s_run_t *run)
     bool gone = !kind;
     zstr_free(&kind);
     zstr_free(&text);
+    if (end || gone)
+        s_preempt_done(self, run->actor, NULL);
     return end || gone;
 }
 
@@ -416,6 +512,8 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_PREEMPT, "preempt", &zdist_coord_body_preempt, s_preempt, 0, 0,
+     ZDIST_ROLE_WORKER | ZDIST_ROLE_PS},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
@@ -519,6 +617,7 @@ coord_server_actor(zsock_t *pipe, void *args)
         zactor_destroy(&self->runs[i].actor);
     }
     self->nruns = 0;
+    s_preempt_stop(self);
     /* Deferred calls end while the RPC server still exists: a job that ended
        meanwhile gets its last reply, every other stream UNAVAILABLE. */
     coord_follow_update(&self->follow, false);

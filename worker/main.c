@@ -313,6 +313,8 @@ main(int argc, char **argv)
     }
     if (cluster) {
         s_from_cluster(&config, cluster);
+        if (!config.evaluator)
+            zdist_daemon_set_preempt(cluster, "worker", config.worker_task);
         zdist_cluster_destroy(&cluster);
     }
     s_log_places(&config);

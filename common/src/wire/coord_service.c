@@ -1,6 +1,7 @@
 /* coord_service: coordinator.proto <-> plain C: the coordinator's request bodies and reply setters, and a
    client's requests and reply readers, and the job status record they carry. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,22 @@ s_decode_list(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
     return 0;
 }
 
+static int
+s_decode_preempt(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__PreemptRequest *m = (const Zdist__Coordinator__PreemptRequest *) pb;
+    zdist_coord_preempt_request_t *r = ret;
+    if (!m->task_type || (strcmp(m->task_type, "worker") != 0 && strcmp(m->task_type, "ps") != 0))
+        return zdist_error_set(err, -EINVAL, "task_type: '%.32s'; give \"worker\" or \"ps\"",
+                               m->task_type ? m->task_type : "");
+    if (m->task_index < 0)
+        return zdist_error_set(err, -EINVAL, "task_index: %d; give the task's index (>= 0)", (int) m->task_index);
+    r->task_type = m->task_type;
+    r->task_index = m->task_index;
+    return 0;
+}
+
 const zdist_rpc_body_t zdist_coord_body_submit = {&zdist__coordinator__submit_request__descriptor,
                                                   sizeof(zdist_coord_submit_request_t), s_decode_submit,
                                                   s_release_submit};
@@ -126,6 +143,9 @@ const zdist_rpc_body_t zdist_coord_body_cancel = {&zdist__coordinator__cancel_re
                                                   NULL};
 const zdist_rpc_body_t zdist_coord_body_list = {&zdist__coordinator__list_request__descriptor, 0,
                                                 s_decode_list, NULL};
+const zdist_rpc_body_t zdist_coord_body_preempt = {&zdist__coordinator__preempt_request__descriptor,
+                                                   sizeof(zdist_coord_preempt_request_t), s_decode_preempt,
+                                                   NULL};
 
 /* ---- replies ---- */
 
@@ -191,6 +211,14 @@ zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state)
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
 }
 
+int
+zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *detail)
+{
+    Zdist__Coordinator__PreemptReply r = ZDIST__COORDINATOR__PREEMPT_REPLY__INIT;
+    r.detail = (char *) (detail ? detail : "");
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
 /* ---- a client's side ---- */
 
 zdist_msg_t *
@@ -224,6 +252,15 @@ zdist_coord_request_list(void)
 {
     Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
     return zdist_msg_new_body(ZDIST_COORD_LIST, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_preempt(const char *task_type, int task_index)
+{
+    Zdist__Coordinator__PreemptRequest req = ZDIST__COORDINATOR__PREEMPT_REQUEST__INIT;
+    req.task_type = (char *) (task_type ? task_type : "");
+    req.task_index = task_index;
+    return zdist_msg_new_body(ZDIST_COORD_PREEMPT, &req.base);
 }
 
 static int
@@ -345,4 +382,29 @@ zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char ret_state[ZDIST_COO
     if (rc == 0)
         memcpy(ret_state, state, sizeof state);
     return rc;
+}
+
+/* PREEMPT's detail into the caller's buffer. */
+typedef struct {
+    char *buf;
+    size_t size;
+} s_text_t;
+
+static int
+s_read_preempt(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    (void) err;
+    const Zdist__Coordinator__PreemptReply *r = (const Zdist__Coordinator__PreemptReply *) pb;
+    s_text_t *out = arg;
+    snprintf(out->buf, out->size, "%s", r->detail ? r->detail : "");
+    return 0;
+}
+
+int
+zdist_coord_reply_read_preempt(const zdist_msg_t *reply, char *ret, size_t size, zdist_error_t *err)
+{
+    if (!ret || size == 0)
+        return -EINVAL;
+    s_text_t out = {ret, size};
+    return zdist_msg_read_body(reply, &zdist__coordinator__preempt_reply__descriptor, s_read_preempt, &out, err);
 }
