@@ -216,6 +216,8 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", 0,
                                "dir", r->cfg->job_dir);
     json_object_set_new(detail, "checkpoint_dir", json_string(r->cfg->ckpt_root));
+    if (r->membership)
+        json_object_set(detail, "membership_history", r->membership);
     json_object_set_new(detail, "checkpoints_damaged", json_integer(r->ckpt_damaged));
     json_object_set_new(detail, "checkpoints_failed", json_integer(r->ckpt_failed));
     if (detail)
@@ -643,6 +645,8 @@ coord_run_release(coord_run_t *r)
 {
     if (r->ops->destroy)
         r->ops->destroy(r);
+    json_decref(r->membership);
+    r->membership = NULL;
     if (r->metrics)
         fclose(r->metrics);
     r->metrics = NULL;
@@ -673,6 +677,36 @@ coord_run_wait_pipe(coord_run_t *r, int64_t ms)
     coord_run_check_pipe(r);
 }
 
+/* "JOIN INDEX ENDPOINT" (a worker joined through the chief) or "DRAIN
+   INDEX" (it leaves): the config's workers and the membership's history. */
+static void
+s_member(coord_run_t *r, const char *cmd)
+{
+    coord_run_config_t *cfg = r->cfg;
+    bool join = cmd[0] == 'J';
+    int index = -1, at = 0;
+    if (sscanf(cmd + (join ? 5 : 6), "%d %n", &index, &at) < 1 || index < 0 || index >= COORD_MAX_WORKERS ||
+        index > cfg->num_workers || (!join && index >= cfg->num_workers))
+        return;
+    if (join) {
+        snprintf(cfg->workers[index], sizeof cfg->workers[index], "%s", cmd + 5 + at);
+        cfg->joined[index] = true;
+        cfg->left[index] = false;
+        if (index == cfg->num_workers)
+            zdist_prom_histogram_init_seconds(&r->steptime[cfg->num_workers++].hist);
+    } else {
+        cfg->left[index] = true;
+    }
+    r->members_changed = true;
+    if (!r->membership && !(r->membership = json_array()))
+        return;
+    if (json_array_size(r->membership) >= 100)
+        json_array_remove(r->membership, 0);
+    json_array_append_new(r->membership,
+                          json_pack("{s:f, s:s, s:i, s:s}", "time", s_wall_s(), "event",
+                                    join ? "joined" : "drained", "task", index, "endpoint", cfg->workers[index]));
+}
+
 void
 coord_run_check_pipe(coord_run_t *r)
 {
@@ -684,6 +718,8 @@ coord_run_check_pipe(coord_run_t *r)
             r->cancel = true;
         else if (strcmp(cmd, "$TERM") == 0)
             r->term = true;
+        else if (strncmp(cmd, "JOIN ", 5) == 0 || strncmp(cmd, "DRAIN ", 6) == 0)
+            s_member(r, cmd);
         else if (strncmp(cmd, "PREEMPT ", 8) == 0 && r->npreempt < (int)(sizeof r->preempt / sizeof r->preempt[0])) {
             char type[8];
             int index;

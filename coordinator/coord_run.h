@@ -35,6 +35,9 @@ typedef struct {
     coord_job_t job;      /* owned */
     int num_workers, num_ps;
     char workers[COORD_MAX_WORKERS][256];
+    /* Elastic workers: joined through the chief (not in the cluster file),
+       and left (drained, or a joined one's SIGTERM): no closures for it. */
+    bool joined[COORD_MAX_WORKERS], left[COORD_MAX_WORKERS];
     char ps[COORD_MAX_PS][256];
     int64_t closure_timeout_ms;
 } coord_run_config_t;
@@ -120,6 +123,10 @@ struct coord_run_t {
         int index;
     } preempt[16];
     int npreempt;
+    /* JOIN / DRAIN taken from the pipe: cfg's workers, joined and left are
+       updated; the ops apply them (parameter_server) and clear this. */
+    bool members_changed;
+    json_t *membership; /* its history: [{time, event, task, endpoint}], the last 100 */
     coord_steptime_t steptime[COORD_MAX_WORKERS];
     int64_t examples_total;
 };
@@ -155,7 +162,8 @@ void coord_run_eval_line(coord_run_t *r);
 void coord_run_end(coord_run_t *r);
 /* Redraws loss.svg in the job's dir. */
 void coord_run_svg(coord_run_t *r);
-/* Takes CANCEL / $TERM / PREEMPT from the pipe (sets r->cancel, r->term, r->preempt). */
+/* Takes CANCEL / $TERM / PREEMPT / JOIN / DRAIN from the pipe (sets r->cancel, r->term, r->preempt,
+   r->members_changed). */
 void coord_run_check_pipe(coord_run_t *r);
 /* Waits up to ms for the pipe, then takes what came (CANCEL, $TERM). */
 void coord_run_wait_pipe(coord_run_t *r, int64_t ms);

@@ -37,6 +37,10 @@ typedef struct {
 static const char *
 s_worker_state(coord_run_t *r, const zdist_coordinator_worker_info_t *wi)
 {
+    if (wi->left)
+        return "left";
+    if (wi->draining)
+        return "draining";
     if (wi->lost_since_ms && !wi->up)
         return wi->rejoining ? "rejoining" : "lost";
     if (strcmp(r->state, "running") != 0)
@@ -75,6 +79,7 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
             continue;
         if (strcmp(state, "running") == 0)
             json_object_set_new(w, "job", json_string(r->cfg->job_id));
+        json_object_set_new(w, "joined", json_boolean(i < COORD_MAX_WORKERS && r->cfg->joined[i]));
         if (wi.lost_since_ms && !wi.up)
             coord_run_lost_json(w, now, wi.lost_since_ms, wi.lost_why);
         has[i] = coord_run_step_json(r, (int)i, now, w, &p50[i]);
@@ -218,6 +223,40 @@ s_worker_event(void *arg, bool problem, const char *line)
     coord_run_event(r, problem ? "lost" : "back", line);
 }
 
+/* JOIN / DRAIN taken from the pipe, applied to the attempt's
+   ClusterCoordinator: joined workers added (each gets the job and
+   closures once it answers), left ones drained (their closures in flight
+   finish, no new ones). */
+static void
+s_members(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    r->members_changed = false;
+    if (!p->coord)
+        return;
+    char line[400];
+    for (size_t n; (n = zdist_coordinator_num_workers(p->coord)) < (size_t)r->cfg->num_workers;) {
+        zdist_error_t err = {0};
+        if (zdist_coordinator_add_worker(p->coord, r->cfg->workers[n], &err) < 0) {
+            zsys_warning("job %s: worker %zu (%s) cannot join: %s", r->cfg->job_id, n, r->cfg->workers[n], err.text);
+            break;
+        }
+        snprintf(line, sizeof line, "worker %zu (%s) joined: closures once it has the job", n, r->cfg->workers[n]);
+        s_worker_event(r, false, line);
+        if (r->cfg->left[n])
+            zdist_coordinator_drain_worker(p->coord, n);
+    }
+    for (int i = 0; i < r->cfg->num_workers; i++) {
+        zdist_coordinator_worker_info_t wi;
+        if (!r->cfg->left[i] || zdist_coordinator_worker_info(p->coord, (size_t)i, &wi) < 0 || wi.draining || wi.left)
+            continue;
+        snprintf(line, sizeof line, "worker %d (%s) drains: no more closures, those in flight finish", i,
+                 r->cfg->workers[i]);
+        s_worker_event(r, false, line);
+        zdist_coordinator_drain_worker(p->coord, (size_t)i);
+    }
+}
+
 /* A new ClusterCoordinator for this attempt (the workers' totals of the
    last one kept), its variables created and its workers started. */
 static int
@@ -260,6 +299,7 @@ s_coordinator(coord_run_t *r)
         return -EINVAL;
     }
     s_ps_record(r);
+    s_members(r); /* workers that left stay out */
     int rc = zdist_coordinator_start(p->coord, true, &err);
     if (rc < 0) {
         if (s_ps_changed(r))
@@ -334,6 +374,8 @@ s_train(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             break;
+        if (r->members_changed)
+            s_members(r);
         int64_t target = r->steps;
         if (every > 0) {
             int64_t next = coord_run_ckpt_next(r, every);

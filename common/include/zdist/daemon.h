@@ -67,6 +67,13 @@ ZDIST_EXPORT int zdist_daemon_run(zactor_fn *actor, void *args, const char *what
    answers a PING within 2 s. A second SIGTERM meanwhile is logged and the
    wait goes on; the daemon still exits 0. Call before zdist_daemon_run. */
 ZDIST_EXPORT void zdist_daemon_set_preempt(const zdist_cluster_t *cluster, const char *type, int index);
+/* Elastic workers: once the daemon serves, it joins the cluster through
+   the chief at chief_endpoint (JOIN with `endpoint`, where the chief
+   reaches it), trying again every second until the chief answers, and
+   learns its task index: worker:N from then on (its SIGTERM is a
+   preemption of that task, and it leaves the cluster). Call before
+   zdist_daemon_run. */
+ZDIST_EXPORT void zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint);
 /* How many jobs the daemon holds now (any thread): a preemption waits for
    the chief only while it is above 0. */
 ZDIST_EXPORT void zdist_daemon_set_jobs(int n);

@@ -37,7 +37,8 @@ struct zdist_remote_value_t {
                       result is taken (or it failed) instead of living as long as the coordinator */
 };
 
-typedef enum { W_DOWN, W_STARTING, W_UP } s_wstate_t;
+/* W_LEFT: drained (zdist_coordinator_drain_worker): no closures, no pings. */
+typedef enum { W_DOWN, W_STARTING, W_UP, W_LEFT } s_wstate_t;
 
 typedef struct {
     char endpoint[256];
@@ -60,6 +61,7 @@ typedef struct {
     int64_t last_done_us;   /* when its last closure completed (service time of the next) */
     int64_t lost_since_ms;  /* 0 while up */
     char lost_why[256];
+    bool draining; /* takes no more closures; W_LEFT once those in flight are back */
 } s_worker_t;
 
 struct zdist_coordinator_t {
@@ -414,7 +416,7 @@ s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
     }
     w->nflight = 0;
     w->nmsgs = 0;
-    w->state = W_DOWN;
+    w->state = w->draining ? W_LEFT : W_DOWN;
     w->ping_id = 0;
     w->start_id = 0;
     w->eval_id = 0;
@@ -458,6 +460,17 @@ s_take_steps(zdist_closure_result_t *res, const zdist_worker_ran_t *ran, size_t 
             }
         }
     }
+}
+
+/* A draining worker with nothing in flight has left. */
+static void
+s_drained(zdist_coordinator_t *self, s_worker_t *w)
+{
+    if (!w->draining || w->nflight > 0 || w->state == W_LEFT)
+        return;
+    w->state = W_LEFT;
+    s_event(self, false, "worker %zu (%s) drained: its closures are done, it has left the job",
+            (size_t)(w - self->workers), w->endpoint);
 }
 
 static void
@@ -544,6 +557,7 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         w->done++;
         s_complete(self, v, 0);
     }
+    s_drained(self, w);
 }
 
 static void
@@ -579,6 +593,8 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *rep
     int status = reply->status;
     if (status == ZDIST_STATUS_OK)
         w->last_heard_ms = zdist_clock_now_ms();
+    if (w->state == W_LEFT)
+        return; /* drained: its closures are back; a late ping or start reply changes nothing */
     if (w->state == W_DOWN && id == w->ping_id && w->ping_id) {
         w->ping_id = 0;
         if (status == ZDIST_STATUS_OK)
@@ -641,7 +657,7 @@ s_dispatch(zdist_coordinator_t *self)
         size_t free_slots = 0;
         for (size_t n = 0; n < self->nworkers; n++) {
             s_worker_t *w = &self->workers[(self->rr + n) % self->nworkers];
-            if (w->state != W_UP || w->nmsgs >= self->k)
+            if (w->state != W_UP || w->draining || w->nmsgs >= self->k)
                 continue;
             free_slots += (size_t)(self->k - w->nmsgs);
             if (!best || w->nmsgs < best->nmsgs)
@@ -747,7 +763,7 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
     while (creator == self->nworkers && zdist_clock_now_ms() < until) {
         for (size_t i = 0; i < self->nworkers && creator == self->nworkers; i++) {
             s_worker_t *w = &self->workers[i];
-            if (w->start_id)
+            if (w->start_id || w->state == W_LEFT)
                 continue;
             zdist_worker_reply_t reply;
             uint64_t ping;
@@ -774,7 +790,7 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
         return zdist_error_set(err, -ENOTCONN, "no worker answered START_JOB within %lld ms",
                                (long long)self->start_timeout_ms);
     for (size_t i = 0; i < self->nworkers; i++)
-        if (i != creator && s_send_start(self, i, false) < 0)
+        if (i != creator && self->workers[i].state != W_LEFT && s_send_start(self, i, false) < 0)
             return zdist_error_set(err, -ENOMEM, "out of memory");
     for (;;) {
         bool starting = false;
@@ -893,10 +909,57 @@ zdist_coordinator_worker_info(zdist_coordinator_t *self, size_t i, zdist_coordin
         .last_heard_ms = w->last_heard_ms,
         .restarts = w->restarts,
         .rejoining = w->state == W_STARTING && w->ever_up,
-        .lost_since_ms = w->state == W_UP ? 0 : w->lost_since_ms,
+        .lost_since_ms = w->state == W_UP || w->state == W_LEFT ? 0 : w->lost_since_ms,
         .lost_why = w->lost_why,
+        .draining = w->draining && w->state != W_LEFT,
+        .left = w->state == W_LEFT,
     };
     return 0;
+}
+
+int
+zdist_coordinator_add_worker(zdist_coordinator_t *self, const char *endpoint, zdist_error_t *err)
+{
+    if (self->nworkers >= ZDIST_COORDINATOR_MAX_WORKERS)
+        return zdist_error_set(err, -ENOSPC, "%zu workers already; at most %d", self->nworkers,
+                               ZDIST_COORDINATOR_MAX_WORKERS);
+    s_worker_t *ws = realloc(self->workers, (self->nworkers + 1) * sizeof *ws);
+    if (ws)
+        self->workers = ws;
+    zdist_worker_client_t **cs = ws ? realloc(self->clients, (self->nworkers + 1) * sizeof *cs) : NULL;
+    if (cs)
+        self->clients = cs;
+    if (!ws || !cs)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    s_worker_t *w = &self->workers[self->nworkers];
+    memset(w, 0, sizeof *w);
+    snprintf(w->endpoint, sizeof w->endpoint, "%s", endpoint);
+    w->flight = calloc((size_t)(self->k * self->max_batch), sizeof *w->flight);
+    if (!w->flight)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    w->cl = self->clients[self->nworkers] = zdist_worker_client_new(w->endpoint, NULL, err);
+    if (!w->cl) {
+        free(w->flight);
+        zdist_error_prefix(err, "worker %zu", self->nworkers);
+        return err && err->code < 0 ? err->code : -EINVAL;
+    }
+    /* W_DOWN, due for a ping now: once it answers it gets START_JOB and closures. */
+    w->state = W_DOWN;
+    return (int)self->nworkers++;
+}
+
+void
+zdist_coordinator_drain_worker(zdist_coordinator_t *self, size_t i)
+{
+    if (i >= self->nworkers || self->workers[i].draining)
+        return;
+    s_worker_t *w = &self->workers[i];
+    w->draining = true;
+    if (w->state != W_UP) {
+        w->state = W_LEFT; /* nothing in flight: lost or starting workers hold no closure */
+        return;
+    }
+    s_drained(self, w);
 }
 
 int
@@ -946,6 +1009,7 @@ zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, z
         size_t left = 0;
         for (size_t i = 0; i < self->nworkers; i++) {
             s_worker_t *w = &self->workers[i];
+            w->evaluated = w->evaluated || w->state == W_LEFT; /* drained: no part of its own */
             left += !w->evaluated;
             /* Every worker at once; a lost one once it has rejoined. */
             if (!w->evaluated && !w->eval_id && w->state == W_UP &&
