@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Preemption (TensorFlow's PreemptionCheckpointHandler) on real daemons: a chief, one psd and two
-# workers. SIGTERM (twice) to a worker of a parameter_server job, to the psd of one, and to a worker
-# of a multi_worker_mirrored job: the chief checkpoints at the next step boundary, the task exits 0,
+# workers. SIGTERM (twice) to a worker of a parameter_server job, to the psd of one, to a worker
+# of a multi_worker_mirrored job, and to the chief: the chief checkpoints at the next step boundary, the task exits 0,
 # and the job resumes from that checkpoint (no step lost: it is at or past the step the task had
 # reached when the chief heard of it) and ends with exactly its steps. Periodic checkpoints are far
 # apart, so the only one near is the preemption's.
@@ -72,5 +72,26 @@ coord_wait_state "$JOB" done 120
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" 'j["step"] == j["steps"] == 1500 and all(w["in_ring"] for w in j["workers"])'
 zd_ok "multi_worker_mirrored: worker 1 preempted, the ring re-formed from its checkpoint at step $CKPT; 1500 steps exactly"
+
+
+# ---- the chief preempted: its jobs checkpoint as it stops; restarted, it resumes there ----
+coord_softmax_job "$ZD_TMP/ps2.json" 12000 ', "checkpoint": {"every_steps": 100000}'
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps2.json" --cluster "$CLUSTER" --detach
+JOB=$(cat "$OUT")
+coord_wait_step "$JOB" 200 60
+kill -TERM "${ZD_PID[chief]}"
+zd_wait_log chief "job $JOB: checkpointing before the stop" 60
+kill -TERM "${ZD_PID[chief]}" 2>/dev/null || true
+zd_wait chief
+[[ $ZD_RC -eq 0 ]] || zd_fail "chief: exit status $ZD_RC after SIGTERM (want 0)"
+CKPT=$(grep -oE "job $JOB: checkpoint at step [0-9]+" "$ZD_TMP/chief.log" | tail -1 | grep -oE '[0-9]+$')
+STOPPED=$(grep -oE "job $JOB \('syn-softmax'\): running at step [0-9]+" "$ZD_TMP/chief.log" | tail -1 | grep -oE '[0-9]+$')
+[[ -n $CKPT && $CKPT == "$STOPPED" ]] || zd_fail "chief: stopped at step $STOPPED, checkpoint at step $CKPT"
+coord_start_chief chief2
+zd_wait_log chief2 "job $JOB: restored every ps from the checkpoint at step $CKPT" 60
+coord_wait_state "$JOB" done 120
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
+zd_json_check "$OUT" 'j["step"] == j["steps"] == 12000'
+zd_ok "the chief preempted: checkpoint at step $CKPT where it stopped, exit 0, resumed there; 12000 steps exactly"
 
 echo "passed: $ZD_PASSED"
