@@ -761,6 +761,18 @@ coord_run_preempt_answer(coord_run_t *r, const char *line)
 }
 
 void
+coord_run_preempt_saved(coord_run_t *r, int rc)
+{
+    char line[200];
+    if (rc == 0)
+        snprintf(line, sizeof line, "checkpoint at step %lld", (long long)r->ckpt_step);
+    else
+        snprintf(line, sizeof line, "the checkpoint at step %lld failed: it resumes from step %lld",
+                 (long long)r->step, (long long)r->ckpt_step);
+    coord_run_preempt_answer(r, line);
+}
+
+void
 coord_run_preempt_idle(coord_run_t *r)
 {
     if (r->npreempt == 0)

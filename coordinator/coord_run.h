@@ -169,6 +169,9 @@ void coord_run_check_pipe(coord_run_t *r);
 void coord_run_wait_pipe(coord_run_t *r, int64_t ms);
 /* Answers the pending PREEMPTs ("PREEMPTED" to the server: "job ID: " + line) and clears them. */
 void coord_run_preempt_answer(coord_run_t *r, const char *line);
+/* Answers them after the preemption's save at r->step (rc: its result):
+   the checkpoint's step, or that the job resumes from the last one. */
+void coord_run_preempt_saved(coord_run_t *r, int rc);
 /* Answers them, when there are, from a runner that is not training (waiting
    for a lost task): the job resumes from its last checkpoint anyway. */
 void coord_run_preempt_idle(coord_run_t *r);

@@ -190,12 +190,6 @@ s_preempt_save(coord_run_t *r)
 {
     s_ps_t *p = r->impl;
     int rc = r->ckpt_step == r->step ? 0 : s_ckpt_save(r, r->step);
-    char line[200];
-    if (rc == 0)
-        snprintf(line, sizeof line, "checkpoint at step %lld", (long long)r->ckpt_step);
-    else
-        snprintf(line, sizeof line, "the checkpoint at step %lld failed: it resumes from step %lld",
-                 (long long)r->step, (long long)r->ckpt_step);
     bool ps_gone = false;
     for (int k = 0; k < r->npreempt; k++) {
         int i = r->preempt[k].index;
@@ -204,7 +198,7 @@ s_preempt_save(coord_run_t *r)
             ps_gone = true;
         }
     }
-    coord_run_preempt_answer(r, line);
+    coord_run_preempt_saved(r, rc);
     if (ps_gone)
         return s_ps_lost(r, "a ps task was preempted (SIGTERM) after the checkpoint", NULL);
     if (rc < 0 && s_ps_changed(r))

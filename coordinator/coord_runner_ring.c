@@ -551,12 +551,6 @@ s_preempt_save(coord_run_t *r)
 {
     s_ring_t *m = s_self(r);
     int rc = r->ckpt_step == r->step ? 0 : s_save(r, r->step);
-    char line[200];
-    if (rc == 0)
-        snprintf(line, sizeof line, "checkpoint at step %lld", (long long)r->ckpt_step);
-    else
-        snprintf(line, sizeof line, "the checkpoint at step %lld failed: it resumes from step %lld",
-                 (long long)r->step, (long long)r->ckpt_step);
     int gone = -1;
     for (int k = 0; k < r->npreempt; k++) {
         int i = r->preempt[k].index;
@@ -568,7 +562,7 @@ s_preempt_save(coord_run_t *r)
         s_lost(&m->w[i], "preempted (SIGTERM)");
         gone = i;
     }
-    coord_run_preempt_answer(r, line);
+    coord_run_preempt_saved(r, rc);
     if (rc == -EAGAIN)
         return rc;
     if (gone >= 0) {
