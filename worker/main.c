@@ -31,8 +31,7 @@ s_usage(FILE *out)
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5001)\n"
             "  --join CHIEF            join a running cluster through its chief (HOST:PORT or tcp://...) as the\n"
             "                          next worker:N (elastic parameter_server workers); needs --bind, an address\n"
-            "                          the chief reaches. A TF_CONFIG whose worker task is not in its cluster\n"
-            "                          joins through that cluster's chief the same way\n"
+            "                          the chief reaches\n"
             "  --evaluator             serve an 'evaluator' task (TensorFlow's SidecarEvaluator): evaluate the\n"
             "                          newest checkpoint of each running job on its test set\n"
             "                          (older ones it could not keep up with are skipped) and append\n"
@@ -217,19 +216,14 @@ s_log_places(const worker_agent_config_t *config)
     }
 }
 
-/* Preemption of this task, or joining through the chief: --join CHIEF, or
-   a TF_CONFIG with a chief whose worker task has no address in its cluster
-   (both need --bind). 0, or 2 after a line on stderr. */
+/* Preemption of this task (its cluster's chief), or joining through the
+   chief given by --join (with --bind). 0, or 2 after a line on stderr. */
 static int
 s_join_setup(const worker_agent_config_t *config, const zdist_cluster_t *cluster, const char *join, const char *bind)
 {
-    char chief[300] = "", ep[256];
+    char chief[300] = "";
     if (join)
         snprintf(chief, sizeof chief, "%s%s", strstr(join, "://") ? "" : "tcp://", join);
-    else if (cluster && zdist_cluster_has_job(cluster, "chief") &&
-             zdist_cluster_endpoint(cluster, "worker", config->worker_task, ep, sizeof ep) < 0 &&
-             zdist_cluster_endpoint(cluster, "chief", 0, chief, sizeof chief) < 0)
-        chief[0] = '\0';
     if (!chief[0]) {
         zdist_daemon_set_preempt(cluster, "worker", config->worker_task);
         return 0;

@@ -9,7 +9,7 @@ source "$(dirname "$0")/coord_lib.sh"
 zd_init elastic
 zd_need ZDIST_BIN ZDIST_PSD_BIN ZDIST_WORKER_BIN ZDIST_COORDINATOR_BIN
 OUT=$ZD_TMP/out
-STEPS=40000
+STEPS=30000
 
 coord_cluster 1 2
 coord_up 1 2
@@ -42,18 +42,29 @@ zd_json_check "$ZD_TMP/st.json" "j['workers'][1]['closures_done'] == $DONE1 and 
 zd_ok "worker 1 drained: left after $DONE1 closures, none since"
 
 # ---- the joined worker leaves on SIGTERM ----
+# (On an idle machine the job may end first: then the chief's line is all there is to see.)
 zd_stop joined TERM
 [[ $ZD_RC -eq 0 ]] || zd_fail "the joined worker exited $ZD_RC on SIGTERM (want 0)"
 zd_wait_log chief "worker:2 \(tcp://$J_ADDR\) leaves: SIGTERM" 10
-coord_wait_json "$JOB" "j['workers'][2]['state'] == 'left'" 60
-zd_ok "the joined worker left on SIGTERM, exit 0"
+coord_wait_json "$JOB" "j['workers'][2]['state'] == 'left' or j['state'] == 'done'" 60
+zd_ok "the joined worker left on SIGTERM ($(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("job %s at step %d" % (j["state"], j["step"]))' "$ZD_TMP/st.json")), exit 0"
 
 coord_wait_state "$JOB" done 120
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" "j['step'] == j['steps'] == $STEPS"
-zd_json_check "$OUT" "[(e['event'], e['task']) for e in j['membership_history']] == [('joined', 2), ('drained', 1), ('drained', 2)]"
+zd_json_check "$OUT" "[(e['event'], e['task']) for e in j['membership_history']] in ([('joined', 2), ('drained', 1), ('drained', 2)], [('joined', 2), ('drained', 1)])"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER"
-grep -q "worker 2 tcp://$J_ADDR (joined): left" "$OUT" || zd_fail "status text: $(cat "$OUT")"
+grep -qE "worker 2 tcp://$J_ADDR \(joined\): (left|idle)" "$OUT" || zd_fail "status text: $(cat "$OUT")"
 grep -q "membership: worker 2 tcp://$J_ADDR joined at" "$OUT" || zd_fail "status text: $(cat "$OUT")"
 zd_ok "the job ended with exactly $STEPS steps; status shows the membership and its history"
+
+# ---- between jobs: another worker joins (worker:3) and leaves on SIGTERM, holding no job ----
+K_ADDR="127.0.0.1:$(zd_free_port)"
+zd_start joined2 "$ZDIST_WORKER_BIN" --join "tcp://$ZD_CHIEF" --bind "tcp://$K_ADDR"
+zd_wait_log joined2 "joined the cluster through the chief at tcp://$ZD_CHIEF as worker:3 \(4 workers\)" 60
+zd_stop joined2 TERM
+[[ $ZD_RC -eq 0 ]] || zd_fail "worker:3 exited $ZD_RC on SIGTERM (want 0)"
+zd_wait_log chief "worker:3 \(tcp://$K_ADDR\) leaves: SIGTERM" 10
+zd_ok "worker:3 joined with no job running and left on SIGTERM"
+
 echo "passed: $ZD_PASSED"

@@ -71,7 +71,8 @@ ZDIST_EXPORT void zdist_daemon_set_preempt(const zdist_cluster_t *cluster, const
    the chief at chief_endpoint (JOIN with `endpoint`, where the chief
    reaches it), trying again every second until the chief answers, and
    learns its task index: worker:N from then on (its SIGTERM is a
-   preemption of that task, and it leaves the cluster). Call before
+   preemption of that task, sent with jobs held or not: it leaves the
+   cluster). Call before
    zdist_daemon_run. */
 ZDIST_EXPORT void zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint);
 /* How many jobs the daemon holds now (any thread): a preemption waits for

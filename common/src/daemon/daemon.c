@@ -110,6 +110,7 @@ static struct {
     char chief[256]; /* "" : no preemption */
     char type[16];
     int index;
+    bool joined; /* through JOIN: its SIGTERM also tells the chief it leaves, jobs held or not */
 } s_preempt_cfg;
 static atomic_int s_jobs_held;
 static struct {
@@ -182,7 +183,7 @@ static void
 s_preempt(void)
 {
     int64_t timeout = s_preempt_timeout_ms();
-    if (!s_preempt_cfg.chief[0] || timeout <= 0 || atomic_load(&s_jobs_held) <= 0)
+    if (!s_preempt_cfg.chief[0] || timeout <= 0 || (atomic_load(&s_jobs_held) <= 0 && !s_preempt_cfg.joined))
         return;
     zsys_info("SIGTERM: asking the chief (%s) to checkpoint the jobs of %s:%d before stopping", s_preempt_cfg.chief,
               s_preempt_cfg.type, s_preempt_cfg.index);
@@ -228,6 +229,7 @@ s_join(void)
         snprintf(s_preempt_cfg.chief, sizeof s_preempt_cfg.chief, "%s", s_join_cfg.chief);
         snprintf(s_preempt_cfg.type, sizeof s_preempt_cfg.type, "worker");
         s_preempt_cfg.index = index;
+        s_preempt_cfg.joined = true;
         s_join_cfg.chief[0] = '\0';
         zdist_rpc_client_destroy(&s_join_cfg.client);
     } else if (reply && zdist_msg_status(reply) != ZDIST_STATUS_OK) {
