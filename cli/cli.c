@@ -21,6 +21,7 @@ static const struct {
     {"submit", cli_submit_main, "send a job to zdist-coordinator and follow it to its end"},
     {"status", cli_status_main, "a job's state, step, metrics, workers and ps tasks"},
     {"cancel", cli_cancel_main, "cancel a queued or running job"},
+    {"drain", cli_drain_main, "make a worker leave the running cluster (elastic workers)"},
     {"keygen", cli_keygen_main, "write a CurveZMQ certificate pair (NAME.key, NAME.key_secret)"},
     {"export", cli_export_main, "write a trained checkpoint as an ONNX model (--onnx FILE)"},
     {"gen", cli_gen_main, "write a data set: criteo (TFRecord files, labels from a known teacher)"},

@@ -332,8 +332,9 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
             snprintf(heard, sizeof heard, "never");
         else
             snprintf(heard, sizeof heard, "%lld ms ago", ago);
-        fprintf(out, "  worker %lld %s: ", (long long)json_integer_value(json_object_get(w, "task")),
-                json_string_value(json_object_get(w, "endpoint")));
+        fprintf(out, "  worker %lld %s%s: ", (long long)json_integer_value(json_object_get(w, "task")),
+                json_string_value(json_object_get(w, "endpoint")),
+                json_is_true(json_object_get(w, "joined")) ? " (joined)" : "");
         s_print_state(out, w);
         if (json_object_get(w, "step_time_p50_s"))
             fprintf(out, ", step time p50 %.3g ms p99 %.3g ms over the last minute%s",
@@ -345,6 +346,10 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
                 (long long)json_integer_value(json_object_get(w, "in_flight_ms")), heard,
                 (long long)json_integer_value(json_object_get(w, "restarts")));
     }
+    json_array_foreach(json_object_get(st, "membership_history"), i, w) /* elastic workers */
+        fprintf(out, "  membership: worker %lld %s %s at %.3f\n", (long long)json_integer_value(json_object_get(w, "task")),
+                json_string_value(json_object_get(w, "endpoint")), json_string_value(json_object_get(w, "event")),
+                s_num(w, "time", 0));
     json_array_foreach(json_object_get(st, "ps"), i, w) {
         fprintf(out, "  ps %lld %s: %lld bytes held, %lld requests",
                 (long long)json_integer_value(json_object_get(w, "task")),

@@ -217,6 +217,8 @@ s_status_as(coord_run_t *r, bool force, const char *kind)
                                (double)(now - r->started_ms) / 1000.0, "psd_recoveries", 0,
                                "dir", r->cfg->job_dir);
     json_object_set_new(detail, "checkpoint_dir", json_string(r->cfg->ckpt_root));
+    if (r->membership)
+        json_object_set(detail, "membership_history", r->membership);
     json_object_set_new(detail, "checkpoints_damaged", json_integer(r->ckpt_damaged));
     json_object_set_new(detail, "checkpoints_failed", json_integer(r->ckpt_failed));
     if (detail)
@@ -612,6 +614,8 @@ coord_run_release(coord_run_t *r)
 {
     if (r->ops->destroy)
         r->ops->destroy(r);
+    json_decref(r->membership);
+    r->membership = NULL;
     if (r->metrics)
         fclose(r->metrics);
     r->metrics = NULL;
@@ -642,6 +646,36 @@ coord_run_wait_pipe(coord_run_t *r, int64_t ms)
     coord_run_check_pipe(r);
 }
 
+/* "JOIN INDEX ENDPOINT" (a worker joined through the chief) or "DRAIN
+   INDEX" (it leaves): the config's workers and the membership's history. */
+static void
+s_member(coord_run_t *r, const char *cmd)
+{
+    coord_run_config_t *cfg = r->cfg;
+    bool join = cmd[0] == 'J';
+    int index = -1, at = 0;
+    if (sscanf(cmd + (join ? 5 : 6), "%d %n", &index, &at) < 1 || index < 0 || index >= COORD_MAX_WORKERS ||
+        index > cfg->num_workers || (!join && index >= cfg->num_workers))
+        return;
+    if (join) {
+        snprintf(cfg->workers[index], sizeof cfg->workers[index], "%s", cmd + 5 + at);
+        cfg->joined[index] = true;
+        cfg->left[index] = false;
+        if (index == cfg->num_workers)
+            zdist_prom_histogram_init_seconds(&r->steptime[cfg->num_workers++].hist);
+    } else {
+        cfg->left[index] = true;
+    }
+    r->members_changed = true;
+    if (!r->membership && !(r->membership = json_array()))
+        return;
+    if (json_array_size(r->membership) >= 100)
+        json_array_remove(r->membership, 0);
+    json_array_append_new(r->membership,
+                          json_pack("{s:f, s:s, s:i, s:s}", "time", s_wall_s(), "event",
+                                    join ? "joined" : "drained", "task", index, "endpoint", cfg->workers[index]));
+}
+
 void
 coord_run_check_pipe(coord_run_t *r)
 {
@@ -653,6 +687,18 @@ coord_run_check_pipe(coord_run_t *r)
             r->cancel = true;
         else if (strcmp(cmd, "$TERM") == 0)
             r->term = true;
+        else if (strncmp(cmd, "JOIN ", 5) == 0 || strncmp(cmd, "DRAIN ", 6) == 0)
+            s_member(r, cmd);
+        else if (strncmp(cmd, "PREEMPT ", 8) == 0 && r->npreempt < (int)(sizeof r->preempt / sizeof r->preempt[0])) {
+            char type[8];
+            int index;
+            if (sscanf(cmd + 8, "%7s %d", type, &index) == 2) {
+                snprintf(r->preempt[r->npreempt].type, sizeof r->preempt[0].type, "%s", type);
+                r->preempt[r->npreempt++].index = index;
+                zsys_info("job %s: %s:%d got SIGTERM: checkpointing at the next step boundary (step %lld now)",
+                          r->cfg->job_id, type, index, (long long)r->step);
+            }
+        }
         zstr_free(&cmd);
     }
 }
@@ -668,3 +714,49 @@ coord_run_event(coord_run_t *r, const char *kind, const char *line)
     free(text);
 }
 
+
+void
+coord_run_preempt_answer(coord_run_t *r, const char *line)
+{
+    if (r->npreempt == 0)
+        return;
+    char text[1200];
+    snprintf(text, sizeof text, "job %s: %s", r->cfg->job_id, line);
+    zsys_info("%s", text);
+    coord_run_event(r, "preempted", text);
+    if (zstr_sendm(r->pipe, "PREEMPTED") == 0)
+        zstr_send(r->pipe, text);
+    r->npreempt = 0;
+}
+
+void
+coord_run_preempt_saved(coord_run_t *r, int rc)
+{
+    char line[200];
+    if (rc == 0)
+        snprintf(line, sizeof line, "checkpoint at step %lld", (long long)r->ckpt_step);
+    else
+        snprintf(line, sizeof line, "the checkpoint at step %lld failed: it resumes from step %lld",
+                 (long long)r->step, (long long)r->ckpt_step);
+    coord_run_preempt_answer(r, line);
+}
+
+void
+coord_run_preempt_idle(coord_run_t *r)
+{
+    if (r->npreempt == 0)
+        return;
+    char line[160];
+    snprintf(line, sizeof line, "not training now: it resumes from its checkpoint at step %lld",
+             (long long)r->ckpt_step);
+    coord_run_preempt_answer(r, line);
+}
+
+bool
+coord_run_preempted(const coord_run_t *r, const char *type, int index)
+{
+    for (int i = 0; i < r->npreempt; i++)
+        if (r->preempt[i].index == index && strcmp(r->preempt[i].type, type) == 0)
+            return true;
+    return false;
+}

@@ -35,6 +35,9 @@ typedef struct {
     coord_job_t job;      /* owned */
     int num_workers, num_ps;
     char workers[COORD_MAX_WORKERS][256];
+    /* Elastic workers: joined through the chief (not in the cluster file),
+       and left (drained, or a joined one's SIGTERM): no closures for it. */
+    bool joined[COORD_MAX_WORKERS], left[COORD_MAX_WORKERS];
     char ps[COORD_MAX_PS][256];
     int64_t closure_timeout_ms;
 } coord_run_config_t;
@@ -113,6 +116,17 @@ struct coord_run_t {
     double pt_step[S_MAX_POINTS], pt_loss[S_MAX_POINTS];
     int64_t last_status_ms;
     bool cancel, term;
+    /* Tasks that got SIGTERM (PREEMPT from the server) and wait for this
+       job's checkpoint at its next step boundary: coord_run_preempt_answer. */
+    struct {
+        char type[8]; /* worker, ps */
+        int index;
+    } preempt[16];
+    int npreempt;
+    /* JOIN / DRAIN taken from the pipe: cfg's workers, joined and left are
+       updated; the ops apply them (parameter_server) and clear this. */
+    bool members_changed;
+    json_t *membership; /* its history: [{time, event, task, endpoint}], the last 100 */
     coord_steptime_t steptime[COORD_MAX_WORKERS];
     int64_t examples_total;
 };
@@ -148,10 +162,21 @@ void coord_run_eval_line(coord_run_t *r);
 void coord_run_end(coord_run_t *r);
 /* Redraws loss.svg in the job's dir. */
 void coord_run_svg(coord_run_t *r);
-/* Takes CANCEL / $TERM from the pipe (sets r->cancel, r->term). */
+/* Takes CANCEL / $TERM / PREEMPT / JOIN / DRAIN from the pipe (sets r->cancel, r->term, r->preempt,
+   r->members_changed). */
 void coord_run_check_pipe(coord_run_t *r);
 /* Waits up to ms for the pipe, then takes what came (CANCEL, $TERM). */
 void coord_run_wait_pipe(coord_run_t *r, int64_t ms);
+/* Answers the pending PREEMPTs ("PREEMPTED" to the server: "job ID: " + line) and clears them. */
+void coord_run_preempt_answer(coord_run_t *r, const char *line);
+/* Answers them after the preemption's save at r->step (rc: its result):
+   the checkpoint's step, or that the job resumes from the last one. */
+void coord_run_preempt_saved(coord_run_t *r, int rc);
+/* Answers them, when there are, from a runner that is not training (waiting
+   for a lost task): the job resumes from its last checkpoint anyway. */
+void coord_run_preempt_idle(coord_run_t *r);
+/* Whether task type:index is among the pending PREEMPTs. */
+bool coord_run_preempted(const coord_run_t *r, const char *type, int index);
 /* The step of the newest complete checkpoint, -1 when none. */
 int64_t coord_run_ckpt_last(const char *job_dir);
 /* STATE/jobs/ID/ckpt-STEP into dir (created). */

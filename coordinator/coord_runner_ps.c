@@ -20,6 +20,9 @@ typedef struct {
     zdist_job_t job;
     char *name;
     uint64_t ps_inc[COORD_MAX_PS]; /* the psds' incarnations when the attempt began */
+    /* A preempted psd's incarnation (0: none): training waits until it has
+       restarted (another incarnation), then restores the checkpoint saved for it. */
+    uint64_t ps_preempted[COORD_MAX_PS];
     int64_t scheduled;                /* steps handed to the ClusterCoordinator */
     unsigned psd_recoveries;
     /* Per worker, over the ClusterCoordinators of earlier attempts. */
@@ -34,6 +37,10 @@ typedef struct {
 static const char *
 s_worker_state(coord_run_t *r, const zdist_coordinator_worker_info_t *wi)
 {
+    if (wi->left)
+        return "left";
+    if (wi->draining)
+        return "draining";
     if (wi->lost_since_ms && !wi->up)
         return wi->rejoining ? "rejoining" : "lost";
     if (strcmp(r->state, "running") != 0)
@@ -72,6 +79,7 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
             continue;
         if (strcmp(state, "running") == 0)
             json_object_set_new(w, "job", json_string(r->cfg->job_id));
+        json_object_set_new(w, "joined", json_boolean(i < COORD_MAX_WORKERS && r->cfg->joined[i]));
         if (wi.lost_since_ms && !wi.up)
             coord_run_lost_json(w, now, wi.lost_since_ms, wi.lost_why);
         has[i] = coord_run_step_json(r, (int)i, now, w, &p50[i]);
@@ -173,6 +181,32 @@ s_ps_lost(coord_run_t *r, const char *when, const zdist_error_t *err)
 
 /* ---- an attempt ---- */
 
+/* At a step boundary with PREEMPTs pending (every closure scheduled has
+   come back, so the psds hold exactly steps 1..r->step): the checkpoint,
+   then the answer that lets the tasks exit. A preempted psd ends the
+   attempt: training waits for it to restart, then restores this checkpoint
+   (no step lost). 0 or as s_attempt. */
+static int
+s_preempt_save(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    int rc = r->ckpt_step == r->step ? 0 : s_ckpt_save(r, r->step);
+    bool ps_gone = false;
+    for (int k = 0; k < r->npreempt; k++) {
+        int i = r->preempt[k].index;
+        if (strcmp(r->preempt[k].type, "ps") == 0 && i < r->cfg->num_ps) {
+            p->ps_preempted[i] = p->ps_inc[i] ? p->ps_inc[i] : 1;
+            ps_gone = true;
+        }
+    }
+    coord_run_preempt_saved(r, rc);
+    if (ps_gone)
+        return s_ps_lost(r, "a ps task was preempted (SIGTERM) after the checkpoint", NULL);
+    if (rc < 0 && s_ps_changed(r))
+        return s_ps_lost(r, "during a preemption checkpoint", NULL);
+    return 0;
+}
+
 static void
 s_worker_event(void *arg, bool problem, const char *line)
 {
@@ -182,6 +216,40 @@ s_worker_event(void *arg, bool problem, const char *line)
     else
         zsys_info("job %s: %s", r->cfg->job_id, line);
     coord_run_event(r, problem ? "lost" : "back", line);
+}
+
+/* JOIN / DRAIN taken from the pipe, applied to the attempt's
+   ClusterCoordinator: joined workers added (each gets the job and
+   closures once it answers), left ones drained (their closures in flight
+   finish, no new ones). */
+static void
+s_members(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    r->members_changed = false;
+    if (!p->coord)
+        return;
+    char line[400];
+    for (size_t n; (n = zdist_coordinator_num_workers(p->coord)) < (size_t)r->cfg->num_workers;) {
+        zdist_error_t err = {0};
+        if (zdist_coordinator_add_worker(p->coord, r->cfg->workers[n], &err) < 0) {
+            zsys_warning("job %s: worker %zu (%s) cannot join: %s", r->cfg->job_id, n, r->cfg->workers[n], err.text);
+            break;
+        }
+        snprintf(line, sizeof line, "worker %zu (%s) joined: closures once it has the job", n, r->cfg->workers[n]);
+        s_worker_event(r, false, line);
+        if (r->cfg->left[n])
+            zdist_coordinator_drain_worker(p->coord, n);
+    }
+    for (int i = 0; i < r->cfg->num_workers; i++) {
+        zdist_coordinator_worker_info_t wi;
+        if (!r->cfg->left[i] || zdist_coordinator_worker_info(p->coord, (size_t)i, &wi) < 0 || wi.draining || wi.left)
+            continue;
+        snprintf(line, sizeof line, "worker %d (%s) drains: no more closures, those in flight finish", i,
+                 r->cfg->workers[i]);
+        s_worker_event(r, false, line);
+        zdist_coordinator_drain_worker(p->coord, (size_t)i);
+    }
 }
 
 /* A new ClusterCoordinator for this attempt (the workers' totals of the
@@ -226,6 +294,7 @@ s_coordinator(coord_run_t *r)
         return -EINVAL;
     }
     s_ps_record(r);
+    s_members(r); /* workers that left stay out */
     int rc = zdist_coordinator_start(p->coord, true, &err);
     if (rc < 0) {
         if (s_ps_changed(r))
@@ -300,12 +369,17 @@ s_train(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             break;
+        if (r->members_changed)
+            s_members(r);
         int64_t target = r->steps;
         if (every > 0) {
             int64_t next = coord_run_ckpt_next(r, every);
             if (next < target)
                 target = next;
         }
+        /* A task got SIGTERM: the next step boundary is what is scheduled. */
+        if (r->npreempt > 0 && p->scheduled < target)
+            target = p->scheduled;
         /* Keep enough closures queued for every worker to have its RUN_STEPS
            in flight, short closures several to a message. */
         size_t want = 8 * (size_t)cfg->num_workers;
@@ -330,6 +404,12 @@ s_train(coord_run_t *r)
                 return s_ps_lost(r, "during a step", &err);
             snprintf(r->error, sizeof r->error, "%s", err.text);
             return -EIO;
+        }
+        if (r->npreempt > 0 && r->step >= target && zdist_coordinator_done(p->coord)) {
+            int rc = s_preempt_save(r);
+            if (rc < 0)
+                return rc;
+            continue;
         }
         if (r->step >= target && target < r->steps && zdist_coordinator_done(p->coord)) {
             if (s_ckpt_save(r, r->step) < 0 && s_ps_changed(r))
@@ -434,11 +514,16 @@ s_wait(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return false;
+        coord_run_preempt_idle(r);
         bool all = true;
         for (int i = 0; i < r->cfg->num_ps && all; i++) {
             zdist_ps_stats_t *st = NULL;
             if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
                 all = false;
+            else if (p->ps_preempted[i] && st->incarnation == p->ps_preempted[i])
+                all = false; /* preempted, not yet gone and back */
+            else
+                p->ps_preempted[i] = 0;
             zdist_ps_stats_destroy(&st);
         }
         if (all)

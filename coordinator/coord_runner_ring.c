@@ -29,6 +29,8 @@ typedef struct {
     uint64_t incarnation; /* from its latest reply */
     unsigned restarts;    /* times the incarnation changed */
     int64_t lost_since_ms; /* zdist_clock_now_ms when it was lost; 0 while up */
+    bool preempted;        /* got SIGTERM: out of the ring until another incarnation answers */
+    uint64_t preempted_inc;
     char lost_why[512];
 } s_worker_t;
 
@@ -430,12 +432,16 @@ s_probe(coord_run_t *r, int64_t timeout_ms)
     int up = 0;
     for (int i = 0; i < m->n; i++) {
         const zdist_worker_reply_t *rep = s_ok(&rs, i);
+        if (rep && m->w[i].preempted && rep->incarnation == m->w[i].preempted_inc)
+            rep = NULL; /* still stopping: not back until it has restarted */
+        else if (rep)
+            m->w[i].preempted = false;
         m->w[i].up = rep != NULL;
         m->w[i].has_job = rep && strcmp(rep->worker.job, m->job_name) == 0;
         if (rep)
             m->w[i].lost_since_ms = 0;
         else
-            s_lost(&m->w[i], "it does not answer STATUS");
+            s_lost(&m->w[i], m->w[i].preempted ? "preempted (SIGTERM)" : "it does not answer STATUS");
         up += m->w[i].up;
     }
     s_free_replies(m, &rs);
@@ -482,6 +488,8 @@ s_rounds(coord_run_t *r, int64_t target)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return 1;
+        if (r->npreempt > 0)
+            return 2; /* a task got SIGTERM: the checkpoint first */
         m->round_steps = target - r->step < spe ? target - r->step : spe;
         int64_t round_us = zdist_clock_now_us();
         s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
@@ -529,6 +537,40 @@ s_rounds(coord_run_t *r, int64_t target)
                 coord_run_step_time(r, i, (double)round_us / 1e6 / (double)res.steps, res.steps);
         coord_run_account(r, &res);
         coord_run_status(r, false);
+    }
+    return 0;
+}
+
+/* A step boundary with PREEMPTs pending: the checkpoint, then the answer
+   that lets the tasks exit. A preempted worker of the ring is out of it
+   until it has restarted: the ring is re-formed (-EAGAIN) from this
+   checkpoint, with it when it is back within lost_worker_wait_ms, else
+   without it. 0 or as s_attempt. */
+static int
+s_preempt_save(coord_run_t *r)
+{
+    s_ring_t *m = s_self(r);
+    int rc = r->ckpt_step == r->step ? 0 : s_save(r, r->step);
+    int gone = -1;
+    for (int k = 0; k < r->npreempt; k++) {
+        int i = r->preempt[k].index;
+        if (strcmp(r->preempt[k].type, "worker") != 0 || i >= m->n || !m->w[i].in_ring)
+            continue;
+        m->w[i].preempted = true;
+        m->w[i].preempted_inc = m->w[i].incarnation;
+        m->w[i].up = false;
+        s_lost(&m->w[i], "preempted (SIGTERM)");
+        gone = i;
+    }
+    coord_run_preempt_saved(r, rc);
+    if (rc == -EAGAIN)
+        return rc;
+    if (gone >= 0) {
+        snprintf(m->last_failure, sizeof m->last_failure,
+                 "worker task %d (%s) was preempted (SIGTERM) at step %lld: re-forming the ring from its checkpoint",
+                 gone, m->w[gone].endpoint, (long long)r->step);
+        zsys_info("job %s: %s", r->cfg->job_id, m->last_failure);
+        return -EAGAIN;
     }
     return 0;
 }
@@ -707,6 +749,11 @@ s_attempt(coord_run_t *r)
         if (every > 0 && coord_run_ckpt_next(r, every) < target)
             target = coord_run_ckpt_next(r, every);
         rc = s_rounds(r, target);
+        if (rc == 2) {
+            if ((rc = s_preempt_save(r)) < 0)
+                return rc;
+            continue;
+        }
         if (rc == 1) {
             if (r->term && !r->cancel && r->ckpt_step != r->step)
                 s_save(r, r->step);
@@ -744,6 +791,7 @@ s_wait(coord_run_t *r)
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return false;
+        coord_run_preempt_idle(r);
         s_probe(r, 1000);
         int missing = 0, up = 0;
         for (int i = 0; i < m->n; i++) {

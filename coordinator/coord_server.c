@@ -31,6 +31,16 @@ typedef struct {
     coord_row_t *job;
 } s_run_t;
 
+/* A PREEMPT waiting for the runners it went to: answered when the last one
+   has checkpointed (or ended). */
+#define S_MAX_PREEMPTS 64
+typedef struct {
+    zdist_rpc_call_t *call;
+    zactor_t *waits[COORD_MAX_RUNNING];
+    int nwaits;
+    char detail[2048];
+} s_preempt_t;
+
 typedef struct {
     coord_server_config_t config;
     zsock_t *pipe;
@@ -44,6 +54,11 @@ typedef struct {
     coord_events_t events;
     zdist_http_t *http; /* --http */
     coord_http_view_t view;
+    s_preempt_t preempts[S_MAX_PREEMPTS];
+    int npreempts;
+    /* Elastic workers: config.workers[i] joined through JOIN (not in the
+       cluster file); left (drained, or a joined one's SIGTERM) for good. */
+    bool joined[COORD_MAX_WORKERS], left[COORD_MAX_WORKERS];
 } self_t;
 
 /* ---- dropping ended jobs' variables ---- */
@@ -120,6 +135,8 @@ s_start_next(self_t *self)
         cfg->num_workers = self->config.num_workers;
         cfg->num_ps = self->config.num_ps;
         memcpy(cfg->workers, self->config.workers, sizeof cfg->workers);
+        memcpy(cfg->joined, self->joined, sizeof cfg->joined);
+        memcpy(cfg->left, self->left, sizeof cfg->left);
         memcpy(cfg->ps, self->config.ps, sizeof cfg->ps);
         cfg->closure_timeout_ms = self->config.closure_timeout_ms;
         snprintf(next->state, sizeof next->state, "running");
@@ -140,6 +157,146 @@ s_start_next(self_t *self)
     }
 }
 
+/* ---- elastic workers ---- */
+
+/* Worker `index` leaves for good: every running job drains it (its closures
+   in flight finish, no new ones); `why` for the log and the events. */
+static void
+s_worker_leaves(self_t *self, int index, const char *why)
+{
+    self->left[index] = true;
+    for (int i = 0; i < self->nruns; i++)
+        zstr_sendf(self->runs[i].actor, "DRAIN %d", index);
+    zsys_info("worker:%d (%s) leaves: %s", index, self->config.workers[index], why);
+    coord_events_add(&self->events, "", "left", "worker:%d (%s) leaves: %s", index, self->config.workers[index], why);
+}
+
+/* JOIN: a worker not in the cluster file (zdist-worker --join) becomes
+   worker:N, N the next index; the running parameter_server jobs give it
+   closures once it answers, and later jobs count it. A worker that joined
+   before and calls again from the same endpoint (restarted) keeps its index. */
+static int
+s_join(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_coord_join_request_t *req = zdist_rpc_call_body(call);
+    int index = -1;
+    for (int i = 0; i < self->config.num_workers && index < 0; i++)
+        if (!self->left[i] && strcmp(self->config.workers[i], req->endpoint) == 0)
+            index = i;
+    if (index < 0) {
+        if (self->config.num_workers >= COORD_MAX_WORKERS)
+            return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "join: %d workers already, the most a "
+                                       "cluster has", self->config.num_workers);
+        index = self->config.num_workers++;
+        snprintf(self->config.workers[index], sizeof self->config.workers[index], "%s", req->endpoint);
+        self->joined[index] = true;
+        for (int i = 0; i < self->nruns; i++)
+            zstr_sendf(self->runs[i].actor, "JOIN %d %s", index, req->endpoint);
+        zsys_info("worker:%d (%s) joined the cluster: %d workers", index, req->endpoint, self->config.num_workers);
+        coord_events_add(&self->events, "", "joined", "worker:%d (%s) joined the cluster", index, req->endpoint);
+    }
+    return zdist_coord_reply_join(call, index, self->config.num_workers);
+}
+
+/* DRAIN (zdist drain worker:N): the worker leaves the running jobs and the
+   cluster on purpose; nothing it runs is lost or run twice. */
+static int
+s_drain(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_coord_drain_request_t *req = zdist_rpc_call_body(call);
+    if (req->task_index >= self->config.num_workers)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "drain: no worker:%d (the cluster has %d workers)",
+                                   req->task_index, self->config.num_workers);
+    if (self->left[req->task_index])
+        return zdist_coord_reply_drain(call, "left");
+    s_worker_leaves(self, req->task_index, "drained (zdist drain)");
+    return zdist_coord_reply_drain(call, "draining");
+}
+
+/* ---- preemption ---- */
+
+/* Runner `actor` has checkpointed for the PREEMPTs sent to it (line: what
+   it saved; NULL: it ended, its final state saved): each PREEMPT it was
+   the last runner of is answered. */
+static void
+s_preempt_done(self_t *self, zactor_t *actor, const char *line)
+{
+    for (int i = 0; i < self->npreempts;) {
+        s_preempt_t *p = &self->preempts[i];
+        for (int k = 0; k < p->nwaits; k++)
+            if (p->waits[k] == actor) {
+                p->waits[k] = p->waits[--p->nwaits];
+                size_t len = strlen(p->detail);
+                snprintf(p->detail + len, sizeof p->detail - len, "%s%s", len ? "; " : "",
+                         line ? line : "a job ended (its final checkpoint saved)");
+                break;
+            }
+        if (p->nwaits > 0) {
+            i++;
+            continue;
+        }
+        zdist_coord_reply_preempt(p->call, p->detail);
+        zdist_rpc_call_finish(&p->call);
+        self->preempts[i] = self->preempts[--self->npreempts];
+    }
+}
+
+/* PREEMPT: the task got SIGTERM. Every running job checkpoints at its next
+   step boundary (a job the task does not serve answers at once); the reply
+   waits for them, so the task exits after its jobs' state is safe. */
+static int
+s_preempt(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_coord_preempt_request_t *req = zdist_rpc_call_body(call);
+    bool worker = strcmp(req->task_type, "worker") == 0;
+    int n = worker ? self->config.num_workers : self->config.num_ps;
+    if (req->task_index >= n)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT,
+                                   "preempt: task %s:%d is not in the cluster (%d %s tasks)", req->task_type,
+                                   req->task_index, n, req->task_type);
+    zsys_info("task %s:%d got SIGTERM (preempted): %d running job%s checkpoint%s first", req->task_type,
+              req->task_index, self->nruns, self->nruns == 1 ? "" : "s", self->nruns == 1 ? "s" : "");
+    if (self->nruns == 0) {
+        if (worker && self->joined[req->task_index] && !self->left[req->task_index])
+            s_worker_leaves(self, req->task_index, "SIGTERM (a joined worker)");
+        return zdist_coord_reply_preempt(call, "no job running");
+    }
+    if (self->npreempts >= S_MAX_PREEMPTS)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "preempt: %d preemptions under way",
+                                   self->npreempts);
+    s_preempt_t *p = &self->preempts[self->npreempts];
+    memset(p, 0, sizeof *p);
+    if (!(p->call = zdist_rpc_call_defer(call)))
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "preempt: out of memory");
+    self->npreempts++;
+    for (int i = 0; i < self->nruns; i++) {
+        zstr_sendf(self->runs[i].actor, "PREEMPT %s %d", req->task_type, req->task_index);
+        p->waits[p->nwaits++] = self->runs[i].actor;
+    }
+    /* A joined worker that gets SIGTERM leaves on purpose: no one restarts it. */
+    if (worker && self->joined[req->task_index] && !self->left[req->task_index])
+        s_worker_leaves(self, req->task_index, "SIGTERM (a joined worker)");
+    return 0;
+}
+
+/* The server stops: its runners checkpointed at $TERM; every PREEMPT is answered. */
+static void
+s_preempt_stop(self_t *self)
+{
+    for (int i = 0; i < self->npreempts; i++) {
+        s_preempt_t *p = &self->preempts[i];
+        size_t len = strlen(p->detail);
+        snprintf(p->detail + len, sizeof p->detail - len, "%sthe chief stopped: its jobs checkpointed as it did",
+                 len ? "; " : "");
+        zdist_coord_reply_preempt(p->call, p->detail);
+        zdist_rpc_call_finish(&p->call);
+    }
+    self->npreempts = 0;
+}
+
 /* A status message from a runner; returns true on its last one. */
 static bool
 s_runner_message(self_t *self, s_run_t *run)
@@ -148,6 +305,12 @@ s_runner_message(self_t *self, s_run_t *run)
     char *text = kind ? zstr_recv(run->actor) : NULL;
     bool end = kind && strcmp(kind, "END") == 0;
     coord_row_t *j = run->job;
+    if (kind && strcmp(kind, "PREEMPTED") == 0) {
+        s_preempt_done(self, run->actor, text);
+        zstr_free(&kind);
+        zstr_free(&text);
+        return false;
+    }
     if (kind && strcmp(kind, "EVENT") == 0) {
         json_t *ev = text ? json_loads(text, 0, NULL) : NULL;
         const char *ek = json_string_value(json_object_get(ev, "kind"));
@@ -192,6 +355,8 @@ s_runner_message(self_t *self, s_run_t *run)
     bool gone = !kind;
     zstr_free(&kind);
     zstr_free(&text);
+    if (end || gone)
+        s_preempt_done(self, run->actor, NULL);
     return end || gone;
 }
 
@@ -229,6 +394,8 @@ s_preflight(self_t *self, char *why, size_t size)
     int rc = 0;
     for (int i = 0; i < n; i++) {
         bool w = i < self->config.num_workers;
+        if (w && (self->joined[i] || self->left[i]))
+            continue; /* elastic: one that is gone is only lost */
         const char *ep = w ? self->config.workers[i] : self->config.ps[i - self->config.num_workers];
         c[i] = zdist_rpc_client_new(ep, NULL, NULL);
         zdist_msg_t *m = zdist_msg_new(ZDIST_METHOD_PING);
@@ -242,6 +409,8 @@ s_preflight(self_t *self, char *why, size_t size)
     }
     for (int i = 0; i < n; i++) {
         bool w = i < self->config.num_workers;
+        if (!c[i])
+            continue;
         int task = w ? i : i - self->config.num_workers;
         const char *want = w ? "worker" : "ps";
         zdist_msg_t *reply = NULL;
@@ -416,6 +585,11 @@ static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, ZDIST_ROLE_CLIENT},
     {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_PREEMPT, "preempt", &zdist_coord_body_preempt, s_preempt, 0, 0,
+     ZDIST_ROLE_WORKER | ZDIST_ROLE_PS},
+    /* Under CURVE only a worker's key may join. */
+    {ZDIST_COORD_JOIN, "join", &zdist_coord_body_join, s_join, 0, 0, ZDIST_ROLE_WORKER},
+    {ZDIST_COORD_DRAIN, "drain", &zdist_coord_body_drain, s_drain, 0, 0, ZDIST_ROLE_CLIENT},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 
@@ -519,6 +693,7 @@ coord_server_actor(zsock_t *pipe, void *args)
         zactor_destroy(&self->runs[i].actor);
     }
     self->nruns = 0;
+    s_preempt_stop(self);
     /* Deferred calls end while the RPC server still exists: a job that ended
        meanwhile gets its last reply, every other stream UNAVAILABLE. */
     coord_follow_update(&self->follow, false);

@@ -165,6 +165,7 @@ main(int argc, char **argv)
                                config.endpoint, sizeof config.endpoint, &cluster) != 0)
         return 2;
     rc = zdist_daemon_keys("zdist-psd", opts.keys_dir, "ps", config.ps_task, cluster);
+    zdist_daemon_set_preempt(cluster, "ps", config.ps_task);
     zdist_cluster_destroy(&cluster);
     if (rc != 0)
         return rc;

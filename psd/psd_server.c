@@ -38,6 +38,8 @@ s_budget_sync(self_t *self)
     psd_store_stats_t st;
     psd_store_stats(self->store, &st);
     uint64_t fixed = st.value_bytes + st.slot_bytes;
+    /* Shards held: a SIGTERM then asks the chief for a checkpoint first. */
+    zdist_daemon_set_jobs(st.shards > 0 ? 1 : 0);
     self->budget.max_bytes = self->config.max_bytes > fixed ? self->config.max_bytes - fixed : 1;
 }
 

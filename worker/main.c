@@ -29,6 +29,9 @@ s_usage(FILE *out)
             "  --cluster FILE          cluster JSON (same form as TF_CONFIG) instead of the environment\n"
             "  --task worker:N         the task, overriding TF_CONFIG's \"task\"\n"
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5001)\n"
+            "  --join CHIEF            join a running cluster through its chief (HOST:PORT or tcp://...) as the\n"
+            "                          next worker:N (elastic parameter_server workers); needs --bind, an address\n"
+            "                          the chief reaches\n"
             "  --evaluator             serve an 'evaluator' task (TensorFlow's SidecarEvaluator): evaluate the\n"
             "                          newest checkpoint of each running job on its test set\n"
             "                          (older ones it could not keep up with are skipped) and append\n"
@@ -213,12 +216,35 @@ s_log_places(const worker_agent_config_t *config)
     }
 }
 
+/* Preemption of this task (its cluster's chief), or joining through the
+   chief given by --join (with --bind). 0, or 2 after a line on stderr. */
+static int
+s_join_setup(const worker_agent_config_t *config, const zdist_cluster_t *cluster, const char *join, const char *bind)
+{
+    char chief[300] = "";
+    if (join)
+        snprintf(chief, sizeof chief, "%s%s", strstr(join, "://") ? "" : "tcp://", join);
+    if (!chief[0]) {
+        zdist_daemon_set_preempt(cluster, "worker", config->worker_task);
+        return 0;
+    }
+    if (!bind || strncmp(config->endpoint, "tcp://", 6) != 0 || strstr(config->endpoint, "://*") ||
+        strstr(config->endpoint, "://0.0.0.0")) {
+        fprintf(stderr, "zdist-worker: joining through the chief needs --bind tcp://HOST:PORT, an address the chief "
+                "reaches this worker at\n");
+        return 2;
+    }
+    zdist_daemon_set_join(chief, config->endpoint);
+    return 0;
+}
+
 /* What the worker's own options fill (the shared ones: zdist/daemon_options.h). */
 typedef struct {
     worker_agent_config_t *config;
     const char *state_dir;
     char (*plugin_dirs)[WORKER_AGENT_PATH_MAX];
     int num_plugin_dirs;
+    const char *join; /* --join CHIEF */
 } s_options_t;
 
 static int
@@ -251,6 +277,9 @@ s_option(void *arg, int opt, const char *value)
         return 0;
     case 'P':
         return s_add_dir("--plugin-dir", value, false, o->plugin_dirs, &o->num_plugin_dirs);
+    case 'J':
+        o->join = value;
+        return 0;
     default: /* 'D' */
         config->confine_data = true;
         return s_add_dir("--data-root", value, false, config->data_roots, &config->num_data_roots);
@@ -272,6 +301,7 @@ main(int argc, char **argv)
         {"max-jobs", required_argument, NULL, 'j'},
         {"plugin-dir", required_argument, NULL, 'P'},
         {"data-root", required_argument, NULL, 'D'},
+        {"join", required_argument, NULL, 'J'},
         {0},
     };
     static worker_agent_config_t config;
@@ -302,12 +332,21 @@ main(int argc, char **argv)
     zsys_set_logident("zdist-worker");
     zsys_set_logstream(stderr);
 
+    if (own.join && !opts.bind) {
+        fprintf(stderr, "zdist-worker: --join needs --bind tcp://HOST:PORT, an address the chief reaches this "
+                "worker at\n");
+        return 2;
+    }
     const char *want = config.evaluator ? "evaluator" : "worker";
     zdist_cluster_t *cluster = NULL;
     if (zdist_daemon_find_task("zdist-worker", opts.cluster_file, opts.task, opts.bind, want, &config.worker_task,
                                config.endpoint, sizeof config.endpoint, &cluster) != 0)
         return 2;
     if (zdist_daemon_keys("zdist-worker", opts.keys_dir, want, config.worker_task, cluster) != 0) {
+        zdist_cluster_destroy(&cluster);
+        return 2;
+    }
+    if (!config.evaluator && s_join_setup(&config, cluster, own.join, opts.bind) != 0) {
         zdist_cluster_destroy(&cluster);
         return 2;
     }

@@ -839,6 +839,7 @@ s_finish(self_t *self, s_work_t *w)
                              zdist_rpc_call_method(w->call), strerror(-w->rc));
     zdist_rpc_call_finish(&w->call);
     self->snap = w->snap;
+    zdist_daemon_set_jobs(self->snap.njobs); /* a SIGTERM with jobs held asks the chief for a checkpoint */
     free(w);
     s_notify(self);
 }

@@ -40,6 +40,7 @@ typedef struct {
     char following[S_MAX_FOLLOWERS][ZDIST_COORD_ID_MAX]; /* a stream stays with the job it started on */
     size_t nfollowers;
     int rebind_attempts; /* since the last RESTART */
+    bool drained;        /* DRAIN of worker:1 came */
 } s_coord_t;
 
 /* Binding again after a RESTART: the old socket's port is let go by
@@ -129,11 +130,25 @@ s_list(zdist_rpc_call_t *call, void *state)
     return zdist_coord_reply_jobs(call, v, self->njobs);
 }
 
+/* Two workers: worker:1 drains, then has left. */
+static int
+s_drain(zdist_rpc_call_t *call, void *state)
+{
+    s_coord_t *self = state;
+    const zdist_coord_drain_request_t *req = zdist_rpc_call_body(call);
+    if (req->task_index >= 2)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "drain: no worker:%d", req->task_index);
+    bool left = self->drained;
+    self->drained = true;
+    return zdist_coord_reply_drain(call, left ? "left" : "draining");
+}
+
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0, 0},
     {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, 0},
     {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, 0},
     {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, 0},
+    {ZDIST_COORD_DRAIN, "drain", &zdist_coord_body_drain, s_drain, 0, 0, 0},
 };
 
 static int
@@ -156,7 +171,7 @@ s_serve(s_coord_t *self, const char *endpoint, zdist_error_t *err)
     zdist_rpc_server_options_t opts;
     zdist_rpc_server_options_default(&opts);
     opts.role = "chief";
-    zdist_rpc_server_t *rpc = zdist_rpc_server_new(endpoint, s_methods, 4, self, &opts, err);
+    zdist_rpc_server_t *rpc = zdist_rpc_server_new(endpoint, s_methods, sizeof s_methods / sizeof s_methods[0], self, &opts, err);
     if (!rpc)
         return -1;
     zmq_pollitem_t item = {zdist_rpc_server_socket(rpc), 0, ZMQ_POLLIN, 0};
@@ -438,6 +453,14 @@ test_requests_checked_before_handlers(void)
     CU_ASSERT_STRING_EQUAL(err.text, "cancel: job_id: longer than 63 bytes");
     CU_ASSERT_EQUAL(zdist_coord_client_cancel(c, "", 5000, state, &err), -EINVAL);
     CU_ASSERT_STRING_EQUAL(err.text, "cancel: job_id: empty; give the id of the job to cancel");
+    /* DRAIN: typed both ways; a negative index refused before the handler. */
+    CU_ASSERT_EQUAL(zdist_coord_client_drain(c, -1, 5000, state, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "drain: task_index: -1; give the worker's index (>= 0)");
+    CU_ASSERT_EQUAL(zdist_coord_client_drain(c, 1, 5000, state, &err), 0);
+    CU_ASSERT_STRING_EQUAL(state, "draining");
+    CU_ASSERT_EQUAL(zdist_coord_client_drain(c, 1, 5000, state, &err), 0);
+    CU_ASSERT_STRING_EQUAL(state, "left");
+    CU_ASSERT_EQUAL(zdist_coord_client_drain(c, 5, 5000, state, &err), -ENOENT);
     /* The table is untouched: no job got in. */
     CU_ASSERT_EQUAL(zdist_coord_client_status(c, "", 5000, &st, &err), -ENOENT);
     zdist_coord_client_destroy(&c);

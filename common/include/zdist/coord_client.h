@@ -62,6 +62,9 @@ ZDIST_EXPORT int zdist_coord_client_status(zdist_coord_client_t *self, const cha
    for the running job, "cancelled" for a queued one, else its final state). */
 ZDIST_EXPORT int zdist_coord_client_cancel(zdist_coord_client_t *self, const char *job_id, int64_t timeout_ms,
                                            char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err);
+/* DRAIN of worker:task_index (elastic workers): ret_state "draining" or "left". */
+ZDIST_EXPORT int zdist_coord_client_drain(zdist_coord_client_t *self, int task_index, int64_t timeout_ms,
+                                          char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err);
 /* Every job, without per-task detail: *ret_jobs (free with
    zdist_coord_jobs_free) and *ret_n. */
 ZDIST_EXPORT int zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms,

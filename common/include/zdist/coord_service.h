@@ -30,6 +30,9 @@ typedef enum {
     ZDIST_COORD_STATUS = 301,
     ZDIST_COORD_CANCEL = 302,
     ZDIST_COORD_LIST = 303,
+    ZDIST_COORD_PREEMPT = 304,
+    ZDIST_COORD_JOIN = 305,
+    ZDIST_COORD_DRAIN = 306,
 } zdist_coord_method_t;
 
 /* A job id is at most ZDIST_COORD_ID_MAX - 1 bytes, a state name at most
@@ -86,6 +89,22 @@ typedef struct {
     const char *job_id;
 } zdist_coord_cancel_request_t;
 
+/* PREEMPT: task_type "worker" or "ps", task_index >= 0. */
+typedef struct {
+    const char *task_type;
+    int task_index;
+} zdist_coord_preempt_request_t;
+
+/* JOIN: the worker's endpoint (tcp://host:port, at most 255 bytes). */
+typedef struct {
+    const char *endpoint;
+} zdist_coord_join_request_t;
+
+/* DRAIN: worker task_index >= 0. */
+typedef struct {
+    int task_index;
+} zdist_coord_drain_request_t;
+
 /* Body types for a zdist_rpc_method_t table: SUBMIT ->
    zdist_coord_submit_request_t, STATUS -> zdist_coord_status_request_t,
    CANCEL -> zdist_coord_cancel_request_t, LIST -> no fields (the body must
@@ -94,6 +113,9 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_submit;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_status;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_cancel;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_preempt;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_join;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_drain;
 
 /* Replies, set on the call's reply (a deferred call's too, e.g. before
    zdist_rpc_call_send_partial). -ENOMEM, or -EINVAL for an id or state
@@ -102,6 +124,11 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
 ZDIST_EXPORT int zdist_coord_reply_submit(zdist_rpc_call_t *call, const char *job_id);
 ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coord_job_t *jobs, size_t n);
 ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
+/* PREEMPT: one line per running job (NULL: ""). */
+ZDIST_EXPORT int zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *detail);
+ZDIST_EXPORT int zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers);
+/* DRAIN: "draining" or "left". */
+ZDIST_EXPORT int zdist_coord_reply_drain(zdist_rpc_call_t *call, const char *state);
 
 /* ---- a client's side (zdist/coord_client.h sends these) ----
    Requests, strings copied into the packed body (NULL: ""); NULL when out
@@ -111,6 +138,9 @@ ZDIST_EXPORT zdist_msg_t *zdist_coord_request_submit(const char *job_json, const
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_status(const char *job_id, bool follow);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_cancel(const char *job_id);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_list(void);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_preempt(const char *task_type, int task_index);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_join(const char *endpoint);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_drain(int task_index);
 /* Readers of an OK reply's body: 0, -EPROTO (err naming the field) for a
    body that does not decode or breaks a bound, -ENOMEM. ret is written
    only on success. */
@@ -123,6 +153,17 @@ ZDIST_EXPORT int zdist_coord_reply_read_jobs(const zdist_msg_t *reply, zdist_coo
                                              zdist_error_t *err);
 ZDIST_EXPORT int zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX],
                                                zdist_error_t *err);
+
+/* PREEMPT: the detail into ret[size] (cut to fit). */
+ZDIST_EXPORT int zdist_coord_reply_read_preempt(const zdist_msg_t *reply, char *ret, size_t size,
+                                                zdist_error_t *err);
+
+/* JOIN: the index the chief gave the worker, and how many it knows. */
+ZDIST_EXPORT int zdist_coord_reply_read_join(const zdist_msg_t *reply, int *ret_index, int *ret_num_workers,
+                                             zdist_error_t *err);
+/* DRAIN: the worker's state after the request. */
+ZDIST_EXPORT int zdist_coord_reply_read_drain(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX],
+                                              zdist_error_t *err);
 
 #ifdef __cplusplus
 }

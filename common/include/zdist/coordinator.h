@@ -173,8 +173,21 @@ typedef struct {
     bool rejoining;         /* lost, answered again, being given the job (START_JOB in flight) */
     int64_t lost_since_ms;  /* zdist_clock_now_ms when it was lost; 0 when up or never lost */
     const char *lost_why;   /* borrowed: why it was lost ("" when not) */
+    bool draining;          /* zdist_coordinator_drain_worker: its closures in flight finish, no new ones */
+    bool left;              /* drained: out of the job */
 } zdist_coordinator_worker_info_t;
 
+/* A worker that joins the running job (elastic workers): index
+   num_workers, pinged at once, given the job (START_JOB, its index of the
+   count then) and closures once it answers. Returns its index, or a
+   negative errno (-ENOSPC past ZDIST_COORDINATOR_MAX_WORKERS, -ENOMEM, a
+   bad endpoint) with err. */
+ZDIST_EXPORT int zdist_coordinator_add_worker(zdist_coordinator_t *self, const char *endpoint, zdist_error_t *err);
+/* Worker i leaves on purpose: it gets no more closures, those in flight
+   finish (or, if it goes before they do, go back to the queue whole as a
+   lost worker's), then it is out of the job for good: never pinged, no
+   part in evaluations. */
+ZDIST_EXPORT void zdist_coordinator_drain_worker(zdist_coordinator_t *self, size_t i);
 ZDIST_EXPORT size_t zdist_coordinator_num_workers(const zdist_coordinator_t *self);
 ZDIST_EXPORT int zdist_coordinator_worker_info(zdist_coordinator_t *self, size_t i,
                                                zdist_coordinator_worker_info_t *ret);

@@ -56,6 +56,29 @@ ZDIST_EXPORT int zdist_daemon_keys(const char *ident, const char *keys_dir, cons
    failed. */
 ZDIST_EXPORT int zdist_daemon_run(zactor_fn *actor, void *args, const char *what);
 
+/* Preemption, TensorFlow's PreemptionCheckpointHandler for every strategy:
+   once set (a cluster with a chief), the SIGTERM that stops the daemon first
+   sends PREEMPT (type:index) to the chief while the service still serves,
+   and waits for its answer: each running job the task serves saves a
+   checkpoint at its next step boundary, so the job resumes with at most one
+   step lost. The wait is at most $ZDIST_PREEMPT_TIMEOUT_MS (default 25000,
+   under the units' TimeoutStopSec of 30 s; 0: no preemption checkpoint),
+   and only while the daemon holds jobs (zdist_daemon_set_jobs) and the chief
+   answers a PING within 2 s. A second SIGTERM meanwhile is logged and the
+   wait goes on; the daemon still exits 0. Call before zdist_daemon_run. */
+ZDIST_EXPORT void zdist_daemon_set_preempt(const zdist_cluster_t *cluster, const char *type, int index);
+/* Elastic workers: once the daemon serves, it joins the cluster through
+   the chief at chief_endpoint (JOIN with `endpoint`, where the chief
+   reaches it), trying again every second until the chief answers, and
+   learns its task index: worker:N from then on (its SIGTERM is a
+   preemption of that task, sent with jobs held or not: it leaves the
+   cluster). Call before
+   zdist_daemon_run. */
+ZDIST_EXPORT void zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint);
+/* How many jobs the daemon holds now (any thread): a preemption waits for
+   the chief only while it is above 0. */
+ZDIST_EXPORT void zdist_daemon_set_jobs(int n);
+
 /* In the actor, after sending READY: the event loop of a service. Handles
    up to `batch` requests per wake-up (1 when each may take long), feeds
    systemd's watchdog from the loop when it is enabled, survives signals

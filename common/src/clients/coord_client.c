@@ -116,6 +116,19 @@ zdist_coord_client_cancel(zdist_coord_client_t *self, const char *job_id, int64_
 }
 
 int
+zdist_coord_client_drain(zdist_coord_client_t *self, int task_index, int64_t timeout_ms,
+                         char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err)
+{
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, zdist_coord_request_drain(task_index), timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    rc = zdist_coord_reply_read_drain(reply, ret_state, err);
+    zdist_msg_destroy(&reply);
+    return rc;
+}
+
+int
 zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms, zdist_coord_job_t **ret_jobs,
                         size_t *ret_n, zdist_error_t *err)
 {

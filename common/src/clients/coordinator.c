@@ -11,87 +11,7 @@
 #include "zdist/sys.h"
 #include "zdist/worker_client.h"
 
-#define S_MAX_K 16     /* RUN_STEPS messages in flight per worker */
-#define S_MAX_BATCH 64 /* closures in one RUN_STEPS */
-/* A RUN_STEPS carries consecutive queued closures until it holds about this
-   much of the worker's time (by its measured time per step), so near-empty
-   closures share a message and its reply while long ones go alone. */
-#define S_BATCH_TARGET_US 2000
-
-typedef enum { S_QUEUED, S_FLIGHT, S_DONE } s_vstate_t;
-
-struct zdist_remote_value_t {
-    zdist_coordinator_t *owner;
-    int64_t steps;
-    int64_t first_step; /* the job's number of its first step: the same on every attempt */
-    s_vstate_t state;
-    int rc;
-    zdist_error_t err;
-    zdist_closure_result_t result;
-    uint64_t req_id;
-    int64_t sent_ms;
-    int64_t sent_us;
-    zdist_remote_value_t *qnext;    /* queue, completed list, or spare list */
-    zdist_remote_value_t *all_next; /* every value, for destroy */
-    bool detached; /* zdist_coordinator_schedule_detached's: nobody fetches it, so it is reused once its
-                      result is taken (or it failed) instead of living as long as the coordinator */
-};
-
-typedef enum { W_DOWN, W_STARTING, W_UP } s_wstate_t;
-
-typedef struct {
-    char endpoint[256];
-    zdist_worker_client_t *cl;
-    s_wstate_t state;
-    uint64_t incarnation; /* from the START_JOB reply */
-    zdist_remote_value_t **flight; /* closures in flight, in dispatch order (a batch shares req_id) */
-    int nflight;
-    int nmsgs;          /* RUN_STEPS messages in flight */
-    double us_per_step; /* measured on this worker (moving average); 0 before a reply */
-    uint64_t ping_id, start_id, eval_id;
-    bool evaluated; /* zdist_coordinator_evaluate has its part */
-    zdist_evaluation_t evaluation;
-    int64_t next_ping_ms;
-    int64_t done;
-    int64_t last_heard_ms;
-    unsigned restarts;
-    int64_t steps_per_epoch;
-    bool ever_up;
-    int64_t last_done_us;   /* when its last closure completed (service time of the next) */
-    int64_t lost_since_ms;  /* 0 while up */
-    char lost_why[256];
-} s_worker_t;
-
-struct zdist_coordinator_t {
-    zdist_job_t job;
-    char *prefix;
-    char **ps;
-    size_t nps;
-    bool create_variables, repeat_input;
-    int k;         /* RUN_STEPS messages in flight per worker */
-    int max_batch; /* closures per RUN_STEPS */
-    int64_t closure_timeout_ms, start_timeout_ms, ping_interval_ms;
-    s_worker_t *workers;
-    zdist_worker_client_t **clients; /* workers[i].cl, for one poll over all */
-    size_t nworkers;
-    size_t rr; /* round robin for dispatch */
-    int64_t next_step; /* the job's step the next scheduled closure follows */
-    bool numbered;     /* zdist_coordinator_set_step was called: closures carry step numbers */
-    zdist_remote_value_t *qhead, *qtail;
-    size_t nqueued;
-    zdist_remote_value_t *chead, *ctail; /* completed, not yet taken */
-    zdist_remote_value_t *all;
-    zdist_remote_value_t *spare; /* detached values done with, reused by the next ones */
-    bool paused;
-    int first_rc;
-    zdist_error_t first_err;
-    bool error_raised;
-    int eval_rc; /* the first refusal of an EVALUATE */
-    zdist_error_t eval_err;
-    zdist_auc_t *eval_auc; /* every worker's scored examples of this evaluation: the exact AUC */
-    void (*on_event)(void *arg, bool problem, const char *line);
-    void *on_event_arg;
-};
+#include "clients/coordinator_private.h"
 
 void
 zdist_coordinator_options_default(zdist_coordinator_options_t *opts)
@@ -414,7 +334,7 @@ s_lose(zdist_coordinator_t *self, s_worker_t *w, const char *why)
     }
     w->nflight = 0;
     w->nmsgs = 0;
-    w->state = W_DOWN;
+    w->state = w->draining ? W_LEFT : W_DOWN;
     w->ping_id = 0;
     w->start_id = 0;
     w->eval_id = 0;
@@ -458,6 +378,17 @@ s_take_steps(zdist_closure_result_t *res, const zdist_worker_ran_t *ran, size_t 
             }
         }
     }
+}
+
+/* A draining worker with nothing in flight has left. */
+static void
+s_drained(zdist_coordinator_t *self, s_worker_t *w)
+{
+    if (!w->draining || w->nflight > 0 || w->state == W_LEFT)
+        return;
+    w->state = W_LEFT;
+    s_event(self, false, "worker %zu (%s) drained: its closures are done, it has left the job",
+            (size_t)(w - self->workers), w->endpoint);
 }
 
 static void
@@ -514,7 +445,23 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         double per_step = (double)run_us / (double)ran;
         w->us_per_step = w->us_per_step > 0 ? 0.75 * w->us_per_step + 0.25 * per_step : per_step;
     }
-    for (int b = 0; b < nb; b++) {
+    /* A stopping worker (SIGTERM) answers with the steps it ran, fewer than
+       asked without the input's end: the closures it did not finish go back
+       to the front of the queue, in their order, whole (their steps keep
+       their numbers, so the psds skip the ones it pushed; counting its part
+       here as well would lose steps from the job's count). Unnumbered
+       closures would apply those steps twice: they keep what they ran. */
+    int cut = nb;
+    if (self->numbered && !reply->ran.end_of_data && ran < (size_t)asked) {
+        size_t covered = 0;
+        for (cut = 0; cut < nb && covered + (size_t)batch[cut]->steps <= ran; cut++)
+            covered += (size_t)batch[cut]->steps;
+        for (int b = nb - 1; b >= cut; b--) {
+            batch[b]->result.attempts++;
+            s_push_front(self, batch[b]);
+        }
+    }
+    for (int b = 0; b < cut; b++) {
         zdist_remote_value_t *v = batch[b];
         zdist_closure_result_t *res = &v->result;
         size_t n = ran - from < (size_t)v->steps ? ran - from : (size_t)v->steps;
@@ -528,6 +475,7 @@ s_on_run_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t 
         w->done++;
         s_complete(self, v, 0);
     }
+    s_drained(self, w);
 }
 
 static void
@@ -563,6 +511,8 @@ s_on_reply(zdist_coordinator_t *self, size_t wi, const zdist_worker_reply_t *rep
     int status = reply->status;
     if (status == ZDIST_STATUS_OK)
         w->last_heard_ms = zdist_clock_now_ms();
+    if (w->state == W_LEFT)
+        return; /* drained: its closures are back; a late ping or start reply changes nothing */
     if (w->state == W_DOWN && id == w->ping_id && w->ping_id) {
         w->ping_id = 0;
         if (status == ZDIST_STATUS_OK)
@@ -625,7 +575,7 @@ s_dispatch(zdist_coordinator_t *self)
         size_t free_slots = 0;
         for (size_t n = 0; n < self->nworkers; n++) {
             s_worker_t *w = &self->workers[(self->rr + n) % self->nworkers];
-            if (w->state != W_UP || w->nmsgs >= self->k)
+            if (w->state != W_UP || w->draining || w->nmsgs >= self->k)
                 continue;
             free_slots += (size_t)(self->k - w->nmsgs);
             if (!best || w->nmsgs < best->nmsgs)
@@ -731,7 +681,7 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
     while (creator == self->nworkers && zdist_clock_now_ms() < until) {
         for (size_t i = 0; i < self->nworkers && creator == self->nworkers; i++) {
             s_worker_t *w = &self->workers[i];
-            if (w->start_id)
+            if (w->start_id || w->state == W_LEFT)
                 continue;
             zdist_worker_reply_t reply;
             uint64_t ping;
@@ -758,7 +708,7 @@ zdist_coordinator_start(zdist_coordinator_t *self, bool stop_first, zdist_error_
         return zdist_error_set(err, -ENOTCONN, "no worker answered START_JOB within %lld ms",
                                (long long)self->start_timeout_ms);
     for (size_t i = 0; i < self->nworkers; i++)
-        if (i != creator && s_send_start(self, i, false) < 0)
+        if (i != creator && self->workers[i].state != W_LEFT && s_send_start(self, i, false) < 0)
             return zdist_error_set(err, -ENOMEM, "out of memory");
     for (;;) {
         bool starting = false;
@@ -855,32 +805,18 @@ zdist_coordinator_next_result(zdist_coordinator_t *self, zdist_closure_result_t 
     return true;
 }
 
-size_t
-zdist_coordinator_num_workers(const zdist_coordinator_t *self)
+void
+zdist_coordinator_drain_worker(zdist_coordinator_t *self, size_t i)
 {
-    return self->nworkers;
-}
-
-int
-zdist_coordinator_worker_info(zdist_coordinator_t *self, size_t i, zdist_coordinator_worker_info_t *ret)
-{
-    if (i >= self->nworkers)
-        return -ENOENT;
+    if (i >= self->nworkers || self->workers[i].draining)
+        return;
     s_worker_t *w = &self->workers[i];
-    int64_t now = zdist_clock_now_ms();
-    *ret = (zdist_coordinator_worker_info_t){
-        .endpoint = w->endpoint,
-        .up = w->state == W_UP,
-        .closures_done = w->done,
-        .in_flight = w->nflight,
-        .oldest_in_flight_ms = w->nflight ? now - w->flight[0]->sent_ms : 0,
-        .last_heard_ms = w->last_heard_ms,
-        .restarts = w->restarts,
-        .rejoining = w->state == W_STARTING && w->ever_up,
-        .lost_since_ms = w->state == W_UP ? 0 : w->lost_since_ms,
-        .lost_why = w->lost_why,
-    };
-    return 0;
+    w->draining = true;
+    if (w->state != W_UP) {
+        w->state = W_LEFT; /* nothing in flight: lost or starting workers hold no closure */
+        return;
+    }
+    s_drained(self, w);
 }
 
 int
@@ -898,65 +834,7 @@ zdist_remote_value_fetch(zdist_remote_value_t *value, zdist_closure_result_t *re
     return 0;
 }
 
-/* ---- evaluate, stop ---- */
-
-#define S_EVAL_LOST_WAIT_MS 60000
-
-int
-zdist_coordinator_evaluate(zdist_coordinator_t *self, zdist_evaluation_t *ret, zdist_error_t *err)
-{
-    zdist_error_t jerr = {0};
-    int rc = zdist_coordinator_join(self, &jerr);
-    if (rc < 0) {
-        if (err)
-            *err = jerr;
-        return rc;
-    }
-    for (size_t i = 0; i < self->nworkers; i++) {
-        self->workers[i].evaluated = false;
-        self->workers[i].eval_id = 0;
-    }
-    self->eval_rc = 0;
-    zdist_auc_destroy(&self->eval_auc);
-    if (!(self->eval_auc = zdist_auc_new(0, err)))
-        return -ENOMEM;
-    /* Each EVALUATE has the closure deadline (the worker is lost past it);
-       a lost worker's part is waited for until it rejoins, a minute at
-       least: a frozen or cut-off worker is back after longer than one
-       closure's deadline, and its part is its own. */
-    int64_t until = zdist_clock_now_ms() +
-                    (self->closure_timeout_ms > S_EVAL_LOST_WAIT_MS ? self->closure_timeout_ms : S_EVAL_LOST_WAIT_MS);
-    for (;;) {
-        size_t left = 0;
-        for (size_t i = 0; i < self->nworkers; i++) {
-            s_worker_t *w = &self->workers[i];
-            left += !w->evaluated;
-            /* Every worker at once; a lost one once it has rejoined. */
-            if (!w->evaluated && !w->eval_id && w->state == W_UP &&
-                zdist_worker_client_evaluate(w->cl, self->job.name, self->closure_timeout_ms, &w->eval_id) < 0)
-                return zdist_error_set(err, -ENOMEM, "out of memory");
-        }
-        if (self->eval_rc < 0) {
-            if (err)
-                *err = self->eval_err;
-            return self->eval_rc;
-        }
-        if (left == 0)
-            break;
-        int64_t now = zdist_clock_now_ms();
-        if (now >= until)
-            return zdist_error_set(err, -ETIMEDOUT, "evaluation: %zu worker(s) did not answer in time", left);
-        zdist_coordinator_poll(self, until - now);
-    }
-    zdist_evaluation_t sum = {0};
-    for (size_t i = 0; i < self->nworkers; i++)
-        zdist_evaluation_add(&sum, &self->workers[i].evaluation, NULL);
-    if (zdist_evaluation_finish(&sum, self->eval_auc) < 0)
-        return zdist_error_set(err, -ENOMEM, "evaluation: out of memory for the AUC");
-    if (ret)
-        *ret = sum;
-    return 0;
-}
+/* ---- stop ---- */
 
 void
 zdist_coordinator_stop_job(zdist_coordinator_t *self, int64_t timeout_ms)

@@ -1,13 +1,16 @@
 /* zdist daemon runtime: task lookup, actor start, systemd, clean stop. */
 #include <malloc.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
 #include "zdist/auth.h"
+#include "zdist/coord_service.h"
 #include "zdist/daemon.h"
+#include "zdist/sys.h"
 
 /* The daemon that serves a task type, for "start X instead" messages. */
 static const char *
@@ -101,6 +104,141 @@ zdist_daemon_keep_memory(void)
         mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+/* ---- preemption ---- */
+
+static struct {
+    char chief[256]; /* "" : no preemption */
+    char type[16];
+    int index;
+    bool joined; /* through JOIN: its SIGTERM also tells the chief it leaves, jobs held or not */
+} s_preempt_cfg;
+static atomic_int s_jobs_held;
+static struct {
+    char chief[256]; /* "": not joining */
+    char endpoint[256];
+    int64_t next_ms;
+    zdist_rpc_client_t *client;
+} s_join_cfg;
+
+void
+zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint)
+{
+    snprintf(s_join_cfg.chief, sizeof s_join_cfg.chief, "%s", chief_endpoint ? chief_endpoint : "");
+    snprintf(s_join_cfg.endpoint, sizeof s_join_cfg.endpoint, "%s", endpoint ? endpoint : "");
+}
+
+void
+zdist_daemon_set_preempt(const zdist_cluster_t *cluster, const char *type, int index)
+{
+    s_preempt_cfg.chief[0] = '\0';
+    if (!cluster || !type || !zdist_cluster_has_job(cluster, "chief") ||
+        zdist_cluster_endpoint(cluster, "chief", 0, s_preempt_cfg.chief, sizeof s_preempt_cfg.chief) < 0) {
+        s_preempt_cfg.chief[0] = '\0';
+        return;
+    }
+    snprintf(s_preempt_cfg.type, sizeof s_preempt_cfg.type, "%s", type);
+    s_preempt_cfg.index = index;
+}
+
+void
+zdist_daemon_set_jobs(int n)
+{
+    atomic_store(&s_jobs_held, n);
+}
+
+static int64_t
+s_preempt_timeout_ms(void)
+{
+    const char *v = getenv("ZDIST_PREEMPT_TIMEOUT_MS");
+    char *end = NULL;
+    long long ms = v && *v ? strtoll(v, &end, 10) : 25000;
+    return end && *end ? 25000 : ms;
+}
+
+/* One call to the chief, waiting up to its deadline (through signals when
+   `through`: a second SIGTERM): the reply, or NULL. */
+static zdist_msg_t *
+s_chief_call(zdist_rpc_client_t *c, zdist_msg_t *req, int64_t timeout_ms, bool through)
+{
+    uint64_t id = 0;
+    if (!req || zdist_rpc_client_send(c, &req, timeout_ms, &id) < 0)
+        return NULL;
+    int64_t until = zdist_clock_now_ms() + timeout_ms + 1000;
+    zdist_msg_t *reply = NULL;
+    while (!reply && zdist_clock_now_ms() < until) {
+        int rc = zdist_rpc_client_recv_id(c, id, until - zdist_clock_now_ms(), &reply);
+        if (rc == -EINTR && !through)
+            break;
+        if (rc == -EINTR)
+            zsys_info("another SIGTERM: still waiting for the chief's checkpoint (it stops the task anyway by "
+                      "%lld ms)", (long long)timeout_ms);
+        else if (rc < 0)
+            break;
+    }
+    return reply;
+}
+
+/* SIGTERM with jobs held: the chief checkpoints them before this task goes. */
+static void
+s_preempt(void)
+{
+    int64_t timeout = s_preempt_timeout_ms();
+    if (!s_preempt_cfg.chief[0] || timeout <= 0 || (atomic_load(&s_jobs_held) <= 0 && !s_preempt_cfg.joined))
+        return;
+    zsys_info("SIGTERM: asking the chief (%s) to checkpoint the jobs of %s:%d before stopping", s_preempt_cfg.chief,
+              s_preempt_cfg.type, s_preempt_cfg.index);
+    zdist_rpc_client_t *c = zdist_rpc_client_new(s_preempt_cfg.chief, NULL, NULL);
+    zdist_msg_t *reply = c ? s_chief_call(c, zdist_msg_new(ZDIST_METHOD_PING), 2000, true) : NULL;
+    if (reply && zdist_msg_status(reply) == ZDIST_STATUS_OK) {
+        zdist_msg_destroy(&reply);
+        reply = s_chief_call(c, zdist_coord_request_preempt(s_preempt_cfg.type, s_preempt_cfg.index), timeout, true);
+        char detail[2048] = "";
+        if (reply && zdist_msg_status(reply) == ZDIST_STATUS_OK &&
+            zdist_coord_reply_read_preempt(reply, detail, sizeof detail, NULL) == 0)
+            zsys_info("preemption checkpoint done: %s", *detail ? detail : "no job needed one");
+        else
+            zsys_warning("preemption: the chief did not confirm a checkpoint (%s%s%s); stopping anyway",
+                         reply ? zdist_status_name(zdist_msg_status(reply)) : "no answer",
+                         reply && *zdist_msg_status_message(reply) ? ": " : "",
+                         reply ? zdist_msg_status_message(reply) : "");
+    } else {
+        zsys_warning("preemption: the chief (%s) does not answer; stopping without a checkpoint", s_preempt_cfg.chief);
+    }
+    zdist_msg_destroy(&reply);
+    zdist_rpc_client_destroy(&c);
+}
+
+/* JOIN, once the daemon serves: retried every second until the chief
+   answers; then this task is worker:N for its preemption. */
+static void
+s_join(void)
+{
+    if (!s_join_cfg.chief[0] || zdist_clock_now_ms() < s_join_cfg.next_ms)
+        return;
+    s_join_cfg.next_ms = zdist_clock_now_ms() + 1000;
+    if (!s_join_cfg.client && !(s_join_cfg.client = zdist_rpc_client_new(s_join_cfg.chief, NULL, NULL)))
+        return;
+    zdist_msg_t *reply = s_chief_call(s_join_cfg.client, zdist_coord_request_join(s_join_cfg.endpoint), 2000, false);
+    int index = -1, n = 0;
+    zdist_error_t err = {0};
+    if (reply && zdist_msg_status(reply) == ZDIST_STATUS_OK &&
+        zdist_coord_reply_read_join(reply, &index, &n, &err) == 0) {
+        zsys_info("joined the cluster through the chief at %s as worker:%d (%d workers); reached at %s",
+                  s_join_cfg.chief, index, n, s_join_cfg.endpoint);
+        sd_notifyf(0, "STATUS=worker:%d, joined through the chief at %s", index, s_join_cfg.chief);
+        snprintf(s_preempt_cfg.chief, sizeof s_preempt_cfg.chief, "%s", s_join_cfg.chief);
+        snprintf(s_preempt_cfg.type, sizeof s_preempt_cfg.type, "worker");
+        s_preempt_cfg.index = index;
+        s_preempt_cfg.joined = true;
+        s_join_cfg.chief[0] = '\0';
+        zdist_rpc_client_destroy(&s_join_cfg.client);
+    } else if (reply && zdist_msg_status(reply) != ZDIST_STATUS_OK) {
+        zsys_warning("joining through the chief at %s: %s: %s; trying again", s_join_cfg.chief,
+                     zdist_status_name(zdist_msg_status(reply)), zdist_msg_status_message(reply));
+    }
+    zdist_msg_destroy(&reply);
+}
+
 int
 zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
 {
@@ -129,7 +267,8 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     zpoller_t *poller = zpoller_new(actor, NULL);
     int status = 0;
     while (!zsys_interrupted) {
-        if (zpoller_wait(poller, 500) == actor) {
+        s_join();
+        if (zpoller_wait(poller, s_join_cfg.chief[0] ? 100 : 500) == actor) {
             char *msg = zstr_recv(actor);
             zsys_error("server stopped: %s", msg ? msg : "unknown reason");
             zstr_free(&msg);
@@ -138,11 +277,19 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
         }
     }
     zpoller_destroy(&poller);
+    zdist_rpc_client_destroy(&s_join_cfg.client);
     sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+    if (status == 0) {
+        sd_notify(0, "STATUS=preempted: checkpointing before the stop");
+        s_preempt(); /* the actor still serves: the chief needs this task for the checkpoint */
+    }
     /* From here a SIGINT or SIGTERM would only cut short (EINTR) the waits
        for the actor's threads, which may be finishing a step blocked on a
        frozen psd: main would return and exit() close the sockets they still
-       use (czmq then aborts). SIGKILL still ends a daemon that hangs. */
+       use (czmq then aborts). SIGKILL still ends a daemon that hangs.
+       czmq's handlers go first: its exit handler would put back the
+       default ones, and a late second SIGTERM would end the process 143. */
+    zsys_handler_reset();
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     zsys_info("stopping");

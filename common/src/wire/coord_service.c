@@ -1,6 +1,7 @@
 /* coord_service: coordinator.proto <-> plain C: the coordinator's request bodies and reply setters, and a
    client's requests and reply readers, and the job status record they carry. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,47 @@ s_decode_list(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
     return 0;
 }
 
+static int
+s_decode_preempt(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__PreemptRequest *m = (const Zdist__Coordinator__PreemptRequest *) pb;
+    zdist_coord_preempt_request_t *r = ret;
+    if (!m->task_type || (strcmp(m->task_type, "worker") != 0 && strcmp(m->task_type, "ps") != 0))
+        return zdist_error_set(err, -EINVAL, "task_type: '%.32s'; give \"worker\" or \"ps\"",
+                               m->task_type ? m->task_type : "");
+    if (m->task_index < 0)
+        return zdist_error_set(err, -EINVAL, "task_index: %d; give the task's index (>= 0)", (int) m->task_index);
+    r->task_type = m->task_type;
+    r->task_index = m->task_index;
+    return 0;
+}
+
+static int
+s_decode_join(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__JoinRequest *m = (const Zdist__Coordinator__JoinRequest *) pb;
+    if (!m->endpoint || strncmp(m->endpoint, "tcp://", 6) != 0)
+        return zdist_error_set(err, -EINVAL, "endpoint: '%.64s'; give where the chief reaches the worker, "
+                               "tcp://HOST:PORT (zdist-worker --bind)", m->endpoint ? m->endpoint : "");
+    int rc = s_bounded("endpoint", m->endpoint, 256, -EINVAL, err);
+    if (rc == 0)
+        ((zdist_coord_join_request_t *) ret)->endpoint = m->endpoint;
+    return rc;
+}
+
+static int
+s_decode_drain(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__DrainRequest *m = (const Zdist__Coordinator__DrainRequest *) pb;
+    if (m->task_index < 0)
+        return zdist_error_set(err, -EINVAL, "task_index: %d; give the worker's index (>= 0)", (int) m->task_index);
+    ((zdist_coord_drain_request_t *) ret)->task_index = m->task_index;
+    return 0;
+}
+
 const zdist_rpc_body_t zdist_coord_body_submit = {&zdist__coordinator__submit_request__descriptor,
                                                   sizeof(zdist_coord_submit_request_t), s_decode_submit,
                                                   s_release_submit};
@@ -126,6 +168,13 @@ const zdist_rpc_body_t zdist_coord_body_cancel = {&zdist__coordinator__cancel_re
                                                   NULL};
 const zdist_rpc_body_t zdist_coord_body_list = {&zdist__coordinator__list_request__descriptor, 0,
                                                 s_decode_list, NULL};
+const zdist_rpc_body_t zdist_coord_body_join = {&zdist__coordinator__join_request__descriptor,
+                                                sizeof(zdist_coord_join_request_t), s_decode_join, NULL};
+const zdist_rpc_body_t zdist_coord_body_drain = {&zdist__coordinator__drain_request__descriptor,
+                                                 sizeof(zdist_coord_drain_request_t), s_decode_drain, NULL};
+const zdist_rpc_body_t zdist_coord_body_preempt = {&zdist__coordinator__preempt_request__descriptor,
+                                                   sizeof(zdist_coord_preempt_request_t), s_decode_preempt,
+                                                   NULL};
 
 /* ---- replies ---- */
 
@@ -191,6 +240,34 @@ zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state)
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
 }
 
+int
+zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *detail)
+{
+    Zdist__Coordinator__PreemptReply r = ZDIST__COORDINATOR__PREEMPT_REPLY__INIT;
+    r.detail = (char *) (detail ? detail : "");
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
+int
+zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers)
+{
+    Zdist__Coordinator__JoinReply r = ZDIST__COORDINATOR__JOIN_REPLY__INIT;
+    r.task_index = task_index;
+    r.num_workers = num_workers;
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
+int
+zdist_coord_reply_drain(zdist_rpc_call_t *call, const char *state)
+{
+    int rc = s_bounded("state", state, ZDIST_COORD_STATE_MAX, -EINVAL, NULL);
+    if (rc < 0)
+        return rc;
+    Zdist__Coordinator__DrainReply r = ZDIST__COORDINATOR__DRAIN_REPLY__INIT;
+    r.state = (char *) state;
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
 /* ---- a client's side ---- */
 
 zdist_msg_t *
@@ -224,6 +301,31 @@ zdist_coord_request_list(void)
 {
     Zdist__Coordinator__ListRequest req = ZDIST__COORDINATOR__LIST_REQUEST__INIT;
     return zdist_msg_new_body(ZDIST_COORD_LIST, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_preempt(const char *task_type, int task_index)
+{
+    Zdist__Coordinator__PreemptRequest req = ZDIST__COORDINATOR__PREEMPT_REQUEST__INIT;
+    req.task_type = (char *) (task_type ? task_type : "");
+    req.task_index = task_index;
+    return zdist_msg_new_body(ZDIST_COORD_PREEMPT, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_join(const char *endpoint)
+{
+    Zdist__Coordinator__JoinRequest req = ZDIST__COORDINATOR__JOIN_REQUEST__INIT;
+    req.endpoint = (char *) (endpoint ? endpoint : "");
+    return zdist_msg_new_body(ZDIST_COORD_JOIN, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_drain(int task_index)
+{
+    Zdist__Coordinator__DrainRequest req = ZDIST__COORDINATOR__DRAIN_REQUEST__INIT;
+    req.task_index = task_index;
+    return zdist_msg_new_body(ZDIST_COORD_DRAIN, &req.base);
 }
 
 static int
@@ -342,6 +444,76 @@ zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char ret_state[ZDIST_COO
 {
     char state[ZDIST_COORD_STATE_MAX];
     int rc = zdist_msg_read_body(reply, &zdist__coordinator__cancel_reply__descriptor, s_read_cancel, state, err);
+    if (rc == 0)
+        memcpy(ret_state, state, sizeof state);
+    return rc;
+}
+
+/* PREEMPT's detail into the caller's buffer. */
+typedef struct {
+    char *buf;
+    size_t size;
+} s_text_t;
+
+static int
+s_read_preempt(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    (void) err;
+    const Zdist__Coordinator__PreemptReply *r = (const Zdist__Coordinator__PreemptReply *) pb;
+    s_text_t *out = arg;
+    snprintf(out->buf, out->size, "%s", r->detail ? r->detail : "");
+    return 0;
+}
+
+int
+zdist_coord_reply_read_preempt(const zdist_msg_t *reply, char *ret, size_t size, zdist_error_t *err)
+{
+    if (!ret || size == 0)
+        return -EINVAL;
+    s_text_t out = {ret, size};
+    return zdist_msg_read_body(reply, &zdist__coordinator__preempt_reply__descriptor, s_read_preempt, &out, err);
+}
+
+static int
+s_read_join(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__JoinReply *r = (const Zdist__Coordinator__JoinReply *) pb;
+    if (r->task_index < 0 || r->num_workers <= r->task_index)
+        return zdist_error_set(err, -EPROTO, "JOIN reply: task_index %d of %d workers", (int) r->task_index,
+                               (int) r->num_workers);
+    int *out = arg;
+    out[0] = r->task_index;
+    out[1] = r->num_workers;
+    return 0;
+}
+
+int
+zdist_coord_reply_read_join(const zdist_msg_t *reply, int *ret_index, int *ret_num_workers, zdist_error_t *err)
+{
+    int got[2];
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__join_reply__descriptor, s_read_join, got, err);
+    if (rc == 0) {
+        *ret_index = got[0];
+        *ret_num_workers = got[1];
+    }
+    return rc;
+}
+
+static int
+s_read_drain(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__DrainReply *r = (const Zdist__Coordinator__DrainReply *) pb;
+    int rc = s_bounded("DRAIN reply: state", r->state, ZDIST_COORD_STATE_MAX, -EPROTO, err);
+    if (rc == 0)
+        snprintf(arg, ZDIST_COORD_STATE_MAX, "%s", r->state ? r->state : "");
+    return rc;
+}
+
+int
+zdist_coord_reply_read_drain(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err)
+{
+    char state[ZDIST_COORD_STATE_MAX];
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__drain_reply__descriptor, s_read_drain, state, err);
     if (rc == 0)
         memcpy(ret_state, state, sizeof state);
     return rc;
