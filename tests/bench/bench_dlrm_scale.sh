@@ -111,7 +111,7 @@ tmp, elapsed, dim, opt, teacher = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]
 j = json.load(open(tmp + "/job.out"))
 m = j.get("metrics", {})
 print("job %s: %s in %d s, %s examples, test AUC %s (teacher %.4f), log loss %s"
-      % (j.get("job", "dlrm-scale"), j.get("state"), elapsed, m.get("examples"), m.get("test_auc"), teacher, m.get("test_loss")))
+      % (j.get("job_id"), j.get("state"), elapsed, m.get("examples"), m.get("test_auc"), teacher, m.get("test_loss")))
 slots = {"adam": 2, "adagrad": 1}[opt]
 total_rows = total_bytes = 0
 print("| psd | tables | rows | bytes | bytes/row | payload+slots/row | VmRSS | VmHWM |")

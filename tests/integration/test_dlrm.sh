@@ -73,7 +73,8 @@ for k in $(seq 13); do spec+=("I$k:fixed:float32"); done
 for k in $(seq 26); do spec+=("C$k:fixed:int64"); done
 "$TFRECORD_DRIVER_BIN" "${spec[@]}" -- "$DATA"/criteo/train/part-*.tfrecord >"$ZD_TMP/train.txt"
 for i in 0 1; do zd_run_expect 0 "$OUT.ps$i" "$ZDIST_BIN" ps stats "${ZD_PS_ADDRS[$i]}" --json; done
-python3 - "$ZD_TMP/train.txt" "$OUT.ps0" "$OUT.ps1" <<'PY' || zd_fail "the dynamic tables on the psds (above)"
+JOB_ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT")
+python3 - "$ZD_TMP/train.txt" "$OUT.ps0" "$OUT.ps1" "$JOB_ID" <<'PY' || zd_fail "the dynamic tables on the psds (above)"
 import json, sys
 cols = [set() for _ in range(26)]
 for line in open(sys.argv[1]):
@@ -82,9 +83,9 @@ for line in open(sys.argv[1]):
         cols[k].add(v[14 + k])
 rows, per_ps = [0] * 26, []
 for f in sys.argv[2:4]:
-    es = json.load(open(f))["embeddings"]  # this cluster's only job's (its id, not its name)
-    if len(set(e["job"] for e in es)) != 1:
-        print("%s: the tables of one job expected: %s" % (f, es)); sys.exit(1)
+    es = [e for e in json.load(open(f))["embeddings"] if e["job"] == sys.argv[4]]  # the job's id, not its name
+    if len(es) != 26:
+        print("%s: 26 tables of job %s expected: %s" % (f, sys.argv[4], es)); sys.exit(1)
     per_ps.append(sum(e["rows"] for e in es))
     for e in es:
         k = int(e["table"].split("/")[0][len("emb_C"):]) - 1
