@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The DLRM example against its PyTorch twin, and zdist's strategies against each other (issue 30).
 #
-#     bash tests/bench/bench_dlrm.sh [BUILD_DIR] [--rows N] [--rounds R] [--epochs E] [--only run,torch,ps2,ps1]
+#     bash tests/bench/bench_dlrm.sh [BUILD_DIR] [--rows N] [--rounds R] [--epochs E] [--only run,torch,ps2,ps1,psdyn]
 #
 # Generates N rows (default 100000; the issue's goal is 10^7) with `zdist gen criteo` (4 files per
 # split), then, R rounds (default 3) one after the other in one sitting, trains
 # deploy/examples/dlrm-criteo-run.json (data path and epochs overridden) with `zdist run`, its PyTorch
 # twin tests/bench/bench_dlrm_torch.py (the same model, Keras hashing, Adagrad with Keras's initial
-# accumulator 0.1, batch and epochs; 2 threads), and dlrm-criteo-ps.json under parameter_server on a
-# local cluster of 2 ps + 2 workers + a chief and on one of 2 ps + 1 worker + a chief. Prints the
+# accumulator 0.1, batch and epochs; 2 threads), and dlrm-criteo-ps-hashed.json (the same model and
+# tables) under parameter_server on a local cluster of 2 ps + 2 workers + a chief and on one of 2 ps +
+# 1 worker + a chief; with --only ...,psdyn also dlrm-criteo-ps.json (dynamic tables) on the first. Prints the
 # median examples/s and test AUC of each beside the teacher's AUC (the ceiling); every run's JSON is
 # kept in BUILD_DIR/bench-dlrm/. A warm-up round of
 # each comes first and is not counted. BUILD_DIR defaults to build-rel, then build (Release: the
@@ -76,7 +77,8 @@ json.dump(j, open(sys.argv[2], "w"))
 PY
 }
 job_copy dlrm-criteo-run.json "$ZD_TMP/run.json"
-job_copy dlrm-criteo-ps.json "$ZD_TMP/ps.json"
+job_copy dlrm-criteo-ps-hashed.json "$ZD_TMP/ps.json"
+job_copy dlrm-criteo-ps.json "$ZD_TMP/psdyn.json"
 
 if wanted torch; then
     spec="label:fixed:int64"
@@ -108,7 +110,7 @@ PY
     for ((i = 0; i < n; i++)); do zd_wait_log "$name-worker$i" "serving at" 60; done
     zd_wait_log "$name-chief" "chief serving at" 60
 }
-wanted ps2 && cluster ps2 2
+{ wanted ps2 || wanted psdyn; } && cluster ps2 2
 wanted ps1 && cluster ps1 1
 
 KEEP=$build/bench-dlrm
@@ -121,6 +123,7 @@ one() {
     case $kind in
     run) "$ZDIST_BIN" run "$ZD_TMP/run.json" --json --quiet >"$out" ;;
     torch) $py "$here/bench_dlrm_torch.py" "$ZD_TMP/run.json" "$ZD_TMP/train.txt" "$ZD_TMP/test.txt" --threads 2 >"$out" ;;
+    psdyn) "$ZDIST_BIN" submit "$ZD_TMP/psdyn.json" --cluster "$ZD_TMP/ps2.json" --json >"$out" ;;
     ps*) "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$ZD_TMP/$kind.json" --json >"$out" ;;
     esac
     # examples/s of training: zdist run's examples / train_seconds; PyTorch's loop alone (data already
@@ -150,20 +153,21 @@ PY
     zd_log "$(tail -1 "$RESULTS")"
 }
 for ((r = 0; r <= rounds; r++)); do
-    for k in run torch ps2 ps1; do wanted $k && one $k $r; done
+    for k in run torch ps2 ps1 psdyn; do wanted $k && one $k $r; done
 done
 
 python3 - "$RESULTS" "$teacher" "$rows" "$epochs" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 names = {"run": "zdist run (one_device)", "torch": "PyTorch twin, 2 threads",
-         "ps2": "parameter_server 2 workers + 2 ps", "ps1": "parameter_server 1 worker + 2 ps"}
+         "ps2": "parameter_server 2 workers + 2 ps", "ps1": "parameter_server 1 worker + 2 ps",
+         "psdyn": "the same 2w + 2ps, dynamic tables"}
 med = {}
 print("\n%s rows (90%% train), %s epoch(s); teacher's test AUC %s; medians of %d rounds after a warm-up"
       % (sys.argv[3], sys.argv[4], sys.argv[2], max(int(r[1]) for r in rows)))
 print("| %-34s | %10s | %10s | %8s | %8s |" % ("", "train ex/s", "job ex/s", "test AUC", "log loss"))
 print("|%s|%s|%s|%s|%s|" % ("-" * 36, "-" * 12, "-" * 12, "-" * 10, "-" * 10))
-for k in ("run", "torch", "ps2", "ps1"):
+for k in ("run", "torch", "ps2", "ps1", "psdyn"):
     got = [r for r in rows if r[0] == k and int(r[1]) > 0]
     if not got:
         continue
@@ -175,4 +179,5 @@ def ratio(a, b, what):
 ratio("run", "torch", "zdist run / PyTorch")
 ratio("ps2", "run", "parameter_server 2w+2ps / zdist run")
 ratio("ps2", "ps1", "parameter_server 2w+2ps / 1 worker")
+ratio("psdyn", "ps2", "dynamic tables / hashed tables (2w+2ps)")
 PY

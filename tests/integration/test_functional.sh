@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Functional models end to end through the programs: zdist run --summary prints the Criteo examples' graphs
-# (DLRM, DLRM under parameter_server, DCN-v2) as Keras's functional summary, and a functional model without
+# (DLRM, DLRM under parameter_server on dynamic and on hashed tables, DCN-v2) as Keras's functional summary, and a functional model without
 # the dataset's named features is refused by zdist run and at submit, naming the fix.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/coord_lib.sh"
@@ -13,7 +13,7 @@ OUT=$ZD_TMP/out
 # Their data are TFRecord files (dataset.format "tfrecord", dataset.features): until this build's job parser
 # reads that format, zdist run refuses them over dataset.* and tests/unit's model_graph suite checks their
 # models; the summary is checked here as soon as it takes them.
-for f in dlrm-criteo-run dlrm-criteo-ps dcn-criteo-run; do
+for f in dlrm-criteo-run dlrm-criteo-ps dlrm-criteo-ps-hashed dcn-criteo-run; do
     rc=0
     "$ZDIST_BIN" run --summary "$EXAMPLES/$f.json" >"$OUT" 2>"$OUT.err" || rc=$?
     if [[ $rc -ne 0 ]] && grep -qF "dataset." "$OUT.err"; then

@@ -204,6 +204,60 @@ test_errors(void)
                                      "stack");
 }
 
+/* An embedding without input_dim and with "dynamic" (issue 29's block, the
+   sequential parser's): a table without a vocabulary reading an int64
+   feature as it is; no parameters counted (rows come as ids are admitted). */
+static void
+test_dynamic(void)
+{
+    const char *text =
+        "{\"inputs\": [{\"name\": \"d\", \"features\": [\"I1\", \"I2\"]}], \"layers\": ["
+        "{\"name\": \"bottom\", \"dense\": {\"units\": 4}, \"inputs\": [\"d\"]},"
+        "{\"name\": \"e1\", \"embedding\": {\"output_dim\": 4, \"dynamic\": {\"min_count\": 2, "
+        "\"evict_after_steps\": 100}}, \"inputs\": [\"C1\"]},"
+        "{\"name\": \"e2\", \"embedding\": {\"output_dim\": 4, \"combiner\": \"sum\", \"dynamic\": {}}, "
+        "\"inputs\": [\"C2\"]},"
+        "{\"name\": \"x\", \"dot_interaction\": {\"concat_dense\": true}, \"inputs\": [\"bottom\", \"e1\", \"e2\"]},"
+        S_TOP("x") "], \"output\": \"top\", \"loss\": \"binary_crossentropy\", " S_FEATURES "}";
+    zdist_model_spec_t spec;
+    zdist_error_t err = {0};
+    int rc = zdist_model_graph_parse(text, &spec, &err);
+    if (rc < 0)
+        fprintf(stderr, "\n  %s", err.text);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    int e1 = s_find(&spec, "e1"), e2 = s_find(&spec, "e2");
+    CU_ASSERT_FATAL(e1 >= 0 && e2 >= 0);
+    CU_ASSERT(spec.layers[e1].dynamic && spec.layers[e2].dynamic);
+    CU_ASSERT_EQUAL(spec.layers[e1].min_count, 2);
+    CU_ASSERT_EQUAL(spec.layers[e1].evict_after_steps, 100);
+    CU_ASSERT_EQUAL(spec.layers[e1].input_dim, 0);
+    CU_ASSERT_EQUAL(spec.layers[e1].params, 0);
+    CU_ASSERT_EQUAL(spec.layers[e1].out.dims[0], 4);
+    CU_ASSERT_EQUAL(spec.layers[e2].out.rank, 1); /* a var feature's ids combined */
+    /* bottom 2*4+4, top (4 + 3 pairs) + 1: the tables count nothing */
+    CU_ASSERT_EQUAL(spec.total_params, 12 + 8);
+    zdist_model_spec_release(&spec);
+
+    /* the ids as they are: a hashing before a dynamic table is refused, naming the field */
+    s_refused("",
+              "{\"name\": \"h\", \"hashing\": {\"num_bins\": 10}, \"inputs\": [\"C1\"]},"
+              "{\"name\": \"e\", \"embedding\": {\"output_dim\": 2, \"dynamic\": {}}, \"inputs\": [\"h\"]},"
+              S_TOP("e"), "top",
+              "model.layers[1] (e).inputs[0]: 'h' is a hashing layer; a dynamic embedding (no input_dim) takes the "
+              "ids as they are: name the int64 feature itself (or an input of int64 features)");
+    s_refused("",
+              "{\"name\": \"e\", \"embedding\": {\"output_dim\": 2, \"dynamic\": {}}, \"inputs\": [\"I1\"]},"
+              S_TOP("e"), "top",
+              "model.layers[0] (e).inputs[0]: 'I1' gives float32 values; embedding reads int64 ids (a categorical "
+              "feature, or a hashing of one)");
+    /* the dynamic block is the sequential parser's, its errors with the graph's place */
+    s_refused("",
+              "{\"name\": \"e\", \"embedding\": {\"input_dim\": 5, \"output_dim\": 2, \"dynamic\": {}}, "
+              "\"inputs\": [\"C1\"]}," S_TOP("e"), "top",
+              "model.layers[0] (e).embedding.input_dim: a dynamic embedding has no vocabulary: its rows are keyed "
+              "by the ids as they are; drop input_dim");
+}
+
 /* The job file's functional model: its params carry the dataset's features
    without the label; `zdist_job_parse` checks the graph. The example files
    are checked whole once the job parser knows format "tfrecord" (the
@@ -259,7 +313,9 @@ test_examples(void)
         rows += bins[i];
     int64_t dlrm = 13 * 64 + 64 + 64 * 16 + 16 + rows * 16 + 367 * 64 + 64 + 64 * 32 + 32 + 32 + 1;
     s_example("dlrm-criteo-run.json", 2 + 52 + 1 + 3, dlrm);
-    s_example("dlrm-criteo-ps.json", 2 + 52 + 1 + 3, dlrm);
+    s_example("dlrm-criteo-ps-hashed.json", 2 + 52 + 1 + 3, dlrm);
+    /* on dynamic tables: no hashing layers, and the tables count no parameters */
+    s_example("dlrm-criteo-ps.json", 2 + 26 + 1 + 3, dlrm - rows * 16);
     /* DCN-v2: x0 = 13 + 26x8 = 221; two crosses; 221x128+128, 128x64+64, 64+1 */
     int64_t dcn = rows * 8 + 2 * (221 * 221 + 221) + 221 * 128 + 128 + 128 * 64 + 64 + 64 + 1;
     s_example("dcn-criteo-run.json", 52 + 1 + 2 + 3, dcn);
@@ -295,6 +351,7 @@ zdist_test_model_graph_register(void)
     ZDIST_SUITE("model_graph",
                 {"a DLRM graph: inputs, order, shapes, parameters, summary", test_dlrm},
                 {"errors name the layer and field: names, cycles, shapes, dtypes", test_errors},
-                {"the Criteo examples' models (DLRM, DLRM under parameter_server, DCN-v2)", test_examples},
+                {"dynamic embeddings: ids as they are, no vocabulary, errors naming the field", test_dynamic},
+                {"the Criteo examples' models (DLRM, DLRM under parameter_server on dynamic and hashed tables, DCN-v2)", test_examples},
                 {"the job carries the features and checks the graph", test_job});
 }

@@ -101,7 +101,7 @@ layer_embedding_ids(const int64_t *values, const int64_t *row_offsets, int64_t n
 {
     int64_t m = row_offsets ? row_offsets[n] : n * width, bags = row_offsets ? n : n * width;
     for (int64_t k = 0; k < m; k++) {
-        if (values[k] < 0 || values[k] >= input_dim)
+        if (input_dim > 0 && (values[k] < 0 || values[k] >= input_dim))
             return -1 - k;
         ids[k] = values[k];
         weights[k] = 1;

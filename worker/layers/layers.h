@@ -172,7 +172,8 @@ void layer_hashing(const int64_t *ids, int64_t m, int64_t num_bins, int64_t *out
    (row_offsets NULL: every id a bag of its own, n * width bags) or ragged
    rows (row_offsets[n + 1]: a bag per example); ids[m] (copied), weights[m]
    = 1, offsets[bags + 1]. Returns m, or -1 - k for ids[k] outside [0,
-   input_dim) (TF's "indices[k] = v is not in [0, input_dim)"). */
+   input_dim) (TF's "indices[k] = v is not in [0, input_dim)"); input_dim 0
+   (a dynamic table) takes any int64 id as it is. */
 int64_t layer_embedding_ids(const int64_t *values, const int64_t *row_offsets, int64_t n, int64_t width,
                             int64_t input_dim, int64_t *ids, float *weights, int64_t *offsets);
 

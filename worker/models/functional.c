@@ -146,8 +146,10 @@ s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
                 rc = s_add(b, sp->name, "bias", (zdist_shape_t){1, {units}}, zeros, &l->bias, &l->bias_n, err);
             break;
         case ZDIST_LAYER_EMBEDDING:
-            rc = s_add(b, sp->name, "embeddings", (zdist_shape_t){2, {sp->input_dim, sp->output_dim}}, uniform,
-                       &l->table, NULL, err);
+            /* fixed, or dynamic (no input_dim): the ids as they are, rows on the psds */
+            rc = model_add_embedding(b, sp, uniform, &l->table, err);
+            if (rc == 0 && l->table >= S_MAX_VARS)
+                rc = zdist_error_set(err, -EINVAL, "functional: more than %d variables", S_MAX_VARS);
             break;
         default:
             break;

@@ -60,6 +60,23 @@ model_params_int(const char *model, json_t *params, const char *key, int64_t max
     return 0;
 }
 
+/* Sequential's and functional's embeddings: one declaration, so both kinds
+   of model give a dynamic table the same name and the same spec. */
+int
+model_add_embedding(zdist_model_builder_t *b, const zdist_layer_spec_t *sp, zdist_initializer_t init, int *ret,
+                    zdist_error_t *err)
+{
+    char name[ZDIST_LAYER_NAME_MAX + 32];
+    snprintf(name, sizeof name, "%s/embeddings", sp->name);
+    zdist_var_spec_t v = {.name = name, .dtype = ZDIST_DTYPE_FLOAT32,
+                          .shape = {2, {sp->dynamic ? 0 : sp->input_dim, sp->output_dim}}, .init = init,
+                          .trainable = true};
+    zdist_dynamic_spec_t dyn = {.min_count = sp->min_count, .evict_after_steps = sp->evict_after_steps,
+                                .evict_l2_below = sp->evict_l2_below, .default_value = sp->dyn_default};
+    *ret = sp->dynamic ? zdist_builder_add_dynamic_variable(b, &v, &dyn, err) : zdist_builder_add_variable(b, &v, err);
+    return *ret < 0 ? *ret : 0;
+}
+
 int
 model_outputs(zdist_replica_ctx_t *ctx, double loss_sum, int64_t global_size, int64_t correct, int64_t n)
 {

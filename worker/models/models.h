@@ -25,6 +25,14 @@ int model_params_parse(const char *model, const char *params_json, const char *c
 int model_params_int(const char *model, json_t *params, const char *key, int64_t max, int64_t *ret,
                      zdist_error_t *err);
 
+/* Declares layer sp's embedding table "NAME/embeddings" with init: a
+   fixed [input_dim, output_dim] variable, or, for an embedding without
+   input_dim (sp->dynamic), a dynamic table [0, output_dim] with the
+   layer's admission and eviction (zdist_builder_add_dynamic_variable).
+   *ret gets its handle; 0 or the builder's negative errno with err. */
+int model_add_embedding(zdist_model_builder_t *b, const zdist_layer_spec_t *sp, zdist_initializer_t init, int *ret,
+                        zdist_error_t *err);
+
 /* The standard outputs of a step on n examples: the loss (loss_sum over
    global_size, so the replicas' SUM is the global batch's mean), the rows
    classified right (when correct >= 0) and the examples. 0 or the first

@@ -156,21 +156,6 @@ s_add(zdist_model_builder_t *b, const char *layer, const char *what, zdist_shape
     return *ret < 0 ? *ret : 0;
 }
 
-/* An embedding without input_dim: a dynamic table, [0, output_dim]. */
-static int
-s_add_dynamic(zdist_model_builder_t *b, const zdist_layer_spec_t *sp, zdist_initializer_t init, int *ret,
-              zdist_error_t *err)
-{
-    char name[ZDIST_LAYER_NAME_MAX + 32];
-    snprintf(name, sizeof name, "%s/embeddings", sp->name);
-    zdist_var_spec_t v = {.name = name, .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {0, sp->output_dim}},
-                          .init = init, .trainable = true};
-    zdist_dynamic_spec_t dyn = {.min_count = sp->min_count, .evict_after_steps = sp->evict_after_steps,
-                                .evict_l2_below = sp->evict_l2_below, .default_value = sp->dyn_default};
-    *ret = zdist_builder_add_dynamic_variable(b, &v, &dyn, err);
-    return *ret < 0 ? *ret : 0;
-}
-
 static int
 s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
 {
@@ -213,11 +198,7 @@ s_build(void *state, zdist_model_builder_t *b, zdist_error_t *err)
                 rc = s_add(b, nm, "moving_variance", (zdist_shape_t){1, {c}}, ones, false, &l->var, NULL, err);
             break;
         case ZDIST_LAYER_EMBEDDING:
-            if (sp->dynamic)
-                rc = s_add_dynamic(b, sp, uniform, &l->table, err);
-            else
-                rc = s_add(b, nm, "embeddings", (zdist_shape_t){2, {sp->input_dim, sp->output_dim}}, uniform, true,
-                           &l->table, NULL, err);
+            rc = model_add_embedding(b, sp, uniform, &l->table, err);
             break;
         default:
             break;

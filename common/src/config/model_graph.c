@@ -578,6 +578,12 @@ s_infer(s_graph_t *g, int i, zdist_error_t *err)
         if (l->first_id != 0)
             return zdist_error_set(err, -EINVAL, "%s.embedding.first_id: for libsvm data in sequential models; "
                                    "a functional model's ids are the feature's own", g->where[i]);
+        /* a hashing before a dynamic table would only add collisions: its rows are keyed by any int64 */
+        if (l->dynamic && l->inputs[0] >= 0)
+            return zdist_error_set(err, -EINVAL, "%s.inputs[0]: '%s' is a %s layer; a dynamic embedding (no "
+                                   "input_dim) takes the ids as they are: name the int64 feature itself (or an "
+                                   "input of int64 features)", g->where[i], v.name, model_spec_type_key(
+                                   &g->spec->layers[l->inputs[0]]));
         l->out = v.ragged || v.shape.rank == 0 ? (zdist_shape_t){1, {l->output_dim}}
                                                 : (zdist_shape_t){2, {v.shape.dims[0], l->output_dim}};
         l->params = l->input_dim * l->output_dim;
