@@ -292,6 +292,42 @@ split_over_ps "$JD/ckpt-60" /cross_1/kernel
 cluster_check recsys-ps feeds "$JOB" --state-dir "$ZD_TMP/state"
 zd_ok "parameter_server functional recsys: its checkpoint (cross_1/kernel split over 2 ps tasks) exported by job id; onnxruntime-node agrees with zdist run --evaluate: $(cat "$ZD_TMP/recsys-ps.check.json")"
 
+# The same functional recommender with two of its tables dynamic (a single
+# id, and the var feature under sqrtn; min_count 2, default 0.1): exported by
+# job id, ONNX Runtime's metrics over the test set are the job's own final
+# evaluation's (no zdist run reference: the local strategies serve no
+# dynamic table).
+"$PY" - "$ZD_TMP/recsys-ps.json" "$ZD_TMP/recsys-dyn.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["name"] = "recsys-dyn"
+for l in j["model"]["layers"]:
+    if l.get("name") in ("emb_C1", "emb_tags"):
+        l["embedding"].pop("input_dim")
+        l["embedding"]["dynamic"] = {"min_count": 2, "default": 0.1}
+json.dump(j, open(sys.argv[2], "w"))
+PY
+grep -q '"dynamic"' "$ZD_TMP/recsys-dyn.json" || zd_fail "recsys-dyn: no layer made dynamic: $(head -c 600 "$ZD_TMP/recsys-dyn.json")"
+cluster_job recsys-dyn "$ZD_TMP/recsys-dyn.json"
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
+cp "$OUT" "$ZD_TMP/recsys-dyn-st.json"
+zd_run_expect 0 "$OUT" "$ZDIST_BIN" export "$JOB" --state-dir "$ZD_TMP/state" --onnx "$ZD_TMP/recsys-dyn.onnx"
+"$PY" - "$ZD_TMP/recsys-dyn.onnx" <<'PY' || zd_fail "recsys-dyn: the graph is not a checked model with two id->row maps"
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+assert sum(n.op_type == "LabelEncoder" for n in m.graph.node) == 2, [n.op_type for n in m.graph.node]
+PY
+NODE_PATH=$cache/node_modules node "$HERE/onnx_check.js" "$ZD_TMP/recsys-dyn.onnx" "$RS/feeds.json" - - feeds \
+    >"$ZD_TMP/recsys-dyn.check.json" || zd_fail "recsys-dyn: onnxruntime-node could not run the model"
+"$PY" - "$ZD_TMP/recsys-dyn-st.json" "$ZD_TMP/recsys-dyn.check.json" <<'PY' || zd_fail "recsys-dyn: ONNX Runtime's metrics differ from the job's own evaluation: $(cat "$ZD_TMP/recsys-dyn.check.json")"
+import json, sys
+m, o = json.load(open(sys.argv[1]))["metrics"], json.load(open(sys.argv[2]))
+assert abs(m["test_accuracy"] - o["accuracy_onnx"]) < 1e-6, (m, o)
+assert abs(m["test_auc"] - o["auc_onnx"]) < 1e-4 and abs(m["test_loss"] - o["log_loss_onnx"]) < 1e-4, (m, o)
+PY
+zd_ok "parameter_server functional recsys on dynamic tables: exported by job id (two LabelEncoder id->row maps); onnxruntime-node's accuracy, AUC and log loss are the job's own evaluation's: $(cat "$ZD_TMP/recsys-dyn.check.json")"
+
 # ---- a dynamic embedding table: its rows on the psds, an id->row map in the graph ----
 # zdist run cannot evaluate a dynamic table (its rows live on the psds), so
 # the reference predictions are computed here with NumPy from the table
