@@ -67,6 +67,29 @@ cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord
     }
 }
 
+int
+cli_coord_one_operand(int argc, char **argv, const char *sub, const char *operand_name, const char *help,
+                      cli_coord_options_t *conn, const char **ret_operand)
+{
+    static const struct option longopts[] = {
+        CLI_COORD_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    int opt;
+    optind = 1;
+    while ((opt = cli_coord_getopt(argc, argv, longopts, conn)) != -1) {
+        if (opt != 'h')
+            return cli_usage_error(sub, "see --help");
+        printf("usage: zdist %s %s " CLI_COORD_USAGE "\n%s", sub, operand_name, help);
+        return CLI_EXIT_OK;
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(sub, "give one %s (zdist %s %s)", operand_name, sub, operand_name);
+    *ret_operand = argv[optind];
+    return -1;
+}
+
 zdist_coord_client_t *
 cli_coord_open(const char *sub, const cli_coord_options_t *o, char *endpoint, size_t size, int *ret_exit)
 {

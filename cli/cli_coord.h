@@ -24,6 +24,12 @@ typedef struct {
    (optind = 1 before it), the connection options taken into o: the next
    other option (optarg set), or -1 at the end. */
 int cli_coord_getopt(int argc, char **argv, const struct option *longopts, cli_coord_options_t *o);
+/* The command line of a subcommand that takes one operand and only the
+   connection options (cancel, drain): -1 with *ret_operand set to go on,
+   else the exit status (--help printed "usage: zdist SUB OPERAND_NAME
+   [options]" and help, or a usage error). */
+int cli_coord_one_operand(int argc, char **argv, const char *sub, const char *operand_name, const char *help,
+                          cli_coord_options_t *conn, const char **ret_operand);
 /* A client of the coordinator the options name, its address as
    "tcp://host:port" in endpoint; NULL after printing why, *ret_exit set
    (CLI_EXIT_USAGE a bad address or cluster, else CLI_EXIT_FAILED). */

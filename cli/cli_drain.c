@@ -1,6 +1,5 @@
 /* zdist drain: a worker leaves the running cluster on purpose (elastic parameter_server workers). */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,32 +10,19 @@
 int
 cli_drain_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_COORD_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {0},
-    };
     cli_coord_options_t conn = {0};
-    int opt;
-    optind = 1;
-    while ((opt = cli_coord_getopt(argc, argv, longopts, &conn)) != -1) {
-        switch (opt) {
-        case 'h':
-            printf("usage: zdist drain worker:N " CLI_COORD_USAGE "\n"
-                   "The worker leaves the running jobs and the cluster: it gets no more closures, those it runs\n"
-                   "finish (or go back to the queue whole), so no step is lost or applied twice. `zdist status`\n"
-                   "shows it 'draining', then 'left'.\n");
-            return CLI_EXIT_OK;
-        default:
-            return cli_usage_error("drain", "see --help");
-        }
-    }
+    const char *task = NULL;
     int64_t index;
-    const char *task = argc - optind == 1 ? argv[optind] : "";
-    if (argc - optind != 1 || strncmp(task, "worker:", 7) != 0 || zdist_parse_int64(task + 7, 0, 1 << 20, &index) < 0)
-        return cli_usage_error("drain", "give the worker task (zdist drain worker:N)");
+    int rc = cli_coord_one_operand(argc, argv, "drain", "worker:N",
+                                   "The worker leaves the running jobs and the cluster: it gets no more closures, "
+                                   "those it runs\nfinish (or go back to the queue whole), so no step is lost or "
+                                   "applied twice. `zdist status`\nshows it 'draining', then 'left'.\n",
+                                   &conn, &task);
+    if (rc >= 0)
+        return rc;
+    if (strncmp(task, "worker:", 7) != 0 || zdist_parse_int64(task + 7, 0, 1 << 20, &index) < 0)
+        return cli_usage_error("drain", "give the worker task (zdist drain worker:N), not '%s'", task);
     char endpoint[300];
-    int rc;
     zdist_coord_client_t *c = cli_coord_open("drain", &conn, endpoint, sizeof endpoint, &rc);
     if (!c)
         return rc;
