@@ -7,17 +7,21 @@
 
 #include "layers.h"
 
-/* Output pixels and filters a forward block keeps in registers (4 x 16 floats: 8 AVX registers), and the
-   kernel taps a backward block does (4 taps x 16 filters). */
-enum { S_PB = 4, S_FB = 16, S_TB = 4, S_MAX_SHARES = 8 };
+/* A forward tile keeps up to 8 output pixels by 32 filters in registers, a kernel-gradient tile up to 8
+   taps by 32 filters; S_MAX_SHARES bounds the threads of one pass. */
+enum { S_PB = 8, S_TB = 8, S_MAX_SHARES = 8 };
 
-/* The kernels are built twice, for AVX2 with FMA and for the baseline, and the loader picks one for the
-   CPU (GCC's target_clones): the build stays portable and fast machines get 8-wide FMAs. */
+/* The kernels are built three times, for AVX-512, for AVX2 with FMA and for the baseline, and the loader
+   picks one for the CPU (GCC's target_clones): the build stays portable and fast machines get 16-wide
+   FMAs. Tiles are sized for the registers of the build the CPU gets (s_wide: 32 vector registers). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define S_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define S_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define S_WIDE() __builtin_cpu_supports("x86-64-v4")
 #else
 #define S_CLONES
+#define S_WIDE() 0
 #endif
+#define S_INLINE static inline __attribute__((always_inline))
 
 /* Measured against im2col + OpenBLAS (bench_layers --cpu, one thread): direct wins for 1-4 input channels
    and 8 filters or more once a window has 12 taps or more (5x5x1: 2.5x forward, 1.6x backward; 3x3x3 and
@@ -62,52 +66,95 @@ s_pad(const layer_window_t *g, const float *x, int64_t n, float *xp)
         }
 }
 
-/* 8 floats: one AVX register (two SSE ones in the baseline build); vu8 may sit anywhere. */
+/* 16 and 8 floats: one AVX-512 register, two AVX ones, four SSE ones; the vu types may sit anywhere. */
+typedef float v16 __attribute__((vector_size(64)));
+typedef float vu16 __attribute__((vector_size(64), aligned(4)));
 typedef float v8 __attribute__((vector_size(32)));
 typedef float vu8 __attribute__((vector_size(32), aligned(4)));
 
-/* One block: outputs y[p][f0 .. f0 + fb) of np <= S_PB pixels in a row (fb <= S_FB), from the padded
-   input at xs (pixel p at xs + p * step) and the taps' offsets. Full blocks of 16 or 8 filters and 4
-   pixels stay in registers; the rest goes element by element. */
-S_CLONES static void
-s_fwd_block(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
-            int64_t fb, int np, const float *b, float *y)
+/* np pixels (pixel p at xs + p * step) by nv vectors of 16 filters from f0, over the taps: the outputs
+   stay in registers until the last tap. np and nv are constants where it is inlined. */
+S_INLINE void
+s_fwd_tile(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
+           const float *b, float *y, const int np, const int nv)
 {
-    if (np == S_PB && (fb == 16 || fb == 8)) {
-        int nv = (int)fb / 8;
-        v8 acc[S_PB][2];
-        for (int v = 0; v < nv; v++) {
-            v8 bv = b ? *(const vu8 *)(b + f0 + 8 * v) : (v8){0};
-            for (int p = 0; p < S_PB; p++)
-                acc[p][v] = bv;
+    v16 acc[S_PB][2];
+    for (int v = 0; v < nv; v++) {
+        v16 bv = b ? *(const vu16 *)(b + f0 + 16 * v) : (v16){0};
+        for (int p = 0; p < np; p++)
+            acc[p][v] = bv;
+    }
+    for (int64_t t = 0; t < taps; t++) {
+        const float *wt = w + t * f + f0, *xt = xs + off[t];
+        v16 w0 = *(const vu16 *)wt, w1 = nv > 1 ? *(const vu16 *)(wt + 16) : w0;
+        for (int p = 0; p < np; p++) {
+            float xv = xt[p * step];
+            acc[p][0] += xv * w0;
+            if (nv > 1)
+                acc[p][1] += xv * w1;
         }
-        if (nv == 2)
-            for (int64_t t = 0; t < taps; t++) {
-                v8 w0 = *(const vu8 *)(w + t * f + f0), w1 = *(const vu8 *)(w + t * f + f0 + 8);
-                for (int p = 0; p < S_PB; p++) {
-                    float xv = xs[p * step + off[t]];
-                    acc[p][0] += xv * w0;
-                    acc[p][1] += xv * w1;
-                }
-            }
-        else
-            for (int64_t t = 0; t < taps; t++) {
-                v8 w0 = *(const vu8 *)(w + t * f + f0);
-                for (int p = 0; p < S_PB; p++)
-                    acc[p][0] += xs[p * step + off[t]] * w0;
-            }
-        for (int p = 0; p < S_PB; p++)
-            for (int v = 0; v < nv; v++)
-                *(vu8 *)(y + p * f + f0 + 8 * v) = acc[p][v];
-        return;
     }
     for (int p = 0; p < np; p++)
+        for (int v = 0; v < nv; v++)
+            *(vu16 *)(y + p * f + f0 + 16 * v) = acc[p][v];
+}
+
+/* The same for 4 pixels by 8 filters. */
+S_INLINE void
+s_fwd_tile8(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
+            const float *b, float *y)
+{
+    v8 acc[4], bv = b ? *(const vu8 *)(b + f0) : (v8){0};
+    for (int p = 0; p < 4; p++)
+        acc[p] = bv;
+    for (int64_t t = 0; t < taps; t++) {
+        v8 w0 = *(const vu8 *)(w + t * f + f0);
+        for (int p = 0; p < 4; p++)
+            acc[p] += xs[p * step + off[t]] * w0;
+    }
+    for (int p = 0; p < 4; p++)
+        *(vu8 *)(y + p * f + f0) = acc[p];
+}
+
+/* Outputs y[p][f0 .. f0 + fb) of np pixels in a row (fb 32 wide only, 16 or 8, or the last few filters),
+   from the padded input at xs (pixel p at xs + p * step) and the taps' offsets: tiles of 8 pixels when
+   wide, of 4, then one by one; filters that fill no vector go element by element. */
+S_CLONES static void
+s_fwd_block(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
+            int64_t fb, int np, bool wide, const float *b, float *y)
+{
+    int p = 0;
+    if (fb == 32 || fb == 16) {
+        int nv = (int)fb / 16;
+        for (; wide && np - p >= 8; p += 8)
+            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8, 2)
+                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8, 1);
+        for (; np - p >= 4; p += 4)
+            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4, 2)
+                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4, 1);
+        for (; p < np; p++)
+            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 1, 2)
+                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 1, 1);
+        return;
+    }
+    if (fb == 8)
+        for (; np - p >= 4; p += 4)
+            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f);
+    for (; p < np; p++)
         for (int64_t k = 0; k < fb; k++) {
             float a = b ? b[f0 + k] : 0.0f;
             for (int64_t t = 0; t < taps; t++)
                 a += xs[p * step + off[t]] * w[t * f + f0 + k];
             y[p * f + f0 + k] = a;
         }
+}
+
+/* The filters of the next block from f0: 32 (wide builds), 16, 8, or what is left. */
+static int64_t
+s_filter_block(int64_t f, int64_t f0, bool wide)
+{
+    int64_t left = f - f0;
+    return wide && left >= 32 ? 32 : left >= 16 ? 16 : left >= 8 ? 8 : left;
 }
 
 /* off[t]: the offset of tap t = (ky, kx, ch) from its window's corner in the padded input. */
@@ -127,7 +174,9 @@ typedef struct {
     const layer_window_t *g;
     const float *x, *w, *b, *dy;
     float *xp, *y, *dw; /* dw: this share's own sums (thread 0: the caller's) */
+    float *dx;
     int64_t n0, n1;
+    bool wide; /* the AVX-512 build runs: tiles for 32 vector registers */
 } s_share_t;
 
 static void *
@@ -145,13 +194,9 @@ s_forward_share(void *arg)
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const float *row = xp + (i * hp + oy * g->sh) * wp * c;
             float *yr = y + (i * g->oh + oy) * g->ow * f;
-            for (int64_t ox = 0; ox < g->ow; ox += S_PB) {
-                int np = g->ow - ox < S_PB ? (int)(g->ow - ox) : S_PB;
-                for (int64_t f0 = 0; f0 < f;) {
-                    int64_t fb = f - f0 >= 16 ? 16 : f - f0 >= 8 ? 8 : f - f0;
-                    s_fwd_block(row + ox * g->sw * c, g->sw * c, off, taps, a->w, f, f0, fb, np, a->b, yr + ox * f);
-                    f0 += fb;
-                }
+            for (int64_t f0 = 0, fb; f0 < f; f0 += fb) {
+                fb = s_filter_block(f, f0, a->wide);
+                s_fwd_block(row, g->sw * c, off, taps, a->w, f, f0, fb, (int)g->ow, a->wide, a->b, yr);
             }
         }
     return NULL;
@@ -198,61 +243,103 @@ void
 layer_conv2d_direct_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
                             float *xp, float *y)
 {
-    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y}, shares[S_MAX_SHARES];
+    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y, .wide = S_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
     s_split(&base, n, 0, s_forward_share, shares, extra);
 }
 
-/* dw[t0 .. t0 + tb)[f0 .. f0 + fb) += the sum over the ow pixels of a row (from xs, pixel p at xs + p *
-   step; its dy at dy + p * f) of x[tap] dy[f]: 4 taps by 16 or 8 filters in registers, else element-wise. */
-S_CLONES static void
-s_dw_block(const float *xs, int64_t step, const int64_t *off, int64_t t0, int64_t tb, const float *dy, int64_t ow,
-           int64_t f, int64_t f0, int64_t fb, float *dw)
+/* One example's windows as a kernel-gradient tile reads them: oh rows of ow pixels, the pixels step floats
+   apart in the padded input xs, the rows `row` floats apart; dy its output gradient [oh, ow, f]. */
+typedef struct {
+    const float *xs, *dy;
+    int64_t oh, ow, f, step, row;
+} s_rows_t;
+
+/* dw[t][f0 + 16 v + k] += the sum over the example's pixels of x[off[t]] dy[f0 + 16 v + k], for nt taps
+   (dw and off at the first) and nv vectors of 16 filters, in registers until the last pixel. */
+S_INLINE void
+s_dw_tile(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const int nt, const int nv)
 {
-    if (tb == S_TB && (fb == 16 || fb == 8)) {
-        v8 acc[S_TB][2] = {{{0}}};
-        const int64_t o0 = off[t0], o1 = off[t0 + 1], o2 = off[t0 + 2], o3 = off[t0 + 3];
-        if (fb == 16)
-            for (int64_t p = 0; p < ow; p++) {
-                const float *xpix = xs + p * step;
-                v8 d0 = *(const vu8 *)(dy + p * f + f0), d1 = *(const vu8 *)(dy + p * f + f0 + 8);
-                acc[0][0] += xpix[o0] * d0, acc[0][1] += xpix[o0] * d1;
-                acc[1][0] += xpix[o1] * d0, acc[1][1] += xpix[o1] * d1;
-                acc[2][0] += xpix[o2] * d0, acc[2][1] += xpix[o2] * d1;
-                acc[3][0] += xpix[o3] * d0, acc[3][1] += xpix[o3] * d1;
+    v16 acc[S_TB][2];
+    int64_t o[S_TB];
+    for (int t = 0; t < nt; t++) {
+        o[t] = off[t];
+        acc[t][0] = acc[t][1] = (v16){0};
+    }
+    for (int64_t oy = 0; oy < r->oh; oy++) {
+        const float *xs = r->xs + oy * r->row, *d = r->dy + oy * r->ow * r->f + f0;
+        for (int64_t p = 0; p < r->ow; p++) {
+            const float *xpix = xs + p * r->step, *dp = d + p * r->f;
+            v16 d0 = *(const vu16 *)dp, d1 = nv > 1 ? *(const vu16 *)(dp + 16) : d0;
+            for (int t = 0; t < nt; t++) {
+                float xv = xpix[o[t]];
+                acc[t][0] += xv * d0;
+                if (nv > 1)
+                    acc[t][1] += xv * d1;
             }
-        else
-            for (int64_t p = 0; p < ow; p++) {
-                const float *xpix = xs + p * step;
-                v8 d0 = *(const vu8 *)(dy + p * f + f0);
-                acc[0][0] += xpix[o0] * d0;
-                acc[1][0] += xpix[o1] * d0;
-                acc[2][0] += xpix[o2] * d0;
-                acc[3][0] += xpix[o3] * d0;
-            }
-        for (int t = 0; t < S_TB; t++)
-            for (int v = 0; v < (int)fb / 8; v++)
-                *(vu8 *)(dw + (t0 + t) * f + f0 + 8 * v) += acc[t][v];
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int v = 0; v < nv; v++)
+            *(vu16 *)(dw + t * r->f + f0 + 16 * v) += acc[t][v];
+}
+
+/* The same for one vector of 8 filters. */
+S_INLINE void
+s_dw_tile8(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const int nt)
+{
+    v8 acc[S_TB];
+    int64_t o[S_TB];
+    for (int t = 0; t < nt; t++) {
+        o[t] = off[t];
+        acc[t] = (v8){0};
+    }
+    for (int64_t oy = 0; oy < r->oh; oy++) {
+        const float *xs = r->xs + oy * r->row, *d = r->dy + oy * r->ow * r->f + f0;
+        for (int64_t p = 0; p < r->ow; p++) {
+            const float *xpix = xs + p * r->step;
+            v8 d0 = *(const vu8 *)(d + p * r->f);
+            for (int t = 0; t < nt; t++)
+                acc[t] += xpix[o[t]] * d0;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        *(vu8 *)(dw + t * r->f + f0) += acc[t];
+}
+
+/* One example's share of dw[taps][f0 .. f0 + fb) (fb as s_filter_block gives it): the taps in tiles of 8
+   (4 for 16 filters when not wide: 8 AVX registers), then 4, then one by one; the last few filters
+   element by element. */
+S_CLONES static void
+s_dw_block(const s_rows_t *r, const int64_t *off, int64_t taps, int64_t f0, int64_t fb, bool wide, float *dw)
+{
+    int64_t t = 0;
+    int big = fb == 16 && !wide ? 4 : 8;
+    if (fb == 32 || fb == 16) {
+        for (; taps - t >= big; t += big)
+            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 8, 2)
+            : big == 8 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 8, 1)
+                       : s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 1);
+        for (; taps - t >= 4; t += 4)
+            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 2) : s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 1);
+        for (; t < taps; t++)
+            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 1, 2) : s_dw_tile(r, off + t, f0, dw + t * r->f, 1, 1);
         return;
     }
-    if (fb % 8 == 0) {
-        /* the last taps: one at a time, its filters' vectors in registers */
-        for (int64_t t = 0; t < tb; t++)
-            for (int64_t v = 0; v < fb / 8; v++) {
-                v8 a = {0};
-                const int64_t o = off[t0 + t];
-                for (int64_t p = 0; p < ow; p++)
-                    a += xs[p * step + o] * *(const vu8 *)(dy + p * f + f0 + 8 * v);
-                *(vu8 *)(dw + (t0 + t) * f + f0 + 8 * v) += a;
-            }
+    if (fb == 8) {
+        for (; taps - t >= 8; t += 8)
+            s_dw_tile8(r, off + t, f0, dw + t * r->f, 8);
+        for (; t < taps; t++)
+            s_dw_tile8(r, off + t, f0, dw + t * r->f, 1);
         return;
     }
-    for (int64_t t = 0; t < tb; t++)
-        for (int64_t k = 0; k < fb; k++) {
+    for (; t < taps; t++)
+        for (int64_t k = f0; k < f0 + fb; k++) {
             float a = 0;
-            for (int64_t p = 0; p < ow; p++)
-                a += xs[p * step + off[t0 + t]] * dy[p * f + f0 + k];
-            dw[(t0 + t) * f + f0 + k] += a;
+            for (int64_t oy = 0; oy < r->oh; oy++)
+                for (int64_t p = 0; p < r->ow; p++)
+                    a += r->xs[oy * r->row + p * r->step + off[t]] * r->dy[(oy * r->ow + p) * r->f + k];
+            dw[t * r->f + k] += a;
         }
 }
 
@@ -289,17 +376,14 @@ s_dw_share(void *arg)
     int64_t off[LAYER_MAX_TAPS];
     int64_t taps = s_offsets(g, wp, off);
     memset(a->dw, 0, (size_t)(taps * f) * sizeof *a->dw);
-    for (int64_t i = a->n0; i < a->n1; i++)
-        for (int64_t oy = 0; oy < g->oh; oy++) {
-            const float *row = a->xp + (i * hp + oy * g->sh) * wp * c, *dyr = a->dy + (i * g->oh + oy) * g->ow * f;
-            for (int64_t t0 = 0; t0 < taps; t0 += S_TB)
-                for (int64_t f0 = 0; f0 < f;) {
-                    int64_t fb = f - f0 >= 16 ? 16 : f - f0 >= 8 ? 8 : f - f0;
-                    s_dw_block(row, g->sw * c, off, t0, taps - t0 < S_TB ? taps - t0 : S_TB, dyr, g->ow, f, f0, fb,
-                               a->dw);
-                    f0 += fb;
-                }
+    for (int64_t i = a->n0; i < a->n1; i++) {
+        s_rows_t r = {.xs = a->xp + i * hp * wp * c, .dy = a->dy + i * g->oh * g->ow * f, .oh = g->oh,
+                      .ow = g->ow, .f = f, .step = g->sw * c, .row = g->sh * wp * c};
+        for (int64_t f0 = 0, fb; f0 < f; f0 += fb) {
+            fb = s_filter_block(f, f0, a->wide);
+            s_dw_block(&r, off, taps, f0, fb, a->wide, a->dw);
         }
+    }
     return NULL;
 }
 
@@ -311,7 +395,7 @@ layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n
     s_padded(g, &hp, &wp);
     int64_t off[LAYER_MAX_TAPS];
     int64_t taps = s_offsets(g, wp, off);
-    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw}, shares[S_MAX_SHARES];
+    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .wide = S_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
     int k = s_split(&base, n, taps * f, s_dw_share, shares, extra);
     for (int s = 1; s < k; s++) {
