@@ -251,42 +251,62 @@ layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
     s_pool_forward(g, x, n, y, false);
 }
 
+/* 16 floats and their comparison masks (one AVX-512 register, two AVX ones, four SSE ones), unaligned. */
+typedef float s_v16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t s_m16 __attribute__((vector_size(64), aligned(4)));
+
+/* One output pixel of a max pool's backward pass: each channel's gradient dyo goes to the first element
+   of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 channels at a time with the found ones'
+   mask in registers. add: windows overlap, so the gradients are added to what is there; else each
+   element is written once (the others' zeros too). */
+LAYER_CLONES static void
+s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, const float *dyo, int64_t y0,
+                 int64_t y1, int64_t x0, int64_t x1, bool add, float *di)
+{
+    int64_t c = g->c, ch = 0;
+    for (; ch + 16 <= c; ch += 16) {
+        s_v16 yv = *(const s_v16 *)(yo + ch), dv = *(const s_v16 *)(dyo + ch);
+        s_m16 done = {0};
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                s_m16 hit = (*(const s_v16 *)(xi + k) == yv) & ~done;
+                done |= hit;
+                s_v16 part = (s_v16)((s_m16)dv & hit);
+                *(s_v16 *)(di + k) = add ? *(s_v16 *)(di + k) + part : part;
+            }
+    }
+    for (; ch < c; ch++) {
+        bool found = false;
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                bool hit = !found && xi[k] == yo[ch];
+                found |= hit;
+                di[k] = (add ? di[k] : 0.0f) + (hit ? dyo[ch] : 0.0f);
+            }
+    }
+}
+
 void
 layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
                         float *dx)
 {
-    enum { CHUNK = 256 };
     int64_t c = g->c, in_size = g->h * g->w * c;
-    float done[CHUNK]; /* 1 once the channel's maximum was found */
-    memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
-    for (int64_t i = 0; i < n; i++) {
-        const float *xi = x + i * in_size;
-        float *di = dx + i * in_size;
+    /* Windows that do not overlap write each element of theirs once; when they also tile the input (a
+       pool's usual stride = size), nothing is left to clear beforehand. */
+    bool add = g->sh < g->kh || g->sw < g->kw;
+    bool tiles = g->sh == g->kh && g->sw == g->kw && g->oh * g->kh - g->pad_top >= g->h &&
+                 g->ow * g->kw - g->pad_left >= g->w;
+    if (!tiles)
+        memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
+    for (int64_t i = 0; i < n; i++)
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
                 s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
-                /* each channel's gradient goes to the first element equal
-                   to the maximum: positions in order, channels side by side */
-                for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-                    int64_t cn = c - c0 < CHUNK ? c - c0 : CHUNK;
-                    const float *restrict yo = y + o + c0, *restrict dyo = dy + o + c0;
-                    memset(done, 0, (size_t)cn * sizeof *done);
-                    for (int64_t iy = y0; iy < y1; iy++)
-                        for (int64_t ix = x0; ix < x1; ix++) {
-                            int64_t k = (iy * g->w + ix) * c + c0;
-                            const float *restrict xp = xi + k;
-                            float *restrict dp = di + k, *restrict dn = done;
-                            for (int64_t ch = 0; ch < cn; ch++) {
-                                /* float arithmetic only, so the loop vectorizes */
-                                float hit = xp[ch] == yo[ch] ? 1.0f - dn[ch] : 0.0f;
-                                dp[ch] += hit * dyo[ch];
-                                dn[ch] += hit;
-                            }
-                        }
-                }
+                s_max_pool_pixel(g, x + i * in_size, y + o, dy + o, y0, y1, x0, x1, add, dx + i * in_size);
             }
-    }
 }
 
 void

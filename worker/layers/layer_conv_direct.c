@@ -11,16 +11,6 @@
    taps by 32 filters; S_MAX_SHARES bounds the threads of one pass. */
 enum { S_PB = 8, S_TB = 8, S_MAX_SHARES = 8 };
 
-/* The kernels are built three times, for AVX-512, for AVX2 with FMA and for the baseline, and the loader
-   picks one for the CPU (GCC's target_clones): the build stays portable and fast machines get 16-wide
-   FMAs. Tiles are sized for the registers of the build the CPU gets (s_wide: 32 vector registers). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define S_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define S_WIDE() __builtin_cpu_supports("x86-64-v4")
-#else
-#define S_CLONES
-#define S_WIDE() 0
-#endif
 #define S_INLINE static inline __attribute__((always_inline))
 
 /* Measured against im2col + OpenBLAS (bench_layers --cpu, one thread): direct wins for 1-4 input channels
@@ -31,7 +21,7 @@ bool
 layer_conv2d_is_direct(const layer_window_t *g)
 {
     int64_t taps = g->kh * g->kw * g->c;
-    return g->c <= 4 && g->filters >= 8 && taps >= (S_WIDE() ? 9 : 12) && taps <= LAYER_MAX_TAPS;
+    return g->c <= 4 && g->filters >= 8 && taps >= (LAYER_WIDE() ? 9 : 12) && taps <= LAYER_MAX_TAPS;
 }
 
 /* Rows and columns of the padded input the windows read. */
@@ -120,7 +110,7 @@ s_fwd_tile8(const float *xs, int64_t step, const int64_t *off, int64_t taps, con
 /* Outputs y[p][f0 .. f0 + fb) of np pixels in a row (fb 32 wide only, 16 or 8, or the last few filters),
    from the padded input at xs (pixel p at xs + p * step) and the taps' offsets: tiles of 8 pixels when
    wide, of 4, then one by one; filters that fill no vector go element by element. */
-S_CLONES static void
+LAYER_CLONES static void
 s_fwd_block(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
             int64_t fb, int np, bool wide, const float *b, float *y)
 {
@@ -244,7 +234,7 @@ void
 layer_conv2d_direct_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
                             float *xp, float *y)
 {
-    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y, .wide = S_WIDE()}, shares[S_MAX_SHARES];
+    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
     s_split(&base, n, 0, s_forward_share, shares, extra);
 }
@@ -311,7 +301,7 @@ s_dw_tile8(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const i
 /* One example's share of dw[taps][f0 .. f0 + fb) (fb as s_filter_block gives it): the taps in tiles of 8
    (4 for 16 filters when not wide: 8 AVX registers), then 4, then one by one; the last few filters
    element by element. */
-S_CLONES static void
+LAYER_CLONES static void
 s_dw_block(const s_rows_t *r, const int64_t *off, int64_t taps, int64_t f0, int64_t fb, bool wide, float *dw)
 {
     int64_t t = 0;
@@ -396,7 +386,7 @@ layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n
     s_padded(g, &hp, &wp);
     int64_t off[LAYER_MAX_TAPS];
     int64_t taps = s_offsets(g, wp, off);
-    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .wide = S_WIDE()}, shares[S_MAX_SHARES];
+    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
     int k = s_split(&base, n, taps * f, s_dw_share, shares, extra);
     for (int s = 1; s < k; s++) {

@@ -15,6 +15,17 @@
    to the layer's output, and write (never accumulate into) the gradients of
    the parameters and, when dx is not NULL, of the input. */
 
+/* Kernels built for AVX-512, for AVX2 with FMA and for baseline x86-64, the loader picking one for the CPU
+   (GCC's target_clones; not under AddressSanitizer, whose builds keep one): the build stays portable and
+   fast machines get 16-wide vectors. LAYER_WIDE (): the AVX-512 build runs. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define LAYER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define LAYER_WIDE() __builtin_cpu_supports("x86-64-v4")
+#else
+#define LAYER_CLONES
+#define LAYER_WIDE() 0
+#endif
+
 /* ---- activations, dense, dropout ---- */
 
 /* y = f(y) in place over rows x cols (softmax: over each row). */
