@@ -305,6 +305,25 @@ test_conv2d(void)
     s_check_window(0, "{\"conv2d\": {\"filters\": 2, \"kernel\": [1, 3], \"strides\": [1, 2]}}", "[4, 6, 2]", 2);
     s_check_window(0, "{\"conv2d\": {\"filters\": 3, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
                    "[8, 9, 2]", 1);
+    /* 8 input channels or more: the direct path's input gradient as a convolution of dy with the kernel
+       turned around, over strides, paddings and windows wider than tall (from a generator of their own:
+       the later tests keep their data, chosen free of near ties) */
+    uint64_t keep = s_rng;
+    s_rng = 0x9e3779b97f4a7c15ull;
+    s_check_window(0, "{\"conv2d\": {\"filters\": 24, \"kernel\": 3}}", "[7, 6, 16]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 16, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                   "[8, 9, 8]", 1);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[6, 7, 8]", 1);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 8, \"kernel\": [3, 2], \"strides\": [2, 3]}}", "[9, 8, 20]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 40, \"kernel\": 2, \"strides\": 2, \"padding\": \"same\", "
+                      "\"use_bias\": false}}", "[4, 6, 8]", 1);
+    /* bigger layers against the GEMM path (finite differences of their large sums drown in rounding) */
+    s_check_paths("{\"conv2d\": {\"filters\": 40, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
+                  "[8, 7, 9]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 64, \"kernel\": 3}}", "[13, 13, 32]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 24, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                  "[14, 14, 16]", 3);
+    s_rng = keep;
 }
 
 /* A conv2d split into hp x wp parts, each through the whole-layer kernels on

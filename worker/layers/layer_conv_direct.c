@@ -13,15 +13,28 @@ enum { S_PB = 8, S_TB = 8, S_MAX_SHARES = 8 };
 
 #define S_INLINE static inline __attribute__((always_inline))
 
+/* The input's gradient as a convolution of its own (s_dx_share) for 8 input channels or more, when its taps
+   (kh * kw * filters) fit; with fewer, pixel by pixel (s_dx_pixels). */
+static bool
+s_dx_transposed(const layer_window_t *g)
+{
+    return g->c >= 8 && g->kh * g->kw * g->filters <= LAYER_MAX_TAPS;
+}
+
 /* Measured against im2col + OpenBLAS (bench_layers --cpu, one thread): direct wins for 1-4 input channels
    and 8 filters or more once a window has 12 taps or more (5x5x1: 2.5x forward, 1.6x backward; 3x3x3 and
-   5x5x3: 1.3-1.6x); at 3x3x1 (9 taps) GEMM's is as fast or faster on AVX2, while the AVX-512 build is 2.5-4x
-   faster than GEMM there too (forward and backward, on a Zen 5). */
+   5x5x3: 1.3-1.6x); at 3x3x1 (9 taps) GEMM's is as fast or faster on AVX2. The AVX-512 build is 2.5-4x
+   faster than GEMM at 3x3x1 too, and faster for 8-64 input channels (14x14x16 24f 3x3 and 13x13x32 64f
+   3x3, on a Zen 5). */
 bool
 layer_conv2d_is_direct(const layer_window_t *g)
 {
     int64_t taps = g->kh * g->kw * g->c;
-    return g->c <= 4 && g->filters >= 8 && taps >= (LAYER_WIDE() ? 9 : 12) && taps <= LAYER_MAX_TAPS;
+    if (g->filters < 8 || taps > LAYER_MAX_TAPS)
+        return false;
+    if (g->c <= 4)
+        return taps >= (LAYER_WIDE() ? 9 : 12);
+    return LAYER_WIDE() && g->c >= 8 && g->c <= 64 && s_dx_transposed(g);
 }
 
 /* Rows and columns of the padded input the windows read. */
@@ -32,12 +45,25 @@ s_padded(const layer_window_t *g, int64_t *hp, int64_t *wp)
     *wp = (g->ow - 1) * g->sw + g->kw;
 }
 
-int64_t
-layer_conv2d_direct_floats(const layer_window_t *g, int64_t n)
+/* Rows and columns of s_dx_share's grid: dy spread over the padded input's (the stride's gaps zeros)
+   after kh - 1 rows and kw - 1 columns of zeros, as far as the windows read. */
+static void
+s_grid(const layer_window_t *g, int64_t *hd, int64_t *wd)
 {
     int64_t hp, wp;
     s_padded(g, &hp, &wp);
-    return n * hp * wp * g->c;
+    *hd = (g->h + g->pad_top > hp - g->kh + 1 ? g->h + g->pad_top : hp - g->kh + 1) + g->kh - 1;
+    *wd = (g->w + g->pad_left > wp - g->kw + 1 ? g->w + g->pad_left : wp - g->kw + 1) + g->kw - 1;
+}
+
+int64_t
+layer_conv2d_direct_floats(const layer_window_t *g, int64_t n)
+{
+    int64_t hp, wp, hd, wd;
+    s_padded(g, &hp, &wp);
+    s_grid(g, &hd, &wd);
+    int64_t padded = n * hp * wp * g->c, grid = n * hd * wd * g->filters;
+    return s_dx_transposed(g) && grid > padded ? grid : padded;
 }
 
 /* xp[n, hp, wp, c]: x with the window's padding as zeros (what lies past the windows left out). */
@@ -337,7 +363,7 @@ s_dw_block(const s_rows_t *r, const int64_t *off, int64_t taps, int64_t f0, int6
 /* dxp[tap of each pixel] += dy . w[tap]: the padded input's gradient, pixel by pixel (rarely wanted: a
    layer with few input channels is most often the first). */
 static void
-s_dx_direct(const layer_window_t *g, const float *dy, int64_t n, const float *w, const int64_t *off, int64_t taps,
+s_dx_pixels(const layer_window_t *g, const float *dy, int64_t n, const float *w, const int64_t *off, int64_t taps,
             float *dxp)
 {
     int64_t hp, wp, f = g->filters, c = g->c;
@@ -378,14 +404,84 @@ s_dw_share(void *arg)
     return NULL;
 }
 
+/* Examples [n0, n1) of the input's gradient as a convolution of its own: the grid (s_grid, in a->xp) holds
+   dy at each window's corner, shifted by kh - 1 rows and kw - 1 columns; dx[iy][ix] is then the grid's
+   window at (iy + pad_top, ix + pad_left) times the kernel turned around (a->w: taps (a, b, k) of
+   w[kh-1-a][kw-1-b][.][k], c "filters"), which the forward tiles compute, every element of dx written. */
+static void *
+s_dx_share(void *arg)
+{
+    const s_share_t *a = arg;
+    const layer_window_t *g = a->g;
+    int64_t hd, wd, f = g->filters, c = g->c, n = a->n1 - a->n0, t = 0;
+    s_grid(g, &hd, &wd);
+    int64_t off[LAYER_MAX_TAPS];
+    for (int64_t ky = 0; ky < g->kh; ky++)
+        for (int64_t kx = 0; kx < g->kw; kx++)
+            for (int64_t k = 0; k < f; k++)
+                off[t++] = (ky * wd + kx) * f + k;
+    float *grid = a->xp + a->n0 * hd * wd * f;
+    const float *dy = a->dy + a->n0 * g->oh * g->ow * f;
+    memset(grid, 0, (size_t)(n * hd * wd * f) * sizeof *grid);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            float *row = grid + ((i * hd + oy * g->sh + g->kh - 1) * wd + g->kw - 1) * f;
+            const float *d = dy + (i * g->oh + oy) * g->ow * f;
+            if (g->sw == 1)
+                memcpy(row, d, (size_t)(g->ow * f) * sizeof *row);
+            else
+                for (int64_t ox = 0; ox < g->ow; ox++)
+                    memcpy(row + ox * g->sw * f, d + ox * f, (size_t)f * sizeof *row);
+        }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t iy = 0; iy < g->h; iy++) {
+            const float *row = grid + ((i * hd + iy + g->pad_top) * wd + g->pad_left) * f;
+            float *dxr = a->dx + ((a->n0 + i) * g->h + iy) * g->w * c;
+            for (int64_t c0 = 0, cb; c0 < c; c0 += cb) {
+                cb = s_filter_block(c, c0, a->wide);
+                s_fwd_block(row, f, off, t, a->w, c, c0, cb, (int)g->w, a->wide, NULL, dxr);
+            }
+        }
+    return NULL;
+}
+
+/* dx by s_dx_share over the batch's shares, or without memory for the turned kernel pixel by pixel. */
+static void
+s_dx(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp, float *dx)
+{
+    int64_t hp, wp, f = g->filters, c = g->c, kk = g->kh * g->kw;
+    s_padded(g, &hp, &wp);
+    float *wt = s_dx_transposed(g) ? malloc((size_t)(kk * f * c) * sizeof *wt) : NULL;
+    if (wt) {
+        for (int64_t t = 0; t < kk; t++)
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t k = 0; k < f; k++)
+                    wt[((kk - 1 - t) * f + k) * c + ch] = w[(t * c + ch) * f + k];
+        s_share_t base = {.g = g, .dy = dy, .w = wt, .xp = xp, .dx = dx, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
+        float *extra[S_MAX_SHARES];
+        s_split(&base, n, 0, s_dx_share, shares, extra);
+        free(wt);
+        return;
+    }
+    /* xp takes the padded input's gradient, cropped into dx */
+    int64_t off[LAYER_MAX_TAPS];
+    int64_t taps = s_offsets(g, wp, off);
+    s_dx_pixels(g, dy, n, w, off, taps, xp);
+    int64_t cols = g->w < wp - g->pad_left ? g->w : wp - g->pad_left;
+    memset(dx, 0, (size_t)(n * g->h * g->w * c) * sizeof *dx);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t y = 0; y < g->h && y + g->pad_top < hp; y++)
+            memcpy(dx + (i * g->h + y) * g->w * c, xp + ((i * hp + y + g->pad_top) * wp + g->pad_left) * c,
+                   (size_t)(cols * c) * sizeof *dx);
+}
+
 void
 layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
                              float *dw, float *db, float *dx)
 {
-    int64_t hp, wp, f = g->filters, c = g->c;
+    int64_t hp, wp, f = g->filters;
     s_padded(g, &hp, &wp);
-    int64_t off[LAYER_MAX_TAPS];
-    int64_t taps = s_offsets(g, wp, off);
+    int64_t taps = g->kh * g->kw * g->c;
     s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
     int k = s_split(&base, n, taps * f, s_dw_share, shares, extra);
@@ -396,14 +492,6 @@ layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n
     }
     if (db)
         layer_colsum(dy, n * g->oh * g->ow, f, db);
-    if (!dx)
-        return;
-    /* xp is spent: it takes the padded input's gradient, cropped into dx */
-    s_dx_direct(g, dy, n, w, off, taps, xp);
-    int64_t cols = g->w < wp - g->pad_left ? g->w : wp - g->pad_left;
-    memset(dx, 0, (size_t)(n * g->h * g->w * c) * sizeof *dx);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t y = 0; y < g->h && y + g->pad_top < hp; y++)
-            memcpy(dx + (i * g->h + y) * g->w * c, xp + ((i * hp + y + g->pad_top) * wp + g->pad_left) * c,
-                   (size_t)(cols * c) * sizeof *dx);
+    if (dx) /* xp is spent */
+        s_dx(g, dy, n, w, xp, dx);
 }
