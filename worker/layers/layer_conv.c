@@ -251,10 +251,6 @@ layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
     s_pool_forward(g, x, n, y, false);
 }
 
-/* 16 floats and their comparison masks (one AVX-512 register, two AVX ones, four SSE ones), unaligned. */
-typedef float s_v16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t s_m16 __attribute__((vector_size(64), aligned(4)));
-
 /* One output pixel of a max pool's backward pass: each channel's gradient dyo goes to the first element
    of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 channels at a time with the found ones'
    mask in registers. add: windows overlap, so the gradients are added to what is there; else each
@@ -265,15 +261,15 @@ s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, cons
 {
     int64_t c = g->c, ch = 0;
     for (; ch + 16 <= c; ch += 16) {
-        s_v16 yv = *(const s_v16 *)(yo + ch), dv = *(const s_v16 *)(dyo + ch);
-        s_m16 done = {0};
+        layer_vu16 yv = *(const layer_vu16 *)(yo + ch), dv = *(const layer_vu16 *)(dyo + ch);
+        layer_mu16 done = {0};
         for (int64_t iy = y0; iy < y1; iy++)
             for (int64_t ix = x0; ix < x1; ix++) {
                 int64_t k = (iy * g->w + ix) * c + ch;
-                s_m16 hit = (*(const s_v16 *)(xi + k) == yv) & ~done;
+                layer_mu16 hit = (*(const layer_vu16 *)(xi + k) == yv) & ~done;
                 done |= hit;
-                s_v16 part = (s_v16)((s_m16)dv & hit);
-                *(s_v16 *)(di + k) = add ? *(s_v16 *)(di + k) + part : part;
+                layer_vu16 part = (layer_vu16)((layer_mu16)dv & hit);
+                *(layer_vu16 *)(di + k) = add ? *(layer_vu16 *)(di + k) + part : part;
             }
     }
     for (; ch < c; ch++) {

@@ -83,27 +83,21 @@ s_pad(const layer_window_t *g, const float *x, int64_t n, float *xp)
         }
 }
 
-/* 16 and 8 floats: one AVX-512 register, two AVX ones, four SSE ones; the vu types may sit anywhere. */
-typedef float v16 __attribute__((vector_size(64)));
-typedef float vu16 __attribute__((vector_size(64), aligned(4)));
-typedef float v8 __attribute__((vector_size(32)));
-typedef float vu8 __attribute__((vector_size(32), aligned(4)));
-
 /* np pixels (pixel p at xs + p * step) by nv vectors of 16 filters from f0, over the taps: the outputs
    stay in registers until the last tap. np and nv are constants where it is inlined. */
 S_INLINE void
 s_fwd_tile(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
            const float *b, float *y, const int np, const int nv)
 {
-    v16 acc[S_PB][2];
+    layer_v16 acc[S_PB][2];
     for (int v = 0; v < nv; v++) {
-        v16 bv = b ? *(const vu16 *)(b + f0 + 16 * v) : (v16){0};
+        layer_v16 bv = b ? *(const layer_vu16 *)(b + f0 + 16 * v) : (layer_v16){0};
         for (int p = 0; p < np; p++)
             acc[p][v] = bv;
     }
     for (int64_t t = 0; t < taps; t++) {
         const float *wt = w + t * f + f0, *xt = xs + off[t];
-        v16 w0 = *(const vu16 *)wt, w1 = nv > 1 ? *(const vu16 *)(wt + 16) : w0;
+        layer_v16 w0 = *(const layer_vu16 *)wt, w1 = nv > 1 ? *(const layer_vu16 *)(wt + 16) : w0;
         for (int p = 0; p < np; p++) {
             float xv = xt[p * step];
             acc[p][0] += xv * w0;
@@ -113,24 +107,24 @@ s_fwd_tile(const float *xs, int64_t step, const int64_t *off, int64_t taps, cons
     }
     for (int p = 0; p < np; p++)
         for (int v = 0; v < nv; v++)
-            *(vu16 *)(y + p * f + f0 + 16 * v) = acc[p][v];
+            *(layer_vu16 *)(y + p * f + f0 + 16 * v) = acc[p][v];
 }
 
-/* The same for 4 pixels by 8 filters. */
+/* The same for np pixels by 8 filters. */
 S_INLINE void
 s_fwd_tile8(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
-            const float *b, float *y)
+            const float *b, float *y, const int np)
 {
-    v8 acc[4], bv = b ? *(const vu8 *)(b + f0) : (v8){0};
-    for (int p = 0; p < 4; p++)
+    layer_v8 acc[S_PB], bv = b ? *(const layer_vu8 *)(b + f0) : (layer_v8){0};
+    for (int p = 0; p < np; p++)
         acc[p] = bv;
     for (int64_t t = 0; t < taps; t++) {
-        v8 w0 = *(const vu8 *)(w + t * f + f0);
-        for (int p = 0; p < 4; p++)
+        layer_v8 w0 = *(const layer_vu8 *)(w + t * f + f0);
+        for (int p = 0; p < np; p++)
             acc[p] += xs[p * step + off[t]] * w0;
     }
-    for (int p = 0; p < 4; p++)
-        *(vu8 *)(y + p * f + f0) = acc[p];
+    for (int p = 0; p < np; p++)
+        *(layer_vu8 *)(y + p * f + f0) = acc[p];
 }
 
 /* Outputs y[p][f0 .. f0 + fb) of np pixels in a row (fb 32 wide only, 16 or 8, or the last few filters),
@@ -154,9 +148,12 @@ s_fwd_block(const float *xs, int64_t step, const int64_t *off, int64_t taps, con
                     : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 1, 1);
         return;
     }
-    if (fb == 8)
+    if (fb == 8) {
+        for (; wide && np - p >= 8; p += 8)
+            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8);
         for (; np - p >= 4; p += 4)
-            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f);
+            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4);
+    }
     for (; p < np; p++)
         for (int64_t k = 0; k < fb; k++) {
             float a = b ? b[f0 + k] : 0.0f;
@@ -190,7 +187,7 @@ s_offsets(const layer_window_t *g, int64_t wp, int64_t *off)
 typedef struct {
     const layer_window_t *g;
     const float *x, *w, *b, *dy;
-    float *xp, *y, *dw; /* dw: this share's own sums (thread 0: the caller's) */
+    float *xp, *y, *dw, *db; /* dw, db: this share's own sums (thread 0: the caller's; db NULL: not wanted) */
     float *dx;
     int64_t n0, n1;
     bool wide; /* the AVX-512 build runs: tiles for 32 vector registers */
@@ -220,8 +217,8 @@ s_forward_share(void *arg)
 }
 
 /* Runs fn over the batch cut into as many shares as BLAS has threads (the session's choice of threads per
-   replica), share 0 on this thread; extra[s - 1] gets share s's dw (taps * filters floats) when dw_floats
-   > 0 (the caller adds and frees them). A share whose thread cannot start runs here; without memory for
+   replica), share 0 on this thread; extra[s - 1] gets share s's dw and db (taps * filters floats, then
+   filters) when dw_floats (their sum) > 0 (the caller adds and frees them). A share whose thread cannot start runs here; without memory for
    the extra sums the batch is one share. Returns the shares. */
 static int
 s_split(const s_share_t *base, int64_t n, int64_t dw_floats, void *(*fn)(void *), s_share_t *shares, float **extra)
@@ -242,8 +239,10 @@ s_split(const s_share_t *base, int64_t n, int64_t dw_floats, void *(*fn)(void *)
         shares[k] = *base;
         shares[k].n0 = n * k / want;
         shares[k].n1 = n * (k + 1) / want;
-        if (k > 0 && dw_floats > 0)
+        if (k > 0 && dw_floats > 0) {
             shares[k].dw = extra[k - 1];
+            shares[k].db = base->db ? extra[k - 1] + dw_floats - base->g->filters : NULL;
+        }
         if (k > 0)
             running[k] = pthread_create(&th[k], NULL, fn, &shares[k]) == 0;
     }
@@ -277,17 +276,17 @@ typedef struct {
 S_INLINE void
 s_dw_tile(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const int nt, const int nv)
 {
-    v16 acc[S_TB][2];
+    layer_v16 acc[S_TB][2];
     int64_t o[S_TB];
     for (int t = 0; t < nt; t++) {
         o[t] = off[t];
-        acc[t][0] = acc[t][1] = (v16){0};
+        acc[t][0] = acc[t][1] = (layer_v16){0};
     }
     for (int64_t oy = 0; oy < r->oh; oy++) {
         const float *xs = r->xs + oy * r->row, *d = r->dy + oy * r->ow * r->f + f0;
         for (int64_t p = 0; p < r->ow; p++) {
             const float *xpix = xs + p * r->step, *dp = d + p * r->f;
-            v16 d0 = *(const vu16 *)dp, d1 = nv > 1 ? *(const vu16 *)(dp + 16) : d0;
+            layer_v16 d0 = *(const layer_vu16 *)dp, d1 = nv > 1 ? *(const layer_vu16 *)(dp + 16) : d0;
             for (int t = 0; t < nt; t++) {
                 float xv = xpix[o[t]];
                 acc[t][0] += xv * d0;
@@ -298,56 +297,67 @@ s_dw_tile(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const in
     }
     for (int t = 0; t < nt; t++)
         for (int v = 0; v < nv; v++)
-            *(vu16 *)(dw + t * r->f + f0 + 16 * v) += acc[t][v];
+            *(layer_vu16 *)(dw + t * r->f + f0 + 16 * v) += acc[t][v];
 }
 
 /* The same for one vector of 8 filters. */
 S_INLINE void
 s_dw_tile8(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, const int nt)
 {
-    v8 acc[S_TB];
+    layer_v8 acc[S_TB];
     int64_t o[S_TB];
     for (int t = 0; t < nt; t++) {
         o[t] = off[t];
-        acc[t] = (v8){0};
+        acc[t] = (layer_v8){0};
     }
     for (int64_t oy = 0; oy < r->oh; oy++) {
         const float *xs = r->xs + oy * r->row, *d = r->dy + oy * r->ow * r->f + f0;
         for (int64_t p = 0; p < r->ow; p++) {
             const float *xpix = xs + p * r->step;
-            v8 d0 = *(const vu8 *)(d + p * r->f);
+            layer_v8 d0 = *(const layer_vu8 *)(d + p * r->f);
             for (int t = 0; t < nt; t++)
                 acc[t] += xpix[o[t]] * d0;
         }
     }
     for (int t = 0; t < nt; t++)
-        *(vu8 *)(dw + t * r->f + f0) += acc[t];
+        *(layer_vu8 *)(dw + t * r->f + f0) += acc[t];
 }
 
-/* One example's share of dw[taps][f0 .. f0 + fb) (fb as s_filter_block gives it): the taps in tiles of 8
-   (4 for 16 filters when not wide: 8 AVX registers), then 4, then one by one; the last few filters
-   element by element. */
+/* One tile of nt taps (1-8) by nv vectors of 16 filters (0: one of 8), each count its own code so that its
+   accumulators stay in registers. */
+S_INLINE void
+s_dw_tile_n(const s_rows_t *r, const int64_t *off, int64_t f0, float *dw, int nt, int nv)
+{
+#define S_CASE(k)                                                                                                      \
+    case k:                                                                                                            \
+        if (nv == 2)                                                                                                   \
+            s_dw_tile(r, off, f0, dw, k, 2);                                                                           \
+        else if (nv == 1)                                                                                              \
+            s_dw_tile(r, off, f0, dw, k, 1);                                                                           \
+        else                                                                                                           \
+            s_dw_tile8(r, off, f0, dw, k);                                                                             \
+        break;
+    switch (nt) {
+        S_CASE(1) S_CASE(2) S_CASE(3) S_CASE(4) S_CASE(5) S_CASE(6) S_CASE(7) S_CASE(8)
+    }
+#undef S_CASE
+}
+
+/* One example's share of dw[taps][f0 .. f0 + fb) (fb as s_filter_block gives it): the taps in as few tiles
+   of at most 8 (4 for 16 filters when not wide: 8 AVX registers) as they fill, of even sizes (25 taps:
+   7, 6, 6, 6), so that no tile is left with too few accumulators to hide the FMAs' latency; the last few
+   filters element by element. */
 LAYER_CLONES static void
 s_dw_block(const s_rows_t *r, const int64_t *off, int64_t taps, int64_t f0, int64_t fb, bool wide, float *dw)
 {
     int64_t t = 0;
-    int big = fb == 16 && !wide ? 4 : 8;
-    if (fb == 32 || fb == 16) {
-        for (; taps - t >= big; t += big)
-            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 8, 2)
-            : big == 8 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 8, 1)
-                       : s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 1);
-        for (; taps - t >= 4; t += 4)
-            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 2) : s_dw_tile(r, off + t, f0, dw + t * r->f, 4, 1);
-        for (; t < taps; t++)
-            fb == 32 ? s_dw_tile(r, off + t, f0, dw + t * r->f, 1, 2) : s_dw_tile(r, off + t, f0, dw + t * r->f, 1, 1);
-        return;
-    }
-    if (fb == 8) {
-        for (; taps - t >= 8; t += 8)
-            s_dw_tile8(r, off + t, f0, dw + t * r->f, 8);
-        for (; t < taps; t++)
-            s_dw_tile8(r, off + t, f0, dw + t * r->f, 1);
+    if (fb == 32 || fb == 16 || fb == 8) {
+        int big = fb == 16 && !wide ? 4 : 8;
+        for (int64_t tiles = (taps + big - 1) / big; tiles > 0; tiles--) {
+            int nt = (int)((taps - t + tiles - 1) / tiles);
+            s_dw_tile_n(r, off + t, f0, dw + t * r->f, nt, (int)fb / 16);
+            t += nt;
+        }
         return;
     }
     for (; t < taps; t++)
@@ -393,6 +403,8 @@ s_dw_share(void *arg)
     int64_t off[LAYER_MAX_TAPS];
     int64_t taps = s_offsets(g, wp, off);
     memset(a->dw, 0, (size_t)(taps * f) * sizeof *a->dw);
+    if (a->db)
+        memset(a->db, 0, (size_t)f * sizeof *a->db);
     for (int64_t i = a->n0; i < a->n1; i++) {
         s_rows_t r = {.xs = a->xp + i * hp * wp * c, .dy = a->dy + i * g->oh * g->ow * f, .oh = g->oh,
                       .ow = g->ow, .f = f, .step = g->sw * c, .row = g->sh * wp * c};
@@ -400,6 +412,8 @@ s_dw_share(void *arg)
             fb = s_filter_block(f, f0, a->wide);
             s_dw_block(&r, off, taps, f0, fb, a->wide, a->dw);
         }
+        if (a->db) /* while the example's dy is in cache */
+            layer_colsum_add(r.dy, g->oh * g->ow, f, a->db);
     }
     return NULL;
 }
@@ -482,16 +496,16 @@ layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n
     int64_t hp, wp, f = g->filters;
     s_padded(g, &hp, &wp);
     int64_t taps = g->kh * g->kw * g->c;
-    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
+    s_share_t base = {.g = g, .dy = dy, .xp = xp, .dw = dw, .db = db, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
     float *extra[S_MAX_SHARES];
-    int k = s_split(&base, n, taps * f, s_dw_share, shares, extra);
+    int k = s_split(&base, n, taps * f + f, s_dw_share, shares, extra);
     for (int s = 1; s < k; s++) {
         for (int64_t j = 0; j < taps * f; j++)
             dw[j] += extra[s - 1][j];
+        for (int64_t j = 0; db && j < f; j++)
+            db[j] += extra[s - 1][taps * f + j];
         free(extra[s - 1]);
     }
-    if (db)
-        layer_colsum(dy, n * g->oh * g->ow, f, db);
     if (dx) /* xp is spent */
         s_dx(g, dy, n, w, xp, dx);
 }

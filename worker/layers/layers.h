@@ -26,6 +26,14 @@
 #define LAYER_WIDE() 0
 #endif
 
+/* Their vectors: 16 and 8 floats (one AVX-512 register, two AVX ones, four SSE ones) and a 16-float
+   comparison's mask; the u types may sit anywhere in memory (4-byte aligned). */
+typedef float layer_v16 __attribute__((vector_size(64)));
+typedef float layer_vu16 __attribute__((vector_size(64), aligned(4)));
+typedef float layer_v8 __attribute__((vector_size(32)));
+typedef float layer_vu8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t layer_mu16 __attribute__((vector_size(64), aligned(4)));
+
 /* ---- activations, dense, dropout ---- */
 
 /* y = f(y) in place over rows x cols (softmax: over each row). */
@@ -50,8 +58,9 @@ void layer_dense_backward_cols(const float *x, const float *dy, int64_t n, int64
                                int64_t u1, const float *w, float *dw, float *db, float *dx);
 /* y[r, c] += b[c] over rows x cols. */
 void layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b);
-/* Column sums of m[rows, cols] into out[cols]. */
+/* Column sums of m[rows, cols] into out[cols] (layer_colsum_add: added to it). */
 void layer_colsum(const float *m, int64_t rows, int64_t cols, float *out);
+void layer_colsum_add(const float *m, int64_t rows, int64_t cols, float *out);
 
 /* Inverted dropout in place: x[i] = keep(seed, i) ? x[i] / (1 - rate) : 0.
    The mask depends only on (seed, i): the backward pass is the same call on dy. */
