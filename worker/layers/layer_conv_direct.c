@@ -218,8 +218,8 @@ s_forward_share(void *arg)
 
 /* Runs fn over the batch cut into as many shares as BLAS has threads (the session's choice of threads per
    replica), share 0 on this thread; extra[s - 1] gets share s's dw and db (taps * filters floats, then
-   filters) when dw_floats (their sum) > 0 (the caller adds and frees them). A share whose thread cannot start runs here; without memory for
-   the extra sums the batch is one share. Returns the shares. */
+   filters) when dw_floats (their sum) > 0 (the caller adds and frees them). A share whose thread cannot
+   start runs here; without memory for the extra sums the batch is one share. Returns the shares. */
 static int
 s_split(const s_share_t *base, int64_t n, int64_t dw_floats, void *(*fn)(void *), s_share_t *shares, float **extra)
 {
