@@ -252,8 +252,8 @@ layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
 }
 
 /* One output pixel of a max pool's backward pass: each channel's gradient dyo goes to the first element
-   of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 channels at a time with the found ones'
-   mask in registers. add: windows overlap, so the gradients are added to what is there; else each
+   of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 (then 8) channels at a time with the found
+   ones' mask in registers. add: windows overlap, so the gradients are added to what is there; else each
    element is written once (the others' zeros too). */
 LAYER_CLONES static void
 s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, const float *dyo, int64_t y0,
@@ -270,6 +270,18 @@ s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, cons
                 done |= hit;
                 layer_vu16 part = (layer_vu16)((layer_mu16)dv & hit);
                 *(layer_vu16 *)(di + k) = add ? *(layer_vu16 *)(di + k) + part : part;
+            }
+    }
+    for (; ch + 8 <= c; ch += 8) {
+        layer_vu8 yv = *(const layer_vu8 *)(yo + ch), dv = *(const layer_vu8 *)(dyo + ch);
+        layer_mu8 done = {0};
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                layer_mu8 hit = (*(const layer_vu8 *)(xi + k) == yv) & ~done;
+                done |= hit;
+                layer_vu8 part = (layer_vu8)((layer_mu8)dv & hit);
+                *(layer_vu8 *)(di + k) = add ? *(layer_vu8 *)(di + k) + part : part;
             }
     }
     for (; ch < c; ch++) {

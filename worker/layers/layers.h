@@ -26,13 +26,14 @@
 #define LAYER_WIDE() 0
 #endif
 
-/* Their vectors: 16 and 8 floats (one AVX-512 register, two AVX ones, four SSE ones) and a 16-float
-   comparison's mask; the u types may sit anywhere in memory (4-byte aligned). */
+/* Their vectors: 16 and 8 floats (one AVX-512 register, two AVX ones, four SSE ones) and comparisons'
+   masks; the u types may sit anywhere in memory (4-byte aligned). */
 typedef float layer_v16 __attribute__((vector_size(64)));
 typedef float layer_vu16 __attribute__((vector_size(64), aligned(4)));
 typedef float layer_v8 __attribute__((vector_size(32)));
 typedef float layer_vu8 __attribute__((vector_size(32), aligned(4)));
 typedef int32_t layer_mu16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t layer_mu8 __attribute__((vector_size(32), aligned(4)));
 
 /* ---- activations, dense, dropout ---- */
 
