@@ -127,32 +127,44 @@ s_fwd_tile8(const float *xs, int64_t step, const int64_t *off, int64_t taps, con
         *(layer_vu8 *)(y + p * f + f0) = acc[p];
 }
 
+/* One tile of np pixels (1-8) by nv vectors of 16 filters (0: one of 8), each count its own code so that
+   its accumulators stay in registers. */
+S_INLINE void
+s_fwd_tile_n(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
+             const float *b, float *y, int np, int nv)
+{
+#define S_CASE(k)                                                                                                      \
+    case k:                                                                                                            \
+        if (nv == 2)                                                                                                   \
+            s_fwd_tile(xs, step, off, taps, w, f, f0, b, y, k, 2);                                                     \
+        else if (nv == 1)                                                                                              \
+            s_fwd_tile(xs, step, off, taps, w, f, f0, b, y, k, 1);                                                     \
+        else                                                                                                           \
+            s_fwd_tile8(xs, step, off, taps, w, f, f0, b, y, k);                                                       \
+        break;
+    switch (np) {
+        S_CASE(1) S_CASE(2) S_CASE(3) S_CASE(4) S_CASE(5) S_CASE(6) S_CASE(7) S_CASE(8)
+    }
+#undef S_CASE
+}
+
 /* Outputs y[p][f0 .. f0 + fb) of np pixels in a row (fb 32 wide only, 16 or 8, or the last few filters),
-   from the padded input at xs (pixel p at xs + p * step) and the taps' offsets: tiles of 8 pixels when
-   wide, of 4, then one by one; filters that fill no vector go element by element. */
+   from the padded input at xs (pixel p at xs + p * step) and the taps' offsets: in as few tiles of at
+   most 8 pixels (4 when not wide) as they fill, of even sizes (11 pixels: 6 and 5, not 8 and three of one,
+   whose few accumulators wait on the FMAs' latency); filters that fill no vector element by element. */
 LAYER_CLONES static void
 s_fwd_block(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f, int64_t f0,
             int64_t fb, int np, bool wide, const float *b, float *y)
 {
     int p = 0;
-    if (fb == 32 || fb == 16) {
-        int nv = (int)fb / 16;
-        for (; wide && np - p >= 8; p += 8)
-            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8, 2)
-                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8, 1);
-        for (; np - p >= 4; p += 4)
-            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4, 2)
-                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4, 1);
-        for (; p < np; p++)
-            nv == 2 ? s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 1, 2)
-                    : s_fwd_tile(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 1, 1);
+    if (fb == 32 || fb == 16 || fb == 8) {
+        int big = wide ? 8 : 4;
+        for (int tiles = (np + big - 1) / big; tiles > 0; tiles--) {
+            int k = (np - p + tiles - 1) / tiles;
+            s_fwd_tile_n(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, k, (int)fb / 16);
+            p += k;
+        }
         return;
-    }
-    if (fb == 8) {
-        for (; wide && np - p >= 8; p += 8)
-            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 8);
-        for (; np - p >= 4; p += 4)
-            s_fwd_tile8(xs + p * step, step, off, taps, w, f, f0, b, y + p * f, 4);
     }
     for (; p < np; p++)
         for (int64_t k = 0; k < fb; k++) {
