@@ -255,7 +255,7 @@ layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
    of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 (then 8) channels at a time with the found
    ones' mask in registers. add: windows overlap, so the gradients are added to what is there; else each
    element is written once (the others' zeros too). */
-LAYER_CLONES static void
+static inline __attribute__((always_inline)) void
 s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, const float *dyo, int64_t y0,
                  int64_t y1, int64_t x0, int64_t x1, bool add, float *di)
 {
@@ -296,6 +296,19 @@ s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, cons
     }
 }
 
+/* One example's max pool backward pass, pixel by pixel (one call of the CPU's build per example, not per
+   pixel). */
+LAYER_CLONES static void
+s_max_pool_example(const layer_window_t *g, const float *xi, const float *yi, const float *dyi, bool add, float *di)
+{
+    for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            int64_t o = (oy * g->ow + ox) * g->c, y0, y1, x0, x1;
+            s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+            s_max_pool_pixel(g, xi, yi + o, dyi + o, y0, y1, x0, x1, add, di);
+        }
+}
+
 void
 layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
                         float *dx)
@@ -308,13 +321,10 @@ layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y,
                  g->ow * g->kw - g->pad_left >= g->w;
     if (!tiles)
         memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
-                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
-                s_max_pool_pixel(g, x + i * in_size, y + o, dy + o, y0, y1, x0, x1, add, dx + i * in_size);
-            }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = i * g->oh * g->ow * c;
+        s_max_pool_example(g, x + i * in_size, y + o, dy + o, add, dx + i * in_size);
+    }
 }
 
 void
