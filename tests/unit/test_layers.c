@@ -305,6 +305,25 @@ test_conv2d(void)
     s_check_window(0, "{\"conv2d\": {\"filters\": 2, \"kernel\": [1, 3], \"strides\": [1, 2]}}", "[4, 6, 2]", 2);
     s_check_window(0, "{\"conv2d\": {\"filters\": 3, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
                    "[8, 9, 2]", 1);
+    /* 8 input channels or more: the direct path's input gradient as a convolution of dy with the kernel
+       turned around, over strides, paddings and windows wider than tall (from a generator of their own:
+       the later tests keep their data, chosen free of near ties) */
+    uint64_t keep = s_rng;
+    s_rng = 0x9e3779b97f4a7c15ull;
+    s_check_window(0, "{\"conv2d\": {\"filters\": 24, \"kernel\": 3}}", "[7, 6, 16]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 16, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                   "[8, 9, 8]", 1);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 16, \"kernel\": 5, \"padding\": \"same\"}}", "[6, 7, 8]", 1);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 8, \"kernel\": [3, 2], \"strides\": [2, 3]}}", "[9, 8, 20]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 40, \"kernel\": 2, \"strides\": 2, \"padding\": \"same\", "
+                      "\"use_bias\": false}}", "[4, 6, 8]", 1);
+    /* bigger layers against the GEMM path (finite differences of their large sums drown in rounding) */
+    s_check_paths("{\"conv2d\": {\"filters\": 40, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
+                  "[8, 7, 9]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 64, \"kernel\": 3}}", "[13, 13, 32]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 24, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
+                  "[14, 14, 16]", 3);
+    s_rng = keep;
 }
 
 /* A conv2d split into hp x wp parts, each through the whole-layer kernels on
@@ -444,6 +463,36 @@ test_pools(void)
     CU_ASSERT_DOUBLE_EQUAL(dx[2], 2, 0);
     CU_ASSERT_DOUBLE_EQUAL(dx[6], 3, 0);
     CU_ASSERT_DOUBLE_EQUAL(dx[8], 4, 0);
+}
+
+/* Max pools over 16 channels or more: the backward pass's 16- and 8-wide paths and the tail, with windows that
+   tile the input (nothing cleared beforehand), overlap (gradients added), leave gaps or a remainder. */
+static void
+test_max_pool_wide(void)
+{
+    s_check_window(1, "{\"max_pool2d\": {}}", "[6, 6, 27]", 2);
+    s_check_window(1, "{\"max_pool2d\": {\"pool\": 2, \"padding\": \"same\"}}", "[5, 7, 16]", 2);
+    s_check_window(1, "{\"max_pool2d\": {\"pool\": 3, \"strides\": 2, \"padding\": \"same\"}}", "[7, 6, 25]", 2);
+    s_check_window(1, "{\"max_pool2d\": {\"pool\": 2, \"strides\": 3}}", "[8, 7, 16]", 1);
+    s_check_window(1, "{\"max_pool2d\": {}}", "[5, 5, 33]", 2);
+    /* ties in every channel: each window's gradient goes to its first element, and every element of dx is
+       written although the windows tile the input and dx held NaNs */
+    zdist_layer_spec_t l;
+    s_layer0("{\"max_pool2d\": {}}", "[4, 2, 26]", &l);
+    layer_window_t g;
+    layer_window_from_spec(&l, &g);
+    float x[4 * 2 * 26], y[2 * 26], dy[2 * 26], dx[4 * 2 * 26];
+    for (int k = 0; k < 4 * 2 * 26; k++)
+        x[k] = 1.5f, dx[k] = NAN;
+    for (int k = 0; k < 2 * 26; k++)
+        dy[k] = (float)(k + 1);
+    layer_max_pool_forward(&g, x, 1, y);
+    layer_max_pool_backward(&g, x, y, dy, 1, dx);
+    for (int k = 0; k < 4 * 2 * 26; k++) {
+        int pix = k / 26, ch = k % 26;
+        float want = pix == 0 ? dy[ch] : pix == 4 ? dy[26 + ch] : 0.0f;
+        CU_ASSERT_DOUBLE_EQUAL(dx[k], want, 0);
+    }
 }
 
 /* ---- batch norm: one replica, and the same batch split over two "replicas" whose sums are added ---- */
@@ -879,6 +928,8 @@ zdist_test_layers_register(void)
                 {"conv2d split spatially with halos, dense split along units: the whole layer's numbers",
                  test_split},
                 {"max and average pools (finite differences, padding)", test_pools},
+                {"max pools over 16 channels or more (finite differences, ties, every element written)",
+                 test_max_pool_wide},
                 {"batch norm, one replica and global-batch sums (finite differences)", test_batch_norm},
                 {"dropout: seeded, scaled, rate 0", test_dropout},
                 {"embedding sum/mean and concat (finite differences)", test_embedding_concat},

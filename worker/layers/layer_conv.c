@@ -251,41 +251,79 @@ layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float
     s_pool_forward(g, x, n, y, false);
 }
 
+/* One output pixel of a max pool's backward pass: each channel's gradient dyo goes to the first element
+   of the window [y0, y1) x [x0, x1) equal to its maximum yo, 16 (then 8) channels at a time with the found
+   ones' mask in registers. add: windows overlap, so the gradients are added to what is there; else each
+   element is written once (the others' zeros too). */
+static inline __attribute__((always_inline)) void
+s_max_pool_pixel(const layer_window_t *g, const float *xi, const float *yo, const float *dyo, int64_t y0,
+                 int64_t y1, int64_t x0, int64_t x1, bool add, float *di)
+{
+    int64_t c = g->c, ch = 0;
+    for (; ch + 16 <= c; ch += 16) {
+        layer_vu16 yv = *(const layer_vu16 *)(yo + ch), dv = *(const layer_vu16 *)(dyo + ch);
+        layer_mu16 done = {0};
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                layer_mu16 hit = (*(const layer_vu16 *)(xi + k) == yv) & ~done;
+                done |= hit;
+                layer_vu16 part = (layer_vu16)((layer_mu16)dv & hit);
+                *(layer_vu16 *)(di + k) = add ? *(layer_vu16 *)(di + k) + part : part;
+            }
+    }
+    for (; ch + 8 <= c; ch += 8) {
+        layer_vu8 yv = *(const layer_vu8 *)(yo + ch), dv = *(const layer_vu8 *)(dyo + ch);
+        layer_mu8 done = {0};
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                layer_mu8 hit = (*(const layer_vu8 *)(xi + k) == yv) & ~done;
+                done |= hit;
+                layer_vu8 part = (layer_vu8)((layer_mu8)dv & hit);
+                *(layer_vu8 *)(di + k) = add ? *(layer_vu8 *)(di + k) + part : part;
+            }
+    }
+    for (; ch < c; ch++) {
+        bool found = false;
+        for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) {
+                int64_t k = (iy * g->w + ix) * c + ch;
+                bool hit = !found && xi[k] == yo[ch];
+                found |= hit;
+                di[k] = (add ? di[k] : 0.0f) + (hit ? dyo[ch] : 0.0f);
+            }
+    }
+}
+
+/* One example's max pool backward pass, pixel by pixel (one call of the CPU's build per example, not per
+   pixel). */
+LAYER_CLONES static void
+s_max_pool_example(const layer_window_t *g, const float *xi, const float *yi, const float *dyi, bool add, float *di)
+{
+    for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            int64_t o = (oy * g->ow + ox) * g->c, y0, y1, x0, x1;
+            s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+            s_max_pool_pixel(g, xi, yi + o, dyi + o, y0, y1, x0, x1, add, di);
+        }
+}
+
 void
 layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
                         float *dx)
 {
-    enum { CHUNK = 256 };
     int64_t c = g->c, in_size = g->h * g->w * c;
-    float done[CHUNK]; /* 1 once the channel's maximum was found */
-    memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
+    /* Windows that do not overlap write each element of theirs once; when they also tile the input (a
+       pool's usual stride = size), nothing is left to clear beforehand. */
+    bool add = g->sh < g->kh || g->sw < g->kw;
+    bool tiles = g->sh == g->kh && g->sw == g->kw && g->oh * g->kh - g->pad_top >= g->h &&
+                 g->ow * g->kw - g->pad_left >= g->w;
+    if (!tiles)
+        memset(dx, 0, (size_t)(n * in_size) * sizeof *dx);
     for (int64_t i = 0; i < n; i++) {
-        const float *xi = x + i * in_size;
-        float *di = dx + i * in_size;
-        for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                int64_t o = ((i * g->oh + oy) * g->ow + ox) * c, y0, y1, x0, x1;
-                s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
-                /* each channel's gradient goes to the first element equal
-                   to the maximum: positions in order, channels side by side */
-                for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
-                    int64_t cn = c - c0 < CHUNK ? c - c0 : CHUNK;
-                    const float *restrict yo = y + o + c0, *restrict dyo = dy + o + c0;
-                    memset(done, 0, (size_t)cn * sizeof *done);
-                    for (int64_t iy = y0; iy < y1; iy++)
-                        for (int64_t ix = x0; ix < x1; ix++) {
-                            int64_t k = (iy * g->w + ix) * c + c0;
-                            const float *restrict xp = xi + k;
-                            float *restrict dp = di + k, *restrict dn = done;
-                            for (int64_t ch = 0; ch < cn; ch++) {
-                                /* float arithmetic only, so the loop vectorizes */
-                                float hit = xp[ch] == yo[ch] ? 1.0f - dn[ch] : 0.0f;
-                                dp[ch] += hit * dyo[ch];
-                                dn[ch] += hit;
-                            }
-                        }
-                }
-            }
+        int64_t o = i * g->oh * g->ow * c;
+        s_max_pool_example(g, x + i * in_size, y + o, dy + o, add, dx + i * in_size);
     }
 }
 

@@ -15,6 +15,26 @@
    to the layer's output, and write (never accumulate into) the gradients of
    the parameters and, when dx is not NULL, of the input. */
 
+/* Kernels built for AVX-512, for AVX2 with FMA and for baseline x86-64, the loader picking one for the CPU
+   (GCC's target_clones; not under AddressSanitizer, whose builds keep one): the build stays portable and
+   fast machines get 16-wide vectors. LAYER_WIDE (): the AVX-512 build runs. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define LAYER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define LAYER_WIDE() __builtin_cpu_supports("x86-64-v4")
+#else
+#define LAYER_CLONES
+#define LAYER_WIDE() 0
+#endif
+
+/* Their vectors: 16 and 8 floats (one AVX-512 register, two AVX ones, four SSE ones) and comparisons'
+   masks; the u types may sit anywhere in memory (4-byte aligned). */
+typedef float layer_v16 __attribute__((vector_size(64)));
+typedef float layer_vu16 __attribute__((vector_size(64), aligned(4)));
+typedef float layer_v8 __attribute__((vector_size(32)));
+typedef float layer_vu8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t layer_mu16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t layer_mu8 __attribute__((vector_size(32), aligned(4)));
+
 /* ---- activations, dense, dropout ---- */
 
 /* y = f(y) in place over rows x cols (softmax: over each row). */
@@ -39,8 +59,9 @@ void layer_dense_backward_cols(const float *x, const float *dy, int64_t n, int64
                                int64_t u1, const float *w, float *dw, float *db, float *dx);
 /* y[r, c] += b[c] over rows x cols. */
 void layer_add_bias(float *y, int64_t rows, int64_t cols, const float *b);
-/* Column sums of m[rows, cols] into out[cols]. */
+/* Column sums of m[rows, cols] into out[cols] (layer_colsum_add: added to it). */
 void layer_colsum(const float *m, int64_t rows, int64_t cols, float *out);
+void layer_colsum_add(const float *m, int64_t rows, int64_t cols, float *out);
 
 /* Inverted dropout in place: x[i] = keep(seed, i) ? x[i] / (1 - rate) : 0.
    The mask depends only on (seed, i): the backward pass is the same call on dy. */
