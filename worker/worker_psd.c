@@ -17,6 +17,7 @@ typedef struct {
     int shard;
     int var;
     int64_t first; /* read_rows: first position in the per-ps order */
+    int item;      /* read_rows: which of the variables read */
 } s_call_t;
 
 typedef struct {
@@ -246,21 +247,20 @@ s_owner(const s_psd_t *self, int var, int64_t id, zdist_error_t *err)
     return rc < 0 ? rc : shard;
 }
 
-/* Groups n ids by owner (owner[k] in 0..nowners-1): self->ids gets the ids
-   owner by owner (stable), self->pos their positions in the input, and
-   self->counts[o]..counts[o+1] each owner's range. */
+/* Groups n ids by owner (owner[base + k] in 0..nowners-1): self->ids from
+   base gets the ids owner by owner (stable), self->pos their positions in
+   the input, and cnt[o]..cnt[o+1] each owner's range (from base). */
 static void
-s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners)
+s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners, int64_t base, int64_t *cnt)
 {
-    int64_t *cnt = self->counts;
     memset(cnt, 0, (size_t)(nowners + 1) * sizeof *cnt);
     for (int64_t k = 0; k < n; k++)
-        cnt[self->owner[k] + 1]++;
+        cnt[self->owner[base + k] + 1]++;
     for (int o = 0; o < nowners; o++)
         cnt[o + 1] += cnt[o];
     /* cnt[o] is now the start of owner o; fill, then shift back. */
     for (int64_t k = 0; k < n; k++) {
-        int64_t at = cnt[self->owner[k]]++;
+        int64_t at = base + cnt[self->owner[base + k]]++;
         self->ids[at] = ids[k];
         self->pos[at] = k;
     }
@@ -269,59 +269,99 @@ s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners)
     cnt[0] = 0;
 }
 
+/* Variable i's pull_rows ops (one per ps task holding some of its ids)
+   from op *nops on, its ids grouped from base. */
 static int
-s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+s_rows_ops(s_psd_t *self, int i, int var, const int64_t *ids, int64_t n, int64_t base, size_t *nops)
 {
-    s_psd_t *self = (s_psd_t *)be;
-    (void)replica;
     const worker_var_t *v = &self->vars->vars[var];
     const zdist_layout_t *L = self->layouts[var];
-    if (s_reserve_idx(self, (size_t)n) < 0 || s_reserve_counts(self, (size_t)self->num_ps) < 0 ||
-        s_reserve_calls(self, (size_t)self->num_ps) < 0)
-        return -ENOMEM;
+    int64_t *cnt = self->counts + (size_t)i * (size_t)(self->num_ps + 1);
     for (int64_t k = 0; k < n; k++) {
         int shard;
         zdist_error_t err = {0};
         if ((shard = s_owner(self, var, ids[k], &err)) < 0)
             return s_fail(self, -ERANGE, -1, "read_rows '%s': %s", v->name, err.text);
-        self->owner[k] = L->shards[shard].ps;
+        self->owner[base + k] = L->shards[shard].ps;
     }
     /* One pull_rows per ps task: the psd finds the rows in whichever of its shards. */
-    s_group(self, ids, n, self->num_ps);
-    size_t nops = 0;
+    s_group(self, ids, n, self->num_ps, base, cnt);
     for (int ps = 0; ps < self->num_ps; ps++) {
-        int64_t lo = self->counts[ps], hi = self->counts[ps + 1];
+        int64_t lo = base + cnt[ps], hi = base + cnt[ps + 1];
         if (hi > lo)
-            s_op(self, nops++, (s_call_t){.ps = ps, .var = var, .first = lo}, ZDIST_PS_PULL_ROWS)->request.pull_rows =
-                (zdist_ps_pull_rows_t){self->names[var], self->ids + lo, (size_t)(hi - lo)};
+            s_op(self, (*nops)++, (s_call_t){.ps = ps, .var = var, .first = lo, .item = i}, ZDIST_PS_PULL_ROWS)
+                ->request.pull_rows = (zdist_ps_pull_rows_t){self->names[var], self->ids + lo, (size_t)(hi - lo)};
+    }
+    return 0;
+}
+
+/* Op i's rows into out (by the positions of its ids). */
+static int
+s_rows_take(s_psd_t *self, size_t i, float *out, zdist_error_t *err)
+{
+    const zdist_ps_op_t *op = &self->ops[i];
+    const s_call_t *c = &self->calls[i];
+    const worker_var_t *v = &self->vars->vars[c->var];
+    size_t nids = op->request.pull_rows.nids, want = nids * (size_t)v->width * sizeof(float);
+    zdist_tensor_t t = {0};
+    int rc = s_op_error(op, err);
+    if (rc == 0)
+        rc = zdist_ps_reply_values(op->reply, &t, err);
+    if (rc == 0 && (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want))
+        rc = zdist_error_set(err, -EPROTO, "%zu bytes of %s, wanted %zu of float32", t.nbytes,
+                             zdist_dtype_name(t.dtype), want);
+    if (rc < 0)
+        return rc;
+    const float *src = t.data;
+    for (size_t j = 0; j < nids; j++)
+        memcpy(out + self->pos[c->first + (int64_t)j] * v->width, src + j * (size_t)v->width,
+               (size_t)v->width * sizeof(float));
+    return 0;
+}
+
+/* Every variable's pull_rows to every ps task sent at once (the ps client
+   pipelines them), then every reply taken: one wait for all the tables of
+   a step instead of one per table. An id outside a fixed table fails the
+   call before anything is sent. */
+static int
+s_read_rows_many(worker_backend_t *be, int replica, int n, const int *vars, const int64_t *const *ids,
+                 const int64_t *counts, float *const *outs)
+{
+    s_psd_t *self = (s_psd_t *)be;
+    (void)replica;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += counts[i];
+    size_t maxops = (size_t)n * (size_t)self->num_ps;
+    if (s_reserve_idx(self, (size_t)total) < 0 || s_reserve_counts(self, maxops + (size_t)n) < 0 ||
+        s_reserve_calls(self, maxops) < 0)
+        return -ENOMEM;
+    size_t nops = 0;
+    int64_t base = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = s_rows_ops(self, i, vars[i], ids[i], counts[i], base, &nops);
+        if (rc < 0)
+            return rc;
+        base += counts[i];
     }
     zdist_ps_client_run(self->ops, nops);
     int first = 0;
     for (size_t i = 0; i < nops; i++) {
-        const zdist_ps_op_t *op = &self->ops[i];
         const s_call_t *c = &self->calls[i];
-        size_t nids = op->request.pull_rows.nids;
-        size_t want = nids * (size_t)v->width * sizeof(float);
         zdist_error_t err = {0};
-        zdist_tensor_t t = {0};
-        int rc = s_op_error(op, &err);
-        if (rc == 0)
-            rc = zdist_ps_reply_values(op->reply, &t, &err);
-        if (rc == 0 && (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want))
-            rc = zdist_error_set(&err, -EPROTO, "%zu bytes of %s, wanted %zu of float32", t.nbytes,
-                                 zdist_dtype_name(t.dtype), want);
-        if (rc == 0) {
-            const float *src = t.data;
-            for (size_t j = 0; j < nids; j++)
-                memcpy(out + self->pos[c->first + (int64_t)j] * v->width, src + j * (size_t)v->width,
-                       (size_t)v->width * sizeof(float));
-        } else if (first == 0) {
-            first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", v->name, nids,
-                           err.text[0] ? err.text : strerror(-rc));
-        }
+        int rc = s_rows_take(self, i, outs[c->item], &err);
+        if (rc < 0 && first == 0)
+            first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", self->vars->vars[c->var].name,
+                           self->ops[i].request.pull_rows.nids, err.text[0] ? err.text : strerror(-rc));
     }
     zdist_ps_ops_release(self->ops, nops);
     return first;
+}
+
+static int
+s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+{
+    return s_read_rows_many(be, replica, 1, &var, &ids, &n, &out);
 }
 
 /* ---- writes ---- */
@@ -547,7 +587,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         }
         if (rc < 0)
             break;
-        s_group(self, g->ids, g->nids, L->num_shards);
+        s_group(self, g->ids, g->nids, L->num_shards, 0, self->counts);
         for (int s = 0; s < L->num_shards; s++) {
             int64_t lo = self->counts[s], hi = self->counts[s + 1];
             if (hi == lo)
@@ -690,6 +730,7 @@ static const worker_backend_ops_t s_ops = {
     .read_cross_replica = s_read_cross_replica,
     .abort = s_abort,
     .destroy = s_destroy,
+    .read_rows_many = s_read_rows_many,
 };
 
 /* A dynamic table's layout: a part on every ps task, part k on task k,
