@@ -696,7 +696,15 @@ test_read_rows_many(void)
     float many[4][12], one[3][12];
     float *outs[4] = {many[0], many[1], many[2], many[3]};
     worker_rows_t rows = {0};
+    zdist_ps_client_t *c[2];
+    uint64_t before[2];
+    for (int p = 0; p < 2; p++) {
+        c[p] = zdist_ps_client_new(ep[p], NULL, &err);
+        before[p] = zdist_test_psd_requests(c[p], "pull_rows");
+    }
     CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 4, vs, ids, counts, outs, &err), 0);
+    for (int p = 0; p < 2; p++) /* every table's rows in one request per psd */
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(c[p], "pull_rows"), before[p] + 1);
     for (int i = 0; i < 3; i++)
         CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 1, &vs[i], &ids[i], &counts[i], (float *[]){one[i]},
                                          &err), 0);
@@ -725,7 +733,20 @@ test_read_rows_many(void)
     const int bad_var = 7;
     CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 1, &bad_var, ids, counts, outs, &err), -EINVAL);
 
+    /* A psd refuses the whole request when one of its items names a variable it does not hold. */
+    const zdist_ps_rows_item_t more[1] = {{.name = "m/nope", .ids = fa, .nids = 1}};
+    const int64_t row0 = 0; /* in shard 0 */
+    zdist_ps_op_t op = {.client = c[worker_psd_layout(be, 0)->shards[0].ps],
+                        .request = {.method = ZDIST_PS_PULL_ROWS,
+                                    .pull_rows = {.name = "m/f", .ids = &row0, .nids = 1, .more = more, .nmore = 1}}};
+    zdist_ps_client_run(&op, 1);
+    CU_ASSERT_EQUAL(op.rc, 0);
+    zdist_tensor_t t;
+    CU_ASSERT_EQUAL(zdist_ps_reply_values_at(op.reply, 0, 2, &t, &err), -ENOENT);
+    zdist_ps_ops_release(&op, 1);
     worker_rows_free(&rows);
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&c[p]);
     be->ops->destroy(&be);
     for (int p = 0; p < 2; p++)
         zactor_destroy(&psd[p]);
