@@ -342,10 +342,10 @@ typedef struct {
     /* read_rows of n variables at once (appended in ABI 1): variable
        vars[i]'s rows ids[i][0..counts[i]) into outs[i], in the order
        asked, what n read_rows calls would read, in one exchange with the
-       variables' hosts (parameter_server: every ps task's requests sent
-       together, then every reply received; one wait instead of one per
-       variable). Every id of every variable is checked before any is read:
-       -ERANGE (nothing read) for an id outside a fixed variable. */
+       variables' hosts (parameter_server: one pull_rows per ps task
+       carrying every variable's ids, all sent at once; one wait instead of
+       one per variable). Every id of every variable is checked before any
+       is read: -ERANGE (nothing read) for an id outside a fixed variable. */
     int (*read_rows_many)(zdist_replica_ctx_t *ctx, int n, const int *vars, const int64_t *const *ids,
                           const int64_t *counts, float *const *outs);
 } zdist_replica_ops_t;
