@@ -233,23 +233,21 @@ s_pull(zdist_rpc_call_t *call, void *state)
     return s_reply_shard(self, call, req->name, shard, start, req->row_count == 0 ? PSD_WHOLE_SHARD : n, n);
 }
 
+/* One item of a pull_rows: its rows appended to the reply as a tensor. */
 static int
-s_pull_rows(zdist_rpc_call_t *call, void *state)
+s_pull_rows_item(self_t *self, zdist_rpc_call_t *call, const char *name, const int64_t *ids, size_t nids)
 {
-    self_t *self = state;
-    const zdist_ps_pull_rows_t *req = zdist_rpc_call_body(call);
-    size_t nids = req->nids;
-    psd_shard_t *any = psd_store_first(self->store, req->name);
+    psd_shard_t *any = psd_store_first(self->store, name);
     if (!any)
-        return zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d",
-                                     req->name, self->config.ps_task);
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "variable '%s' is not on ps task %d", name,
+                                     self->config.ps_task);
     const psd_shard_spec_t *spec = psd_shard_spec(any);
     if (spec->shape.rank == 0)
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
-                                     "variable '%s' is a scalar: pull it whole", req->name);
+                                     "variable '%s' is a scalar: pull it whole", name);
     void *buf;
     size_t bytes;
-    int rc = s_reply_rows(self, call, req->name, spec, (int64_t) nids, psd_shard_row_bytes(any), &buf, &bytes);
+    int rc = s_reply_rows(self, call, name, spec, (int64_t) nids, psd_shard_row_bytes(any), &buf, &bytes);
     if (rc < 0)
         return rc;
     zdist_error_t err = {0};
@@ -257,10 +255,23 @@ s_pull_rows(zdist_rpc_call_t *call, void *state)
        default for one not admitted); a lookup counts nothing: the step's
        push does, exactly once. */
     if (psd_shard_is_dynamic(any))
-        rc = psd_shard_lookup(any, req->ids, nids, buf, bytes, &err);
+        rc = psd_shard_lookup(any, ids, nids, buf, bytes, &err);
     else
-        rc = psd_store_read_ids(self->store, req->name, req->ids, nids, buf, bytes, &err);
+        rc = psd_store_read_ids(self->store, name, ids, nids, buf, bytes, &err);
     return rc < 0 ? s_refuse_err(call, rc, &err) : 0;
+}
+
+/* Every item's rows, a tensor each, in order (a step's every table in one
+   request); the first refusal refuses the call. */
+static int
+s_pull_rows(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_ps_pull_rows_t *req = zdist_rpc_call_body(call);
+    int rc = s_pull_rows_item(self, call, req->name, req->ids, req->nids);
+    for (size_t k = 0; rc == 0 && k < req->nmore; k++)
+        rc = s_pull_rows_item(self, call, req->more[k].name, req->more[k].ids, req->more[k].nids);
+    return rc;
 }
 
 static psd_op_t
@@ -608,7 +619,7 @@ static int s_stats(zdist_rpc_call_t *call, void *state);
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_PS_CREATE, "create", &zdist_ps_body_create, s_create, 0, 0, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
     {ZDIST_PS_PULL, "pull", &zdist_ps_body_pull, s_pull, 0, 0, 0},
-    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_pull_rows, 1, 1, 0},
+    {ZDIST_PS_PULL_ROWS, "pull_rows", &zdist_ps_body_pull_rows, s_pull_rows, 1, ZDIST_PS_PULL_ROWS_MAX_ITEMS, 0},
     {ZDIST_PS_PUSH, "push", &zdist_ps_body_write, s_write, 1, 2, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
     {ZDIST_PS_ASSIGN, "assign", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},
     {ZDIST_PS_ASSIGN_ADD, "assign_add", &zdist_ps_body_write, s_write, 1, 1, ZDIST_ROLE_WORKER | ZDIST_ROLE_CHIEF},

@@ -17,6 +17,7 @@ typedef struct {
     int shard;
     int var;
     int64_t first; /* read_rows: first position in the per-ps order */
+    int item;      /* read_rows: which of the variables read */
 } s_call_t;
 
 typedef struct {
@@ -54,6 +55,11 @@ typedef struct {
     float *rows;
     size_t rows_cap;
     int64_t *counts; /* [max(num_ps, shards of a variable) + 1] */
+    /* read_rows_many: ps task p's pull_rows items at [p * n, p * n + rows_n[p]) */
+    zdist_ps_rows_item_t *rows_items;
+    s_call_t *rows_calls;
+    size_t rows_items_cap;
+    size_t *rows_n; /* [num_ps] */
     size_t counts_cap;
     /* The job's step the writes belong to (0: none, when run without a
        coordinator): the psd applies each (step, ordinal) once per shard,
@@ -246,21 +252,20 @@ s_owner(const s_psd_t *self, int var, int64_t id, zdist_error_t *err)
     return rc < 0 ? rc : shard;
 }
 
-/* Groups n ids by owner (owner[k] in 0..nowners-1): self->ids gets the ids
-   owner by owner (stable), self->pos their positions in the input, and
-   self->counts[o]..counts[o+1] each owner's range. */
+/* Groups n ids by owner (owner[base + k] in 0..nowners-1): self->ids from
+   base gets the ids owner by owner (stable), self->pos their positions in
+   the input, and cnt[o]..cnt[o+1] each owner's range (from base). */
 static void
-s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners)
+s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners, int64_t base, int64_t *cnt)
 {
-    int64_t *cnt = self->counts;
     memset(cnt, 0, (size_t)(nowners + 1) * sizeof *cnt);
     for (int64_t k = 0; k < n; k++)
-        cnt[self->owner[k] + 1]++;
+        cnt[self->owner[base + k] + 1]++;
     for (int o = 0; o < nowners; o++)
         cnt[o + 1] += cnt[o];
     /* cnt[o] is now the start of owner o; fill, then shift back. */
     for (int64_t k = 0; k < n; k++) {
-        int64_t at = cnt[self->owner[k]]++;
+        int64_t at = base + cnt[self->owner[base + k]]++;
         self->ids[at] = ids[k];
         self->pos[at] = k;
     }
@@ -269,59 +274,118 @@ s_group(s_psd_t *self, const int64_t *ids, int64_t n, int nowners)
     cnt[0] = 0;
 }
 
+/* Variable i's ids grouped by ps task from base, each task's share
+   appended to its items (ps p's at rows_items[p * n ...], rows_n[p] of them). */
 static int
-s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+s_rows_items(s_psd_t *self, int n, int i, int var, const int64_t *ids, int64_t count, int64_t base)
 {
-    s_psd_t *self = (s_psd_t *)be;
-    (void)replica;
     const worker_var_t *v = &self->vars->vars[var];
     const zdist_layout_t *L = self->layouts[var];
-    if (s_reserve_idx(self, (size_t)n) < 0 || s_reserve_counts(self, (size_t)self->num_ps) < 0 ||
-        s_reserve_calls(self, (size_t)self->num_ps) < 0)
-        return -ENOMEM;
-    for (int64_t k = 0; k < n; k++) {
+    int64_t *cnt = self->counts + (size_t)i * (size_t)(self->num_ps + 1);
+    for (int64_t k = 0; k < count; k++) {
         int shard;
         zdist_error_t err = {0};
         if ((shard = s_owner(self, var, ids[k], &err)) < 0)
             return s_fail(self, -ERANGE, -1, "read_rows '%s': %s", v->name, err.text);
-        self->owner[k] = L->shards[shard].ps;
+        self->owner[base + k] = L->shards[shard].ps;
     }
-    /* One pull_rows per ps task: the psd finds the rows in whichever of its shards. */
-    s_group(self, ids, n, self->num_ps);
+    /* The psd finds the rows in whichever of its shards. */
+    s_group(self, ids, count, self->num_ps, base, cnt);
+    for (int ps = 0; ps < self->num_ps; ps++) {
+        int64_t lo = base + cnt[ps], hi = base + cnt[ps + 1];
+        if (hi == lo)
+            continue;
+        size_t at = (size_t)ps * (size_t)n + self->rows_n[ps]++;
+        self->rows_items[at] = (zdist_ps_rows_item_t){self->names[var], self->ids + lo, (size_t)(hi - lo)};
+        self->rows_calls[at] = (s_call_t){.ps = ps, .var = var, .first = lo, .item = i};
+    }
+    return 0;
+}
+
+/* Item k of op i's rows into out (by the positions of its ids). */
+static int
+s_rows_take(s_psd_t *self, size_t i, size_t k, const s_call_t *c, size_t nitems, float *out, zdist_error_t *err)
+{
+    const zdist_ps_op_t *op = &self->ops[i];
+    const worker_var_t *v = &self->vars->vars[c->var];
+    size_t nids = k == 0 ? op->request.pull_rows.nids : op->request.pull_rows.more[k - 1].nids;
+    size_t want = nids * (size_t)v->width * sizeof(float);
+    zdist_tensor_t t = {0};
+    int rc = s_op_error(op, err);
+    if (rc == 0)
+        rc = zdist_ps_reply_values_at(op->reply, k, nitems, &t, err);
+    if (rc == 0 && (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want))
+        rc = zdist_error_set(err, -EPROTO, "%zu bytes of %s, wanted %zu of float32", t.nbytes,
+                             zdist_dtype_name(t.dtype), want);
+    if (rc < 0)
+        return rc;
+    const float *src = t.data;
+    for (size_t j = 0; j < nids; j++)
+        memcpy(out + self->pos[c->first + (int64_t)j] * v->width, src + j * (size_t)v->width,
+               (size_t)v->width * sizeof(float));
+    return 0;
+}
+
+static int
+s_reserve_rows_items(s_psd_t *self, size_t n)
+{
+    void **arrays[] = {(void **) &self->rows_items, (void **) &self->rows_calls};
+    const size_t elem[] = {sizeof *self->rows_items, sizeof *self->rows_calls};
+    return s_grow_all(&self->rows_items_cap, n, 2, arrays, elem);
+}
+
+/* Every variable's ids, one pull_rows per ps task carrying all of them
+   (its first item in the request's name and ids, the others in `more`),
+   every task's sent at once, then every reply taken: one request per ps
+   task per step, not one per table. An id outside a fixed table fails the
+   call before anything is sent. */
+static int
+s_read_rows_many(worker_backend_t *be, int replica, int n, const int *vars, const int64_t *const *ids,
+                 const int64_t *counts, float *const *outs)
+{
+    s_psd_t *self = (s_psd_t *)be;
+    (void)replica;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += counts[i];
+    size_t maxitems = (size_t)n * (size_t)self->num_ps;
+    if (s_reserve_idx(self, (size_t)total) < 0 || s_reserve_counts(self, maxitems + (size_t)n) < 0 ||
+        s_reserve_calls(self, (size_t)self->num_ps) < 0 || s_reserve_rows_items(self, maxitems) < 0)
+        return -ENOMEM;
+    memset(self->rows_n, 0, (size_t)self->num_ps * sizeof *self->rows_n);
+    total = 0; /* now each variable's first place in ids and pos */
+    for (int i = 0, rc; i < n; total += counts[i++])
+        if ((rc = s_rows_items(self, n, i, vars[i], ids[i], counts[i], total)) < 0)
+            return rc;
     size_t nops = 0;
     for (int ps = 0; ps < self->num_ps; ps++) {
-        int64_t lo = self->counts[ps], hi = self->counts[ps + 1];
-        if (hi > lo)
-            s_op(self, nops++, (s_call_t){.ps = ps, .var = var, .first = lo}, ZDIST_PS_PULL_ROWS)->request.pull_rows =
-                (zdist_ps_pull_rows_t){self->names[var], self->ids + lo, (size_t)(hi - lo)};
+        const zdist_ps_rows_item_t *it = &self->rows_items[(size_t)ps * (size_t)n];
+        if (self->rows_n[ps] > 0)
+            s_op(self, nops++, (s_call_t){.ps = ps, .item = ps * n}, ZDIST_PS_PULL_ROWS)->request.pull_rows =
+                (zdist_ps_pull_rows_t){it->name, it->ids, it->nids, it + 1, self->rows_n[ps] - 1};
     }
     zdist_ps_client_run(self->ops, nops);
     int first = 0;
     for (size_t i = 0; i < nops; i++) {
-        const zdist_ps_op_t *op = &self->ops[i];
-        const s_call_t *c = &self->calls[i];
-        size_t nids = op->request.pull_rows.nids;
-        size_t want = nids * (size_t)v->width * sizeof(float);
-        zdist_error_t err = {0};
-        zdist_tensor_t t = {0};
-        int rc = s_op_error(op, &err);
-        if (rc == 0)
-            rc = zdist_ps_reply_values(op->reply, &t, &err);
-        if (rc == 0 && (t.dtype != ZDIST_DTYPE_FLOAT32 || t.nbytes != want))
-            rc = zdist_error_set(&err, -EPROTO, "%zu bytes of %s, wanted %zu of float32", t.nbytes,
-                                 zdist_dtype_name(t.dtype), want);
-        if (rc == 0) {
-            const float *src = t.data;
-            for (size_t j = 0; j < nids; j++)
-                memcpy(out + self->pos[c->first + (int64_t)j] * v->width, src + j * (size_t)v->width,
-                       (size_t)v->width * sizeof(float));
-        } else if (first == 0) {
-            first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", v->name, nids,
-                           err.text[0] ? err.text : strerror(-rc));
+        size_t nitems = self->rows_n[self->calls[i].ps];
+        for (size_t k = 0; k < nitems; k++) {
+            const s_call_t *c = &self->rows_calls[(size_t)self->calls[i].item + k];
+            zdist_error_t err = {0};
+            int rc = s_rows_take(self, i, k, c, nitems, outs[c->item], &err);
+            if (rc < 0 && first == 0)
+                first = s_fail(self, rc, c->ps, "pull_rows '%s' (%zu ids): %s", self->vars->vars[c->var].name,
+                               self->rows_items[(size_t)self->calls[i].item + k].nids,
+                               err.text[0] ? err.text : strerror(-rc));
         }
     }
     zdist_ps_ops_release(self->ops, nops);
     return first;
+}
+
+static int
+s_read_rows(worker_backend_t *be, int replica, int var, const int64_t *ids, int64_t n, float *out)
+{
+    return s_read_rows_many(be, replica, 1, &var, &ids, &n, &out);
 }
 
 /* ---- writes ---- */
@@ -547,7 +611,7 @@ s_apply(worker_backend_t *be, int replica, const zdist_grad_t *grads, int n)
         }
         if (rc < 0)
             break;
-        s_group(self, g->ids, g->nids, L->num_shards);
+        s_group(self, g->ids, g->nids, L->num_shards, 0, self->counts);
         for (int s = 0; s < L->num_shards; s++) {
             int64_t lo = self->counts[s], hi = self->counts[s + 1];
             if (hi == lo)
@@ -672,6 +736,9 @@ s_destroy(worker_backend_t **be_p)
     free(self->owner);
     free(self->rows);
     free(self->counts);
+    free(self->rows_items);
+    free(self->rows_calls);
+    free(self->rows_n);
     free(self->shard_base);
     free(self->step_writes);
     free(self);
@@ -690,6 +757,7 @@ static const worker_backend_ops_t s_ops = {
     .read_cross_replica = s_read_cross_replica,
     .abort = s_abort,
     .destroy = s_destroy,
+    .read_rows_many = s_read_rows_many,
 };
 
 /* A dynamic table's layout: a part on every ps task, part k on task k,
@@ -752,8 +820,9 @@ worker_psd_new(const worker_vars_t *vars, const worker_psd_config_t *cfg, zdist_
     self->arrived = calloc(nv, sizeof *self->arrived);
     self->pp_ops = calloc((size_t) cfg->num_ps, sizeof *self->pp_ops);
     self->shard_base = calloc(nv, sizeof *self->shard_base);
+    self->rows_n = calloc((size_t) cfg->num_ps, sizeof *self->rows_n);
     if (!self->endpoints || !self->clients || !self->layouts || !self->vals || !self->names || !self->fresh ||
-        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops || !self->shard_base)
+        !self->dense_read || !self->stamp || !self->arrived || !self->pp_ops || !self->shard_base || !self->rows_n)
         goto oom;
     zdist_ps_client_options_t opts;
     zdist_ps_client_options_default(&opts);

@@ -53,6 +53,11 @@ typedef struct {
     /* Releases every replica blocked in a collective (-ECANCELED). */
     void (*abort)(worker_backend_t *be);
     void (*destroy)(worker_backend_t **be_p);
+    /* Optional: read_rows of n variables in one exchange (ids[i]: counts[i]
+       > 0 unique, in-range ids of vars[i], rows into outs[i]); NULL: the
+       trainer calls read_rows once per variable. */
+    int (*read_rows_many)(worker_backend_t *be, int replica, int n, const int *vars, const int64_t *const *ids,
+                          const int64_t *counts, float *const *outs);
 } worker_backend_ops_t;
 
 struct worker_backend_t {

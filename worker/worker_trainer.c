@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "worker_trainer.h"
+#include "worker_trainer_rows.h"
 #include "zdist/distribute.h"
 #include "zdist/mirror.h"
 #include "zdist/replicas.h"
@@ -34,10 +35,7 @@ typedef struct {
     /* Survives steps */
     void *scratch[ZDIST_SCRATCH_SLOTS];
     size_t scratch_size[ZDIST_SCRATCH_SLOTS];
-    int64_t *uniq;
-    size_t uniq_cap;
-    float *rows;
-    size_t rows_cap;
+    worker_rows_t rows; /* read_rows' scratch */
     /* An eval step's predictions (zdist_ctx_predictions): npred of them,
        -1 when the step gave none. */
     float *pred;
@@ -146,60 +144,22 @@ s_read(zdist_replica_ctx_t *ctx, int var, const float **ret)
     return be->ops->read(be, r->replica, var, ret);
 }
 
+/* read_rows and read_rows_many: worker_trainer_rows.c. */
 static int
-s_cmp_i64(const void *a, const void *b)
+s_read_rows_many(zdist_replica_ctx_t *ctx, int n, const int *vars, const int64_t *const *ids, const int64_t *counts,
+                 float *const *outs)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    s_replica_t *r = s_rep(ctx);
+    zdist_error_t err = {0};
+    int rc = worker_rows_read(&r->rows, r->trainer->backend, r->replica, &r->trainer->vars, n, vars, ids, counts,
+                              outs, &err);
+    return rc < 0 && err.text[0] ? s_fail(r, rc, "%s", err.text) : rc;
 }
 
 static int
 s_read_rows(zdist_replica_ctx_t *ctx, int var, const int64_t *ids, int64_t n, float *out)
 {
-    s_replica_t *r = s_rep(ctx);
-    int rc = s_check_var(r, var);
-    if (rc < 0)
-        return rc;
-    if (n < 0)
-        return s_fail(r, -EINVAL, "read_rows: negative count %lld", (long long)n);
-    if (n == 0)
-        return 0;
-    const worker_var_t *v = &r->trainer->vars.vars[var];
-    for (int64_t i = 0; i < n && !v->dynamic; i++) /* a dynamic table takes any int64 id */
-        if (ids[i] < 0 || ids[i] >= v->rows)
-            return s_fail(r, -ERANGE, "read_rows: id %lld is outside variable '%s' (%lld rows)",
-                          (long long)ids[i], v->name, (long long)v->rows);
-    /* Deduplicate: each distinct row travels (or is copied) once. */
-    if ((size_t)n > r->uniq_cap) {
-        int64_t *p = realloc(r->uniq, (size_t)n * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        r->uniq = p;
-        r->uniq_cap = (size_t)n;
-    }
-    memcpy(r->uniq, ids, (size_t)n * sizeof *ids);
-    qsort(r->uniq, (size_t)n, sizeof *r->uniq, s_cmp_i64);
-    int64_t nu = 1;
-    for (int64_t i = 1; i < n; i++)
-        if (r->uniq[i] != r->uniq[nu - 1])
-            r->uniq[nu++] = r->uniq[i];
-    size_t need = (size_t)(nu * v->width);
-    if (need > r->rows_cap) {
-        float *p = realloc(r->rows, need * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        r->rows = p;
-        r->rows_cap = need;
-    }
-    worker_backend_t *be = r->trainer->backend;
-    rc = be->ops->read_rows(be, r->replica, var, r->uniq, nu, r->rows);
-    if (rc < 0)
-        return rc;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t *pos = bsearch(&ids[i], r->uniq, (size_t)nu, sizeof *r->uniq, s_cmp_i64);
-        memcpy(out + i * v->width, r->rows + (pos - r->uniq) * v->width, (size_t)v->width * sizeof *out);
-    }
-    return 0;
+    return s_read_rows_many(ctx, 1, &var, &ids, &n, &out);
 }
 
 static int
@@ -538,6 +498,7 @@ static const zdist_replica_ops_t s_replica_ops = {
     .num_logical_devices = s_num_logical_devices,
     .run_on_logical_devices = s_run_on_logical_devices,
     .predictions = s_predictions,
+    .read_rows_many = s_read_rows_many,
 };
 
 /* ---- the local backend: the step.h backend ops onto libzdist's mirrored variables (zdist/mirror.h) ---- */
@@ -808,8 +769,7 @@ worker_trainer_destroy(worker_trainer_t **self_p)
             s_replica_t *r = &self->replicas[i];
             for (int s = 0; s < ZDIST_SCRATCH_SLOTS; s++)
                 free(r->scratch[s]);
-            free(r->uniq);
-            free(r->rows);
+            worker_rows_free(&r->rows);
             free(r->pred);
         }
         free(self->replicas);

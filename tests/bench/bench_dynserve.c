@@ -58,7 +58,7 @@ s_round(zdist_ps_client_t *c, const char *name, bool dynamic, bool push, uint64_
                     .values = {.dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {S_IDS, S_DIM}}, .data = grads,
                                .nbytes = (size_t) S_IDS * S_DIM * sizeof(float)}};
             else
-                ops[k].request.pull_rows = (zdist_ps_pull_rows_t){name, mine, S_IDS};
+                ops[k].request.pull_rows = (zdist_ps_pull_rows_t){.name = name, .ids = mine, .nids = S_IDS};
         }
         zdist_ps_client_run(ops, S_WINDOW);
         for (int k = 0; k < S_WINDOW; k++)

@@ -6,6 +6,7 @@
 #include "testutil.h"
 #include "models/models.h"
 #include "worker_psd.h"
+#include "worker_trainer_rows.h"
 #include "worker_vars.h"
 #include <errno.h>
 #include "zdist/ps_client.h"
@@ -641,6 +642,116 @@ test_functional_tables(void)
     worker_model_functional.destroy(state);
 }
 
+/* ---- read_rows_many: every table's rows in one exchange ---- */
+
+/* Distinct values in the rows of ids (grad row k: k + 0.5 times id's low bits), pushed by sparse gradients. */
+static void
+s_mark_rows(worker_backend_t *be, int var, const int64_t *ids, int64_t n)
+{
+    float g[2 * 8];
+    for (int64_t k = 0; k < n; k++)
+        for (int j = 0; j < 2; j++)
+            g[2 * k + j] = (float)(k + 1) * 0.5f + (float)j * 0.25f;
+    zdist_grad_t grad = {.var = var, .values = g, .ids = ids, .nids = n};
+    CU_ASSERT_EQUAL(be->ops->apply(be, 0, &grad, 1), 0);
+}
+
+/* A fixed table split over two psds and a dynamic table: a batched read
+   (duplicate ids, the same table twice, an empty read) gives what separate
+   reads give, and an id outside the fixed table is refused with nothing
+   read. */
+static void
+test_read_rows_many(void)
+{
+    zactor_t *psd[2];
+    char ep[2][256];
+    for (int p = 0; p < 2; p++)
+        psd[p] = zdist_test_psd_start(p, ep[p], sizeof ep[p]);
+    worker_var_t var[2] = {
+        {.name = "f", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {40, 2}}, .trainable = true, .rows = 40,
+         .width = 2, .n = 80, .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1}},
+        {.name = "d", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {0, 2}}, .trainable = true, .width = 2,
+         .init = {.kind = ZDIST_INIT_CONSTANT, .value = 2}, .dynamic = true},
+    };
+    worker_vars_t vars = {.vars = var, .n = 2, .cap = 2};
+    const char *eps[2] = {ep[0], ep[1]};
+    worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 2, .partitioner = "fixed:2", .prefix = "m/",
+                                .timeout_ms = 10000};
+    zdist_error_t err = {0};
+    worker_backend_t *be = worker_psd_new(&vars, &pcfg, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
+    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(be, &sgd, 1, NULL, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(worker_psd_layout(be, 0)->num_shards, 2);
+    CU_ASSERT_NOT_EQUAL(worker_psd_layout(be, 0)->shards[0].ps, worker_psd_layout(be, 0)->shards[1].ps);
+    const int64_t fmark[] = {0, 5, 21, 39}, dmark[] = {INT64_MIN, -3, 7, INT64_MAX};
+    worker_psd_set_job_step(be, 1);
+    s_mark_rows(be, 0, fmark, 4);
+    s_mark_rows(be, 1, dmark, 4);
+
+    const int64_t fa[] = {39, 0, 21, 0, 6, 5}, da[] = {7, 99, INT64_MIN, 7, -3, INT64_MAX}, fb[] = {20, 19};
+    const int vs[4] = {0, 1, 0, 1};
+    const int64_t *ids[4] = {fa, da, fb, da};
+    const int64_t counts[4] = {6, 6, 2, 0};
+    float many[4][12], one[3][12];
+    float *outs[4] = {many[0], many[1], many[2], many[3]};
+    worker_rows_t rows = {0};
+    zdist_ps_client_t *c[2];
+    uint64_t before[2];
+    for (int p = 0; p < 2; p++) {
+        c[p] = zdist_ps_client_new(ep[p], NULL, &err);
+        before[p] = zdist_test_psd_requests(c[p], "pull_rows");
+    }
+    CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 4, vs, ids, counts, outs, &err), 0);
+    for (int p = 0; p < 2; p++) /* every table's rows in one request per psd */
+        CU_ASSERT_EQUAL(zdist_test_psd_requests(c[p], "pull_rows"), before[p] + 1);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 1, &vs[i], &ids[i], &counts[i], (float *[]){one[i]},
+                                         &err), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(memcmp(many[i], one[i], (size_t)(counts[i] * 2) * sizeof(float)), 0);
+    CU_ASSERT(many[0][0] == 1.0f - 2.0f && many[0][2] == 0.5f); /* row 39 (shard 1) moved, row 0 too */
+    CU_ASSERT(many[0][8] == 1.0f && many[0][9] == 1.0f);       /* row 6 never pushed */
+    CU_ASSERT(many[1][2] == 0.0f && many[1][3] == 0.0f);       /* id 99: no row, the default */
+    CU_ASSERT(many[1][0] == 2.0f - 1.5f);                      /* id 7 */
+
+    /* An id outside the fixed table: -ERANGE naming it, nothing read. */
+    const int64_t bad[] = {3, 40};
+    const int64_t *bids[2] = {da, bad};
+    const int bvs[2] = {1, 0};
+    const int64_t bcounts[2] = {6, 2};
+    float sentinel[2][12];
+    memset(sentinel, 0x7f, sizeof sentinel);
+    float *bouts[2] = {sentinel[0], sentinel[1]};
+    err = (zdist_error_t){0};
+    CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 2, bvs, bids, bcounts, bouts, &err), -ERANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "id 40 is outside variable 'f'"));
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_NOT_EQUAL(sentinel[0][k], many[1][k]);
+    /* ... and by the backend itself (the ids a host passes it unchecked) */
+    CU_ASSERT_EQUAL(be->ops->read_rows_many(be, 0, 2, bvs, bids, bcounts, bouts), -ERANGE);
+    const int bad_var = 7;
+    CU_ASSERT_EQUAL(worker_rows_read(&rows, be, 0, &vars, 1, &bad_var, ids, counts, outs, &err), -EINVAL);
+
+    /* A psd refuses the whole request when one of its items names a variable it does not hold. */
+    const zdist_ps_rows_item_t more[1] = {{.name = "m/nope", .ids = fa, .nids = 1}};
+    const int64_t row0 = 0; /* in shard 0 */
+    zdist_ps_op_t op = {.client = c[worker_psd_layout(be, 0)->shards[0].ps],
+                        .request = {.method = ZDIST_PS_PULL_ROWS,
+                                    .pull_rows = {.name = "m/f", .ids = &row0, .nids = 1, .more = more, .nmore = 1}}};
+    zdist_ps_client_run(&op, 1);
+    CU_ASSERT_EQUAL(op.rc, 0);
+    zdist_tensor_t t;
+    CU_ASSERT_EQUAL(zdist_ps_reply_values_at(op.reply, 0, 2, &t, &err), -ENOENT);
+    zdist_ps_ops_release(&op, 1);
+    worker_rows_free(&rows);
+    for (int p = 0; p < 2; p++)
+        zdist_ps_client_destroy(&c[p]);
+    be->ops->destroy(&be);
+    for (int p = 0; p < 2; p++)
+        zactor_destroy(&psd[p]);
+}
+
 void
 zdist_test_worker_psd_register(void)
 {
@@ -651,5 +762,6 @@ zdist_test_worker_psd_register(void)
         {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable},
         {"a dynamic table over two psds: raw ids, admission at the push, a re-run counted once",
          test_dynamic_table},
-        {"a functional model's tables on two psds: read by row, sparse gradients", test_functional_tables});
+        {"a functional model's tables on two psds: read by row, sparse gradients", test_functional_tables},
+        {"read_rows_many: fixed and dynamic tables as separate reads, an id outside refused", test_read_rows_many});
 }

@@ -290,8 +290,10 @@ s_in(const s_pass_t *a, const zdist_layer_spec_t *sp, int j)
     return &a->nodes[s_ref(a->s, sp->inputs[j])];
 }
 
-static int
-s_embed_forward(s_pass_t *a, const s_layer_t *l, s_node_t *v, const s_node_t *x)
+/* An embedding's ids (v->eids, bags in v->eoffs): how many, or -EINVAL
+   naming the id outside a fixed range. */
+static int64_t
+s_embed_ids(s_pass_t *a, const s_layer_t *l, s_node_t *v, const s_node_t *x)
 {
     const zdist_layer_spec_t *sp = l->spec;
     int64_t m = layer_embedding_ids(x->ids, x->offsets, a->n, x->size, sp->input_dim, v->eids, v->ew, v->eoffs);
@@ -303,13 +305,37 @@ s_embed_forward(s_pass_t *a, const s_layer_t *l, s_node_t *v, const s_node_t *x)
         zdist_ctx_set_error(a->ctx, -EINVAL, msg);
         return -EINVAL;
     }
-    int rc = m > 0 ? zdist_ctx_read_rows(a->ctx, l->table, v->eids, m, v->rows) : 0;
-    if (rc < 0)
-        return rc;
-    /* a fixed input's bags hold one id each: any combiner gives its row */
-    layer_embedding_forward(v->rows, v->ew, v->eoffs, v->bags, sp->output_dim,
-                            x->offsets ? sp->combiner : ZDIST_COMBINER_SUM, v->f);
-    return 0;
+    return m;
+}
+
+/* Before the forward: the hashings, every embedding's ids, then one read
+   of every table's rows (zdist_ctx_read_rows_many: under parameter_server
+   one exchange with the psds per step, not one per table). An embedding's
+   input is ids (a feature or a hashing), so nothing here waits for the
+   forward. */
+static int
+s_lookups(s_pass_t *a)
+{
+    int vars[ZDIST_GRAPH_MAX_LAYERS], k = 0;
+    const int64_t *ids[ZDIST_GRAPH_MAX_LAYERS];
+    int64_t counts[ZDIST_GRAPH_MAX_LAYERS];
+    float *outs[ZDIST_GRAPH_MAX_LAYERS];
+    for (int i = 0; i < a->s->nl; i++) {
+        const s_layer_t *l = &a->s->layers[i];
+        s_node_t *v = &a->nodes[a->s->ni + i], *x = s_in(a, l->spec, 0);
+        if (l->spec->kind == ZDIST_LAYER_HASHING) {
+            layer_hashing(x->ids, v->m, l->spec->num_bins, v->eids);
+        } else if (l->spec->kind == ZDIST_LAYER_EMBEDDING) {
+            int64_t m = s_embed_ids(a, l, v, x);
+            if (m < 0)
+                return (int)m;
+            vars[k] = l->table;
+            ids[k] = v->eids;
+            counts[k] = m;
+            outs[k++] = v->rows;
+        }
+    }
+    return zdist_ctx_read_rows_many(a->ctx, k, vars, ids, counts, outs);
 }
 
 static int
@@ -357,10 +383,12 @@ s_forward_layer(s_pass_t *a, int i)
                             l->bias >= 0 ? a->w[l->bias] : NULL, sp->diag_scale, v->prod, v->f);
         break;
     case ZDIST_LAYER_HASHING:
-        layer_hashing(x->ids, v->m, sp->num_bins, v->eids);
-        break;
+        break; /* s_lookups hashed */
     case ZDIST_LAYER_EMBEDDING:
-        return s_embed_forward(a, l, v, x);
+        /* s_lookups read the rows; a fixed input's bags hold one id each: any combiner gives its row */
+        layer_embedding_forward(v->rows, v->ew, v->eoffs, v->bags, sp->output_dim,
+                                x->offsets ? sp->combiner : ZDIST_COMBINER_SUM, v->f);
+        break;
     default:
         return -ENOTSUP; /* refused by the graph's parse */
     }
@@ -494,6 +522,8 @@ s_step(s_state_t *s, zdist_replica_ctx_t *ctx, bool train)
         return rc;
     s_pass_t a = {.s = s, .ctx = ctx, .n = batch->size, .train = train, .w = w, .nodes = nodes,
                   .tmp = nodes[s->ni + s->nl].f};
+    if ((rc = s_lookups(&a)) < 0)
+        return rc;
     for (int i = 0; i < s->nl; i++)
         if ((rc = s_forward_layer(&a, i)) < 0)
             return rc;

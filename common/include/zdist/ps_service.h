@@ -108,12 +108,28 @@ typedef struct {
     int64_t row_count;
 } zdist_ps_pull_t;
 
-/* pull_rows: rows by global id from whichever shards of `name` the psd
-   holds (duplicates allowed); the ids travel as tensor 0, int64 [nids]. */
+/* One variable's ids of a pull_rows. */
 typedef struct {
     const char *name;
     const int64_t *ids;
     size_t nids;
+} zdist_ps_rows_item_t;
+
+/* Items one pull_rows may carry (the wire's default tensor limit). */
+#define ZDIST_PS_PULL_ROWS_MAX_ITEMS 1024
+
+/* pull_rows: rows by global id from whichever shards of `name` the psd
+   holds (duplicates allowed); the ids travel as tensor 0, int64 [nids].
+   With nmore > 0 the same request reads more variables (item k >= 1 is
+   more[k - 1], its ids tensor k): the reply carries 1 + nmore tensors,
+   item k's rows in tensor k (zdist_ps_reply_values_at); a refusal of any
+   item refuses the call. */
+typedef struct {
+    const char *name;
+    const int64_t *ids;
+    size_t nids;
+    const zdist_ps_rows_item_t *more;
+    size_t nmore;
 } zdist_ps_pull_rows_t;
 
 /* Largest step_write: a step writes one shard at most this many times + 1. */
@@ -252,6 +268,9 @@ ZDIST_EXPORT zdist_msg_t *zdist_ps_request_pull(const char *name, int32_t shard_
 /* The reply holds [nids, ...]. */
 ZDIST_EXPORT zdist_msg_t *zdist_ps_request_pull_rows(const char *name, const int64_t *ids, size_t nids,
                                                      zdist_free_fn *ffn, void *hint);
+/* A pull_rows of every item of p (1 + p->nmore variables; ids copied). The
+   reply holds one [nids, ...] tensor per item. NULL for invalid arguments. */
+ZDIST_EXPORT zdist_msg_t *zdist_ps_request_pull_rows_items(const zdist_ps_pull_rows_t *p);
 /* A dense write: method ZDIST_PS_PUSH (gradient, applied by the optimizer),
    ZDIST_PS_ASSIGN, ZDIST_PS_ASSIGN_ADD or ZDIST_PS_ASSIGN_SUB, of `values`
    ([row_count, ...] of the shard's dtype; for row_count 0 the whole shard)
@@ -399,6 +418,10 @@ ZDIST_EXPORT int zdist_ps_reply_check(const zdist_msg_t *reply, zdist_error_t *e
    the reply is destroyed; writable, it belongs to the reply). */
 ZDIST_EXPORT int zdist_ps_reply_values(const zdist_msg_t *reply, zdist_tensor_t *ret_values,
                                        zdist_error_t *err);
+/* pull_rows of count items: a view of item index's values (as
+   zdist_ps_reply_values); -EPROTO when the reply has not count tensors. */
+ZDIST_EXPORT int zdist_ps_reply_values_at(const zdist_msg_t *reply, size_t index, size_t count,
+                                          zdist_tensor_t *ret_values, zdist_error_t *err);
 /* create: false when the same shard already existed with the same spec. */
 ZDIST_EXPORT int zdist_ps_reply_create(const zdist_msg_t *reply, bool *ret_created, zdist_error_t *err);
 /* push, assign*, scatter*, set_optimizer: duplicate = a retransmission that

@@ -339,6 +339,15 @@ typedef struct {
        exact AUC over the test split (appended in ABI 1; the host copies
        them before the call returns). -EINVAL when n is not the batch size. */
     int (*predictions)(zdist_replica_ctx_t *ctx, const float *probabilities, int64_t n);
+    /* read_rows of n variables at once (appended in ABI 1): variable
+       vars[i]'s rows ids[i][0..counts[i]) into outs[i], in the order
+       asked, what n read_rows calls would read, in one exchange with the
+       variables' hosts (parameter_server: one pull_rows per ps task
+       carrying every variable's ids, all sent at once; one wait instead of
+       one per variable). Every id of every variable is checked before any
+       is read: -ERANGE (nothing read) for an id outside a fixed variable. */
+    int (*read_rows_many)(zdist_replica_ctx_t *ctx, int n, const int *vars, const int64_t *const *ids,
+                          const int64_t *counts, float *const *outs);
 } zdist_replica_ops_t;
 
 struct zdist_replica_ctx_t {
@@ -368,6 +377,21 @@ static inline int
 zdist_ctx_read_rows(zdist_replica_ctx_t *c, int var, const int64_t *ids, int64_t n, float *out)
 {
     return c->ops->read_rows(c, var, ids, n, out);
+}
+/* zdist_replica_ops_t.read_rows_many; a host that predates it gets n
+   read_rows calls (the same rows, a round trip each). */
+static inline int
+zdist_ctx_read_rows_many(zdist_replica_ctx_t *c, int n, const int *vars, const int64_t *const *ids,
+                         const int64_t *counts, float *const *outs)
+{
+    if (zdist_ctx_has(c, read_rows_many))
+        return c->ops->read_rows_many(c, n, vars, ids, counts, outs);
+    for (int i = 0; i < n; i++) {
+        int rc = counts[i] != 0 ? c->ops->read_rows(c, vars[i], ids[i], counts[i], outs[i]) : 0;
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 static inline int
 zdist_ctx_apply_gradients(zdist_replica_ctx_t *c, const zdist_grad_t *grads, int n)

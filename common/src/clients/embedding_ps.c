@@ -132,8 +132,8 @@ zdist_embedding_lookup_sparse_ps(zdist_ps_client_t *const *clients, int num_clie
     for (size_t i = 0; i < nops; i++) {
         const zdist_shard_t *sh = &layout->shards[op_shard[i]];
         ops[i] = (zdist_ps_op_t){.client = clients[sh->ps], .request = {.method = ZDIST_PS_PULL_ROWS}};
-        ops[i].request.pull_rows = (zdist_ps_pull_rows_t){layout->name, uids + op_first[i],
-                                                          (size_t) (op_first[i + 1] - op_first[i])};
+        ops[i].request.pull_rows = (zdist_ps_pull_rows_t){
+            .name = layout->name, .ids = uids + op_first[i], .nids = (size_t) (op_first[i + 1] - op_first[i])};
     }
     zdist_ps_client_run(ops, nops);
     /* Where each distinct id's row landed. */

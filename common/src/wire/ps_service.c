@@ -168,6 +168,37 @@ zdist_ps_request_pull_rows(const char *name, const int64_t *ids, size_t nids, zd
     return msg;
 }
 
+zdist_msg_t *
+zdist_ps_request_pull_rows_items(const zdist_ps_pull_rows_t *p)
+{
+    if (!p || p->nmore == 0)
+        return p ? zdist_ps_request_pull_rows(p->name, p->ids, p->nids, NULL, NULL) : NULL;
+    if (!p->name || !p->more || p->nmore >= ZDIST_PS_PULL_ROWS_MAX_ITEMS || (!p->ids && p->nids))
+        return NULL;
+    char **names = malloc(p->nmore * sizeof *names);
+    if (!names)
+        return NULL;
+    bool ok = true;
+    for (size_t k = 0; k < p->nmore; k++) {
+        names[k] = (char *) p->more[k].name;
+        ok = ok && names[k] && (p->more[k].ids || p->more[k].nids == 0) &&
+             p->more[k].nids <= INT64_MAX / sizeof(int64_t);
+    }
+    Zdist__Ps__PullRowsRequest req = ZDIST__PS__PULL_ROWS_REQUEST__INIT;
+    req.name = (char *) p->name;
+    req.n_more = p->nmore;
+    req.more = names;
+    zdist_msg_t *msg = ok && p->nids <= INT64_MAX / sizeof(int64_t) ? zdist_msg_new_body(ZDIST_PS_PULL_ROWS, &req.base)
+                                                                     : NULL;
+    free(names);
+    int rc = msg ? s_attach_ids(msg, p->ids, p->nids, NULL, NULL) : -EINVAL;
+    for (size_t k = 0; rc == 0 && k < p->nmore; k++)
+        rc = s_attach_ids(msg, p->more[k].ids, p->more[k].nids, NULL, NULL);
+    if (rc < 0)
+        zdist_msg_destroy(&msg);
+    return msg;
+}
+
 /* Any write; with ffn the payloads (ids, then values) pass to the message,
    also when this fails. */
 static zdist_msg_t *
@@ -479,8 +510,7 @@ zdist_ps_request_encode(const zdist_ps_request_t *req)
         return zdist_ps_request_pull(req->pull.name, req->pull.shard_index, req->pull.row_start,
                                      req->pull.row_count);
     case ZDIST_PS_PULL_ROWS:
-        return zdist_ps_request_pull_rows(req->pull_rows.name, req->pull_rows.ids, req->pull_rows.nids, NULL,
-                                          NULL);
+        return zdist_ps_request_pull_rows_items(&req->pull_rows);
     case ZDIST_PS_SAVE:
         return zdist_ps_request_save_with(&req->save);
     case ZDIST_PS_RESTORE:

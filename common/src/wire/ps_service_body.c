@@ -186,7 +186,34 @@ s_decode_pull_rows(const ProtobufCMessage *pb, const zdist_msg_t *request, void 
     if (rc < 0 || (rc = s_decode_ids(request, 0, &p->ids, &p->nids, err)) < 0)
         return rc;
     p->name = r->name;
+    if (r->n_more == 0)
+        return zdist_msg_tensor_count(request) == 1
+                   ? 0
+                   : zdist_error_set(err, -EINVAL, "pull_rows of one variable takes one ids tensor, got %zu",
+                                     zdist_msg_tensor_count(request));
+    if (r->n_more >= ZDIST_PS_PULL_ROWS_MAX_ITEMS || zdist_msg_tensor_count(request) != r->n_more + 1)
+        return zdist_error_set(err, -EINVAL, "pull_rows of %zu variables (at most %d) takes as many ids tensors, got %zu",
+                               r->n_more + 1, ZDIST_PS_PULL_ROWS_MAX_ITEMS, zdist_msg_tensor_count(request));
+    zdist_ps_rows_item_t *more = calloc(r->n_more, sizeof *more);
+    if (!more)
+        return zdist_error_set(err, -ENOMEM, "out of memory");
+    p->more = more; /* released by s_release_pull_rows, also on error */
+    p->nmore = r->n_more;
+    for (size_t k = 0; k < r->n_more; k++) {
+        if ((rc = s_check_name(r->more[k], err)) < 0 ||
+            (rc = s_decode_ids(request, k + 1, &more[k].ids, &more[k].nids, err)) < 0)
+            return zdist_error_prefix(err, "item %zu", k + 1), rc;
+        more[k].name = r->more[k];
+    }
     return 0;
+}
+
+static void
+s_release_pull_rows(void *typed)
+{
+    zdist_ps_pull_rows_t *p = typed;
+    free((void *) p->more);
+    p->more = NULL;
 }
 
 static int
@@ -464,7 +491,8 @@ const zdist_rpc_body_t zdist_ps_body_create = {&zdist__ps__create_request__descr
 const zdist_rpc_body_t zdist_ps_body_pull = {&zdist__ps__pull_request__descriptor, sizeof(zdist_ps_pull_t),
                                              s_decode_pull, NULL};
 const zdist_rpc_body_t zdist_ps_body_pull_rows = {&zdist__ps__pull_rows_request__descriptor,
-                                                  sizeof(zdist_ps_pull_rows_t), s_decode_pull_rows, NULL};
+                                                  sizeof(zdist_ps_pull_rows_t), s_decode_pull_rows,
+                                                  s_release_pull_rows};
 const zdist_rpc_body_t zdist_ps_body_write = {&zdist__ps__write_request__descriptor, sizeof(zdist_ps_write_t),
                                               s_decode_write, NULL};
 const zdist_rpc_body_t zdist_ps_body_save = {&zdist__ps__save_request__descriptor, sizeof(zdist_ps_save_t),

@@ -202,6 +202,22 @@ zdist_ps_reply_values(const zdist_msg_t *reply, zdist_tensor_t *ret_values, zdis
     return 0;
 }
 
+int
+zdist_ps_reply_values_at(const zdist_msg_t *reply, size_t index, size_t count, zdist_tensor_t *ret_values,
+                         zdist_error_t *err)
+{
+    int rc = zdist_ps_reply_check(reply, err);
+    if (rc < 0)
+        return rc;
+    const zdist_tensor_t *t = zdist_msg_tensor(reply, index);
+    if (!t || index >= count || zdist_msg_tensor_count(reply) != count)
+        return zdist_error_set(err, -EPROTO, "%s reply: expected %zu values tensors, got %zu",
+                               zdist_ps_method_name(zdist_msg_method(reply)), count, zdist_msg_tensor_count(reply));
+    if (ret_values)
+        *ret_values = *t;
+    return 0;
+}
+
 /* The fields of the small replies: create, write, save, restore. */
 typedef struct {
     bool flag; /* created, duplicate */
