@@ -235,7 +235,8 @@ s_pull(zdist_rpc_call_t *call, void *state)
 
 /* One item of a pull_rows: its rows appended to the reply as a tensor. */
 static int
-s_pull_rows_item(self_t *self, zdist_rpc_call_t *call, const char *name, const int64_t *ids, size_t nids)
+s_pull_rows_item(self_t *self, zdist_rpc_call_t *call, const char *name, const int64_t *ids, size_t nids,
+                 size_t *total)
 {
     psd_shard_t *any = psd_store_first(self->store, name);
     if (!any)
@@ -245,9 +246,18 @@ s_pull_rows_item(self_t *self, zdist_rpc_call_t *call, const char *name, const i
     if (spec->shape.rank == 0)
         return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT,
                                      "variable '%s' is a scalar: pull it whole", name);
+    /* Every item's rows go back in one message: their sum is bounded too. */
+    size_t row_bytes = psd_shard_row_bytes(any), limit = self->config.limits.max_message_bytes;
+    if (nids > (limit - *total) / (row_bytes ? row_bytes : 1))
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_RESOURCE_EXHAUSTED,
+                                     "pull_rows: the rows of '%s' and the variables before it in this call come to "
+                                     "more than the message limit of %zu bytes; read fewer rows per call (or raise "
+                                     "zdist-psd --max-message-bytes)",
+                                     name, limit);
+    *total += nids * row_bytes;
     void *buf;
     size_t bytes;
-    int rc = s_reply_rows(self, call, name, spec, (int64_t) nids, psd_shard_row_bytes(any), &buf, &bytes);
+    int rc = s_reply_rows(self, call, name, spec, (int64_t) nids, row_bytes, &buf, &bytes);
     if (rc < 0)
         return rc;
     zdist_error_t err = {0};
@@ -268,9 +278,10 @@ s_pull_rows(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_ps_pull_rows_t *req = zdist_rpc_call_body(call);
-    int rc = s_pull_rows_item(self, call, req->name, req->ids, req->nids);
+    size_t total = 0;
+    int rc = s_pull_rows_item(self, call, req->name, req->ids, req->nids, &total);
     for (size_t k = 0; rc == 0 && k < req->nmore; k++)
-        rc = s_pull_rows_item(self, call, req->more[k].name, req->more[k].ids, req->more[k].nids);
+        rc = s_pull_rows_item(self, call, req->more[k].name, req->more[k].ids, req->more[k].nids, &total);
     return rc;
 }
 

@@ -752,12 +752,64 @@ test_read_rows_many(void)
         zactor_destroy(&psd[p]);
 }
 
+/* Every item's rows of a pull_rows go back in one message: items that fit
+   alone but not together are refused RESOURCE_EXHAUSTED naming the limit,
+   and the same rows in two calls are served. */
+static void
+test_read_rows_many_message_limit(void)
+{
+    char ep[256];
+    zactor_t *psd = zdist_test_psd_start_limited(0, 64 << 10, ep, sizeof ep);
+    worker_var_t var = {.name = "f", .dtype = ZDIST_DTYPE_FLOAT32, .shape = {2, {4096, 8}}, .trainable = true,
+                        .rows = 4096, .width = 8, .n = 4096 * 8, .init = {.kind = ZDIST_INIT_CONSTANT, .value = 1}};
+    worker_vars_t vars = {.vars = &var, .n = 1, .cap = 1};
+    const char *eps[1] = {ep};
+    worker_psd_config_t pcfg = {.endpoints = eps, .num_ps = 1, .partitioner = "fixed:1", .prefix = "m/",
+                                .timeout_ms = 10000};
+    zdist_error_t err = {0};
+    worker_backend_t *be = worker_psd_new(&vars, &pcfg, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(be);
+    zdist_optim_config_t sgd = {.kind = ZDIST_OPTIM_SGD, .learning_rate = 1};
+    CU_ASSERT_EQUAL_FATAL(worker_psd_create_variables(be, &sgd, 1, NULL, &err), 0);
+    static int64_t ids[1500];
+    for (int i = 0; i < 1500; i++)
+        ids[i] = i;
+    zdist_ps_client_t *c = zdist_ps_client_new(ep, NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    /* 1,500 rows of 32 bytes (48 KB) fit the 64 KiB limit; twice that does not. */
+    const zdist_ps_rows_item_t more[1] = {{.name = "m/f", .ids = ids, .nids = 1500}};
+    for (int n = 0; n <= 1; n++) {
+        zdist_ps_op_t op = {.client = c,
+                            .request = {.method = ZDIST_PS_PULL_ROWS,
+                                        .pull_rows = {.name = "m/f", .ids = ids, .nids = 1500, .more = more,
+                                                      .nmore = (size_t)n}}};
+        zdist_ps_client_run(&op, 1);
+        CU_ASSERT_EQUAL(op.rc, 0);
+        zdist_tensor_t t;
+        err = (zdist_error_t){0};
+        int rc = zdist_ps_reply_values_at(op.reply, 0, (size_t)n + 1, &t, &err);
+        if (n == 0) {
+            CU_ASSERT_EQUAL(rc, 0);
+            CU_ASSERT_EQUAL(t.nbytes, (size_t)1500 * 8 * sizeof(float));
+        } else {
+            CU_ASSERT(rc < 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "message limit of 65536 bytes"));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.text, "RESOURCE_EXHAUSTED"));
+        }
+        zdist_ps_ops_release(&op, 1);
+    }
+    zdist_ps_client_destroy(&c);
+    be->ops->destroy(&be);
+    zactor_destroy(&psd);
+}
+
 void
 zdist_test_worker_psd_register(void)
 {
     ZDIST_SUITE(
         "worker_psd", {"push_pull feeds the next read", test_push_pull_feeds_the_next_read},
         {"values never older than the own last push", test_values_never_older_than_the_own_last_push},
+        {"a batched pull_rows within the message limit", test_read_rows_many_message_limit},
         {"colocate_vars_with: placement, checkpoint and restore", test_colocate_vars_with},
         {"a rank-0 variable: held, read, pushed and assigned", test_scalar_variable},
         {"a dynamic table over two psds: raw ids, admission at the push, a re-run counted once",

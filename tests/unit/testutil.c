@@ -77,8 +77,16 @@ zdist_test_rmtree(const char *path)
 zactor_t *
 zdist_test_psd_start(int ps_task, char *endpoint, size_t size)
 {
+    return zdist_test_psd_start_limited(ps_task, 0, endpoint, size);
+}
+
+zactor_t *
+zdist_test_psd_start_limited(int ps_task, size_t max_message_bytes, char *endpoint, size_t size)
+{
     psd_server_config_t cfg = {.endpoint = "tcp://127.0.0.1:*", .max_tensor_bytes = 1 << 20, .ps_task = ps_task};
     zdist_wire_limits_default(&cfg.limits);
+    if (max_message_bytes)
+        cfg.limits.max_message_bytes = max_message_bytes;
     zactor_t *psd = zactor_new(psd_server_actor, &cfg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(psd);
     char *hello = zstr_recv(psd);

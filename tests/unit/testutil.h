@@ -36,6 +36,8 @@ void zdist_test_rmtree(const char *path);
    free loopback port (written to endpoint), tensors up to 1 MiB. Fails the
    test when it does not come up; zactor_destroy stops it. */
 zactor_t *zdist_test_psd_start(int ps_task, char *endpoint, size_t size);
+/* The same with messages of at most max_message_bytes (0: the default). */
+zactor_t *zdist_test_psd_start_limited(int ps_task, size_t max_message_bytes, char *endpoint, size_t size);
 /* Requests of method `name` ("push", "pull_rows"...) the psd behind c has served. */
 uint64_t zdist_test_psd_requests(zdist_ps_client_t *c, const char *name);
 
