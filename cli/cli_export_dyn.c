@@ -5,72 +5,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli_export.h"
 #include "zdist/dynexport.h"
-#include "zdist/file.h"
 
 #define S_ML_DOMAIN "ai.onnx.ml"
 #define S_ML_OPSET 2 /* LabelEncoder-2: int64 keys and values */
-#define S_MAX_NPY (INT64_C(1) << 34)
 /* LabelEncoder's keys and values are attributes (an int count): far beyond a table exported to serve */
 #define S_MAX_ROWS (INT_MAX / 2)
 
-/* The elements of a .npy file zdist_dynexport_npy wrote (format 1.0, C
-   order): *ret_data (the caller's to free), want bytes of them. */
-static int
-s_read_npy(cli_export_t *x, const char *path, size_t want, void **ret_data)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    int rc = zdist_file_read(path, S_MAX_NPY, &buf, &len, x->err);
-    if (rc < 0)
-        return rc;
-    const unsigned char *b = buf;
-    size_t hdr = len >= 10 ? 10 + (size_t)(b[8] | b[9] << 8) : 0;
-    if (len < 10 || memcmp(b, "\x93NUMPY\x01", 7) != 0 || hdr > len || len - hdr != want) {
-        free(buf);
-        return zdist_error_set(x->err, -EBADMSG, "%s: not the .npy of %zu bytes export-embedding writes", path,
-                               want);
-    }
-    memmove(buf, b + hdr, want);
-    *ret_data = buf;
-    return 0;
-}
-
-/* Table l's ids and vectors (rows of them) from the checkpoint, through
-   libzdist's dynexport (the documented reader of the psd's table files),
-   via .npy files in a private temporary directory. */
+/* Table l's ids (ascending) and vectors (rows of them) from the
+   checkpoint, through libzdist's dynexport (the documented reader of the
+   psd's table files). */
 static int
 s_load(cli_export_t *x, const zdist_layer_spec_t *l, int64_t **ret_ids, float **ret_vectors, uint64_t *ret_rows)
 {
-    const char *tmp = getenv("TMPDIR");
-    char dir[PATH_MAX], ids[PATH_MAX + 16], vectors[PATH_MAX + 16], table[ZDIST_LAYER_NAME_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/zdist-export-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return zdist_error_set(x->err, -errno, "%s: cannot make a temporary directory: %s", dir, strerror(errno));
-    snprintf(ids, sizeof ids, "%s/ids.npy", dir);
-    snprintf(vectors, sizeof vectors, "%s/vectors.npy", dir);
+    char table[ZDIST_LAYER_NAME_MAX + 16];
     snprintf(table, sizeof table, "%s/embeddings", l->name);
-    uint64_t rows = 0;
-    int rc = zdist_dynexport_npy(x->ckpt_dir, table, ids, vectors, &rows, x->err);
-    if (rc == 0 && rows > S_MAX_ROWS)
+    int64_t dim = 0;
+    int rc = zdist_dynexport_read(x->ckpt_dir, table, ret_ids, ret_vectors, ret_rows, &dim, x->err);
+    if (rc == 0 && *ret_rows > S_MAX_ROWS)
         rc = zdist_error_set(x->err, -EFBIG, "dynamic table '%s' has %llu rows; ONNX's LabelEncoder takes at most %d",
-                             table, (unsigned long long)rows, S_MAX_ROWS);
-    if (rc == 0)
-        rc = s_read_npy(x, ids, (size_t)rows * sizeof **ret_ids, (void **)ret_ids);
-    if (rc == 0 && (rc = s_read_npy(x, vectors, (size_t)rows * (size_t)l->output_dim * sizeof **ret_vectors,
-                                    (void **)ret_vectors)) < 0) {
+                             table, (unsigned long long)*ret_rows, S_MAX_ROWS);
+    else if (rc == 0 && dim != l->output_dim)
+        rc = zdist_error_set(x->err, -EBADMSG, "dynamic table '%s' has rows of %lld floats, the model's output_dim is %lld",
+                             table, (long long)dim, (long long)l->output_dim);
+    if (rc < 0) {
         free(*ret_ids);
+        free(*ret_vectors);
         *ret_ids = NULL;
-    }
-    if (rc < 0)
+        *ret_vectors = NULL;
         zdist_error_prefix(x->err, "layer '%s' (a dynamic table)", l->name);
-    unlink(ids);
-    unlink(vectors);
-    rmdir(dir);
-    *ret_rows = rows;
+    }
     return rc;
 }
 

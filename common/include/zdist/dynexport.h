@@ -34,6 +34,12 @@ ZDIST_EXPORT size_t zdist_npy_header(char *out, const char *descr, uint64_t rows
    what its manifest says; -EINVAL an ambiguous name; other I/O errors. */
 ZDIST_EXPORT int zdist_dynexport_npy(const char *dir, const char *table, const char *ids_path,
                                      const char *vectors_path, uint64_t *ret_rows, zdist_error_t *err);
+/* The same rows in memory: *ret_ids (ascending) and *ret_vectors (row i
+   of ids[i], *ret_dim floats each), both the caller's to free, *ret_rows
+   of them (a table with no rows: 0, and the pointers still to free).
+   ret_dim may be NULL. The same errors. */
+ZDIST_EXPORT int zdist_dynexport_read(const char *dir, const char *table, int64_t **ret_ids, float **ret_vectors,
+                                      uint64_t *ret_rows, int64_t *ret_dim, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -219,32 +219,45 @@ s_cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Writes all's rows ascending by id (the tasks' sets are disjoint). */
+/* all's rows ascending by id (the tasks' sets are disjoint), in place. */
 static int
-s_write(s_rows_t *all, int64_t dim, const char *ids_path, const char *vectors_path, zdist_error_t *err)
+s_sort(s_rows_t *all, int64_t dim, zdist_error_t *err)
 {
     const int64_t **order = malloc((all->n + 1) * sizeof *order);
-    if (!order)
+    s_rows_t sorted = {.ids = malloc((all->n + 1) * sizeof(int64_t)),
+                       .vals = malloc((all->n + 1) * (size_t) dim * sizeof(float)), .n = all->n};
+    if (!order || !sorted.ids || !sorted.vals) {
+        free(order);
+        s_rows_free(&sorted);
         return zdist_error_set(err, -ENOMEM, "out of memory");
+    }
     for (size_t i = 0; i < all->n; i++)
         order[i] = &all->ids[i];
     qsort(order, all->n, sizeof *order, s_cmp_id);
+    for (size_t i = 0; i < all->n; i++) {
+        size_t at = (size_t) (order[i] - all->ids);
+        sorted.ids[i] = all->ids[at];
+        memcpy(sorted.vals + i * (size_t) dim, all->vals + at * (size_t) dim, (size_t) dim * sizeof(float));
+    }
+    free(order);
+    s_rows_free(all);
+    *all = sorted;
+    return 0;
+}
+
+/* Writes rows (ascending) as the .npy pair. */
+static int
+s_write(const s_rows_t *all, int64_t dim, const char *ids_path, const char *vectors_path, zdist_error_t *err)
+{
     zdist_file_out_t *ids = zdist_file_out_new(ids_path, 0644, err);
     zdist_file_out_t *vec = ids ? zdist_file_out_new(vectors_path, 0644, err) : NULL;
     int rc = vec ? 0 : (err && err->code ? err->code : -EIO);
     char head[256];
-    if (rc == 0) {
-        zdist_file_out_write(ids, head, zdist_npy_header(head, "<i8", all->n, 0));
-        zdist_file_out_write(vec, head, zdist_npy_header(head, "<f4", all->n, dim));
-    }
-    for (size_t i = 0; rc == 0 && i < all->n; i++) {
-        size_t at = (size_t) (order[i] - all->ids);
-        if ((rc = zdist_file_out_write(ids, order[i], sizeof(int64_t))) == 0)
-            rc = zdist_file_out_write(vec, all->vals + at * (size_t) dim, (size_t) dim * sizeof(float));
-        if (rc < 0)
-            zdist_error_set(err, rc, "cannot write %s and %s: %s", ids_path, vectors_path, strerror(-rc));
-    }
-    free(order);
+    if (rc == 0 && ((rc = zdist_file_out_write(ids, head, zdist_npy_header(head, "<i8", all->n, 0))) < 0 ||
+                    (rc = zdist_file_out_write(vec, head, zdist_npy_header(head, "<f4", all->n, dim))) < 0 ||
+                    (rc = zdist_file_out_write(ids, all->ids, all->n * sizeof(int64_t))) < 0 ||
+                    (rc = zdist_file_out_write(vec, all->vals, all->n * (size_t) dim * sizeof(float))) < 0))
+        zdist_error_set(err, rc, "cannot write %s and %s: %s", ids_path, vectors_path, strerror(-rc));
     /* The vectors first: a pair cut short by a crash has new vectors under old ids, told by their lengths. */
     if (rc == 0)
         rc = zdist_file_out_commit(&vec, NULL, NULL, err);
@@ -307,14 +320,13 @@ s_manifest(const char *dir, const char *mpath, const char *table, int64_t *step,
     return rc;
 }
 
-int
-zdist_dynexport_npy(const char *dir, const char *table, const char *ids_path, const char *vectors_path,
-                    uint64_t *ret_rows, zdist_error_t *err)
+/* Every saving task's rows of `table` in dir, ascending by id. */
+static int
+s_collect(const char *dir, const char *table, s_rows_t *all, int64_t *ret_dim, zdist_error_t *err)
 {
     DIR *d = opendir(dir);
     if (!d)
         return zdist_error_set(err, -errno, "cannot open checkpoint directory %s: %s", dir, strerror(errno));
-    s_rows_t all = {0};
     int64_t step = -1, dim = 0;
     bool found = false;
     int rc = 0, manifests = 0;
@@ -327,13 +339,45 @@ zdist_dynexport_npy(const char *dir, const char *table, const char *ids_path, co
         char mpath[8192];
         snprintf(mpath, sizeof mpath, "%s/%s", dir, e->d_name);
         manifests++;
-        rc = s_manifest(dir, mpath, table, &step, &dim, &all, &found, err);
+        rc = s_manifest(dir, mpath, table, &step, &dim, all, &found, err);
     }
     closedir(d);
     if (rc == 0 && manifests == 0)
         rc = zdist_error_set(err, -ENOENT, "%s holds no dynamic tables (no dynamic-ps*.json)", dir);
     else if (rc == 0 && !found)
         rc = zdist_error_set(err, -ENOENT, "checkpoint %s has no dynamic table '%s'", dir, table);
+    if (rc == 0)
+        rc = s_sort(all, dim, err);
+    *ret_dim = dim;
+    return rc;
+}
+
+int
+zdist_dynexport_read(const char *dir, const char *table, int64_t **ret_ids, float **ret_vectors,
+                     uint64_t *ret_rows, int64_t *ret_dim, zdist_error_t *err)
+{
+    s_rows_t all = {0};
+    int64_t dim = 0;
+    int rc = s_collect(dir, table, &all, &dim, err);
+    if (rc < 0) {
+        s_rows_free(&all);
+        return rc;
+    }
+    *ret_ids = all.ids;
+    *ret_vectors = all.vals;
+    *ret_rows = all.n;
+    if (ret_dim)
+        *ret_dim = dim;
+    return 0;
+}
+
+int
+zdist_dynexport_npy(const char *dir, const char *table, const char *ids_path, const char *vectors_path,
+                    uint64_t *ret_rows, zdist_error_t *err)
+{
+    s_rows_t all = {0};
+    int64_t dim = 0;
+    int rc = s_collect(dir, table, &all, &dim, err);
     if (rc == 0)
         rc = s_write(&all, dim, ids_path, vectors_path, err);
     if (rc == 0 && ret_rows)
