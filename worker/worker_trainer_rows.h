@@ -11,8 +11,13 @@
 
 /* A replica's scratch for reads of rows, kept across steps (zeroed to start). */
 typedef struct {
-    int64_t *uniq; /* every variable's unique ids, one after the other */
+    int64_t *uniq; /* every variable's unique ids, one after the other (in first-seen order) */
     size_t uniq_cap;
+    int32_t *where; /* [total] each id's place among its variable's unique ids */
+    size_t where_cap;
+    int64_t *hkeys; /* the open-addressing table that finds them (a power of two of slots) */
+    int32_t *hvals; /* -1: empty */
+    size_t hcap;
     float *rows; /* their rows, likewise */
     size_t rows_cap;
     /* [n] per variable read: its unique count, where its ids and rows start */

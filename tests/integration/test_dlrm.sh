@@ -65,8 +65,9 @@ zd_ok "parameter_server dlrm-criteo-ps.json (dynamic tables) over 2 workers and 
 
 # Each table's rows over both psds: at most one per distinct id of its feature in the train split (min_count
 # 1 admits at first sight; no hashing, so no two ids share a row; evaluation lookups create none), and
-# nearly all of them (the job's step budget is global: under parameter_server one worker
-# may stop a few steps short of its shard's end while the other starts its next epoch). zdist_partition_id_ps
+# most of them: the job's step budget is global, and under parameter_server (at-least-once visitation) a
+# worker slowed by a loaded machine may stop well short of its shard's end while the other goes round its
+# own shard again, so only about half (each worker's shard's ids) is certain. zdist_partition_id_ps
 # spreads the rows evenly: each psd holds at least 30% of them.
 spec=(label:fixed:int64)
 for k in $(seq 13); do spec+=("I$k:fixed:float32"); done
@@ -95,7 +96,7 @@ for f in sys.argv[2:4]:
 bad = [(k + 1, rows[k], len(cols[k])) for k in range(26) if rows[k] > len(cols[k])]
 total, distinct = sum(rows), sum(len(c) for c in cols)
 print("rows per psd %s, %d in all; distinct train ids %d" % (per_ps, total, distinct))
-if bad or total < 0.9 * distinct or min(per_ps) < 0.3 * total:
+if bad or total < 0.5 * distinct or min(per_ps) < 0.3 * total:
     print("tables (feature, rows, distinct train ids) off: %s" % bad)
     for f in sys.argv[2:4]:
         print("%s: embeddings %s" % (f, json.load(open(f))["embeddings"][:3]))

@@ -833,6 +833,60 @@ test_dot_interaction(void)
     }
 }
 
+/* DotInteraction's two ways (an example on the stack, and pair by pair for
+   an interaction too large for it) against sums in double: forward, and
+   backward as dx_i = sum_j S_ij x_j with a self pair's gradient doubled. */
+static void
+test_dot_interaction_paths(void)
+{
+    const int64_t ds[] = {7, 1100}; /* 5 x 1100 floats is over the stack's 4096 */
+    for (int di = 0; di < 2; di++)
+        for (int variant = 0; variant < 3; variant++) {
+            int f = 5;
+            int64_t n = 2, d = ds[di];
+            bool self = variant == 1, skip = variant == 2, dense = variant != 1;
+            int64_t pairs = skip ? f * f : self ? f * (f + 1) / 2 : f * (f - 1) / 2, out = pairs + (dense ? d : 0);
+            float *x[5], *dx[5], *y = malloc((size_t)(n * out) * sizeof(float)), *g = s_random(n * out, -1, 1);
+            for (int k = 0; k < f; k++) {
+                x[k] = s_random(n * d, -1, 1);
+                dx[k] = malloc((size_t)(n * d) * sizeof(float));
+            }
+            layer_dot_interaction_forward((const float *const *)x, f, n, d, self, skip, dense, y);
+            layer_dot_interaction_backward((const float *const *)x, f, n, d, self, skip, dense, g, dx);
+            double worst = 0;
+            for (int64_t e = 0; e < n; e++) {
+                const float *ye = y + e * out + (dense ? d : 0), *ge = g + e * out + (dense ? d : 0);
+                double S[25] = {0};
+                for (int i = 0, at = 0; i < f; i++)
+                    for (int j = 0; j < (skip ? f : i + 1); j++) {
+                        bool in = self ? j <= i : j < i;
+                        if (!in && !skip)
+                            continue;
+                        double want = 0;
+                        for (int64_t k = 0; in && k < d; k++)
+                            want += (double)x[i][e * d + k] * x[j][e * d + k];
+                        worst = fmax(worst, fabs(ye[at] - want));
+                        if (in)
+                            S[i * f + j] += ge[at], S[j * f + i] += ge[at];
+                        at++;
+                    }
+                for (int i = 0; i < f; i++)
+                    for (int64_t k = 0; k < d; k++) {
+                        double want = dense && i == 0 ? g[e * out + k] : 0;
+                        for (int j = 0; j < f; j++)
+                            want += S[i * f + j] * x[j][e * d + k];
+                        worst = fmax(worst, fabs(dx[i][e * d + k] - want));
+                    }
+            }
+            CU_ASSERT(worst < 1e-3);
+            if (worst >= 1e-3)
+                fprintf(stderr, "dot_interaction d=%lld variant %d: off by %g\n", (long long)d, variant, worst);
+            for (int k = 0; k < f; k++)
+                free(x[k]), free(dx[k]);
+            free(y), free(g);
+        }
+}
+
 typedef struct {
     int64_t n, d;
     double diag;
@@ -936,6 +990,7 @@ zdist_test_layers_register(void)
                 {"losses (finite differences, known values, bad labels)", test_losses},
                 {"hashing as Keras's Hashing (FarmHash64), embedding ids in range", test_hashing},
                 {"dot_interaction as TFRS's (known values, finite differences)", test_dot_interaction},
+                {"dot_interaction on the stack and pair by pair, against double", test_dot_interaction_paths},
                 {"DCN-v2 cross (known values, finite differences)", test_cross},
                 {"concat along the last axis (finite differences)", test_concat_last});
 }

@@ -136,24 +136,128 @@ s_dotf(const float *a, const float *b, int64_t d)
     return s;
 }
 
+/* The per-example kernels below keep an example's f x d features and its
+   f x f pair gradients on the stack; larger interactions take the pairwise
+   loops after them. */
+#define S_DOT_MAXF 64
+#define S_DOT_MAXFD 4096
+
+/* Example e's pairs, a row of the Gram matrix at a time: xt holds the
+   example transposed (d x f), so each multiply-add runs across the row's
+   partners (vectorized) while each pair's sum still runs over k in order —
+   the same sum, rounding for rounding, as a dot product per pair. */
+LAYER_CLONES static void
+s_dot_forward_example(const float *const *x, int f, int64_t e, int64_t d, bool self_interaction, bool skip_gather,
+                      float *ye)
+{
+    float xt[S_DOT_MAXFD], acc[S_DOT_MAXF];
+    for (int j = 0; j < f; j++)
+        for (int64_t k = 0; k < d; k++)
+            xt[k * f + j] = x[j][e * d + k];
+    for (int i = 0; i < f; i++) {
+        int m = skip_gather ? f : i + 1;
+        for (int j = 0; j < m; j++)
+            acc[j] = 0;
+        for (int64_t k = 0; k < d; k++) {
+            const float a = xt[k * f + i], *row = xt + k * f;
+            for (int j = 0; j < m; j++)
+                acc[j] += a * row[j];
+        }
+        for (int j = 0; j < m; j++) {
+            bool in = s_pair(i, j, self_interaction);
+            if (in || skip_gather)
+                *ye++ = in ? acc[j] : 0;
+        }
+    }
+}
+
+/* The pairwise loops, for interactions too large for the stack. */
+static void
+s_dot_forward_pairs(const float *const *x, int f, int64_t e, int64_t d, bool self_interaction, bool skip_gather,
+                    float *ye)
+{
+    for (int i = 0; i < f; i++)
+        for (int j = 0; j < (skip_gather ? f : i + 1); j++) {
+            bool in = s_pair(i, j, self_interaction);
+            if (in || skip_gather)
+                *ye++ = in ? s_dotf(x[i] + e * d, x[j] + e * d, d) : 0;
+        }
+}
+
 void
 layer_dot_interaction_forward(const float *const *x, int f, int64_t n, int64_t d, bool self_interaction,
                               bool skip_gather, bool concat_dense, float *y)
 {
     int64_t out = s_pairs(f, self_interaction, skip_gather) + (concat_dense ? d : 0);
+    bool small = f <= S_DOT_MAXF && f * d <= S_DOT_MAXFD;
     for (int64_t e = 0; e < n; e++) {
         float *ye = y + e * out;
         if (concat_dense) {
             memcpy(ye, x[0] + e * d, (size_t)d * sizeof *ye);
             ye += d;
         }
-        for (int i = 0; i < f; i++)
-            for (int j = 0; j < (skip_gather ? f : i + 1); j++) {
-                bool in = s_pair(i, j, self_interaction);
-                if (in || skip_gather)
-                    *ye++ = in ? s_dotf(x[i] + e * d, x[j] + e * d, d) : 0;
-            }
+        if (small)
+            s_dot_forward_example(x, f, e, d, self_interaction, skip_gather, ye);
+        else
+            s_dot_forward_pairs(x, f, e, d, self_interaction, skip_gather, ye);
     }
+}
+
+/* Example e's input gradients as one product: with S the symmetric f x f
+   matrix of pair gradients (a self pair's doubled), dx_i = sum_j S_ij x_j,
+   each a vectorized run over the d features. g: the example's pair
+   gradients (after any dense part); dx[0]'s row already holds that part. */
+LAYER_CLONES static void
+s_dot_backward_example(const float *const *x, int f, int64_t e, int64_t d, bool self_interaction, bool skip_gather,
+                       const float *g, bool concat_dense, float *const *dx)
+{
+    float S[S_DOT_MAXF * S_DOT_MAXF];
+    memset(S, 0, (size_t)(f * f) * sizeof *S);
+    for (int i = 0; i < f; i++)
+        for (int j = 0; j < (skip_gather ? f : i + 1); j++) {
+            bool in = s_pair(i, j, self_interaction);
+            if (!in && !skip_gather)
+                continue;
+            float gp = *g++;
+            if (in) {
+                S[i * f + j] += gp;
+                S[j * f + i] += gp;
+            }
+        }
+    for (int i = 0; i < f; i++) {
+        float *di = dx[i] + e * d;
+        if (!(concat_dense && i == 0))
+            memset(di, 0, (size_t)d * sizeof *di);
+        for (int j = 0; j < f; j++) {
+            const float s = S[i * f + j], *xj = x[j] + e * d;
+            if (s == 0)
+                continue;
+            for (int64_t k = 0; k < d; k++)
+                di[k] += s * xj[k];
+        }
+    }
+}
+
+/* The pairwise loops (dx zeroed before), for interactions too large for the stack. */
+static void
+s_dot_backward_pairs(const float *const *x, int f, int64_t e, int64_t d, bool self_interaction, bool skip_gather,
+                     const float *g, float *const *dx)
+{
+    for (int i = 0; i < f; i++)
+        for (int j = 0; j < (skip_gather ? f : i + 1); j++) {
+            bool in = s_pair(i, j, self_interaction);
+            if (!in && !skip_gather)
+                continue;
+            float gp = *g++;
+            if (!in || gp == 0)
+                continue;
+            const float *xi = x[i] + e * d, *xj = x[j] + e * d;
+            float *di = dx[i] + e * d, *dj = dx[j] + e * d;
+            for (int64_t k = 0; k < d; k++) {
+                di[k] += gp * xj[k];
+                dj[k] += gp * xi[k];
+            }
+        }
 }
 
 void
@@ -161,29 +265,23 @@ layer_dot_interaction_backward(const float *const *x, int f, int64_t n, int64_t 
                                bool skip_gather, bool concat_dense, const float *dy, float *const *dx)
 {
     int64_t out = s_pairs(f, self_interaction, skip_gather) + (concat_dense ? d : 0);
-    for (int k = 0; k < f; k++)
+    bool small = f <= S_DOT_MAXF && f * d <= S_DOT_MAXFD;
+    for (int k = 0; k < f && !small; k++)
         memset(dx[k], 0, (size_t)(n * d) * sizeof *dx[k]);
     for (int64_t e = 0; e < n; e++) {
         const float *g = dy + e * out;
         if (concat_dense) {
-            memcpy(dx[0] + e * d, g, (size_t)d * sizeof *g);
+            if (small)
+                memcpy(dx[0] + e * d, g, (size_t)d * sizeof *g);
+            else
+                for (int64_t k = 0; k < d; k++)
+                    dx[0][e * d + k] += g[k];
             g += d;
         }
-        for (int i = 0; i < f; i++)
-            for (int j = 0; j < (skip_gather ? f : i + 1); j++) {
-                bool in = s_pair(i, j, self_interaction);
-                if (!in && !skip_gather)
-                    continue;
-                float gp = *g++;
-                if (!in || gp == 0)
-                    continue;
-                const float *xi = x[i] + e * d, *xj = x[j] + e * d;
-                float *di = dx[i] + e * d, *dj = dx[j] + e * d;
-                for (int64_t k = 0; k < d; k++) {
-                    di[k] += gp * xj[k];
-                    dj[k] += gp * xi[k];
-                }
-            }
+        if (small)
+            s_dot_backward_example(x, f, e, d, self_interaction, skip_gather, g, concat_dense, dx);
+        else
+            s_dot_backward_pairs(x, f, e, d, self_interaction, skip_gather, g, dx);
     }
 }
 
