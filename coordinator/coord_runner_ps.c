@@ -40,6 +40,12 @@ typedef struct {
     } move;
 } s_ps_t;
 
+/* A save or restore's deadline on each psd: gigabytes of shards written or
+   read (with fsync) take longer than the 5 s of the runner's other calls,
+   after which a psd counts as lost; a psd that dies meanwhile is still
+   noticed at once (its connection's heartbeats fail the call). */
+#define S_CKPT_TIMEOUT_MS (10 * 60 * 1000)
+
 /* s_train's: the job moved to another number of ps tasks; the attempt starts again on them. */
 #define S_RESHARDED 2
 
@@ -121,7 +127,9 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         uint64_t bytes = 0;
         zdist_error_t err = {0};
         zdist_ps_save_t save = {dir, step, i, r->cfg->job_id, (int32_t) r->cfg->job.spec.ckpt_full_every};
+        int64_t quick = zdist_ps_client_set_timeout(r->ps[i], S_CKPT_TIMEOUT_MS);
         int rc = zdist_ps_client_save_with(r->ps[i], &save, &bytes, &err);
+        zdist_ps_client_set_timeout(r->ps[i], quick);
         if (rc < 0) {
             char why[ZDIST_ERROR_TEXT_MAX + 32];
             snprintf(why, sizeof why, "ps %d: %s", i, err.text);
@@ -144,7 +152,9 @@ s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
     snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)step);
     for (int i = 0; i < r->cfg->num_ps; i++) {
         int64_t got;
+        int64_t quick = zdist_ps_client_set_timeout(r->ps[i], S_CKPT_TIMEOUT_MS);
         int rc = zdist_ps_client_restore_job(r->ps[i], dir, r->cfg->job_id, &got, err);
+        zdist_ps_client_set_timeout(r->ps[i], quick);
         if (rc < 0)
             return rc;
     }
@@ -222,9 +232,9 @@ s_preempt_save(coord_run_t *r)
 
 /* At a step boundary with a RESHARD pending (every closure scheduled is
    back: the psds hold exactly steps 1..r->step): the checkpoint at this
-   step, the job's variables dropped from every ps task of the cluster
-   (forced: the job is live), then the layout of the first N. The attempt
-   starts again on it (S_RESHARDED): the workers get the job with the new
+   step, then the layout of the first N. The attempt starts again on it
+   (S_RESHARDED): the job's variables dropped from every ps task of the
+   cluster (s_reshard_drop), the workers get the job with the new
    ps list, which creates the variables partitioned over N, and the
    checkpoint is restored onto them, each row (fixed tables by global row
    range, dynamic ones by id hash) with its shard's exactly-once record —
@@ -254,16 +264,28 @@ s_reshard(coord_run_t *r)
     }
     p->move.saved_ms = zdist_clock_now_ms();
     p->move.bytes = p->saved_bytes;
-    for (int i = 0; i < r->cfg->cluster_ps; i++) {
-        zdist_error_t err = {0};
-        if (zdist_ps_client_drop_job(r->ps[i], r->cfg->job_id, true, NULL, NULL, &err) < 0 && err.code != -ENOENT)
-            zsys_warning("job %s: reshard: dropping its variables from ps %d: %s", r->cfg->job_id, i, err.text);
-    }
     r->cfg->num_ps = n;
     zsys_info("job %s: checkpoint at step %lld saved (%.1f MiB in %.2f s): restoring it onto %d ps tasks",
               r->cfg->job_id, (long long)r->step, (double)p->move.bytes / 1048576.0,
               (double)(p->move.saved_ms - p->move.t0_ms) / 1000.0, n);
     return S_RESHARDED;
+}
+
+/* Before each attempt of a move (the first, and again after a psd's loss
+   during it): the job's variables dropped from every ps task of the
+   cluster (forced: the job is live), so the new layout's are created
+   afresh, whatever shapes the old one left where. */
+static void
+s_reshard_drop(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    if (!p->move.t0_ms)
+        return;
+    for (int i = 0; i < r->cfg->cluster_ps; i++) {
+        zdist_error_t err = {0};
+        if (zdist_ps_client_drop_job(r->ps[i], r->cfg->job_id, true, NULL, NULL, &err) < 0 && err.code != -ENOENT)
+            zsys_warning("job %s: reshard: dropping its variables from ps %d: %s", r->cfg->job_id, i, err.text);
+    }
 }
 
 /* The new layout holds the move's checkpoint: the RESHARD is answered with
@@ -536,6 +558,7 @@ static int
 s_attempt_layout(coord_run_t *r)
 {
     s_ps_t *p = r->impl;
+    s_reshard_drop(r);
     int rc = s_coordinator(r);
     if (rc < 0)
         return rc;

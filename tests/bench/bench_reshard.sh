@@ -79,7 +79,8 @@ echo "job $JOB trains after $((SECONDS - t0)) s (the table created on the psds)"
     done
 ) >"$ZD_TMP/steps.txt" &
 POLL=$!
-ZD_AFTER_STOP="kill $POLL 2>/dev/null || true"
+stop_poll() { kill "$POLL" 2>/dev/null || true; }
+ZD_AFTER_STOP=stop_poll
 
 # wait_seconds S: S seconds of training to measure (a benchmark's pause, not a wait for a condition).
 wait_seconds() { sleep "$1"; }
@@ -117,6 +118,6 @@ for i in 0 1; do
     pid=${ZD_PID[ps$i]}
     echo "ps$i: resident $(awk '/VmRSS/ {printf "%.2f GiB", $2 / 1048576}' "/proc/$pid/status"), peak $(awk '/VmHWM/ {printf "%.2f GiB", $2 / 1048576}' "/proc/$pid/status")"
 done
-kill "$POLL" 2>/dev/null || true
+stop_poll
 "$ZDIST_BIN" cancel "$JOB" --cluster "$CLUSTER" >/dev/null
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
