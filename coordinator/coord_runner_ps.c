@@ -117,6 +117,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 
 /* ---- checkpoints ---- */
 
+static bool s_ps_changed(coord_run_t *r);
+
 static int
 s_ckpt_save(coord_run_t *r, int64_t step)
 {
@@ -137,6 +139,12 @@ s_ckpt_save(coord_run_t *r, int64_t step)
             return rc;
         }
         total += bytes;
+    }
+    /* A psd that restarted during the save (its longer deadline lets the
+       request wait for the new incarnation) saved nothing of the job. */
+    if (s_ps_changed(r)) {
+        coord_run_ckpt_failed(r, step, "a ps task restarted during the save");
+        return -EAGAIN;
     }
     ((s_ps_t *)r->impl)->saved_bytes = total;
     char fields[64], where[64];
