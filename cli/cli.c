@@ -22,6 +22,7 @@ static const struct {
     {"status", cli_status_main, "a job's state, step, metrics, workers and ps tasks"},
     {"cancel", cli_cancel_main, "cancel a queued or running job"},
     {"drain", cli_drain_main, "make a worker leave the running cluster (elastic workers)"},
+    {"reshard", cli_reshard_main, "move a running parameter_server job's variables onto N ps tasks"},
     {"keygen", cli_keygen_main, "write a CurveZMQ certificate pair (NAME.key, NAME.key_secret)"},
     {"export", cli_export_main, "write a trained checkpoint as an ONNX model (--onnx FILE)"},
     {"gen", cli_gen_main, "write a data set: criteo (TFRecord files, labels from a known teacher)"},

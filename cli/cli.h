@@ -16,6 +16,7 @@ int cli_submit_main(int argc, char **argv);
 int cli_status_main(int argc, char **argv);
 int cli_cancel_main(int argc, char **argv);
 int cli_drain_main(int argc, char **argv);
+int cli_reshard_main(int argc, char **argv);
 int cli_keygen_main(int argc, char **argv);
 int cli_gen_main(int argc, char **argv);
 int cli_export_main(int argc, char **argv);

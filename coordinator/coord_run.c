@@ -583,7 +583,9 @@ coord_run_init(coord_run_t *r, coord_run_config_t *cfg, zsock_t *pipe, const coo
     zdist_ps_client_options_default(&po);
     po.timeout_ms = 5000;
     po.retries = 0;
-    for (int i = 0; i < cfg->num_ps; i++)
+    if (cfg->cluster_ps < cfg->num_ps)
+        cfg->cluster_ps = cfg->num_ps;
+    for (int i = 0; i < cfg->cluster_ps; i++)
         r->ps[i] = zdist_ps_client_new(cfg->ps[i], &po, NULL);
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->job_dir);
@@ -619,7 +621,7 @@ coord_run_release(coord_run_t *r)
     if (r->metrics)
         fclose(r->metrics);
     r->metrics = NULL;
-    for (int i = 0; i < r->cfg->num_ps; i++) {
+    for (int i = 0; i < r->cfg->cluster_ps; i++) {
         zdist_ps_client_destroy(&r->ps[i]);
         json_decref(r->ps_methods[i]);
         r->ps_methods[i] = NULL;
@@ -689,6 +691,9 @@ coord_run_check_pipe(coord_run_t *r)
             r->term = true;
         else if (strncmp(cmd, "JOIN ", 5) == 0 || strncmp(cmd, "DRAIN ", 6) == 0)
             s_member(r, cmd);
+        else if (strncmp(cmd, "RESHARD ", 8) == 0 && sscanf(cmd + 8, "%d", &r->reshard) == 1)
+            zsys_info("job %s: moving from %d to %d ps tasks at the next step boundary (step %lld now)",
+                      r->cfg->job_id, r->cfg->num_ps, r->reshard, (long long)r->step);
         else if (strncmp(cmd, "PREEMPT ", 8) == 0 && r->npreempt < (int)(sizeof r->preempt / sizeof r->preempt[0])) {
             char type[8];
             int index;
@@ -750,6 +755,27 @@ coord_run_preempt_idle(coord_run_t *r)
     snprintf(line, sizeof line, "not training now: it resumes from its checkpoint at step %lld",
              (long long)r->ckpt_step);
     coord_run_preempt_answer(r, line);
+}
+
+void
+coord_run_reshard_answer(coord_run_t *r, bool ok, const char *line)
+{
+    if (r->reshard == 0)
+        return;
+    r->reshard = 0;
+    char text[1200];
+    snprintf(text, sizeof text, "job %s: %s", r->cfg->job_id, line);
+    if (ok)
+        zsys_info("%s", text);
+    else
+        zsys_warning("%s", text);
+    coord_run_event(r, ok ? "resharded" : "reshard failed", text);
+    json_t *a = json_pack("{s:b, s:i, s:s}", "ok", ok, "num_ps", r->cfg->num_ps, "detail", text);
+    char *dump = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    if (dump && zstr_sendm(r->pipe, "RESHARDED") == 0)
+        zstr_send(r->pipe, dump);
+    free(dump);
 }
 
 bool

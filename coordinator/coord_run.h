@@ -33,7 +33,10 @@ typedef struct {
     char ckpt_root[1024]; /* where ckpt-STEP/ go: job_dir, or checkpoint.dir/ID */
     char *base_dir;       /* owned */
     coord_job_t job;      /* owned */
-    int num_workers, num_ps;
+    /* num_ps: the job's ps tasks, ps[0..num_ps) (parameter_server: its
+       layout, which `zdist reshard` changes); cluster_ps: the cluster's,
+       ps[0..cluster_ps), num_ps at most. */
+    int num_workers, num_ps, cluster_ps;
     char workers[COORD_MAX_WORKERS][256];
     /* Elastic workers: joined through the chief (not in the cluster file),
        and left (drained, or a joined one's SIGTERM): no closures for it. */
@@ -85,7 +88,7 @@ struct coord_run_t {
     zsock_t *pipe;
     const coord_run_ops_t *ops;
     void *impl; /* the ops' own state, theirs to free */
-    /* The cluster's ps tasks (every strategy's status shows them). */
+    /* The cluster's ps tasks, cfg->cluster_ps (every strategy's status shows the job's, cfg->num_ps). */
     zdist_ps_client_t *ps[COORD_MAX_PS];
     uint64_t ps_bytes[COORD_MAX_PS], ps_requests[COORD_MAX_PS];
     int64_t ps_stats_ms[COORD_MAX_PS];  /* ps request rates: when the requests per method were read */
@@ -126,6 +129,9 @@ struct coord_run_t {
     /* JOIN / DRAIN taken from the pipe: cfg's workers, joined and left are
        updated; the ops apply them (parameter_server) and clear this. */
     bool members_changed;
+    /* RESHARD N taken from the pipe (0: none): the ps tasks the job moves
+       to at its next step boundary; answered by coord_run_reshard_answer. */
+    int reshard;
     json_t *membership; /* its history: [{time, event, task, endpoint}], the last 100 */
     coord_steptime_t steptime[COORD_MAX_WORKERS];
     int64_t examples_total;
@@ -162,8 +168,8 @@ void coord_run_eval_line(coord_run_t *r);
 void coord_run_end(coord_run_t *r);
 /* Redraws loss.svg in the job's dir. */
 void coord_run_svg(coord_run_t *r);
-/* Takes CANCEL / $TERM / PREEMPT / JOIN / DRAIN from the pipe (sets r->cancel, r->term, r->preempt,
-   r->members_changed). */
+/* Takes CANCEL / $TERM / PREEMPT / JOIN / DRAIN / RESHARD from the pipe (sets r->cancel, r->term,
+   r->preempt, r->members_changed, r->reshard). */
 void coord_run_check_pipe(coord_run_t *r);
 /* Waits up to ms for the pipe, then takes what came (CANCEL, $TERM). */
 void coord_run_wait_pipe(coord_run_t *r, int64_t ms);
@@ -175,6 +181,9 @@ void coord_run_preempt_saved(coord_run_t *r, int rc);
 /* Answers them, when there are, from a runner that is not training (waiting
    for a lost task): the job resumes from its last checkpoint anyway. */
 void coord_run_preempt_idle(coord_run_t *r);
+/* Answers the pending RESHARD ("RESHARDED" to the server: {ok, num_ps,
+   detail}, num_ps the job's ps tasks now) and clears it. */
+void coord_run_reshard_answer(coord_run_t *r, bool ok, const char *line);
 /* Whether task type:index is among the pending PREEMPTs. */
 bool coord_run_preempted(const coord_run_t *r, const char *type, int index);
 /* The step of the newest complete checkpoint, -1 when none. */

@@ -29,7 +29,25 @@ typedef struct {
     unsigned worker_restarts[COORD_MAX_WORKERS];
     int64_t worker_closures[COORD_MAX_WORKERS];
     char lost_why[1024]; /* why the attempt ended with -EAGAIN */
+    uint64_t saved_bytes; /* the last checkpoint's, over its ps tasks */
+    /* A move under way (zdist reshard): from how many ps, at which step,
+       when it began and when its checkpoint was done; answered once the
+       new layout holds that checkpoint. */
+    struct {
+        int from;
+        int64_t step, t0_ms, saved_ms;
+        uint64_t bytes;
+    } move;
 } s_ps_t;
+
+/* A save or restore's deadline on each psd: gigabytes of shards written or
+   read (with fsync) take longer than the 5 s of the runner's other calls,
+   after which a psd counts as lost; a psd that dies meanwhile is still
+   noticed at once (its connection's heartbeats fail the call). */
+#define S_CKPT_TIMEOUT_MS (10 * 60 * 1000)
+
+/* s_train's: the job moved to another number of ps tasks; the attempt starts again on them. */
+#define S_RESHARDED 2
 
 /* ---- status ---- */
 
@@ -99,6 +117,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 
 /* ---- checkpoints ---- */
 
+static bool s_ps_changed(coord_run_t *r);
+
 static int
 s_ckpt_save(coord_run_t *r, int64_t step)
 {
@@ -109,7 +129,9 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         uint64_t bytes = 0;
         zdist_error_t err = {0};
         zdist_ps_save_t save = {dir, step, i, r->cfg->job_id, (int32_t) r->cfg->job.spec.ckpt_full_every};
+        int64_t quick = zdist_ps_client_set_timeout(r->ps[i], S_CKPT_TIMEOUT_MS);
         int rc = zdist_ps_client_save_with(r->ps[i], &save, &bytes, &err);
+        zdist_ps_client_set_timeout(r->ps[i], quick);
         if (rc < 0) {
             char why[ZDIST_ERROR_TEXT_MAX + 32];
             snprintf(why, sizeof why, "ps %d: %s", i, err.text);
@@ -118,6 +140,13 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         }
         total += bytes;
     }
+    /* A psd that restarted during the save (its longer deadline lets the
+       request wait for the new incarnation) saved nothing of the job. */
+    if (s_ps_changed(r)) {
+        coord_run_ckpt_failed(r, step, "a ps task restarted during the save");
+        return -EAGAIN;
+    }
+    ((s_ps_t *)r->impl)->saved_bytes = total;
     char fields[64], where[64];
     snprintf(fields, sizeof fields, "\"num_ps\": %d", r->cfg->num_ps);
     snprintf(where, sizeof where, "over %d ps", r->cfg->num_ps);
@@ -131,7 +160,9 @@ s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
     snprintf(dir, sizeof dir, "%s/ckpt-%lld", r->cfg->ckpt_root, (long long)step);
     for (int i = 0; i < r->cfg->num_ps; i++) {
         int64_t got;
+        int64_t quick = zdist_ps_client_set_timeout(r->ps[i], S_CKPT_TIMEOUT_MS);
         int rc = zdist_ps_client_restore_job(r->ps[i], dir, r->cfg->job_id, &got, err);
+        zdist_ps_client_set_timeout(r->ps[i], quick);
         if (rc < 0)
             return rc;
     }
@@ -205,6 +236,83 @@ s_preempt_save(coord_run_t *r)
     if (rc < 0 && s_ps_changed(r))
         return s_ps_lost(r, "during a preemption checkpoint", NULL);
     return 0;
+}
+
+/* At a step boundary with a RESHARD pending (every closure scheduled is
+   back: the psds hold exactly steps 1..r->step): the checkpoint at this
+   step, then the layout of the first N. The attempt starts again on it
+   (S_RESHARDED): the job's variables dropped from every ps task of the
+   cluster (s_reshard_drop), the workers get the job with the new
+   ps list, which creates the variables partitioned over N, and the
+   checkpoint is restored onto them, each row (fixed tables by global row
+   range, dynamic ones by id hash) with its shard's exactly-once record —
+   the step ledger and client windows — so no step is applied twice or lost.
+   A move that cannot begin (the save fails) leaves the job where it was. */
+static int
+s_reshard(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    int n = r->reshard;
+    char line[1200];
+    if (n == r->cfg->num_ps) {
+        snprintf(line, sizeof line, "already on %d ps tasks (step %lld): nothing moved", n, (long long)r->step);
+        coord_run_reshard_answer(r, true, line);
+        return 0;
+    }
+    p->move.from = r->cfg->num_ps;
+    p->move.step = r->step;
+    p->move.t0_ms = zdist_clock_now_ms();
+    int rc = r->ckpt_step == r->step ? 0 : s_ckpt_save(r, r->step);
+    if (rc < 0) {
+        snprintf(line, sizeof line, "the checkpoint at step %lld failed (%s): it stays on %d ps tasks",
+                 (long long)r->step, r->ckpt_why, r->cfg->num_ps);
+        memset(&p->move, 0, sizeof p->move);
+        coord_run_reshard_answer(r, false, line);
+        return s_ps_changed(r) ? s_ps_lost(r, "during a reshard's checkpoint", NULL) : 0;
+    }
+    p->move.saved_ms = zdist_clock_now_ms();
+    p->move.bytes = p->saved_bytes;
+    r->cfg->num_ps = n;
+    zsys_info("job %s: checkpoint at step %lld saved (%.1f MiB in %.2f s): restoring it onto %d ps tasks",
+              r->cfg->job_id, (long long)r->step, (double)p->move.bytes / 1048576.0,
+              (double)(p->move.saved_ms - p->move.t0_ms) / 1000.0, n);
+    return S_RESHARDED;
+}
+
+/* Before each attempt of a move (the first, and again after a psd's loss
+   during it): the job's variables dropped from every ps task of the
+   cluster (forced: the job is live), so the new layout's are created
+   afresh, whatever shapes the old one left where. */
+static void
+s_reshard_drop(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    if (!p->move.t0_ms)
+        return;
+    for (int i = 0; i < r->cfg->cluster_ps; i++) {
+        zdist_error_t err = {0};
+        if (zdist_ps_client_drop_job(r->ps[i], r->cfg->job_id, true, NULL, NULL, &err) < 0 && err.code != -ENOENT)
+            zsys_warning("job %s: reshard: dropping its variables from ps %d: %s", r->cfg->job_id, i, err.text);
+    }
+}
+
+/* The new layout holds the move's checkpoint: the RESHARD is answered with
+   what it took (the checkpoint, then the workers' restart and the restore). */
+static void
+s_reshard_done(coord_run_t *r)
+{
+    s_ps_t *p = r->impl;
+    if (!p->move.t0_ms)
+        return;
+    int64_t now = zdist_clock_now_ms();
+    char line[400];
+    snprintf(line, sizeof line, "moved from %d to %d ps tasks at step %lld: %.1f MiB in %.2f s (checkpoint %.2f s, "
+             "workers restarted and the checkpoint restored %.2f s)",
+             p->move.from, r->cfg->num_ps, (long long)p->move.step, (double)p->move.bytes / 1048576.0,
+             (double)(now - p->move.t0_ms) / 1000.0, (double)(p->move.saved_ms - p->move.t0_ms) / 1000.0,
+             (double)(now - p->move.saved_ms) / 1000.0);
+    memset(&p->move, 0, sizeof p->move);
+    coord_run_reshard_answer(r, true, line);
 }
 
 static void
@@ -377,8 +485,8 @@ s_train(coord_run_t *r)
             if (next < target)
                 target = next;
         }
-        /* A task got SIGTERM: the next step boundary is what is scheduled. */
-        if (r->npreempt > 0 && p->scheduled < target)
+        /* A task got SIGTERM, or the job moves: the next step boundary is what is scheduled. */
+        if ((r->npreempt > 0 || r->reshard > 0) && p->scheduled < target)
             target = p->scheduled;
         /* Keep enough closures queued for every worker to have its RUN_STEPS
            in flight, short closures several to a message. */
@@ -408,6 +516,12 @@ s_train(coord_run_t *r)
         if (r->npreempt > 0 && r->step >= target && zdist_coordinator_done(p->coord)) {
             int rc = s_preempt_save(r);
             if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (r->reshard > 0 && r->step >= target && zdist_coordinator_done(p->coord)) {
+            int rc = s_reshard(r);
+            if (rc != 0)
                 return rc;
             continue;
         }
@@ -445,13 +559,14 @@ s_stop_early(coord_run_t *r)
     return 1;
 }
 
-/* One attempt: start the workers, restore the last checkpoint, train until
-   the steps are done. 0 done, -EAGAIN a psd was lost (try again), other
-   negative errno failed (error set), 1 stopped (cancel or term). */
+/* One attempt on the job's ps layout: start the workers, restore the last
+   checkpoint, train until the steps are done. As s_attempt, or S_RESHARDED
+   (the layout changed at a step boundary: again on the new one). */
 static int
-s_attempt(coord_run_t *r)
+s_attempt_layout(coord_run_t *r)
 {
     s_ps_t *p = r->impl;
+    s_reshard_drop(r);
     int rc = s_coordinator(r);
     if (rc < 0)
         return rc;
@@ -464,15 +579,29 @@ s_attempt(coord_run_t *r)
     if ((rc = s_resume(r)) < 0)
         return rc;
     s_ps_record(r);
+    s_reshard_done(r);
     r->last_stats_ms = 0; /* the psds' figures at the next status hold the job's variables */
     p->scheduled = r->step;
     zdist_coordinator_set_step(p->coord, r->step); /* closures carry the job's step numbers from here */
     coord_run_window(r);
-    if ((rc = s_train(r)) < 0)
+    if ((rc = s_train(r)) != 0)
         return rc;
     if (r->cancel || r->term)
         return s_stop_early(r);
     return 0;
+}
+
+/* One attempt: start the workers, restore the last checkpoint, train until
+   the steps are done, again on each new ps layout. 0 done, -EAGAIN a psd was
+   lost (try again), other negative errno failed (error set), 1 stopped
+   (cancel or term). */
+static int
+s_attempt(coord_run_t *r)
+{
+    int rc;
+    while ((rc = s_attempt_layout(r)) == S_RESHARDED)
+        ;
+    return rc;
 }
 
 /* ---- the ops ---- */

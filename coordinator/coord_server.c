@@ -41,6 +41,13 @@ typedef struct {
     char detail[2048];
 } s_preempt_t;
 
+/* A RESHARD waiting for its job's runner: answered when the job trains on
+   its new ps layout, the move fails, or the job ends. */
+typedef struct {
+    zdist_rpc_call_t *call;
+    zactor_t *actor;
+} s_reshard_t;
+
 typedef struct {
     coord_server_config_t config;
     zsock_t *pipe;
@@ -56,6 +63,8 @@ typedef struct {
     coord_http_view_t view;
     s_preempt_t preempts[S_MAX_PREEMPTS];
     int npreempts;
+    s_reshard_t reshards[COORD_MAX_RUNNING]; /* one per running job at most */
+    int nreshards;
     /* Elastic workers: config.workers[i] joined through JOIN (not in the
        cluster file); left (drained, or a joined one's SIGTERM) for good. */
     bool joined[COORD_MAX_WORKERS], left[COORD_MAX_WORKERS];
@@ -133,7 +142,7 @@ s_start_next(self_t *self)
             snprintf(cfg->ckpt_root, sizeof cfg->ckpt_root, "%s", cfg->job_dir);
         mkdir(cfg->ckpt_root, 0755); /* made at submit; again in case it was removed since */
         cfg->num_workers = self->config.num_workers;
-        cfg->num_ps = self->config.num_ps;
+        cfg->num_ps = cfg->cluster_ps = self->config.num_ps;
         memcpy(cfg->workers, self->config.workers, sizeof cfg->workers);
         memcpy(cfg->joined, self->joined, sizeof cfg->joined);
         memcpy(cfg->left, self->left, sizeof cfg->left);
@@ -213,6 +222,77 @@ s_drain(zdist_rpc_call_t *call, void *state)
         return zdist_coord_reply_drain(call, "left");
     s_worker_leaves(self, req->task_index, "drained (zdist drain)");
     return zdist_coord_reply_drain(call, "draining");
+}
+
+/* ---- resharding ---- */
+
+/* RESHARD (zdist reshard JOB --ps N): the running parameter_server job
+   moves onto the cluster's ps tasks 0..N-1 at its next step boundary; the
+   reply waits until it trains there. */
+static int
+s_reshard(zdist_rpc_call_t *call, void *state)
+{
+    self_t *self = state;
+    const zdist_coord_reshard_request_t *req = zdist_rpc_call_body(call);
+    coord_row_t *j = coord_table_find(&self->table, req->job_id);
+    if (!j)
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_NOT_FOUND, "reshard: no job '%s' (zdist status lists them)",
+                                     req->job_id);
+    if (!j->ps)
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "reshard: job %s is not a "
+                                     "parameter_server job: its variables live on its workers, not on ps tasks",
+                                     j->id);
+    if (req->num_ps > self->config.num_ps)
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_INVALID_ARGUMENT, "reshard: --ps %d, but the cluster has %d "
+                                     "ps task%s: a job moves onto ps tasks 0..N-1 of the cluster file (for more, add "
+                                     "psds to it and restart the chief)", req->num_ps, self->config.num_ps,
+                                     self->config.num_ps == 1 ? "" : "s");
+    s_run_t *run = NULL;
+    for (int i = 0; i < self->nruns && !run; i++)
+        if (self->runs[i].job == j)
+            run = &self->runs[i];
+    if (!run)
+        return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "reshard: job %s is %s; only a running "
+                                     "job moves (a job starts on every ps task of the cluster)", j->id, j->state);
+    for (int i = 0; i < self->nreshards; i++)
+        if (self->reshards[i].actor == run->actor)
+            return zdist_rpc_call_refuse(call, ZDIST_STATUS_FAILED_PRECONDITION, "reshard: job %s is already "
+                                         "moving; try again once that move has answered", j->id);
+    s_reshard_t *m = &self->reshards[self->nreshards];
+    if (self->nreshards >= COORD_MAX_RUNNING || !(m->call = zdist_rpc_call_defer(call)))
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "reshard: out of memory");
+    m->actor = run->actor;
+    self->nreshards++;
+    zstr_sendf(run->actor, "RESHARD %d", req->num_ps);
+    coord_events_add(&self->events, j->id, "resharding", "job '%s' moves to %d ps tasks at its next step boundary",
+                     j->name, req->num_ps);
+    return 0;
+}
+
+/* Runner `actor` answered its RESHARD (text: {ok, num_ps, detail}; NULL:
+   the job ended first). */
+static void
+s_reshard_done(self_t *self, zactor_t *actor, const char *text, const coord_row_t *j)
+{
+    for (int i = 0; i < self->nreshards; i++) {
+        s_reshard_t *m = &self->reshards[i];
+        if (m->actor != actor)
+            continue;
+        json_t *a = text ? json_loads(text, 0, NULL) : NULL;
+        const char *detail = json_string_value(json_object_get(a, "detail"));
+        int num_ps = (int)json_integer_value(json_object_get(a, "num_ps"));
+        if (!text)
+            zdist_rpc_call_fail(m->call, ZDIST_STATUS_ABORTED, "reshard: job %s ended (%s at step %lld) before it "
+                                "moved", j ? j->id : "?", j ? j->state : "?", j ? (long long)j->step : -1LL);
+        else if (!json_is_true(json_object_get(a, "ok")) || num_ps < 1)
+            zdist_rpc_call_fail(m->call, ZDIST_STATUS_ABORTED, "reshard: %s", detail ? detail : "failed");
+        else
+            zdist_coord_reply_reshard(m->call, num_ps, detail);
+        json_decref(a);
+        zdist_rpc_call_finish(&m->call);
+        self->reshards[i] = self->reshards[--self->nreshards];
+        return;
+    }
 }
 
 /* ---- preemption ---- */
@@ -305,6 +385,12 @@ s_runner_message(self_t *self, s_run_t *run)
     char *text = kind ? zstr_recv(run->actor) : NULL;
     bool end = kind && strcmp(kind, "END") == 0;
     coord_row_t *j = run->job;
+    if (kind && strcmp(kind, "RESHARDED") == 0) {
+        s_reshard_done(self, run->actor, text, j);
+        zstr_free(&kind);
+        zstr_free(&text);
+        return false;
+    }
     if (kind && strcmp(kind, "PREEMPTED") == 0) {
         s_preempt_done(self, run->actor, text);
         zstr_free(&kind);
@@ -355,8 +441,10 @@ s_runner_message(self_t *self, s_run_t *run)
     bool gone = !kind;
     zstr_free(&kind);
     zstr_free(&text);
-    if (end || gone)
+    if (end || gone) {
         s_preempt_done(self, run->actor, NULL);
+        s_reshard_done(self, run->actor, NULL, j);
+    }
     return end || gone;
 }
 
@@ -590,6 +678,7 @@ static const zdist_rpc_method_t s_methods[] = {
     /* Under CURVE only a worker's key may join. */
     {ZDIST_COORD_JOIN, "join", &zdist_coord_body_join, s_join, 0, 0, ZDIST_ROLE_WORKER},
     {ZDIST_COORD_DRAIN, "drain", &zdist_coord_body_drain, s_drain, 0, 0, ZDIST_ROLE_CLIENT},
+    {ZDIST_COORD_RESHARD, "reshard", &zdist_coord_body_reshard, s_reshard, 0, 0, ZDIST_ROLE_CLIENT},
 };
 #define S_NMETHODS (sizeof s_methods / sizeof s_methods[0])
 

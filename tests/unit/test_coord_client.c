@@ -143,12 +143,28 @@ s_drain(zdist_rpc_call_t *call, void *state)
     return zdist_coord_reply_drain(call, left ? "left" : "draining");
 }
 
+/* RESHARD of job "j1" to up to 3 ps: the layout and a line back. */
+static int
+s_reshard(zdist_rpc_call_t *call, void *state)
+{
+    (void) state;
+    const zdist_coord_reshard_request_t *req = zdist_rpc_call_body(call);
+    if (strcmp(req->job_id, "j1") != 0)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_NOT_FOUND, "reshard: no job '%s'", req->job_id);
+    if (req->num_ps > 3)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "reshard: --ps %d", req->num_ps);
+    char line[64];
+    snprintf(line, sizeof line, "moved to %d ps tasks", req->num_ps);
+    return zdist_coord_reply_reshard(call, req->num_ps, line);
+}
+
 static const zdist_rpc_method_t s_methods[] = {
     {ZDIST_COORD_SUBMIT, "submit", &zdist_coord_body_submit, s_submit, 0, 0, 0},
     {ZDIST_COORD_STATUS, "status", &zdist_coord_body_status, s_status, 0, 0, 0},
     {ZDIST_COORD_CANCEL, "cancel", &zdist_coord_body_cancel, s_cancel, 0, 0, 0},
     {ZDIST_COORD_LIST, "list", &zdist_coord_body_list, s_list, 0, 0, 0},
     {ZDIST_COORD_DRAIN, "drain", &zdist_coord_body_drain, s_drain, 0, 0, 0},
+    {ZDIST_COORD_RESHARD, "reshard", &zdist_coord_body_reshard, s_reshard, 0, 0, 0},
 };
 
 static int
@@ -461,6 +477,19 @@ test_requests_checked_before_handlers(void)
     CU_ASSERT_EQUAL(zdist_coord_client_drain(c, 1, 5000, state, &err), 0);
     CU_ASSERT_STRING_EQUAL(state, "left");
     CU_ASSERT_EQUAL(zdist_coord_client_drain(c, 5, 5000, state, &err), -ENOENT);
+    /* RESHARD: typed both ways; no job id or fewer than one ps refused before the handler. */
+    int nps = 0;
+    char line[16];
+    CU_ASSERT_EQUAL(zdist_coord_client_reshard(c, "", 2, 5000, &nps, line, sizeof line, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "reshard: job_id: empty; give the id of the running job to reshard");
+    CU_ASSERT_EQUAL(zdist_coord_client_reshard(c, "j1", 0, 5000, &nps, line, sizeof line, &err), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.text, "reshard: num_ps: 0; a job needs at least one ps task (--ps N, N >= 1)");
+    CU_ASSERT_EQUAL(nps, 0);
+    CU_ASSERT_EQUAL(zdist_coord_client_reshard(c, "j1", 2, 5000, &nps, line, sizeof line, &err), 0);
+    CU_ASSERT_EQUAL(nps, 2);
+    CU_ASSERT_STRING_EQUAL(line, "moved to 2 ps t"); /* cut to the caller's size */
+    CU_ASSERT_EQUAL(zdist_coord_client_reshard(c, "j1", 4, 5000, &nps, line, sizeof line, &err), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_coord_client_reshard(c, "j2", 1, 5000, &nps, line, sizeof line, &err), -ENOENT);
     /* The table is untouched: no job got in. */
     CU_ASSERT_EQUAL(zdist_coord_client_status(c, "", 5000, &st, &err), -ENOENT);
     zdist_coord_client_destroy(&c);

@@ -65,6 +65,12 @@ ZDIST_EXPORT int zdist_coord_client_cancel(zdist_coord_client_t *self, const cha
 /* DRAIN of worker:task_index (elastic workers): ret_state "draining" or "left". */
 ZDIST_EXPORT int zdist_coord_client_drain(zdist_coord_client_t *self, int task_index, int64_t timeout_ms,
                                           char ret_state[ZDIST_COORD_STATE_MAX], zdist_error_t *err);
+/* RESHARD: job_id's variables moved onto the cluster's first num_ps ps
+   tasks at its next step boundary; returns once it trains there
+   (ret_num_ps: its ps tasks now; ret_detail: the move, cut to size). */
+ZDIST_EXPORT int zdist_coord_client_reshard(zdist_coord_client_t *self, const char *job_id, int num_ps,
+                                            int64_t timeout_ms, int *ret_num_ps, char *ret_detail, size_t size,
+                                            zdist_error_t *err);
 /* Every job, without per-task detail: *ret_jobs (free with
    zdist_coord_jobs_free) and *ret_n. */
 ZDIST_EXPORT int zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms,

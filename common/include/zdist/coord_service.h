@@ -33,6 +33,7 @@ typedef enum {
     ZDIST_COORD_PREEMPT = 304,
     ZDIST_COORD_JOIN = 305,
     ZDIST_COORD_DRAIN = 306,
+    ZDIST_COORD_RESHARD = 307,
 } zdist_coord_method_t;
 
 /* A job id is at most ZDIST_COORD_ID_MAX - 1 bytes, a state name at most
@@ -105,6 +106,12 @@ typedef struct {
     int task_index;
 } zdist_coord_drain_request_t;
 
+/* RESHARD: a job's id (not empty) and its new number of ps tasks (>= 1). */
+typedef struct {
+    const char *job_id;
+    int num_ps;
+} zdist_coord_reshard_request_t;
+
 /* Body types for a zdist_rpc_method_t table: SUBMIT ->
    zdist_coord_submit_request_t, STATUS -> zdist_coord_status_request_t,
    CANCEL -> zdist_coord_cancel_request_t, LIST -> no fields (the body must
@@ -116,6 +123,7 @@ ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_list;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_preempt;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_join;
 ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_drain;
+ZDIST_EXPORT extern const zdist_rpc_body_t zdist_coord_body_reshard;
 
 /* Replies, set on the call's reply (a deferred call's too, e.g. before
    zdist_rpc_call_send_partial). -ENOMEM, or -EINVAL for an id or state
@@ -129,6 +137,8 @@ ZDIST_EXPORT int zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *d
 ZDIST_EXPORT int zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers);
 /* DRAIN: "draining" or "left". */
 ZDIST_EXPORT int zdist_coord_reply_drain(zdist_rpc_call_t *call, const char *state);
+/* RESHARD: the job's ps tasks now and one line on the move (NULL: ""). */
+ZDIST_EXPORT int zdist_coord_reply_reshard(zdist_rpc_call_t *call, int num_ps, const char *detail);
 
 /* ---- a client's side (zdist/coord_client.h sends these) ----
    Requests, strings copied into the packed body (NULL: ""); NULL when out
@@ -141,6 +151,7 @@ ZDIST_EXPORT zdist_msg_t *zdist_coord_request_list(void);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_preempt(const char *task_type, int task_index);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_join(const char *endpoint);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_drain(int task_index);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_reshard(const char *job_id, int num_ps);
 /* Readers of an OK reply's body: 0, -EPROTO (err naming the field) for a
    body that does not decode or breaks a bound, -ENOMEM. ret is written
    only on success. */
@@ -164,6 +175,9 @@ ZDIST_EXPORT int zdist_coord_reply_read_join(const zdist_msg_t *reply, int *ret_
 /* DRAIN: the worker's state after the request. */
 ZDIST_EXPORT int zdist_coord_reply_read_drain(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX],
                                               zdist_error_t *err);
+/* RESHARD: the job's ps tasks now, and the detail into ret_detail[size] (cut to fit). */
+ZDIST_EXPORT int zdist_coord_reply_read_reshard(const zdist_msg_t *reply, int *ret_num_ps, char *ret_detail,
+                                                size_t size, zdist_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -226,6 +226,10 @@ ZDIST_EXPORT int zdist_ps_client_restore_job(zdist_ps_client_t *self, const char
                                              int64_t *ret_step, zdist_error_t *err);
 ZDIST_EXPORT int zdist_ps_client_set_optimizer_job(zdist_ps_client_t *self, const zdist_optim_config_t *opt,
                                                    const char *job, zdist_error_t *err);
+/* Sets the deadline of this client's calls from now on (ms > 0) and
+   returns the one before: a checkpoint of gigabytes takes longer than the
+   quick deadline that tells a lost psd. */
+ZDIST_EXPORT int64_t zdist_ps_client_set_timeout(zdist_ps_client_t *self, int64_t timeout_ms);
 /* Removes every shard of job `job` (non-empty) from the psd, with its
    optimizer slots and exactly-once tables: what the coordinator does once a
    job has ended. A job the psd does not hold is 0 shards, not an error.

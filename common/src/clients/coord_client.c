@@ -129,6 +129,19 @@ zdist_coord_client_drain(zdist_coord_client_t *self, int task_index, int64_t tim
 }
 
 int
+zdist_coord_client_reshard(zdist_coord_client_t *self, const char *job_id, int num_ps, int64_t timeout_ms,
+                           int *ret_num_ps, char *ret_detail, size_t size, zdist_error_t *err)
+{
+    zdist_msg_t *reply = NULL;
+    int rc = s_call(self, zdist_coord_request_reshard(job_id, num_ps), timeout_ms, &reply, err);
+    if (rc < 0)
+        return rc;
+    rc = zdist_coord_reply_read_reshard(reply, ret_num_ps, ret_detail, size, err);
+    zdist_msg_destroy(&reply);
+    return rc;
+}
+
+int
 zdist_coord_client_list(zdist_coord_client_t *self, int64_t timeout_ms, zdist_coord_job_t **ret_jobs,
                         size_t *ret_n, zdist_error_t *err)
 {

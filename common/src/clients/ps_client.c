@@ -194,6 +194,15 @@ s_context(zdist_ps_client_t *self, int rc, uint32_t method, const char *name, zd
     return rc;
 }
 
+int64_t
+zdist_ps_client_set_timeout(zdist_ps_client_t *self, int64_t timeout_ms)
+{
+    int64_t before = self->opts.timeout_ms;
+    if (timeout_ms > 0)
+        self->opts.timeout_ms = timeout_ms;
+    return before;
+}
+
 int
 zdist_ps_client_call(zdist_ps_client_t *self, zdist_msg_t **request_p, zdist_msg_t **ret_reply, zdist_error_t *err)
 {

@@ -157,6 +157,25 @@ s_decode_drain(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret
     return 0;
 }
 
+static int
+s_decode_reshard(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret, zdist_error_t *err)
+{
+    (void) request;
+    const Zdist__Coordinator__ReshardRequest *m = (const Zdist__Coordinator__ReshardRequest *) pb;
+    zdist_coord_reshard_request_t *r = ret;
+    if (!m->job_id || !*m->job_id)
+        return zdist_error_set(err, -EINVAL, "job_id: empty; give the id of the running job to reshard");
+    int rc = s_bounded("job_id", m->job_id, ZDIST_COORD_ID_MAX, -EINVAL, err);
+    if (rc < 0)
+        return rc;
+    if (m->num_ps < 1)
+        return zdist_error_set(err, -EINVAL, "num_ps: %d; a job needs at least one ps task (--ps N, N >= 1)",
+                               (int) m->num_ps);
+    r->job_id = m->job_id;
+    r->num_ps = m->num_ps;
+    return 0;
+}
+
 const zdist_rpc_body_t zdist_coord_body_submit = {&zdist__coordinator__submit_request__descriptor,
                                                   sizeof(zdist_coord_submit_request_t), s_decode_submit,
                                                   s_release_submit};
@@ -172,6 +191,9 @@ const zdist_rpc_body_t zdist_coord_body_join = {&zdist__coordinator__join_reques
                                                 sizeof(zdist_coord_join_request_t), s_decode_join, NULL};
 const zdist_rpc_body_t zdist_coord_body_drain = {&zdist__coordinator__drain_request__descriptor,
                                                  sizeof(zdist_coord_drain_request_t), s_decode_drain, NULL};
+const zdist_rpc_body_t zdist_coord_body_reshard = {&zdist__coordinator__reshard_request__descriptor,
+                                                   sizeof(zdist_coord_reshard_request_t), s_decode_reshard,
+                                                   NULL};
 const zdist_rpc_body_t zdist_coord_body_preempt = {&zdist__coordinator__preempt_request__descriptor,
                                                    sizeof(zdist_coord_preempt_request_t), s_decode_preempt,
                                                    NULL};
@@ -268,6 +290,15 @@ zdist_coord_reply_drain(zdist_rpc_call_t *call, const char *state)
     return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
 }
 
+int
+zdist_coord_reply_reshard(zdist_rpc_call_t *call, int num_ps, const char *detail)
+{
+    Zdist__Coordinator__ReshardReply r = ZDIST__COORDINATOR__RESHARD_REPLY__INIT;
+    r.num_ps = num_ps;
+    r.detail = (char *) (detail ? detail : "");
+    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+}
+
 /* ---- a client's side ---- */
 
 zdist_msg_t *
@@ -326,6 +357,15 @@ zdist_coord_request_drain(int task_index)
     Zdist__Coordinator__DrainRequest req = ZDIST__COORDINATOR__DRAIN_REQUEST__INIT;
     req.task_index = task_index;
     return zdist_msg_new_body(ZDIST_COORD_DRAIN, &req.base);
+}
+
+zdist_msg_t *
+zdist_coord_request_reshard(const char *job_id, int num_ps)
+{
+    Zdist__Coordinator__ReshardRequest req = ZDIST__COORDINATOR__RESHARD_REQUEST__INIT;
+    req.job_id = (char *) (job_id ? job_id : "");
+    req.num_ps = num_ps;
+    return zdist_msg_new_body(ZDIST_COORD_RESHARD, &req.base);
 }
 
 static int
@@ -516,5 +556,35 @@ zdist_coord_reply_read_drain(const zdist_msg_t *reply, char ret_state[ZDIST_COOR
     int rc = zdist_msg_read_body(reply, &zdist__coordinator__drain_reply__descriptor, s_read_drain, state, err);
     if (rc == 0)
         memcpy(ret_state, state, sizeof state);
+    return rc;
+}
+
+typedef struct {
+    int num_ps;
+    char *detail;
+    size_t size;
+} s_reshard_read_t;
+
+static int
+s_read_reshard(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
+{
+    const Zdist__Coordinator__ReshardReply *r = (const Zdist__Coordinator__ReshardReply *) pb;
+    s_reshard_read_t *out = arg;
+    if (r->num_ps < 1)
+        return zdist_error_set(err, -EPROTO, "RESHARD reply: num_ps %d", (int) r->num_ps);
+    out->num_ps = r->num_ps;
+    if (out->size)
+        snprintf(out->detail, out->size, "%s", r->detail ? r->detail : "");
+    return 0;
+}
+
+int
+zdist_coord_reply_read_reshard(const zdist_msg_t *reply, int *ret_num_ps, char *ret_detail, size_t size,
+                               zdist_error_t *err)
+{
+    s_reshard_read_t out = {0, ret_detail, ret_detail ? size : 0};
+    int rc = zdist_msg_read_body(reply, &zdist__coordinator__reshard_reply__descriptor, s_read_reshard, &out, err);
+    if (rc == 0)
+        *ret_num_ps = out.num_ps;
     return rc;
 }
