@@ -286,9 +286,13 @@ s_api_status(coord_http_view_t *v)
         json_array_append_new(jobs, o);
     }
     json_t *events = coord_events_json(v->events);
-    return json_pack("{s:f, s:s, s:i, s:i, s:o, s:o}", "time", coord_events_now_s(), "endpoint",
+    json_t *members = json_array();
+    for (int i = 0; i < v->num_workers && v->workers; i++)
+        json_array_append_new(members, json_pack("{s:i, s:s, s:b, s:s}", "task", i, "endpoint", v->workers[i],
+                                                 "joined", v->joined[i], "state", v->left[i] ? "left" : "member"));
+    return json_pack("{s:f, s:s, s:i, s:i, s:o, s:o, s:o}", "time", coord_events_now_s(), "endpoint",
                      zdist_rpc_server_endpoint(v->rpc), "num_workers", v->num_workers, "num_ps", v->num_ps, "jobs",
-                     jobs, "events", events);
+                     jobs, "events", events, "members", members);
 }
 
 static void

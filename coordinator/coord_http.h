@@ -30,10 +30,14 @@ typedef struct {
     const coord_events_t *events;
     zdist_rpc_server_t *rpc;
     int num_workers, num_ps;
+    /* The cluster's workers as the chief knows them now: joined through
+       JOIN, left for good (the server updates num_workers as they join). */
+    const char (*workers)[256];
+    const bool *joined, *left;
 } coord_http_view_t;
 /* zdist_daemon_http's handler, arg a coord_http_view_t: "/" the dashboard,
    "/api/status" its JSON (jobs with their loss curves and evaluations, the
-   recent events), "/metrics" (the RPC counters, the jobs by state and the
+   recent events, the cluster's workers with their membership), "/metrics" (the RPC counters, the jobs by state and the
    jobs' families), else 404. */
 void coord_http_handle(void *arg, const char *path, zdist_http_reply_t *reply);
 

@@ -20,8 +20,10 @@
 #include "coord_runner.h"
 #include "coord_server.h"
 #include "coord_table.h"
+#include "zdist/auth.h"
 #include "zdist/coord_service.h"
 #include "zdist/daemon.h"
+#include "zdist/endpoint.h"
 #include "zdist/rpc.h"
 #include "zdist/sys.h"
 
@@ -68,6 +70,9 @@ typedef struct {
     /* Elastic workers: config.workers[i] joined through JOIN (not in the
        cluster file); left (drained, or a joined one's SIGTERM) for good. */
     bool joined[COORD_MAX_WORKERS], left[COORD_MAX_WORKERS];
+    /* Under CURVE, the certificate a joined worker serves and calls with
+       ("": worker-N, a cluster file's). */
+    char cert[COORD_MAX_WORKERS][64];
 } self_t;
 
 /* ---- dropping ended jobs' variables ---- */
@@ -180,32 +185,145 @@ s_worker_leaves(self_t *self, int index, const char *why)
     coord_events_add(&self->events, "", "left", "worker:%d (%s) leaves: %s", index, self->config.workers[index], why);
 }
 
-/* JOIN: a worker not in the cluster file (zdist-worker --join) becomes
-   worker:N, N the next index; the running parameter_server jobs give it
-   closures once it answers, and later jobs count it. A worker that joined
-   before and calls again from the same endpoint (restarted) keeps its index. */
+/* Whether two endpoints are one place (tcp://localhost:1 is tcp://127.0.0.1:1). */
+static bool
+s_same_endpoint(const char *a, const char *b)
+{
+    char na[256], nb[256];
+    if (zdist_endpoint_normalize(a, na, sizeof na, NULL) < 0)
+        snprintf(na, sizeof na, "%s", a);
+    if (zdist_endpoint_normalize(b, nb, sizeof nb, NULL) < 0)
+        snprintf(nb, sizeof nb, "%s", b);
+    return strcmp(na, nb) == 0;
+}
+
+/* The certificate worker:index serves and calls with, under CURVE. */
+static void
+s_worker_cert(const self_t *self, int index, char *out, size_t size)
+{
+    if (self->cert[index][0])
+        snprintf(out, size, "%s", self->cert[index]);
+    else
+        snprintf(out, size, "worker-%d", index);
+}
+
+/* Under CURVE: the JOIN carries the key the call was authenticated with
+   (`who`'s, a worker's: the method's role mask saw to that), which the chief
+   then trusts at the worker's endpoint; and no other worker that is still
+   a member holds that certificate. 0, or the refusal's status. */
+static int
+s_join_key(self_t *self, zdist_keys_t *keys, const char *who, const zdist_coord_join_request_t *req, char *why,
+           size_t size)
+{
+    const char *pub = who ? zdist_keys_public(keys, who) : NULL;
+    if (!pub || strcmp(pub, req->public_key) != 0) {
+        snprintf(why, size, "join: the public key sent (%.40s) is not the key of the certificate '%s' this call "
+                 "was authenticated with: a worker joins with the certificate it serves with",
+                 *req->public_key ? req->public_key : "none", who ? who : "(none)");
+        return ZDIST_STATUS_PERMISSION_DENIED;
+    }
+    for (int i = 0; i < self->config.num_workers; i++) {
+        char cert[64];
+        s_worker_cert(self, i, cert, sizeof cert);
+        if (!self->left[i] && strcmp(cert, who) == 0 && !s_same_endpoint(self->config.workers[i], req->endpoint)) {
+            snprintf(why, size, "join: key '%s' is worker:%d's (%s): a joining worker needs a certificate of its "
+                     "own (zdist keygen worker-join-N; zdist-worker --key worker-join-N)", who, i,
+                     self->config.workers[i]);
+            return ZDIST_STATUS_PERMISSION_DENIED;
+        }
+    }
+    return 0;
+}
+
+/* A TF_CONFIG worker's cluster against the chief's: the same ps tasks, and
+   the same address for every worker both know. 0, or the refusal's status. */
+static int
+s_join_cluster(const self_t *self, const zdist_coord_join_request_t *req, char *why, size_t size)
+{
+    const char *fix = "give it the chief's cluster (TF_CONFIG or --cluster) plus its own task";
+    bool same = req->num_ps == (size_t)self->config.num_ps;
+    for (int i = 0; same && i < self->config.num_ps; i++)
+        if (!s_same_endpoint(req->ps[i], self->config.ps[i])) {
+            snprintf(why, size, "join: worker:%d's cluster disagrees with the chief's: ps:%d is %s there, %s here; "
+                     "%s", req->task_index, i, *req->ps[i] ? req->ps[i] : "missing", self->config.ps[i], fix);
+            return ZDIST_STATUS_INVALID_ARGUMENT;
+        }
+    if (!same) {
+        snprintf(why, size, "join: worker:%d's cluster disagrees with the chief's: %zu ps tasks there, %d here; %s",
+                 req->task_index, req->num_ps, self->config.num_ps, fix);
+        return ZDIST_STATUS_INVALID_ARGUMENT;
+    }
+    for (int i = 0; i < self->config.num_workers && (size_t)i < req->num_workers; i++) {
+        const char *there = i == req->task_index ? req->endpoint : req->workers[i];
+        if (*there && !self->left[i] && !s_same_endpoint(there, self->config.workers[i])) {
+            snprintf(why, size, "join: worker:%d's cluster disagrees with the chief's: worker:%d is %s there, %s "
+                     "here; %s", req->task_index, i, there, self->config.workers[i], fix);
+            return ZDIST_STATUS_INVALID_ARGUMENT;
+        }
+    }
+    if (req->task_index > self->config.num_workers) {
+        snprintf(why, size, "join: worker:%d is not the chief's next worker (it has %d: worker:%d joins next); "
+                 "waiting for the ones before", req->task_index, self->config.num_workers, self->config.num_workers);
+        return ZDIST_STATUS_FAILED_PRECONDITION;
+    }
+    if (req->task_index < self->config.num_workers && self->left[req->task_index]) {
+        snprintf(why, size, "join: worker:%d left the cluster for good (drained or stopped); it is not taken back: "
+                 "start it as a new worker (a TF_CONFIG task after the last, or --join)", req->task_index);
+        return ZDIST_STATUS_FAILED_PRECONDITION;
+    }
+    return 0;
+}
+
+/* JOIN: a worker not in the cluster file (zdist-worker --join, or a
+   TF_CONFIG task the chief does not have) becomes worker:N, N the next
+   index; the running parameter_server jobs give it closures once it
+   answers, and later jobs count it. A worker that joined before and calls
+   again from the same endpoint (restarted) keeps its index; a TF_CONFIG
+   worker the chief has there is told it is a member. Under CURVE the chief
+   learns the worker's certificate for its endpoint (zdist_keys_add_endpoint),
+   so its clients trust that key there. */
 static int
 s_join(zdist_rpc_call_t *call, void *state)
 {
     self_t *self = state;
     const zdist_coord_join_request_t *req = zdist_rpc_call_body(call);
+    zdist_keys_t *keys = zdist_keys_process();
+    const char *who = keys ? zdist_msg_user_id(zdist_rpc_call_request(call)) : NULL;
+    char why[768];
+    int status = keys ? s_join_key(self, keys, who, req, why, sizeof why) : 0;
+    if (status == 0 && req->task_index >= 0)
+        status = s_join_cluster(self, req, why, sizeof why);
+    if (status != 0)
+        return zdist_rpc_call_fail(call, status, "%s", why);
     int index = -1;
     for (int i = 0; i < self->config.num_workers && index < 0; i++)
-        if (!self->left[i] && strcmp(self->config.workers[i], req->endpoint) == 0)
+        if (!self->left[i] && s_same_endpoint(self->config.workers[i], req->endpoint))
             index = i;
+    if (index >= 0 && !self->joined[index])
+        return zdist_coord_reply_join(call, index, self->config.num_workers, true, self->config.ps,
+                                      (size_t)self->config.num_ps);
+    if (index >= 0 && keys && strcmp(self->cert[index], who) != 0)
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED, "join: worker:%d at %s serves with key "
+                                   "'%s', not '%s'", index, req->endpoint, self->cert[index], who);
     if (index < 0) {
         if (self->config.num_workers >= COORD_MAX_WORKERS)
             return zdist_rpc_call_fail(call, ZDIST_STATUS_RESOURCE_EXHAUSTED, "join: %d workers already, the most a "
                                        "cluster has", self->config.num_workers);
+        if (keys && zdist_keys_add_endpoint(keys, req->endpoint, who) < 0)
+            return zdist_rpc_call_fail(call, ZDIST_STATUS_INTERNAL, "join: out of memory");
         index = self->config.num_workers++;
+        self->view.num_workers = self->config.num_workers;
         snprintf(self->config.workers[index], sizeof self->config.workers[index], "%s", req->endpoint);
+        snprintf(self->cert[index], sizeof self->cert[index], "%s", who ? who : "");
         self->joined[index] = true;
         for (int i = 0; i < self->nruns; i++)
             zstr_sendf(self->runs[i].actor, "JOIN %d %s", index, req->endpoint);
-        zsys_info("worker:%d (%s) joined the cluster: %d workers", index, req->endpoint, self->config.num_workers);
+        zsys_info("worker:%d (%s) joined the cluster%s%s: %d workers", index, req->endpoint, who ? " with key " : "",
+                  who ? who : "", self->config.num_workers);
         coord_events_add(&self->events, "", "joined", "worker:%d (%s) joined the cluster", index, req->endpoint);
     }
-    return zdist_coord_reply_join(call, index, self->config.num_workers);
+    return zdist_coord_reply_join(call, index, self->config.num_workers, false, self->config.ps,
+                                  (size_t)self->config.num_ps);
 }
 
 /* DRAIN (zdist drain worker:N): the worker leaves the running jobs and the
@@ -337,6 +455,17 @@ s_preempt(zdist_rpc_call_t *call, void *state)
         return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT,
                                    "preempt: task %s:%d is not in the cluster (%d %s tasks)", req->task_type,
                                    req->task_index, n, req->task_type);
+    /* Least privilege: a task's key preempts that task only. */
+    const char *who = zdist_keys_process() ? zdist_msg_user_id(zdist_rpc_call_request(call)) : NULL;
+    char cert[64];
+    if (worker)
+        s_worker_cert(self, req->task_index, cert, sizeof cert);
+    else
+        snprintf(cert, sizeof cert, "ps-%d", req->task_index);
+    if (zdist_keys_process() && (!who || strcmp(who, cert) != 0))
+        return zdist_rpc_call_fail(call, ZDIST_STATUS_PERMISSION_DENIED,
+                                   "preempt: key '%s' may preempt only its own task; %s:%d is key '%s'",
+                                   who ? who : "(none)", req->task_type, req->task_index, cert);
     zsys_info("task %s:%d got SIGTERM (preempted): %d running job%s checkpoint%s first", req->task_type,
               req->task_index, self->nruns, self->nruns == 1 ? "" : "s", self->nruns == 1 ? "s" : "");
     if (self->nruns == 0) {
@@ -742,7 +871,7 @@ coord_server_actor(zsock_t *pipe, void *args)
     self->loop = zloop_new();
     coord_follow_init(&self->follow, self->loop, &self->table, self->config.max_followers);
     self->view = (coord_http_view_t){&self->table, &self->events, self->rpc, self->config.num_workers,
-                                     self->config.num_ps};
+                                     self->config.num_ps, self->config.workers, self->joined, self->left};
     if (*self->config.http &&
         !(self->http = zdist_daemon_http(self->config.http, self->loop, coord_http_handle, &self->view, &err))) {
         zstr_sendf(pipe, "ERROR %s", err.text);

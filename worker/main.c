@@ -31,7 +31,10 @@ s_usage(FILE *out)
             "  --bind ENDPOINT         bind here instead of the task's address (e.g. tcp://127.0.0.1:5001)\n"
             "  --join CHIEF            join a running cluster through its chief (HOST:PORT or tcp://...) as the\n"
             "                          next worker:N (elastic parameter_server workers); needs --bind, an address\n"
-            "                          the chief reaches\n"
+            "                          the chief reaches. A worker whose TF_CONFIG task is not in the chief's\n"
+            "                          cluster joins the same way, without --join, as the worker:N it names\n"
+            "  --key NAME              with --keys: this worker's certificate (default worker-N); a worker that\n"
+            "                          joins under CURVE needs one of its own, a worker-* key (zdist keygen)\n"
             "  --evaluator             serve an 'evaluator' task (TensorFlow's SidecarEvaluator): evaluate the\n"
             "                          newest checkpoint of each running job on its test set\n"
             "                          (older ones it could not keep up with are skipped) and append\n"
@@ -216,8 +219,10 @@ s_log_places(const worker_agent_config_t *config)
     }
 }
 
-/* Preemption of this task (its cluster's chief), or joining through the
-   chief given by --join (with --bind). 0, or 2 after a line on stderr. */
+/* Preemption of this task and joining through its cluster's chief (a
+   TF_CONFIG task the chief may not have: JOIN tells, see
+   zdist_daemon_set_join), or joining through the chief given by --join
+   (with --bind). 0, or 2 after a line on stderr. */
 static int
 s_join_setup(const worker_agent_config_t *config, const zdist_cluster_t *cluster, const char *join, const char *bind)
 {
@@ -226,6 +231,11 @@ s_join_setup(const worker_agent_config_t *config, const zdist_cluster_t *cluster
         snprintf(chief, sizeof chief, "%s%s", strstr(join, "://") ? "" : "tcp://", join);
     if (!chief[0]) {
         zdist_daemon_set_preempt(cluster, "worker", config->worker_task);
+        char ep[256];
+        if (cluster && zdist_cluster_has_job(cluster, "chief") &&
+            zdist_cluster_endpoint(cluster, "chief", 0, chief, sizeof chief) == 0 &&
+            zdist_cluster_endpoint(cluster, "worker", config->worker_task, ep, sizeof ep) == 0)
+            zdist_daemon_set_join(chief, ep, cluster, config->worker_task);
         return 0;
     }
     if (!bind || strncmp(config->endpoint, "tcp://", 6) != 0 || strstr(config->endpoint, "://*") ||
@@ -234,7 +244,7 @@ s_join_setup(const worker_agent_config_t *config, const zdist_cluster_t *cluster
                 "reaches this worker at\n");
         return 2;
     }
-    zdist_daemon_set_join(chief, config->endpoint);
+    zdist_daemon_set_join(chief, config->endpoint, NULL, -1);
     return 0;
 }
 
@@ -245,6 +255,7 @@ typedef struct {
     char (*plugin_dirs)[WORKER_AGENT_PATH_MAX];
     int num_plugin_dirs;
     const char *join; /* --join CHIEF */
+    const char *key;  /* --key NAME */
 } s_options_t;
 
 static int
@@ -280,6 +291,9 @@ s_option(void *arg, int opt, const char *value)
     case 'J':
         o->join = value;
         return 0;
+    case 'K':
+        o->key = value;
+        return 0;
     default: /* 'D' */
         config->confine_data = true;
         return s_add_dir("--data-root", value, false, config->data_roots, &config->num_data_roots);
@@ -302,6 +316,7 @@ main(int argc, char **argv)
         {"plugin-dir", required_argument, NULL, 'P'},
         {"data-root", required_argument, NULL, 'D'},
         {"join", required_argument, NULL, 'J'},
+        {"key", required_argument, NULL, 'K'},
         {0},
     };
     static worker_agent_config_t config;
@@ -342,7 +357,14 @@ main(int argc, char **argv)
     if (zdist_daemon_find_task("zdist-worker", opts.cluster_file, opts.task, opts.bind, want, &config.worker_task,
                                config.endpoint, sizeof config.endpoint, &cluster) != 0)
         return 2;
-    if (zdist_daemon_keys("zdist-worker", opts.keys_dir, want, config.worker_task, cluster) != 0) {
+    if (own.join && !own.key && (opts.keys_dir || getenv("ZDIST_KEYS_DIR"))) {
+        fprintf(stderr, "zdist-worker: --join with keys needs --key NAME, the joining worker's own certificate (a "
+                "worker-* one, e.g. `zdist keygen worker-join-1`, in the key directory of every task)\n");
+        zdist_cluster_destroy(&cluster);
+        return 2;
+    }
+    if ((own.key ? zdist_daemon_keys_as("zdist-worker", opts.keys_dir, own.key, cluster)
+                 : zdist_daemon_keys("zdist-worker", opts.keys_dir, want, config.worker_task, cluster)) != 0) {
         zdist_cluster_destroy(&cluster);
         return 2;
     }

@@ -15,7 +15,9 @@
    as the connection's User-Id, which the RPC server maps to a role.
 
    Thread rule: a zdist_keys_t is read-only after zdist_keys_load and its
-   cluster/endpoint calls; any thread may read it. */
+   cluster/endpoint calls; any thread may read it. zdist_keys_add_endpoint
+   alone may also be called later, from one thread, while others read (the
+   chief learns the certificate of a worker that joins). */
 #ifndef ZDIST_AUTH_H
 #define ZDIST_AUTH_H
 

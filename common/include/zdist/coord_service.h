@@ -96,9 +96,21 @@ typedef struct {
     int task_index;
 } zdist_coord_preempt_request_t;
 
-/* JOIN: the worker's endpoint (tcp://host:port, at most 255 bytes). */
+/* JOIN: the worker's endpoint (tcp://host:port, at most 255 bytes); under
+   CURVE the public key (Z85, 40 characters) of the certificate it serves
+   with, else ""; a TF_CONFIG worker's task index (-1: `--join`, the next
+   index) and its cluster's ps and worker addresses (at most
+   ZDIST_COORD_JOIN_MAX_TASKS each). Decoded, the strings point into the
+   request. */
+#define ZDIST_COORD_JOIN_MAX_TASKS 4096
 typedef struct {
     const char *endpoint;
+    const char *public_key;
+    int task_index;
+    const char *const *ps;
+    size_t num_ps;
+    const char *const *workers;
+    size_t num_workers;
 } zdist_coord_join_request_t;
 
 /* DRAIN: worker task_index >= 0. */
@@ -134,7 +146,10 @@ ZDIST_EXPORT int zdist_coord_reply_jobs(zdist_rpc_call_t *call, const zdist_coor
 ZDIST_EXPORT int zdist_coord_reply_cancel(zdist_rpc_call_t *call, const char *state);
 /* PREEMPT: one line per running job (NULL: ""). */
 ZDIST_EXPORT int zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *detail);
-ZDIST_EXPORT int zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers);
+/* JOIN: member when the worker was already in the chief's cluster there;
+   the ps tasks' endpoints. */
+ZDIST_EXPORT int zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers, bool member,
+                                        const char (*ps)[256], size_t num_ps);
 /* DRAIN: "draining" or "left". */
 ZDIST_EXPORT int zdist_coord_reply_drain(zdist_rpc_call_t *call, const char *state);
 /* RESHARD: the job's ps tasks now and one line on the move (NULL: ""). */
@@ -149,7 +164,7 @@ ZDIST_EXPORT zdist_msg_t *zdist_coord_request_status(const char *job_id, bool fo
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_cancel(const char *job_id);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_list(void);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_preempt(const char *task_type, int task_index);
-ZDIST_EXPORT zdist_msg_t *zdist_coord_request_join(const char *endpoint);
+ZDIST_EXPORT zdist_msg_t *zdist_coord_request_join(const zdist_coord_join_request_t *req);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_drain(int task_index);
 ZDIST_EXPORT zdist_msg_t *zdist_coord_request_reshard(const char *job_id, int num_ps);
 /* Readers of an OK reply's body: 0, -EPROTO (err naming the field) for a
@@ -169,9 +184,16 @@ ZDIST_EXPORT int zdist_coord_reply_read_cancel(const zdist_msg_t *reply, char re
 ZDIST_EXPORT int zdist_coord_reply_read_preempt(const zdist_msg_t *reply, char *ret, size_t size,
                                                 zdist_error_t *err);
 
-/* JOIN: the index the chief gave the worker, and how many it knows. */
-ZDIST_EXPORT int zdist_coord_reply_read_join(const zdist_msg_t *reply, int *ret_index, int *ret_num_workers,
-                                             zdist_error_t *err);
+/* JOIN: the index the chief gave the worker, how many it knows, whether
+   it was a member already, and the ps tasks' endpoints (at most max_ps,
+   each cut to 255 bytes; ret_ps may be NULL with max_ps 0). */
+typedef struct {
+    int task_index, num_workers;
+    bool member;
+    size_t num_ps;
+} zdist_coord_join_reply_t;
+ZDIST_EXPORT int zdist_coord_reply_read_join(const zdist_msg_t *reply, zdist_coord_join_reply_t *ret,
+                                             char (*ret_ps)[256], size_t max_ps, zdist_error_t *err);
 /* DRAIN: the worker's state after the request. */
 ZDIST_EXPORT int zdist_coord_reply_read_drain(const zdist_msg_t *reply, char ret_state[ZDIST_COORD_STATE_MAX],
                                               zdist_error_t *err);

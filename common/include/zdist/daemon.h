@@ -46,6 +46,10 @@ ZDIST_EXPORT void zdist_daemon_keep_memory(void);
    ident. */
 ZDIST_EXPORT int zdist_daemon_keys(const char *ident, const char *keys_dir, const char *type, int index,
                                    const zdist_cluster_t *cluster);
+/* The same with the certificate `name` (zdist-worker --key NAME: a worker
+   that joins has a certificate of its own, e.g. worker-join-1). */
+ZDIST_EXPORT int zdist_daemon_keys_as(const char *ident, const char *keys_dir, const char *name,
+                                      const zdist_cluster_t *cluster);
 
 /* Runs `actor` (zactor_new (actor, args)) as the daemon's service: the actor
    first sends "READY <endpoint>" or "ERROR <message>" on its pipe. Then logs
@@ -69,12 +73,18 @@ ZDIST_EXPORT int zdist_daemon_run(zactor_fn *actor, void *args, const char *what
 ZDIST_EXPORT void zdist_daemon_set_preempt(const zdist_cluster_t *cluster, const char *type, int index);
 /* Elastic workers: once the daemon serves, it joins the cluster through
    the chief at chief_endpoint (JOIN with `endpoint`, where the chief
-   reaches it), trying again every second until the chief answers, and
+   reaches it, and under CURVE the public key of the process's
+   certificate), trying again every second until the chief answers, and
    learns its task index: worker:N from then on (its SIGTERM is a
    preemption of that task, sent with jobs held or not: it leaves the
-   cluster). Call before
-   zdist_daemon_run. */
-ZDIST_EXPORT void zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint);
+   cluster). `cluster` NULL: `--join`, the chief gives the next index; else
+   a TF_CONFIG worker `task_index`, its cluster's ps and worker addresses
+   sent along: the chief answers that it is a member (nothing changes), or
+   takes it in as worker:task_index when that is its next index. A refusal
+   other than FAILED_PRECONDITION (tried again) stops the daemon (exit 1)
+   with the chief's reason. Call before zdist_daemon_run. */
+ZDIST_EXPORT void zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint,
+                                        const zdist_cluster_t *cluster, int task_index);
 /* How many jobs the daemon holds now (any thread): a preemption waits for
    the chief only while it is above 0. */
 ZDIST_EXPORT void zdist_daemon_set_jobs(int n);

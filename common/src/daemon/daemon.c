@@ -77,6 +77,12 @@ zdist_daemon_keys(const char *ident, const char *keys_dir, const char *type, int
 {
     char name[64];
     snprintf(name, sizeof name, "%s-%d", type, index);
+    return zdist_daemon_keys_as(ident, keys_dir, name, cluster);
+}
+
+int
+zdist_daemon_keys_as(const char *ident, const char *keys_dir, const char *name, const zdist_cluster_t *cluster)
+{
     zdist_keys_t *keys = NULL;
     zdist_error_t err = {0};
     if (zdist_keys_load(keys_dir, name, &keys, &err) < 0 || (keys && zdist_keys_learn_cluster(keys, cluster) < 0)) {
@@ -116,15 +122,61 @@ static atomic_int s_jobs_held;
 static struct {
     char chief[256]; /* "": not joining */
     char endpoint[256];
+    int task_index;         /* a TF_CONFIG worker's index; -1: --join */
+    char **ps, **workers;   /* its cluster's addresses ("" where it has none) */
+    size_t num_ps, num_workers;
     int64_t next_ms;
+    int unanswered;         /* tries in a row without an answer */
+    char last_warning[512]; /* said once until it changes */
     zdist_rpc_client_t *client;
 } s_join_cfg;
 
-void
-zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint)
+static void
+s_join_free(void)
 {
+    for (size_t i = 0; i < s_join_cfg.num_ps; i++)
+        free(s_join_cfg.ps[i]);
+    for (size_t i = 0; i < s_join_cfg.num_workers; i++)
+        free(s_join_cfg.workers[i]);
+    free(s_join_cfg.ps);
+    free(s_join_cfg.workers);
+    s_join_cfg.ps = s_join_cfg.workers = NULL;
+    s_join_cfg.num_ps = s_join_cfg.num_workers = 0;
+}
+
+/* A job's endpoints of the cluster by index, "" for an index it lacks. */
+static char **
+s_job_endpoints(const zdist_cluster_t *cluster, const char *job, size_t *ret_n)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < zdist_cluster_num_tasks(cluster, job); t++) {
+        int index = 0;
+        if (zdist_cluster_job_task(cluster, job, t, &index, NULL) == 0 && (size_t)index + 1 > n)
+            n = (size_t)index + 1;
+    }
+    char **out = calloc(n ? n : 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++) {
+        char ep[256] = "";
+        if (zdist_cluster_endpoint(cluster, job, (int)i, ep, sizeof ep) < 0)
+            ep[0] = '\0';
+        out[i] = strdup(ep);
+    }
+    *ret_n = out ? n : 0;
+    return out;
+}
+
+void
+zdist_daemon_set_join(const char *chief_endpoint, const char *endpoint, const zdist_cluster_t *cluster,
+                      int task_index)
+{
+    s_join_free();
     snprintf(s_join_cfg.chief, sizeof s_join_cfg.chief, "%s", chief_endpoint ? chief_endpoint : "");
     snprintf(s_join_cfg.endpoint, sizeof s_join_cfg.endpoint, "%s", endpoint ? endpoint : "");
+    s_join_cfg.task_index = cluster ? task_index : -1;
+    if (cluster) {
+        s_join_cfg.ps = s_job_endpoints(cluster, "ps", &s_join_cfg.num_ps);
+        s_join_cfg.workers = s_job_endpoints(cluster, "worker", &s_join_cfg.num_workers);
+    }
 }
 
 void
@@ -208,21 +260,45 @@ s_preempt(void)
     zdist_rpc_client_destroy(&c);
 }
 
-/* JOIN, once the daemon serves: retried every second until the chief
-   answers; then this task is worker:N for its preemption. */
+/* A warning about the join, once until it changes. */
 static void
-s_join(void)
+s_join_warn(const char *text)
 {
-    if (!s_join_cfg.chief[0] || zdist_clock_now_ms() < s_join_cfg.next_ms)
+    if (strcmp(text, s_join_cfg.last_warning) == 0)
         return;
-    s_join_cfg.next_ms = zdist_clock_now_ms() + 1000;
-    if (!s_join_cfg.client && !(s_join_cfg.client = zdist_rpc_client_new(s_join_cfg.chief, NULL, NULL)))
-        return;
-    zdist_msg_t *reply = s_chief_call(s_join_cfg.client, zdist_coord_request_join(s_join_cfg.endpoint), 2000, false);
-    int index = -1, n = 0;
+    snprintf(s_join_cfg.last_warning, sizeof s_join_cfg.last_warning, "%s", text);
+    zsys_warning("%s", text);
+}
+
+/* The chief answered JOIN OK: a member already, or worker:index now. */
+static void
+s_joined(const zdist_msg_t *reply)
+{
+    enum { S_MAX_PS = 1024 };
+    char (*ps)[256] = calloc(S_MAX_PS, sizeof *ps);
+    zdist_coord_join_reply_t r = {0};
     zdist_error_t err = {0};
-    if (reply && zdist_msg_status(reply) == ZDIST_STATUS_OK &&
-        zdist_coord_reply_read_join(reply, &index, &n, &err) == 0) {
+    if (!ps || zdist_coord_reply_read_join(reply, &r, ps, S_MAX_PS, &err) < 0) {
+        zsys_warning("joining through the chief at %s: %s; trying again", s_join_cfg.chief,
+                     ps ? err.text : "out of memory");
+        free(ps);
+        return;
+    }
+    int index = r.task_index, n = r.num_workers;
+    /* Under CURVE a worker that joined with --join has no cluster: it trusts
+       ps-i at the chief's ps:i (the psds its jobs reach). */
+    zdist_keys_t *keys = zdist_keys_process();
+    for (size_t i = 0; keys && i < r.num_ps; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ps-%zu", i);
+        if (!zdist_keys_name_at(keys, ps[i]) && zdist_keys_add_endpoint(keys, ps[i], name) < 0)
+            zsys_warning("joining: out of memory learning ps:%zu's key", i);
+    }
+    free(ps);
+    if (r.member) {
+        zsys_info("the chief at %s has worker:%d in its cluster at %s (%d workers)", s_join_cfg.chief, index,
+                  s_join_cfg.endpoint, n);
+    } else {
         zsys_info("joined the cluster through the chief at %s as worker:%d (%d workers); reached at %s",
                   s_join_cfg.chief, index, n, s_join_cfg.endpoint);
         sd_notifyf(0, "STATUS=worker:%d, joined through the chief at %s", index, s_join_cfg.chief);
@@ -230,13 +306,86 @@ s_join(void)
         snprintf(s_preempt_cfg.type, sizeof s_preempt_cfg.type, "worker");
         s_preempt_cfg.index = index;
         s_preempt_cfg.joined = true;
-        s_join_cfg.chief[0] = '\0';
-        zdist_rpc_client_destroy(&s_join_cfg.client);
-    } else if (reply && zdist_msg_status(reply) != ZDIST_STATUS_OK) {
-        zsys_warning("joining through the chief at %s: %s: %s; trying again", s_join_cfg.chief,
-                     zdist_status_name(zdist_msg_status(reply)), zdist_msg_status_message(reply));
     }
+    s_join_cfg.chief[0] = '\0';
+    zdist_rpc_client_destroy(&s_join_cfg.client);
+    s_join_free();
+}
+
+/* The chief refused JOIN: FAILED_PRECONDITION (e.g. worker:4 before
+   worker:3 joined) is tried again; UNIMPLEMENTED (an older chief) ends the
+   tries; any other refusal (a key that may not join, no key for a chief
+   under CURVE, a cluster that disagrees with the chief's) stops the
+   daemon: -1. */
+static int
+s_join_refused(const zdist_msg_t *reply)
+{
+    int status = zdist_msg_status(reply);
+    char text[512];
+    snprintf(text, sizeof text, "joining through the chief at %s: %s: %s", s_join_cfg.chief,
+             zdist_status_name(status), zdist_msg_status_message(reply));
+    /* A TF_CONFIG worker may be a member the chief already reaches: only a
+       refusal by the chief itself stops it, not its handshake. */
+    bool transient = status == ZDIST_STATUS_UNAUTHENTICATED && s_join_cfg.task_index >= 0;
+    if (status == ZDIST_STATUS_FAILED_PRECONDITION || status == ZDIST_STATUS_UNAVAILABLE ||
+        status == ZDIST_STATUS_RESOURCE_EXHAUSTED || transient) {
+        s_join_warn(text);
+        return 0;
+    }
+    if (status == ZDIST_STATUS_UNIMPLEMENTED) {
+        zsys_warning("%s; not trying again", text);
+        s_join_cfg.chief[0] = '\0';
+        return 0;
+    }
+    zsys_error("%s; stopping (this worker cannot be part of that cluster)", text);
+    return -1;
+}
+
+/* JOIN, once the daemon serves: retried every second until the chief
+   answers; then this task is worker:N for its preemption. -1: refused for
+   good, the daemon stops. Without an answer it says so after 5 tries and
+   every 30 (under CURVE a chief never answers a key it does not admit). */
+static int
+s_join(void)
+{
+    if (!s_join_cfg.chief[0] || zdist_clock_now_ms() < s_join_cfg.next_ms)
+        return 0;
+    s_join_cfg.next_ms = zdist_clock_now_ms() + 1000;
+    zdist_keys_t *keys = zdist_keys_process();
+    /* --join under CURVE: the chief serves as chief-0 (zdist-coordinator's certificate). */
+    if (keys && !zdist_keys_name_at(keys, s_join_cfg.chief))
+        (void)zdist_keys_add_endpoint(keys, s_join_cfg.chief, "chief-0");
+    zdist_error_t err = {0};
+    if (!s_join_cfg.client && !(s_join_cfg.client = zdist_rpc_client_new(s_join_cfg.chief, NULL, &err))) {
+        s_join_warn(err.text[0] ? err.text : "joining through the chief: out of memory");
+        return 0;
+    }
+    zdist_coord_join_request_t req = {
+        .endpoint = s_join_cfg.endpoint,
+        .public_key = keys ? zdist_keys_public(keys, zdist_keys_self_name(keys)) : "",
+        .task_index = s_join_cfg.task_index,
+        .ps = (const char *const *)s_join_cfg.ps,
+        .num_ps = s_join_cfg.num_ps,
+        .workers = (const char *const *)s_join_cfg.workers,
+        .num_workers = s_join_cfg.num_workers,
+    };
+    zdist_msg_t *reply = s_chief_call(s_join_cfg.client, zdist_coord_request_join(&req), 2000, false);
+    int rc = 0;
+    if (!reply) {
+        int n = ++s_join_cfg.unanswered;
+        if (n == 5 || n % 30 == 0)
+            zsys_warning("joining through the chief at %s: no answer after %d tries%s; trying every second",
+                         s_join_cfg.chief, n, keys ? "" : " (a chief under CURVE admits only the keys of its key "
+                         "directory: give --keys DIR)");
+    } else if (zdist_msg_status(reply) == ZDIST_STATUS_OK) {
+        s_joined(reply);
+    } else {
+        rc = s_join_refused(reply);
+    }
+    if (reply)
+        s_join_cfg.unanswered = 0;
     zdist_msg_destroy(&reply);
+    return rc;
 }
 
 int
@@ -267,7 +416,10 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     zpoller_t *poller = zpoller_new(actor, NULL);
     int status = 0;
     while (!zsys_interrupted) {
-        s_join();
+        if (s_join() < 0) {
+            status = 1;
+            break;
+        }
         if (zpoller_wait(poller, s_join_cfg.chief[0] ? 100 : 500) == actor) {
             char *msg = zstr_recv(actor);
             zsys_error("server stopped: %s", msg ? msg : "unknown reason");
@@ -278,6 +430,7 @@ zdist_daemon_run(zactor_fn *actor_fn, void *args, const char *what)
     }
     zpoller_destroy(&poller);
     zdist_rpc_client_destroy(&s_join_cfg.client);
+    s_join_free();
     sd_notify(0, "STOPPING=1\nSTATUS=stopping");
     if (status == 0) {
         sd_notify(0, "STATUS=preempted: checkpointing before the stop");

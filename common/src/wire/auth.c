@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,13 @@ typedef struct {
     char pub[S_Z85_LEN + 1];
 } s_entry_t;
 
-typedef struct {
+/* Which certificate serves an endpoint. A list the newest first, never
+   changed in place: a place learned while the daemon runs (a worker that
+   joined) is prepended under places_lock and published atomically, so
+   readers on other threads walk it without the lock and the names they
+   got stay valid until the keys are destroyed. */
+typedef struct s_place_t {
+    struct s_place_t *next;
     char endpoint[256];
     char name[S_NAME_MAX];
 } s_place_t;
@@ -36,8 +43,8 @@ struct zdist_keys_t {
     char self_secret[S_Z85_LEN + 1];
     s_entry_t *keys;
     size_t nkeys;
-    s_place_t *places;
-    size_t nplaces;
+    s_place_t *_Atomic places;
+    pthread_mutex_t places_lock;
     char default_server[S_NAME_MAX]; /* --server-key: "" none */
     bool holds_process_zap;
 };
@@ -153,7 +160,11 @@ zdist_keys_destroy(zdist_keys_t **self_p)
         zdist_keys_set_process(NULL);
     memset(self->self_secret, 0, sizeof self->self_secret);
     free(self->keys);
-    free(self->places);
+    for (s_place_t *p = atomic_load(&self->places), *next; p; p = next) {
+        next = p->next;
+        free(p);
+    }
+    pthread_mutex_destroy(&self->places_lock);
     free(self->dir);
     free(self);
     *self_p = NULL;
@@ -288,6 +299,7 @@ zdist_keys_load(const char *dir, const char *self_name, zdist_keys_t **ret_keys,
         free(self);
         return zdist_error_set(err, -ENOMEM, "out of memory");
     }
+    pthread_mutex_init(&self->places_lock, NULL);
     int rc = s_scan(self, err);
     if (rc == 0)
         rc = s_load_servers(self, err);
@@ -333,18 +345,18 @@ zdist_keys_add_endpoint(zdist_keys_t *self, const char *endpoint, const char *na
     char norm[256];
     if (zdist_endpoint_normalize(endpoint, norm, sizeof norm, NULL) < 0)
         snprintf(norm, sizeof norm, "%s", endpoint);
-    for (size_t i = 0; i < self->nplaces; i++)
-        if (strcmp(self->places[i].endpoint, norm) == 0) {
-            snprintf(self->places[i].name, sizeof self->places[i].name, "%s", name);
-            return 0;
-        }
-    s_place_t *grown = realloc(self->places, (self->nplaces + 1) * sizeof *grown);
-    if (!grown)
+    const char *now = zdist_keys_name_at(self, norm);
+    if (now && now != self->default_server && strcmp(now, name) == 0)
+        return 0;
+    s_place_t *place = calloc(1, sizeof *place);
+    if (!place)
         return -ENOMEM;
-    self->places = grown;
-    snprintf(grown[self->nplaces].endpoint, sizeof grown->endpoint, "%s", norm);
-    snprintf(grown[self->nplaces].name, sizeof grown->name, "%s", name);
-    self->nplaces++;
+    snprintf(place->endpoint, sizeof place->endpoint, "%s", norm);
+    snprintf(place->name, sizeof place->name, "%s", name);
+    pthread_mutex_lock(&self->places_lock);
+    place->next = atomic_load(&self->places);
+    atomic_store(&self->places, place);
+    pthread_mutex_unlock(&self->places_lock);
     return 0;
 }
 
@@ -376,9 +388,9 @@ zdist_keys_name_at(const zdist_keys_t *self, const char *endpoint)
         return NULL;
     if (zdist_endpoint_normalize(endpoint, norm, sizeof norm, NULL) < 0)
         snprintf(norm, sizeof norm, "%s", endpoint);
-    for (size_t i = 0; i < self->nplaces; i++)
-        if (strcmp(self->places[i].endpoint, norm) == 0)
-            return self->places[i].name;
+    for (const s_place_t *p = atomic_load(&self->places); p; p = p->next)
+        if (strcmp(p->endpoint, norm) == 0)
+            return p->name;
     return self->default_server[0] ? self->default_server : NULL;
 }
 

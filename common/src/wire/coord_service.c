@@ -141,8 +141,28 @@ s_decode_join(const ProtobufCMessage *pb, const zdist_msg_t *request, void *ret,
         return zdist_error_set(err, -EINVAL, "endpoint: '%.64s'; give where the chief reaches the worker, "
                                "tcp://HOST:PORT (zdist-worker --bind)", m->endpoint ? m->endpoint : "");
     int rc = s_bounded("endpoint", m->endpoint, 256, -EINVAL, err);
-    if (rc == 0)
-        ((zdist_coord_join_request_t *) ret)->endpoint = m->endpoint;
+    if (rc == 0 && m->public_key && *m->public_key && strlen(m->public_key) != 40)
+        rc = zdist_error_set(err, -EINVAL, "public_key: %zu characters; a CURVE key in Z85 has 40",
+                             strlen(m->public_key));
+    if (rc == 0 && (m->task < 0 || m->task > ZDIST_COORD_JOIN_MAX_TASKS))
+        rc = zdist_error_set(err, -EINVAL, "task: %d; give the worker's TF_CONFIG index + 1 (0: the next index)",
+                             (int) m->task);
+    if (rc == 0 && (m->n_ps > ZDIST_COORD_JOIN_MAX_TASKS || m->n_workers > ZDIST_COORD_JOIN_MAX_TASKS))
+        rc = zdist_error_set(err, -EINVAL, "ps, workers: %zu and %zu addresses; at most %d each", m->n_ps,
+                             m->n_workers, ZDIST_COORD_JOIN_MAX_TASKS);
+    for (size_t i = 0; rc == 0 && i < m->n_ps + m->n_workers; i++)
+        rc = s_bounded(i < m->n_ps ? "ps" : "workers", i < m->n_ps ? m->ps[i] : m->workers[i - m->n_ps], 256,
+                       -EINVAL, err);
+    if (rc == 0) {
+        zdist_coord_join_request_t *r = ret;
+        r->endpoint = m->endpoint;
+        r->public_key = m->public_key ? m->public_key : "";
+        r->task_index = m->task - 1;
+        r->ps = (const char *const *) m->ps;
+        r->num_ps = m->n_ps;
+        r->workers = (const char *const *) m->workers;
+        r->num_workers = m->n_workers;
+    }
     return rc;
 }
 
@@ -271,12 +291,23 @@ zdist_coord_reply_preempt(zdist_rpc_call_t *call, const char *detail)
 }
 
 int
-zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers)
+zdist_coord_reply_join(zdist_rpc_call_t *call, int task_index, int num_workers, bool member, const char (*ps)[256],
+                       size_t num_ps)
 {
     Zdist__Coordinator__JoinReply r = ZDIST__COORDINATOR__JOIN_REPLY__INIT;
     r.task_index = task_index;
     r.num_workers = num_workers;
-    return zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+    r.member = member;
+    char **eps = num_ps ? calloc(num_ps, sizeof *eps) : NULL;
+    if (num_ps && !eps)
+        return -ENOMEM;
+    for (size_t i = 0; i < num_ps; i++)
+        eps[i] = (char *) ps[i];
+    r.ps = eps;
+    r.n_ps = num_ps;
+    int rc = zdist_msg_set_body(zdist_rpc_call_reply(call), &r.base);
+    free(eps);
+    return rc;
 }
 
 int
@@ -344,10 +375,16 @@ zdist_coord_request_preempt(const char *task_type, int task_index)
 }
 
 zdist_msg_t *
-zdist_coord_request_join(const char *endpoint)
+zdist_coord_request_join(const zdist_coord_join_request_t *r)
 {
     Zdist__Coordinator__JoinRequest req = ZDIST__COORDINATOR__JOIN_REQUEST__INIT;
-    req.endpoint = (char *) (endpoint ? endpoint : "");
+    req.endpoint = (char *) (r->endpoint ? r->endpoint : "");
+    req.public_key = (char *) (r->public_key ? r->public_key : "");
+    req.task = r->task_index >= 0 ? r->task_index + 1 : 0;
+    req.ps = (char **) r->ps;
+    req.n_ps = r->num_ps;
+    req.workers = (char **) r->workers;
+    req.n_workers = r->num_workers;
     return zdist_msg_new_body(ZDIST_COORD_JOIN, &req.base);
 }
 
@@ -514,6 +551,12 @@ zdist_coord_reply_read_preempt(const zdist_msg_t *reply, char *ret, size_t size,
     return zdist_msg_read_body(reply, &zdist__coordinator__preempt_reply__descriptor, s_read_preempt, &out, err);
 }
 
+typedef struct {
+    zdist_coord_join_reply_t *ret;
+    char (*ps)[256];
+    size_t max_ps;
+} s_join_out_t;
+
 static int
 s_read_join(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
 {
@@ -521,22 +564,22 @@ s_read_join(const ProtobufCMessage *pb, void *arg, zdist_error_t *err)
     if (r->task_index < 0 || r->num_workers <= r->task_index)
         return zdist_error_set(err, -EPROTO, "JOIN reply: task_index %d of %d workers", (int) r->task_index,
                                (int) r->num_workers);
-    int *out = arg;
-    out[0] = r->task_index;
-    out[1] = r->num_workers;
+    s_join_out_t *out = arg;
+    out->ret->task_index = r->task_index;
+    out->ret->num_workers = r->num_workers;
+    out->ret->member = r->member;
+    out->ret->num_ps = r->n_ps < out->max_ps ? r->n_ps : out->max_ps;
+    for (size_t i = 0; i < out->ret->num_ps; i++)
+        snprintf(out->ps[i], sizeof out->ps[i], "%s", r->ps[i] ? r->ps[i] : "");
     return 0;
 }
 
 int
-zdist_coord_reply_read_join(const zdist_msg_t *reply, int *ret_index, int *ret_num_workers, zdist_error_t *err)
+zdist_coord_reply_read_join(const zdist_msg_t *reply, zdist_coord_join_reply_t *ret, char (*ret_ps)[256],
+                            size_t max_ps, zdist_error_t *err)
 {
-    int got[2];
-    int rc = zdist_msg_read_body(reply, &zdist__coordinator__join_reply__descriptor, s_read_join, got, err);
-    if (rc == 0) {
-        *ret_index = got[0];
-        *ret_num_workers = got[1];
-    }
-    return rc;
+    s_join_out_t out = {ret, ret_ps, ret_ps ? max_ps : 0};
+    return zdist_msg_read_body(reply, &zdist__coordinator__join_reply__descriptor, s_read_join, &out, err);
 }
 
 static int
