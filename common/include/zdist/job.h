@@ -123,6 +123,7 @@ typedef struct {
 #define ZDIST_JOB_CKPT_DIR_MAX 900
 #define ZDIST_JOB_MAX_PIPELINES 256 /* entries of dataset.pipelines */
 #define ZDIST_JOB_MAX_WORKERS 1024  /* strategy.max_workers: a cluster's workers, at most */
+#define ZDIST_JOB_MAX_BATCH (INT64_C(1) << 24) /* dataset.global_batch_size, at most */
 
 /* Parses the job file at `path` (relative data paths are taken from the
    file's directory). Strict: unknown fields, wrong types and bad values are

@@ -13,7 +13,7 @@
 #include "zdist/partition.h"
 #include "zdist/sys.h"
 
-#define S_MAX_BATCH (INT64_C(1) << 24)
+#define S_MAX_BATCH ZDIST_JOB_MAX_BATCH
 #define S_MAX_JOB_BYTES (16 << 20)
 
 /* "got 128 (an integer)" style description of a value, for messages. */

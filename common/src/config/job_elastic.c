@@ -32,44 +32,40 @@ zdist_job_elastic_parse_(json_t *st, zdist_job_t *job, zdist_error_t *err)
     return rc < 0 ? rc : s_field(st, "max_workers", &job->max_workers, err);
 }
 
-static int64_t
-s_gcd(int64_t a, int64_t b)
+/* The first size in lo..hi whose replicas (size x per) do not divide g; 0 when every one does. */
+static int
+s_first_bad(int64_t g, int lo, int hi, int64_t per)
 {
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
+    for (int s = lo; s <= hi; s++)
+        if (g % (s * per) != 0)
+            return s;
+    return 0;
 }
 
 /* Every size's replicas divide the global batch: -EINVAL naming the fields, the first size that does not,
-   and the least global batch that every size divides (when one fits in an int64). */
+   and the least global batch every size divides when there is one up to the largest batch a job takes (a
+   multiple of the largest size's replicas, searched: the loop ends at the first size that fails, so it is
+   short). */
 static int
 s_divides(const zdist_job_t *job, zdist_error_t *err)
 {
-    int64_t lcm = 1, g = job->global_batch_size, per = job->num_replicas > 0 ? job->num_replicas : 1;
-    int bad = 0;
-    for (int s = job->min_workers; s <= job->max_workers; s++) {
-        int64_t n = s * per;
-        if (!bad && g % n != 0)
-            bad = s;
-        if (lcm > 0)
-            lcm = lcm / s_gcd(lcm, n) > INT64_MAX / n ? -1 : lcm / s_gcd(lcm, n) * n;
-    }
+    int64_t g = job->global_batch_size, per = job->num_replicas > 0 ? job->num_replicas : 1;
+    int lo = job->min_workers, hi = job->max_workers, bad = s_first_bad(g, lo, hi, per);
     if (!bad)
         return 0;
+    int64_t least = 0, step = hi * per;
+    for (int64_t c = step; c <= ZDIST_JOB_MAX_BATCH && !least; c += step)
+        least = s_first_bad(c, lo, hi, per) ? 0 : c;
     char fix[160] = "narrow strategy.min_workers..max_workers";
-    if (lcm > 0)
+    if (least > 0)
         snprintf(fix, sizeof fix, "use a multiple of %lld (every size's replicas divide it) or narrow the range",
-                 (long long)lcm);
+                 (long long)least);
     return zdist_error_set(err, -EINVAL,
                            "dataset.global_batch_size: %lld does not divide by %d workers x %lld replica%s "
                            "(strategy.min_workers %d .. strategy.max_workers %d, strategy.num_replicas %lld): the "
                            "ring keeps the global batch when it changes size and gives each replica "
                            "global_batch_size / (workers x num_replicas); %s",
-                           (long long)g, bad, (long long)per, per == 1 ? "" : "s", job->min_workers,
-                           job->max_workers, (long long)per, fix);
+                           (long long)g, bad, (long long)per, per == 1 ? "" : "s", lo, hi, (long long)per, fix);
 }
 
 int
