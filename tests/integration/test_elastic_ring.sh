@@ -4,7 +4,8 @@
 # is killed -9 and the ring goes on with 2 at once (the status shows it), from the last checkpoint, the
 # global batch kept; worker 2 restarted is taken in at a checkpoint boundary, and so is a fourth worker
 # that joins through the chief (zdist-worker --join). The job ends with exactly its steps and its final
-# variables equal on every replica. A tpu-strategy job the same in short form (1..3 workers). Jobs whose
+# variables equal on every replica. A tpu-strategy job the same in short form (1..3 workers), submitted while
+# a worker is down (a job without min/max is still refused then). Jobs whose
 # global batch some size in MIN..MAX does not divide, or that do not shard by data, are refused at submit
 # naming the fields. Prints examples/s before and after the shrink and each re-form's time (measured, not
 # asserted).
@@ -114,22 +115,29 @@ grep -q "job 'elastic-multi_worker_mirrored' started: .*input pipeline 0 of 2" "
     zd_fail "worker 0 not restarted in a ring of 2: $(grep "elastic-multi" "$ZD_TMP/worker0.log" | head -5)"
 zd_ok "the job ended with exactly $STEPS steps over rings of 3, 2, 3 and 4 workers; final variables equal on all 4"
 
-# ---- tpu, 1..3 workers, short: 3 -> 2 (kill -9) -> 3 (back) ----
+# ---- tpu, 1..3 workers, short, submitted with worker 2 down: 2 -> 1 (kill -9) -> 3 (both back) ----
 zd_stop joined TERM
+zd_stop worker2 TERM
+# Without min_workers/max_workers a job still needs every worker at submit, as before.
+elastic_job "$ZD_TMP/plain.json" multi_worker_mirrored 100 2 3 96
+sed -i 's/, "min_workers": 2, "max_workers": 3//' "$ZD_TMP/plain.json"
+zd_run_expect 1 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/plain.json" --cluster "$CLUSTER" --detach
+grep -q "preflight: task worker:2 .* is unreachable" "$OUT.err" || zd_fail "plain job, worker 2 down: $(cat "$OUT.err")"
 TSTEPS=1500
 elastic_job "$ZD_TMP/tpu.json" tpu $TSTEPS 1 3 96
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/tpu.json" --cluster "$CLUSTER" --detach
 JOB=$(cat "$OUT")
-coord_wait_json "$JOB" "j['step'] >= 250 and j['ring_size'] == 3" 180
+coord_wait_json "$JOB" "j['step'] >= 250 and j['ring_size'] == 2 and j['workers'][2]['state'] == 'lost'" 180
 zd_stop worker1 KILL
-zd_wait_log chief "job $JOB: re-forming the ring with 2 workers \(strategy.min_workers 1, max_workers 3\)" 60
-coord_wait_json "$JOB" "j['ring_size'] == 2 and j['ring_history'][-1]['reform_ms'] >= 0" 60
-echo "measured: tpu re-form with 2 workers: $(st "j['ring_history'][-1]['reform_ms']") ms"
+zd_wait_log chief "job $JOB: re-forming the ring with 1 worker \(strategy.min_workers 1, max_workers 3\)" 60
+coord_wait_json "$JOB" "j['ring_size'] == 1 and j['ring_history'][-1]['reform_ms'] >= 0" 60
+echo "measured: tpu re-form with 1 worker: $(st "j['ring_history'][-1]['reform_ms']") ms"
 coord_start_worker 1
+coord_start_worker 2
 coord_wait_state "$JOB" done 600
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
-zd_json_check "$OUT" "j['step'] == j['steps'] == $TSTEPS and $(sizes) == [3, 2, 3]"
+zd_json_check "$OUT" "j['step'] == j['steps'] == $TSTEPS and $(sizes)[:2] == [2, 1] and $(sizes)[-1] == 3 and j['ring_size'] == 3"
 zd_json_check "$OUT" "j['final_variables']['equal'] and len(j['final_variables']['workers']) == 3"
-zd_ok "tpu: 3 -> 2 -> 3 workers, exactly $TSTEPS steps, final variables equal"
+zd_ok "tpu submitted with a worker down: 2 -> 1 -> 3 workers, exactly $TSTEPS steps, final variables equal"
 
 echo "passed: $ZD_PASSED"
