@@ -1,6 +1,6 @@
 /* coord_runner_ring: a multi_worker_mirrored (or tpu) job — the workers joined in a ring, stepped in lockstep,
    checkpointed from rank 0, and the ring re-formed from the last checkpoint when a worker is lost or comes
-   back. */
+   back (an elastic ring's sizes: coord_ring_elastic.c; the calls to the workers: coord_ring_call.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
