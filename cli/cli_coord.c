@@ -331,6 +331,11 @@ cli_coord_print(FILE *out, json_t *st, bool tasks)
     const char *rf = json_string_value(json_object_get(st, "ring_reformed_because"));
     if (rf && *rf && tasks)
         fprintf(out, "  ring last re-formed: %s\n", rf);
+    if (json_object_get(st, "min_workers") && tasks) /* an elastic ring */
+        fprintf(out, "  ring: %lld workers (min_workers %lld, max_workers %lld)\n",
+                (long long)json_integer_value(json_object_get(st, "ring_size")),
+                (long long)json_integer_value(json_object_get(st, "min_workers")),
+                (long long)json_integer_value(json_object_get(st, "max_workers")));
     if (!tasks)
         return;
     size_t i;

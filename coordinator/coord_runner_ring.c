@@ -1,317 +1,25 @@
 /* coord_runner_ring: a multi_worker_mirrored (or tpu) job — the workers joined in a ring, stepped in lockstep,
    checkpointed from rank 0, and the ring re-formed from the last checkpoint when a worker is lost or comes
-   back. */
+   back (an elastic ring's sizes: coord_ring_elastic.c; the calls to the workers: coord_ring_call.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coord_ring.h"
 #include "coord_runner_ring.h"
-#include "zdist/wstate.h"
 #include "zdist/cluster.h"
 #include "zdist/sys.h"
-#include "zdist/worker_client.h"
 
 #define S_CALL_MS 30000  /* control calls (start, connect, state) */
-#define S_AWAIT_MS 2000  /* longest wait for a lost worker between status updates */
-
-typedef struct {
-    zdist_worker_client_t *cl;
-    const char *endpoint; /* the cluster's, e.g. tcp://10.0.0.2:2222 */
-    bool in_ring;
-    bool dropped;         /* left out after the wait for it ran out */
-    bool up;              /* answered the latest STATUS */
-    bool has_job;         /* ... and runs this job */
-    int rank;             /* in the ring; -1 outside */
-    char ring_ep[300];    /* its end of the ring */
-    uint64_t pending;     /* request id of the call in flight, 0 none */
-    uint64_t incarnation; /* from its latest reply */
-    unsigned restarts;    /* times the incarnation changed */
-    int64_t lost_since_ms; /* zdist_clock_now_ms when it was lost; 0 while up */
-    bool preempted;        /* got SIGTERM: out of the ring until another incarnation answers */
-    uint64_t preempted_inc;
-    char lost_why[512];
-} s_worker_t;
-
-typedef struct {
-    s_worker_t w[COORD_MAX_WORKERS];
-    int n;
-    int ring; /* workers in the ring */
-    unsigned reforms;
-    char last_failure[2048]; /* of the latest ring call */
-    char reason[2048];       /* why the ring was last re-formed */
-    int64_t round_steps;     /* RUN_STEPS size of the current round */
-    const zdist_wstate_t *loaded; /* during a restore */
-    int64_t loaded_skip;
-    const char *job_name;
-} s_ring_t;
-
-/* The replies of one call to several workers: got[i] when worker i answered
-   (or its call completed here: deadline, lost connection). */
-typedef struct {
-    zdist_worker_reply_t r[COORD_MAX_WORKERS];
-    bool got[COORD_MAX_WORKERS];
-} s_replies_t;
-
-/* The ring's state: the ops' own (r->impl). */
-static s_ring_t *
-s_self(coord_run_t *r)
-{
-    return r->impl;
-}
-
-/* Sends worker i's request with a deadline; 0 with *ret_id or a negative errno. */
-typedef int(s_send_fn)(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id);
-
-/* ---- calls ---- */
-
-/* A fresh client for worker i: calls given up on are dropped with the old
-   one (they would hold its in-flight slots until their deadlines). */
-static int
-s_client(s_ring_t *m, int i, zdist_error_t *err)
-{
-    zdist_rpc_client_options_t o;
-    zdist_rpc_client_options_default(&o);
-    o.max_in_flight = 4;
-    zdist_worker_client_destroy(&m->w[i].cl);
-    m->w[i].pending = 0;
-    m->w[i].cl = zdist_worker_client_new(m->w[i].endpoint, &o, err);
-    return m->w[i].cl ? 0 : -EINVAL;
-}
-
-/* Sends one request to worker i, its only call in flight (one given up on
-   is dropped first); false when it could not be sent. */
-static bool
-s_send(coord_run_t *r, int i, s_send_fn *send, int64_t timeout_ms)
-{
-    s_ring_t *m = s_self(r);
-    if (m->w[i].pending && s_client(m, i, NULL) < 0)
-        return false;
-    return send(r, i, timeout_ms, &m->w[i].pending) == 0;
-}
-
-/* Takes worker i's reply to its call in flight when it has come; false if not yet. */
-static bool
-s_take(s_ring_t *m, int i, zdist_worker_reply_t *ret)
-{
-    s_worker_t *w = &m->w[i];
-    zdist_worker_reply_t rep;
-    while (w->pending && zdist_worker_client_recv(w->cl, 0, &rep) == 0) {
-        if (rep.id != w->pending) {
-            zdist_worker_reply_release(&rep); /* a call given up on earlier */
-            continue;
-        }
-        w->pending = 0;
-        if (rep.incarnation) {
-            if (w->incarnation && rep.incarnation != w->incarnation)
-                w->restarts++;
-            w->incarnation = rep.incarnation;
-        }
-        *ret = rep;
-        return true;
-    }
-    return false;
-}
-
-/* One call to every worker in `which` at once, waiting in one poll over
-   them. After the first failure the others get grace_ms more (survivors of
-   a loss fail their collective within its deadline); calls left unanswered
-   then are given up (a later reply is dropped by its id). */
-static void
-s_call(coord_run_t *r, const bool *which, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
-{
-    s_ring_t *m = s_self(r);
-    bool waiting[COORD_MAX_WORKERS] = {0};
-    int left = 0;
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < m->n; i++)
-        if (which[i] && s_send(r, i, send, timeout_ms)) {
-            waiting[i] = true;
-            left++;
-        }
-    int64_t give_up = timeout_ms > 0 ? zdist_clock_now_ms() + timeout_ms + 2000 : INT64_MAX;
-    while (left > 0) {
-        for (int i = 0; i < m->n; i++) {
-            if (!waiting[i] || !s_take(m, i, &out->r[i]))
-                continue;
-            out->got[i] = true;
-            waiting[i] = false;
-            left--;
-            if (out->r[i].status != ZDIST_STATUS_OK && give_up > zdist_clock_now_ms() + grace_ms)
-                give_up = zdist_clock_now_ms() + grace_ms;
-        }
-        int64_t now = zdist_clock_now_ms();
-        if (left == 0 || now >= give_up)
-            break;
-        zdist_worker_client_t *cls[COORD_MAX_WORKERS] = {0};
-        for (int i = 0; i < m->n; i++)
-            cls[i] = waiting[i] ? m->w[i].cl : NULL;
-        int rc = zdist_worker_client_wait_any(cls, (size_t)m->n, NULL, give_up == INT64_MAX ? -1 : give_up - now);
-        if (rc < 0 && rc != -EINTR)
-            break;
-    }
-}
-
-/* s_call to the ring's workers. */
-static void
-s_ring_call(coord_run_t *r, s_send_fn *send, int64_t timeout_ms, int64_t grace_ms, s_replies_t *out)
-{
-    bool which[COORD_MAX_WORKERS] = {0};
-    for (int i = 0; i < s_self(r)->n; i++)
-        which[i] = s_self(r)->w[i].in_ring;
-    s_call(r, which, send, timeout_ms, grace_ms, out);
-}
-
-static void
-s_free_replies(s_ring_t *m, s_replies_t *rs)
-{
-    for (int i = 0; i < m->n; i++)
-        zdist_worker_reply_release(&rs->r[i]);
-}
-
-/* Worker i's reply when it is an OK one, else NULL. */
-static const zdist_worker_reply_t *
-s_ok(const s_replies_t *rs, int i)
-{
-    return rs->got[i] && rs->r[i].status == ZDIST_STATUS_OK ? &rs->r[i] : NULL;
-}
-
-/* The worker's process or link is gone (not a refusal of the request). */
-static bool
-s_is_loss(const zdist_worker_reply_t *reply)
-{
-    if (!reply)
-        return true;
-    int st = reply->status;
-    return st == ZDIST_STATUS_UNAVAILABLE || st == ZDIST_STATUS_DEADLINE_EXCEEDED || st == ZDIST_STATUS_ABORTED ||
-           st == ZDIST_STATUS_CANCELLED;
-}
-
-static void
-s_fail_note(s_ring_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void
-s_fail_note(s_ring_t *m, const char *fmt, ...)
-{
-    size_t len = strlen(m->last_failure);
-    if (len + 3 >= sizeof m->last_failure)
-        return;
-    if (len)
-        len += (size_t)snprintf(m->last_failure + len, sizeof m->last_failure - len, "; ");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->last_failure + len, sizeof m->last_failure - len, fmt, ap);
-    va_end(ap);
-}
-
-/* Worker w is lost: since when (the first time) and why, for the status. */
-static void
-s_lost(s_worker_t *w, const char *why)
-{
-    if (w->lost_since_ms)
-        return;
-    w->lost_since_ms = zdist_clock_now_ms();
-    snprintf(w->lost_why, sizeof w->lost_why, "%.*s", (int)sizeof w->lost_why - 1, why); /* cut to fit */
-}
-
-/* Sorts the ring's failed replies into m->last_failure; true when one of
-   them means a worker was lost (re-form the ring), false for a refusal. */
-static bool
-s_ring_failures(coord_run_t *r, const s_replies_t *rs, const char *what)
-{
-    s_ring_t *m = s_self(r);
-    bool loss = false;
-    char why[1024];
-    for (int i = 0; i < m->n; i++) {
-        if (!m->w[i].in_ring || s_ok(rs, i))
-            continue;
-        const zdist_worker_reply_t *rep = rs->got[i] ? &rs->r[i] : NULL;
-        bool gone = !rep || rep->status == ZDIST_STATUS_UNAVAILABLE;
-        zdist_worker_reply_why(rep, why, sizeof why);
-        s_fail_note(m, "%sworker task %d (%s)%s: %s", what, i, m->w[i].endpoint, gone ? " lost" : "", why);
-        if (gone)
-            s_lost(&m->w[i], why);
-        /* FAILED_PRECONDITION: the worker still runs the ring before's
-           step (its collective not yet timed out); retry after the wait. */
-        loss = loss || s_is_loss(rep) || rep->status == ZDIST_STATUS_FAILED_PRECONDITION;
-        if (gone)
-            m->w[i].up = false; /* until a probe hears from it */
-    }
-    return loss;
-}
-
-/* ---- requests ---- */
-
-static int
-s_send_stop(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    return zdist_worker_client_stop_job(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
-}
-
-static int
-s_send_start(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    zdist_worker_start_t req = {
-        .job = &r->cfg->job.spec,
-        .worker_index = s_self(r)->w[i].rank,
-        .num_workers = s_self(r)->ring,
-        .repeat_input = true, /* the coordinator counts the steps of epochs */
-    };
-    return zdist_worker_client_start_job(s_self(r)->w[i].cl, &req, timeout_ms, ret_id);
-}
-
-static int
-s_send_connect(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    s_ring_t *m = s_self(r);
-    const char *eps[COORD_MAX_WORKERS];
-    for (int k = 0; k < m->n; k++)
-        if (m->w[k].in_ring)
-            eps[m->w[k].rank] = m->w[k].ring_ep;
-    zdist_worker_connect_t req = {r->cfg->job.spec.name, eps, (size_t)m->ring};
-    return zdist_worker_client_connect(m->w[i].cl, &req, timeout_ms, ret_id);
-}
-
-static int
-s_send_run(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    zdist_worker_run_t req = {.job = r->cfg->job.spec.name, .steps = s_self(r)->round_steps};
-    return zdist_worker_client_run_steps(s_self(r)->w[i].cl, &req, timeout_ms, ret_id);
-}
-
-static int
-s_send_evaluate(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    return zdist_worker_client_evaluate(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
-}
-
-static int
-s_send_status(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    return zdist_worker_client_status(s_self(r)->w[i].cl, timeout_ms, ret_id);
-}
-
-static int
-s_send_get_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    return zdist_worker_client_get_state(s_self(r)->w[i].cl, r->cfg->job.spec.name, timeout_ms, ret_id);
-}
-
-/* SET_STATE from the loaded checkpoint (tensors copied into the request). */
-static int
-s_send_set_state(coord_run_t *r, int i, int64_t timeout_ms, uint64_t *ret_id)
-{
-    const zdist_wstate_t *ws = s_self(r)->loaded;
-    zdist_worker_state_t st = {r->cfg->job.spec.name, ws->step, ws->iterations, s_self(r)->loaded_skip};
-    return zdist_worker_client_set_state(s_self(r)->w[i].cl, &st, ws->tensors, ws->n, timeout_ms, ret_id);
-}
 
 /* ---- checkpoints ---- */
 
 static int
 s_save(coord_run_t *r, int64_t step)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     bool which[COORD_MAX_WORKERS] = {0};
     int w0 = -1;
     for (int i = 0; i < m->n && w0 < 0; i++)
@@ -320,9 +28,9 @@ s_save(coord_run_t *r, int64_t step)
     if (w0 < 0)
         return -EIO;
     which[w0] = true;
-    s_replies_t rs;
-    s_call(r, which, s_send_get_state, S_CALL_MS, S_CALL_MS, &rs);
-    const zdist_worker_reply_t *rep = s_ok(&rs, w0);
+    coord_ring_replies_t rs;
+    coord_ring_call(r, which, coord_ring_send_get_state, S_CALL_MS, S_CALL_MS, &rs);
+    const zdist_worker_reply_t *rep = coord_ring_ok(&rs, w0);
     char why[1024];
     zdist_tensor_t *ts = NULL;
     int rc = -EIO;
@@ -330,8 +38,8 @@ s_save(coord_run_t *r, int64_t step)
         zdist_worker_reply_why(rs.got[w0] ? &rs.r[w0] : NULL, why, sizeof why);
         zsys_warning("job %s: checkpoint at step %lld: GET_STATE from worker task %d: %s", r->cfg->job_id,
                      (long long)step, w0, why);
-        s_fail_note(m, "checkpoint: worker task %d: %s", w0, why);
-        rc = s_is_loss(rs.got[w0] ? &rs.r[w0] : NULL) ? -EAGAIN : -EIO;
+        coord_ring_fail_note(m, "checkpoint: worker task %d: %s", w0, why);
+        rc = coord_ring_is_loss(rs.got[w0] ? &rs.r[w0] : NULL) ? -EAGAIN : -EIO;
         if (rc != -EAGAIN)
             r->ckpt_tried = step; /* tried again an interval later */
         goto out;
@@ -363,7 +71,7 @@ s_save(coord_run_t *r, int64_t step)
     rc = coord_run_ckpt_commit(r, step, fields, bytes, where);
 out:
     free(ts);
-    s_free_replies(m, &rs);
+    coord_ring_replies_free(m, &rs);
     return rc;
 }
 
@@ -373,7 +81,7 @@ out:
    every interface) as its peers reach it: a wildcard host becomes the host
    the cluster names the worker by. */
 static void
-s_ring_endpoint(const s_worker_t *w, const char *bound, char *out, size_t size)
+s_ring_endpoint(const coord_ring_worker_t *w, const char *bound, char *out, size_t size)
 {
     char host[256], whost[256];
     const char *port;
@@ -388,7 +96,7 @@ s_ring_endpoint(const s_worker_t *w, const char *bound, char *out, size_t size)
 }
 
 static void
-s_ring_form(s_ring_t *m)
+s_ring_form(coord_ring_t *m)
 {
     m->ring = 0;
     for (int i = 0; i < m->n; i++) {
@@ -400,17 +108,19 @@ s_ring_form(s_ring_t *m)
 static int
 s_init(coord_run_t *r)
 {
-    s_ring_t *m = calloc(1, sizeof *m);
+    coord_ring_t *m = calloc(1, sizeof *m);
     if (!m)
         return -ENOMEM;
     r->impl = m;
     m->n = r->cfg->num_workers;
     m->job_name = r->cfg->job.spec.name;
+    m->min = r->cfg->job.spec.min_workers;
+    m->max = r->cfg->job.spec.max_workers;
     for (int i = 0; i < m->n; i++) {
         zdist_error_t err = {0};
         m->w[i].endpoint = r->cfg->workers[i];
         m->w[i].rank = -1;
-        if (s_client(m, i, &err) < 0) {
+        if (coord_ring_client(m, i, &err) < 0) {
             snprintf(r->error, sizeof r->error, "worker task %d: %s", i, err.text);
             return -EINVAL;
         }
@@ -419,87 +129,37 @@ s_init(coord_run_t *r)
     return 0;
 }
 
-/* Which workers answer STATUS now (m->w[i].up). Returns how many. */
-static int
-s_probe(coord_run_t *r, int64_t timeout_ms)
-{
-    s_ring_t *m = s_self(r);
-    bool which[COORD_MAX_WORKERS];
-    for (int i = 0; i < m->n; i++)
-        which[i] = true;
-    s_replies_t rs;
-    s_call(r, which, s_send_status, timeout_ms, timeout_ms, &rs);
-    int up = 0;
-    for (int i = 0; i < m->n; i++) {
-        const zdist_worker_reply_t *rep = s_ok(&rs, i);
-        if (rep && m->w[i].preempted && rep->incarnation == m->w[i].preempted_inc)
-            rep = NULL; /* still stopping: not back until it has restarted */
-        else if (rep)
-            m->w[i].preempted = false;
-        m->w[i].up = rep != NULL;
-        m->w[i].has_job = rep && strcmp(rep->worker.job, m->job_name) == 0;
-        if (rep)
-            m->w[i].lost_since_ms = 0;
-        else
-            s_lost(&m->w[i], m->w[i].preempted ? "preempted (SIGTERM)" : "it does not answer STATUS");
-        up += m->w[i].up;
-    }
-    s_free_replies(m, &rs);
-    return up;
-}
-
-/* Waits until a lost worker answers (a STATUS reaches it as soon as it is
-   back), the pipe speaks (CANCEL, $TERM), or `until`, in one poll; at most
-   S_AWAIT_MS, so the status stays fresh. */
-static void
-s_await_lost(coord_run_t *r, int64_t until)
-{
-    s_ring_t *m = s_self(r);
-    int64_t now = zdist_clock_now_ms();
-    if (until - now > S_AWAIT_MS)
-        until = now + S_AWAIT_MS;
-    zdist_worker_client_t *cls[COORD_MAX_WORKERS] = {0};
-    for (int i = 0; i < m->n && until > now; i++)
-        if (!m->w[i].dropped && !m->w[i].up && s_send(r, i, s_send_status, until - now))
-            cls[i] = m->w[i].cl;
-    if (until > now)
-        zdist_worker_client_wait_any(cls, (size_t)m->n, zsock_resolve(r->pipe), until - now);
-    for (int i = 0; i < m->n; i++) {
-        zdist_worker_reply_t rep;
-        if (cls[i] && s_take(m, i, &rep))
-            zdist_worker_reply_release(&rep); /* the probe that follows asks again */
-    }
-    coord_run_check_pipe(r);
-}
 
 /* Lockstep rounds until the next checkpoint boundary or the end. */
 static int
 s_rounds(coord_run_t *r, int64_t target)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     int64_t spe = r->cfg->job.spec.steps_per_execution > 0 ? r->cfg->job.spec.steps_per_execution : 1;
     int64_t ct = r->cfg->job.spec.collective_timeout_ms;
     /* A round may take long (big steps_per_execution); a worker that neither
        answers nor drops its link is caught by the survivors' collective
        deadline, after which the coordinator gives it ct + 5 s more. */
     int64_t round_ms = r->cfg->closure_timeout_ms > 0 ? r->cfg->closure_timeout_ms : 600000;
-    s_replies_t rs;
+    coord_ring_replies_t rs;
     while (r->step < target) {
         coord_run_check_pipe(r);
         if (r->cancel || r->term)
             return 1;
         if (r->npreempt > 0)
             return 2; /* a task got SIGTERM: the checkpoint first */
+        if (r->members_changed && coord_ring_elastic(m) && coord_ring_member_left(r))
+            return 3; /* a ring worker drained: the checkpoint, then the ring without it */
         m->round_steps = target - r->step < spe ? target - r->step : spe;
         int64_t round_us = zdist_clock_now_us();
-        s_ring_call(r, s_send_run, round_ms, ct + 5000, &rs);
+        coord_ring_call_ring(r, coord_ring_send_run, round_ms, ct + 5000, &rs);
         round_us = zdist_clock_now_us() - round_us;
         zdist_closure_result_t res = {.steps = -1, .worker = -1}; /* lockstep: no per-worker step time */
         bool ok = true;
         for (int i = 0; i < m->n; i++) {
             if (!m->w[i].in_ring)
                 continue;
-            const zdist_worker_reply_t *rep = s_ok(&rs, i);
+            const zdist_worker_reply_t *rep = coord_ring_ok(&rs, i);
             if (!rep) {
                 ok = false;
                 continue;
@@ -515,15 +175,15 @@ s_rounds(coord_run_t *r, int64_t target)
         }
         if (!ok) {
             m->last_failure[0] = '\0';
-            bool loss = s_ring_failures(r, &rs, "");
-            s_free_replies(m, &rs);
+            bool loss = coord_ring_failures(r, &rs, "");
+            coord_ring_replies_free(m, &rs);
             zsys_warning("job %s: step %lld failed: %s", r->cfg->job_id, (long long)r->step + 1, m->last_failure);
             if (loss)
                 return -EAGAIN;
             snprintf(r->error, sizeof r->error, "step %lld: %s", (long long)r->step + 1, m->last_failure);
             return -EIO;
         }
-        s_free_replies(m, &rs);
+        coord_ring_replies_free(m, &rs);
         if (res.steps <= 0) {
             snprintf(r->error, sizeof r->error, "step %lld: the workers ran no steps (input exhausted?)",
                      (long long)r->step + 1);
@@ -536,6 +196,7 @@ s_rounds(coord_run_t *r, int64_t target)
             if (m->w[i].in_ring)
                 coord_run_step_time(r, i, (double)round_us / 1e6 / (double)res.steps, res.steps);
         coord_run_account(r, &res);
+        coord_ring_progressed(r);
         coord_run_status(r, false);
     }
     return 0;
@@ -549,7 +210,7 @@ s_rounds(coord_run_t *r, int64_t target)
 static int
 s_preempt_save(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     int rc = r->ckpt_step == r->step ? 0 : s_save(r, r->step);
     int gone = -1;
     for (int k = 0; k < r->npreempt; k++) {
@@ -559,7 +220,7 @@ s_preempt_save(coord_run_t *r)
         m->w[i].preempted = true;
         m->w[i].preempted_inc = m->w[i].incarnation;
         m->w[i].up = false;
-        s_lost(&m->w[i], "preempted (SIGTERM)");
+        coord_ring_lost(&m->w[i], "preempted (SIGTERM)");
         gone = i;
     }
     coord_run_preempt_saved(r, rc);
@@ -580,7 +241,7 @@ s_preempt_save(coord_run_t *r)
 static int
 s_restore(coord_run_t *r, int64_t last)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     char dir[1100];
     zdist_wstate_t ws;
     zdist_error_t err = {0};
@@ -599,12 +260,12 @@ s_restore(coord_run_t *r, int64_t last)
     }
     m->loaded = &ws;
     m->loaded_skip = last;
-    s_replies_t rs;
-    s_ring_call(r, s_send_set_state, S_CALL_MS, S_CALL_MS, &rs);
+    coord_ring_replies_t rs;
+    coord_ring_call_ring(r, coord_ring_send_set_state, S_CALL_MS, S_CALL_MS, &rs);
     m->loaded = NULL;
     zdist_wstate_release(&ws);
-    bool loss = s_ring_failures(r, &rs, "restoring the checkpoint on ");
-    s_free_replies(m, &rs);
+    bool loss = coord_ring_failures(r, &rs, "restoring the checkpoint on ");
+    coord_ring_replies_free(m, &rs);
     if (m->last_failure[0]) {
         if (loss)
             return -EAGAIN;
@@ -620,35 +281,41 @@ s_restore(coord_run_t *r, int64_t last)
 static int
 s_start_ring(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
-    s_replies_t rs;
-    s_probe(r, 2000);
+    coord_ring_t *m = coord_ring_of(r);
+    coord_ring_replies_t rs;
+    bool which[COORD_MAX_WORKERS];
+    for (int i = 0; i < m->n; i++)
+        which[i] = !coord_ring_elastic(m) || m->w[i].in_ring; /* elastic: the others were just probed */
+    coord_ring_probe_some(r, which, 2000);
     bool stale = false;
     for (int i = 0; i < m->n; i++)
         stale = stale || (m->w[i].in_ring && m->w[i].has_job);
     if (stale) {
-        s_ring_call(r, s_send_stop, 5000, 5000, &rs);
-        s_free_replies(m, &rs);
+        coord_ring_call_ring(r, coord_ring_send_stop, 5000, 5000, &rs);
+        coord_ring_replies_free(m, &rs);
     }
-    s_ring_call(r, s_send_start, S_CALL_MS, S_CALL_MS, &rs);
+    coord_ring_call_ring(r, coord_ring_send_start, S_CALL_MS, S_CALL_MS, &rs);
     int64_t spe_data = 0;
     for (int i = 0; i < m->n; i++) {
-        const zdist_worker_reply_t *rep = m->w[i].in_ring ? s_ok(&rs, i) : NULL;
+        const zdist_worker_reply_t *rep = m->w[i].in_ring ? coord_ring_ok(&rs, i) : NULL;
         if (!rep)
             continue;
         s_ring_endpoint(&m->w[i], rep->started.collective_endpoint, m->w[i].ring_ep, sizeof m->w[i].ring_ep);
         if (m->w[i].rank == 0)
             spe_data = rep->started.steps_per_epoch;
     }
-    if (s_ring_failures(r, &rs, "starting the job on ")) {
-        s_free_replies(m, &rs);
+    if (coord_ring_failures(r, &rs, "starting the job on ")) {
+        coord_ring_replies_free(m, &rs);
         return -EAGAIN;
     }
-    s_free_replies(m, &rs);
+    coord_ring_replies_free(m, &rs);
     if (m->last_failure[0]) {
         snprintf(r->error, sizeof r->error, "%s", m->last_failure);
         return -EINVAL;
     }
+    int rc = coord_ring_elastic(m) ? coord_ring_check_size(r, spe_data) : 0;
+    if (rc < 0)
+        return rc;
     if (r->steps == 0)
         r->steps = r->cfg->job.spec.epochs * spe_data;
     if (r->steps <= 0) {
@@ -656,9 +323,9 @@ s_start_ring(coord_run_t *r)
         return -EINVAL;
     }
     if (m->ring > 1) {
-        s_ring_call(r, s_send_connect, S_CALL_MS, S_CALL_MS, &rs);
-        bool loss = s_ring_failures(r, &rs, "connecting the ring on ");
-        s_free_replies(m, &rs);
+        coord_ring_call_ring(r, coord_ring_send_connect, S_CALL_MS, S_CALL_MS, &rs);
+        bool loss = coord_ring_failures(r, &rs, "connecting the ring on ");
+        coord_ring_replies_free(m, &rs);
         if (m->last_failure[0]) {
             if (loss)
                 return -EAGAIN;
@@ -674,7 +341,7 @@ s_start_ring(coord_run_t *r)
 static int
 s_resume(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     int64_t last;
     int rc = 0;
     while ((last = coord_run_ckpt_last(r->cfg->ckpt_root)) >= 0 && (rc = s_restore(r, last)) == -ESTALE)
@@ -705,8 +372,10 @@ s_resume(coord_run_t *r)
 static int
 s_rejoin(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
-    s_probe(r, 1000);
+    coord_ring_t *m = coord_ring_of(r);
+    if (coord_ring_elastic(m))
+        return coord_ring_grow(r);
+    coord_ring_probe(r, 1000);
     for (int i = 0; i < m->n; i++)
         if (m->w[i].dropped && m->w[i].up) {
             m->w[i].dropped = false;
@@ -731,16 +400,31 @@ s_attempt(coord_run_t *r)
             snprintf(r->error, sizeof r->error, "out of memory");
         return rc;
     }
-    s_ring_t *m = s_self(r);
-    s_ring_form(m);
+    coord_ring_t *m = coord_ring_of(r);
+    m->last_failure[0] = '\0';
+    if (coord_ring_elastic(m)) {
+        /* The workers up now, at most max_workers; fewer than min_workers: wait for more. */
+        if ((rc = coord_ring_add_joined(r)) < 0)
+            return rc;
+        if (zdist_clock_now_ms() - m->probed_ms > 1000)
+            coord_ring_probe(r, 1000);
+        coord_ring_form_elastic(r);
+        if (m->ring < m->min) {
+            snprintf(m->last_failure, sizeof m->last_failure, "%d worker%s up, strategy.min_workers is %d",
+                     m->ring, m->ring == 1 ? "" : "s", m->min);
+            return -EAGAIN;
+        }
+    } else {
+        s_ring_form(m);
+    }
     if (m->ring == 0) {
         snprintf(r->error, sizeof r->error, "no worker left to train on");
         return -EIO;
     }
-    m->last_failure[0] = '\0';
     /* A worker may still hold the job from the ring before: stopped first. */
     if ((rc = s_start_ring(r)) < 0 || (rc = s_resume(r)) < 0)
         return rc;
+    coord_ring_formed(r, r->step);
     coord_run_window(r);
     coord_run_status(r, true);
     int64_t every = cfg->job.spec.ckpt_every;
@@ -753,6 +437,11 @@ s_attempt(coord_run_t *r)
             if ((rc = s_preempt_save(r)) < 0)
                 return rc;
             continue;
+        }
+        if (rc == 3) { /* elastic: a ring worker left on purpose; re-formed without it from here */
+            if (r->ckpt_step != r->step && (rc = s_save(r, r->step)) == -EAGAIN)
+                return rc;
+            return -EAGAIN;
         }
         if (rc == 1) {
             if (r->term && !r->cancel && r->ckpt_step != r->step)
@@ -767,6 +456,8 @@ s_attempt(coord_run_t *r)
     if (r->ckpt_step != r->step && (rc = s_save(r, r->step)) < 0)
         zsys_warning("job %s: the final checkpoint failed; the one at step %lld stays", cfg->job_id,
                      (long long)r->ckpt_step);
+    if (coord_ring_elastic(m))
+        coord_ring_verify(r);
     return 0;
 }
 
@@ -775,7 +466,7 @@ s_attempt(coord_run_t *r)
 static bool
 s_wait(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     coord_run_status(r, true);
     if (!m)
         return true;
@@ -784,6 +475,9 @@ s_wait(coord_run_t *r)
         snprintf(r->error, sizeof r->error, "the ring was re-formed 1000 times: giving up (%s)", m->last_failure);
         return false;
     }
+    coord_ring_broke(r);
+    if (coord_ring_elastic(m))
+        return coord_ring_wait_elastic(r);
     int64_t wait = r->cfg->job.spec.lost_worker_wait_ms;
     int64_t start = zdist_clock_now_ms();
     int missing_before = -1;
@@ -792,7 +486,7 @@ s_wait(coord_run_t *r)
         if (r->cancel || r->term)
             return false;
         coord_run_preempt_idle(r);
-        s_probe(r, 1000);
+        coord_ring_probe(r, 1000);
         int missing = 0, up = 0;
         for (int i = 0; i < m->n; i++) {
             up += m->w[i].up;
@@ -819,24 +513,24 @@ s_wait(coord_run_t *r)
         }
         coord_run_status(r, false);
         /* Going on without needs a worker that is up: until then, wait for any. */
-        s_await_lost(r, wait >= 0 && up > 0 ? start + wait : INT64_MAX);
+        coord_ring_await(r, wait >= 0 && up > 0 ? start + wait : INT64_MAX);
     }
 }
 
 static int
 s_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     memset(ret, 0, sizeof *ret);
-    s_replies_t rs;
-    s_ring_call(r, s_send_evaluate, 600000, 10000, &rs);
+    coord_ring_replies_t rs;
+    coord_ring_call_ring(r, coord_ring_send_evaluate, 600000, 10000, &rs);
     zdist_auc_t *auc = zdist_auc_new(0, err); /* every worker's scored examples: the exact AUC */
     int rc = auc ? 0 : -ENOMEM;
     char why[1024];
     for (int i = 0; i < m->n && rc == 0; i++) {
         if (!m->w[i].in_ring)
             continue;
-        const zdist_worker_reply_t *rep = s_ok(&rs, i);
+        const zdist_worker_reply_t *rep = coord_ring_ok(&rs, i);
         if (!rep) {
             rc = zdist_error_set(err, -EIO, "worker task %d: %s",
                                  i, zdist_worker_reply_why(rs.got[i] ? &rs.r[i] : NULL, why, sizeof why));
@@ -848,7 +542,7 @@ s_evaluate(coord_run_t *r, zdist_evaluation_t *ret, zdist_error_t *err)
     if (rc == 0 && zdist_evaluation_finish(ret, auc) < 0)
         rc = zdist_error_set(err, -ENOMEM, "evaluation: out of memory for the AUC");
     zdist_auc_destroy(&auc);
-    s_free_replies(m, &rs);
+    coord_ring_replies_free(m, &rs);
     return rc;
 }
 
@@ -857,9 +551,13 @@ s_stop(coord_run_t *r)
 {
     if (!r->impl)
         return;
-    s_replies_t rs;
-    s_ring_call(r, s_send_stop, 2000, 2000, &rs);
-    s_free_replies(s_self(r), &rs);
+    coord_ring_t *m = coord_ring_of(r);
+    coord_ring_replies_t rs;
+    bool which[COORD_MAX_WORKERS];
+    for (int i = 0; i < m->n; i++) /* elastic: also one outside the ring still holding the job */
+        which[i] = m->w[i].in_ring || (coord_ring_elastic(m) && m->w[i].has_job);
+    coord_ring_call(r, which, coord_ring_send_stop, 2000, 2000, &rs);
+    coord_ring_replies_free(m, &rs);
 }
 
 /* The workers of the ring (state, rank, ring endpoint, step times) and why
@@ -867,12 +565,15 @@ s_stop(coord_run_t *r)
 static void
 s_status(coord_run_t *r, json_t *detail, int64_t now)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     json_t *a = json_object_get(detail, "workers");
     for (int i = 0; m && i < m->n; i++) {
-        const s_worker_t *w = &m->w[i];
+        const coord_ring_worker_t *w = &m->w[i];
         bool final = strcmp(r->state, "running") != 0;
         const char *state = !w->up ? "lost" : final ? "idle" : w->in_ring ? "running" : "rejoining";
+        if (coord_ring_elastic(m) && !w->in_ring && (w->up || r->cfg->left[i]))
+            /* out of the ring: drained, or waiting for the next checkpoint boundary (or for room under max) */
+            state = r->cfg->left[i] ? "left" : final ? "idle" : m->ring < m->max ? "joining" : "standby";
         json_t *j = json_pack("{s:i, s:s, s:s, s:b, s:b, s:i, s:s, s:i}", "task", i, "endpoint", w->endpoint,
                               "state", state, "up", w->up, "in_ring", w->in_ring, "rank", w->rank, "ring_endpoint",
                               w->ring_ep, "restarts", (int)w->restarts);
@@ -880,6 +581,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
             continue;
         if (strcmp(state, "running") == 0)
             json_object_set_new(j, "job", json_string(r->cfg->job_id));
+        if (coord_ring_elastic(m))
+            json_object_set_new(j, "joined", json_boolean(r->cfg->joined[i]));
         if (!w->up && w->lost_since_ms)
             coord_run_lost_json(j, now, w->lost_since_ms, w->lost_why);
         coord_run_step_json(r, i, now, j, NULL);
@@ -887,16 +590,19 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
     }
     if (m)
         json_object_set_new(detail, "ring_reformed_because", json_string(m->reason));
+    if (m)
+        coord_ring_status(r, detail);
 }
 
 static void
 s_destroy(coord_run_t *r)
 {
-    s_ring_t *m = s_self(r);
+    coord_ring_t *m = coord_ring_of(r);
     if (!m)
         return;
     for (int i = 0; i < m->n; i++)
         zdist_worker_client_destroy(&m->w[i].cl);
+    json_decref(m->final_crc);
     free(m);
     r->impl = NULL;
 }

@@ -602,10 +602,12 @@ s_on_runner(zloop_t *loop, zsock_t *sock, void *arg)
 
 /* ---- preflight ---- */
 
+/* Every task answers PING as what the cluster says it is. min_workers > 0 (an elastic ring's job): a worker
+   that does not answer is only down (the ring forms of those that do), as long as min_workers answer. */
 static int
-s_preflight(self_t *self, char *why, size_t size)
+s_preflight(self_t *self, int min_workers, char *why, size_t size)
 {
-    int n = self->config.num_workers + self->config.num_ps;
+    int n = self->config.num_workers + self->config.num_ps, down = 0, answered = 0;
     zdist_rpc_client_t *c[COORD_MAX_WORKERS + COORD_MAX_PS] = {0};
     uint64_t ids[COORD_MAX_WORKERS + COORD_MAX_PS] = {0};
     int rc = 0;
@@ -631,7 +633,14 @@ s_preflight(self_t *self, char *why, size_t size)
         int task = w ? i : i - self->config.num_workers;
         const char *want = w ? "worker" : "ps";
         zdist_msg_t *reply = NULL;
-        if (zdist_rpc_client_recv(c[i], self->config.preflight_timeout_ms + 1000, &reply) < 0) {
+        int got = zdist_rpc_client_recv(c[i], self->config.preflight_timeout_ms + 1000, &reply);
+        if (w && min_workers > 0 && (got < 0 || zdist_msg_status(reply) != ZDIST_STATUS_OK)) {
+            zdist_msg_destroy(&reply);
+            down++;
+            continue;
+        }
+        answered += w;
+        if (got < 0) {
             snprintf(why, size, "preflight: task %s:%d (%s): no answer", want, task, zdist_rpc_client_endpoint(c[i]));
             rc = -ETIMEDOUT;
             goto out;
@@ -661,6 +670,12 @@ s_preflight(self_t *self, char *why, size_t size)
         zdist_msg_destroy(&reply);
         if (rc < 0)
             goto out;
+    }
+    if (rc == 0 && min_workers > 0 && answered < min_workers) {
+        snprintf(why, size, "preflight: %d worker%s answer%s, strategy.min_workers is %d (%d down); start more "
+                 "(zdist-worker) or lower it", answered, answered == 1 ? "" : "s", answered == 1 ? "s" : "",
+                 min_workers, down);
+        rc = -ENOTCONN;
     }
 out:
     for (int i = 0; i < n; i++)
@@ -739,7 +754,7 @@ s_submit(zdist_rpc_call_t *call, void *state)
         zsys_warning("job '%s' refused: %s", req->job.name, why);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_INVALID_ARGUMENT, "%s", why);
     }
-    if (s_preflight(self, why, sizeof why) < 0) {
+    if (s_preflight(self, req->job.max_workers > 0 ? req->job.min_workers : 0, why, sizeof why) < 0) {
         zsys_warning("job '%s' refused: %s", req->job.name, why);
         return zdist_rpc_call_fail(call, ZDIST_STATUS_FAILED_PRECONDITION, "%s", why);
     }

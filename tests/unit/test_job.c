@@ -221,6 +221,52 @@ test_ftrl(void)
     zdist_job_release(&job);
 }
 
+/* strategy.min_workers / max_workers: parsed and carried; refused naming the fields where the global batch
+   does not divide by some size's replicas, where the dataset is not sharded by data, and alone. */
+static void
+test_elastic(void)
+{
+    char text[2048];
+    const char *fmt = "{\"name\": \"e\", \"strategy\": {\"type\": \"%s\", \"num_replicas\": %d%s},"
+                      " \"model\": {\"name\": \"mlp\"}, \"optimizer\": {\"type\": \"sgd\"},"
+                      " \"dataset\": {\"format\": \"synthetic\", \"synthetic\": {\"n\": 64, \"dim\": 4,"
+                      " \"classes\": 2}, \"global_batch_size\": %d%s}, \"steps\": 5}";
+    zdist_job_t job, back;
+    zdist_error_t err = {0};
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 2, ", \"min_workers\": 2, \"max_workers\": 4", 48, "");
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(text, NULL, &job, &err), 0);
+    CU_ASSERT_EQUAL(job.min_workers, 2);
+    CU_ASSERT_EQUAL(job.max_workers, 4);
+    zdist_job_pb_t pb;
+    zdist_job_to_pb(&job, &pb);
+    CU_ASSERT_EQUAL_FATAL(zdist_job_from_pb(&pb.job, &back, &err), 0);
+    CU_ASSERT_EQUAL(back.min_workers, 2);
+    CU_ASSERT_EQUAL(back.max_workers, 4);
+    zdist_job_release(&back);
+    zdist_job_release(&job);
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 1, "", 50, "");
+    CU_ASSERT_EQUAL_FATAL(zdist_job_parse(text, NULL, &job, &err), 0); /* not elastic: any batch, as before */
+    CU_ASSERT_EQUAL(job.min_workers, 0);
+    CU_ASSERT_EQUAL(job.max_workers, 0);
+    zdist_job_release(&job);
+    /* 2 replicas a worker over 2..4 workers: 4, 6 and 8 replicas; 48 divides by all, 40 not by 6. */
+    snprintf(text, sizeof text, fmt, "tpu", 2, ", \"min_workers\": 2, \"max_workers\": 4", 40, "");
+    s_refused(text, "dataset.global_batch_size: 40 does not divide by 3 workers x 2 replicas (strategy.min_workers 2 .. "
+                    "strategy.max_workers 4, strategy.num_replicas 2)");
+    s_refused(text, "use a multiple of 24");
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 1, ", \"min_workers\": 2, \"max_workers\": 3", 48,
+             ", \"shard_policy\": \"off\"");
+    s_refused(text, "dataset.shard_policy: an elastic ring");
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 1, ", \"max_workers\": 3", 48, "");
+    s_refused(text, "strategy.max_workers: give strategy.min_workers and strategy.max_workers together");
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 1, ", \"min_workers\": 3, \"max_workers\": 2", 48, "");
+    s_refused(text, "give 1 <= min_workers <= max_workers");
+    snprintf(text, sizeof text, fmt, "multi_worker_mirrored", 1, ", \"min_workers\": 0, \"max_workers\": 2", 48, "");
+    s_refused(text, "strategy.min_workers: must be an integer in 1..1024");
+    snprintf(text, sizeof text, fmt, "parameter_server", 1, ", \"min_workers\": 1, \"max_workers\": 2", 48, "");
+    s_refused(text, "strategy.min_workers: only multi_worker_mirrored and tpu have it");
+}
+
 static void
 test_typed_round_trip(void)
 {
@@ -552,6 +598,8 @@ zdist_test_job_register(void)
                 {"libsvm raw_ids for a dynamic embedding: parsed, carried, checked", test_libsvm_raw_ids},
                 {"a deep copy outlives its source", test_copy},
                 {"strategy tpu: logical devices, placement refused with TensorFlow's text", test_tpu},
+                {"strategy.min_workers/max_workers: carried; a batch some size does not divide refused by field",
+                 test_elastic},
                 {"dataset files confined to the data roots: '..', links out, elsewhere refused by field",
                  test_confine_data},
                 {"dataset.pipelines: a file list per input pipeline, TF's range(14) case, bad forms by field",

@@ -41,6 +41,12 @@ typedef struct {
     int64_t collective_timeout_ms;
     int64_t bytes_per_pack;
     int64_t lost_worker_wait_ms;
+    /* multi_worker_mirrored and tpu (strategy.min_workers/max_workers, as
+       TorchElastic's --nnodes MIN:MAX; both 0 when absent): the ring is
+       re-formed with the workers present, min..max of them, from the last
+       checkpoint, the global batch kept (it divides by every size's
+       replicas, checked at submit), and grown back at a checkpoint boundary. */
+    int min_workers, max_workers;
     /* tpu (strategy.*): each replica runs on logical_devices_per_replica
        threads (1 elsewhere); spmd refuses per-layer logical_device (TF's
        experimental_spmd_xla_partitioning); oversubscribe admits more
@@ -116,6 +122,8 @@ typedef struct {
 #define ZDIST_JOB_FULL_EVERY_MAX 1000000
 #define ZDIST_JOB_CKPT_DIR_MAX 900
 #define ZDIST_JOB_MAX_PIPELINES 256 /* entries of dataset.pipelines */
+#define ZDIST_JOB_MAX_WORKERS 1024  /* strategy.max_workers: a cluster's workers, at most */
+#define ZDIST_JOB_MAX_BATCH (INT64_C(1) << 24) /* dataset.global_batch_size, at most */
 
 /* Parses the job file at `path` (relative data paths are taken from the
    file's directory). Strict: unknown fields, wrong types and bad values are

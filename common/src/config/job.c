@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "job_elastic.h"
 #include "job_tfrecord.h"
 #include "zdist/file.h"
 #include "zdist/job.h"
@@ -12,7 +13,7 @@
 #include "zdist/partition.h"
 #include "zdist/sys.h"
 
-#define S_MAX_BATCH (INT64_C(1) << 24)
+#define S_MAX_BATCH ZDIST_JOB_MAX_BATCH
 #define S_MAX_JOB_BYTES (16 << 20)
 
 /* "got 128 (an integer)" style description of a value, for messages. */
@@ -457,8 +458,9 @@ s_strategy(json_t *root, zdist_job_t *job, zdist_error_t *err)
     char *type = NULL;
     static const char *const sallowed[] = {"type", "num_replicas", "partitioner", "collective_timeout_ms",
                                            "bytes_per_pack", "lost_worker_wait_ms", "logical_devices_per_replica",
-                                           "spmd", "oversubscribe", NULL};
-    static const char *const mwm_only[] = {"collective_timeout_ms", "bytes_per_pack", "lost_worker_wait_ms", NULL};
+                                           "spmd", "oversubscribe", "min_workers", "max_workers", NULL};
+    static const char *const mwm_only[] = {"collective_timeout_ms", "bytes_per_pack", "lost_worker_wait_ms",
+                                           "min_workers", "max_workers", NULL};
     static const char *const tpu_only[] = {"logical_devices_per_replica", "spmd", "oversubscribe", NULL};
     if ((rc = s_obj(root, "", "strategy", true, &st, err)) < 0 || (rc = s_keys(st, "strategy", sallowed, err)) < 0 ||
         (rc = s_str(st, "strategy", "type", true, &type, err)) < 0)
@@ -488,7 +490,8 @@ s_strategy(json_t *root, zdist_job_t *job, zdist_error_t *err)
                     &job->collective_timeout_ms, err)) < 0 ||
         (rc = s_int(st, "strategy", "bytes_per_pack", false, 0, INT64_C(1) << 30, &job->bytes_per_pack, err)) < 0 ||
         (rc = s_int(st, "strategy", "lost_worker_wait_ms", false, -1, INT64_C(86400000), &job->lost_worker_wait_ms,
-                    err)) < 0)
+                    err)) < 0 ||
+        (rc = zdist_job_elastic_parse_(st, job, err)) < 0)
         return rc;
     if (!zdist_strategy_syncs_workers(job->strategy))
         for (const char *const *k = mwm_only; *k; k++)
@@ -844,7 +847,7 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         return rc;
     if ((job->steps > 0) == (job->epochs > 0))
         return zdist_error_set(err, -EINVAL, "steps / epochs: give exactly one of them (\"epochs\": 2 or \"steps\": 1000)");
-    if ((rc = s_validate_format(job, err)) < 0)
+    if ((rc = s_validate_format(job, err)) < 0 || (rc = zdist_job_elastic_validate_(job, err)) < 0)
         return rc;
     if (job->evaluate && !job->has_test)
         return zdist_error_set(err, -EINVAL, "evaluation.at_end: the job has no test set; add dataset.test (or "

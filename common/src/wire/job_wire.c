@@ -98,6 +98,8 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->collective_timeout_ms = job->collective_timeout_ms;
     pb->bytes_per_pack = job->bytes_per_pack;
     pb->lost_worker_wait_ms = job->lost_worker_wait_ms;
+    pb->min_workers = job->min_workers;
+    pb->max_workers = job->max_workers;
     pb->model = job->model;
     pb->model_params = job->model_params;
     const zdist_optim_config_t *o = &job->optimizer;
@@ -193,6 +195,8 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
     ret->collective_timeout_ms = pb->collective_timeout_ms;
     ret->bytes_per_pack = pb->bytes_per_pack;
     ret->lost_worker_wait_ms = pb->lost_worker_wait_ms;
+    ret->min_workers = pb->min_workers;
+    ret->max_workers = pb->max_workers;
     ret->model = s_dup(pb->model, &rc);
     ret->model_params = s_dup(pb->model_params && *pb->model_params ? pb->model_params : "{}", &rc);
     zdist_optim_config_t *o = &ret->optimizer;
