@@ -373,6 +373,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         int64_t t0 = zdist_clock_now_us();
         if (worker_psd_is(be))
             worker_psd_set_job_step(be, req->first_step > 0 ? (uint64_t) (req->first_step + done) : 0);
+        worker_session_set_batch(j->sess, req->first_step > 0 ? req->first_step - 1 + done : -1);
         int more = worker_session_step(j->sess, o, &epoch, &err);
         if (more < 0) {
             self->counters.failed_steps++;
