@@ -29,7 +29,67 @@ typedef struct {
     unsigned worker_restarts[COORD_MAX_WORKERS];
     int64_t worker_closures[COORD_MAX_WORKERS];
     char lost_why[1024]; /* why the attempt ended with -EAGAIN */
+    /* dataset.visitation exactly_once: batches an epoch (every worker's
+       pipeline is the whole dataset). Closure step g reads batch (g - 1) %
+       spe of epoch (g - 1) / spe, so the steps the psds applied are the
+       acknowledged positions: a checkpoint at step S has visited exactly
+       the first S batches. 0: at_least_once. */
+    int64_t spe;
 } s_ps_t;
+
+/* ---- visitation (exactly_once) ---- */
+
+/* Where the epochs stand after `step` acknowledged steps, as JSON fields. */
+static void
+s_visitation_fields(const s_ps_t *p, int64_t step, char *buf, size_t size)
+{
+    if (p->spe <= 0) {
+        snprintf(buf, size, "\"visitation\": \"at_least_once\"");
+        return;
+    }
+    snprintf(buf, size, "\"visitation\": \"exactly_once\", \"steps_per_epoch\": %lld, \"epoch\": %lld, "
+             "\"epoch_batches_done\": %lld", (long long)p->spe, (long long)(step / p->spe),
+             (long long)(step % p->spe));
+}
+
+/* The status's "visitation": the mode, and under exactly_once the epoch
+   and the batches of it whose steps the psds applied. */
+static void
+s_visitation_status(coord_run_t *r, json_t *detail)
+{
+    s_ps_t *p = r->impl;
+    json_t *v = p->spe <= 0 ? json_pack("{s:s}", "mode", "at_least_once")
+                            : json_pack("{s:s, s:I, s:I, s:I}", "mode", "exactly_once", "steps_per_epoch",
+                                        (json_int_t)p->spe, "epoch", (json_int_t)(r->step / p->spe),
+                                        "epoch_batches_done", (json_int_t)(r->step % p->spe));
+    if (v)
+        json_object_set_new(detail, "visitation", v);
+}
+
+/* Resuming from the checkpoint at `step`: its manifest's batches an epoch
+   must be the workers' (else the data changed under the job, and step
+   numbers would name other batches). 0, or -EINVAL with r->error. */
+static int
+s_visitation_resume(coord_run_t *r, int64_t step)
+{
+    s_ps_t *p = r->impl;
+    if (p->spe <= 0)
+        return 0;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->ckpt_root, (long long)step);
+    json_t *m = json_load_file(path, 0, NULL);
+    json_int_t spe = m ? json_integer_value(json_object_get(m, "steps_per_epoch")) : 0;
+    json_decref(m);
+    if (step > 0 && spe != p->spe) {
+        snprintf(r->error, sizeof r->error, "dataset.visitation exactly_once: the checkpoint at step %lld was taken "
+                 "at %lld batches an epoch, the workers now read %lld: the dataset or its batch size changed",
+                 (long long)step, (long long)spe, (long long)p->spe);
+        return -EINVAL;
+    }
+    zsys_info("job %s: exactly-once visitation resumes epoch %lld after its first %lld of %lld batches",
+              r->cfg->job_id, (long long)(step / p->spe), (long long)(step % p->spe), (long long)p->spe);
+    return 0;
+}
 
 /* ---- status ---- */
 
@@ -55,6 +115,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 {
     s_ps_t *p = r->impl;
     json_object_set_new(detail, "psd_recoveries", json_integer(p ? (int)p->psd_recoveries : 0));
+    if (p)
+        s_visitation_status(r, detail);
     size_t nw = p && p->coord ? zdist_coordinator_num_workers(p->coord) : 0;
     if (nw > COORD_MAX_WORKERS)
         nw = COORD_MAX_WORKERS;
@@ -118,8 +180,9 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         }
         total += bytes;
     }
-    char fields[64], where[64];
-    snprintf(fields, sizeof fields, "\"num_ps\": %d", r->cfg->num_ps);
+    char fields[320], where[64], visit[256];
+    s_visitation_fields(r->impl, step, visit, sizeof visit);
+    snprintf(fields, sizeof fields, "\"num_ps\": %d, %s", r->cfg->num_ps, visit);
     snprintf(where, sizeof where, "over %d ps", r->cfg->num_ps);
     return coord_run_ckpt_commit(r, step, fields, total, where);
 }
@@ -455,13 +518,15 @@ s_attempt(coord_run_t *r)
     int rc = s_coordinator(r);
     if (rc < 0)
         return rc;
+    if (r->cfg->job.spec.exactly_once && p->spe == 0)
+        p->spe = zdist_coordinator_steps_per_epoch(p->coord);
     if (r->steps == 0)
         r->steps = r->cfg->job.spec.epochs * zdist_coordinator_steps_per_epoch(p->coord);
     if (r->steps <= 0) {
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
     }
-    if ((rc = s_resume(r)) < 0)
+    if ((rc = s_resume(r)) < 0 || (rc = s_visitation_resume(r, r->step)) < 0)
         return rc;
     s_ps_record(r);
     r->last_stats_ms = 0; /* the psds' figures at the next status hold the job's variables */
