@@ -297,6 +297,23 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
     return 0;
 }
 
+/* dataset.visitation: at_least_once (the default) or exactly_once. */
+static int
+s_visitation(json_t *ds, zdist_job_t *job, zdist_error_t *err)
+{
+    char *visit = NULL;
+    int rc = s_str(ds, "dataset", "visitation", false, &visit, err);
+    if (rc < 0 || !visit)
+        return rc;
+    job->exactly_once = strcmp(visit, "exactly_once") == 0;
+    rc = job->exactly_once || strcmp(visit, "at_least_once") == 0
+             ? 0
+             : zdist_error_set(err, -EINVAL, "dataset.visitation: unknown '%.100s'; use at_least_once (the default) "
+                               "or exactly_once", visit);
+    free(visit);
+    return rc;
+}
+
 static int
 s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
@@ -415,16 +432,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         if (rc < 0)
             return zdist_error_set(err, -EINVAL, "dataset.%s: use auto, file, data or off", policy_key);
     }
-    char *visit = NULL;
-    if ((rc = s_str(ds, "dataset", "visitation", false, &visit, err)) < 0 || !visit)
-        return rc;
-    job->exactly_once = strcmp(visit, "exactly_once") == 0;
-    rc = job->exactly_once || strcmp(visit, "at_least_once") == 0
-             ? 0
-             : zdist_error_set(err, -EINVAL, "dataset.visitation: unknown '%.100s'; use at_least_once (the default) "
-                               "or exactly_once", visit);
-    free(visit);
-    return rc;
+    return s_visitation(ds, job, err);
 }
 
 /* checkpoint {every_steps, keep} and evaluation {at_end}: what the coordinator does around the steps. */
