@@ -302,7 +302,8 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     bool created = worker_session_created(j->sess);
     zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d sharded by %s, %lld steps per epoch%s",
               j->job->name, j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
-              zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
+              j->job->exactly_once ? "nothing (visitation exactly_once: the whole dataset, closures name the batches)"
+                                   : zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
               (long long)zdist_input_steps_per_epoch(worker_session_input(j->sess)),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
     return s_start_reply(call, j, created);
