@@ -161,6 +161,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 
 /* ---- checkpoints ---- */
 
+static bool s_ps_changed_(coord_run_t *r, bool only_restarts);
+
 static int
 s_ckpt_save(coord_run_t *r, int64_t step)
 {
@@ -179,6 +181,13 @@ s_ckpt_save(coord_run_t *r, int64_t step)
             return rc;
         }
         total += bytes;
+    }
+    /* A psd restarted since the attempt began holds none of the job's
+       variables (its restore is still to come): its "save" succeeded with
+       nothing, and committing would leave a checkpoint without its shards. */
+    if (s_ps_changed_(r, true)) {
+        coord_run_ckpt_failed(r, step, "a ps task restarted since this attempt began; the save is not committed");
+        return -EAGAIN;
     }
     char fields[320], where[64], visit[256];
     s_visitation_fields(r->impl, step, visit, sizeof visit);
@@ -203,20 +212,31 @@ s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
 
 /* ---- ps health ---- */
 
+/* A psd is not the incarnation the attempt began with; one that does not
+   answer counts as changed unless only_restarts. */
 static bool
-s_ps_changed(coord_run_t *r)
+s_ps_changed_(coord_run_t *r, bool only_restarts)
 {
     s_ps_t *p = r->impl;
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
-        if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
+        if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0) {
+            if (only_restarts)
+                continue;
             return true;
+        }
         bool changed = st->incarnation != p->ps_inc[i];
         zdist_ps_stats_destroy(&st);
         if (changed)
             return true;
     }
     return false;
+}
+
+static bool
+s_ps_changed(coord_run_t *r)
+{
+    return s_ps_changed_(r, false);
 }
 
 static void
