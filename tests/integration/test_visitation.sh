@@ -9,8 +9,8 @@
 # applied a step that read example i (|initial value| < 0.05).
 #
 # One epoch with dataset.visitation "exactly_once" through a worker killed -9, a worker joining
-# (zdist-worker --join), a worker draining (zdist drain) and the joined one leaving on SIGTERM: every
-# row is exactly 1. Then a job of three epochs whose psd is killed -9 (the job restores its last
+# (zdist-worker --join), a worker frozen (SIGSTOP) past the closure deadline and thawed, a worker
+# draining (zdist drain) and the joined one leaving on SIGTERM: every row is exactly 1. Then a job of three epochs whose psd is killed -9 (the job restores its last
 # checkpoint, whose step is its acknowledged positions): every row is exactly 3. The same job with the
 # option off runs as before (at_least_once: each worker its own shard of the batches, repeated; the job's
 # steps are the workers' summed). The field's errors are checked at submit.
@@ -82,7 +82,9 @@ PY
 }
 
 coord_cluster 2 3
-COORD_CHIEF_ARGS=--keep-variables # the rows are read after each job
+# The rows are read after each job; a frozen worker's closures time out after 4 s (and any slow one's:
+# a closure run twice must still count once).
+COORD_CHIEF_ARGS="--keep-variables --closure-timeout-ms 4000"
 coord_up 2 3
 zd_ok "a chief, two psds and three workers"
 
@@ -102,8 +104,8 @@ zd_run_expect 2 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/bad.json" --cluster "$CLUSTE
 grep -qF "dataset.visitation: exactly_once is for parameter_server" "$OUT.err" || zd_fail "mwm: $(cat "$OUT.err")"
 zd_ok "dataset.visitation: an unknown value, a non-string and exactly_once under multi_worker_mirrored refused"
 
-# ---- one epoch through kill -9, a join, a drain and a SIGTERM ----
-N=200001 # 50001 batches, the last one of 1 example
+# ---- one epoch through kill -9, a join, a freeze, a drain and a SIGTERM ----
+N=400001 # 100001 batches, the last one of 1 example
 data "$ZD_TMP/train-$N.svm" $N
 SPE=$(((N + G - 1) / G))
 job "$ZD_TMP/once.json" $N 1 ', "visitation": "exactly_once"'
@@ -117,6 +119,14 @@ zd_stop worker2 KILL
 zd_wait_log chief "job $JOB: worker 2 \(.*\) lost" 60
 zd_ok "worker 2 killed -9 at step $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ZD_TMP/st.json") of $SPE"
 coord_wait_json "$JOB" "len(j['workers']) > 3 and j['workers'][3]['closures_done'] > 0" 120
+# Worker 0 freezes (SIGSTOP) past the closure deadline: its closures run elsewhere; thawed, it pushes
+# steps the psds already hold (duplicates) and takes closures again.
+kill -STOP "${ZD_PID[worker0]}"
+zd_wait_log chief "job $JOB: worker 0 \(.*\) lost: DEADLINE_EXCEEDED" 60
+D0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workers"][0]["closures_done"])' "$ZD_TMP/st.json")
+kill -CONT "${ZD_PID[worker0]}"
+coord_wait_json "$JOB" "j['workers'][0]['closures_done'] > $D0 + 2" 120
+zd_ok "worker 0 frozen past the closure deadline, then thawed: running closures again"
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" drain worker:1 --cluster "$CLUSTER"
 coord_wait_json "$JOB" "j['workers'][1]['state'] == 'left'" 120
 zd_stop joined TERM
@@ -124,11 +134,11 @@ zd_stop joined TERM
 coord_wait_json "$JOB" "j['workers'][3]['state'] == 'left' or j['state'] == 'done'" 60
 zd_json_check "$ZD_TMP/st.json" "j['step'] < $SPE" ||
     zd_fail "the epoch ended before the faults were all in it: make N larger"
-zd_ok "worker 3 joined, worker 1 drained, worker 3 left on SIGTERM, all within the epoch (at step $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ZD_TMP/st.json"))"
+zd_ok "worker 3 joined, worker 0 froze and thawed, worker 1 drained, worker 3 left on SIGTERM, all within the epoch (at step $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ZD_TMP/st.json"))"
 coord_wait_state "$JOB" done 600
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
 zd_json_check "$OUT" "j['step'] == j['steps'] == $SPE"
-visits "$JOB" $N 1 "exactly_once through kill -9, join, drain and SIGTERM"
+visits "$JOB" $N 1 "exactly_once through kill -9, join, freeze, drain and SIGTERM"
 zd_ok "exactly_once: every one of $N examples visited exactly once in the epoch (the partial last batch too)"
 
 # ---- three epochs, a psd killed -9: restored from the checkpoint, the epochs resume where it says ----
