@@ -38,6 +38,12 @@ typedef struct {
         int64_t step, t0_ms, saved_ms;
         uint64_t bytes;
     } move;
+    /* dataset.visitation exactly_once: batches an epoch (every worker's
+       pipeline is the whole dataset). Closure step g reads batch (g - 1) %
+       spe of epoch (g - 1) / spe, so the steps the psds applied are the
+       acknowledged positions: a checkpoint at step S has visited exactly
+       the first S batches. 0: at_least_once. */
+    int64_t spe;
 } s_ps_t;
 
 /* A save or restore's deadline on each psd: gigabytes of shards written or
@@ -48,6 +54,60 @@ typedef struct {
 
 /* s_train's: the job moved to another number of ps tasks; the attempt starts again on them. */
 #define S_RESHARDED 2
+
+/* ---- visitation (exactly_once) ---- */
+
+/* Where the epochs stand after `step` acknowledged steps, as JSON fields. */
+static void
+s_visitation_fields(const s_ps_t *p, int64_t step, char *buf, size_t size)
+{
+    if (p->spe <= 0) {
+        snprintf(buf, size, "\"visitation\": \"at_least_once\"");
+        return;
+    }
+    snprintf(buf, size, "\"visitation\": \"exactly_once\", \"steps_per_epoch\": %lld, \"epoch\": %lld, "
+             "\"epoch_batches_done\": %lld", (long long)p->spe, (long long)(step / p->spe),
+             (long long)(step % p->spe));
+}
+
+/* The status's "visitation": the mode, and under exactly_once the epoch
+   and the batches of it whose steps the psds applied. */
+static void
+s_visitation_status(coord_run_t *r, json_t *detail)
+{
+    s_ps_t *p = r->impl;
+    json_t *v = p->spe <= 0 ? json_pack("{s:s}", "mode", "at_least_once")
+                            : json_pack("{s:s, s:I, s:I, s:I}", "mode", "exactly_once", "steps_per_epoch",
+                                        (json_int_t)p->spe, "epoch", (json_int_t)(r->step / p->spe),
+                                        "epoch_batches_done", (json_int_t)(r->step % p->spe));
+    if (v)
+        json_object_set_new(detail, "visitation", v);
+}
+
+/* Resuming from the checkpoint at `step`: its manifest's batches an epoch
+   must be the workers' (else the data changed under the job, and step
+   numbers would name other batches). 0, or -EINVAL with r->error. */
+static int
+s_visitation_resume(coord_run_t *r, int64_t step)
+{
+    s_ps_t *p = r->impl;
+    if (p->spe <= 0)
+        return 0;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/ckpt-%lld/manifest.json", r->cfg->ckpt_root, (long long)step);
+    json_t *m = json_load_file(path, 0, NULL);
+    json_int_t spe = m ? json_integer_value(json_object_get(m, "steps_per_epoch")) : 0;
+    json_decref(m);
+    if (step > 0 && spe != p->spe) {
+        snprintf(r->error, sizeof r->error, "dataset.visitation exactly_once: the checkpoint at step %lld was taken "
+                 "at %lld batches an epoch, the workers now read %lld: the dataset or its batch size changed",
+                 (long long)step, (long long)spe, (long long)p->spe);
+        return -EINVAL;
+    }
+    zsys_info("job %s: exactly-once visitation resumes epoch %lld after its first %lld of %lld batches",
+              r->cfg->job_id, (long long)(step / p->spe), (long long)(step % p->spe), (long long)p->spe);
+    return 0;
+}
 
 /* ---- status ---- */
 
@@ -73,6 +133,8 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 {
     s_ps_t *p = r->impl;
     json_object_set_new(detail, "psd_recoveries", json_integer(p ? (int)p->psd_recoveries : 0));
+    if (p)
+        s_visitation_status(r, detail);
     size_t nw = p && p->coord ? zdist_coordinator_num_workers(p->coord) : 0;
     if (nw > COORD_MAX_WORKERS)
         nw = COORD_MAX_WORKERS;
@@ -118,6 +180,7 @@ s_status(coord_run_t *r, json_t *detail, int64_t now)
 /* ---- checkpoints ---- */
 
 static bool s_ps_changed(coord_run_t *r);
+static bool s_ps_changed_(coord_run_t *r, bool only_restarts);
 
 static int
 s_ckpt_save(coord_run_t *r, int64_t step)
@@ -140,15 +203,17 @@ s_ckpt_save(coord_run_t *r, int64_t step)
         }
         total += bytes;
     }
-    /* A psd that restarted during the save (its longer deadline lets the
-       request wait for the new incarnation) saved nothing of the job. */
-    if (s_ps_changed(r)) {
-        coord_run_ckpt_failed(r, step, "a ps task restarted during the save");
+    /* A psd restarted since the attempt began holds none of the job's
+       variables (its restore is still to come): its "save" succeeded with
+       nothing, and committing would leave a checkpoint without its shards. */
+    if (s_ps_changed_(r, true)) {
+        coord_run_ckpt_failed(r, step, "a ps task restarted since this attempt began; the save is not committed");
         return -EAGAIN;
     }
     ((s_ps_t *)r->impl)->saved_bytes = total;
-    char fields[64], where[64];
-    snprintf(fields, sizeof fields, "\"num_ps\": %d", r->cfg->num_ps);
+    char fields[320], where[64], visit[256];
+    s_visitation_fields(r->impl, step, visit, sizeof visit);
+    snprintf(fields, sizeof fields, "\"num_ps\": %d, %s", r->cfg->num_ps, visit);
     snprintf(where, sizeof where, "over %d ps", r->cfg->num_ps);
     return coord_run_ckpt_commit(r, step, fields, total, where);
 }
@@ -171,20 +236,31 @@ s_ckpt_restore(coord_run_t *r, int64_t step, zdist_error_t *err)
 
 /* ---- ps health ---- */
 
+/* A psd is not the incarnation the attempt began with; one that does not
+   answer counts as changed unless only_restarts. */
 static bool
-s_ps_changed(coord_run_t *r)
+s_ps_changed_(coord_run_t *r, bool only_restarts)
 {
     s_ps_t *p = r->impl;
     for (int i = 0; i < r->cfg->num_ps; i++) {
         zdist_ps_stats_t *st = NULL;
-        if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0)
+        if (zdist_ps_client_stats(r->ps[i], &st, NULL) < 0) {
+            if (only_restarts)
+                continue;
             return true;
+        }
         bool changed = st->incarnation != p->ps_inc[i];
         zdist_ps_stats_destroy(&st);
         if (changed)
             return true;
     }
     return false;
+}
+
+static bool
+s_ps_changed(coord_run_t *r)
+{
+    return s_ps_changed_(r, false);
 }
 
 static void
@@ -570,13 +646,15 @@ s_attempt_layout(coord_run_t *r)
     int rc = s_coordinator(r);
     if (rc < 0)
         return rc;
+    if (r->cfg->job.spec.exactly_once && p->spe == 0)
+        p->spe = zdist_coordinator_steps_per_epoch(p->coord);
     if (r->steps == 0)
         r->steps = r->cfg->job.spec.epochs * zdist_coordinator_steps_per_epoch(p->coord);
     if (r->steps <= 0) {
         snprintf(r->error, sizeof r->error, "dataset: no steps per epoch (too few examples for the batch size?)");
         return -EINVAL;
     }
-    if ((rc = s_resume(r)) < 0)
+    if ((rc = s_resume(r)) < 0 || (rc = s_visitation_resume(r, r->step)) < 0)
         return rc;
     s_ps_record(r);
     s_reshard_done(r);

@@ -302,7 +302,8 @@ s_start_job(zdist_rpc_call_t *call, void *state)
     bool created = worker_session_created(j->sess);
     zsys_info("job '%s' started: model %s, %s, input pipeline %d of %d sharded by %s, %lld steps per epoch%s",
               j->job->name, j->job->model, zdist_strategy_name(j->job->strategy), j->worker_index, j->num_workers,
-              zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
+              j->job->exactly_once ? "nothing (visitation exactly_once: the whole dataset, closures name the batches)"
+                                   : zdist_auto_shard_policy_name(worker_session_shard_policy(j->sess)),
               (long long)zdist_input_steps_per_epoch(worker_session_input(j->sess)),
               req->create_variables ? (created ? ", variables created" : ", variables already there") : "");
     return s_start_reply(call, j, created);
@@ -373,6 +374,7 @@ s_run_steps(zdist_rpc_call_t *call, void *state)
         int64_t t0 = zdist_clock_now_us();
         if (worker_psd_is(be))
             worker_psd_set_job_step(be, req->first_step > 0 ? (uint64_t) (req->first_step + done) : 0);
+        worker_session_set_batch(j->sess, req->first_step > 0 ? req->first_step - 1 + done : -1);
         int more = worker_session_step(j->sess, o, &epoch, &err);
         if (more < 0) {
             self->counters.failed_steps++;

@@ -33,6 +33,9 @@ struct worker_session_t {
     worker_epoch_read_t reading, done_reading; /* this epoch's so far; the last one ended */
     zdist_auto_shard_policy_t applied;          /* the shard policy the training input applied */
     bool epoch_ended;
+    /* dataset.visitation exactly_once: the job's batch (epoch * steps per
+       epoch + batch in it) the next step reads; -1 none named. */
+    int64_t next_batch;
 };
 
 void
@@ -264,8 +267,11 @@ s_assemble(worker_session_t *self, const worker_session_config_t *cfg, s_where_t
 {
     const zdist_job_t *job = &self->job;
     int rc;
-    self->ictx = zdist_input_context_new(self->num_workers, self->worker_index, self->num_workers * job->num_replicas,
-                                         err);
+    /* exactly_once: every worker reads the whole dataset, in the order all
+       share, the batches its closures name (zdist_input_seek). */
+    int pipelines = job->exactly_once ? 1 : self->num_workers;
+    self->ictx = zdist_input_context_new(pipelines, job->exactly_once ? 0 : self->worker_index,
+                                         pipelines * job->num_replicas, err);
     zdist_auto_shard_policy_t applied = ZDIST_AUTO_SHARD_DATA;
     if (!self->ictx)
         return s_at(w, WORKER_SESSION_BAD_JOB, "dataset", -EINVAL);
@@ -305,6 +311,7 @@ worker_session_new(zdist_job_t *job_p, const worker_session_config_t *cfg, worke
     memset(job_p, 0, sizeof *job_p);
     self->num_workers = cfg->num_workers > 0 ? cfg->num_workers : 1;
     self->worker_index = cfg->worker_index;
+    self->next_batch = -1;
     s_where_t w = {.stage = WORKER_SESSION_BAD_JOB};
     int rc = s_check_job(self, cfg, &w, err);
     if (rc == 0)
@@ -395,10 +402,37 @@ s_count_read(worker_session_t *self, const zdist_input_step_t *st)
     }
 }
 
+void
+worker_session_set_batch(worker_session_t *self, int64_t batch)
+{
+    self->next_batch = batch;
+}
+
+/* exactly_once: the input moved to the batch the step's closure names
+   (none named: the next one, as one process running the job reads them). */
+static int
+s_seek(worker_session_t *self, zdist_error_t *err)
+{
+    int64_t spe = zdist_input_steps_per_epoch(self->in), b = self->next_batch;
+    if (b < 0)
+        return 0;
+    int rc = spe > 0 ? zdist_input_seek(self->in, b / spe, b % spe) : -EINVAL;
+    if (rc < 0)
+        return zdist_error_set(err, rc, "dataset.visitation exactly_once: cannot read batch %lld (%lld batches an "
+                               "epoch)", (long long)b, (long long)spe);
+    self->next_batch = -1;
+    return 0;
+}
+
 int
 worker_session_step(worker_session_t *self, worker_outputs_t *ret_out, int64_t *ret_epoch, zdist_error_t *err)
 {
     const zdist_input_step_t *st;
+    if (self->job.exactly_once) {
+        int rc = s_seek(self, err);
+        if (rc < 0)
+            return rc;
+    }
     int more = zdist_input_next(self->in, &st);
     if (more < 0)
         return zdist_error_set(err, more, "reading the training data: %s", strerror(-more));

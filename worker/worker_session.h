@@ -72,6 +72,10 @@ bool worker_session_created(const worker_session_t *self);
 /* BLAS threads per replica chosen at assembly (0: left to the environment). */
 int worker_session_blas_threads(const worker_session_t *self);
 
+/* dataset.visitation exactly_once: the next step reads the job's batch
+   `batch` (epoch * steps per epoch + batch in the epoch: the closure's step
+   number - 1), whichever worker runs it; a step without one fails. */
+void worker_session_set_batch(worker_session_t *self, int64_t batch);
 /* One training step on the next batch: 1 with *ret_out (examples always
    reported) and the batch's epoch, 0 at the end of the input, or a negative
    errno with err naming what failed (the replica, the psd or the peer). */

@@ -1127,6 +1127,81 @@ test_prefetch(void)
     free(dir);
 }
 
+/* zdist_input_seek (dataset.visitation exactly_once): after a seek to (e, s)
+   the next step is the one a straight walk meets there, for whole batches
+   with and without the prefetch thread, over the partial last batch and the
+   epoch boundary; refused off whole batches, for a finite input and past the
+   epoch. */
+static void
+s_seek_matches(const zdist_dataset_t *ds, const zdist_input_context_t *ctx, zdist_input_options_t o)
+{
+    zdist_error_t err = {0};
+    o.epochs = ZDIST_INPUT_REPEAT_FOREVER;
+    o.whole_batches = true;
+    zdist_input_t *walk = zdist_input_new(ds, ctx, &o, &err), *in = zdist_input_new(ds, ctx, &o, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(walk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+    int64_t spe = zdist_input_steps_per_epoch(walk), n = 3 * spe;
+    int64_t *first = calloc((size_t)n, sizeof *first), *size = calloc((size_t)n, sizeof *size);
+    const zdist_input_step_t *st;
+    for (int64_t k = 0; k < n; k++) {
+        CU_ASSERT_EQUAL_FATAL(zdist_input_next(walk, &st), 1);
+        first[k] = st->replicas[0].size ? st->replicas[0].indices[0] : -1;
+        size[k] = st->size;
+    }
+    /* Closures of 1..3 steps in a scrambled order, some the walk's next. */
+    static const int64_t order[] = {5, 0, 1, 2, 9, 4, 3, 10, 11, 6, 7, 8, 12};
+    for (size_t c = 0; c < sizeof order / sizeof *order; c++) {
+        int64_t g = (order[c] * 7) % n, len = 1 + (int64_t)(c % 3);
+        for (int64_t k = g; k < g + len && k < n; k++) {
+            CU_ASSERT_EQUAL(zdist_input_seek(in, k / spe, k % spe), 0);
+            CU_ASSERT_EQUAL_FATAL(zdist_input_next(in, &st), 1);
+            CU_ASSERT_EQUAL(st->epoch, k / spe);
+            CU_ASSERT_EQUAL(st->step_in_epoch, k % spe);
+            CU_ASSERT_EQUAL(st->size, size[k]);
+            CU_ASSERT_EQUAL(st->replicas[0].size ? st->replicas[0].indices[0] : -1, first[k]);
+        }
+    }
+    CU_ASSERT_EQUAL(zdist_input_seek(in, 0, spe), -EINVAL);
+    CU_ASSERT_EQUAL(zdist_input_seek(in, -1, 0), -EINVAL);
+    free(first);
+    free(size);
+    zdist_input_destroy(&walk);
+    zdist_input_destroy(&in);
+}
+
+static void
+test_seek(void)
+{
+    zdist_dataset_t *ds = NULL;
+    zdist_error_t err = {0};
+    CU_ASSERT_EQUAL_FATAL(zdist_dataset_synthetic_classification(103, 3, 4, 9, &ds, &err), 0);
+    zdist_input_context_t *ctx = zdist_input_context_new(1, 0, 2, &err);
+    zdist_input_options_t o;
+    zdist_input_options_init(&o, 8); /* 13 batches, the last one of 7 */
+    o.shuffle = true;
+    o.shuffle_seed = 3;
+    for (int prefetch = 0; prefetch <= 2; prefetch += 2) {
+        o.prefetch = prefetch;
+        o.shard_policy = ZDIST_AUTO_SHARD_DATA;
+        s_seek_matches(ds, ctx, o);
+        o.shard_policy = ZDIST_AUTO_SHARD_OFF;
+        s_seek_matches(ds, ctx, o);
+    }
+    o.epochs = 2; /* not for ever */
+    o.whole_batches = true;
+    zdist_input_t *in = zdist_input_new(ds, ctx, &o, &err);
+    CU_ASSERT_EQUAL(zdist_input_seek(in, 0, 1), -EINVAL);
+    zdist_input_destroy(&in);
+    o.epochs = ZDIST_INPUT_REPEAT_FOREVER;
+    o.whole_batches = false;
+    in = zdist_input_new(ds, ctx, &o, &err);
+    CU_ASSERT_EQUAL(zdist_input_seek(in, 0, 1), -EINVAL);
+    zdist_input_destroy(&in);
+    zdist_input_context_destroy(&ctx);
+    zdist_dataset_destroy(&ds);
+}
+
 void
 zdist_test_input_register(void)
 {
@@ -1147,5 +1222,6 @@ zdist_test_input_register(void)
                 {"synthetic", test_synthetic},
                 {"fashion-mnist", test_fashion_mnist},
                 {"shuffle", test_shuffle},
-                {"prefetch", test_prefetch});
+                {"prefetch", test_prefetch},
+                {"seek: a closure's batches, with and without prefetch", test_seek});
 }

@@ -112,7 +112,9 @@ ZDIST_EXPORT int zdist_coordinator_start(zdist_coordinator_t *self, bool stop_fi
    parameter_server). */
 ZDIST_EXPORT void zdist_coordinator_set_create_variables(zdist_coordinator_t *self, bool create);
 /* From the workers' START_JOB replies: steps per epoch of each worker's
-   input pipeline, summed over the workers that answered (0 before). */
+   input pipeline, summed over the workers that answered (0 before); with
+   dataset.visitation exactly_once every pipeline is the whole epoch: the
+   largest of them. */
 ZDIST_EXPORT int64_t zdist_coordinator_steps_per_epoch(const zdist_coordinator_t *self);
 
 /* Numbers the closures by the job's global steps: the next one scheduled

@@ -362,6 +362,12 @@ ZDIST_EXPORT void zdist_input_destroy(zdist_input_t **self_p);
    zdist_input_next or zdist_input_destroy), 0 after the last epoch's last step,
    or a negative errno. Blocks while the prefetch thread catches up. */
 ZDIST_EXPORT int zdist_input_next(zdist_input_t *self, const zdist_input_step_t **ret_step);
+/* The next zdist_input_next returns step `step_in_epoch` of epoch `epoch`
+   (both from 0) and goes on from there: a parameter_server closure names the
+   batches it reads (dataset.visitation exactly_once). Prefetched steps that
+   are not those are dropped. Only for whole_batches inputs that repeat for
+   ever; -EINVAL otherwise or past the epoch's steps. */
+ZDIST_EXPORT int zdist_input_seek(zdist_input_t *self, int64_t epoch, int64_t step_in_epoch);
 /* Steps in one epoch of this pipeline. */
 ZDIST_EXPORT int64_t zdist_input_steps_per_epoch(const zdist_input_t *self);
 

@@ -78,6 +78,12 @@ typedef struct {
     zdist_auto_shard_policy_t shard_policy;
     int prefetch;
     bool drop_remainder;
+    /* dataset.visitation (parameter_server): false, "at_least_once" (the
+       default, TensorFlow's): each worker repeats its own shard and a
+       closure is "run N steps"; true, "exactly_once": every epoch visits
+       each example exactly once through lost, frozen, joining and leaving
+       workers (a closure's step numbers name the batches it reads). */
+    bool exactly_once;
     zdist_csv_options_t csv;
     int64_t libsvm_dim;
     bool libsvm_raw_ids; /* dataset.raw_ids: indices any int64, kept as they are (a dynamic embedding's ids) */

@@ -730,8 +730,12 @@ int64_t
 zdist_coordinator_steps_per_epoch(const zdist_coordinator_t *self)
 {
     int64_t n = 0;
-    for (size_t i = 0; i < self->nworkers; i++)
-        n += self->workers[i].steps_per_epoch;
+    for (size_t i = 0; i < self->nworkers; i++) {
+        int64_t w = self->workers[i].steps_per_epoch;
+        /* exactly_once: each worker's pipeline is the whole dataset, the
+           epoch's batches shared out by the closures' step numbers. */
+        n = self->job.exactly_once ? (w > n ? w : n) : n + w;
+    }
     return n;
 }
 

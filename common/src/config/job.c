@@ -298,6 +298,23 @@ s_optimizer(json_t *root, zdist_job_t *job, zdist_error_t *err)
     return 0;
 }
 
+/* dataset.visitation: at_least_once (the default) or exactly_once. */
+static int
+s_visitation(json_t *ds, zdist_job_t *job, zdist_error_t *err)
+{
+    char *visit = NULL;
+    int rc = s_str(ds, "dataset", "visitation", false, &visit, err);
+    if (rc < 0 || !visit)
+        return rc;
+    job->exactly_once = strcmp(visit, "exactly_once") == 0;
+    rc = job->exactly_once || strcmp(visit, "at_least_once") == 0
+             ? 0
+             : zdist_error_set(err, -EINVAL, "dataset.visitation: unknown '%.100s'; use at_least_once (the default) "
+                               "or exactly_once", visit);
+    free(visit);
+    return rc;
+}
+
 static int
 s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *err)
 {
@@ -317,17 +334,17 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
     }
     free(format);
     static const char *const common[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
-                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", NULL};
+                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "visitation", NULL};
     static const char *const tfrecord[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
                                            "shuffle_seed", "shard_policy", "auto_shard_policy", "prefetch",
-                                           "drop_remainder", "compression", "features", "label", NULL};
+                                           "drop_remainder", "visitation", "compression", "features", "label", NULL};
     static const char *const csv[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
-                                      "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "label_column",
+                                      "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "visitation", "label_column",
                                       "header", "label_dtype", NULL};
     static const char *const libsvm[] = {"format", "train", "pipelines", "test", "global_batch_size", "shuffle",
-                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "dim", "raw_ids", NULL};
+                                         "shuffle_seed", "shard_policy", "prefetch", "drop_remainder", "visitation", "dim", "raw_ids", NULL};
     static const char *const synthetic[] = {"format", "synthetic", "global_batch_size", "shuffle", "shuffle_seed",
-                                            "shard_policy", "prefetch", "drop_remainder", NULL};
+                                            "shard_policy", "prefetch", "drop_remainder", "visitation", NULL};
     const char *const *allowed = job->format == ZDIST_INPUT_FORMAT_CSV ? csv
                                  : job->format == ZDIST_INPUT_FORMAT_LIBSVM ? libsvm
                                  : job->format == ZDIST_INPUT_FORMAT_SYNTHETIC ? synthetic
@@ -416,7 +433,7 @@ s_dataset(json_t *root, const char *base_dir, zdist_job_t *job, zdist_error_t *e
         if (rc < 0)
             return zdist_error_set(err, -EINVAL, "dataset.%s: use auto, file, data or off", policy_key);
     }
-    return 0;
+    return s_visitation(ds, job, err);
 }
 
 /* checkpoint {every_steps, keep} and evaluation {at_end}: what the coordinator does around the steps. */
@@ -845,6 +862,10 @@ zdist_job_validate(const zdist_job_t *job, zdist_error_t *err)
         return zdist_error_set(err, -EINVAL, "dataset.shard_policy: use auto, file, data or off");
     if (job->num_pipelines && (rc = s_validate_pipelines(job, err)) < 0)
         return rc;
+    if (job->exactly_once && job->strategy != ZDIST_STRATEGY_PARAMETER_SERVER)
+        return zdist_error_set(err, -EINVAL, "dataset.visitation: exactly_once is for parameter_server, whose closures "
+                               "share one dataset out; %s steps every worker's shard in lockstep: remove it",
+                               zdist_strategy_name(job->strategy));
     if ((job->steps > 0) == (job->epochs > 0))
         return zdist_error_set(err, -EINVAL, "steps / epochs: give exactly one of them (\"epochs\": 2 or \"steps\": 1000)");
     if ((rc = s_validate_format(job, err)) < 0 || (rc = zdist_job_elastic_validate_(job, err)) < 0)

@@ -96,6 +96,8 @@ struct zdist_input_t {
     int64_t *perm;
     bool started;
     int64_t epoch, step_in_epoch, step, pos, cycle;
+    int64_t perm_epoch; /* the epoch perm is shuffled for (-1: none yet) */
+    uint64_t seen_gen;  /* the last seek the producer applied */
 
     s_slot_t *slots;
     int nslots;
@@ -110,6 +112,13 @@ struct zdist_input_t {
     int held;
     bool stop, done;
     int status;
+    /* zdist_input_seek: the position the producer moves to (seek_gen
+       counts the seeks), and the step it is producing (busy). */
+    uint64_t seek_gen;
+    int64_t seek_epoch, seek_step;
+    bool busy;
+    uint64_t busy_gen;
+    int64_t busy_epoch, busy_step;
 };
 
 static void
@@ -118,6 +127,7 @@ s_shuffle(zdist_input_t *self)
     int64_t n = self->ds->n;
     for (int64_t i = 0; i < n; i++)
         self->perm[i] = i;
+    self->perm_epoch = self->epoch;
     if (!self->opts.shuffle)
         return;
     zdist_rng_t rng;
@@ -290,6 +300,30 @@ s_produce(zdist_input_t *self, s_slot_t *slot)
     return 1;
 }
 
+/* Producer: the step s_produce makes next is step s of epoch e. */
+static void
+s_position(zdist_input_t *self, int64_t e, int64_t s)
+{
+    self->started = true;
+    self->epoch = e;
+    if (self->perm_epoch != e)
+        s_shuffle(self);
+    self->step_in_epoch = s;
+    self->step = e * self->steps_per_epoch + s;
+    /* Whole batches: a step takes R sub-batches that add up to G. */
+    self->pos = s * self->opts.global_batch_size;
+    self->cycle = s * self->replicas;
+}
+
+/* Producer: the epoch and step in it s_produce makes next. */
+static void
+s_next_position(const zdist_input_t *self, int64_t *ret_epoch, int64_t *ret_step)
+{
+    bool rolls = !self->started || self->step_in_epoch == self->steps_per_epoch;
+    *ret_epoch = !self->started ? 0 : rolls ? self->epoch + 1 : self->epoch;
+    *ret_step = rolls ? 0 : self->step_in_epoch;
+}
+
 static void *
 s_prefetch_thread(void *arg)
 {
@@ -305,11 +339,26 @@ s_prefetch_thread(void *arg)
         int idx = self->free_q[self->free_head];
         self->free_head = (self->free_head + 1) % self->nslots;
         self->free_count--;
+        uint64_t gen = self->seek_gen;
+        if (gen != self->seen_gen) {
+            s_position(self, self->seek_epoch, self->seek_step);
+            self->seen_gen = gen;
+        }
+        self->busy = true;
+        self->busy_gen = gen;
+        s_next_position(self, &self->busy_epoch, &self->busy_step);
         pthread_mutex_unlock(&self->mu);
 
         int r = s_produce(self, &self->slots[idx]);
 
         pthread_mutex_lock(&self->mu);
+        self->busy = false;
+        if (r > 0 && gen != self->seek_gen) { /* sought elsewhere meanwhile: not the step wanted */
+            self->free_q[(self->free_head + self->free_count) % self->nslots] = idx;
+            self->free_count++;
+            pthread_mutex_unlock(&self->mu);
+            continue;
+        }
         if (r <= 0) {
             self->free_q[(self->free_head + self->free_count) % self->nslots] = idx;
             self->free_count++;
@@ -453,6 +502,7 @@ zdist_input_new(const zdist_dataset_t *dataset, const zdist_input_context_t *ctx
     self->worker = w;
     self->replicas = RT / W;
     self->held = -1;
+    self->perm_epoch = -1;
     self->legacy = opts->shard_policy == ZDIST_AUTO_SHARD_DATA || opts->shard_policy == ZDIST_AUTO_SHARD_AUTO;
     self->whole = opts->whole_batches;
     self->cycle_workers = self->whole ? 1 : W;
@@ -598,6 +648,44 @@ zdist_input_next(zdist_input_t *self, const zdist_input_step_t **ret_step)
     }
     pthread_mutex_unlock(&self->mu);
     return r;
+}
+
+int
+zdist_input_seek(zdist_input_t *self, int64_t epoch, int64_t step_in_epoch)
+{
+    if (!self || !self->whole || self->opts.epochs != ZDIST_INPUT_REPEAT_FOREVER || epoch < 0 || step_in_epoch < 0 ||
+        step_in_epoch >= self->steps_per_epoch)
+        return -EINVAL;
+    int64_t e, s;
+    if (!self->threaded) {
+        s_next_position(self, &e, &s);
+        if (e != epoch || s != step_in_epoch)
+            s_position(self, epoch, step_in_epoch);
+        return 0;
+    }
+    pthread_mutex_lock(&self->mu);
+    bool there;
+    if (self->ready_count > 0) {
+        const zdist_input_step_t *st = &self->slots[self->ready_q[self->ready_head]].step;
+        there = st->epoch == epoch && st->step_in_epoch == step_in_epoch;
+    } else {
+        there = self->busy && self->busy_gen == self->seek_gen && self->busy_epoch == epoch &&
+                self->busy_step == step_in_epoch;
+    }
+    if (!there) { /* what was prefetched is not what comes next: dropped, the producer moves */
+        while (self->ready_count > 0) {
+            self->free_q[(self->free_head + self->free_count) % self->nslots] = self->ready_q[self->ready_head];
+            self->free_count++;
+            self->ready_head = (self->ready_head + 1) % self->nslots;
+            self->ready_count--;
+        }
+        self->seek_gen++;
+        self->seek_epoch = epoch;
+        self->seek_step = step_in_epoch;
+        pthread_cond_signal(&self->cv_free);
+    }
+    pthread_mutex_unlock(&self->mu);
+    return 0;
 }
 
 int64_t

@@ -130,6 +130,7 @@ zdist_job_to_pb(const zdist_job_t *job, zdist_job_pb_t *ret)
     pb->shard_policy = (char *)zdist_auto_shard_policy_name(job->shard_policy);
     pb->prefetch = job->prefetch;
     pb->drop_remainder = job->drop_remainder;
+    pb->exactly_once = job->exactly_once;
     pb->csv_label_column = job->csv.label_column;
     pb->csv_header = job->csv.header;
     pb->csv_label_dtype = (char *)zdist_dtype_name(job->csv.label_dtype);
@@ -238,6 +239,7 @@ zdist_job_from_pb(const Zdist__Job__Job *pb, zdist_job_t *ret, zdist_error_t *er
         ret->shard_policy = (zdist_auto_shard_policy_t)-1;
     ret->prefetch = pb->prefetch;
     ret->drop_remainder = pb->drop_remainder;
+    ret->exactly_once = pb->exactly_once;
     ret->csv.label_column = pb->csv_label_column;
     ret->csv.header = pb->csv_header;
     ret->csv.label_dtype = zdist_dtype_from_name(pb->csv_label_dtype);
