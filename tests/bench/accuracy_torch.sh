@@ -89,9 +89,9 @@ for line in open(sys.argv[1]):
     m, e, s, z, k, t = line.split()
     rows[(m, int(e))].append((float(z), float(k), float(t)))
 print()
-print("| model | epochs | seeds | zdist run | PyTorch, Keras's semantics | PyTorch, its defaults | zdist - Keras twin |")
 if any(line.split()[5] == "nan" for line in open(sys.argv[1])):
     print("(--paired: the twin from zdist's initial weights on zdist's batches; no defaults column)")
+print("| model | epochs | seeds | zdist run | PyTorch, Keras's semantics | PyTorch, its defaults | zdist - Keras twin |")
 print("|---|---|---|---|---|---|---|")
 for (m, e), r in sorted(rows.items()):
     z, k, t = (statistics.mean(c) for c in zip(*r))
