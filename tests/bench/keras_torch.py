@@ -9,7 +9,10 @@ zdist follows TensorFlow/Keras where it and PyTorch differ, so this twin does to
 - glorot_uniform kernels (fans over the receptive field: kh*kw*in and kh*kw*filters), zero biases;
 - batch normalization: the batch's mean and biased variance, moving += (1 - momentum) (batch - moving);
 - Adam as Keras: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), w -= lr_t m / (sqrt(v) + epsilon) (epsilon "hat");
-- sparse categorical cross-entropy averaged over the batch it is given (the last, partial one too).
+- sparse categorical cross-entropy averaged over the batch it is given (the last, partial one too);
+- Keras's fit order: every epoch a fresh permutation of the whole training set (tf.data's
+  shuffle(reshuffle_each_iteration=True) over a buffer as large as the set), the partial last batch kept
+  unless drop_remainder; the parity command checks zdist's order for that (check_order).
 
     python3 keras_torch.py parity JOB.json DIR [--rtol R] [--evaluate]   (DIR from tests/integration/parity_driver)
     python3 keras_torch.py accuracy JOB.json [--seed S] [--epochs E] [--threads T] [--torch-defaults]
@@ -302,6 +305,62 @@ def check_init(model):
     return bad
 
 
+def dataset_size(job, job_path):
+    """Examples in the job's training set (synthetic: its n; idx: the labels file's count)."""
+    ds = job["dataset"]
+    if ds["format"] == "synthetic":
+        return ds["synthetic"]["n"]
+    labels = ds["train"]["labels"]
+    if not os.path.isabs(labels):
+        labels = os.path.join(os.path.dirname(os.path.abspath(job_path)), labels)
+    return len(read_idx(labels))
+
+
+def check_order(job, job_path, steps):
+    """zdist's batches (rows per step, from step 1) against Keras's fit: each epoch every example once in
+    batches of global_batch_size, the partial last one kept (unless drop_remainder), in a fresh random
+    order each epoch (not the file's order, not a small buffer's near-file order, not the last epoch's
+    again). Problems, as text."""
+    ds = job["dataset"]
+    n, batch = dataset_size(job, job_path), ds["global_batch_size"]
+    drop, shuffle = ds.get("drop_remainder", False), ds.get("shuffle", True)
+    sizes = [batch] * (n // batch) + ([] if drop or n % batch == 0 else [n % batch])
+    bad, epochs = [], [steps[at:at + len(sizes)] for at in range(0, len(steps), len(sizes))]
+    # a random permutation's correlations are about 1/sqrt(n); a buffer shuffle's or a repeat's near 1
+    limit = max(0.25, 8 / math.sqrt(n))
+    orders = []
+    for e, ep in enumerate(epochs):
+        got = [len(rows) for rows in ep]
+        if got != sizes[:len(got)]:
+            bad.append(f"epoch {e + 1}: batch sizes {got[:3]}...{got[-3:]}, Keras's fit gives "
+                       f"{sizes[:3]}...{sizes[-3:]} ({n} examples, batch {batch}, drop_remainder {drop})")
+            continue
+        if len(got) < len(sizes):
+            continue  # the last, unfinished epoch: its sizes only
+        order = np.array([r for rows in ep for r in rows])
+        if drop and len(np.unique(order)) != len(order) or not drop and not np.array_equal(np.sort(order), np.arange(n)):
+            bad.append(f"epoch {e + 1}: its rows are not every example once")
+            continue
+        if not shuffle:
+            if not np.array_equal(order, np.arange(len(order))):
+                bad.append(f"epoch {e + 1}: shuffle is off, yet the rows are not in the file's order")
+            continue
+        c = abs(float(np.corrcoef(order, np.arange(len(order)))[0, 1]))
+        if c > limit:
+            bad.append(f"epoch {e + 1}: the order follows the file's (correlation {c:.2f}): "
+                       "a buffer shuffle, not a permutation of the whole set")
+        orders.append(order)
+    for e in range(1, len(orders)):
+        if drop:
+            break  # the epochs hold different examples; the size check above is what holds
+        pos_a, pos_b = np.argsort(orders[e - 1]), np.argsort(orders[e])
+        c = abs(float(np.corrcoef(pos_a, pos_b)[0, 1]))
+        if c > limit:
+            bad.append(f"epoch {e + 1} repeats epoch {e}'s order (correlation {c:.2f}): "
+                       "Keras reshuffles every epoch")
+    return bad
+
+
 def cmd_parity(args):
     """zdist's dumped run repeated here step by step: per-step losses (and the final variables) must agree."""
     job = json.load(open(args.job))
@@ -316,6 +375,12 @@ def cmd_parity(args):
     y = torch.from_numpy(np.fromfile(os.path.join(args.dir, "y.i32"), dtype=np.int32).astype(np.int64))
     x = x.reshape(len(y), -1)
     zl = [float(v) for v in open(os.path.join(args.dir, "losses.txt"))]
+    order_path = os.path.join(args.dir, "order.txt")
+    if not os.path.exists(order_path):
+        order_path = os.path.join(args.dir, "batches.txt")
+    bad_order = check_order(job, args.job, [[int(r) for r in line.split()] for line in open(order_path)])
+    for line in bad_order:
+        print("data order: " + line)
     worst, bad, at, tl = 0.0, [], 0, []
     for step, (size, want) in enumerate(zip(sizes, zl)):
         got = train_step(model, optim, x[at:at + size], y[at:at + size])
@@ -329,8 +394,10 @@ def cmd_parity(args):
     zf = np.fromfile(os.path.join(args.dir, "final.f32"), dtype=np.float32)
     tf = model.flat()
     wdiff = float(np.max(np.abs(zf - tf)) / max(float(np.max(np.abs(tf))), 1e-12))
+    order_steps = sum(1 for _ in open(order_path))
     print(f"{len(zl)} steps: largest relative loss difference {worst:.2e} (tolerance {args.rtol:.0e}); "
-          f"final variables' largest difference {wdiff:.2e} of their largest magnitude")
+          f"final variables' largest difference {wdiff:.2e} of their largest magnitude; "
+          f"the order of {order_steps} steps {'is not' if bad_order else 'is'} Keras's fit's")
     if args.evaluate:
         # the whole run's outcome: the test accuracy of both sides' final variables
         xt, yt = load_data(args.job, test=True)
@@ -344,6 +411,9 @@ def cmd_parity(args):
         return 1
     if bad_init:
         print("keras_torch.py: zdist's initial values are not Keras's")
+        return 1
+    if bad_order:
+        print("keras_torch.py: zdist's data order is not Keras's fit's")
         return 1
     if bad:
         print(f"keras_torch.py: losses differ beyond {args.rtol:.0e} at steps {bad[:10]}")

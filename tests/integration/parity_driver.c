@@ -1,13 +1,16 @@
 /* parity_driver: trains a one_device job for test_torch_parity.sh and writes what a PyTorch twin needs to
    repeat it exactly: the initial variables, each step's batch (dataset rows, in order) and each step's loss.
 
-   usage: parity_driver JOB.json OUTDIR STEPS   (exit 0, or 1 after saying why on stderr)
+   usage: parity_driver JOB.json OUTDIR STEPS [ORDER_STEPS]   (exit 0, or 1 after saying why on stderr)
      OUTDIR/vars.txt      one line per variable: NAME RANK DIM... (in the order of init.f32)
      OUTDIR/init.f32      the variables' initial values, raw float32, one after the other
      OUTDIR/final.f32     their values after the last step, the same layout
      OUTDIR/batches.txt   one line per step: the dataset rows of its batch, in order
      OUTDIR/x.f32, y.i32  the batches' features (float32) and int32 labels, step after step
      OUTDIR/losses.txt    one line per step: its loss (the batch's mean), %.9g
+     OUTDIR/order.txt     with ORDER_STEPS: the rows of that many steps (no training), the same format as
+                          batches.txt, so the twin can check the order over epochs a step-by-step loss
+                          comparison cannot reach (each epoch a permutation, reshuffled every epoch)
 
    The session is the one `zdist run` trains with (worker_session.h); the batches come from a second input
    pipeline over the same dataset with the job's options, which walks the same order (the shuffle is a
@@ -54,7 +57,8 @@ s_dump_vars(worker_session_t *sess, FILE *f, FILE *names)
     return 0;
 }
 
-/* The job's training batches, in the session's order: one line of rows per step, their features and labels. */
+/* The job's training batches, in the session's order: one line of rows per step, their features and labels
+   (not when xf is NULL: the order alone). */
 static int
 s_dump_batches(const char *job_path, int64_t steps, FILE *f, FILE *xf, FILE *yf)
 {
@@ -83,6 +87,8 @@ s_dump_batches(const char *job_path, int64_t steps, FILE *f, FILE *xf, FILE *yf)
         for (int64_t i = 0; i < b->size; i++)
             fprintf(f, i ? " %lld" : "%lld", (long long)b->indices[i]);
         fputc('\n', f);
+        if (!xf)
+            continue;
         if (!b->features || zdist_dataset_label_dtype(ds) != ZDIST_DTYPE_INT32) {
             rc = zdist_error_set(&err, -EINVAL, "dense features and int32 labels wanted");
             break;
@@ -110,10 +116,10 @@ s_open(const char *dir, const char *name)
 int
 main(int argc, char **argv)
 {
-    if (argc != 4)
-        return s_fail("usage", "parity_driver JOB.json OUTDIR STEPS");
+    if (argc != 4 && argc != 5)
+        return s_fail("usage", "parity_driver JOB.json OUTDIR STEPS [ORDER_STEPS]");
     const char *job_path = argv[1], *dir = argv[2];
-    int64_t steps = strtoll(argv[3], NULL, 10);
+    int64_t steps = strtoll(argv[3], NULL, 10), order_steps = argc == 5 ? strtoll(argv[4], NULL, 10) : 0;
     zdist_job_t job;
     zdist_error_t err = {0};
     if (zdist_job_load(job_path, &job, &err) < 0)
@@ -134,6 +140,12 @@ main(int argc, char **argv)
         rc = s_dump_vars(sess, init, names);
     if (rc == 0)
         rc = s_dump_batches(job_path, steps, batches, xf, yf);
+    if (rc == 0 && order_steps > 0) {
+        FILE *order = s_open(dir, "order.txt");
+        rc = order ? s_dump_batches(job_path, order_steps, order, NULL, NULL) : 1;
+        if (order && fclose(order) != 0)
+            rc = s_fail(dir, "a write failed");
+    }
     for (int64_t s = 0; rc == 0 && s < steps; s++) {
         worker_outputs_t out;
         int64_t epoch;
