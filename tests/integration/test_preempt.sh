@@ -35,7 +35,7 @@ preempt_check() {
 }
 
 # ---- parameter_server: a worker preempted ----
-coord_softmax_job "$ZD_TMP/ps.json" 30000 ', "checkpoint": {"every_steps": 100000}'
+coord_softmax_job "$ZD_TMP/ps.json" 60000 ', "checkpoint": {"every_steps": 100000}'
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/ps.json" --cluster "$CLUSTER" --detach
 JOB=$(cat "$OUT")
 coord_wait_step "$JOB" 200 60
@@ -49,8 +49,8 @@ coord_start_ps 0
 zd_wait_log chief "job $JOB: restored every ps from the checkpoint at step $CKPT" 60
 coord_wait_state "$JOB" done 120
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
-zd_json_check "$OUT" 'j["step"] == j["steps"] == 30000'
-zd_ok "parameter_server: the psd preempted, restored from its checkpoint at step $CKPT; 30000 steps exactly"
+zd_json_check "$OUT" 'j["step"] == j["steps"] == 60000'
+zd_ok "parameter_server: the psd preempted, restored from its checkpoint at step $CKPT; 60000 steps exactly"
 
 # ---- multi_worker_mirrored: a worker preempted; back, the ring re-forms from the checkpoint ----
 cat >"$ZD_TMP/mwm.json" <<'JSON'
@@ -59,7 +59,7 @@ cat >"$ZD_TMP/mwm.json" <<'JSON'
  "model": {"name": "mlp", "params": {"hidden": [64]}}, "optimizer": {"type": "adam", "learning_rate": 0.001},
  "dataset": {"format": "synthetic", "synthetic": {"n": 4096, "test_n": 256, "dim": 64, "classes": 4, "seed": 7},
              "global_batch_size": 64},
- "steps": 1500, "checkpoint": {"every_steps": 100000}, "seed": 3}
+ "steps": 4000, "checkpoint": {"every_steps": 100000}, "seed": 3}
 JSON
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" submit "$ZD_TMP/mwm.json" --cluster "$CLUSTER" --detach
 JOB=$(cat "$OUT")
@@ -69,8 +69,8 @@ coord_start_worker 1
 zd_wait_log chief "job $JOB: 2 workers in the ring, restored from the checkpoint at step $CKPT" 60
 coord_wait_state "$JOB" done 120
 zd_run_expect 0 "$OUT" "$ZDIST_BIN" status "$JOB" --cluster "$CLUSTER" --json
-zd_json_check "$OUT" 'j["step"] == j["steps"] == 1500 and all(w["in_ring"] for w in j["workers"])'
-zd_ok "multi_worker_mirrored: worker 1 preempted, the ring re-formed from its checkpoint at step $CKPT; 1500 steps exactly"
+zd_json_check "$OUT" 'j["step"] == j["steps"] == 4000 and all(w["in_ring"] for w in j["workers"])'
+zd_ok "multi_worker_mirrored: worker 1 preempted, the ring re-formed from its checkpoint at step $CKPT; 4000 steps exactly"
 
 
 # ---- the chief preempted: its jobs checkpoint as it stops; restarted, it resumes there ----
