@@ -217,6 +217,16 @@ s_check_window_path(int kind, const char *layer_json, const char *input_shape, i
              kind ? "" : path == 1 ? " (GEMM)" : path == 2 ? " (direct)" : path == 3 ? " (Winograd)" : "");
     double eps = kind == 1 ? 1e-3 : 1e-2;
     CU_ASSERT(s_fd(s_win_loss, &t, t.x, dx, nin, eps, what) < 1e-2);
+    if (kind == 1) { /* the argmax kept: the same outputs, the same input gradient to the bit */
+        uint8_t *arg = malloc((size_t)nout);
+        float *y2 = malloc((size_t)nout * sizeof(float)), *dx2 = malloc((size_t)nin * sizeof(float));
+        s_win_loss(&t);
+        layer_max_pool_forward_arg(&t.g, t.x, n, y2, arg);
+        layer_max_pool_backward_arg(&t.g, arg, t.r, n, dx2);
+        CU_ASSERT_EQUAL(memcmp(t.y, y2, (size_t)nout * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(memcmp(dx, dx2, (size_t)nin * sizeof(float)), 0);
+        free(arg), free(y2), free(dx2);
+    }
     if (kind == 0) {
         CU_ASSERT(s_fd(s_win_loss, &t, t.w, dw, nw, eps, what) < 1e-2);
         if (t.bias)
@@ -510,12 +520,21 @@ test_max_pool_wide(void)
         x[k] = 1.5f, dx[k] = NAN;
     for (int k = 0; k < 2 * 26; k++)
         dy[k] = (float)(k + 1);
-    layer_max_pool_forward(&g, x, 1, y);
-    layer_max_pool_backward(&g, x, y, dy, 1, dx);
-    for (int k = 0; k < 4 * 2 * 26; k++) {
-        int pix = k / 26, ch = k % 26;
-        float want = pix == 0 ? dy[ch] : pix == 4 ? dy[26 + ch] : 0.0f;
-        CU_ASSERT_DOUBLE_EQUAL(dx[k], want, 0);
+    for (int with_arg = 0; with_arg < 2; with_arg++) {
+        uint8_t arg[2 * 26];
+        if (with_arg) {
+            layer_max_pool_forward_arg(&g, x, 1, y, arg);
+            layer_max_pool_backward_arg(&g, arg, dy, 1, dx);
+        } else {
+            layer_max_pool_forward(&g, x, 1, y);
+            layer_max_pool_backward(&g, x, y, dy, 1, dx);
+        }
+        for (int k = 0; k < 4 * 2 * 26; k++) {
+            int pix = k / 26, ch = k % 26;
+            float want = pix == 0 ? dy[ch] : pix == 4 ? dy[26 + ch] : 0.0f;
+            CU_ASSERT_DOUBLE_EQUAL(dx[k], want, 0);
+            dx[k] = NAN;
+        }
     }
 }
 
