@@ -102,7 +102,7 @@ void
 layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols, float *dw,
                       float *db, float *dx)
 {
-    if (layer_conv2d_is_winograd(g))
+    if (layer_conv2d_is_winograd_dx(g))
         layer_conv2d_winograd_backward(g, dy, n, w, cols, dw, db, dx);
     else if (layer_conv2d_is_direct(g))
         layer_conv2d_direct_backward(g, dy, n, w, cols, dw, db, dx);
@@ -429,11 +429,15 @@ s_max_pool_gather_example(const layer_window_t *g, const uint8_t *ai, const floa
 {
     int64_t c = g->c;
     for (int64_t iy = 0; iy < g->h; iy++) {
-        int64_t oy0, oy1;
+        int64_t oy0, oy1, ox0 = 0, ox1 = 0;
         s_covering(iy, g->kh, g->sh, g->pad_top, g->oh, &oy0, &oy1);
         for (int64_t ix = 0; ix < g->w; ix++) {
-            int64_t ox0, ox1, ch = 0;
-            s_covering(ix, g->kw, g->sw, g->pad_left, g->ow, &ox0, &ox1);
+            int64_t ch = 0;
+            /* the columns' windows move right with ix: no division per pixel */
+            while (ox0 < g->ow && ox0 * g->sw - g->pad_left + g->kw <= ix)
+                ox0++;
+            while (ox1 < g->ow && ox1 * g->sw - g->pad_left <= ix)
+                ox1++;
             for (; ch + 16 <= c; ch += 16)
                 S_MAX_GATHER(layer_vu16, layer_mu16, s_b16, s_m16, g, c, ch, iy, ix, oy0, oy1, ox0, ox1, ai, dyi, di);
             for (; ch + 8 <= c; ch += 8)

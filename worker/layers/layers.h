@@ -113,9 +113,11 @@ void layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int6
                                   float *dw, float *db, float *dx);
 /* Winograd's F(2x2, 3x3) for 3x3 stride-1 windows: the direct path (its scratch, its kernel gradient) with
    the forward pass and the input's gradient computed on 2x2 tiles, 16 multiplications per channel and
-   filter instead of 36 (layer_conv_winograd.c). layer_conv2d_is_winograd: the shapes where it measured
-   faster than the direct path; the calls run the direct path on other windows. */
+   filter instead of 36 (layer_conv_winograd.c). layer_conv2d_is_winograd: the shapes where its forward
+   pass measured faster than the direct path, layer_conv2d_is_winograd_dx: where its backward one did;
+   the calls run the direct path on other windows. */
 bool layer_conv2d_is_winograd(const layer_window_t *g);
+bool layer_conv2d_is_winograd_dx(const layer_window_t *g);
 void layer_conv2d_winograd_forward(const layer_window_t *g, const float *x, int64_t n, const float *w,
                                    const float *b, float *xp, float *y);
 void layer_conv2d_winograd_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
