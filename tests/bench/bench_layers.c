@@ -1,7 +1,7 @@
 /* bench_layers: zdist's layer kernels (worker/layers) per layer and shape, forward and backward, timed the
    way bench_layers.sh times PyTorch's: warmed, the median of equal rounds, batch 128.
 
-   usage: bench_layers [--quick] [--rounds R] [--path auto|gemm|direct] [--only TEXT] [--cpu] [--list]
+   usage: bench_layers [--quick] [--rounds R] [--path auto|gemm|direct|winograd] [--only TEXT] [--cpu] [--list]
    One line per case and pass: "NAME PASS MS" (MS: the median milliseconds of one call, over R rounds of
    calls lasting ~0.2 s each; --cpu: of the process's CPU time instead of wall time). --list prints the cases' geometry (for bench_layers_torch.py) and exits. */
 #include <math.h>
@@ -82,7 +82,7 @@ s_random(int64_t n)
 typedef struct {
     const s_case_t *c;
     layer_window_t g;
-    int path; /* 0 auto, 1 gemm, 2 direct */
+    int path; /* 0 auto, 1 gemm, 2 direct, 3 winograd */
     float *x, *w, *b, *y, *dy, *dx, *dw, *db, *cols;
 } s_bench_t;
 
@@ -97,17 +97,20 @@ s_call(s_bench_t *t, bool backward)
         if (!backward)
             t->path == 1   ? layer_conv2d_gemm_forward(&t->g, t->x, n, t->w, t->b, t->cols, t->y)
             : t->path == 2 ? layer_conv2d_direct_forward(&t->g, t->x, n, t->w, t->b, t->cols, t->y)
+            : t->path == 3 ? layer_conv2d_winograd_forward(&t->g, t->x, n, t->w, t->b, t->cols, t->y)
                            : layer_conv2d_forward(&t->g, t->x, n, t->w, t->b, t->cols, t->y);
         else
             t->path == 1   ? layer_conv2d_gemm_backward(&t->g, t->dy, n, t->w, t->cols, t->dw, t->db, dx)
             : t->path == 2 ? layer_conv2d_direct_backward(&t->g, t->dy, n, t->w, t->cols, t->dw, t->db, dx)
+            : t->path == 3 ? layer_conv2d_winograd_backward(&t->g, t->dy, n, t->w, t->cols, t->dw, t->db, dx)
                            : layer_conv2d_backward(&t->g, t->dy, n, t->w, t->cols, t->dw, t->db, dx);
         break;
     case 'm':
+        /* as a model trains: the forward pass keeps the argmax (cols), the backward one reads it */
         if (!backward)
-            layer_max_pool_forward(&t->g, t->x, n, t->y);
+            layer_max_pool_forward_arg(&t->g, t->x, n, t->y, (uint8_t *)t->cols);
         else
-            layer_max_pool_backward(&t->g, t->x, t->y, t->dy, n, t->dx);
+            layer_max_pool_backward_arg(&t->g, (const uint8_t *)t->cols, t->dy, n, t->dx);
         break;
     case 'a':
         if (!backward)
@@ -173,9 +176,11 @@ s_bench_case(const s_case_t *c, int path, int rounds, double round_secs)
         out = n * t.g.oh * t.g.ow * (c->kind == 'c' ? c->filters : c->c);
         nw = (int64_t)c->k * c->k * c->c * c->filters;
     }
-    if (c->kind == 'c' && path != 0 && path == 2 && !layer_conv2d_is_direct(&t.g))
+    if (c->kind == 'c' && path >= 2 && !layer_conv2d_is_direct(&t.g))
         return;
-    int64_t cols = c->kind == 'c' ? n * t.g.oh * t.g.ow * c->k * c->k * c->c : 0;
+    if (c->kind == 'c' && path == 3 && !(t.g.kh == 3 && t.g.kw == 3 && t.g.sh == 1 && t.g.sw == 1 && t.g.c >= 8))
+        return;
+    int64_t cols = c->kind == 'c' ? n * t.g.oh * t.g.ow * c->k * c->k * c->c : c->kind == 'm' ? out / 4 + 1 : 0;
     if (c->kind == 'c' && layer_conv2d_direct_floats(&t.g, n) > cols)
         cols = layer_conv2d_direct_floats(&t.g, n);
     t.x = s_random(in), t.dx = s_random(in), t.y = s_random(out), t.dy = s_random(out);
@@ -202,7 +207,10 @@ main(int argc, char **argv)
             rounds = rounds < 1 ? 1 : rounds > 15 ? 15 : rounds;
         } else if (strcmp(argv[i], "--path") == 0 && i + 1 < argc) {
             i++;
-            path = strcmp(argv[i], "gemm") == 0 ? 1 : strcmp(argv[i], "direct") == 0 ? 2 : 0;
+            path = strcmp(argv[i], "gemm") == 0     ? 1
+                   : strcmp(argv[i], "direct") == 0   ? 2
+                   : strcmp(argv[i], "winograd") == 0 ? 3
+                                                      : 0;
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--cpu") == 0) {
@@ -215,7 +223,7 @@ main(int argc, char **argv)
             }
             return 0;
         } else {
-            fprintf(stderr, "usage: bench_layers [--quick] [--rounds R] [--path auto|gemm|direct] [--only TEXT] "
+            fprintf(stderr, "usage: bench_layers [--quick] [--rounds R] [--path auto|gemm|direct|winograd] [--only TEXT] "
                             "[--cpu] [--list]\n");
             return 2;
         }

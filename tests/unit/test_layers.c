@@ -128,7 +128,7 @@ typedef struct {
     bool bias;
     float *x, *w, *b, *r, *y, *cols;
     int kind; /* 0 conv, 1 max pool, 2 avg pool */
-    int path; /* conv: 0 the one layer_conv2d_forward picks, 1 GEMM, 2 direct */
+    int path; /* conv: 0 the one layer_conv2d_forward picks, 1 GEMM, 2 direct, 3 Winograd */
 } s_win_t;
 
 static void
@@ -139,6 +139,8 @@ s_conv_forward(const s_win_t *t)
         layer_conv2d_gemm_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
     else if (t->path == 2)
         layer_conv2d_direct_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
+    else if (t->path == 3)
+        layer_conv2d_winograd_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
     else
         layer_conv2d_forward(&t->g, t->x, t->n, t->w, b, t->cols, t->y);
 }
@@ -150,6 +152,8 @@ s_conv_backward(const s_win_t *t, float *dw, float *db, float *dx)
         layer_conv2d_gemm_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
     else if (t->path == 2)
         layer_conv2d_direct_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
+    else if (t->path == 3)
+        layer_conv2d_winograd_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
     else
         layer_conv2d_backward(&t->g, t->r, t->n, t->w, t->cols, dw, db, dx);
 }
@@ -210,9 +214,19 @@ s_check_window_path(int kind, const char *layer_json, const char *input_shape, i
         layer_avg_pool_backward(&t.g, t.r, n, dx);
     char what[300];
     snprintf(what, sizeof what, "%s on %s%s", layer_json, input_shape,
-             kind ? "" : path == 1 ? " (GEMM)" : path == 2 ? " (direct)" : "");
+             kind ? "" : path == 1 ? " (GEMM)" : path == 2 ? " (direct)" : path == 3 ? " (Winograd)" : "");
     double eps = kind == 1 ? 1e-3 : 1e-2;
     CU_ASSERT(s_fd(s_win_loss, &t, t.x, dx, nin, eps, what) < 1e-2);
+    if (kind == 1) { /* the argmax kept: the same outputs, the same input gradient to the bit */
+        uint8_t *arg = malloc((size_t)nout);
+        float *y2 = malloc((size_t)nout * sizeof(float)), *dx2 = malloc((size_t)nin * sizeof(float));
+        s_win_loss(&t);
+        layer_max_pool_forward_arg(&t.g, t.x, n, y2, arg);
+        layer_max_pool_backward_arg(&t.g, arg, t.r, n, dx2);
+        CU_ASSERT_EQUAL(memcmp(t.y, y2, (size_t)nout * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(memcmp(dx, dx2, (size_t)nin * sizeof(float)), 0);
+        free(arg), free(y2), free(dx2);
+    }
     if (kind == 0) {
         CU_ASSERT(s_fd(s_win_loss, &t, t.w, dw, nw, eps, what) < 1e-2);
         if (t.bias)
@@ -227,12 +241,20 @@ s_check_window_path(int kind, const char *layer_json, const char *input_shape, i
     free(t.x), free(t.w), free(t.b), free(t.r), free(t.y), free(t.cols), free(dx), free(dw), free(db);
 }
 
-/* A pool, or a conv2d through the path layer_conv2d_forward picks and through both paths. */
+/* A pool, or a conv2d through the path layer_conv2d_forward picks and through both paths, and through
+   Winograd's for a 3x3 stride-1 window (on data of its own draw: the later checks keep theirs). */
 static void
 s_check_window(int kind, const char *layer_json, const char *input_shape, int64_t n)
 {
     for (int path = 0; path <= (kind == 0 ? 2 : 0); path++)
         s_check_window_path(kind, layer_json, input_shape, n, path);
+    zdist_layer_spec_t l;
+    s_layer0(layer_json, input_shape, &l);
+    if (kind == 0 && l.kernel[0] == 3 && l.kernel[1] == 3 && l.strides[0] == 1 && l.strides[1] == 1) {
+        uint64_t keep = s_rng;
+        s_check_window_path(kind, layer_json, input_shape, n, 3);
+        s_rng = keep;
+    }
 }
 
 /* A conv2d's window and its input, output and kernel sizes for n examples. */
@@ -248,7 +270,8 @@ s_conv_geometry(const char *layer_json, const char *input_shape, int64_t n, laye
     *nw = g->kh * g->kw * g->c * g->filters;
 }
 
-/* The direct path and the GEMM path compute the same outputs and gradients (float rounding apart). */
+/* The direct path and Winograd's compute the outputs and gradients the GEMM path does (float rounding
+   apart). */
 static void
 s_check_paths(const char *layer_json, const char *input_shape, int64_t n)
 {
@@ -256,30 +279,36 @@ s_check_paths(const char *layer_json, const char *input_shape, int64_t n)
     int64_t nin, nout, nw;
     s_conv_geometry(layer_json, input_shape, n, &g, &nin, &nout, &nw);
     float *x = s_random(nin, -1, 1), *w = s_random(nw, -1, 1), *b = s_random(g.filters, -1, 1);
-    float *dy = s_random(nout, -1, 1), *res[2][4];
-    for (int p = 0; p < 2; p++) {
+    float *dy = s_random(nout, -1, 1), *res[3][4];
+    void (*fwd[3])(const layer_window_t *, const float *, int64_t, const float *, const float *, float *, float *) = {
+        layer_conv2d_gemm_forward, layer_conv2d_direct_forward, layer_conv2d_winograd_forward};
+    void (*bwd[3])(const layer_window_t *, const float *, int64_t, const float *, float *, float *, float *,
+                   float *) = {layer_conv2d_gemm_backward, layer_conv2d_direct_backward,
+                               layer_conv2d_winograd_backward};
+    for (int p = 0; p < 3; p++) {
         float *cols = malloc((size_t)s_cols_floats(&g, n) * sizeof(float));
         res[p][0] = malloc((size_t)nout * sizeof(float));
         res[p][1] = malloc((size_t)nw * sizeof(float));
         res[p][2] = malloc((size_t)g.filters * sizeof(float));
         res[p][3] = malloc((size_t)nin * sizeof(float));
-        (p ? layer_conv2d_direct_forward : layer_conv2d_gemm_forward)(&g, x, n, w, b, cols, res[p][0]);
-        (p ? layer_conv2d_direct_backward : layer_conv2d_gemm_backward)(&g, dy, n, w, cols, res[p][1], res[p][2],
-                                                                         res[p][3]);
+        fwd[p](&g, x, n, w, b, cols, res[p][0]);
+        bwd[p](&g, dy, n, w, cols, res[p][1], res[p][2], res[p][3]);
         free(cols);
     }
     int64_t len[4] = {nout, nw, g.filters, nin};
     for (int k = 0; k < 4; k++) {
-        double worst = 0;
-        for (int64_t i = 0; i < len[k]; i++) {
-            double d = fabs((double)res[0][k][i] - res[1][k][i]) / (fabs(res[0][k][i]) + 1.0);
-            worst = d > worst ? d : worst;
+        for (int p = 1; p < 3; p++) {
+            double worst = 0;
+            for (int64_t i = 0; i < len[k]; i++) {
+                double d = fabs((double)res[0][k][i] - res[p][k][i]) / (fabs(res[0][k][i]) + 1.0);
+                worst = d > worst ? d : worst;
+            }
+            if (worst > 1e-4)
+                fprintf(stderr, "\n  %s on %s: GEMM and %s differ by %.3g in result %d", layer_json, input_shape,
+                        p == 1 ? "direct" : "Winograd", worst, k);
+            CU_ASSERT(worst <= 1e-4);
         }
-        if (worst > 1e-4)
-            fprintf(stderr, "\n  %s on %s: GEMM and direct differ by %.3g in result %d", layer_json, input_shape,
-                    worst, k);
-        CU_ASSERT(worst <= 1e-4);
-        free(res[0][k]), free(res[1][k]);
+        free(res[0][k]), free(res[1][k]), free(res[2][k]);
     }
     free(x), free(w), free(b), free(dy);
 }
@@ -317,10 +346,15 @@ test_conv2d(void)
     s_check_window(0, "{\"conv2d\": {\"filters\": 8, \"kernel\": [3, 2], \"strides\": [2, 3]}}", "[9, 8, 20]", 2);
     s_check_window(0, "{\"conv2d\": {\"filters\": 40, \"kernel\": 2, \"strides\": 2, \"padding\": \"same\", "
                       "\"use_bias\": false}}", "[4, 6, 8]", 1);
+    /* Winograd's tiles: odd outputs (tiles half outside), padding, channels and filters not a multiple of 8 */
+    s_check_window(0, "{\"conv2d\": {\"filters\": 9, \"kernel\": 3, \"padding\": \"same\"}}", "[5, 6, 11]", 2);
+    s_check_window(0, "{\"conv2d\": {\"filters\": 17, \"kernel\": 3, \"use_bias\": false}}", "[6, 7, 8]", 1);
     /* bigger layers against the GEMM path (finite differences of their large sums drown in rounding) */
     s_check_paths("{\"conv2d\": {\"filters\": 40, \"kernel\": 4, \"strides\": 3, \"padding\": \"same\"}}",
                   "[8, 7, 9]", 2);
     s_check_paths("{\"conv2d\": {\"filters\": 64, \"kernel\": 3}}", "[13, 13, 32]", 2);
+    s_check_paths("{\"conv2d\": {\"filters\": 24, \"kernel\": 3}}", "[14, 14, 16]", 3);
+    s_check_paths("{\"conv2d\": {\"filters\": 33, \"kernel\": 3, \"padding\": \"same\"}}", "[9, 12, 40]", 2);
     s_check_paths("{\"conv2d\": {\"filters\": 24, \"kernel\": 3, \"strides\": 2, \"padding\": \"same\"}}",
                   "[14, 14, 16]", 3);
     s_rng = keep;
@@ -486,12 +520,21 @@ test_max_pool_wide(void)
         x[k] = 1.5f, dx[k] = NAN;
     for (int k = 0; k < 2 * 26; k++)
         dy[k] = (float)(k + 1);
-    layer_max_pool_forward(&g, x, 1, y);
-    layer_max_pool_backward(&g, x, y, dy, 1, dx);
-    for (int k = 0; k < 4 * 2 * 26; k++) {
-        int pix = k / 26, ch = k % 26;
-        float want = pix == 0 ? dy[ch] : pix == 4 ? dy[26 + ch] : 0.0f;
-        CU_ASSERT_DOUBLE_EQUAL(dx[k], want, 0);
+    for (int with_arg = 0; with_arg < 2; with_arg++) {
+        uint8_t arg[2 * 26];
+        if (with_arg) {
+            layer_max_pool_forward_arg(&g, x, 1, y, arg);
+            layer_max_pool_backward_arg(&g, arg, dy, 1, dx);
+        } else {
+            layer_max_pool_forward(&g, x, 1, y);
+            layer_max_pool_backward(&g, x, y, dy, 1, dx);
+        }
+        for (int k = 0; k < 4 * 2 * 26; k++) {
+            int pix = k / 26, ch = k % 26;
+            float want = pix == 0 ? dy[ch] : pix == 4 ? dy[26 + ch] : 0.0f;
+            CU_ASSERT_DOUBLE_EQUAL(dx[k], want, 0);
+            dx[k] = NAN;
+        }
     }
 }
 

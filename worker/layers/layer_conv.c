@@ -1,4 +1,4 @@
-/* layer_conv: conv2d as im2col + one GEMM per batch (col2im for the input's gradient), or direct for few input channels (layer_conv_direct.c); max and average pooling, NHWC. */
+/* layer_conv: conv2d as im2col + one GEMM per batch (col2im for the input's gradient), or direct for few input channels (layer_conv_direct.c); max (with or without its argmax kept) and average pooling, NHWC. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -90,7 +90,9 @@ void
 layer_conv2d_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b, float *cols,
                      float *y)
 {
-    if (layer_conv2d_is_direct(g))
+    if (layer_conv2d_is_winograd(g))
+        layer_conv2d_winograd_forward(g, x, n, w, b, cols, y);
+    else if (layer_conv2d_is_direct(g))
         layer_conv2d_direct_forward(g, x, n, w, b, cols, y);
     else
         layer_conv2d_gemm_forward(g, x, n, w, b, cols, y);
@@ -100,7 +102,9 @@ void
 layer_conv2d_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *cols, float *dw,
                       float *db, float *dx)
 {
-    if (layer_conv2d_is_direct(g))
+    if (layer_conv2d_is_winograd_dx(g))
+        layer_conv2d_winograd_backward(g, dy, n, w, cols, dw, db, dx);
+    else if (layer_conv2d_is_direct(g))
         layer_conv2d_direct_backward(g, dy, n, w, cols, dw, db, dx);
     else
         layer_conv2d_gemm_backward(g, dy, n, w, cols, dw, db, dx);
@@ -325,6 +329,139 @@ layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y,
         int64_t o = i * g->oh * g->ow * c;
         s_max_pool_example(g, x + i * in_size, y + o, dy + o, add, dx + i * in_size);
     }
+}
+
+/* Byte vectors of the window positions, 16 and 8 of them, and their comparisons' masks (moved to and
+   from memory by memcpy: any alignment, one instruction). */
+typedef uint8_t s_b16 __attribute__((vector_size(16)));
+typedef uint8_t s_b8 __attribute__((vector_size(8)));
+typedef int8_t s_m16 __attribute__((vector_size(16)));
+typedef int8_t s_m8 __attribute__((vector_size(8)));
+
+/* Channels [ch, ch + width) of one output pixel as vectors VT (masks MT, positions BT): the maximum of the
+   window [y0, y1) x [x0, x1) into yo and the position (from the unclipped corner (wy, wx)) of its first
+   element that holds it into ao. The selects are bitwise, so they stay in registers. */
+#define S_MAX_ARG(VT, MT, BT, xi, g, c, ch, y0, y1, x0, x1, wy, wx, yo, ao)                                          \
+    do {                                                                                                               \
+        VT best_ = *(const VT *)((xi) + ((y0) * (g)->w + (x0)) * (c) + (ch));                                          \
+        MT at_ = (MT){0} + (int32_t)(((y0) - (wy)) * (g)->kw + (x0) - (wx));                                             \
+        for (int64_t iy_ = (y0); iy_ < (y1); iy_++)                                                                    \
+            for (int64_t ix_ = (x0); ix_ < (x1); ix_++) {                                                              \
+                VT v_ = *(const VT *)((xi) + (iy_ * (g)->w + ix_) * (c) + (ch));                                       \
+                MT m_ = (MT)(v_ > best_), k_ = (MT){0} + (int32_t)((iy_ - (wy)) * (g)->kw + ix_ - (wx));                     \
+                best_ = (VT)(((MT)v_ & m_) | ((MT)best_ & ~m_));                                                       \
+                at_ = (k_ & m_) | (at_ & ~m_);                                                                         \
+            }                                                                                                          \
+        *(VT *)((yo) + (ch)) = best_;                                                                                  \
+        BT b_ = __builtin_convertvector(at_, BT);                                                                      \
+        memcpy((ao) + (ch), &b_, sizeof b_);                                                                           \
+    } while (0)
+
+/* One example of layer_max_pool_forward_arg. */
+LAYER_CLONES static void
+s_max_pool_arg_example(const layer_window_t *g, const float *xi, float *yi, uint8_t *ai)
+{
+    int64_t c = g->c;
+    for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            int64_t o = (oy * g->ow + ox) * c, y0, y1, x0, x1, ch = 0;
+            int64_t wy = oy * g->sh - g->pad_top, wx = ox * g->sw - g->pad_left;
+            s_clip(g, oy, ox, &y0, &y1, &x0, &x1);
+            float *yo = yi + o;
+            uint8_t *ao = ai + o;
+            for (; ch + 16 <= c; ch += 16)
+                S_MAX_ARG(layer_vu16, layer_mu16, s_b16, xi, g, c, ch, y0, y1, x0, x1, wy, wx, yo, ao);
+            for (; ch + 8 <= c; ch += 8)
+                S_MAX_ARG(layer_vu8, layer_mu8, s_b8, xi, g, c, ch, y0, y1, x0, x1, wy, wx, yo, ao);
+            for (; ch < c; ch++) {
+                float best = xi[(y0 * g->w + x0) * c + ch];
+                int64_t at = (y0 - wy) * g->kw + x0 - wx;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++)
+                        if (xi[(iy * g->w + ix) * c + ch] > best) {
+                            best = xi[(iy * g->w + ix) * c + ch];
+                            at = (iy - wy) * g->kw + ix - wx;
+                        }
+                yo[ch] = best;
+                ao[ch] = (uint8_t)at;
+            }
+        }
+}
+
+void
+layer_max_pool_forward_arg(const layer_window_t *g, const float *x, int64_t n, float *y, uint8_t *arg)
+{
+    int64_t in_size = g->h * g->w * g->c, out_size = g->oh * g->ow * g->c;
+    for (int64_t i = 0; i < n; i++)
+        s_max_pool_arg_example(g, x + i * in_size, y + i * out_size, arg + i * out_size);
+}
+
+/* The outputs whose windows hold input row iy (or column): [o0, o1). */
+static void
+s_covering(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t out, int64_t *o0, int64_t *o1)
+{
+    int64_t lo = i + pad - k + 1;
+    *o0 = lo <= 0 ? 0 : (lo + s - 1) / s;
+    *o1 = (i + pad) / s + 1;
+    *o1 = *o1 < out ? *o1 : out;
+}
+
+/* Channels [ch, ch + width) of input pixel (iy, ix): the sum of dy over the windows [oy0, oy1) x [ox0, ox1)
+   that hold it whose maximum it is, written into di. */
+#define S_MAX_GATHER(VT, MT, BT, BM, g, c, ch, iy, ix, oy0, oy1, ox0, ox1, ai, dyi, di)                                  \
+    do {                                                                                                               \
+        VT sum_ = (VT){0};                                                                                             \
+        for (int64_t oy_ = (oy0); oy_ < (oy1); oy_++)                                                                  \
+            for (int64_t ox_ = (ox0); ox_ < (ox1); ox_++) {                                                            \
+                int64_t o_ = (oy_ * (g)->ow + ox_) * (c) + (ch);                                                       \
+                int64_t k_ = ((iy) - (oy_ * (g)->sh - (g)->pad_top)) * (g)->kw + (ix) - (ox_ * (g)->sw - (g)->pad_left); \
+                BT a_;                                                                                                 \
+                memcpy(&a_, (ai) + o_, sizeof a_);                                                                     \
+                MT hit_ = __builtin_convertvector((BM)(a_ == (BT){0} + (uint8_t)k_), MT);                              \
+                sum_ += (VT)((MT) * (const VT *)((dyi) + o_) & hit_);                                                  \
+            }                                                                                                          \
+        *(VT *)((di) + ((iy) * (g)->w + (ix)) * (c) + (ch)) = sum_;                                                    \
+    } while (0)
+
+/* One example of layer_max_pool_backward_arg, input pixel by input pixel. */
+LAYER_CLONES static void
+s_max_pool_gather_example(const layer_window_t *g, const uint8_t *ai, const float *dyi, float *di)
+{
+    int64_t c = g->c;
+    for (int64_t iy = 0; iy < g->h; iy++) {
+        int64_t oy0, oy1, ox0 = 0, ox1 = 0;
+        s_covering(iy, g->kh, g->sh, g->pad_top, g->oh, &oy0, &oy1);
+        for (int64_t ix = 0; ix < g->w; ix++) {
+            int64_t ch = 0;
+            /* the columns' windows move right with ix: no division per pixel */
+            while (ox0 < g->ow && ox0 * g->sw - g->pad_left + g->kw <= ix)
+                ox0++;
+            while (ox1 < g->ow && ox1 * g->sw - g->pad_left <= ix)
+                ox1++;
+            for (; ch + 16 <= c; ch += 16)
+                S_MAX_GATHER(layer_vu16, layer_mu16, s_b16, s_m16, g, c, ch, iy, ix, oy0, oy1, ox0, ox1, ai, dyi, di);
+            for (; ch + 8 <= c; ch += 8)
+                S_MAX_GATHER(layer_vu8, layer_mu8, s_b8, s_m8, g, c, ch, iy, ix, oy0, oy1, ox0, ox1, ai, dyi, di);
+            for (; ch < c; ch++) {
+                float sum = 0;
+                for (int64_t oy = oy0; oy < oy1; oy++)
+                    for (int64_t ox = ox0; ox < ox1; ox++) {
+                        int64_t o = (oy * g->ow + ox) * c + ch;
+                        int64_t k = (iy - (oy * g->sh - g->pad_top)) * g->kw + ix - (ox * g->sw - g->pad_left);
+                        sum += ai[o] == k ? dyi[o] : 0.0f;
+                    }
+                di[(iy * g->w + ix) * c + ch] = sum;
+            }
+        }
+    }
+}
+
+void
+layer_max_pool_backward_arg(const layer_window_t *g, const uint8_t *arg, const float *dy, int64_t n, float *dx)
+{
+    int64_t in_size = g->h * g->w * g->c, out_size = g->oh * g->ow * g->c;
+    for (int64_t i = 0; i < n; i++)
+        s_max_pool_gather_example(g, arg + i * out_size, dy + i * out_size, dx + i * in_size);
 }
 
 void

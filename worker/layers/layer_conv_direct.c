@@ -37,6 +37,31 @@ layer_conv2d_is_direct(const layer_window_t *g)
     return LAYER_WIDE() && g->c >= 8 && g->c <= 64 && s_dx_transposed(g);
 }
 
+/* Winograd's F(2x2, 3x3) computes 3x3 stride-1 windows whose tiles' transforms fit (both directions'
+   channels at least 8, the direct path's taps within bounds). */
+static bool
+s_wino_shape(const layer_window_t *g)
+{
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->c >= 8 && g->filters >= 8 &&
+           g->kh * g->kw * g->c <= LAYER_MAX_TAPS && s_dx_transposed(g);
+}
+
+bool
+layer_conv2d_is_winograd(const layer_window_t *g)
+{
+    return s_wino_shape(g) && layer_conv2d_is_direct(g);
+}
+
+/* Measured (bench_layers --cpu, one thread, AVX-512): Winograd's input gradient is faster than the direct
+   one at 14x14x16 24f (its dy has 24 channels) but slower at 13x13x32 64f, where the direct tiles of 64
+   taps per pixel run near the FMA units' peak and the 13x13 input leaves a row and a column of tiles
+   half empty. */
+bool
+layer_conv2d_is_winograd_dx(const layer_window_t *g)
+{
+    return layer_conv2d_is_winograd(g) && g->filters <= 32;
+}
+
 /* Rows and columns of the padded input the windows read. */
 static void
 s_padded(const layer_window_t *g, int64_t *hp, int64_t *wp)
@@ -201,6 +226,7 @@ typedef struct {
     const float *x, *w, *b, *dy;
     float *xp, *y, *dw, *db; /* dw, db: this share's own sums (thread 0: the caller's; db NULL: not wanted) */
     float *dx;
+    const float *u; /* Winograd's transformed kernel (NULL: the direct tiles) */
     int64_t n0, n1;
     bool wide; /* the AVX-512 build runs: tiles for 32 vector registers */
 } s_share_t;
@@ -216,6 +242,10 @@ s_forward_share(void *arg)
     int64_t taps = s_offsets(g, wp, off);
     float *xp = a->xp + a->n0 * hp * wp * c, *y = a->y + a->n0 * g->oh * g->ow * f;
     s_pad(g, a->x + a->n0 * g->h * g->w * c, n, xp);
+    layer_wino_t wa = {.x = xp, .ex = hp * wp * c, .row = wp * c, .hx = hp, .wx = wp, .c = c, .n = n, .oh = g->oh,
+                       .ow = g->ow, .f = f, .u = a->u, .b = a->b, .y = y, .wide = a->wide};
+    if (a->u && layer_winograd_run(&wa) == 0)
+        return NULL;
     for (int64_t i = 0; i < n; i++)
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const float *row = xp + (i * hp + oy * g->sh) * wp * c;
@@ -268,12 +298,42 @@ s_split(const s_share_t *base, int64_t n, int64_t dw_floats, void *(*fn)(void *)
 }
 
 void
+layer_conv2d_direct_rows(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w, int64_t f,
+                         int np, bool wide, float *y)
+{
+    for (int64_t f0 = 0, fb; f0 < f; f0 += fb) {
+        fb = s_filter_block(f, f0, wide);
+        s_fwd_block(xs, step, off, taps, w, f, f0, fb, np, wide, NULL, y);
+    }
+}
+
+/* The forward pass, by Winograd's tiles when wino (and the kernel's transform finds memory). */
+static void
+s_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b, float *xp, float *y,
+          bool wino)
+{
+    float *u = wino && s_wino_shape(g) ? malloc((size_t)(16 * g->c * g->filters) * sizeof *u) : NULL;
+    if (u)
+        layer_winograd_kernel(w, g->c, g->filters, u);
+    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y, .u = u, .wide = LAYER_WIDE()};
+    s_share_t shares[S_MAX_SHARES];
+    float *extra[S_MAX_SHARES];
+    s_split(&base, n, 0, s_forward_share, shares, extra);
+    free(u);
+}
+
+void
 layer_conv2d_direct_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
                             float *xp, float *y)
 {
-    s_share_t base = {.g = g, .x = x, .w = w, .b = b, .xp = xp, .y = y, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
-    float *extra[S_MAX_SHARES];
-    s_split(&base, n, 0, s_forward_share, shares, extra);
+    s_forward(g, x, n, w, b, xp, y, false);
+}
+
+void
+layer_conv2d_winograd_forward(const layer_window_t *g, const float *x, int64_t n, const float *w, const float *b,
+                              float *xp, float *y)
+{
+    s_forward(g, x, n, w, b, xp, y, true);
 }
 
 /* One example's windows as a kernel-gradient tile reads them: oh rows of ow pixels, the pixels step floats
@@ -459,6 +519,11 @@ s_dx_share(void *arg)
                 for (int64_t ox = 0; ox < g->ow; ox++)
                     memcpy(row + ox * g->sw * f, d + ox * f, (size_t)f * sizeof *row);
         }
+    layer_wino_t wa = {.x = grid + (g->pad_top * wd + g->pad_left) * f, .ex = hd * wd * f, .row = wd * f,
+                       .hx = hd - g->pad_top, .wx = wd - g->pad_left, .c = f, .n = n, .oh = g->h, .ow = g->w,
+                       .f = c, .u = a->u, .y = a->dx + a->n0 * g->h * g->w * c, .wide = a->wide};
+    if (a->u && layer_winograd_run(&wa) == 0)
+        return NULL;
     for (int64_t i = 0; i < n; i++)
         for (int64_t iy = 0; iy < g->h; iy++) {
             const float *row = grid + ((i * hd + iy + g->pad_top) * wd + g->pad_left) * f;
@@ -471,9 +536,10 @@ s_dx_share(void *arg)
     return NULL;
 }
 
-/* dx by s_dx_share over the batch's shares, or without memory for the turned kernel pixel by pixel. */
+/* dx by s_dx_share over the batch's shares (by Winograd's tiles when wino and there is memory for them), or
+   without memory for the turned kernel pixel by pixel. */
 static void
-s_dx(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp, float *dx)
+s_dx(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp, float *dx, bool wino)
 {
     int64_t hp, wp, f = g->filters, c = g->c, kk = g->kh * g->kw;
     s_padded(g, &hp, &wp);
@@ -483,9 +549,14 @@ s_dx(const layer_window_t *g, const float *dy, int64_t n, const float *w, float 
             for (int64_t ch = 0; ch < c; ch++)
                 for (int64_t k = 0; k < f; k++)
                     wt[((kk - 1 - t) * f + k) * c + ch] = w[(t * c + ch) * f + k];
-        s_share_t base = {.g = g, .dy = dy, .w = wt, .xp = xp, .dx = dx, .wide = LAYER_WIDE()}, shares[S_MAX_SHARES];
+        float *u = wino && s_wino_shape(g) ? malloc((size_t)(16 * f * c) * sizeof *u) : NULL;
+        if (u) /* the turned kernel has f input channels and c filters */
+            layer_winograd_kernel(wt, f, c, u);
+        s_share_t base = {.g = g, .dy = dy, .w = wt, .xp = xp, .dx = dx, .u = u, .wide = LAYER_WIDE()};
+        s_share_t shares[S_MAX_SHARES];
         float *extra[S_MAX_SHARES];
         s_split(&base, n, 0, s_dx_share, shares, extra);
+        free(u);
         free(wt);
         return;
     }
@@ -501,9 +572,10 @@ s_dx(const layer_window_t *g, const float *dy, int64_t n, const float *w, float 
                    (size_t)(cols * c) * sizeof *dx);
 }
 
-void
-layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
-                             float *dw, float *db, float *dx)
+/* The kernel's gradient by the direct tiles, then the input's (by Winograd's tiles when wino). */
+static void
+s_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp, float *dw, float *db,
+           float *dx, bool wino)
 {
     int64_t hp, wp, f = g->filters;
     s_padded(g, &hp, &wp);
@@ -519,5 +591,19 @@ layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n
         free(extra[s - 1]);
     }
     if (dx) /* xp is spent */
-        s_dx(g, dy, n, w, xp, dx);
+        s_dx(g, dy, n, w, xp, dx, wino);
+}
+
+void
+layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
+                             float *dw, float *db, float *dx)
+{
+    s_backward(g, dy, n, w, xp, dw, db, dx, false);
+}
+
+void
+layer_conv2d_winograd_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
+                               float *dw, float *db, float *dx)
+{
+    s_backward(g, dy, n, w, xp, dw, db, dx, true);
 }

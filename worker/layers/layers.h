@@ -111,6 +111,36 @@ void layer_conv2d_direct_forward(const layer_window_t *g, const float *x, int64_
                                  float *xp, float *y);
 void layer_conv2d_direct_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
                                   float *dw, float *db, float *dx);
+/* Winograd's F(2x2, 3x3) for 3x3 stride-1 windows: the direct path (its scratch, its kernel gradient) with
+   the forward pass and the input's gradient computed on 2x2 tiles, 16 multiplications per channel and
+   filter instead of 36 (layer_conv_winograd.c). layer_conv2d_is_winograd: the shapes where its forward
+   pass measured faster than the direct path, layer_conv2d_is_winograd_dx: where its backward one did;
+   the calls run the direct path on other windows. */
+bool layer_conv2d_is_winograd(const layer_window_t *g);
+bool layer_conv2d_is_winograd_dx(const layer_window_t *g);
+void layer_conv2d_winograd_forward(const layer_window_t *g, const float *x, int64_t n, const float *w,
+                                   const float *b, float *xp, float *y);
+void layer_conv2d_winograd_backward(const layer_window_t *g, const float *dy, int64_t n, const float *w, float *xp,
+                                    float *dw, float *db, float *dx);
+
+/* The pieces the Winograd path shares with the direct one. layer_conv2d_direct_rows: y[p][0, f) = the sum
+   over taps t of xs[p * step + off[t]] w[t][0, f), for np "pixels", in the direct path's register tiles.
+   layer_winograd_kernel: u[16][c][f] = G g G^T of each 3x3 kernel slice of w[3][3][c][f].
+   layer_winograd_run: y[n][oh][ow][f] (+ b) = the 3x3 windows of x (pixel (oy, ox) of example i at
+   x + i * ex + oy * row + ox * c, only hx rows and wx columns there, zeros past them) times the kernel
+   whose transform is u; -ENOMEM. */
+void layer_conv2d_direct_rows(const float *xs, int64_t step, const int64_t *off, int64_t taps, const float *w,
+                              int64_t f, int np, bool wide, float *y);
+typedef struct {
+    const float *x;
+    int64_t ex, row, hx, wx, c;
+    int64_t n, oh, ow, f;
+    const float *u, *b;
+    float *y;
+    bool wide;
+} layer_wino_t;
+void layer_winograd_kernel(const float *w, int64_t c, int64_t f, float *u);
+int layer_winograd_run(const layer_wino_t *a);
 
 /* Copies the [n, rows, cols, c] block at (y0, x0) of t[n, h, w, c] into the
    packed part[n, rows, cols, c] (LAYER_BLOCK_GATHER), or part into the block
@@ -133,6 +163,13 @@ void layer_window_part(const layer_window_t *g, int hp, int wp, int ph, int pw, 
 void layer_max_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);
 void layer_max_pool_backward(const layer_window_t *g, const float *x, const float *y, const float *dy, int64_t n,
                              float *dx);
+/* The same keeping the argmax: arg[n, oh, ow, c] (one byte per output) gets the position ky * kw + kx
+   in its window of each output's maximum (the first element holding it), for windows of at most
+   LAYER_POOL_ARG_MAX elements; the backward pass then adds each input element's share of dy from the
+   windows that hold it (no search, every element of dx written once). */
+#define LAYER_POOL_ARG_MAX 256
+void layer_max_pool_forward_arg(const layer_window_t *g, const float *x, int64_t n, float *y, uint8_t *arg);
+void layer_max_pool_backward_arg(const layer_window_t *g, const uint8_t *arg, const float *dy, int64_t n, float *dx);
 /* Average pool over the window's elements inside the input (padding not
    counted, as TF). */
 void layer_avg_pool_forward(const layer_window_t *g, const float *x, int64_t n, float *y);

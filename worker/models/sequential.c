@@ -55,7 +55,7 @@ typedef struct {
 /* Where a step's buffers are this step (offsets into the scratch slots). */
 typedef struct {
     float *act[ZDIST_MODEL_MAX_LAYERS];  /* outputs (NULL: the input is reused) */
-    float *aux[ZDIST_MODEL_MAX_LAYERS];  /* conv2d: im2col; batch norm: xhat */
+    float *aux[ZDIST_MODEL_MAX_LAYERS];  /* conv2d: im2col; batch norm: xhat; max pool: its argmax (bytes) */
     float *stats[ZDIST_MODEL_MAX_LAYERS]; /* batch norm: mean[c], var[c], sums[2c + 1], dsums[2c] */
     float *parts[ZDIST_MODEL_MAX_LAYERS]; /* split layers: their parts' buffers (s_part_floats each) */
     int64_t part_floats[ZDIST_MODEL_MAX_LAYERS];
@@ -242,6 +242,10 @@ s_plan(const s_state_t *s, zdist_replica_ctx_t *ctx, int64_t n, int64_t nnz, boo
         if (k == ZDIST_LAYER_CONV2D) {
             aux_off[i] = floats;
             floats += s_round(layer_conv2d_cols(&l->win, n));
+        }
+        if (k == ZDIST_LAYER_MAX_POOL2D && train && l->win.kh * l->win.kw <= LAYER_POOL_ARG_MAX) {
+            aux_off[i] = floats;
+            floats += s_round((n * l->out_size + 3) / 4);
         }
         if (k == ZDIST_LAYER_BATCH_NORM) {
             if (train) {
@@ -589,7 +593,10 @@ s_forward_layer(s_pass_t *a)
             layer_act_forward(sp->activation, y, n * l->out_size / l->channels, l->channels);
         break;
     case ZDIST_LAYER_MAX_POOL2D:
-        layer_max_pool_forward(&l->win, x, n, y);
+        if (p->aux[i])
+            layer_max_pool_forward_arg(&l->win, x, n, y, (uint8_t *)p->aux[i]);
+        else
+            layer_max_pool_forward(&l->win, x, n, y);
         break;
     case ZDIST_LAYER_AVG_POOL2D:
         layer_avg_pool_forward(&l->win, x, n, y);
@@ -726,7 +733,9 @@ s_backward_layer(s_pass_t *a)
         break;
     }
     case ZDIST_LAYER_MAX_POOL2D:
-        if (dx)
+        if (dx && p->aux[i])
+            layer_max_pool_backward_arg(&l->win, (const uint8_t *)p->aux[i], dy, n, dx);
+        else if (dx)
             layer_max_pool_backward(&l->win, x, p->act[i], dy, n, dx);
         break;
     case ZDIST_LAYER_AVG_POOL2D:
