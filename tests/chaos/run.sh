@@ -425,7 +425,7 @@ since_ms() {
         END {if (!found) print "-"}' "$TIMELINE"
 }
 # pct P: the P-th percentile of the numbers on stdin (nearest rank).
-pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {if (!NR) {print "-"; exit} i=int(NR*p/100+0.999); if (i<1) i=1; if (i>NR) i=NR; print a[i]}'; }
+pct() { sort -n | awk -v p="$1" 'NF {a[++n]=$1} END {if (!n) {print "-"; exit} i=int(n*p/100+0.999); if (i<1) i=1; if (i>n) i=n; print a[i]}'; }
 
 FAILS=0
 bad() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
@@ -698,7 +698,7 @@ one_fault() {
 # check_job: the job ended with exactly its steps, each psd shard applied
 # one update per step, accuracy; the summary line.
 check_job() {
-    local steps_done acc applied doubled lost d l i rss role mib kinds k p50 p99 damaged recoveries
+    local steps_done acc applied doubled lost d l i rss role mib kinds k p50 p99 damaged recoveries first
     status_json
     sample_rss
     steps_done=$(jget 'j["step"]')
@@ -744,6 +744,9 @@ PY
     done
     kinds=""
     for k in "${!NKIND[@]}"; do kinds+="$k ${NKIND[$k]}, "; done
+    # Under multi_worker_mirrored a joined worker joins the cluster, not the running ring.
+    first="no closures: the ring does not take a joined worker"
+    ((NPS > 0)) && first="first closure p50 $(printf '%s\n' "${FIRST_CLOSURE_MS[@]}" | pct 50) ms, p99 $(printf '%s\n' "${FIRST_CLOSURE_MS[@]}" | pct 99) ms"
     p50=$(printf '%s\n' "${RECOVER_MS[@]}" | pct 50)
     p99=$(printf '%s\n' "${RECOVER_MS[@]}" | pct 99)
     damaged=$(chief_lines "job $JOB: the checkpoint at step [0-9]+ is damaged")
@@ -758,8 +761,7 @@ PY
         "checkpoints failed $(chief_lines "$CKPT_FAILED");" \
         "time to progress again p50 ${p50} ms, p99 ${p99} ms;" \
         "after a join p50 $(printf '%s\n' "${JOIN_MS[@]}" | pct 50) ms, p99 $(printf '%s\n' "${JOIN_MS[@]}" | pct 99) ms" \
-        "(${#JOIN_MS[@]}; first closure p50 $(printf '%s\n' "${FIRST_CLOSURE_MS[@]}" | pct 50) ms," \
-        "p99 $(printf '%s\n' "${FIRST_CLOSURE_MS[@]}" | pct 99) ms);" \
+        "(${#JOIN_MS[@]}; $first);" \
         "after a leave p50 $(printf '%s\n' "${LEAVE_MS[@]}" | pct 50) ms, p99 $(printf '%s\n' "${LEAVE_MS[@]}" | pct 99) ms" \
         "(${#LEAVE_MS[@]}); joined workers a restarted chief forgot $FORGOTTEN;" \
         "updates per step: $applied; test accuracy $acc; max RSS: ${rss%, }"
