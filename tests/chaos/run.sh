@@ -179,9 +179,12 @@ if sys.argv[4]:
 json.dump({"cluster": c}, open(sys.argv[1], "w"))
 PY
 
-# Every daemon started, as "ROLE PID" lines: the RSS sampler reads them.
+# Every daemon started, as "ROLE PID START" lines (START: its start time in
+# /proc/PID/stat, so that a pid the kernel gave another process since is
+# not read as this one's): the RSS sampler reads them.
 DAEMONS=$ZD_TMP/daemons
 : >"$DAEMONS"
+started() { echo "$1 $2 $(awk '{print $22}' "/proc/$2/stat" 2>/dev/null)" >>"$DAEMONS"; }
 # Deadlines shorter than a fault: a closure (parameter_server) or a
 # collective (multi_worker_mirrored, in the job) that meets a frozen or cut
 # off daemon fails after 3 s, a worker's psd call after 2 s.
@@ -195,7 +198,7 @@ start_role() { # ROLE NAME: in its namespace when there are namespaces
     chief) zd_start "$name" "${in[@]}" "$ZDIST_COORDINATOR_BIN" --cluster "$CLUSTER" --task chief:0 --state-dir "$STATE" \
         --keep-variables --closure-timeout-ms 3000 ;; # each shard's update count is read after the job
     esac
-    echo "$role ${ZD_PID[$name]}" >>"$DAEMONS"
+    started "$role" "${ZD_PID[$name]}"
 }
 for role in "${ROLES[@]}"; do start_role "$role" "$role"; done
 for ((i = 0; i < NPS; i++)); do zd_wait_psd "ps$i" "${ZD_PS_ADDRS[$i]}" 60; done
@@ -207,11 +210,11 @@ zd_wait_log chief "chief serving at" 60
 # killed at exit as the daemons are; "SECONDS ROLE PID KIB" lines.
 RSS=$ZD_TMP/rss.tsv
 rss_sampler() {
-    local t0=$SECONDS role pid kb st
+    local t0=$SECONDS role pid start kb st
     while :; do
-        while read -r role pid; do
-            st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-            [[ -n $st && $st != Z ]] || continue
+        while read -r role pid start; do
+            st=$(awk '{print $3, $22}' "/proc/$pid/stat" 2>/dev/null)
+            [[ -n $st && $st != Z* && ${st#* } == "$start" ]] || continue
             kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
             [[ -n $kb ]] && echo "$((SECONDS - t0)) $role $pid $kb"
         done <"$DAEMONS" >>"$RSS"
@@ -480,7 +483,7 @@ join_one() {
         addr="127.0.0.1:$(zd_free_port)"
     fi
     zd_start "$JNAME" "${in[@]}" "$ZDIST_WORKER_BIN" --join "$ZD_CHIEF" --bind "tcp://$addr" --ps-timeout-ms 2000
-    echo "joined ${ZD_PID[$JNAME]}" >>"$DAEMONS"
+    started joined "${ZD_PID[$JNAME]}"
     zd_wait_log "$JNAME" "joined the cluster through the chief at .* as worker:[0-9]+" 60
     from=$(job_step) t0=$(date +%s%3N)
     JN=$(grep -oE "as worker:[0-9]+" "$ZD_TMP/$JNAME.log" | head -1 | grep -oE '[0-9]+$')
