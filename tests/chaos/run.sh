@@ -45,8 +45,9 @@
 # the step timeline and the RSS series into DIR at the end.
 #
 # --soak MINUTES runs faults for that long instead of N: jobs back to back,
-# each sized from the pace of the one before to end near the soak's end and
-# checked as above as it ends (its variables then dropped from the psds).
+# each sized from the pace of the one before to run 5 minutes (or to the
+# soak's end) and checked as above as it ends (its variables then dropped
+# from the psds).
 # Every daemon's RSS is read from /proc every --rss-every seconds (60), by
 # role (a restarted daemon continues its role's series); the soak prints the
 # series and each role's growth: its largest RSS after the first
@@ -857,7 +858,10 @@ if ((SOAK)); then
     echo "chaos: soak of $SOAK min ($STRATEGY, seed $SEED, kinds: ${KINDS[*]}); RSS every $RSS_EVERY s; load $(cut -d' ' -f1-3 /proc/loadavg)"
     while ((SOAK_END - SECONDS > 30)); do
         t=$SECONDS
-        steps=$((rate * (SOAK_END - SECONDS)))
+        # At most 5 minutes a job: a guess that is off costs little, and each job is checked.
+        left=$((SOAK_END - SECONDS))
+        ((left <= 300)) || left=300
+        steps=$((rate * left))
         ((steps >= 1000)) || steps=1000
         run_job "$steps"
         rate=$((steps / (SECONDS - t + 1) + 1))
