@@ -52,7 +52,8 @@
 # role (a restarted daemon continues its role's series); the soak prints the
 # series and each role's growth: its largest RSS after the first
 # --soak-warmup minutes (15) against its largest before, failing past
-# --max-rss-growth percent (10).
+# --max-rss-growth percent (10); and the same of RssAnon alone (reported,
+# not checked).
 #
 # The binaries come from ZDIST_BIN, ZDIST_PSD_BIN, ZDIST_WORKER_BIN and
 # ZDIST_COORDINATOR_BIN, or from the build directory ZDIST_BUILD (default:
@@ -74,7 +75,7 @@ WARMUP=15
 RSS_EVERY=60
 MAX_GROWTH=10
 usage() {
-    sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 while (($#)); do
@@ -208,7 +209,10 @@ zd_wait_log chief "chief serving at" 60
 
 # ---- every daemon's RSS, by role, every RSS_EVERY s ----
 # A process of its own (so that a long fault does not delay a sample),
-# killed at exit as the daemons are; "SECONDS ROLE PID KIB" lines.
+# killed at exit as the daemons are; "SECONDS ROLE PID KIB ANON_KIB" lines
+# (VmRSS, and RssAnon: the part that is not the binary's and the
+# libraries' pages, which a daemon of 13 MiB maps in as it first runs
+# each path: some 10 MiB of it).
 RSS=$ZD_TMP/rss.tsv
 rss_sampler() {
     local t0=$SECONDS role pid start kb st
@@ -216,7 +220,7 @@ rss_sampler() {
         while read -r role pid start; do
             st=$(awk '{print $3, $22}' "/proc/$pid/stat" 2>/dev/null)
             [[ -n $st && $st != Z* && ${st#* } == "$start" ]] || continue
-            kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+            kb=$(awk '/^VmRSS:/ {r = $2} /^RssAnon:/ {a = $2} END {if (r) print r, a}' "/proc/$pid/status" 2>/dev/null)
             [[ -n $kb ]] && echo "$((SECONDS - t0)) $role $pid $kb"
         done <"$DAEMONS" >>"$RSS"
         echo "$((SECONDS - t0)) load 0 $(awk '{printf "%d", $1 * 100}' /proc/loadavg)" >>"$RSS"
@@ -814,8 +818,11 @@ from collections import defaultdict
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 warm, limit = int(sys.argv[2]), float(sys.argv[3])
 series = defaultdict(list)  # role -> [(t, pid, kib)]
-for t, role, pid, kb in rows:
-    series[role].append((int(t), pid, int(kb)))
+anon = defaultdict(list)  # role -> [(t, kib)]: RssAnon
+for r in rows:
+    series[r[1]].append((int(r[0]), r[2], int(r[3])))
+    if len(r) > 4:
+        anon[r[1]].append((int(r[0]), int(r[4])))
 over = []
 for role in sorted(series):
     s = series[role]
@@ -839,6 +846,11 @@ for role in sorted(series):
                  "" if ok else "  <-- over %g %%" % limit))
         if not ok:
             over.append(role)
+        ab = [k for t, k in anon[role] if t <= warm]
+        aa = [k for t, k in anon[role] if t > warm]
+        if ab and aa:
+            print("soak: %s anonymous memory (RssAnon) growth after the first %d min: %+.1f %% (%.1f MiB before, %.1f MiB after)"
+                  % (role, warm // 60, 100.0 * (max(aa) - max(ab)) / max(ab), max(ab) / 1024, max(aa) / 1024))
     # The longest-lived process: its own RSS from the warm-up (or its start) to its end.
     best = max(pids, key=lambda p: sum(1 for _, q, _ in s if q == p))
     mine = [(t, k) for t, q, k in s if q == best]
