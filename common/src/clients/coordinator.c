@@ -631,12 +631,21 @@ s_dispatch(zdist_coordinator_t *self)
 static int
 s_drain(zdist_coordinator_t *self, size_t wi, int64_t wait_ms)
 {
+    s_worker_t *w = &self->workers[wi];
     int n = 0;
     zdist_worker_reply_t reply;
-    while (zdist_worker_client_recv(self->workers[wi].cl, n ? 0 : wait_ms, &reply) == 0) {
+    while (w->cl && zdist_worker_client_recv(w->cl, n ? 0 : wait_ms, &reply) == 0) {
         s_on_reply(self, wi, &reply);
         zdist_worker_reply_release(&reply);
         n++;
+    }
+    /* A worker that has left is out for good: its client goes, or a socket
+       reconnecting to the gone worker for ever (and its monitor) would stay
+       in every poll and in memory, one more with every worker that joins
+       and leaves, in every later attempt too. */
+    if (w->state == W_LEFT && w->cl) {
+        zdist_worker_client_destroy(&w->cl);
+        self->clients[wi] = NULL;
     }
     return n;
 }
@@ -845,7 +854,8 @@ zdist_coordinator_stop_job(zdist_coordinator_t *self, int64_t timeout_ms)
 {
     uint64_t *ids = calloc(self->nworkers, sizeof *ids);
     for (size_t i = 0; ids && i < self->nworkers; i++)
-        zdist_worker_client_stop_job(self->workers[i].cl, self->job.name, timeout_ms, &ids[i]);
+        if (self->workers[i].cl) /* NULL: it has left */
+            zdist_worker_client_stop_job(self->workers[i].cl, self->job.name, timeout_ms, &ids[i]);
     /* Each call completes by its deadline: the replies, or no answer. */
     for (size_t i = 0; i < self->nworkers; i++) {
         zdist_worker_reply_t reply;

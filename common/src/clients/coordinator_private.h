@@ -41,7 +41,7 @@ typedef enum { W_DOWN, W_STARTING, W_UP, W_LEFT } s_wstate_t;
 
 typedef struct {
     char endpoint[256];
-    zdist_worker_client_t *cl;
+    zdist_worker_client_t *cl; /* NULL once the worker has left (W_LEFT) */
     s_wstate_t state;
     uint64_t incarnation; /* from the START_JOB reply */
     zdist_remote_value_t **flight; /* closures in flight, in dispatch order (a batch shares req_id) */
