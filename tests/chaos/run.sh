@@ -6,7 +6,7 @@
 # every fault seen by the coordinator (a line in its logs) where it logs one.
 #
 #   tests/chaos/run.sh --faults N --seed S [--strategy parameter_server|multi_worker_mirrored]
-#                      [--steps STEPS] [--min-accuracy A] [--max-rss-mib M] [--kinds K1,K2,...]
+#                      [--steps STEPS | --fault-seconds S] [--min-accuracy A] [--max-rss-mib M] [--kinds K1,K2,...]
 #                      [--soak MINUTES [--soak-warmup MINUTES] [--rss-every SECONDS]
 #                       [--max-rss-growth PCT]] [--loopback] [--keep-logs DIR]
 #
@@ -42,7 +42,10 @@
 # timeline, ZD_TMP/timeline: the time from the membership change until the
 # step passes where it was), and under parameter_server the time until a
 # joined worker has run a closure. --keep-logs copies every daemon's log,
-# the step timeline and the RSS series into DIR at the end.
+# the step timeline and the RSS series into DIR at the end. Without --steps
+# the job is sized for --fault-seconds (12) of fault-free training a fault,
+# at the pace a 3 s trial job measures (a fault that finds the job done is
+# skipped and counted).
 #
 # --soak MINUTES runs faults for that long instead of N: jobs back to back,
 # each sized from the pace of the one before to run 5 minutes (or to the
@@ -65,6 +68,7 @@ FAULTS=10
 SEED=1
 STRATEGY=parameter_server
 STEPS=""
+FAULT_S=12 # seconds of fault-free training the job is sized for, per fault (--steps unset)
 MIN_ACC=0.80
 MAX_RSS_MIB=2048
 ONLY=""
@@ -84,6 +88,7 @@ while (($#)); do
     --seed) SEED=${2:-}; shift 2 ;;
     --strategy) STRATEGY=${2:-}; shift 2 ;;
     --steps) STEPS=${2:-}; shift 2 ;;
+    --fault-seconds) FAULT_S=${2:-}; shift 2 ;;
     --min-accuracy) MIN_ACC=${2:-}; shift 2 ;;
     --max-rss-mib) MAX_RSS_MIB=${2:-}; shift 2 ;;
     --kinds) ONLY=${2:-}; shift 2 ;;
@@ -97,6 +102,7 @@ while (($#)); do
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+[[ $FAULT_S =~ ^[0-9]+$ && $FAULT_S -ge 1 && $FAULT_S -le 3600 ]] || { echo "run.sh: --fault-seconds must be 1..3600, got '$FAULT_S'" >&2; exit 2; }
 [[ $FAULTS =~ ^[0-9]+$ && $FAULTS -ge 1 && $FAULTS -le 10000 ]] || { echo "run.sh: --faults must be 1..10000, got '$FAULTS'" >&2; exit 2; }
 [[ $SEED =~ ^[0-9]+$ ]] || { echo "run.sh: --seed must be a non-negative integer, got '$SEED'" >&2; exit 2; }
 [[ $STRATEGY == parameter_server || $STRATEGY == multi_worker_mirrored ]] ||
@@ -325,7 +331,7 @@ JSON
 }
 PACE=0 # steps per second without faults (the pace job's), when measured
 if [[ -z $STEPS ]] || ((SOAK)); then
-    # Enough steps for the faults (about 12 s of training each), at the pace
+    # Enough steps for the faults (about FAULT_S s of training each), at the pace
     # this cluster trains now (3 s of a job, then cancelled): faults must not
     # find the job done, nor the job run on long after them.
     job_spec "$ZD_TMP/pace.json" chaos-pace 100000000
@@ -339,7 +345,7 @@ if [[ -z $STEPS ]] || ((SOAK)); then
     coord_wait_state "$JOB" cancelled 120
     ((s1 > s0)) || zd_fail "the pace job made no progress in 3 s (step $s0, then $s1)"
     PACE=$(((s1 - s0) * 1000 / (t1 - t0) + 1))
-    [[ -n $STEPS ]] || STEPS=$(((s1 - s0) * 12000 * FAULTS / (t1 - t0) + 1000))
+    [[ -n $STEPS ]] || STEPS=$(((s1 - s0) * FAULT_S * 1000 * FAULTS / (t1 - t0) + 1000))
 fi
 
 # The kinds, in two groups (--kinds classic,elastic names them).
